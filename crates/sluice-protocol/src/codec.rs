@@ -1,0 +1,94 @@
+//! Decoding request bodies and encoding responses at a negotiated version.
+//!
+//! Responses are written into one reusable buffer per connection: size prefix, response
+//! header at the version the API requires (ApiVersions is always header v0), then the body.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::error::ProtocolError;
+use crate::frame::SIZE_PREFIX_BYTES;
+use crate::registry;
+
+/// Kafka's UNSUPPORTED_VERSION error code.
+pub const UNSUPPORTED_VERSION: i16 = 35;
+
+/// Decodes a request body. The whole body must be consumed by the decoder's view of it;
+/// decode failures become [`ProtocolError::Malformed`].
+pub fn decode_request<R: Decodable>(body: &mut Bytes, version: i16) -> Result<R, ProtocolError> {
+    R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))
+}
+
+/// Appends one framed response (size prefix, header, body) to `out`.
+pub fn encode_response<R: Encodable>(
+    out: &mut BytesMut,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Result<(), ProtocolError> {
+    let start = out.len();
+    out.put_i32(0);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    let header_version = api_key.response_header_version(version);
+    let encoded = header
+        .encode(out, header_version)
+        .and_then(|_| body.encode(out, version));
+    if let Err(e) = encoded {
+        out.truncate(start);
+        return Err(ProtocolError::Encode(e.to_string()));
+    }
+    let size = out.len() - start - SIZE_PREFIX_BYTES;
+    let size = i32::try_from(size).map_err(|_| ProtocolError::Encode("response too large".into()))?;
+    out[start..start + SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
+    Ok(())
+}
+
+/// The ApiVersions body listing every registered API.
+pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+    let mut resp = ApiVersionsResponse::default();
+    resp.error_code = error_code;
+    resp.api_keys = registry::SUPPORTED
+        .iter()
+        .map(|a| {
+            let mut v = ApiVersion::default();
+            v.api_key = a.key as i16;
+            v.min_version = a.min_version;
+            v.max_version = a.max_version;
+            v
+        })
+        .collect();
+    resp
+}
+
+/// The answer to an ApiVersions request at a version we do not support: a v0-format response
+/// with UNSUPPORTED_VERSION and our list, keeping the correlation id, so the client can retry
+/// at a version we both speak.
+pub fn encode_api_versions_fallback(out: &mut BytesMut, correlation_id: i32) -> Result<(), ProtocolError> {
+    let body = api_versions_body(UNSUPPORTED_VERSION);
+    encode_response(out, ApiKey::ApiVersions, 0, correlation_id, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Buf;
+
+    // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.
+    #[test]
+    fn api_versions_fallback_is_v0() {
+        let mut out = BytesMut::new();
+        encode_api_versions_fallback(&mut out, 77).unwrap();
+        let mut b = out.freeze();
+        let size = b.get_i32() as usize;
+        assert_eq!(size, b.len());
+        assert_eq!(b.get_i32(), 77);
+        let resp = ApiVersionsResponse::decode(&mut b, 0).unwrap();
+        assert_eq!(resp.error_code, UNSUPPORTED_VERSION);
+        assert_eq!(resp.api_keys.len(), registry::SUPPORTED.len());
+        assert!(b.is_empty());
+    }
+}

@@ -1,0 +1,21 @@
+//! `sluice-protocol`: the Kafka wire protocol as Sluice speaks it, with no I/O.
+//!
+//! - [`frame`]: the 4-byte length prefix; a partial frame is `Ok(None)`, never an error.
+//! - [`header`]: request headers, parsed defensively (short or unknown input is a typed error,
+//!   never a panic).
+//! - [`registry`]: the APIs and version ranges Sluice advertises; ApiVersions is derived from it.
+//! - [`codec`]: request decode and response encode for a negotiated version, including the
+//!   ApiVersions v0 fallback that clients rely on.
+//! - [`alloc_guard`]: the allocator guard against hostile array counts (see its docs).
+//!
+//! Record batches are never decoded here: Produce and Fetch carry them as raw `Bytes`.
+
+pub mod alloc_guard;
+pub mod codec;
+pub mod error;
+pub mod frame;
+pub mod header;
+pub mod registry;
+
+pub use error::ProtocolError;
+pub use kafka_protocol;

@@ -1,0 +1,70 @@
+//! The API registry: which Kafka APIs Sluice serves and at which versions. ApiVersions
+//! responses are built from this table, and the broker's dispatcher must have a handler for
+//! every entry (a broker test checks that). Advertise only what is encoded correctly:
+//! over-advertising breaks clients worse than under-advertising.
+
+use kafka_protocol::messages::ApiKey;
+
+/// One supported API and its inclusive version range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiSupport {
+    pub key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+}
+
+const fn api(key: ApiKey, min_version: i16, max_version: i16) -> ApiSupport {
+    ApiSupport { key, min_version, max_version }
+}
+
+/// Every API Sluice answers. Floors follow KIP-896 (Kafka 4.x); ceilings are Kafka 4.1's, so
+/// the Java 4.x client, librdkafka 2.0 and later, franz-go, Sarama and kafka-python 3 all find
+/// an overlap.
+pub const SUPPORTED: &[ApiSupport] = &[
+    api(ApiKey::Produce, 3, 13),
+    api(ApiKey::Fetch, 4, 18),
+    api(ApiKey::ListOffsets, 1, 10),
+    api(ApiKey::Metadata, 0, 13),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 6),
+    api(ApiKey::DeleteRecords, 0, 2),
+    api(ApiKey::DescribeConfigs, 1, 4),
+    api(ApiKey::AlterConfigs, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 3),
+    api(ApiKey::IncrementalAlterConfigs, 0, 1),
+    api(ApiKey::DescribeCluster, 0, 2),
+];
+
+/// The advertised range for `key`, if Sluice serves it.
+pub fn lookup(key: ApiKey) -> Option<ApiSupport> {
+    SUPPORTED.iter().copied().find(|a| a.key == key)
+}
+
+/// True when `version` of `key` is advertised.
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    lookup(key).is_some_and(|a| (a.min_version..=a.max_version).contains(&version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: we never advertise a version the codec cannot encode or decode.
+    #[test]
+    fn ranges_within_codec_ranges() {
+        for a in SUPPORTED {
+            let codec = a.key.valid_versions();
+            assert!(a.min_version <= a.max_version, "{:?}", a.key);
+            assert!(a.min_version >= codec.min && a.max_version <= codec.max, "{:?} beyond codec {codec}", a.key);
+        }
+    }
+
+    // Goal: each API appears once.
+    #[test]
+    fn no_duplicates() {
+        for (i, a) in SUPPORTED.iter().enumerate() {
+            assert!(SUPPORTED[i + 1..].iter().all(|b| b.key != a.key), "{:?} twice", a.key);
+        }
+    }
+}
