@@ -1,0 +1,213 @@
+//! [`BrokerConfig`]: everything `sluice serve` is told at start, with Kafka's names where a
+//! Kafka broker setting exists. A `server.properties`-style file can supply values; explicit
+//! command-line flags win over the file, and the file wins over defaults.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sluice_log::{FsyncPolicy, TimestampType};
+
+use crate::limits;
+
+/// Defaults for new topics (Kafka's `log.*` broker settings). Each is also reported by
+/// DescribeConfigs, with STATIC_BROKER_CONFIG as the source when it was set explicitly.
+#[derive(Debug, Clone)]
+pub struct TopicDefaults {
+    pub partitions: i32,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub segment_bytes: i64,
+    pub segment_ms: i64,
+    pub max_message_bytes: i64,
+    pub timestamp_type: TimestampType,
+}
+
+impl Default for TopicDefaults {
+    fn default() -> Self {
+        Self {
+            partitions: 1,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            max_message_bytes: 1_048_588,
+            timestamp_type: TimestampType::CreateTime,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Address to bind (`listeners`). Port 0 picks a free port.
+    pub listen: String,
+    /// `host:port` given to clients in Metadata; defaults to the bound address.
+    pub advertised_listener: Option<String>,
+    pub node_id: i32,
+    pub data_dir: PathBuf,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+    pub topic_defaults: TopicDefaults,
+    /// Broker settings that were set explicitly (Kafka names), for DescribeConfigs sources.
+    pub explicit: BTreeMap<String, String>,
+    pub fsync: FsyncPolicy,
+    /// `log.retention.check.interval.ms`.
+    pub retention_check_interval_ms: u64,
+    /// `max.connections`.
+    pub max_connections: usize,
+    /// `socket.request.max.bytes`.
+    pub max_request_bytes: usize,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9092".into(),
+            advertised_listener: None,
+            node_id: 1,
+            data_dir: PathBuf::from("./data"),
+            auto_create_topics: true,
+            topic_defaults: TopicDefaults::default(),
+            explicit: BTreeMap::new(),
+            fsync: FsyncPolicy::Always,
+            retention_check_interval_ms: 300_000,
+            max_connections: limits::CONNECTIONS_MAX_DEFAULT,
+            max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// A setting that could not be applied.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {key}={value}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError {
+        key: key.into(),
+        value: value.into(),
+        reason: "not a valid number or boolean".into(),
+    })
+}
+
+/// Strips a `PLAINTEXT://` style scheme from a Kafka listener string.
+fn strip_listener_scheme(value: &str) -> String {
+    let first = value.split(',').next().unwrap_or(value).trim();
+    match first.split_once("://") {
+        Some((_, addr)) => addr.to_string(),
+        None => first.to_string(),
+    }
+}
+
+impl BrokerConfig {
+    /// Applies one setting by its Kafka broker name (or a Sluice name). Unknown keys are
+    /// returned as `Ok(false)` so the caller can warn about them.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+        let v = value.trim();
+        let d = &mut self.topic_defaults;
+        match key {
+            "listeners" => self.listen = strip_listener_scheme(v),
+            "advertised.listeners" => self.advertised_listener = Some(strip_listener_scheme(v)),
+            "node.id" | "broker.id" => self.node_id = parse(key, v)?,
+            "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(v.split(',').next().unwrap_or(v)),
+            "auto.create.topics.enable" => self.auto_create_topics = parse(key, v)?,
+            "num.partitions" => d.partitions = parse(key, v)?,
+            "log.retention.ms" => d.retention_ms = parse(key, v)?,
+            "log.retention.minutes" => d.retention_ms = parse::<i64>(key, v)? * 60_000,
+            "log.retention.hours" => d.retention_ms = parse::<i64>(key, v)? * 3_600_000,
+            "log.retention.bytes" => d.retention_bytes = parse(key, v)?,
+            "log.segment.bytes" => d.segment_bytes = parse(key, v)?,
+            "log.roll.ms" => d.segment_ms = parse(key, v)?,
+            "log.roll.hours" => d.segment_ms = parse::<i64>(key, v)? * 3_600_000,
+            "message.max.bytes" => d.max_message_bytes = parse(key, v)?,
+            "log.message.timestamp.type" => d.timestamp_type = parse_timestamp_type(key, v)?,
+            "log.retention.check.interval.ms" => self.retention_check_interval_ms = parse(key, v)?,
+            "max.connections" => self.max_connections = parse(key, v)?,
+            "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
+            "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
+            _ => return Ok(false),
+        }
+        self.explicit.insert(key.to_string(), v.to_string());
+        Ok(true)
+    }
+
+    /// Applies a `server.properties` file's text. Returns the keys it did not know.
+    pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
+        let mut unknown = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once(['=', ':']) else {
+                unknown.push(line.to_string());
+                continue;
+            };
+            if !self.set(key.trim(), value)? {
+                unknown.push(key.trim().to_string());
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Checks values that have a valid range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: String, reason: &str| ConfigError { key: key.into(), value, reason: reason.into() };
+        let d = &self.topic_defaults;
+        if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&d.partitions) {
+            return Err(bad("num.partitions", d.partitions.to_string(), "must be between 1 and 10000"));
+        }
+        if d.segment_bytes < crate::topic_config::SEGMENT_BYTES_MIN {
+            return Err(bad("log.segment.bytes", d.segment_bytes.to_string(), "too small"));
+        }
+        if d.max_message_bytes < 0 || d.max_message_bytes > i64::from(i32::MAX) {
+            return Err(bad("message.max.bytes", d.max_message_bytes.to_string(), "out of range"));
+        }
+        if self.max_connections == 0 {
+            return Err(bad("max.connections", "0".into(), "must be positive"));
+        }
+        if self.max_request_bytes < 1024 {
+            return Err(bad("socket.request.max.bytes", self.max_request_bytes.to_string(), "too small"));
+        }
+        Ok(())
+    }
+}
+
+pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigError> {
+    match v {
+        "CreateTime" => Ok(TimestampType::CreateTime),
+        "LogAppendTime" => Ok(TimestampType::LogAppendTime),
+        _ => Err(ConfigError { key: key.into(), value: v.into(), reason: "expected CreateTime or LogAppendTime".into() }),
+    }
+}
+
+fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
+    match v {
+        "always" => Ok(FsyncPolicy::Always),
+        "never" => Ok(FsyncPolicy::Never),
+        _ => Err(ConfigError { key: key.into(), value: v.into(), reason: "expected always or never".into() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a server.properties file maps onto the config, and unknown keys are reported.
+    #[test]
+    fn applies_properties() {
+        let mut c = BrokerConfig::default();
+        let unknown = c
+            .apply_properties("# comment\nlisteners=PLAINTEXT://0.0.0.0:19092\nnum.partitions=3\nlog.retention.hours=2\nfoo.bar=1\n")
+            .unwrap();
+        assert_eq!(c.listen, "0.0.0.0:19092");
+        assert_eq!(c.topic_defaults.partitions, 3);
+        assert_eq!(c.topic_defaults.retention_ms, 7_200_000);
+        assert_eq!(unknown, vec!["foo.bar".to_string()]);
+        assert!(c.explicit.contains_key("num.partitions"));
+        assert!(c.apply_properties("num.partitions=x").is_err());
+    }
+}

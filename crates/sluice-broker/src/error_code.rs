@@ -1,0 +1,40 @@
+//! Kafka error codes Sluice returns, and the mapping from log errors to them. Protocol and
+//! storage crates stay free of wire error codes; this is the one place they are decided.
+
+use sluice_log::LogError;
+
+pub const NONE: i16 = 0;
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub const CORRUPT_MESSAGE: i16 = 2;
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
+pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+pub const INVALID_REQUIRED_ACKS: i16 = 21;
+pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+pub const INVALID_PARTITIONS: i16 = 37;
+pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+pub const INVALID_CONFIG: i16 = 40;
+pub const INVALID_REQUEST: i16 = 42;
+pub const POLICY_VIOLATION: i16 = 44;
+pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub const INVALID_RECORD: i16 = 87;
+pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+
+/// The error code a produce, fetch or admin request gets for a log error.
+pub fn from_log(e: &LogError) -> i16 {
+    match e {
+        LogError::Io(_) | LogError::Poisoned => KAFKA_STORAGE_ERROR,
+        LogError::UnknownPartition => UNKNOWN_TOPIC_OR_PARTITION,
+        LogError::PartitionExists => TOPIC_ALREADY_EXISTS,
+        LogError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+        LogError::CorruptBatch(_) => CORRUPT_MESSAGE,
+        LogError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
+        LogError::InvalidRecord(_) => INVALID_RECORD,
+        // Retriable: the client reconnects and retries once the broker is back.
+        LogError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
+    }
+}

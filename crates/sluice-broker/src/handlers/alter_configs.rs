@@ -1,0 +1,77 @@
+//! AlterConfigs (key 33), v0-2: replaces a topic's whole set of overrides (settings not named
+//! go back to their defaults). Broker settings are static and cannot be altered.
+//! [`apply_topic_configs`] is shared with IncrementalAlterConfigs.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::{str_bytes, Ctx, Reply};
+use crate::topics::AdminError;
+use crate::{error_code, topic_config, Broker};
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: AlterConfigsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let resp = ctx
+        .blocking(move |b| {
+            let mut resp = AlterConfigsResponse::default();
+            for res in req.resources {
+                let mut r = AlterConfigsResourceResponse::default();
+                r.resource_type = res.resource_type;
+                r.resource_name = res.resource_name.clone();
+                let overrides: BTreeMap<String, String> =
+                    res.configs.iter().filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string()))).collect();
+                let outcome = match res.resource_type {
+                    RESOURCE_TOPIC => apply_topic_configs(b, &res.resource_name, |_| Ok(overrides), req.validate_only),
+                    other => Err(resource_error(other)),
+                };
+                if let Err(e) = outcome {
+                    r.error_code = e.code;
+                    r.error_message = Some(str_bytes(e.message));
+                }
+                resp.responses.push(r);
+            }
+            resp
+        })
+        .await;
+    match resp {
+        Some(r) => ctx.respond(&r),
+        None => Reply::Close,
+    }
+}
+
+pub(crate) fn resource_error(resource_type: i8) -> AdminError {
+    if resource_type == RESOURCE_BROKER {
+        AdminError::new(error_code::INVALID_REQUEST, "Broker configs are static in Sluice; set them at start.")
+    } else {
+        AdminError::new(error_code::INVALID_REQUEST, format!("Unsupported resource type {resource_type}"))
+    }
+}
+
+/// Computes a topic's new overrides from its current ones with `change`, validates every
+/// value, and applies them durably unless `validate_only`. Blocking.
+pub(crate) fn apply_topic_configs(
+    b: &Broker,
+    topic: &str,
+    change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
+    validate_only: bool,
+) -> Result<(), AdminError> {
+    let current = b
+        .topics
+        .get(topic)
+        .ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{topic}' does not exist.")))?;
+    let next = change(&current.configs)?;
+    for (k, v) in &next {
+        topic_config::validate(k, v).map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    b.topics.set_configs(topic, next, &b.log, &b.config)
+}

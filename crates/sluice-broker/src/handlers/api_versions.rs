@@ -1,0 +1,18 @@
+//! ApiVersions (key 18), v0-4: the APIs and version ranges from the registry. Versions we do
+//! not support never reach here: the connection answers them with the v0 fallback.
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiVersionsRequest;
+use sluice_protocol::codec;
+
+use super::{Ctx, Reply};
+use crate::error_code;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let _req: ApiVersionsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let resp = codec::api_versions_body(error_code::NONE);
+    ctx.respond(&resp)
+}

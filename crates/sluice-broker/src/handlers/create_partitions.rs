@@ -1,0 +1,41 @@
+//! CreatePartitions (key 37), v0-3: grows a topic's partition count; never shrinks it.
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: CreatePartitionsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let resp = ctx
+        .blocking(move |b| {
+            let mut resp = CreatePartitionsResponse::default();
+            for t in req.topics {
+                let mut r = CreatePartitionsTopicResult::default();
+                r.name = t.name.clone();
+                let node = b.node_id();
+                let bad_assignment = t.assignments.as_ref().is_some_and(|a| a.iter().any(|x| x.broker_ids.iter().any(|id| id.0 != node)));
+                let outcome = if bad_assignment {
+                    Err(crate::topics::AdminError::new(error_code::INVALID_REPLICA_ASSIGNMENT, format!("Replicas must be [{node}].")))
+                } else {
+                    b.topics.add_partitions(&t.name.0, t.count, req.validate_only, &b.log, &b.config)
+                };
+                if let Err(e) = outcome {
+                    r.error_code = e.code;
+                    r.error_message = Some(str_bytes(e.message));
+                }
+                resp.results.push(r);
+            }
+            resp
+        })
+        .await;
+    match resp {
+        Some(r) => ctx.respond(&r),
+        None => Reply::Close,
+    }
+}

@@ -1,0 +1,56 @@
+//! DeleteTopics (key 20), v1-6: by name, or by topic id (v6+).
+
+use bytes::Bytes;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use uuid::Uuid;
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: DeleteTopicsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    // v6 lists (name or id); earlier versions list names.
+    let wanted: Vec<(Option<String>, Uuid)> = if ctx.version >= 6 {
+        req.topics.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id)).collect()
+    } else {
+        req.topic_names.into_iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+    };
+    let resp = ctx
+        .blocking(move |b| {
+            let mut resp = DeleteTopicsResponse::default();
+            for (name, id) in wanted {
+                let topic = match &name {
+                    Some(n) => b.topics.get(n),
+                    None => b.topics.get_by_id(id),
+                };
+                let mut r = DeletableTopicResult::default();
+                r.name = name.clone().map(|n| TopicName(str_bytes(n)));
+                r.topic_id = id;
+                match topic {
+                    None => {
+                        r.error_code = if name.is_some() { error_code::UNKNOWN_TOPIC_OR_PARTITION } else { error_code::UNKNOWN_TOPIC_ID };
+                        r.error_message = Some(str_bytes("This server does not host this topic."));
+                    }
+                    Some(t) => {
+                        r.name = Some(TopicName(str_bytes(t.name.to_string())));
+                        r.topic_id = t.id;
+                        if let Err(e) = b.topics.delete(&t, &b.log) {
+                            r.error_code = e.code;
+                            r.error_message = Some(str_bytes(e.message));
+                        }
+                    }
+                }
+                resp.responses.push(r);
+            }
+            resp
+        })
+        .await;
+    match resp {
+        Some(r) => ctx.respond(&r),
+        None => Reply::Close,
+    }
+}

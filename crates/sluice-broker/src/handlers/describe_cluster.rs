@@ -1,0 +1,36 @@
+//! DescribeCluster (key 60), v0-2: the cluster id and the one broker, which is also the
+//! controller.
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::{str_bytes, Ctx, Reply};
+
+/// DescribeCluster endpoint type for brokers (v1+); 2 asks for controllers.
+const ENDPOINT_BROKERS: i8 = 1;
+const UNSUPPORTED_ENDPOINT_TYPE: i16 = 119;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: DescribeClusterRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let b = &ctx.broker;
+    let mut resp = DescribeClusterResponse::default();
+    resp.endpoint_type = req.endpoint_type;
+    if ctx.version >= 1 && req.endpoint_type != ENDPOINT_BROKERS {
+        resp.error_code = UNSUPPORTED_ENDPOINT_TYPE;
+        resp.error_message = Some(str_bytes("Only broker endpoints are served."));
+        return ctx.respond(&resp);
+    }
+    resp.cluster_id = str_bytes(b.topics.cluster_id.clone());
+    resp.controller_id = BrokerId(b.node_id());
+    resp.cluster_authorized_operations = i32::MIN;
+    let mut broker = DescribeClusterBroker::default();
+    broker.broker_id = BrokerId(b.node_id());
+    broker.host = str_bytes(b.advertised_host.clone());
+    broker.port = b.advertised_port;
+    resp.brokers = vec![broker];
+    ctx.respond(&resp)
+}

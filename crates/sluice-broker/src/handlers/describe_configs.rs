@@ -1,0 +1,153 @@
+//! DescribeConfigs (key 32), v1-4: every topic config with its effective value and source
+//! (TOPIC_CONFIG for overrides, STATIC_BROKER_CONFIG when a broker setting supplies the
+//! default, DEFAULT_CONFIG otherwise), synonyms on request, types (v3+) and documentation.
+//! Broker resources list the broker's settings, all read-only (there is no dynamic broker
+//! config).
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+
+use super::{str_bytes, Ctx, Reply};
+use crate::topic_config::{self, source, ConfigType};
+use crate::{error_code, Broker};
+
+pub(crate) const RESOURCE_TOPIC: i8 = 2;
+pub(crate) const RESOURCE_BROKER: i8 = 4;
+
+struct Entry {
+    name: String,
+    value: String,
+    source: i8,
+    kind: ConfigType,
+    read_only: bool,
+    doc: &'static str,
+    synonyms: Vec<(String, String, i8)>,
+}
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: DescribeConfigsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let b = &ctx.broker;
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut r = DescribeConfigsResult::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name.clone();
+        let entries = match res.resource_type {
+            RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
+                Some(t) => Ok(topic_entries(b, &t.configs)),
+                None => Err((error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{}' does not exist.", &*res.resource_name))),
+            },
+            RESOURCE_BROKER if res.resource_name.is_empty() || *res.resource_name == *b.node_id().to_string() => Ok(broker_entries(b)),
+            RESOURCE_BROKER => Err((error_code::INVALID_REQUEST, format!("Unexpected broker id {}", &*res.resource_name))),
+            other => Err((error_code::INVALID_REQUEST, format!("Unsupported resource type {other}"))),
+        };
+        match entries {
+            Ok(entries) => {
+                let keys = res.configuration_keys.as_ref();
+                r.configs = entries
+                    .into_iter()
+                    .filter(|e| keys.is_none_or(|k| k.is_empty() || k.iter().any(|k| **k == *e.name)))
+                    .map(|e| encode(e, req.include_synonyms, req.include_documentation))
+                    .collect();
+            }
+            Err((code, msg)) => {
+                r.error_code = code;
+                r.error_message = Some(str_bytes(msg));
+            }
+        }
+        resp.results.push(r);
+    }
+    ctx.respond(&resp)
+}
+
+fn encode(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
+    let mut c = DescribeConfigsResourceResult::default();
+    c.name = str_bytes(e.name);
+    c.value = Some(str_bytes(e.value));
+    c.read_only = e.read_only;
+    c.config_source = e.source;
+    c.config_type = e.kind as i8;
+    if docs {
+        c.documentation = Some(str_bytes(e.doc));
+    }
+    if synonyms {
+        c.synonyms = e
+            .synonyms
+            .into_iter()
+            .map(|(name, value, source)| {
+                let mut s = DescribeConfigsSynonym::default();
+                s.name = str_bytes(name);
+                s.value = Some(str_bytes(value));
+                s.source = source;
+                s
+            })
+            .collect();
+    }
+    c
+}
+
+fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, String>) -> Vec<Entry> {
+    topic_config::effective(overrides, &b.config)
+        .into_iter()
+        .map(|(name, value, src)| {
+            let def = topic_config::lookup(name);
+            let mut synonyms = Vec::new();
+            if src == source::TOPIC_CONFIG {
+                synonyms.push((name.to_string(), value.clone(), source::TOPIC_CONFIG));
+            }
+            if let Some(broker_name) = def.and_then(|d| d.broker_synonym) {
+                let (v, s) = topic_config::default_value(name, &b.config);
+                synonyms.push((broker_name.to_string(), v, s));
+            }
+            Entry {
+                name: name.to_string(),
+                value,
+                source: src,
+                kind: def.map_or(ConfigType::Str, |d| d.kind),
+                read_only: false,
+                doc: def.map_or("", |d| d.doc),
+                synonyms,
+            }
+        })
+        .collect()
+}
+
+fn broker_entries(b: &Broker) -> Vec<Entry> {
+    let c = &b.config;
+    let d = &c.topic_defaults;
+    let listener = format!("PLAINTEXT://{}", c.listen);
+    let advertised = format!("PLAINTEXT://{}:{}", b.advertised_host, b.advertised_port);
+    let fsync = match c.fsync {
+        sluice_log::FsyncPolicy::Always => "always",
+        sluice_log::FsyncPolicy::Never => "never",
+    };
+    let rows: Vec<(&str, String, ConfigType, &'static str)> = vec![
+        ("node.id", c.node_id.to_string(), ConfigType::Int, "This broker's id."),
+        ("broker.id", c.node_id.to_string(), ConfigType::Int, "Same as node.id."),
+        ("listeners", listener, ConfigType::List, "Address the broker binds."),
+        ("advertised.listeners", advertised, ConfigType::List, "Address given to clients."),
+        ("log.dirs", c.data_dir.display().to_string(), ConfigType::List, "The data directory."),
+        ("num.partitions", d.partitions.to_string(), ConfigType::Int, "Default partitions for new topics."),
+        ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean, "Create unknown topics on Metadata."),
+        ("default.replication.factor", "1".into(), ConfigType::Int, "Always 1 on a single node."),
+        ("log.retention.ms", d.retention_ms.to_string(), ConfigType::Long, "Default retention.ms."),
+        ("log.retention.bytes", d.retention_bytes.to_string(), ConfigType::Long, "Default retention.bytes."),
+        ("log.segment.bytes", d.segment_bytes.to_string(), ConfigType::Int, "Default segment.bytes."),
+        ("log.roll.ms", d.segment_ms.to_string(), ConfigType::Long, "Default segment.ms."),
+        ("message.max.bytes", d.max_message_bytes.to_string(), ConfigType::Int, "Default max.message.bytes."),
+        ("log.retention.check.interval.ms", c.retention_check_interval_ms.to_string(), ConfigType::Long, "How often retention runs."),
+        ("max.connections", c.max_connections.to_string(), ConfigType::Int, "Concurrent connection limit."),
+        ("socket.request.max.bytes", c.max_request_bytes.to_string(), ConfigType::Int, "Largest request accepted."),
+        ("sluice.fsync", fsync.into(), ConfigType::Str, "always: acknowledge after fdatasync; never: page-cache durability."),
+    ];
+    rows.into_iter()
+        .map(|(name, value, kind, doc)| {
+            let src = if c.explicit.contains_key(name) { source::STATIC_BROKER_CONFIG } else { source::DEFAULT_CONFIG };
+            Entry { name: name.to_string(), value, source: src, kind, read_only: true, doc, synonyms: vec![] }
+        })
+        .collect()
+}

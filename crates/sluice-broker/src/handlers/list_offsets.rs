@@ -1,0 +1,104 @@
+//! ListOffsets (key 2), v1-10: earliest (-2), latest (-1), max timestamp (-3), earliest local
+//! (-4, the same as earliest without tiered storage), and offsets by timestamp.
+//!
+//! The log finds the candidate batch by its max timestamp; this handler decodes that one batch
+//! (decompressing if needed) to find the exact first record at or after the target time, as
+//! Kafka does. Lookups by time run on the blocking pool.
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::records::RecordBatchDecoder;
+use sluice_log::{LogError, LogManager, PartitionKey};
+
+use super::{Ctx, Reply};
+use crate::error_code;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: ListOffsetsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let version = ctx.version;
+    let resp = ctx
+        .blocking(move |b| {
+            let mut resp = ListOffsetsResponse::default();
+            for t in req.topics {
+                let topic = b.topics.get(&t.name.0);
+                let mut tr = ListOffsetsTopicResponse::default();
+                tr.name = t.name;
+                for p in t.partitions {
+                    let mut pr = ListOffsetsPartitionResponse::default();
+                    pr.partition_index = p.partition_index;
+                    pr.leader_epoch = -1;
+                    let key = topic.as_ref().and_then(|tp| tp.partition(p.partition_index));
+                    match key.map(|k| lookup(&b.log, k, p.timestamp, version)) {
+                        None => {
+                            pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION;
+                            pr.offset = -1;
+                            pr.timestamp = -1;
+                        }
+                        Some(Ok((offset, timestamp))) => {
+                            pr.offset = offset;
+                            pr.timestamp = timestamp;
+                        }
+                        Some(Err(e)) => {
+                            pr.error_code = error_code::from_log(&e);
+                            pr.offset = -1;
+                            pr.timestamp = -1;
+                        }
+                    }
+                    tr.partitions.push(pr);
+                }
+                resp.topics.push(tr);
+            }
+            resp
+        })
+        .await;
+    match resp {
+        Some(r) => ctx.respond(&r),
+        None => Reply::Close,
+    }
+}
+
+/// (offset, timestamp) for one partition; (-1, -1) when no record matches.
+fn lookup(log: &LogManager, key: &PartitionKey, target: i64, version: i16) -> Result<(i64, i64), LogError> {
+    let o = log.offsets(key)?;
+    match target {
+        LATEST => Ok((o.high_watermark.0, -1)),
+        EARLIEST => Ok((o.log_start_offset.0, -1)),
+        EARLIEST_LOCAL if version >= 8 => Ok((o.log_start_offset.0, -1)),
+        MAX_TIMESTAMP if version >= 7 => {
+            let batch = log.find_max_timestamp_batch(key)?;
+            Ok(batch.and_then(|b| max_record(b)).unwrap_or((-1, -1)))
+        }
+        ts if ts >= 0 => {
+            let batch = log.find_batch_by_timestamp(key, ts)?;
+            Ok(batch.and_then(|b| first_at_or_after(b, ts)).unwrap_or((-1, -1)))
+        }
+        _ => Ok((-1, -1)),
+    }
+}
+
+/// The first record in the batch whose timestamp is >= `target`.
+fn first_at_or_after(mut batch: Bytes, target: i64) -> Option<(i64, i64)> {
+    let set = RecordBatchDecoder::decode(&mut batch).ok()?;
+    set.records.iter().find(|r| r.timestamp >= target).map(|r| (r.offset, r.timestamp))
+}
+
+/// The record with the largest timestamp in the batch (the first one on ties, as Kafka).
+fn max_record(mut batch: Bytes) -> Option<(i64, i64)> {
+    let set = RecordBatchDecoder::decode(&mut batch).ok()?;
+    let mut best: Option<(i64, i64)> = None;
+    for r in &set.records {
+        if best.is_none_or(|(_, ts)| r.timestamp > ts) {
+            best = Some((r.offset, r.timestamp));
+        }
+    }
+    best
+}

@@ -1,0 +1,122 @@
+//! Metadata (key 3), v0-13: the one broker, and topics with their partitions. Unknown topics
+//! are created here when both the broker (`auto.create.topics.enable`) and the request
+//! (`allow_auto_topic_creation`, v4+) allow it, as Kafka does; creation is synchronous, so the
+//! response already describes the new topic.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use uuid::Uuid;
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+use crate::topics::{validate_name, Topic};
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: MetadataRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let b = &ctx.broker;
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let wanted = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && ctx.version == 0 => None,
+        Some(t) => Some(t),
+    };
+    let allow_create = b.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    match wanted {
+        None => topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t))),
+        Some(list) => {
+            for t in list {
+                topics.push(resolve(&ctx, t.name.map(|n| n.0.to_string()), t.topic_id, allow_create).await);
+            }
+        }
+    }
+    let mut resp = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(b.node_id());
+    broker.host = str_bytes(b.advertised_host.clone());
+    broker.port = b.advertised_port;
+    resp.brokers = vec![broker];
+    resp.cluster_id = Some(str_bytes(b.topics.cluster_id.clone()));
+    resp.controller_id = BrokerId(b.node_id());
+    resp.cluster_authorized_operations = i32::MIN;
+    resp.topics = topics;
+    ctx.respond(&resp)
+}
+
+async fn resolve(ctx: &Ctx, name: Option<String>, id: Uuid, allow_create: bool) -> MetadataResponseTopic {
+    let b = &ctx.broker;
+    let Some(name) = name else {
+        return match b.topics.get_by_id(id) {
+            Some(t) => describe(ctx, &t),
+            None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
+        };
+    };
+    if let Some(t) = b.topics.get(&name) {
+        return describe(ctx, &t);
+    }
+    if let Err(e) = validate_name(&name) {
+        return error_topic(Some(name), Uuid::nil(), e.code);
+    }
+    if !allow_create {
+        return error_topic(Some(name), Uuid::nil(), error_code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    let n = name.clone();
+    let created = ctx
+        .blocking(move |b| {
+            let partitions = b.config.topic_defaults.partitions;
+            match b.topics.create(&n, partitions, BTreeMap::new(), &b.log, &b.config) {
+                // Lost a race with another creator: use theirs.
+                Err(e) if e.code == error_code::TOPIC_ALREADY_EXISTS => b.topics.get(&n).ok_or(e),
+                other => other,
+            }
+        })
+        .await;
+    match created {
+        Some(Ok(t)) => describe(ctx, &t),
+        Some(Err(e)) => {
+            tracing::warn!(topic = %name, error = %e.message, "auto-create failed");
+            error_topic(Some(name), Uuid::nil(), e.code)
+        }
+        None => error_topic(Some(name), Uuid::nil(), error_code::KAFKA_STORAGE_ERROR),
+    }
+}
+
+fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.error_code = code;
+    t.name = name.map(|n| TopicName(str_bytes(n)));
+    t.topic_id = id;
+    t.topic_authorized_operations = i32::MIN;
+    t
+}
+
+fn describe(ctx: &Ctx, topic: &Arc<Topic>) -> MetadataResponseTopic {
+    let node = BrokerId(ctx.broker.node_id());
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(str_bytes(topic.name.to_string())));
+    t.topic_id = topic.id;
+    t.topic_authorized_operations = i32::MIN;
+    t.partitions = topic
+        .partitions
+        .iter()
+        .map(|k| {
+            let mut p = MetadataResponsePartition::default();
+            p.partition_index = k.partition;
+            p.leader_id = node;
+            // No leader epochs: clients then skip KIP-320 truncation checks, which a single
+            // node with no leader changes never needs.
+            p.leader_epoch = -1;
+            p.replica_nodes = vec![node];
+            p.isr_nodes = vec![node];
+            p
+        })
+        .collect();
+    t
+}

@@ -1,0 +1,99 @@
+//! Produce (key 0), v3-13.
+//!
+//! [`start`] runs in the connection's arrival order: it decodes the request and hands every
+//! partition's record batches to the log, which validates them (CRC-32C, size, offsets) and
+//! queues them for group commit. The returned future then waits, concurrently with later
+//! requests, until the log reports the appends durable (acks=1 and acks=all are the same on
+//! one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
+//! The produce path never touches topic metadata on disk: it reads the in-memory registry.
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use sluice_log::AppendWaiter;
+use uuid::Uuid;
+
+use super::{boxed, str_bytes, Ctx, Pending, Reply};
+use crate::error_code;
+
+/// One partition's outcome so far: queued, or failed before queueing.
+enum Queued {
+    Waiting(AppendWaiter),
+    Failed(i16, Option<String>),
+}
+
+struct TopicQueued {
+    name: TopicName,
+    topic_id: Uuid,
+    partitions: Vec<(i32, Queued)>,
+}
+
+pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
+    let req: ProduceRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return boxed(async move { reply }),
+    };
+    let acks = req.acks;
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    for t in req.topic_data {
+        let by_id = ctx.version >= 13;
+        let topic = if by_id { ctx.broker.topics.get_by_id(t.topic_id) } else { ctx.broker.topics.get(&t.name.0) };
+        let unknown = if by_id { error_code::UNKNOWN_TOPIC_ID } else { error_code::UNKNOWN_TOPIC_OR_PARTITION };
+        let mut partitions = Vec::with_capacity(t.partition_data.len());
+        for p in t.partition_data {
+            let queued = if !matches!(acks, -1..=1) {
+                Queued::Failed(error_code::INVALID_REQUIRED_ACKS, None)
+            } else {
+                match (topic.as_ref().and_then(|tp| tp.partition(p.index)), p.records) {
+                    (None, _) => Queued::Failed(unknown, None),
+                    (Some(_), None) => Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into())),
+                    (Some(key), Some(records)) => match ctx.broker.log.append(key, records).await {
+                        Ok(w) => Queued::Waiting(w),
+                        Err(e) => Queued::Failed(error_code::from_log(&e), Some(e.to_string())),
+                    },
+                }
+            };
+            partitions.push((p.index, queued));
+        }
+        topics.push(TopicQueued { name: t.name, topic_id: t.topic_id, partitions });
+    }
+    if acks == 0 {
+        // The client expects no response; durability proceeds without anyone waiting.
+        return boxed(async { Reply::NoResponse });
+    }
+    boxed(finish(ctx, topics))
+}
+
+async fn finish(ctx: Ctx, topics: Vec<TopicQueued>) -> Reply {
+    let mut resp = ProduceResponse::default();
+    for t in topics {
+        let mut tr = TopicProduceResponse::default();
+        tr.name = t.name;
+        tr.topic_id = t.topic_id;
+        for (index, queued) in t.partitions {
+            let mut pr = PartitionProduceResponse::default();
+            pr.index = index;
+            pr.base_offset = -1;
+            pr.log_append_time_ms = -1;
+            pr.log_start_offset = -1;
+            let outcome = match queued {
+                Queued::Waiting(w) => w.wait().await.map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
+                Queued::Failed(code, msg) => Err((code, msg)),
+            };
+            match outcome {
+                Ok(info) => {
+                    pr.base_offset = info.base_offset.0;
+                    pr.log_append_time_ms = info.log_append_time_ms;
+                    pr.log_start_offset = info.log_start_offset.0;
+                }
+                Err((code, msg)) => {
+                    pr.error_code = code;
+                    pr.error_message = msg.map(str_bytes);
+                }
+            }
+            tr.partition_responses.push(pr);
+        }
+        resp.responses.push(tr);
+    }
+    ctx.respond(&resp)
+}

@@ -1,0 +1,55 @@
+//! `sluice-broker`: the Kafka broker on top of `sluice-log`.
+//!
+//! # Layout
+//! - [`server`]: binds the listener, accepts connections up to `max.connections`, and runs
+//!   shutdown (stop accepting, answer in-flight requests, sync the log, exit).
+//! - `connection`: one task pair per socket. The reader parses frames and starts each request
+//!   in arrival order; the writer sends responses in that same order, so pipelined requests
+//!   work and responses never overtake each other. At most
+//!   [`limits::IN_FLIGHT_PER_CONNECTION_MAX`] requests are in flight per connection.
+//! - `handlers/`: one file per Kafka API. Produce enqueues its appends while still in arrival
+//!   order (so pipelined produces to one partition keep their order) and then waits for
+//!   durability concurrently; every other API runs entirely concurrently.
+//! - [`topics`]: the topic registry and its durable metadata file.
+//! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
+//!
+//! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
+//! blocking pool, never on the async workers; no lock is held across an `.await`.
+
+pub mod config;
+mod connection;
+pub mod error_code;
+mod handlers;
+pub mod limits;
+pub mod server;
+pub mod topic_config;
+pub mod topics;
+
+use std::sync::Arc;
+
+use sluice_log::LogManager;
+use tokio::sync::watch;
+
+pub use config::BrokerConfig;
+pub use server::Server;
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub log: LogManager,
+    pub topics: topics::TopicRegistry,
+    /// Host and port given to clients in Metadata and DescribeCluster.
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    /// Flips to true when shutdown starts; long-polls and readers watch it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Broker {
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
+pub type SharedBroker = Arc<Broker>;

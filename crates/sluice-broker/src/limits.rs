@@ -1,0 +1,25 @@
+//! Every limit the broker enforces, in one place. Per-topic limits (max.message.bytes,
+//! segment sizes) are topic configs; these are the process-wide bounds.
+
+/// Largest request frame accepted (`socket.request.max.bytes`, Kafka's default 100 MiB).
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Concurrent client connections (`max.connections`); connections beyond it are closed at once.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
+/// Requests read from one connection whose responses are not yet written. When reached, the
+/// broker stops reading from that socket until a response goes out (TCP pushes back).
+pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 64;
+/// The longest a fetch may long-poll, whatever the client asks for.
+pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
+/// Partitions one topic may have.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+/// Partitions in the whole broker.
+pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
+/// Topic name length (Kafka's limit).
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// How long shutdown waits for in-flight requests before closing connections anyway.
+pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
+/// Read buffer growth step per connection.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+const _: () = assert!(IN_FLIGHT_PER_CONNECTION_MAX >= 5, "producers pipeline at least 5 requests");
+const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);

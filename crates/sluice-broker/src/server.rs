@@ -1,0 +1,152 @@
+//! The listener and the process lifecycle: open the log, reconcile topic metadata, bind,
+//! accept up to `max.connections`, and on shutdown stop accepting, let in-flight requests
+//! finish (bounded by [`limits::SHUTDOWN_DRAIN_MS_MAX`]), then shut the log down cleanly.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_log::{fs::StdFs, LogManager, LogManagerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use crate::config::BrokerConfig;
+use crate::topics::TopicRegistry;
+use crate::{connection, limits, Broker};
+
+/// A bound, recovered broker that is not yet accepting.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("opening the log in {dir}: {error}")]
+    Log { dir: String, error: sluice_log::LogError },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn log_config(config: &BrokerConfig) -> LogManagerConfig {
+    let mut lc = LogManagerConfig::new(config.data_dir.clone());
+    lc.fsync = config.fsync;
+    lc.retention_check_interval_ms = config.retention_check_interval_ms;
+    lc
+}
+
+impl Server {
+    /// Recovers the data dir and binds the listener. Blocking work runs on the blocking pool.
+    pub async fn bind(config: BrokerConfig) -> Result<Server, StartError> {
+        config.validate()?;
+        let started = Instant::now();
+        let cfg = config.clone();
+        let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
+            std::fs::create_dir_all(&cfg.data_dir)?;
+            let (log, report) = LogManager::open(log_config(&cfg), Arc::new(StdFs))
+                .map_err(|error| StartError::Log { dir: cfg.data_dir.display().to_string(), error })?;
+            for action in &report.actions {
+                tracing::info!(action = %action, "recovery");
+            }
+            let recovered: Vec<_> = report.partitions.iter().map(|(k, _)| k.clone()).collect();
+            let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, &cfg)?;
+            Ok((log, topics, report))
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        let (log, topics, report) = opened;
+        let listener = TcpListener::bind(&config.listen).await?;
+        let local = listener.local_addr()?;
+        let (advertised_host, advertised_port) = advertised(&config, local)?;
+        tracing::info!(
+            listen = %local, advertised = %format!("{advertised_host}:{advertised_port}"), node_id = config.node_id,
+            data_dir = %config.data_dir.display(), fsync = ?config.fsync, auto_create_topics = config.auto_create_topics,
+            topics = topics.all().len(), partitions_recovered = report.partitions.len(),
+            journal_entries_replayed = report.journal_entries_replayed, startup_ms = started.elapsed().as_millis() as u64,
+            "sluice broker started"
+        );
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let broker = Arc::new(Broker { config, log, topics, advertised_host, advertised_port, shutdown });
+        Ok(Server { listener, broker, shutdown_tx })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// Accepts connections until `signal` completes, then shuts down cleanly.
+    pub async fn run(self, signal: impl Future<Output = ()>) -> Result<(), StartError> {
+        let Server { listener, broker, shutdown_tx } = self;
+        let slots = Arc::new(Semaphore::new(broker.config.max_connections));
+        // Every connection holds a clone of `alive_tx`; when all are dropped, `alive_rx`
+        // returns None and we know every connection has finished.
+        let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+        tokio::pin!(signal);
+        loop {
+            tokio::select! {
+                _ = &mut signal => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let Ok(permit) = slots.clone().try_acquire_owned() else {
+                            tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection");
+                            drop(stream);
+                            continue;
+                        };
+                        let broker = broker.clone();
+                        let alive = alive_tx.clone();
+                        tokio::spawn(async move {
+                            connection::serve(broker, stream, peer).await;
+                            drop(permit);
+                            drop(alive);
+                        });
+                    }
+                    Err(e) => {
+                        // Usually EMFILE or a reset during accept: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+        tracing::info!("shutdown: no longer accepting; finishing in-flight requests");
+        drop(listener);
+        let _ = shutdown_tx.send(true);
+        drop(alive_tx);
+        let drained = tokio::time::timeout(Duration::from_millis(limits::SHUTDOWN_DRAIN_MS_MAX), alive_rx.recv()).await;
+        if drained.is_err() {
+            tracing::warn!("shutdown: connections still open after the drain limit; closing them");
+        }
+        let log = broker.log.clone();
+        let result = tokio::task::spawn_blocking(move || log.shutdown())
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        match result {
+            Ok(()) => tracing::info!("shutdown complete: log synced"),
+            Err(e) => {
+                tracing::error!(error = %e, "log shutdown failed");
+                return Err(StartError::Log { dir: broker.config.data_dir.display().to_string(), error: e });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn advertised(config: &BrokerConfig, local: SocketAddr) -> std::io::Result<(String, i32)> {
+    let Some(adv) = &config.advertised_listener else {
+        return Ok((local.ip().to_string(), i32::from(local.port())));
+    };
+    let (host, port) = adv
+        .rsplit_once(':')
+        .ok_or_else(|| std::io::Error::other(format!("advertised listener '{adv}' is not host:port")))?;
+    let port: u16 = port.parse().map_err(|_| std::io::Error::other(format!("bad port in advertised listener '{adv}'")))?;
+    Ok((host.trim_matches(['[', ']']).to_string(), i32::from(port)))
+}

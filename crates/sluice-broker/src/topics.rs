@@ -1,0 +1,351 @@
+//! The topic registry: names, topic ids, partition counts and config overrides, and their
+//! durable home, `<data_dir>/meta/topics.json`.
+//!
+//! Reads (every produce and fetch) take a short read lock and clone an `Arc<Topic>`; they never
+//! wait on disk. Mutations (admin APIs, auto-creation) are serialized by `admin`, run on a
+//! blocking thread, and follow one order so a crash at any point is repaired on start:
+//! create = log partitions first, then the metadata file, then the in-memory map (orphan
+//! partition directories are deleted on start); delete = the in-memory map first, then the
+//! file, then the log partitions (again, orphans are deleted on start).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use sluice_log::{LogError, LogManager, PartitionKey, TopicId};
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::{error_code, limits, topic_config};
+
+/// One topic as the broker sees it. Immutable: changes publish a new `Arc<Topic>`.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: Arc<str>,
+    pub id: Uuid,
+    /// One key per partition, indexed by partition number.
+    pub partitions: Vec<PartitionKey>,
+    /// Explicitly set topic configs (overrides of the broker defaults).
+    pub configs: BTreeMap<String, String>,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<&PartitionKey> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
+}
+
+/// An admin operation's failure: a Kafka error code and a message for the client.
+#[derive(Debug, Clone)]
+pub struct AdminError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(code: i16, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    fn from_log(e: &LogError) -> Self {
+        Self::new(error_code::from_log(e), e.to_string())
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TopicRecord {
+    name: String,
+    id: Uuid,
+    partitions: i32,
+    configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MetaFile {
+    format_version: u32,
+    cluster_id: String,
+    topics: Vec<TopicRecord>,
+}
+
+#[derive(Debug, Default)]
+struct Maps {
+    by_name: HashMap<Arc<str>, Arc<Topic>>,
+    by_id: HashMap<Uuid, Arc<Topic>>,
+}
+
+#[derive(Debug)]
+pub struct TopicRegistry {
+    maps: RwLock<Maps>,
+    /// Serializes mutations; held only on blocking threads, never across `.await`.
+    admin: Mutex<()>,
+    meta_dir: PathBuf,
+    pub cluster_id: String,
+}
+
+/// Kafka's topic-name rules.
+pub fn validate_name(name: &str) -> Result<(), AdminError> {
+    let bad = |why: &str| Err(AdminError::new(error_code::INVALID_TOPIC_EXCEPTION, format!("Invalid topic name '{name}': {why}")));
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name == "." || name == ".." {
+        return bad("'.' and '..' are not allowed");
+    }
+    if name.len() > limits::TOPIC_NAME_BYTES_MAX {
+        return bad("longer than 249 characters");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+fn key(name: &Arc<str>, id: Uuid, partition: i32) -> PartitionKey {
+    PartitionKey { topic_id: TopicId(*id.as_bytes()), topic: name.clone(), partition }
+}
+
+fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, String>) -> Topic {
+    let name: Arc<str> = Arc::from(name);
+    let partitions = (0..partitions).map(|p| key(&name, id, p)).collect();
+    Topic { name, id, partitions, configs }
+}
+
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
+const META_FILE: &str = "topics.json";
+
+impl TopicRegistry {
+    /// Loads the metadata file (creating a new cluster id on first start) and reconciles it
+    /// with the partitions the log recovered. Blocking.
+    pub fn open(data_dir: &Path, log: &LogManager, recovered: &[PartitionKey], broker: &BrokerConfig) -> std::io::Result<Self> {
+        let meta_dir = data_dir.join("meta");
+        fs::create_dir_all(&meta_dir)?;
+        let path = meta_dir.join(META_FILE);
+        let meta: MetaFile = match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let m = MetaFile { format_version: 1, cluster_id: new_cluster_id(), topics: vec![] };
+                write_atomically(&meta_dir, META_FILE, &serde_json::to_vec_pretty(&m).map_err(std::io::Error::other)?)?;
+                m
+            }
+            Err(e) => return Err(e),
+        };
+        let reg = Self { maps: RwLock::new(Maps::default()), admin: Mutex::new(()), meta_dir, cluster_id: meta.cluster_id.clone() };
+        let mut maps = Maps::default();
+        for t in meta.topics {
+            let topic = Arc::new(build_topic(&t.name, t.id, t.partitions, t.configs));
+            reconcile_topic(&topic, log, recovered, broker);
+            maps.by_id.insert(topic.id, topic.clone());
+            maps.by_name.insert(topic.name.clone(), topic);
+        }
+        for k in recovered {
+            if !maps.by_id.contains_key(&Uuid::from_bytes(k.topic_id.0)) {
+                tracing::warn!(topic = %k.topic, partition = k.partition, "deleting partition of a topic not in metadata (interrupted create or delete)");
+                if let Err(e) = log.delete_partition(k) {
+                    tracing::error!(topic = %k.topic, partition = k.partition, error = %e, "could not delete orphan partition");
+                }
+            }
+        }
+        *reg.maps.write() = maps;
+        Ok(reg)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.maps.read().by_name.get(name).cloned()
+    }
+
+    pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.maps.read().by_id.get(&id).cloned()
+    }
+
+    /// All topics, sorted by name.
+    pub fn all(&self) -> Vec<Arc<Topic>> {
+        let mut v: Vec<_> = self.maps.read().by_name.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn partitions_total(&self) -> usize {
+        self.maps.read().by_name.values().map(|t| t.partitions.len()).sum()
+    }
+
+    fn persist(&self, maps: &Maps) -> Result<(), AdminError> {
+        let mut topics: Vec<TopicRecord> = maps
+            .by_name
+            .values()
+            .map(|t| TopicRecord { name: t.name.to_string(), id: t.id, partitions: t.partitions.len() as i32, configs: t.configs.clone() })
+            .collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        let m = MetaFile { format_version: 1, cluster_id: self.cluster_id.clone(), topics };
+        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| AdminError::new(error_code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        write_atomically(&self.meta_dir, META_FILE, &bytes).map_err(|e| {
+            tracing::error!(error = %e, "writing topic metadata failed");
+            AdminError::new(error_code::KAFKA_STORAGE_ERROR, format!("writing topic metadata: {e}"))
+        })
+    }
+
+    /// Checks a create without doing it (also used by validate_only).
+    pub fn check_create(&self, name: &str, partitions: i32, configs: &BTreeMap<String, String>) -> Result<(), AdminError> {
+        validate_name(name)?;
+        if self.get(name).is_some() {
+            return Err(AdminError::new(error_code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+        }
+        if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+            return Err(AdminError::new(error_code::INVALID_PARTITIONS, format!("Number of partitions must be between 1 and {}", limits::PARTITIONS_PER_TOPIC_MAX)));
+        }
+        if self.partitions_total() + partitions as usize > limits::PARTITIONS_TOTAL_MAX {
+            return Err(AdminError::new(error_code::POLICY_VIOLATION, "broker partition limit reached"));
+        }
+        for (k, v) in configs {
+            topic_config::validate(k, v).map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
+        }
+        Ok(())
+    }
+
+    /// Creates a topic durably. Blocking.
+    pub fn create(&self, name: &str, partitions: i32, configs: BTreeMap<String, String>, log: &LogManager, broker: &BrokerConfig) -> Result<Arc<Topic>, AdminError> {
+        let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        self.check_create(name, partitions, &configs)?;
+        let topic = Arc::new(build_topic(name, Uuid::new_v4(), partitions, configs));
+        let lc = topic_config::log_config(&topic.configs, broker);
+        for k in &topic.partitions {
+            if let Err(e) = log.create_partition(k.clone(), lc.clone()) {
+                for created in &topic.partitions[..k.partition as usize] {
+                    let _ = log.delete_partition(created);
+                }
+                return Err(AdminError::from_log(&e));
+            }
+        }
+        let mut next = self.snapshot();
+        next.by_id.insert(topic.id, topic.clone());
+        next.by_name.insert(topic.name.clone(), topic.clone());
+        if let Err(e) = self.persist(&next) {
+            for k in &topic.partitions {
+                let _ = log.delete_partition(k);
+            }
+            return Err(e);
+        }
+        *self.maps.write() = next;
+        tracing::info!(topic = name, partitions, id = %topic.id, "created topic");
+        Ok(topic)
+    }
+
+    /// Deletes a topic durably. Blocking.
+    pub fn delete(&self, topic: &Arc<Topic>, log: &LogManager) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = self.snapshot();
+        if next.by_id.remove(&topic.id).is_none() {
+            return Err(AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, "topic already deleted"));
+        }
+        next.by_name.remove(&topic.name);
+        self.persist(&next)?;
+        *self.maps.write() = next;
+        for k in &topic.partitions {
+            if let Err(e) = log.delete_partition(k) {
+                tracing::error!(topic = %k.topic, partition = k.partition, error = %e, "deleting partition files failed; they are removed on next start");
+            }
+        }
+        tracing::info!(topic = %topic.name, "deleted topic");
+        Ok(())
+    }
+
+    /// Grows a topic to `count` partitions. Blocking.
+    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool, log: &LogManager, broker: &BrokerConfig) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let topic = self.get(name).ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{name}' does not exist.")))?;
+        let current = topic.partitions.len() as i32;
+        if count <= current {
+            return Err(AdminError::new(error_code::INVALID_PARTITIONS, format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}.")));
+        }
+        if count > limits::PARTITIONS_PER_TOPIC_MAX || self.partitions_total() + (count - current) as usize > limits::PARTITIONS_TOTAL_MAX {
+            return Err(AdminError::new(error_code::INVALID_PARTITIONS, "partition limit exceeded"));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let next_topic = Arc::new(build_topic(name, topic.id, count, topic.configs.clone()));
+        let lc = topic_config::log_config(&topic.configs, broker);
+        for k in &next_topic.partitions[current as usize..] {
+            log.create_partition(k.clone(), lc.clone()).map_err(|e| AdminError::from_log(&e))?;
+        }
+        self.replace(next_topic)?;
+        tracing::info!(topic = name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides (already validated). Blocking.
+    pub fn set_configs(&self, name: &str, configs: BTreeMap<String, String>, log: &LogManager, broker: &BrokerConfig) -> Result<(), AdminError> {
+        let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let topic = self.get(name).ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{name}' does not exist.")))?;
+        let next_topic = Arc::new(build_topic(name, topic.id, topic.partitions.len() as i32, configs));
+        self.replace(next_topic.clone())?;
+        let lc = topic_config::log_config(&next_topic.configs, broker);
+        for k in &next_topic.partitions {
+            log.set_config(k, lc.clone()).map_err(|e| AdminError::from_log(&e))?;
+        }
+        tracing::info!(topic = name, configs = ?next_topic.configs, "altered topic configs");
+        Ok(())
+    }
+
+    fn replace(&self, topic: Arc<Topic>) -> Result<(), AdminError> {
+        let mut next = self.snapshot();
+        next.by_id.insert(topic.id, topic.clone());
+        next.by_name.insert(topic.name.clone(), topic);
+        self.persist(&next)?;
+        *self.maps.write() = next;
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Maps {
+        let m = self.maps.read();
+        Maps { by_name: m.by_name.clone(), by_id: m.by_id.clone() }
+    }
+}
+
+fn reconcile_topic(topic: &Topic, log: &LogManager, recovered: &[PartitionKey], broker: &BrokerConfig) {
+    let lc = topic_config::log_config(&topic.configs, broker);
+    for k in &topic.partitions {
+        if recovered.contains(k) {
+            if let Err(e) = log.set_config(k, lc.clone()) {
+                tracing::error!(topic = %k.topic, partition = k.partition, error = %e, "applying topic config failed");
+            }
+        } else {
+            tracing::warn!(topic = %k.topic, partition = k.partition, "partition missing on disk; creating it empty");
+            if let Err(e) = log.create_partition(k.clone(), lc.clone()) {
+                tracing::error!(topic = %k.topic, partition = k.partition, error = %e, "creating missing partition failed");
+            }
+        }
+    }
+}
+
+fn new_cluster_id() -> String {
+    // Kafka cluster ids are 22-character URL-safe base64 of a UUID.
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let v = Uuid::new_v4().as_u128();
+    (0..22).map(|i| ALPHABET[((v >> (i * 6)) & 63) as usize] as char).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: Kafka's topic-name rules are enforced.
+    #[test]
+    fn topic_names() {
+        assert!(validate_name("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "a b", "é", &"x".repeat(250)] {
+            assert_eq!(validate_name(bad).unwrap_err().code, error_code::INVALID_TOPIC_EXCEPTION, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The `sluice` binary: command-line parsing and wiring only. `sluice serve` runs the broker.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sluice_broker::{BrokerConfig, Server};
+use sluice_protocol::alloc_guard::GuardedAlloc;
+
+/// Hostile array counts in requests must not abort the process; see `alloc_guard`.
+#[global_allocator]
+static ALLOC: GuardedAlloc = GuardedAlloc;
+
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about = "A durable single-node Kafka-compatible broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the broker.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port). Config key: listeners.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// Data directory. Config key: log.dirs.
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// host:port given to clients (defaults to the bound address). Config key: advertised.listeners.
+    #[arg(long)]
+    advertised_listener: Option<String>,
+    /// This broker's id. Config key: node.id.
+    #[arg(long)]
+    node_id: Option<i32>,
+    /// Create unknown topics when clients ask for their metadata. Config key: auto.create.topics.enable.
+    #[arg(long, action = clap::ArgAction::Set)]
+    auto_create_topics: Option<bool>,
+    /// Partitions for new topics. Config key: num.partitions.
+    #[arg(long)]
+    default_partitions: Option<i32>,
+    /// Default retention.ms for new topics (-1: forever). Config key: log.retention.ms.
+    #[arg(long, allow_hyphen_values = true)]
+    retention_ms: Option<i64>,
+    /// Default retention.bytes for new topics (-1: no limit). Config key: log.retention.bytes.
+    #[arg(long, allow_hyphen_values = true)]
+    retention_bytes: Option<i64>,
+    /// Default segment.bytes. Config key: log.segment.bytes.
+    #[arg(long)]
+    segment_bytes: Option<i64>,
+    /// Default segment.ms. Config key: log.roll.ms.
+    #[arg(long)]
+    segment_ms: Option<i64>,
+    /// Default max.message.bytes. Config key: message.max.bytes.
+    #[arg(long)]
+    max_message_bytes: Option<i64>,
+    /// How often retention runs. Config key: log.retention.check.interval.ms.
+    #[arg(long)]
+    retention_check_interval_ms: Option<u64>,
+    /// always: answer acks=1/all only after fdatasync (default); never: page-cache durability.
+    #[arg(long, value_parser = ["always", "never"])]
+    fsync: Option<String>,
+    /// Concurrent connection limit. Config key: max.connections.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Largest request in bytes. Config key: socket.request.max.bytes.
+    #[arg(long)]
+    max_request_bytes: Option<usize>,
+    /// A server.properties-style file; flags given on the command line win over it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// Builds the broker config: defaults, then the file, then explicit flags.
+    fn to_config(&self) -> Result<BrokerConfig, String> {
+        let mut c = BrokerConfig::default();
+        if let Some(path) = &self.config {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            for key in c.apply_properties(&text).map_err(|e| e.to_string())? {
+                tracing::warn!(key, "ignoring unknown setting in config file");
+            }
+        }
+        let mut set = |key: &str, value: Option<String>| -> Result<(), String> {
+            match value {
+                Some(v) => c.set(key, &v).map(|_| ()).map_err(|e| e.to_string()),
+                None => Ok(()),
+            }
+        };
+        let s = |v: &Option<String>| v.clone();
+        let n = |v: Option<i64>| v.map(|x| x.to_string());
+        // Flags given explicitly override the file; the defaults of --listen and --data-dir
+        // only apply when the file did not set them.
+        if self.config.is_none() || self.listen != "127.0.0.1:9092" {
+            set("listeners", Some(self.listen.clone()))?;
+        }
+        if self.config.is_none() || self.data_dir != PathBuf::from("./data") {
+            set("log.dirs", Some(self.data_dir.display().to_string()))?;
+        }
+        set("advertised.listeners", s(&self.advertised_listener))?;
+        set("node.id", self.node_id.map(|v| v.to_string()))?;
+        set("auto.create.topics.enable", self.auto_create_topics.map(|v| v.to_string()))?;
+        set("num.partitions", self.default_partitions.map(|v| v.to_string()))?;
+        set("log.retention.ms", n(self.retention_ms))?;
+        set("log.retention.bytes", n(self.retention_bytes))?;
+        set("log.segment.bytes", n(self.segment_bytes))?;
+        set("log.roll.ms", n(self.segment_ms))?;
+        set("message.max.bytes", n(self.max_message_bytes))?;
+        set("log.retention.check.interval.ms", self.retention_check_interval_ms.map(|v| v.to_string()))?;
+        set("sluice.fsync", s(&self.fsync))?;
+        set("max.connections", self.max_connections.map(|v| v.to_string()))?;
+        set("socket.request.max.bytes", self.max_request_bytes.map(|v| v.to_string()))?;
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into()))
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let config = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("sluice-net").build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let server = match Server::bind(config).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "startup failed");
+                eprintln!("sluice: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Ok(addr) = server.local_addr() {
+            // The one line on stdout: scripts and tests wait for it to know the port.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "sluice listening on {addr}");
+            let _ = out.flush();
+        }
+        match server.run(shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install SIGTERM handler");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        r = tokio::signal::ctrl_c() => if r.is_ok() { tracing::info!("SIGINT received") },
+    }
+}
