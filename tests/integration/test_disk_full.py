@@ -43,6 +43,7 @@ def test_disk_full_gives_storage_error_and_loses_nothing(small_disk, tmp_path, r
     Method: fill a 12 MiB tmpfs with 64 KiB acks=all records (no client retries) until a
     delivery fails; check the error code and that Metadata still works; grow the tmpfs, restart,
     and read everything back by offset."""
+    (tmp_path / "b").mkdir()
     broker = SluiceBroker(tmp_path / "b", ["--retention-check-interval-ms", "60000"])
     broker.data_dir = small_disk / "data"
     request.node._sluice_brokers = [broker]
@@ -85,7 +86,7 @@ def test_disk_full_gives_storage_error_and_loses_nothing(small_disk, tmp_path, r
         subprocess.run(["mount", "-o", "remount,size=128m", str(small_disk)], check=True)
         broker.start()
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                      "fetch.max.bytes": 8 * RECORD_BYTES, "max.partition.fetch.bytes": 4 * RECORD_BYTES})
+                      "fetch.max.bytes": 2 * 1024 * 1024, "max.partition.fetch.bytes": 4 * RECORD_BYTES})
         c.assign([TopicPartition(topic, 0, 0)])
         seen: dict[int, int] = {}
         deadline = time.monotonic() + 30
