@@ -1,0 +1,101 @@
+//! Configuration: per-partition [`LogConfig`] (Kafka's topic configs that storage obeys) and
+//! the process-wide [`LogManagerConfig`]. Every storage limit lives here.
+
+use std::path::PathBuf;
+
+/// Journal files retired by a checkpoint that are kept (renamed `<seq>.free`) and reused
+/// as later journal files instead of being deleted. Overwriting already-allocated blocks
+/// lets `fdatasync` skip the file system's metadata commit; each kept file costs up to
+/// `journal_file_bytes_max` of disk space.
+pub const JOURNAL_FILES_RECYCLED_MAX: usize = 4;
+
+/// Which timestamp a batch keeps (`message.timestamp.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps (Kafka's default).
+    #[default]
+    CreateTime,
+    /// Overwrite the batch max timestamp with the broker's append time and set the
+    /// timestamp-type attribute bit; the batch CRC is recomputed (the only re-encoding
+    /// the log ever does).
+    LogAppendTime,
+}
+
+/// Per-partition settings, taken from the topic's configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll the active segment before it would exceed this size.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll a non-empty active segment older than this on the next append.
+    pub segment_ms: i64,
+    /// `retention.ms`: delete whole segments whose newest record is older; -1 keeps forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest whole segments while the partition is larger; -1 = no limit.
+    pub retention_bytes: i64,
+    /// `max.message.bytes`: the largest record batch accepted.
+    pub max_message_bytes: u32,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `index.interval.bytes`: bytes between offset/time index entries.
+    pub index_interval_bytes: u32,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            retention_bytes: -1,
+            max_message_bytes: 1_048_588,
+            timestamp_type: TimestampType::CreateTime,
+            index_interval_bytes: 4096,
+        }
+    }
+}
+
+/// When appends are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Every append is answered only after an `fdatasync` of the journal covers it.
+    #[default]
+    Always,
+    /// Kafka-style page-cache durability: appends are answered once written, never synced
+    /// on the produce path (checkpoints still sync segments). Off by default.
+    Never,
+}
+
+/// Process-wide settings for the [`crate::LogManager`].
+#[derive(Debug, Clone)]
+pub struct LogManagerConfig {
+    pub data_dir: PathBuf,
+    pub fsync: FsyncPolicy,
+    /// Roll the journal to a new file after this many bytes.
+    pub journal_file_bytes_max: u64,
+    /// Checkpoint (sync dirty segments, then drop covered journal files) when this many
+    /// journal bytes have been written since the last checkpoint...
+    pub checkpoint_bytes: u64,
+    /// ...or when this much time has passed with unflushed data.
+    pub checkpoint_interval_ms: u64,
+    /// Capacity of the bounded append queue (requests, not bytes). Producers wait when full.
+    pub append_queue_len: usize,
+    /// Most bytes one group-commit round takes from the queue before it syncs.
+    pub commit_bytes_max: usize,
+    /// How often retention (time, bytes) and time-based segment rolls are checked.
+    pub retention_check_interval_ms: u64,
+}
+
+impl LogManagerConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            fsync: FsyncPolicy::Always,
+            journal_file_bytes_max: 128 << 20,
+            checkpoint_bytes: 256 << 20,
+            checkpoint_interval_ms: 5_000,
+            append_queue_len: 4096,
+            commit_bytes_max: 8 << 20,
+            retention_check_interval_ms: 30_000,
+        }
+    }
+}

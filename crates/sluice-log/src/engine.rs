@@ -1,0 +1,406 @@
+//! The state shared by the log's threads and the public API: the partition map, the
+//! committer-to-checkpointer handoff, checkpoint writing, poisoning, counters.
+//!
+//! Lock order (outer first): `admin` → partition `trim_lock` → `checkpoints` →
+//! partition `append_lock` → `handoff` → partition segment list. No lock is held across an
+//! `fdatasync` that the committer could wait on: the committer only takes partition
+//! `append_lock`s and, briefly, `handoff`; the checkpointer syncs segments holding only
+//! `checkpoints`.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tokio::sync::watch;
+
+use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, RecoveryPoint};
+use crate::config::{LogConfig, LogManagerConfig};
+use crate::error::LogError;
+use crate::fs::{self, Fs};
+use crate::journal::{self, FreePool, JournalPosition};
+use crate::manager::LogStats;
+use crate::metadata::{self, PartitionMetadata};
+use crate::partition::Partition;
+use crate::segment::Segment;
+use crate::types::{Offset, PartitionKey, TopicId};
+
+pub(crate) const JOURNAL_DIR: &str = "journal";
+
+/// What the committer has written since the checkpointer last looked. Guarded by
+/// `Engine::handoff`; the committer fills it at the end of each round's write phase.
+#[derive(Debug, Default)]
+pub(crate) struct Handoff {
+    /// Every journal entry before this position has been written to its segment.
+    pub(crate) written_to: JournalPosition,
+    /// Journal bytes written since open.
+    pub(crate) journal_bytes: u64,
+    /// Segments written since the last checkpoint took this list (see `Segment::dirty`).
+    pub(crate) dirty: Vec<Arc<Segment>>,
+    /// Segments rolled since then: their index files are still to be written.
+    pub(crate) sealed: Vec<Arc<Segment>>,
+    /// Partitions whose directory got a new segment file since then.
+    pub(crate) new_files: Vec<Arc<Partition>>,
+    /// Per partition uid: the log end and active segment position as of `written_to`.
+    pub(crate) recovery_points: HashMap<u64, RecoveryPoint>,
+}
+
+/// What the last checkpoint file says. Guarded by `Engine::checkpoints`, which also
+/// serializes checkpoint writers (checkpointer, DeleteRecords, shutdown).
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointState {
+    pub(crate) journal: JournalPosition,
+    pub(crate) journal_bytes: u64,
+    pub(crate) recovery_points: HashMap<u64, RecoveryPoint>,
+}
+
+/// A wake-up flag for a background thread that otherwise sleeps on a timer.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    raised: Mutex<bool>,
+    condvar: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn raise(&self) {
+        *self.raised.lock() = true;
+        self.condvar.notify_all();
+    }
+
+    /// Sleeps until raised or `timeout`; clears the flag. True when raised.
+    pub(crate) fn wait(&self, timeout: Duration) -> bool {
+        let mut raised = self.raised.lock();
+        if !*raised {
+            let _ = self.condvar.wait_for(&mut raised, timeout);
+        }
+        std::mem::replace(&mut *raised, false)
+    }
+}
+
+/// Monotonic counters behind [`LogStats`].
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) journal_syncs: AtomicU64,
+    pub(crate) journal_bytes: AtomicU64,
+    pub(crate) commit_rounds: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) segment_syncs: AtomicU64,
+    pub(crate) append_requests: AtomicU64,
+    pub(crate) batches_appended: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> LogStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LogStats {
+            journal_syncs: get(&self.journal_syncs),
+            journal_bytes: get(&self.journal_bytes),
+            commit_rounds: get(&self.commit_rounds),
+            checkpoints: get(&self.checkpoints),
+            segment_syncs: get(&self.segment_syncs),
+            append_requests: get(&self.append_requests),
+            batches_appended: get(&self.batches_appended),
+        }
+    }
+}
+
+type MapKey = (Arc<str>, i32);
+
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) config: LogManagerConfig,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) journal_dir: PathBuf,
+    /// Retired journal files kept for reuse (filled by checkpoints, drained by rolls).
+    pub(crate) journal_pool: Arc<FreePool>,
+    partitions: RwLock<HashMap<MapKey, Arc<Partition>>>,
+    next_uid: AtomicU64,
+    poisoned: AtomicBool,
+    /// Set by shutdown (and drop): appends are refused, background threads exit.
+    pub(crate) stopping: AtomicBool,
+    pub(crate) stats: Stats,
+    commits: watch::Sender<u64>,
+    pub(crate) handoff: Mutex<Handoff>,
+    pub(crate) checkpoints: Mutex<CheckpointState>,
+    /// `Handoff::journal_bytes` as of the last checkpoint, readable without the
+    /// `checkpoints` lock (which is held across segment syncs).
+    checkpoint_journal_bytes: AtomicU64,
+    pub(crate) checkpoint_signal: Signal,
+    pub(crate) retention_signal: Signal,
+    /// Serializes create_partition / delete_partition.
+    admin: Mutex<()>,
+}
+
+impl Engine {
+    pub(crate) fn new(config: LogManagerConfig, fs: Arc<dyn Fs>) -> Self {
+        let journal_dir = config.data_dir.join(JOURNAL_DIR);
+        Self {
+            config,
+            fs,
+            journal_dir,
+            journal_pool: Arc::new(FreePool::default()),
+            partitions: RwLock::new(HashMap::new()),
+            next_uid: AtomicU64::new(1),
+            poisoned: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            stats: Stats::default(),
+            commits: watch::channel(0).0,
+            handoff: Mutex::new(Handoff::default()),
+            checkpoints: Mutex::new(CheckpointState::default()),
+            checkpoint_journal_bytes: AtomicU64::new(0),
+            checkpoint_signal: Signal::default(),
+            retention_signal: Signal::default(),
+            admin: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn next_uid(&self) -> u64 {
+        self.next_uid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// Marks the log failed after a write-path I/O error. Never undone: after a failed
+    /// `fdatasync` the page cache may have dropped the dirty pages, so retrying could
+    /// report success for data that is gone. Recovery is a restart.
+    pub(crate) fn poison(&self, what: &str, error: &io::Error) {
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            tracing::error!(%error, what, "storage I/O failed; the log is poisoned and refuses writes");
+        }
+    }
+
+    /// Runs a write-path operation, poisoning the log if it fails.
+    pub(crate) fn guard<T>(&self, what: &str, result: io::Result<T>) -> Result<T, LogError> {
+        result.map_err(|error| {
+            self.poison(what, &error);
+            LogError::Io(error)
+        })
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<(), LogError> {
+        if self.is_poisoned() {
+            return Err(LogError::Poisoned);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn bump_commits(&self) {
+        self.commits
+            .send_modify(|counter| *counter = counter.wrapping_add(1));
+    }
+
+    pub(crate) fn subscribe_commits(&self) -> watch::Receiver<u64> {
+        self.commits.subscribe()
+    }
+
+    /// The partition for `key`, which must also match the topic id.
+    pub(crate) fn partition(&self, key: &PartitionKey) -> Result<Arc<Partition>, LogError> {
+        let map = self.partitions.read();
+        let found = map.get(&(Arc::clone(&key.topic), key.partition));
+        match found {
+            Some(p) if p.key.topic_id == key.topic_id => Ok(Arc::clone(p)),
+            _ => Err(LogError::UnknownPartition),
+        }
+    }
+
+    pub(crate) fn partitions_snapshot(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
+    pub(crate) fn partitions_by_id(&self) -> HashMap<(TopicId, i32), Arc<Partition>> {
+        let map = self.partitions.read();
+        map.values()
+            .map(|p| ((p.key.topic_id, p.key.partition), Arc::clone(p)))
+            .collect()
+    }
+
+    /// Adds a recovered or created partition. Recovery points start where the partition
+    /// is known durable (its log end: it was just created, or recovery synced it).
+    pub(crate) fn insert_partition(
+        &self,
+        partition: Arc<Partition>,
+        durable_to: Option<RecoveryPoint>,
+    ) {
+        if let Some(point) = durable_to {
+            self.handoff
+                .lock()
+                .recovery_points
+                .insert(partition.uid, point);
+        }
+        let key = (Arc::clone(&partition.key.topic), partition.key.partition);
+        self.partitions.write().insert(key, partition);
+    }
+
+    pub(crate) fn checkpoints_journal_bytes(&self) -> u64 {
+        self.checkpoint_journal_bytes.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_checkpoints_journal_bytes(&self, bytes: u64) {
+        self.checkpoint_journal_bytes
+            .store(bytes, Ordering::Release);
+    }
+
+    pub(crate) fn stats(&self) -> LogStats {
+        self.stats.snapshot()
+    }
+
+    /// Creates the partition directory, its first segment and its metadata, durably.
+    pub(crate) fn create_partition(
+        &self,
+        key: PartitionKey,
+        config: LogConfig,
+    ) -> Result<(), LogError> {
+        self.check_writable()?;
+        if !metadata::is_legal_topic_name(&key.topic) || key.partition < 0 {
+            return Err(LogError::InvalidRecord(
+                "not a legal topic name or partition number",
+            ));
+        }
+        let _admin = self.admin.lock();
+        let dir = self
+            .config
+            .data_dir
+            .join(metadata::dir_name(&key.topic, key.partition));
+        let exists = self
+            .partitions
+            .read()
+            .contains_key(&(Arc::clone(&key.topic), key.partition));
+        if exists || self.fs.exists(&dir) {
+            return Err(LogError::PartitionExists);
+        }
+        let segment = self.guard("create partition", self.create_partition_files(&key, &dir))?;
+        let point = RecoveryPoint {
+            offset: Offset(0),
+            segment_base: Offset(0),
+            position: 0,
+        };
+        let partition = Partition::new(
+            key,
+            self.next_uid(),
+            dir,
+            config,
+            vec![Arc::new(segment)],
+            Offset(0),
+        );
+        tracing::info!(topic = %partition.key.topic, partition = partition.key.partition, "created partition");
+        self.insert_partition(Arc::new(partition), Some(point));
+        Ok(())
+    }
+
+    /// Directory, first segment, then metadata last: a directory without metadata is an
+    /// unfinished create, which recovery removes.
+    fn create_partition_files(&self, key: &PartitionKey, dir: &Path) -> io::Result<Segment> {
+        let fs = self.fs.as_ref();
+        fs.create_dir_all(dir)?;
+        let segment = Segment::create(fs, dir, Offset(0))?;
+        fs.sync_dir(dir)?;
+        let meta = PartitionMetadata {
+            topic_id: key.topic_id,
+            topic: key.topic.to_string(),
+            partition: key.partition,
+        };
+        fs::write_file_atomic(fs, &dir.join(metadata::FILE_NAME), &meta.encode())?;
+        fs.sync_dir(&self.config.data_dir)?;
+        Ok(segment)
+    }
+
+    /// Removes a partition: it disappears from the map at once (appends get
+    /// UnknownPartition), then its files go, metadata first so that a crash half way leaves
+    /// a directory recovery recognizes as unfinished and removes.
+    pub(crate) fn delete_partition(&self, key: &PartitionKey) -> Result<(), LogError> {
+        let _admin = self.admin.lock();
+        let partition = self.partition(key)?;
+        self.partitions
+            .write()
+            .remove(&(Arc::clone(&key.topic), key.partition));
+        partition.mark_deleted();
+        let _trim = partition.trim_lock.lock();
+        // Waits for a commit round that is writing to it right now.
+        let _append = partition.append_lock.lock();
+        self.handoff.lock().recovery_points.remove(&partition.uid);
+        for segment in partition.segments() {
+            segment.mark_deleted();
+        }
+        let result = self.delete_partition_files(&partition.dir);
+        self.guard("delete partition", result)?;
+        tracing::info!(topic = %key.topic, partition = key.partition, "deleted partition");
+        self.bump_commits();
+        Ok(())
+    }
+
+    fn delete_partition_files(&self, dir: &Path) -> io::Result<()> {
+        let fs = self.fs.as_ref();
+        match fs.remove_file(&dir.join(metadata::FILE_NAME)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        fs.sync_dir(dir)?;
+        fs.remove_dir_all(dir)?;
+        fs.sync_dir(&self.config.data_dir)
+    }
+
+    /// Writes the checkpoint file for journal position `journal` with the given recovery
+    /// points and every live partition's current log start offset.
+    pub(crate) fn write_checkpoint_file(
+        &self,
+        journal: JournalPosition,
+        recovery_points: &HashMap<u64, RecoveryPoint>,
+        clean_shutdown: bool,
+    ) -> io::Result<()> {
+        let mut partitions: Vec<PartitionCheckpoint> = self
+            .partitions_snapshot()
+            .iter()
+            .map(|p| PartitionCheckpoint {
+                topic_id: p.key.topic_id,
+                partition: p.key.partition,
+                log_start_offset: p.log_start(),
+                recovery: recovery_points.get(&p.uid).copied(),
+            })
+            .collect();
+        partitions.sort_by_key(|p| (p.topic_id, p.partition));
+        let contents = Checkpoint {
+            clean_shutdown,
+            journal,
+            partitions,
+        }
+        .encode();
+        fs::write_file_atomic(
+            self.fs.as_ref(),
+            &self.journal_dir.join(checkpoint::FILE_NAME),
+            &contents,
+        )?;
+        Stats::add(&self.stats.checkpoints, 1);
+        Ok(())
+    }
+
+    /// Makes log start offsets durable now (DeleteRecords) by rewriting the last
+    /// checkpoint with them; journal position and recovery points stay as they were.
+    pub(crate) fn persist_log_starts(&self) -> Result<(), LogError> {
+        let state = self.checkpoints.lock();
+        self.check_writable()?;
+        let result = self.write_checkpoint_file(state.journal, &state.recovery_points, false);
+        self.guard("write checkpoint for DeleteRecords", result)
+    }
+
+    /// Retires journal files wholly before `position` (the checkpoint no longer needs
+    /// them): recycled for later use or deleted.
+    pub(crate) fn retire_journal_files_before(&self, position: JournalPosition) -> io::Result<()> {
+        for seq in journal::list_files(self.fs.as_ref(), &self.journal_dir)? {
+            if seq >= position.seq {
+                break;
+            }
+            self.journal_pool
+                .retire(self.fs.as_ref(), &self.journal_dir, seq)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,39 @@
+//! [`LogError`]: the operating errors of the log, typed so the broker can map each one to
+//! a Kafka error code (that mapping lives in `sluice-broker`, not here).
+
+use crate::types::Offset;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An I/O error on the write path. The log is poisoned from here on.
+    #[error("storage I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// An earlier write or sync failed; the log refuses writes until the process restarts.
+    #[error("log is poisoned by an earlier I/O failure; restart required")]
+    Poisoned,
+    /// No partition with that key (or the topic id does not match).
+    #[error("unknown partition")]
+    UnknownPartition,
+    /// The partition already exists.
+    #[error("partition already exists")]
+    PartitionExists,
+    /// A read below the log start offset or above the high watermark.
+    #[error("offset {offset:?} out of range [{log_start_offset:?}, {high_watermark:?}]")]
+    OffsetOutOfRange {
+        offset: Offset,
+        log_start_offset: Offset,
+        high_watermark: Offset,
+    },
+    /// The produced bytes are not valid v2 record batches (bad length, magic, or CRC).
+    #[error("corrupt record batch: {0}")]
+    CorruptBatch(&'static str),
+    /// A batch larger than the partition's `max.message.bytes`.
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    RecordTooLarge { size: usize, max: u32 },
+    /// A batch whose offsets are not consecutive from zero, or otherwise not acceptable.
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(&'static str),
+    /// The log is shutting down and accepts no more appends.
+    #[error("log is shutting down")]
+    ShuttingDown,
+}

@@ -1,0 +1,395 @@
+//! The file-system seam. Every byte the log reads or writes goes through [`Fs`] and
+//! [`FsFile`], so tests can inject faults (a full disk, a failing `fdatasync`) at exact
+//! points without touching the engine.
+//!
+//! - [`StdFs`]: the real implementation (`std::fs`, positional I/O via `FileExt`,
+//!   `fdatasync` via `File::sync_data`, directory fsync by opening the directory).
+//! - [`FaultyFs`]: wraps [`StdFs`]; once armed it fails writes with `ENOSPC` or syncs with
+//!   `EIO` after a countdown of operations, optionally only on paths containing a string,
+//!   and it can slow every sync down (a slow disk). Nothing else changes: reads, renames and
+//!   deletes always go through.
+//!
+//! Files are shared by threads (the committer writes, readers `pread`, the checkpointer
+//! syncs), so every [`FsFile`] method takes `&self` and uses positional I/O only.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// How [`Fs::open`] treats an existing or missing file. Files are always opened read+write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Open an existing file; fail if it is missing.
+    Existing,
+    /// Create the file, failing if it already exists.
+    CreateNew,
+    /// Create the file or truncate an existing one to zero length.
+    CreateTruncate,
+}
+
+/// One open file. Thread-safe: positional reads and writes, no shared cursor.
+pub trait FsFile: Send + Sync + Debug {
+    /// Reads at `offset`; may return fewer bytes than asked (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes at `offset`; may write fewer bytes than given.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// `fdatasync`: data and the metadata needed to read it back are durable on return.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Truncates or extends the file.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// An entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub is_dir: bool,
+}
+
+/// The file-system operations the log needs, and nothing more.
+pub trait Fs: Send + Sync + Debug {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>>;
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Entries of `path` whose names are valid UTF-8 (others are not the log's).
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>>;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// fsyncs a directory so that entries created, renamed or removed in it are durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+}
+
+/// Writes all of `buf` at `offset`, looping over short writes.
+pub fn write_all_at(file: &dyn FsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let written = file.write_at(buf, offset)?;
+        if written == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+        }
+        buf = &buf[written..];
+        offset += written as u64;
+    }
+    Ok(())
+}
+
+/// Fills as much of `buf` as the file holds from `offset`; returns the bytes read
+/// (less than `buf.len()` only at end of file).
+pub fn read_full_at(file: &dyn FsFile, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads a whole (small) file.
+pub fn read_file(fs: &dyn Fs, path: &Path) -> io::Result<Vec<u8>> {
+    let file = fs.open(path, OpenMode::Existing)?;
+    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
+    let mut buf = vec![0u8; len];
+    let read = read_full_at(file.as_ref(), &mut buf, 0)?;
+    buf.truncate(read);
+    Ok(buf)
+}
+
+/// Replaces `path` atomically and durably: write `path.tmp`, fsync it, rename it over
+/// `path`, fsync the directory. A crash leaves either the old or the new contents.
+pub fn write_file_atomic(fs: &dyn Fs, path: &Path, contents: &[u8]) -> io::Result<()> {
+    let tmp = tmp_path(path);
+    let file = fs.open(&tmp, OpenMode::CreateTruncate)?;
+    write_all_at(file.as_ref(), contents, 0)?;
+    file.sync_data()?;
+    drop(file);
+    fs.rename(&tmp, path)?;
+    match path.parent() {
+        Some(dir) => fs.sync_dir(dir),
+        None => Ok(()),
+    }
+}
+
+/// The temporary name [`write_file_atomic`] uses for `path`.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+#[derive(Debug)]
+struct StdFile(File);
+
+impl FsFile for StdFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+}
+
+impl Fs for StdFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true);
+        match mode {
+            OpenMode::Existing => {}
+            OpenMode::CreateNew => {
+                options.create_new(true);
+            }
+            OpenMode::CreateTruncate => {
+                options.create(true).truncate(true);
+            }
+        }
+        Ok(Box::new(StdFile(options.open(path)?)))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            if let Ok(name) = entry.file_name().into_string() {
+                entries.push(DirEntry {
+                    name,
+                    is_dir: entry.file_type()?.is_dir(),
+                });
+            }
+        }
+        Ok(entries)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+}
+
+/// Which operation a [`FaultyFs`] fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOp {
+    /// `write_at` fails with `ENOSPC` (disk full).
+    Write,
+    /// `sync_data` (and directory syncs) fail with `EIO`.
+    Sync,
+}
+
+/// An armed fault: the operation fails once `after_ops` matching operations have passed,
+/// and every matching operation after that fails too (a broken disk stays broken).
+#[derive(Debug, Clone)]
+struct Fault {
+    op: FaultOp,
+    remaining_ops: u64,
+    path_contains: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct FaultState {
+    fault: Mutex<Option<Fault>>,
+    injected: AtomicU64,
+    /// Added to every file `sync_data`, to model a slow disk.
+    sync_delay_us: AtomicU64,
+}
+
+impl FaultState {
+    /// Decides whether this operation fails, counting it against the armed fault.
+    fn check(&self, op: FaultOp, path: &Path) -> io::Result<()> {
+        let mut guard = self.fault.lock();
+        let Some(fault) = guard.as_mut() else {
+            return Ok(());
+        };
+        let path_matches = match &fault.path_contains {
+            Some(part) => path.to_string_lossy().contains(part.as_str()),
+            None => true,
+        };
+        if fault.op != op || !path_matches {
+            return Ok(());
+        }
+        if fault.remaining_ops > 0 {
+            fault.remaining_ops -= 1;
+            return Ok(());
+        }
+        self.injected.fetch_add(1, Ordering::Relaxed);
+        Err(match op {
+            FaultOp::Write => io::Error::from_raw_os_error(libc::ENOSPC),
+            FaultOp::Sync => io::Error::from_raw_os_error(libc::EIO),
+        })
+    }
+}
+
+/// A [`StdFs`] that fails on command, for tests. Clones share one fault switch.
+#[derive(Debug, Clone, Default)]
+pub struct FaultyFs {
+    inner: StdFs,
+    state: Arc<FaultState>,
+}
+
+impl FaultyFs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Arms a fault: after `after_ops` more `op` operations (on paths containing
+    /// `path_contains`, if given), every such operation fails.
+    pub fn arm(&self, op: FaultOp, after_ops: u64, path_contains: Option<&str>) {
+        let fault = Fault {
+            op,
+            remaining_ops: after_ops,
+            path_contains: path_contains.map(str::to_owned),
+        };
+        *self.state.fault.lock() = Some(fault);
+    }
+
+    /// Disarms any fault.
+    pub fn disarm(&self) {
+        *self.state.fault.lock() = None;
+    }
+
+    /// Makes every file `sync_data` take at least `delay` longer (a slow disk), so tests can
+    /// rely on requests piling up behind a sync.
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.state.sync_delay_us.store(micros, Ordering::Relaxed);
+    }
+
+    /// How many operations have been failed so far.
+    pub fn injected(&self) -> u64 {
+        self.state.injected.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug)]
+struct FaultyFile {
+    inner: Box<dyn FsFile>,
+    path: PathBuf,
+    state: Arc<FaultState>,
+}
+
+impl FsFile for FaultyFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.state.check(FaultOp::Write, &self.path)?;
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.state.check(FaultOp::Sync, &self.path)?;
+        let delay_us = self.state.sync_delay_us.load(Ordering::Relaxed);
+        if delay_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        }
+        self.inner.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+}
+
+impl Fs for FaultyFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        let inner = self.inner.open(path, mode)?;
+        Ok(Box::new(FaultyFile {
+            inner,
+            path: path.to_owned(),
+            state: Arc::clone(&self.state),
+        }))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
+        self.inner.read_dir(path)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.state.check(FaultOp::Sync, path)?;
+        self.inner.sync_dir(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faulty_fs_fails_after_countdown() {
+        // Goal: an armed write fault lets N writes through, then fails every later one with ENOSPC.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = FaultyFs::new();
+        let file = fs
+            .open(&dir.path().join("f"), OpenMode::CreateNew)
+            .expect("create");
+        fs.arm(FaultOp::Write, 1, None);
+        file.write_at(b"ok", 0).expect("first write passes");
+        let err = file.write_at(b"no", 2).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        assert!(file.write_at(b"no", 2).is_err());
+        file.sync_data().expect("syncs unaffected");
+        assert_eq!(fs.injected(), 2);
+    }
+
+    #[test]
+    fn atomic_write_replaces_contents() {
+        // Goal: write_file_atomic leaves the new contents and no temporary file.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c");
+        write_file_atomic(&StdFs, &path, b"one").expect("write");
+        write_file_atomic(&StdFs, &path, b"two").expect("write");
+        assert_eq!(read_file(&StdFs, &path).expect("read"), b"two");
+        assert!(!StdFs.exists(&tmp_path(&path)));
+    }
+}

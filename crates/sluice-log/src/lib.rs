@@ -1,0 +1,46 @@
+//! `sluice-log`: the durable partition log behind the Sluice broker.
+//!
+//! It stores Kafka record batches (magic v2) exactly as received, stamps base offsets,
+//! and makes them durable with group commit: every append waiting at one moment is written
+//! to one shared write-ahead journal and covered by a single `fdatasync`, however many
+//! partitions they touch. Per-partition segment files (with offset and time indexes) are
+//! written behind the journal and checkpointed by a separate thread, so the number of
+//! syncs on the produce path does not grow with the number of partitions.
+//!
+//! The crate knows nothing of the Kafka wire protocol: it sees batches only as bytes with
+//! the v2 header layout (see [`batch`]). All file I/O happens on the log's own threads or on
+//! the caller's thread in the blocking methods (documented per method); nothing here runs on
+//! an async runtime. The storage format and the crash-case table live in `docs/storage.md`.
+//!
+//! # Layout
+//! - [`batch`]: zero-copy view of a v2 record batch header, CRC-32C validation.
+//! - [`fs`]: the small file-system trait all I/O goes through, so tests can inject faults.
+//! - [`config`]: per-partition [`LogConfig`] and process-wide [`LogManagerConfig`].
+//! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
+//! - `journal`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
+//!   `recovery`, `retention`, `metadata`, `engine`: the engine behind [`LogManager`].
+
+pub mod batch;
+mod checkpoint;
+mod checkpointer;
+mod committer;
+pub mod config;
+mod engine;
+pub mod error;
+pub mod fs;
+mod index;
+mod journal;
+mod manager;
+mod metadata;
+mod partition;
+mod recovery;
+mod retention;
+mod segment;
+pub mod types;
+
+pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
+pub use error::LogError;
+pub use manager::{
+    AppendInfo, AppendWaiter, LogManager, LogStats, PartitionOffsets, ReadResult, RecoveryReport,
+};
+pub use types::{Offset, PartitionKey, TopicId};

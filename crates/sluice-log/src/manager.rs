@@ -1,0 +1,374 @@
+//! [`LogManager`]: the public face of the log. It owns every partition, the committer
+//! thread (group commit into the journal), the checkpointer thread and retention.
+//!
+//! API CONTRACT (the broker codes against exactly this; keep signatures stable).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::batch::{self, BatchIter};
+use crate::checkpointer;
+use crate::committer::{AppendRequest, Committer, Message};
+use crate::config::{LogConfig, LogManagerConfig, TimestampType};
+use crate::engine::Engine;
+use crate::error::LogError;
+use crate::fs::Fs;
+use crate::recovery;
+use crate::retention;
+use crate::segment::now_ms;
+use crate::types::{Offset, PartitionKey};
+
+/// Cheap to clone; all clones share one engine.
+#[derive(Debug, Clone)]
+pub struct LogManager {
+    inner: Arc<Inner>,
+}
+
+/// Owned by the `LogManager` clones only; the threads hold the [`Engine`], never this, so
+/// dropping the last clone runs `Drop` below, which stops and joins them.
+#[derive(Debug)]
+struct Inner {
+    engine: Arc<Engine>,
+    /// The append queue's sending side (bounded: `append_queue_len`).
+    sender: mpsc::Sender<Message>,
+    /// `None` once shut down (or stopped by drop).
+    threads: Mutex<Option<Threads>>,
+}
+
+#[derive(Debug)]
+struct Threads {
+    committer: JoinHandle<()>,
+    checkpointer: JoinHandle<()>,
+    retention: JoinHandle<()>,
+}
+
+impl Inner {
+    /// Stops appends and the threads: the committer finishes what is queued first.
+    fn stop_threads(&self, threads: Threads) {
+        self.engine.stopping.store(true, Ordering::Release);
+        // If the queue is full the committer is busy and sees `stopping` after its round.
+        let _ = self.sender.try_send(Message::Stop);
+        self.engine.checkpoint_signal.raise();
+        self.engine.retention_signal.raise();
+        for (name, handle) in [
+            ("committer", threads.committer),
+            ("checkpointer", threads.checkpointer),
+            ("retention", threads.retention),
+        ] {
+            if handle.join().is_err() {
+                tracing::error!(thread = name, "log thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(threads) = self.threads.get_mut().take() {
+            self.stop_threads(threads);
+        }
+    }
+}
+
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(body)
+}
+
+fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, LogError> {
+    let stop_on_error = |error: std::io::Error| {
+        engine.stopping.store(true, Ordering::Release);
+        engine.checkpoint_signal.raise();
+        engine.retention_signal.raise();
+        LogError::Io(error)
+    };
+    let committer = spawn("sluice-committer", move || committer.run()).map_err(stop_on_error)?;
+    let for_checkpointer = Arc::clone(engine);
+    let checkpointer = spawn("sluice-checkpointer", move || {
+        checkpointer::run(for_checkpointer)
+    })
+    .map_err(stop_on_error)?;
+    let for_retention = Arc::clone(engine);
+    let retention =
+        spawn("sluice-retention", move || retention::run(for_retention)).map_err(stop_on_error)?;
+    Ok(Threads {
+        committer,
+        checkpointer,
+        retention,
+    })
+}
+
+/// What recovery did on open, for the caller to log and for tests to assert.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// Partitions found on disk, with their recovered offsets.
+    pub partitions: Vec<(PartitionKey, PartitionOffsets)>,
+    /// Journal entries re-applied to segments.
+    pub journal_entries_replayed: u64,
+    /// Bytes cut from torn or corrupt segment / journal tails.
+    pub bytes_truncated: u64,
+    /// Human-readable lines, one per action taken (also emitted through `tracing`).
+    pub actions: Vec<String>,
+}
+
+/// The three watermarks of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub log_start_offset: Offset,
+    /// Everything below this is durable and visible to consumers.
+    pub high_watermark: Offset,
+    /// Next offset to assign (>= high_watermark).
+    pub log_end_offset: Offset,
+}
+
+/// Result of a durable append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    /// The broker's append time when the partition uses LogAppendTime, else -1.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: Offset,
+}
+
+/// Completes when the append is durable (or has failed). Dropping it is fine (acks=0).
+#[derive(Debug)]
+pub struct AppendWaiter {
+    receiver: oneshot::Receiver<Result<AppendInfo, LogError>>,
+}
+
+impl AppendWaiter {
+    pub async fn wait(self) -> Result<AppendInfo, LogError> {
+        // The committer answers every request it took; a dropped reply means it stopped.
+        self.receiver.await.unwrap_or(Err(LogError::ShuttingDown))
+    }
+}
+
+/// Bytes read for a fetch.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole batches, starting with the batch that contains the fetch offset.
+    pub records: Bytes,
+    pub offsets: PartitionOffsets,
+}
+
+/// Validates produced batches on the caller's thread and applies LogAppendTime. Returns the
+/// bytes to store (the input itself unless LogAppendTime rewrote it), the number of batches
+/// and the append time.
+fn prepare_records(records: Bytes, config: &LogConfig) -> Result<(Bytes, usize, i64), LogError> {
+    if records.is_empty() {
+        return Err(LogError::CorruptBatch("no record batch in the request"));
+    }
+    let mut count = 0usize;
+    for batch in BatchIter::new(records.clone()) {
+        batch::validate(&batch?, config.max_message_bytes)?;
+        count += 1;
+    }
+    if config.timestamp_type == TimestampType::CreateTime {
+        return Ok((records, count, -1));
+    }
+    let append_time = now_ms();
+    if count == 1 {
+        return Ok((
+            batch::with_log_append_time(&records, append_time),
+            count,
+            append_time,
+        ));
+    }
+    let mut rewritten = Vec::with_capacity(records.len());
+    for batch in BatchIter::new(records) {
+        rewritten.extend_from_slice(&batch::with_log_append_time(&batch?, append_time));
+    }
+    Ok((Bytes::from(rewritten), count, append_time))
+}
+
+impl LogManager {
+    /// Opens (creating if needed) the data dir and recovers every partition found.
+    /// Blocking. Starts the committer, checkpointer and retention threads.
+    pub fn open(
+        config: LogManagerConfig,
+        fs: Arc<dyn Fs>,
+    ) -> Result<(LogManager, RecoveryReport), LogError> {
+        let engine = Arc::new(Engine::new(config, fs));
+        let (journal, report) = recovery::recover(&engine)?;
+        let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
+        let committer = Committer::new(Arc::clone(&engine), receiver, journal);
+        let threads = spawn_threads(&engine, committer)?;
+        let inner = Inner {
+            engine,
+            sender,
+            threads: Mutex::new(Some(threads)),
+        };
+        Ok((
+            LogManager {
+                inner: Arc::new(inner),
+            },
+            report,
+        ))
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Creates a partition's directory and first segment. Blocking; durable on return.
+    pub fn create_partition(&self, key: PartitionKey, config: LogConfig) -> Result<(), LogError> {
+        self.engine().create_partition(key, config)
+    }
+
+    /// Deletes a partition and its files. Blocking. In-flight appends to it fail.
+    pub fn delete_partition(&self, key: &PartitionKey) -> Result<(), LogError> {
+        self.engine().delete_partition(key)
+    }
+
+    /// Replaces a partition's config (takes effect on the next append / retention pass).
+    pub fn set_config(&self, key: &PartitionKey, config: LogConfig) -> Result<(), LogError> {
+        self.engine().partition(key)?.set_config(config);
+        Ok(())
+    }
+
+    /// Validates `records` (one or more v2 batches: length, magic, CRC-32C, size against
+    /// max.message.bytes, offsets consecutive) on the caller's thread, then queues them.
+    /// Waits (async) only when the bounded append queue is full. Never does file I/O.
+    pub async fn append(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+    ) -> Result<AppendWaiter, LogError> {
+        let engine = self.engine();
+        engine.check_writable()?;
+        if engine.stopping.load(Ordering::Acquire) {
+            return Err(LogError::ShuttingDown);
+        }
+        let partition = engine.partition(key)?;
+        let (records, batch_count, log_append_time_ms) =
+            prepare_records(records, &partition.config())?;
+        let (reply, receiver) = oneshot::channel();
+        let request = AppendRequest {
+            partition,
+            records,
+            batch_count,
+            log_append_time_ms,
+            reply,
+        };
+        self.inner
+            .sender
+            .send(Message::Append(request))
+            .await
+            .map_err(|_| LogError::ShuttingDown)?;
+        Ok(AppendWaiter { receiver })
+    }
+
+    /// Reads whole batches from `fetch_offset` up to the high watermark, at most `max_bytes`
+    /// but always at least the first batch when `min_one_batch` is set (KIP-74). An offset
+    /// equal to the high watermark returns empty records. Blocking file I/O: call it from a
+    /// blocking thread, not an async worker.
+    pub fn read(
+        &self,
+        key: &PartitionKey,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
+        self.engine()
+            .partition(key)?
+            .read(fetch_offset, max_bytes, min_one_batch)
+    }
+
+    /// Current watermarks. Non-blocking (atomics only).
+    pub fn offsets(&self, key: &PartitionKey) -> Result<PartitionOffsets, LogError> {
+        Ok(self.engine().partition(key)?.offsets())
+    }
+
+    /// A counter bumped after every commit round that advanced a high watermark, and after
+    /// deletes; long-polling fetches wait on it and re-check their partitions.
+    pub fn subscribe_commits(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engine().subscribe_commits()
+    }
+
+    /// The first durable batch whose max timestamp is >= `timestamp_ms` (ListOffsets by
+    /// time). The caller refines to the exact record. Blocking.
+    pub fn find_batch_by_timestamp(
+        &self,
+        key: &PartitionKey,
+        timestamp_ms: i64,
+    ) -> Result<Option<Bytes>, LogError> {
+        self.engine()
+            .partition(key)?
+            .find_batch_by_timestamp(timestamp_ms)
+    }
+
+    /// The durable batch holding the largest timestamp (ListOffsets MAX_TIMESTAMP). Blocking.
+    pub fn find_max_timestamp_batch(&self, key: &PartitionKey) -> Result<Option<Bytes>, LogError> {
+        self.engine().partition(key)?.find_max_timestamp_batch()
+    }
+
+    /// Moves the log start offset up to `offset` (DeleteRecords); `Offset(-1)` means the high
+    /// watermark. Deletes segments wholly below it. Durable on return. Blocking.
+    /// Returns the new log start offset. Offsets above the high watermark are OffsetOutOfRange.
+    pub fn delete_records(&self, key: &PartitionKey, offset: Offset) -> Result<Offset, LogError> {
+        let partition = self.engine().partition(key)?;
+        retention::delete_records(self.engine(), &partition, offset)
+    }
+
+    /// Runs one retention and time-roll pass now (the background thread also runs it every
+    /// `retention_check_interval_ms`). `now_ms` is passed in so tests control time.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<(), LogError> {
+        retention::enforce(self.engine(), now_ms)
+    }
+
+    /// Runs a checkpoint now on the caller's thread: syncs every segment written since the
+    /// last one, writes the checkpoint file and deletes journal files it no longer needs.
+    /// The checkpointer thread does the same on its own schedule. Blocking.
+    pub fn checkpoint_now(&self) -> Result<(), LogError> {
+        if self.engine().stopping.load(Ordering::Acquire) {
+            // The shutdown checkpoint is the last one (it carries the clean-shutdown flag).
+            return Err(LogError::ShuttingDown);
+        }
+        checkpointer::checkpoint(self.engine(), false).map(|_| ())
+    }
+
+    /// True once a write or sync has failed.
+    pub fn is_poisoned(&self) -> bool {
+        self.engine().is_poisoned()
+    }
+
+    /// Counters for benchmarks and metrics.
+    pub fn stats(&self) -> LogStats {
+        self.engine().stats()
+    }
+
+    /// Stops accepting appends, completes queued ones, syncs, writes a final checkpoint and
+    /// joins the threads. Blocking.
+    pub fn shutdown(&self) -> Result<(), LogError> {
+        let threads = self.inner.threads.lock().take();
+        if let Some(threads) = threads {
+            self.inner.stop_threads(threads);
+            self.engine().check_writable()?;
+            checkpointer::shutdown_checkpoint(self.engine())?;
+            tracing::info!(data_dir = %self.engine().config.data_dir.display(), "log shut down cleanly");
+            return Ok(());
+        }
+        self.engine().check_writable()
+    }
+}
+
+/// Monotonic counters since open.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogStats {
+    pub journal_syncs: u64,
+    pub journal_bytes: u64,
+    pub commit_rounds: u64,
+    pub checkpoints: u64,
+    pub segment_syncs: u64,
+    /// Append requests answered (successfully or not).
+    pub append_requests: u64,
+    /// Record batches written to segments.
+    pub batches_appended: u64,
+}

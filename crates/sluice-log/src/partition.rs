@@ -1,0 +1,286 @@
+//! One partition's log: its ordered segments, its watermarks and its config.
+//!
+//! Concurrency contract:
+//! - The segment list sits behind an `RwLock` held only to clone or edit the list; readers
+//!   then work on their own `Arc<Segment>` copies without any lock.
+//! - Watermarks are atomics. `log_end` is raised by the appender; `high_watermark` is
+//!   raised (Release) by the committer after the journal sync that made the data durable;
+//!   `log_start` only grows (retention, DeleteRecords) and never passes the high watermark.
+//! - `append_lock` serializes everything that writes the active segment or replaces it:
+//!   the committer (per request), rolls from retention, recovery, deletion.
+//! - `trim_lock` serializes removal of old segments (retention, DeleteRecords).
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::fs::Fs;
+use crate::manager::{PartitionOffsets, ReadResult};
+use crate::segment::Segment;
+use crate::types::{Offset, PartitionKey};
+
+/// Largest segment file: positions in the index files are 32-bit, and Kafka caps
+/// `segment.bytes` at `i32::MAX` for the same reason.
+pub(crate) const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
+/// Most offsets one segment may span: relative offsets in the index files are 32-bit
+/// (Kafka rolls at `i32::MAX` as well).
+pub(crate) const SEGMENT_OFFSETS_MAX: i64 = i32::MAX as i64;
+
+#[derive(Debug)]
+pub(crate) struct Partition {
+    pub(crate) key: PartitionKey,
+    /// Process-unique id, so engine maps need no string keys.
+    pub(crate) uid: u64,
+    pub(crate) dir: PathBuf,
+    config: RwLock<LogConfig>,
+    /// Oldest first; never empty; the last one is the active segment.
+    segments: RwLock<Vec<Arc<Segment>>>,
+    log_start: AtomicI64,
+    high_watermark: AtomicI64,
+    log_end: AtomicI64,
+    deleted: AtomicBool,
+    pub(crate) append_lock: Mutex<()>,
+    pub(crate) trim_lock: Mutex<()>,
+    /// Committer-only bookkeeping: the commit round that last touched this partition.
+    pub(crate) round_mark: AtomicU64,
+}
+
+impl Partition {
+    /// Builds a partition from existing segments (all written bytes already committed).
+    pub(crate) fn new(
+        key: PartitionKey,
+        uid: u64,
+        dir: PathBuf,
+        config: LogConfig,
+        segments: Vec<Arc<Segment>>,
+        log_start: Offset,
+    ) -> Self {
+        assert!(
+            !segments.is_empty(),
+            "a partition always has an active segment"
+        );
+        let log_end = segments.last().map_or(Offset(0), |s| s.next_offset());
+        Self {
+            key,
+            uid,
+            dir,
+            config: RwLock::new(config),
+            segments: RwLock::new(segments),
+            log_start: AtomicI64::new(log_start.0),
+            high_watermark: AtomicI64::new(log_end.0),
+            log_end: AtomicI64::new(log_end.0),
+            deleted: AtomicBool::new(false),
+            append_lock: Mutex::new(()),
+            trim_lock: Mutex::new(()),
+            round_mark: AtomicU64::new(0),
+        }
+    }
+
+    /// Read in the order log start, high watermark, log end, so that the snapshot keeps
+    /// `log_start <= high_watermark <= log_end` although each value moves on its own.
+    pub(crate) fn offsets(&self) -> PartitionOffsets {
+        let log_start_offset = self.log_start();
+        let high_watermark = self.high_watermark();
+        let log_end_offset = self.log_end();
+        PartitionOffsets {
+            log_start_offset,
+            high_watermark,
+            log_end_offset,
+        }
+    }
+
+    pub(crate) fn log_start(&self) -> Offset {
+        Offset(self.log_start.load(Ordering::Acquire))
+    }
+    pub(crate) fn high_watermark(&self) -> Offset {
+        Offset(self.high_watermark.load(Ordering::Acquire))
+    }
+    pub(crate) fn log_end(&self) -> Offset {
+        Offset(self.log_end.load(Ordering::Acquire))
+    }
+    /// Appender only (holding `append_lock`).
+    pub(crate) fn set_log_end(&self, offset: Offset) {
+        self.log_end.store(offset.0, Ordering::Release);
+    }
+    /// Committer only, after the journal sync covering everything below `offset`.
+    pub(crate) fn publish_high_watermark(&self, offset: Offset) {
+        self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
+    }
+    /// Raises the log start offset (never lowers it). Returns the value now in force.
+    pub(crate) fn advance_log_start(&self, offset: Offset) -> Offset {
+        let previous = self.log_start.fetch_max(offset.0, Ordering::AcqRel);
+        Offset(previous.max(offset.0))
+    }
+
+    pub(crate) fn config(&self) -> LogConfig {
+        self.config.read().clone()
+    }
+    pub(crate) fn set_config(&self, config: LogConfig) {
+        *self.config.write() = config;
+    }
+
+    pub(crate) fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+    pub(crate) fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments.read().clone()
+    }
+    pub(crate) fn active(&self) -> Arc<Segment> {
+        let segments = self.segments.read();
+        Arc::clone(&segments[segments.len() - 1])
+    }
+
+    /// Why the active segment must be rolled before a batch of `batch_len` bytes ending at
+    /// `last_offset` is appended at `now_ms`, if it must.
+    pub(crate) fn roll_reason(
+        active: &Segment,
+        batch_len: u64,
+        last_offset: Offset,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Option<&'static str> {
+        if active.is_empty() {
+            return None;
+        }
+        let segment_bytes = config.segment_bytes.min(SEGMENT_BYTES_MAX);
+        if active.written_len() + batch_len > segment_bytes {
+            return Some("segment.bytes");
+        }
+        if now_ms.saturating_sub(active.first_append_ms()) > config.segment_ms {
+            return Some("segment.ms");
+        }
+        if last_offset.0 - active.base_offset.0 > SEGMENT_OFFSETS_MAX {
+            return Some("relative offsets would overflow");
+        }
+        None
+    }
+
+    /// Seals the active segment and starts a new empty one at the log end. Caller holds
+    /// `append_lock`. Returns the sealed segment (whose index files are still to be
+    /// written and whose data is still to be synced by the checkpointer).
+    pub(crate) fn roll(&self, fs: &dyn Fs) -> io::Result<Arc<Segment>> {
+        let base = self.log_end();
+        let next = Arc::new(Segment::create(fs, &self.dir, base)?);
+        let mut segments = self.segments.write();
+        let sealed = Arc::clone(&segments[segments.len() - 1]);
+        sealed.seal();
+        segments.push(next);
+        tracing::debug!(topic = %self.key.topic, partition = self.key.partition, base = base.0, "rolled segment");
+        Ok(sealed)
+    }
+
+    /// Removes the `count` oldest segments from the list (never the active one) and
+    /// returns them; their files are deleted by the caller.
+    pub(crate) fn remove_leading(&self, count: usize) -> Vec<Arc<Segment>> {
+        let mut segments = self.segments.write();
+        let count = count.min(segments.len().saturating_sub(1));
+        segments.drain(..count).collect()
+    }
+
+    /// Replaces the whole segment list (recovery only, before the threads start).
+    pub(crate) fn replace_segments(&self, segments: Vec<Arc<Segment>>) {
+        assert!(!segments.is_empty());
+        let log_end = segments.last().map_or(Offset(0), |s| s.next_offset());
+        *self.segments.write() = segments;
+        self.set_log_end(log_end);
+        self.high_watermark.store(log_end.0, Ordering::Release);
+    }
+
+    /// Whole batches from `fetch_offset` (see `LogManager::read`).
+    pub(crate) fn read(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogError> {
+        let offsets = self.offsets();
+        let out_of_range = |log_start_offset| LogError::OffsetOutOfRange {
+            offset: fetch_offset,
+            log_start_offset,
+            high_watermark: offsets.high_watermark,
+        };
+        if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
+            return Err(out_of_range(offsets.log_start_offset));
+        }
+        let empty = ReadResult {
+            records: Bytes::new(),
+            offsets,
+        };
+        if fetch_offset == offsets.high_watermark {
+            return Ok(empty);
+        }
+        let segments = self.segments();
+        let first = segments.partition_point(|s| s.base_offset <= fetch_offset);
+        if first == 0 {
+            // Retention removed the segment after the range check: report the new start.
+            return Err(out_of_range(self.log_start()));
+        }
+        for segment in &segments[first - 1..] {
+            if let Some(records) = segment.read(
+                fetch_offset,
+                offsets.high_watermark,
+                max_bytes,
+                min_one_batch,
+            )? {
+                return Ok(ReadResult { records, offsets });
+            }
+        }
+        Ok(empty)
+    }
+
+    pub(crate) fn find_batch_by_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<Bytes>, LogError> {
+        let (log_start, high_watermark) = (self.log_start(), self.high_watermark());
+        for segment in self.segments() {
+            if segment.max_timestamp().0 < timestamp || segment.next_offset() <= log_start {
+                continue;
+            }
+            if let Some(batch) = segment.find_by_timestamp(timestamp, high_watermark, log_start)? {
+                return Ok(Some(batch));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn find_max_timestamp_batch(&self) -> Result<Option<Bytes>, LogError> {
+        let high_watermark = self.high_watermark();
+        let segments = self.segments();
+        let mut best: Option<(i64, &Arc<Segment>)> = None;
+        for segment in segments.iter().filter(|s| !s.is_empty()) {
+            let timestamp = segment.max_timestamp().0;
+            if best.is_none_or(|(b, _)| timestamp > b) {
+                best = Some((timestamp, segment));
+            }
+        }
+        let Some((expected, segment)) = best else {
+            return Ok(None);
+        };
+        match segment.max_timestamp_batch(high_watermark)? {
+            Some((timestamp, batch)) if timestamp == expected => Ok(Some(batch)),
+            // The newest data is not committed yet: compare every segment's committed max.
+            _ => {
+                let mut found: Option<(i64, Bytes)> = None;
+                for segment in &segments {
+                    if let Some((timestamp, batch)) = segment.max_timestamp_batch(high_watermark)? {
+                        if found.as_ref().is_none_or(|(b, _)| timestamp > *b) {
+                            found = Some((timestamp, batch));
+                        }
+                    }
+                }
+                Ok(found.map(|(_, batch)| batch))
+            }
+        }
+    }
+}

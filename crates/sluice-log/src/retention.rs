@@ -1,0 +1,222 @@
+//! Retention and time-based rolls, run by a background thread every
+//! `retention_check_interval_ms` and on demand (`LogManager::enforce_retention`), plus the
+//! segment removal DeleteRecords shares with it.
+//!
+//! Per partition, oldest segments first:
+//! - `retention.ms`: a segment goes when its largest timestamp is older than
+//!   `now - retention.ms`;
+//! - `retention.bytes`: the oldest segment goes while the partition would still hold at
+//!   least `retention.bytes` without it;
+//! - never the active segment: when every segment, the active one included, has expired
+//!   by time, the active one is rolled (if non-empty) so it can go too, as Kafka does;
+//! - only segments whose every batch is below the high watermark (acknowledged data).
+//!
+//! Guarantees: the log start offset moves to the new first segment's base offset before any
+//! file is unlinked, so a reader never sees an offset the log no longer holds as in range;
+//! the partition directory is fsynced before unlinking, so a crash cannot leave the old
+//! segments gone while a newer segment's creation is lost.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::LogConfig;
+use crate::engine::Engine;
+use crate::error::LogError;
+use crate::partition::Partition;
+use crate::segment::{now_ms, Segment};
+use crate::types::Offset;
+
+/// The thread body.
+pub(crate) fn run(engine: Arc<Engine>) {
+    let interval = Duration::from_millis(engine.config.retention_check_interval_ms.max(1));
+    loop {
+        engine.retention_signal.wait(interval);
+        if engine.stopping.load(Ordering::Acquire) || engine.is_poisoned() {
+            break;
+        }
+        if let Err(error) = enforce(&engine, now_ms()) {
+            tracing::warn!(%error, "retention pass failed");
+        }
+    }
+    tracing::debug!("retention stopped");
+}
+
+/// One pass over every partition.
+pub(crate) fn enforce(engine: &Engine, now_ms: i64) -> Result<(), LogError> {
+    engine.check_writable()?;
+    for partition in engine.partitions_snapshot() {
+        if !partition.is_deleted() {
+            enforce_partition(engine, &partition, now_ms)?;
+        }
+    }
+    Ok(())
+}
+
+fn enforce_partition(
+    engine: &Engine,
+    partition: &Arc<Partition>,
+    now_ms: i64,
+) -> Result<(), LogError> {
+    let config = partition.config();
+    let _trim = partition.trim_lock.lock();
+    if partition.is_deleted() {
+        return Ok(()); // Deleted while this pass was on its way.
+    }
+    roll_if_due(engine, partition, &config, now_ms)?;
+    let segments = partition.segments();
+    let by_time = expired_by_time(&segments, &config, now_ms);
+    let by_bytes = over_size(&segments, &config);
+    let count = removable(&segments, by_time.max(by_bytes), partition.high_watermark());
+    if count > 0 {
+        let reason = if by_time >= by_bytes {
+            "retention.ms"
+        } else {
+            "retention.bytes"
+        };
+        remove_segments(engine, partition, count, reason)?;
+    }
+    Ok(())
+}
+
+/// Rolls the active segment when it is older than `segment.ms`, or when it has expired
+/// by `retention.ms` together with every older segment (so the next step can delete it).
+fn roll_if_due(
+    engine: &Engine,
+    partition: &Arc<Partition>,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(), LogError> {
+    let _append = partition.append_lock.lock();
+    let segments = partition.segments();
+    let active = &segments[segments.len() - 1];
+    if active.is_empty() {
+        return Ok(());
+    }
+    let too_old = now_ms.saturating_sub(active.first_append_ms()) > config.segment_ms;
+    let all_expired = expired_by_time(&segments, config, now_ms) == segments.len();
+    if !too_old && !all_expired {
+        return Ok(());
+    }
+    let sealed = engine.guard("segment roll", partition.roll(engine.fs.as_ref()))?;
+    let mut handoff = engine.handoff.lock();
+    handoff.sealed.push(sealed);
+    handoff.new_files.push(Arc::clone(partition));
+    Ok(())
+}
+
+/// How many leading segments are older than `retention.ms`.
+fn expired_by_time(segments: &[Arc<Segment>], config: &LogConfig, now_ms: i64) -> usize {
+    if config.retention_ms < 0 {
+        return 0;
+    }
+    let cutoff = now_ms.saturating_sub(config.retention_ms);
+    segments
+        .iter()
+        .take_while(|s| !s.is_empty() && s.max_timestamp().0 < cutoff)
+        .count()
+}
+
+/// How many leading segments can go while at least `retention.bytes` remain.
+fn over_size(segments: &[Arc<Segment>], config: &LogConfig) -> usize {
+    let Ok(keep) = u64::try_from(config.retention_bytes) else {
+        return 0;
+    };
+    let mut total: u64 = segments.iter().map(|s| s.written_len()).sum();
+    let mut count = 0;
+    for segment in segments {
+        let size = segment.written_len();
+        if total - size < keep {
+            break;
+        }
+        total -= size;
+        count += 1;
+    }
+    count
+}
+
+/// Caps `wanted` to segments that are not active and fully below the high watermark.
+fn removable(segments: &[Arc<Segment>], wanted: usize, high_watermark: Offset) -> usize {
+    let candidates = wanted.min(segments.len().saturating_sub(1));
+    segments[..candidates]
+        .iter()
+        .take_while(|s| s.committed_next_offset() <= high_watermark)
+        .count()
+}
+
+/// Removes the `count` oldest segments: log start first, then the list, then the files.
+/// Caller holds the partition's `trim_lock`.
+pub(crate) fn remove_segments(
+    engine: &Engine,
+    partition: &Partition,
+    count: usize,
+    reason: &str,
+) -> Result<(), LogError> {
+    let segments = partition.segments();
+    if count == 0 || count >= segments.len() {
+        return Ok(());
+    }
+    let new_start = segments[count].base_offset;
+    partition.advance_log_start(new_start);
+    let removed = partition.remove_leading(count);
+    engine.guard(
+        "partition directory sync",
+        engine.fs.sync_dir(&partition.dir),
+    )?;
+    for segment in &removed {
+        if let Err(error) = segment.delete_files(engine.fs.as_ref()) {
+            // Not a durability problem: the segment is out of the log either way.
+            tracing::warn!(%error, path = %segment.paths.log.display(), "could not delete segment files");
+        }
+    }
+    tracing::info!(
+        topic = %partition.key.topic,
+        partition = partition.key.partition,
+        segments = removed.len(),
+        log_start_offset = partition.log_start().0,
+        reason,
+        "deleted old segments"
+    );
+    engine.bump_commits();
+    Ok(())
+}
+
+/// Moves the log start offset to `offset` (DeleteRecords), durably, then deletes segments
+/// wholly below it. Returns the log start offset now in force.
+pub(crate) fn delete_records(
+    engine: &Engine,
+    partition: &Partition,
+    offset: Offset,
+) -> Result<Offset, LogError> {
+    engine.check_writable()?;
+    let _trim = partition.trim_lock.lock();
+    if partition.is_deleted() {
+        return Err(LogError::UnknownPartition);
+    }
+    let offsets = partition.offsets();
+    let target = if offset.0 == -1 {
+        offsets.high_watermark
+    } else {
+        offset
+    };
+    if target.0 < 0 || target > offsets.high_watermark {
+        return Err(LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: offsets.log_start_offset,
+            high_watermark: offsets.high_watermark,
+        });
+    }
+    if target <= offsets.log_start_offset {
+        return Ok(offsets.log_start_offset);
+    }
+    let now_in_force = partition.advance_log_start(target);
+    engine.persist_log_starts()?;
+    let segments = partition.segments();
+    let below = segments[..segments.len() - 1]
+        .iter()
+        .take_while(|s| s.next_offset() <= target)
+        .count();
+    remove_segments(engine, partition, below, "DeleteRecords")?;
+    engine.bump_commits();
+    Ok(now_in_force)
+}

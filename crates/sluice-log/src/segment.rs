@@ -1,0 +1,756 @@
+//! One segment of a partition: `<base_offset:020>.log` holding whole batches back to back,
+//! with its in-memory [`SegmentIndex`] and, once sealed, its `.index` / `.timeindex` files.
+//!
+//! Concurrency contract:
+//! - Appends come from one appender at a time (the committer, or recovery before the
+//!   threads start), serialized by the partition's append lock. An append first reserves
+//!   its bytes at `written_len` (indexing the batch), then the bytes are written there with
+//!   positional I/O, possibly by a helper thread of the same commit round. Bytes already
+//!   written never move.
+//! - Readers (fetch threads) may run at any time. They read only below `committed_len`,
+//!   which the committer raises after the journal sync that covers the bytes, so a reader
+//!   never sees bytes that are not durable.
+//! - The checkpointer syncs the file through a shared handle; no lock is held while it does.
+//! - Deleted segments stay readable through open handles (the file is only unlinked).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+use crate::batch::{self, BatchHeader, HEADER_LEN, MAGIC_V2};
+use crate::error::LogError;
+use crate::fs::{self, Fs, FsFile, OpenMode};
+use crate::index::{BatchMeta, SegmentIndex};
+use crate::types::Offset;
+
+/// Bytes read at a time when a recovery scan checks CRCs (a batch larger than this is
+/// read whole).
+const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
+/// Bytes read at a time when a scan only walks headers: one page, so small batches share
+/// a read and large ones cost one small read each.
+const SCAN_WINDOW_HEADER_BYTES: usize = 4096;
+
+/// The three file paths of a segment.
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentPaths {
+    pub(crate) log: PathBuf,
+    pub(crate) index: PathBuf,
+    pub(crate) timeindex: PathBuf,
+}
+
+impl SegmentPaths {
+    pub(crate) fn new(dir: &Path, base_offset: Offset) -> Self {
+        let stem = format!("{:020}", base_offset.0);
+        Self {
+            log: dir.join(format!("{stem}.log")),
+            index: dir.join(format!("{stem}.index")),
+            timeindex: dir.join(format!("{stem}.timeindex")),
+        }
+    }
+}
+
+/// Parses `<base_offset:020>.log`.
+pub(crate) fn parse_log_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(".log")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Offset)
+}
+
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) base_offset: Offset,
+    pub(crate) paths: SegmentPaths,
+    file: Box<dyn FsFile>,
+    /// Bytes reserved by the appender: written (maybe only to the page cache) once the
+    /// commit round that reserved them finished its writes. Raised by the appender only.
+    written_len: AtomicU64,
+    /// Bytes covered by a journal sync: the readers' limit. Raised by the committer.
+    committed_len: AtomicU64,
+    /// Offset after the last written batch.
+    next_offset: AtomicI64,
+    /// Offset after the last committed batch.
+    committed_next_offset: AtomicI64,
+    /// Wall-clock time of the first append, for `segment.ms`; -1 while empty.
+    first_append_ms: AtomicI64,
+    index: RwLock<SegmentIndex>,
+    /// True while the segment sits in the checkpointer's to-sync list. Read and written only
+    /// under the engine's handoff lock, so a write after a checkpoint took the list always
+    /// re-adds the segment.
+    pub(crate) dirty: AtomicBool,
+    /// True once the files are deleted; guards index-file writes that could resurrect them.
+    deleted: Mutex<bool>,
+}
+
+/// How a segment looked after [`Segment::open`] checked it.
+#[derive(Debug, Default)]
+pub(crate) struct OpenOutcome {
+    /// Bytes cut from a torn or corrupt tail, and why.
+    pub(crate) truncated: Option<(u64, &'static str)>,
+    /// The index files were missing or inconsistent and were rebuilt from the segment.
+    pub(crate) index_rebuilt: bool,
+    /// Bytes that were CRC-checked (the part after the recovery point).
+    pub(crate) bytes_verified: u64,
+}
+
+impl Segment {
+    /// Creates an empty segment file (truncating any stale file of that name).
+    pub(crate) fn create(fs: &dyn Fs, dir: &Path, base_offset: Offset) -> io::Result<Self> {
+        let paths = SegmentPaths::new(dir, base_offset);
+        for stale in [&paths.index, &paths.timeindex] {
+            remove_if_exists(fs, stale)?;
+        }
+        let file = fs.open(&paths.log, OpenMode::CreateTruncate)?;
+        Ok(Self::from_parts(
+            paths,
+            file,
+            base_offset,
+            SegmentIndex::new(base_offset),
+            0,
+            base_offset,
+        ))
+    }
+
+    fn from_parts(
+        paths: SegmentPaths,
+        file: Box<dyn FsFile>,
+        base_offset: Offset,
+        index: SegmentIndex,
+        len: u64,
+        next_offset: Offset,
+    ) -> Self {
+        Self {
+            base_offset,
+            paths,
+            file,
+            written_len: AtomicU64::new(len),
+            committed_len: AtomicU64::new(len),
+            next_offset: AtomicI64::new(next_offset.0),
+            committed_next_offset: AtomicI64::new(next_offset.0),
+            first_append_ms: AtomicI64::new(if len > 0 { now_ms() } else { -1 }),
+            index: RwLock::new(index),
+            dirty: AtomicBool::new(false),
+            deleted: Mutex::new(false),
+        }
+    }
+
+    pub(crate) fn written_len(&self) -> u64 {
+        self.written_len.load(Ordering::Acquire)
+    }
+    pub(crate) fn committed_len(&self) -> u64 {
+        self.committed_len.load(Ordering::Acquire)
+    }
+    pub(crate) fn next_offset(&self) -> Offset {
+        Offset(self.next_offset.load(Ordering::Acquire))
+    }
+    pub(crate) fn committed_next_offset(&self) -> Offset {
+        Offset(self.committed_next_offset.load(Ordering::Acquire))
+    }
+    pub(crate) fn first_append_ms(&self) -> i64 {
+        self.first_append_ms.load(Ordering::Acquire)
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.written_len() == 0
+    }
+    /// (largest max timestamp, base offset of the first batch holding it).
+    pub(crate) fn max_timestamp(&self) -> (i64, Offset) {
+        self.index.read().max_timestamp()
+    }
+
+    /// Reserves space for one stamped batch at the end of the segment and indexes it.
+    /// Caller: the partition's single appender, holding the partition's append lock; the
+    /// bytes must then be written at the returned position with [`Self::write_at`] before
+    /// they are published. Returns the position.
+    pub(crate) fn reserve(
+        &self,
+        header: &BatchHeader<'_>,
+        size: u64,
+        interval_bytes: u32,
+        now_ms: i64,
+    ) -> u64 {
+        let position = self.written_len.load(Ordering::Acquire);
+        debug_assert_eq!(header.base_offset(), self.next_offset());
+        let meta = BatchMeta {
+            base_offset: header.base_offset(),
+            position,
+            size,
+            max_timestamp: header.max_timestamp(),
+        };
+        self.index.write().on_append(meta, interval_bytes);
+        self.next_offset
+            .store(header.next_offset().0, Ordering::Release);
+        self.written_len.store(position + size, Ordering::Release);
+        if self.first_append_ms.load(Ordering::Acquire) < 0 {
+            self.first_append_ms.store(now_ms, Ordering::Release);
+        }
+        position
+    }
+
+    /// Writes reserved bytes. Any thread; positions come from [`Self::reserve`].
+    pub(crate) fn write_at(&self, bytes: &[u8], position: u64) -> io::Result<()> {
+        fs::write_all_at(self.file.as_ref(), bytes, position)
+    }
+
+    /// Reserves and writes one stamped batch (recovery and tests). Returns the new length.
+    pub(crate) fn append(&self, bytes: &[u8], interval_bytes: u32, now_ms: i64) -> io::Result<u64> {
+        let header =
+            BatchHeader::parse(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let position = self.reserve(&header, bytes.len() as u64, interval_bytes, now_ms);
+        self.write_at(bytes, position)?;
+        Ok(position + bytes.len() as u64)
+    }
+
+    /// Makes bytes up to `len` (ending at `next_offset`) visible to readers. Called after the
+    /// journal sync that covers them; values only grow.
+    pub(crate) fn publish(&self, len: u64, next_offset: Offset) {
+        self.committed_len.fetch_max(len, Ordering::AcqRel);
+        self.committed_next_offset
+            .fetch_max(next_offset.0, Ordering::AcqRel);
+    }
+
+    /// Makes everything written visible (recovery: what is on disk is what there is).
+    pub(crate) fn publish_all(&self) {
+        self.publish(self.written_len(), self.next_offset());
+    }
+
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Adds the final time index entry; the segment takes no more appends.
+    pub(crate) fn seal(&self) {
+        self.index.write().seal();
+    }
+
+    /// Writes the `.index` and `.timeindex` files from memory and fsyncs them. Skipped for
+    /// a deleted segment, so a late write cannot resurrect its files.
+    pub(crate) fn write_index_files(&self, fs: &dyn Fs) -> io::Result<()> {
+        let deleted = self.deleted.lock();
+        if *deleted {
+            return Ok(());
+        }
+        let (offsets, times) = {
+            let index = self.index.read();
+            (index.encode_offsets(), index.encode_times())
+        };
+        for (path, contents) in [(&self.paths.index, offsets), (&self.paths.timeindex, times)] {
+            let file = fs.open(path, OpenMode::CreateTruncate)?;
+            fs::write_all_at(file.as_ref(), &contents, 0)?;
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Marks the segment's files as gone (its partition directory is being removed), so no
+    /// index file is written for it any more.
+    pub(crate) fn mark_deleted(&self) {
+        *self.deleted.lock() = true;
+    }
+
+    /// Unlinks the segment's files. Open handles (readers) keep working.
+    pub(crate) fn delete_files(&self, fs: &dyn Fs) -> io::Result<()> {
+        let mut deleted = self.deleted.lock();
+        *deleted = true;
+        for path in [&self.paths.index, &self.paths.timeindex, &self.paths.log] {
+            remove_if_exists(fs, path)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the v2 header at `position`, checked for a sane length within `limit`.
+    fn header_at(&self, position: u64, limit: u64) -> Result<[u8; HEADER_LEN], LogError> {
+        let mut raw = [0u8; HEADER_LEN];
+        if position + HEADER_LEN as u64 > limit {
+            return Err(LogError::CorruptBatch("segment ends inside a batch header"));
+        }
+        let read = fs::read_full_at(self.file.as_ref(), &mut raw, position)?;
+        if read < HEADER_LEN {
+            return Err(LogError::CorruptBatch(
+                "segment shorter than its committed length",
+            ));
+        }
+        Ok(raw)
+    }
+
+    fn read_bytes(&self, position: u64, len: usize) -> Result<Bytes, LogError> {
+        let mut buf = vec![0u8; len];
+        let read = fs::read_full_at(self.file.as_ref(), &mut buf, position)?;
+        if read < len {
+            return Err(LogError::CorruptBatch(
+                "segment shorter than its committed length",
+            ));
+        }
+        Ok(Bytes::from(buf))
+    }
+
+    /// Walks committed batch headers from `position`; returns the position and header of the
+    /// first batch `stop` accepts, or `None` at the committed end (or at `high_watermark`).
+    fn walk_until(
+        &self,
+        mut position: u64,
+        high_watermark: Offset,
+        mut stop: impl FnMut(&BatchHeader<'_>) -> bool,
+    ) -> Result<Option<(u64, usize)>, LogError> {
+        let limit = self.committed_len();
+        while position < limit {
+            let raw = self.header_at(position, limit)?;
+            let header = BatchHeader::parse(&raw)?;
+            let size = header
+                .total_size()
+                .ok_or(LogError::CorruptBatch("bad batch length in segment"))?;
+            if header.base_offset() >= high_watermark {
+                return Ok(None);
+            }
+            if stop(&header) {
+                return Ok(Some((position, size)));
+            }
+            position += size as u64;
+        }
+        Ok(None)
+    }
+
+    /// Whole committed batches starting with the one that contains `fetch_offset`, at most
+    /// `max_bytes` (or exactly the first batch when it alone is larger and `min_one_batch`).
+    /// `None` when no committed batch here reaches `fetch_offset`.
+    pub(crate) fn read(
+        &self,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<Option<Bytes>, LogError> {
+        let start = self.index.read().lookup_position(fetch_offset);
+        let Some((start, first_len)) =
+            self.walk_until(start, high_watermark, |h| h.last_offset() >= fetch_offset)?
+        else {
+            return Ok(None);
+        };
+        let limit = self.committed_len();
+        if start + first_len as u64 > limit {
+            return Ok(None);
+        }
+        let budget = (max_bytes as u64).min(limit - start);
+        if (first_len as u64) > budget {
+            return match min_one_batch {
+                true => self.read_bytes(start, first_len).map(Some),
+                false => Ok(Some(Bytes::new())),
+            };
+        }
+        let chunk = self.read_bytes(start, budget as usize)?;
+        let whole = whole_batches_len(&chunk, high_watermark);
+        Ok(Some(chunk.slice(..whole)))
+    }
+
+    /// The first committed batch whose max timestamp is >= `timestamp` and that ends at or
+    /// after `log_start`.
+    pub(crate) fn find_by_timestamp(
+        &self,
+        timestamp: i64,
+        high_watermark: Offset,
+        log_start: Offset,
+    ) -> Result<Option<Bytes>, LogError> {
+        let start = self.index.read().time_lookup_position(timestamp);
+        let found = self.walk_until(start, high_watermark, |h| {
+            h.max_timestamp() >= timestamp && h.last_offset() >= log_start
+        })?;
+        found
+            .map(|(position, len)| self.read_bytes(position, len))
+            .transpose()
+    }
+
+    /// The committed batch holding this segment's largest timestamp (the first such batch).
+    pub(crate) fn max_timestamp_batch(
+        &self,
+        high_watermark: Offset,
+    ) -> Result<Option<(i64, Bytes)>, LogError> {
+        let (max_timestamp, offset) = self.max_timestamp();
+        if offset < high_watermark && offset < self.committed_next_offset() {
+            let batch = self.read(offset, high_watermark, 0, true)?;
+            return Ok(batch.filter(|b| !b.is_empty()).map(|b| (max_timestamp, b)));
+        }
+        // The largest timestamp is not committed yet (a race with the committer): find the
+        // largest committed one by walking the headers.
+        let mut best: Option<(i64, u64, usize)> = None;
+        let mut position = 0;
+        while let Some((at, len)) = self.walk_until(position, high_watermark, |_| true)? {
+            let raw = self.header_at(at, self.committed_len())?;
+            let ts = BatchHeader::parse(&raw)?.max_timestamp();
+            if best.is_none_or(|(b, _, _)| ts > b) {
+                best = Some((ts, at, len));
+            }
+            position = at + len as u64;
+        }
+        best.map(|(ts, at, len)| self.read_bytes(at, len).map(|b| (ts, b)))
+            .transpose()
+    }
+}
+
+/// Length of the prefix of `chunk` made of whole batches below `high_watermark`.
+fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
+    let mut end = 0;
+    while let Some(len) = batch::batch_len_within(&chunk[end..]) {
+        let below =
+            BatchHeader::parse(&chunk[end..]).is_ok_and(|h| h.base_offset() < high_watermark);
+        if !below {
+            break;
+        }
+        end += len;
+    }
+    end
+}
+
+fn remove_if_exists(fs: &dyn Fs, path: &Path) -> io::Result<()> {
+    match fs.remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// What a recovery scan does with each batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScanMode {
+    /// Trusted (durable before the checkpoint): walk headers to rebuild the index.
+    Headers,
+    /// After the recovery point: check every batch's CRC-32C and offsets.
+    Verify,
+}
+
+/// Where a scan ended and, when it ended early, why.
+#[derive(Debug)]
+struct ScanEnd {
+    position: u64,
+    next_offset: Offset,
+    damage: Option<&'static str>,
+}
+
+/// Reads a segment file through a window buffer for a recovery scan.
+struct Scanner<'a> {
+    file: &'a dyn FsFile,
+    window: Vec<u8>,
+    window_start: u64,
+}
+
+impl<'a> Scanner<'a> {
+    fn new(file: &'a dyn FsFile) -> Self {
+        Self {
+            file,
+            window: Vec::new(),
+            window_start: 0,
+        }
+    }
+
+    /// Bytes `[position, position + len)`, read through the window (`None` past `limit`).
+    fn bytes(
+        &mut self,
+        position: u64,
+        len: usize,
+        limit: u64,
+        window_bytes: usize,
+    ) -> io::Result<Option<&[u8]>> {
+        if position + len as u64 > limit {
+            return Ok(None);
+        }
+        let window_end = self.window_start + self.window.len() as u64;
+        if position < self.window_start || position + len as u64 > window_end {
+            let want = (window_bytes.max(len) as u64).min(limit - position) as usize;
+            self.window.resize(want, 0);
+            let read = fs::read_full_at(self.file, &mut self.window, position)?;
+            self.window.truncate(read);
+            self.window_start = position;
+            if read < len {
+                return Ok(None);
+            }
+        }
+        let at = (position - self.window_start) as usize;
+        Ok(Some(&self.window[at..at + len]))
+    }
+
+    /// Scans batches in `[from, limit)` expecting consecutive offsets from `next_offset`.
+    fn scan(
+        &mut self,
+        mode: ScanMode,
+        from: u64,
+        limit: u64,
+        mut next_offset: Offset,
+        index: &mut SegmentIndex,
+        interval_bytes: u32,
+    ) -> io::Result<ScanEnd> {
+        let mut position = from;
+        while position < limit {
+            match self.check_batch(mode, position, limit, next_offset)? {
+                Ok((size, max_timestamp, batch_next)) => {
+                    let meta = BatchMeta {
+                        base_offset: next_offset,
+                        position,
+                        size,
+                        max_timestamp,
+                    };
+                    index.on_append(meta, interval_bytes);
+                    position += size;
+                    next_offset = batch_next;
+                }
+                Err(why) => {
+                    return Ok(ScanEnd {
+                        position,
+                        next_offset,
+                        damage: Some(why),
+                    })
+                }
+            }
+        }
+        Ok(ScanEnd {
+            position,
+            next_offset,
+            damage: None,
+        })
+    }
+
+    /// Checks the batch at `position`: (size, max timestamp, next offset) or why it is bad.
+    #[allow(clippy::type_complexity)]
+    fn check_batch(
+        &mut self,
+        mode: ScanMode,
+        position: u64,
+        limit: u64,
+        expected: Offset,
+    ) -> io::Result<Result<(u64, i64, Offset), &'static str>> {
+        let window = match mode {
+            ScanMode::Headers => SCAN_WINDOW_HEADER_BYTES,
+            ScanMode::Verify => SCAN_WINDOW_CRC_BYTES,
+        };
+        let Some(raw) = self.bytes(position, HEADER_LEN, limit, window)? else {
+            return Ok(Err("torn batch header"));
+        };
+        let header =
+            BatchHeader::parse(raw).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let Some(size) = header.total_size() else {
+            return Ok(Err("invalid batch length"));
+        };
+        let (base, next, max_timestamp) = (
+            header.base_offset(),
+            header.next_offset(),
+            header.max_timestamp(),
+        );
+        if header.magic() != MAGIC_V2 {
+            return Ok(Err("bad magic"));
+        }
+        if base != expected {
+            return Ok(Err("batch offset does not follow the previous batch"));
+        }
+        if position + size as u64 > limit {
+            return Ok(Err("torn batch"));
+        }
+        if mode == ScanMode::Verify {
+            let Some(whole) = self.bytes(position, size, limit, window)? else {
+                return Ok(Err("torn batch"));
+            };
+            if batch::validate(whole, u32::MAX).is_err() {
+                return Ok(Err("batch fails CRC-32C or offset checks"));
+            }
+        }
+        Ok(Ok((size as u64, max_timestamp, next)))
+    }
+}
+
+/// Opens an existing segment for recovery: trusts its first `trusted_len` bytes (walking
+/// only headers, or reusing valid index files), CRC-checks the rest, and truncates the file
+/// at the first damaged batch.
+pub(crate) fn open_segment(
+    fs: &dyn Fs,
+    dir: &Path,
+    base_offset: Offset,
+    trusted_len: u64,
+    interval_bytes: u32,
+) -> io::Result<(Arc<Segment>, OpenOutcome)> {
+    let paths = SegmentPaths::new(dir, base_offset);
+    let file = fs.open(&paths.log, OpenMode::Existing)?;
+    let file_len = file.len()?;
+    let trusted_len = trusted_len.min(file_len);
+    let mut outcome = OpenOutcome::default();
+    let mut scanner = Scanner::new(file.as_ref());
+    let (mut index, trusted_end) = match load_index_files(fs, &paths, base_offset, trusted_len) {
+        Some(loaded) => {
+            let (mut index, from, next) = loaded;
+            match scanner.scan(
+                ScanMode::Headers,
+                from,
+                trusted_len,
+                next,
+                &mut index,
+                interval_bytes,
+            )? {
+                end if end.damage.is_none() => (index, end),
+                _ => rebuild(
+                    &mut scanner,
+                    base_offset,
+                    trusted_len,
+                    interval_bytes,
+                    &mut outcome,
+                )?,
+            }
+        }
+        None => rebuild(
+            &mut scanner,
+            base_offset,
+            trusted_len,
+            interval_bytes,
+            &mut outcome,
+        )?,
+    };
+    let end = match trusted_end.damage {
+        Some(_) => trusted_end,
+        None => {
+            outcome.bytes_verified = file_len - trusted_end.position;
+            let (from, next) = (trusted_end.position, trusted_end.next_offset);
+            scanner.scan(
+                ScanMode::Verify,
+                from,
+                file_len,
+                next,
+                &mut index,
+                interval_bytes,
+            )?
+        }
+    };
+    drop(scanner);
+    if let Some(why) = end.damage {
+        file.set_len(end.position)?;
+        outcome.truncated = Some((file_len - end.position, why));
+        // The index files may describe the bytes just cut; they are rewritten when needed.
+        remove_if_exists(fs, &paths.index)?;
+        remove_if_exists(fs, &paths.timeindex)?;
+    }
+    let segment = Segment::from_parts(
+        paths,
+        file,
+        base_offset,
+        index,
+        end.position,
+        end.next_offset,
+    );
+    Ok((Arc::new(segment), outcome))
+}
+
+/// Scans the trusted part from byte 0 with a fresh index.
+fn rebuild(
+    scanner: &mut Scanner<'_>,
+    base_offset: Offset,
+    trusted_len: u64,
+    interval_bytes: u32,
+    outcome: &mut OpenOutcome,
+) -> io::Result<(SegmentIndex, ScanEnd)> {
+    outcome.index_rebuilt = true;
+    let mut index = SegmentIndex::new(base_offset);
+    let end = scanner.scan(
+        ScanMode::Headers,
+        0,
+        trusted_len,
+        base_offset,
+        &mut index,
+        interval_bytes,
+    )?;
+    Ok((index, end))
+}
+
+/// Loads both index files if they exist and are well formed. Returns the index and where a
+/// header walk must resume to extend it (the last indexed batch) and that batch's offset.
+fn load_index_files(
+    fs: &dyn Fs,
+    paths: &SegmentPaths,
+    base_offset: Offset,
+    trusted_len: u64,
+) -> Option<(SegmentIndex, u64, Offset)> {
+    let offsets = fs::read_file(fs, &paths.index).ok()?;
+    let times = fs::read_file(fs, &paths.timeindex).ok()?;
+    let mut index = SegmentIndex::decode(base_offset, &offsets, &times, trusted_len)?;
+    index.resume_at_last_entry();
+    let (position, offset) = match index.last_entry() {
+        Some(e) => (
+            u64::from(e.position),
+            Offset(base_offset.0 + i64::from(e.relative_offset)),
+        ),
+        None => (0, base_offset),
+    };
+    Some((index, position, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::test_batches::batch;
+    use crate::fs::StdFs;
+
+    fn append_n(segment: &Segment, n: i64, base: i64) {
+        for i in 0..n {
+            let mut b = batch(2, 100, 1000 + i);
+            batch::stamp_base_offset(&mut b, Offset(base + 2 * i));
+            segment.append(&b, 256, 1).expect("append");
+        }
+    }
+
+    #[test]
+    fn reads_stop_at_committed_length() {
+        // Goal: readers see only published bytes and whole batches within max_bytes.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segment = Segment::create(&StdFs, dir.path(), Offset(0)).expect("create");
+        append_n(&segment, 5, 0);
+        assert!(segment
+            .read(Offset(0), Offset(10), 1 << 20, true)
+            .expect("read")
+            .is_none());
+        let one = segment.written_len() / 5;
+        segment.publish(one * 3, Offset(6));
+        let got = segment
+            .read(Offset(1), Offset(6), 1 << 20, true)
+            .expect("read")
+            .expect("some");
+        assert_eq!(got.len() as u64, one * 3);
+        let got = segment
+            .read(Offset(2), Offset(6), (one + 10) as u32, false)
+            .expect("read")
+            .expect("some");
+        assert_eq!(got.len() as u64, one);
+        let got = segment
+            .read(Offset(2), Offset(6), 10, false)
+            .expect("read")
+            .expect("some");
+        assert!(got.is_empty());
+    }
+
+    #[test]
+    fn reopen_rebuilds_index_and_truncates_garbage() {
+        // Goal: open_segment rebuilds the index from the file and cuts a zero-filled tail.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segment = Segment::create(&StdFs, dir.path(), Offset(10)).expect("create");
+        append_n(&segment, 20, 10);
+        let len = segment.written_len();
+        let expected = segment.index.read().lookup_position(Offset(33));
+        drop(segment);
+        let file = StdFs
+            .open(
+                &SegmentPaths::new(dir.path(), Offset(10)).log,
+                OpenMode::Existing,
+            )
+            .expect("open");
+        file.set_len(len + 100).expect("extend with zeros");
+        let (segment, outcome) =
+            open_segment(&StdFs, dir.path(), Offset(10), 0, 256).expect("open");
+        assert_eq!(outcome.truncated.map(|t| t.0), Some(100));
+        assert!(outcome.index_rebuilt);
+        assert_eq!(segment.written_len(), len);
+        assert_eq!(segment.next_offset(), Offset(50));
+        assert_eq!(segment.index.read().lookup_position(Offset(33)), expected);
+    }
+}

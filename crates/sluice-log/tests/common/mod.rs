@@ -1,0 +1,216 @@
+//! Shared helpers for the integration tests: a v2 batch builder (real header, simple
+//! uncompressed records, correct CRC-32C), keys, configs, and readers that walk a whole
+//! partition back.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sluice_log::batch::{BatchHeader, BatchIter};
+use sluice_log::fs::{Fs, StdFs};
+use sluice_log::{
+    LogConfig, LogManager, LogManagerConfig, Offset, PartitionKey, RecoveryReport, TopicId,
+};
+
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    loop {
+        let byte = (zigzag & 0x7f) as u8;
+        zigzag >>= 7;
+        if zigzag == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn record(offset_delta: i64, value: &[u8]) -> Vec<u8> {
+    let mut body = vec![0u8];
+    put_varint(&mut body, 0); // timestamp delta
+    put_varint(&mut body, offset_delta);
+    put_varint(&mut body, -1); // null key
+    put_varint(&mut body, value.len() as i64);
+    body.extend_from_slice(value);
+    put_varint(&mut body, 0); // no headers
+    let mut out = Vec::new();
+    put_varint(&mut out, body.len() as i64);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// A valid v2 batch of `count` records of `value_len` bytes. `tag` goes into the base and
+/// max timestamp, so each batch can be recognized when read back.
+pub fn batch(count: i32, value_len: usize, tag: i64) -> Vec<u8> {
+    let mut records = Vec::new();
+    for i in 0..count {
+        let value = vec![b'a' + (i % 26) as u8; value_len];
+        records.extend_from_slice(&record(i64::from(i), &value));
+    }
+    let mut out = Vec::with_capacity(61 + records.len());
+    out.extend_from_slice(&0i64.to_be_bytes());
+    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.push(2);
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.extend_from_slice(&0i16.to_be_bytes());
+    out.extend_from_slice(&(count - 1).to_be_bytes());
+    out.extend_from_slice(&tag.to_be_bytes());
+    out.extend_from_slice(&tag.to_be_bytes());
+    out.extend_from_slice(&(-1i64).to_be_bytes());
+    out.extend_from_slice(&(-1i16).to_be_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
+    out.extend_from_slice(&records);
+    fix_crc(&mut out);
+    out
+}
+
+/// Recomputes the CRC after a test edits a batch header.
+pub fn fix_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+pub fn bytes(count: i32, value_len: usize, tag: i64) -> Bytes {
+    Bytes::from(batch(count, value_len, tag))
+}
+
+pub fn key(topic: &str, partition: i32) -> PartitionKey {
+    let mut id = [0u8; 16];
+    for (i, b) in topic.bytes().enumerate() {
+        id[i % 16] ^= b.wrapping_add(i as u8);
+    }
+    id[15] ^= 0x5a;
+    PartitionKey {
+        topic_id: TopicId(id),
+        topic: Arc::from(topic),
+        partition,
+    }
+}
+
+/// Test defaults: background threads effectively off (checkpoints are taken explicitly).
+pub fn config(dir: &Path) -> LogManagerConfig {
+    let mut config = LogManagerConfig::new(dir);
+    config.checkpoint_interval_ms = 3_600_000;
+    config.checkpoint_bytes = u64::MAX / 2;
+    config.retention_check_interval_ms = 3_600_000;
+    config.append_queue_len = 1024;
+    config
+}
+
+pub fn open(dir: &Path) -> (LogManager, RecoveryReport) {
+    LogManager::open(config(dir), Arc::new(StdFs)).expect("open")
+}
+
+pub fn open_with(dir: &Path, fs: Arc<dyn Fs>) -> (LogManager, RecoveryReport) {
+    LogManager::open(config(dir), fs).expect("open")
+}
+
+pub fn create(log: &LogManager, key: &PartitionKey) {
+    log.create_partition(key.clone(), LogConfig::default())
+        .expect("create partition");
+}
+
+/// Appends and waits for durability.
+pub async fn append(
+    log: &LogManager,
+    key: &PartitionKey,
+    records: Bytes,
+) -> sluice_log::AppendInfo {
+    log.append(key, records)
+        .await
+        .expect("queued")
+        .wait()
+        .await
+        .expect("durable")
+}
+
+/// A batch read back: (base offset, tag, size, CRC valid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub tag: i64,
+}
+
+/// Reads a partition from its log start to its high watermark, checking every batch.
+pub fn read_all(log: &LogManager, key: &PartitionKey) -> Vec<Seen> {
+    let offsets = log.offsets(key).expect("offsets");
+    let mut next = offsets.log_start_offset;
+    let mut seen = Vec::new();
+    while next < offsets.high_watermark {
+        let result = log.read(key, next, 64 * 1024, true).expect("read");
+        assert!(
+            !result.records.is_empty(),
+            "empty read at {next:?} below {:?}",
+            offsets.high_watermark
+        );
+        for batch in BatchIter::new(result.records) {
+            let batch = batch.expect("whole batch");
+            let header = sluice_log::batch::validate(&batch, u32::MAX).expect("CRC intact");
+            seen.push(Seen {
+                base_offset: header.base_offset().0,
+                last_offset: header.last_offset().0,
+                tag: header.base_timestamp(),
+            });
+            next = Offset(header.last_offset().0 + 1);
+        }
+    }
+    seen
+}
+
+pub fn header(batch: &[u8]) -> BatchHeader<'_> {
+    BatchHeader::parse(batch).expect("header")
+}
+
+pub fn partition_dir(data: &Path, key: &PartitionKey) -> PathBuf {
+    data.join(format!("{}-{}", key.topic, key.partition))
+}
+
+/// Sorted paths in `dir` ending with `suffix`.
+pub fn files_with(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    files.sort();
+    files
+}
+
+pub fn journal_files(data: &Path) -> Vec<PathBuf> {
+    files_with(&data.join("journal"), ".wal")
+}
+
+/// Copies a directory tree (used to snapshot a running log, as a crash would see it).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if let Err(e) = std::fs::copy(entry.path(), &target) {
+            // A journal file deleted by a checkpoint mid-copy is fine: a crash could see that too.
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        }
+    }
+}
+
+pub fn truncate_by(path: &Path, bytes: u64) {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open");
+    let len = file.metadata().expect("meta").len();
+    file.set_len(len.saturating_sub(bytes)).expect("truncate");
+}
+
+pub fn flip_bit(path: &Path, at: u64) {
+    let mut data = std::fs::read(path).expect("read");
+    data[at as usize] ^= 0x01;
+    std::fs::write(path, data).expect("write");
+}
