@@ -25,6 +25,8 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::Fetch, 4, 18),
     api(ApiKey::ListOffsets, 1, 10),
     api(ApiKey::Metadata, 0, 13),
+    // Answers COORDINATOR_NOT_AVAILABLE until groups exist; librdkafka needs it advertised.
+    api(ApiKey::FindCoordinator, 0, 6),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),

@@ -149,6 +149,15 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
+        // Install the signal handlers before anything can announce readiness: a SIGTERM that
+        // arrives right after the listening line must still mean a clean shutdown.
+        let shutdown = match shutdown_signal() {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("sluice: cannot install signal handlers: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let server = match Server::bind(config).await {
             Ok(s) => s,
             Err(e) => {
@@ -163,7 +172,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             let _ = writeln!(out, "sluice listening on {addr}");
             let _ = out.flush();
         }
-        match server.run(shutdown_signal()).await {
+        match server.run(shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice: {e}");
@@ -173,18 +182,15 @@ fn serve(args: ServeArgs) -> ExitCode {
     })
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Installs SIGTERM and SIGINT handlers now and returns a future that completes on either.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot install SIGTERM handler");
-            return std::future::pending().await;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        r = tokio::signal::ctrl_c() => if r.is_ok() { tracing::info!("SIGINT received") },
-    }
+    })
 }

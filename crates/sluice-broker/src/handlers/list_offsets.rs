@@ -9,6 +9,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::records::RecordBatchDecoder;
+use sluice_log::batch::BatchHeader;
 use sluice_log::{LogError, LogManager, PartitionKey};
 
 use super::{Ctx, Reply};
@@ -85,14 +86,27 @@ fn lookup(log: &LogManager, key: &PartitionKey, target: i64, version: i16) -> Re
     }
 }
 
+/// Every record's timestamp in a LogAppendTime batch is the batch's max timestamp (the
+/// broker's append time), whatever the records carry; the first record is the base offset.
+fn log_append_time(batch: &Bytes) -> Option<(i64, i64)> {
+    let h = BatchHeader::parse(batch).ok()?;
+    h.is_log_append_time().then(|| (h.base_offset().0, h.max_timestamp()))
+}
+
 /// The first record in the batch whose timestamp is >= `target`.
 fn first_at_or_after(mut batch: Bytes, target: i64) -> Option<(i64, i64)> {
+    if let Some((offset, ts)) = log_append_time(&batch) {
+        return (ts >= target).then_some((offset, ts));
+    }
     let set = RecordBatchDecoder::decode(&mut batch).ok()?;
     set.records.iter().find(|r| r.timestamp >= target).map(|r| (r.offset, r.timestamp))
 }
 
 /// The record with the largest timestamp in the batch (the first one on ties, as Kafka).
 fn max_record(mut batch: Bytes) -> Option<(i64, i64)> {
+    if let Some(found) = log_append_time(&batch) {
+        return Some(found);
+    }
     let set = RecordBatchDecoder::decode(&mut batch).ok()?;
     let mut best: Option<(i64, i64)> = None;
     for r in &set.records {

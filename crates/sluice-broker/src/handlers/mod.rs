@@ -14,6 +14,7 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod fetch;
+mod find_coordinator;
 mod incremental_alter_configs;
 mod list_offsets;
 mod metadata;
@@ -112,6 +113,7 @@ pub(crate) async fn start(broker: &Arc<Broker>, req: Request) -> Pending {
         ApiKey::CreatePartitions => boxed(create_partitions::handle(ctx, body)),
         ApiKey::IncrementalAlterConfigs => boxed(incremental_alter_configs::handle(ctx, body)),
         ApiKey::DescribeCluster => boxed(describe_cluster::handle(ctx, body)),
+        ApiKey::FindCoordinator => boxed(find_coordinator::handle(ctx, body)),
         other => {
             // Unreachable while the registry and this match agree; the header parser already
             // refused keys the registry does not list.
