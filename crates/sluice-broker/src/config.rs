@@ -112,7 +112,9 @@ impl BrokerConfig {
             "listeners" => self.listen = strip_listener_scheme(v),
             "advertised.listeners" => self.advertised_listener = Some(strip_listener_scheme(v)),
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,
-            "log.dirs" | "log.dir" => self.data_dir = PathBuf::from(v.split(',').next().unwrap_or(v)),
+            "log.dirs" | "log.dir" => {
+                self.data_dir = PathBuf::from(v.split(',').next().unwrap_or(v))
+            }
             "auto.create.topics.enable" => self.auto_create_topics = parse(key, v)?,
             "num.partitions" => d.partitions = parse(key, v)?,
             "log.retention.ms" => d.retention_ms = parse(key, v)?,
@@ -155,22 +157,42 @@ impl BrokerConfig {
 
     /// Checks values that have a valid range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, value: String, reason: &str| ConfigError { key: key.into(), value, reason: reason.into() };
+        let bad = |key: &str, value: String, reason: &str| ConfigError {
+            key: key.into(),
+            value,
+            reason: reason.into(),
+        };
         let d = &self.topic_defaults;
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&d.partitions) {
-            return Err(bad("num.partitions", d.partitions.to_string(), "must be between 1 and 10000"));
+            return Err(bad(
+                "num.partitions",
+                d.partitions.to_string(),
+                "must be between 1 and 10000",
+            ));
         }
         if d.segment_bytes < crate::topic_config::SEGMENT_BYTES_MIN {
-            return Err(bad("log.segment.bytes", d.segment_bytes.to_string(), "too small"));
+            return Err(bad(
+                "log.segment.bytes",
+                d.segment_bytes.to_string(),
+                "too small",
+            ));
         }
         if d.max_message_bytes < 0 || d.max_message_bytes > i64::from(i32::MAX) {
-            return Err(bad("message.max.bytes", d.max_message_bytes.to_string(), "out of range"));
+            return Err(bad(
+                "message.max.bytes",
+                d.max_message_bytes.to_string(),
+                "out of range",
+            ));
         }
         if self.max_connections == 0 {
             return Err(bad("max.connections", "0".into(), "must be positive"));
         }
         if self.max_request_bytes < 1024 {
-            return Err(bad("socket.request.max.bytes", self.max_request_bytes.to_string(), "too small"));
+            return Err(bad(
+                "socket.request.max.bytes",
+                self.max_request_bytes.to_string(),
+                "too small",
+            ));
         }
         Ok(())
     }
@@ -180,7 +202,11 @@ pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigE
     match v {
         "CreateTime" => Ok(TimestampType::CreateTime),
         "LogAppendTime" => Ok(TimestampType::LogAppendTime),
-        _ => Err(ConfigError { key: key.into(), value: v.into(), reason: "expected CreateTime or LogAppendTime".into() }),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: v.into(),
+            reason: "expected CreateTime or LogAppendTime".into(),
+        }),
     }
 }
 
@@ -188,7 +214,11 @@ fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
     match v {
         "always" => Ok(FsyncPolicy::Always),
         "never" => Ok(FsyncPolicy::Never),
-        _ => Err(ConfigError { key: key.into(), value: v.into(), reason: "expected always or never".into() }),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: v.into(),
+            reason: "expected always or never".into(),
+        }),
     }
 }
 

@@ -32,7 +32,10 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
     loop {
         match frame::check(&buf, broker.config.max_request_bytes) {
             Ok(Some(len)) => {
-                let body = buf.split_to(frame::SIZE_PREFIX_BYTES + len).freeze().slice(frame::SIZE_PREFIX_BYTES..);
+                let body = buf
+                    .split_to(frame::SIZE_PREFIX_BYTES + len)
+                    .freeze()
+                    .slice(frame::SIZE_PREFIX_BYTES..);
                 let (task, keep_going) = start_request(&broker, body, peer).await;
                 if tx.send(task).await.is_err() || !keep_going {
                     break;
@@ -67,7 +70,11 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
 
 /// Parses one frame and starts its request. Returns the task that yields the response, and
 /// whether to keep reading from this connection.
-async fn start_request(broker: &Arc<Broker>, body: bytes::Bytes, peer: SocketAddr) -> (JoinHandle<Reply>, bool) {
+async fn start_request(
+    broker: &Arc<Broker>,
+    body: bytes::Bytes,
+    peer: SocketAddr,
+) -> (JoinHandle<Reply>, bool) {
     match header::parse(body) {
         Ok(req) => {
             let pending = handlers::start(broker, req).await;
@@ -75,7 +82,9 @@ async fn start_request(broker: &Arc<Broker>, body: bytes::Bytes, peer: SocketAdd
         }
         Err(fail) => {
             let reply = match (fail.correlation_id, &fail.error) {
-                (Some(cid), ProtocolError::UnsupportedVersion { api_key, .. }) if *api_key == ApiKey::ApiVersions as i16 => {
+                (Some(cid), ProtocolError::UnsupportedVersion { api_key, .. })
+                    if *api_key == ApiKey::ApiVersions as i16 =>
+                {
                     let mut out = BytesMut::new();
                     match codec::encode_api_versions_fallback(&mut out, cid) {
                         Ok(()) => Reply::Frame(out),
@@ -93,7 +102,11 @@ async fn start_request(broker: &Arc<Broker>, body: bytes::Bytes, peer: SocketAdd
     }
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<JoinHandle<Reply>>, peer: SocketAddr) {
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<JoinHandle<Reply>>,
+    peer: SocketAddr,
+) {
     while let Some(task) = rx.recv().await {
         match task.await {
             Ok(Reply::Frame(bytes)) => {

@@ -21,5 +21,8 @@ pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// Read buffer growth step per connection.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-const _: () = assert!(IN_FLIGHT_PER_CONNECTION_MAX >= 5, "producers pipeline at least 5 requests");
+const _: () = assert!(
+    IN_FLIGHT_PER_CONNECTION_MAX >= 5,
+    "producers pipeline at least 5 requests"
+);
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);

@@ -28,7 +28,10 @@ pub enum StartError {
     #[error("invalid configuration: {0}")]
     Config(#[from] crate::config::ConfigError),
     #[error("opening the log in {dir}: {error}")]
-    Log { dir: String, error: sluice_log::LogError },
+    Log {
+        dir: String,
+        error: sluice_log::LogError,
+    },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -48,8 +51,13 @@ impl Server {
         let cfg = config.clone();
         let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
             std::fs::create_dir_all(&cfg.data_dir)?;
-            let (log, report) = LogManager::open(log_config(&cfg), Arc::new(StdFs))
-                .map_err(|error| StartError::Log { dir: cfg.data_dir.display().to_string(), error })?;
+            let (log, report) =
+                LogManager::open(log_config(&cfg), Arc::new(StdFs)).map_err(|error| {
+                    StartError::Log {
+                        dir: cfg.data_dir.display().to_string(),
+                        error,
+                    }
+                })?;
             for action in &report.actions {
                 tracing::info!(action = %action, "recovery");
             }
@@ -71,8 +79,19 @@ impl Server {
             "sluice broker started"
         );
         let (shutdown_tx, shutdown) = watch::channel(false);
-        let broker = Arc::new(Broker { config, log, topics, advertised_host, advertised_port, shutdown });
-        Ok(Server { listener, broker, shutdown_tx })
+        let broker = Arc::new(Broker {
+            config,
+            log,
+            topics,
+            advertised_host,
+            advertised_port,
+            shutdown,
+        });
+        Ok(Server {
+            listener,
+            broker,
+            shutdown_tx,
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -85,7 +104,11 @@ impl Server {
 
     /// Accepts connections until `signal` completes, then shuts down cleanly.
     pub async fn run(self, signal: impl Future<Output = ()>) -> Result<(), StartError> {
-        let Server { listener, broker, shutdown_tx } = self;
+        let Server {
+            listener,
+            broker,
+            shutdown_tx,
+        } = self;
         let slots = Arc::new(Semaphore::new(broker.config.max_connections));
         // Every connection holds a clone of `alive_tx`; when all are dropped, `alive_rx`
         // returns None and we know every connection has finished.
@@ -121,7 +144,11 @@ impl Server {
         drop(listener);
         let _ = shutdown_tx.send(true);
         drop(alive_tx);
-        let drained = tokio::time::timeout(Duration::from_millis(limits::SHUTDOWN_DRAIN_MS_MAX), alive_rx.recv()).await;
+        let drained = tokio::time::timeout(
+            Duration::from_millis(limits::SHUTDOWN_DRAIN_MS_MAX),
+            alive_rx.recv(),
+        )
+        .await;
         if drained.is_err() {
             tracing::warn!("shutdown: connections still open after the drain limit; closing them");
         }
@@ -133,7 +160,10 @@ impl Server {
             Ok(()) => tracing::info!("shutdown complete: log synced"),
             Err(e) => {
                 tracing::error!(error = %e, "log shutdown failed");
-                return Err(StartError::Log { dir: broker.config.data_dir.display().to_string(), error: e });
+                return Err(StartError::Log {
+                    dir: broker.config.data_dir.display().to_string(),
+                    error: e,
+                });
             }
         }
         Ok(())
@@ -144,9 +174,11 @@ fn advertised(config: &BrokerConfig, local: SocketAddr) -> std::io::Result<(Stri
     let Some(adv) = &config.advertised_listener else {
         return Ok((local.ip().to_string(), i32::from(local.port())));
     };
-    let (host, port) = adv
-        .rsplit_once(':')
-        .ok_or_else(|| std::io::Error::other(format!("advertised listener '{adv}' is not host:port")))?;
-    let port: u16 = port.parse().map_err(|_| std::io::Error::other(format!("bad port in advertised listener '{adv}'")))?;
+    let (host, port) = adv.rsplit_once(':').ok_or_else(|| {
+        std::io::Error::other(format!("advertised listener '{adv}' is not host:port"))
+    })?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("bad port in advertised listener '{adv}'")))?;
     Ok((host.trim_matches(['[', ']']).to_string(), i32::from(port)))
 }

@@ -45,36 +45,160 @@ pub struct ConfigDef {
     pub doc: &'static str,
 }
 
-const fn def(name: &'static str, kind: ConfigType, broker_synonym: Option<&'static str>, doc: &'static str) -> ConfigDef {
-    ConfigDef { name, kind, broker_synonym, doc }
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    broker_synonym: Option<&'static str>,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        kind,
+        broker_synonym,
+        doc,
+    }
 }
-
 
 /// Every topic config, in the order DescribeConfigs lists them.
 pub const TOPIC_CONFIGS: &[ConfigDef] = &[
-    def("cleanup.policy", ConfigType::List, Some("log.cleanup.policy"), "Retention policy: only delete is supported."),
-    def("compression.type", ConfigType::Str, Some("compression.type"), "Only producer: batches are stored as sent."),
-    def("delete.retention.ms", ConfigType::Long, Some("log.cleaner.delete.retention.ms"), "Tombstone retention for compacted topics."),
-    def("file.delete.delay.ms", ConfigType::Long, Some("log.segment.delete.delay.ms"), "Delay before deleting a file."),
-    def("flush.messages", ConfigType::Long, Some("log.flush.interval.messages"), "Unused: Sluice syncs every acknowledged write."),
-    def("flush.ms", ConfigType::Long, Some("log.flush.interval.ms"), "Unused: Sluice syncs every acknowledged write."),
-    def("index.interval.bytes", ConfigType::Int, Some("log.index.interval.bytes"), "Bytes between offset index entries."),
-    def("max.compaction.lag.ms", ConfigType::Long, Some("log.cleaner.max.compaction.lag.ms"), "Compaction lag bound."),
-    def("max.message.bytes", ConfigType::Int, Some("message.max.bytes"), "Largest record batch accepted."),
-    def("message.timestamp.after.max.ms", ConfigType::Long, Some("log.message.timestamp.after.max.ms"), "Allowed future timestamp skew."),
-    def("message.timestamp.before.max.ms", ConfigType::Long, Some("log.message.timestamp.before.max.ms"), "Allowed past timestamp skew."),
-    def("message.timestamp.type", ConfigType::Str, Some("log.message.timestamp.type"), "CreateTime or LogAppendTime."),
-    def("min.cleanable.dirty.ratio", ConfigType::Double, Some("log.cleaner.min.cleanable.ratio"), "Compaction trigger ratio."),
-    def("min.compaction.lag.ms", ConfigType::Long, Some("log.cleaner.min.compaction.lag.ms"), "Minimum compaction lag."),
-    def("min.insync.replicas", ConfigType::Int, Some("min.insync.replicas"), "Always satisfied on one node."),
-    def("preallocate", ConfigType::Boolean, Some("log.preallocate"), "Unused."),
-    def("retention.bytes", ConfigType::Long, Some("log.retention.bytes"), "Partition size above which old segments are deleted."),
-    def("retention.ms", ConfigType::Long, Some("log.retention.ms"), "Age above which old segments are deleted."),
-    def("segment.bytes", ConfigType::Int, Some("log.segment.bytes"), "Segment size before rolling."),
-    def("segment.index.bytes", ConfigType::Int, Some("log.index.size.max.bytes"), "Unused."),
-    def("segment.jitter.ms", ConfigType::Long, Some("log.roll.jitter.ms"), "Unused."),
-    def("segment.ms", ConfigType::Long, Some("log.roll.ms"), "Segment age before rolling."),
-    def("unclean.leader.election.enable", ConfigType::Boolean, Some("unclean.leader.election.enable"), "Meaningless on one node."),
+    def(
+        "cleanup.policy",
+        ConfigType::List,
+        Some("log.cleanup.policy"),
+        "Retention policy: only delete is supported.",
+    ),
+    def(
+        "compression.type",
+        ConfigType::Str,
+        Some("compression.type"),
+        "Only producer: batches are stored as sent.",
+    ),
+    def(
+        "delete.retention.ms",
+        ConfigType::Long,
+        Some("log.cleaner.delete.retention.ms"),
+        "Tombstone retention for compacted topics.",
+    ),
+    def(
+        "file.delete.delay.ms",
+        ConfigType::Long,
+        Some("log.segment.delete.delay.ms"),
+        "Delay before deleting a file.",
+    ),
+    def(
+        "flush.messages",
+        ConfigType::Long,
+        Some("log.flush.interval.messages"),
+        "Unused: Sluice syncs every acknowledged write.",
+    ),
+    def(
+        "flush.ms",
+        ConfigType::Long,
+        Some("log.flush.interval.ms"),
+        "Unused: Sluice syncs every acknowledged write.",
+    ),
+    def(
+        "index.interval.bytes",
+        ConfigType::Int,
+        Some("log.index.interval.bytes"),
+        "Bytes between offset index entries.",
+    ),
+    def(
+        "max.compaction.lag.ms",
+        ConfigType::Long,
+        Some("log.cleaner.max.compaction.lag.ms"),
+        "Compaction lag bound.",
+    ),
+    def(
+        "max.message.bytes",
+        ConfigType::Int,
+        Some("message.max.bytes"),
+        "Largest record batch accepted.",
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        ConfigType::Long,
+        Some("log.message.timestamp.after.max.ms"),
+        "Allowed future timestamp skew.",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        ConfigType::Long,
+        Some("log.message.timestamp.before.max.ms"),
+        "Allowed past timestamp skew.",
+    ),
+    def(
+        "message.timestamp.type",
+        ConfigType::Str,
+        Some("log.message.timestamp.type"),
+        "CreateTime or LogAppendTime.",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        ConfigType::Double,
+        Some("log.cleaner.min.cleanable.ratio"),
+        "Compaction trigger ratio.",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        ConfigType::Long,
+        Some("log.cleaner.min.compaction.lag.ms"),
+        "Minimum compaction lag.",
+    ),
+    def(
+        "min.insync.replicas",
+        ConfigType::Int,
+        Some("min.insync.replicas"),
+        "Always satisfied on one node.",
+    ),
+    def(
+        "preallocate",
+        ConfigType::Boolean,
+        Some("log.preallocate"),
+        "Unused.",
+    ),
+    def(
+        "retention.bytes",
+        ConfigType::Long,
+        Some("log.retention.bytes"),
+        "Partition size above which old segments are deleted.",
+    ),
+    def(
+        "retention.ms",
+        ConfigType::Long,
+        Some("log.retention.ms"),
+        "Age above which old segments are deleted.",
+    ),
+    def(
+        "segment.bytes",
+        ConfigType::Int,
+        Some("log.segment.bytes"),
+        "Segment size before rolling.",
+    ),
+    def(
+        "segment.index.bytes",
+        ConfigType::Int,
+        Some("log.index.size.max.bytes"),
+        "Unused.",
+    ),
+    def(
+        "segment.jitter.ms",
+        ConfigType::Long,
+        Some("log.roll.jitter.ms"),
+        "Unused.",
+    ),
+    def(
+        "segment.ms",
+        ConfigType::Long,
+        Some("log.roll.ms"),
+        "Segment age before rolling.",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        ConfigType::Boolean,
+        Some("unclean.leader.election.enable"),
+        "Meaningless on one node.",
+    ),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
@@ -86,15 +210,29 @@ pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
     let d = &broker.topic_defaults;
     let from_broker = |key: &str| broker.explicit.contains_key(key);
     let (value, keys): (String, &[&str]) = match name {
-        "retention.ms" => (d.retention_ms.to_string(), &["log.retention.ms", "log.retention.minutes", "log.retention.hours"]),
+        "retention.ms" => (
+            d.retention_ms.to_string(),
+            &[
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ],
+        ),
         "retention.bytes" => (d.retention_bytes.to_string(), &["log.retention.bytes"]),
         "segment.bytes" => (d.segment_bytes.to_string(), &["log.segment.bytes"]),
         "segment.ms" => (d.segment_ms.to_string(), &["log.roll.ms", "log.roll.hours"]),
         "max.message.bytes" => (d.max_message_bytes.to_string(), &["message.max.bytes"]),
-        "message.timestamp.type" => (timestamp_type_name(d.timestamp_type).to_string(), &["log.message.timestamp.type"]),
+        "message.timestamp.type" => (
+            timestamp_type_name(d.timestamp_type).to_string(),
+            &["log.message.timestamp.type"],
+        ),
         other => (static_default(other).to_string(), &[]),
     };
-    let src = if keys.iter().any(|k| from_broker(k)) { source::STATIC_BROKER_CONFIG } else { source::DEFAULT_CONFIG };
+    let src = if keys.iter().any(|k| from_broker(k)) {
+        source::STATIC_BROKER_CONFIG
+    } else {
+        source::DEFAULT_CONFIG
+    };
     (value, src)
 }
 
@@ -104,7 +242,10 @@ fn static_default(name: &str) -> &'static str {
         "compression.type" => "producer",
         "delete.retention.ms" => "86400000",
         "file.delete.delay.ms" => "60000",
-        "flush.messages" | "flush.ms" | "max.compaction.lag.ms" | "message.timestamp.before.max.ms" => "9223372036854775807",
+        "flush.messages"
+        | "flush.ms"
+        | "max.compaction.lag.ms"
+        | "message.timestamp.before.max.ms" => "9223372036854775807",
         "message.timestamp.after.max.ms" => "3600000",
         "index.interval.bytes" => "4096",
         "min.cleanable.dirty.ratio" => "0.5",
@@ -129,31 +270,80 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     let def = lookup(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
     let v = value.trim();
     let typed = match def.kind {
-        ConfigType::Boolean => v.parse::<bool>().map(|_| ()).map_err(|_| "expected true or false".to_string()),
-        ConfigType::Int => v.parse::<i32>().map(|_| ()).map_err(|_| "expected a 32-bit integer".to_string()),
-        ConfigType::Long => v.parse::<i64>().map(|_| ()).map_err(|_| "expected a 64-bit integer".to_string()),
-        ConfigType::Double => v.parse::<f64>().map(|_| ()).map_err(|_| "expected a number".to_string()),
+        ConfigType::Boolean => v
+            .parse::<bool>()
+            .map(|_| ())
+            .map_err(|_| "expected true or false".to_string()),
+        ConfigType::Int => v
+            .parse::<i32>()
+            .map(|_| ())
+            .map_err(|_| "expected a 32-bit integer".to_string()),
+        ConfigType::Long => v
+            .parse::<i64>()
+            .map(|_| ())
+            .map_err(|_| "expected a 64-bit integer".to_string()),
+        ConfigType::Double => v
+            .parse::<f64>()
+            .map(|_| ())
+            .map_err(|_| "expected a number".to_string()),
         ConfigType::Str | ConfigType::List => Ok(()),
     };
     typed.map_err(|e| format!("Invalid value {value} for configuration {name}: {e}"))?;
-    let range = |ok: bool, what: &str| if ok { Ok(()) } else { Err(format!("Invalid value {value} for configuration {name}: {what}")) };
+    let range = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid value {value} for configuration {name}: {what}"
+            ))
+        }
+    };
     match name {
-        "cleanup.policy" => range(v == "delete", "only delete is supported (compaction is not built yet)"),
-        "compression.type" => range(v == "producer", "only producer is supported (batches are stored as sent)"),
-        "message.timestamp.type" => parse_timestamp_type(name, v).map(|_| ()).map_err(|e| e.to_string()),
-        "segment.bytes" => range(v.parse::<i64>().is_ok_and(|n| n >= SEGMENT_BYTES_MIN), "must be at least 1024"),
+        "cleanup.policy" => range(
+            v == "delete",
+            "only delete is supported (compaction is not built yet)",
+        ),
+        "compression.type" => range(
+            v == "producer",
+            "only producer is supported (batches are stored as sent)",
+        ),
+        "message.timestamp.type" => parse_timestamp_type(name, v)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        "segment.bytes" => range(
+            v.parse::<i64>().is_ok_and(|n| n >= SEGMENT_BYTES_MIN),
+            "must be at least 1024",
+        ),
         "segment.ms" => range(v.parse::<i64>().is_ok_and(|n| n >= 1), "must be at least 1"),
-        "retention.ms" | "retention.bytes" => range(v.parse::<i64>().is_ok_and(|n| n >= -1), "must be -1 or more"),
-        "max.message.bytes" => range(v.parse::<i32>().is_ok_and(|n| n >= 0), "must not be negative"),
-        "index.interval.bytes" => range(v.parse::<i32>().is_ok_and(|n| n >= 0), "must not be negative"),
-        "min.insync.replicas" => range(v.parse::<i32>().is_ok_and(|n| n == 1), "must be 1 on a single node"),
-        "min.cleanable.dirty.ratio" => range(v.parse::<f64>().is_ok_and(|n| (0.0..=1.0).contains(&n)), "must be in [0, 1]"),
+        "retention.ms" | "retention.bytes" => range(
+            v.parse::<i64>().is_ok_and(|n| n >= -1),
+            "must be -1 or more",
+        ),
+        "max.message.bytes" => range(
+            v.parse::<i32>().is_ok_and(|n| n >= 0),
+            "must not be negative",
+        ),
+        "index.interval.bytes" => range(
+            v.parse::<i32>().is_ok_and(|n| n >= 0),
+            "must not be negative",
+        ),
+        "min.insync.replicas" => range(
+            v.parse::<i32>().is_ok_and(|n| n == 1),
+            "must be 1 on a single node",
+        ),
+        "min.cleanable.dirty.ratio" => range(
+            v.parse::<f64>().is_ok_and(|n| (0.0..=1.0).contains(&n)),
+            "must be in [0, 1]",
+        ),
         _ => Ok(()),
     }
 }
 
 /// The effective value of every topic config: (name, value, source).
-pub fn effective(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> Vec<(&'static str, String, i8)> {
+pub fn effective(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> Vec<(&'static str, String, i8)> {
     TOPIC_CONFIGS
         .iter()
         .map(|d| match overrides.get(d.name) {
@@ -170,19 +360,31 @@ pub fn effective(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) ->
 /// in; anything unparsable falls back to the default rather than failing a running broker.
 pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -> LogConfig {
     let get = |name: &str| -> String {
-        overrides.get(name).cloned().unwrap_or_else(|| default_value(name, broker).0)
+        overrides
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| default_value(name, broker).0)
     };
     let num = |name: &str, fallback: i64| get(name).trim().parse::<i64>().unwrap_or(fallback);
     let defaults = LogConfig::default();
     LogConfig {
-        segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(SEGMENT_BYTES_MIN) as u64,
+        segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(SEGMENT_BYTES_MIN)
+            as u64,
         segment_ms: num("segment.ms", defaults.segment_ms),
         retention_ms: num("retention.ms", defaults.retention_ms),
         retention_bytes: num("retention.bytes", defaults.retention_bytes),
-        max_message_bytes: num("max.message.bytes", i64::from(defaults.max_message_bytes)).clamp(0, i64::from(i32::MAX)) as u32,
-        timestamp_type: parse_timestamp_type("message.timestamp.type", get("message.timestamp.type").trim())
-            .unwrap_or_default(),
-        index_interval_bytes: num("index.interval.bytes", i64::from(defaults.index_interval_bytes)).clamp(0, i64::from(i32::MAX)) as u32,
+        max_message_bytes: num("max.message.bytes", i64::from(defaults.max_message_bytes))
+            .clamp(0, i64::from(i32::MAX)) as u32,
+        timestamp_type: parse_timestamp_type(
+            "message.timestamp.type",
+            get("message.timestamp.type").trim(),
+        )
+        .unwrap_or_default(),
+        index_interval_bytes: num(
+            "index.interval.bytes",
+            i64::from(defaults.index_interval_bytes),
+        )
+        .clamp(0, i64::from(i32::MAX)) as u32,
     }
 }
 
@@ -213,8 +415,14 @@ mod tests {
         o.insert("segment.bytes".to_string(), "2048".to_string());
         let eff = effective(&o, &broker);
         let get = |n: &str| eff.iter().find(|e| e.0 == n).unwrap().clone();
-        assert_eq!(get("segment.bytes"), ("segment.bytes", "2048".into(), source::TOPIC_CONFIG));
-        assert_eq!(get("retention.ms"), ("retention.ms", "5000".into(), source::STATIC_BROKER_CONFIG));
+        assert_eq!(
+            get("segment.bytes"),
+            ("segment.bytes", "2048".into(), source::TOPIC_CONFIG)
+        );
+        assert_eq!(
+            get("retention.ms"),
+            ("retention.ms", "5000".into(), source::STATIC_BROKER_CONFIG)
+        );
         assert_eq!(get("retention.bytes").2, source::DEFAULT_CONFIG);
         let lc = log_config(&o, &broker);
         assert_eq!(lc.segment_bytes, 2048);

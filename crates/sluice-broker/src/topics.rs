@@ -35,7 +35,9 @@ pub struct Topic {
 
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<&PartitionKey> {
-        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
     }
 }
 
@@ -48,7 +50,10 @@ pub struct AdminError {
 
 impl AdminError {
     pub fn new(code: i16, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
     fn from_log(e: &LogError) -> Self {
         Self::new(error_code::from_log(e), e.to_string())
@@ -87,7 +92,12 @@ pub struct TopicRegistry {
 
 /// Kafka's topic-name rules.
 pub fn validate_name(name: &str) -> Result<(), AdminError> {
-    let bad = |why: &str| Err(AdminError::new(error_code::INVALID_TOPIC_EXCEPTION, format!("Invalid topic name '{name}': {why}")));
+    let bad = |why: &str| {
+        Err(AdminError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            format!("Invalid topic name '{name}': {why}"),
+        ))
+    };
     if name.is_empty() {
         return bad("empty");
     }
@@ -97,20 +107,32 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
     if name.len() > limits::TOPIC_NAME_BYTES_MAX {
         return bad("longer than 249 characters");
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
     }
     Ok(())
 }
 
 fn key(name: &Arc<str>, id: Uuid, partition: i32) -> PartitionKey {
-    PartitionKey { topic_id: TopicId(*id.as_bytes()), topic: name.clone(), partition }
+    PartitionKey {
+        topic_id: TopicId(*id.as_bytes()),
+        topic: name.clone(),
+        partition,
+    }
 }
 
 fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, String>) -> Topic {
     let name: Arc<str> = Arc::from(name);
     let partitions = (0..partitions).map(|p| key(&name, id, p)).collect();
-    Topic { name, id, partitions, configs }
+    Topic {
+        name,
+        id,
+        partitions,
+        configs,
+    }
 }
 
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -127,21 +149,43 @@ const META_FILE: &str = "topics.json";
 impl TopicRegistry {
     /// Loads the metadata file (creating a new cluster id on first start) and reconciles it
     /// with the partitions the log recovered. Blocking.
-    pub fn open(data_dir: &Path, log: &LogManager, recovered: &[PartitionKey], broker: &BrokerConfig) -> std::io::Result<Self> {
+    pub fn open(
+        data_dir: &Path,
+        log: &LogManager,
+        recovered: &[PartitionKey],
+        broker: &BrokerConfig,
+    ) -> std::io::Result<Self> {
         let meta_dir = data_dir.join("meta");
         fs::create_dir_all(&meta_dir)?;
         let path = meta_dir.join(META_FILE);
         let meta: MetaFile = match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let m = MetaFile { format_version: 1, cluster_id: new_cluster_id(), topics: vec![] };
-                write_atomically(&meta_dir, META_FILE, &serde_json::to_vec_pretty(&m).map_err(std::io::Error::other)?)?;
+                let m = MetaFile {
+                    format_version: 1,
+                    cluster_id: new_cluster_id(),
+                    topics: vec![],
+                };
+                write_atomically(
+                    &meta_dir,
+                    META_FILE,
+                    &serde_json::to_vec_pretty(&m).map_err(std::io::Error::other)?,
+                )?;
                 m
             }
             Err(e) => return Err(e),
         };
-        let reg = Self { maps: RwLock::new(Maps::default()), admin: Mutex::new(()), meta_dir, cluster_id: meta.cluster_id.clone() };
+        let reg = Self {
+            maps: RwLock::new(Maps::default()),
+            admin: Mutex::new(()),
+            meta_dir,
+            cluster_id: meta.cluster_id.clone(),
+        };
         let mut maps = Maps::default();
         for t in meta.topics {
             let topic = Arc::new(build_topic(&t.name, t.id, t.partitions, t.configs));
@@ -177,44 +221,87 @@ impl TopicRegistry {
     }
 
     fn partitions_total(&self) -> usize {
-        self.maps.read().by_name.values().map(|t| t.partitions.len()).sum()
+        self.maps
+            .read()
+            .by_name
+            .values()
+            .map(|t| t.partitions.len())
+            .sum()
     }
 
     fn persist(&self, maps: &Maps) -> Result<(), AdminError> {
         let mut topics: Vec<TopicRecord> = maps
             .by_name
             .values()
-            .map(|t| TopicRecord { name: t.name.to_string(), id: t.id, partitions: t.partitions.len() as i32, configs: t.configs.clone() })
+            .map(|t| TopicRecord {
+                name: t.name.to_string(),
+                id: t.id,
+                partitions: t.partitions.len() as i32,
+                configs: t.configs.clone(),
+            })
             .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
-        let m = MetaFile { format_version: 1, cluster_id: self.cluster_id.clone(), topics };
-        let bytes = serde_json::to_vec_pretty(&m).map_err(|e| AdminError::new(error_code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        let m = MetaFile {
+            format_version: 1,
+            cluster_id: self.cluster_id.clone(),
+            topics,
+        };
+        let bytes = serde_json::to_vec_pretty(&m)
+            .map_err(|e| AdminError::new(error_code::KAFKA_STORAGE_ERROR, e.to_string()))?;
         write_atomically(&self.meta_dir, META_FILE, &bytes).map_err(|e| {
             tracing::error!(error = %e, "writing topic metadata failed");
-            AdminError::new(error_code::KAFKA_STORAGE_ERROR, format!("writing topic metadata: {e}"))
+            AdminError::new(
+                error_code::KAFKA_STORAGE_ERROR,
+                format!("writing topic metadata: {e}"),
+            )
         })
     }
 
     /// Checks a create without doing it (also used by validate_only).
-    pub fn check_create(&self, name: &str, partitions: i32, configs: &BTreeMap<String, String>) -> Result<(), AdminError> {
+    pub fn check_create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), AdminError> {
         validate_name(name)?;
         if self.get(name).is_some() {
-            return Err(AdminError::new(error_code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+            return Err(AdminError::new(
+                error_code::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{name}' already exists."),
+            ));
         }
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
-            return Err(AdminError::new(error_code::INVALID_PARTITIONS, format!("Number of partitions must be between 1 and {}", limits::PARTITIONS_PER_TOPIC_MAX)));
+            return Err(AdminError::new(
+                error_code::INVALID_PARTITIONS,
+                format!(
+                    "Number of partitions must be between 1 and {}",
+                    limits::PARTITIONS_PER_TOPIC_MAX
+                ),
+            ));
         }
         if self.partitions_total() + partitions as usize > limits::PARTITIONS_TOTAL_MAX {
-            return Err(AdminError::new(error_code::POLICY_VIOLATION, "broker partition limit reached"));
+            return Err(AdminError::new(
+                error_code::POLICY_VIOLATION,
+                "broker partition limit reached",
+            ));
         }
         for (k, v) in configs {
-            topic_config::validate(k, v).map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
+            topic_config::validate(k, v)
+                .map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
         }
         Ok(())
     }
 
     /// Creates a topic durably. Blocking.
-    pub fn create(&self, name: &str, partitions: i32, configs: BTreeMap<String, String>, log: &LogManager, broker: &BrokerConfig) -> Result<Arc<Topic>, AdminError> {
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        log: &LogManager,
+        broker: &BrokerConfig,
+    ) -> Result<Arc<Topic>, AdminError> {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         self.check_create(name, partitions, &configs)?;
         let topic = Arc::new(build_topic(name, Uuid::new_v4(), partitions, configs));
@@ -246,7 +333,10 @@ impl TopicRegistry {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = self.snapshot();
         if next.by_id.remove(&topic.id).is_none() {
-            return Err(AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, "topic already deleted"));
+            return Err(AdminError::new(
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                "topic already deleted",
+            ));
         }
         next.by_name.remove(&topic.name);
         self.persist(&next)?;
@@ -261,15 +351,32 @@ impl TopicRegistry {
     }
 
     /// Grows a topic to `count` partitions. Blocking.
-    pub fn add_partitions(&self, name: &str, count: i32, validate_only: bool, log: &LogManager, broker: &BrokerConfig) -> Result<(), AdminError> {
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+        log: &LogManager,
+        broker: &BrokerConfig,
+    ) -> Result<(), AdminError> {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-        let topic = self.get(name).ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{name}' does not exist.")))?;
+        let topic = self.get(name).ok_or_else(|| {
+            AdminError::new(
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Topic '{name}' does not exist."),
+            )
+        })?;
         let current = topic.partitions.len() as i32;
         if count <= current {
             return Err(AdminError::new(error_code::INVALID_PARTITIONS, format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}.")));
         }
-        if count > limits::PARTITIONS_PER_TOPIC_MAX || self.partitions_total() + (count - current) as usize > limits::PARTITIONS_TOTAL_MAX {
-            return Err(AdminError::new(error_code::INVALID_PARTITIONS, "partition limit exceeded"));
+        if count > limits::PARTITIONS_PER_TOPIC_MAX
+            || self.partitions_total() + (count - current) as usize > limits::PARTITIONS_TOTAL_MAX
+        {
+            return Err(AdminError::new(
+                error_code::INVALID_PARTITIONS,
+                "partition limit exceeded",
+            ));
         }
         if validate_only {
             return Ok(());
@@ -277,7 +384,8 @@ impl TopicRegistry {
         let next_topic = Arc::new(build_topic(name, topic.id, count, topic.configs.clone()));
         let lc = topic_config::log_config(&topic.configs, broker);
         for k in &next_topic.partitions[current as usize..] {
-            log.create_partition(k.clone(), lc.clone()).map_err(|e| AdminError::from_log(&e))?;
+            log.create_partition(k.clone(), lc.clone())
+                .map_err(|e| AdminError::from_log(&e))?;
         }
         self.replace(next_topic)?;
         tracing::info!(topic = name, from = current, to = count, "added partitions");
@@ -285,14 +393,31 @@ impl TopicRegistry {
     }
 
     /// Replaces a topic's config overrides (already validated). Blocking.
-    pub fn set_configs(&self, name: &str, configs: BTreeMap<String, String>, log: &LogManager, broker: &BrokerConfig) -> Result<(), AdminError> {
+    pub fn set_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        log: &LogManager,
+        broker: &BrokerConfig,
+    ) -> Result<(), AdminError> {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-        let topic = self.get(name).ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{name}' does not exist.")))?;
-        let next_topic = Arc::new(build_topic(name, topic.id, topic.partitions.len() as i32, configs));
+        let topic = self.get(name).ok_or_else(|| {
+            AdminError::new(
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Topic '{name}' does not exist."),
+            )
+        })?;
+        let next_topic = Arc::new(build_topic(
+            name,
+            topic.id,
+            topic.partitions.len() as i32,
+            configs,
+        ));
         self.replace(next_topic.clone())?;
         let lc = topic_config::log_config(&next_topic.configs, broker);
         for k in &next_topic.partitions {
-            log.set_config(k, lc.clone()).map_err(|e| AdminError::from_log(&e))?;
+            log.set_config(k, lc.clone())
+                .map_err(|e| AdminError::from_log(&e))?;
         }
         tracing::info!(topic = name, configs = ?next_topic.configs, "altered topic configs");
         Ok(())
@@ -309,11 +434,19 @@ impl TopicRegistry {
 
     fn snapshot(&self) -> Maps {
         let m = self.maps.read();
-        Maps { by_name: m.by_name.clone(), by_id: m.by_id.clone() }
+        Maps {
+            by_name: m.by_name.clone(),
+            by_id: m.by_id.clone(),
+        }
     }
 }
 
-fn reconcile_topic(topic: &Topic, log: &LogManager, recovered: &[PartitionKey], broker: &BrokerConfig) {
+fn reconcile_topic(
+    topic: &Topic,
+    log: &LogManager,
+    recovered: &[PartitionKey],
+    broker: &BrokerConfig,
+) {
     let lc = topic_config::log_config(&topic.configs, broker);
     for k in &topic.partitions {
         if recovered.contains(k) {
@@ -333,7 +466,9 @@ fn new_cluster_id() -> String {
     // Kafka cluster ids are 22-character URL-safe base64 of a UUID.
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let v = Uuid::new_v4().as_u128();
-    (0..22).map(|i| ALPHABET[((v >> (i * 6)) & 63) as usize] as char).collect()
+    (0..22)
+        .map(|i| ALPHABET[((v >> (i * 6)) & 63) as usize] as char)
+        .collect()
 }
 
 #[cfg(test)]
@@ -345,7 +480,11 @@ mod tests {
     fn topic_names() {
         assert!(validate_name("orders.v1_x-2").is_ok());
         for bad in ["", ".", "..", "a b", "é", &"x".repeat(250)] {
-            assert_eq!(validate_name(bad).unwrap_err().code, error_code::INVALID_TOPIC_EXCEPTION, "{bad}");
+            assert_eq!(
+                validate_name(bad).unwrap_err().code,
+                error_code::INVALID_TOPIC_EXCEPTION,
+                "{bad}"
+            );
         }
     }
 }

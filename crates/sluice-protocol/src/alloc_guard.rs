@@ -39,7 +39,9 @@ pub fn disable_for_test() {
 pub struct GuardedAlloc;
 
 fn is_huge(layout: Layout) -> bool {
-    layout.size() >= HUGE_ALLOC_BYTES && layout.align() <= PAGE_BYTES && !GUARD_DISABLED.load(Ordering::Relaxed)
+    layout.size() >= HUGE_ALLOC_BYTES
+        && layout.align() <= PAGE_BYTES
+        && !GUARD_DISABLED.load(Ordering::Relaxed)
 }
 
 unsafe fn map_huge(size: usize) -> *mut u8 {

@@ -42,7 +42,8 @@ pub fn encode_response<R: Encodable>(
         return Err(ProtocolError::Encode(e.to_string()));
     }
     let size = out.len() - start - SIZE_PREFIX_BYTES;
-    let size = i32::try_from(size).map_err(|_| ProtocolError::Encode("response too large".into()))?;
+    let size =
+        i32::try_from(size).map_err(|_| ProtocolError::Encode("response too large".into()))?;
     out[start..start + SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
     Ok(())
 }
@@ -67,7 +68,10 @@ pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
 /// The answer to an ApiVersions request at a version we do not support: a v0-format response
 /// with UNSUPPORTED_VERSION and our list, keeping the correlation id, so the client can retry
 /// at a version we both speak.
-pub fn encode_api_versions_fallback(out: &mut BytesMut, correlation_id: i32) -> Result<(), ProtocolError> {
+pub fn encode_api_versions_fallback(
+    out: &mut BytesMut,
+    correlation_id: i32,
+) -> Result<(), ProtocolError> {
     let body = api_versions_body(UNSUPPORTED_VERSION);
     encode_response(out, ApiKey::ApiVersions, 0, correlation_id, &body)
 }

@@ -19,7 +19,10 @@ pub fn check(buf: &[u8], frame_bytes_max: usize) -> Result<Option<usize>, Protoc
     }
     let size = size as usize;
     if size > frame_bytes_max {
-        return Err(ProtocolError::FrameTooLarge { size, max: frame_bytes_max });
+        return Err(ProtocolError::FrameTooLarge {
+            size,
+            max: frame_bytes_max,
+        });
     }
     if buf.len() < SIZE_PREFIX_BYTES + size {
         return Ok(None);
@@ -37,8 +40,17 @@ mod tests {
         assert!(check(&[0, 0], 100).unwrap().is_none());
         assert!(check(&[0, 0, 0, 3, 1, 2], 100).unwrap().is_none());
         assert_eq!(check(&[0, 0, 0, 3, 1, 2, 3], 100).unwrap(), Some(3));
-        assert!(matches!(check(&[0, 0, 0, 0], 100), Err(ProtocolError::InvalidLength(0))));
-        assert!(matches!(check(&[0xff, 0, 0, 0], 100), Err(ProtocolError::InvalidLength(_))));
-        assert!(matches!(check(&[0, 0, 1, 0], 100), Err(ProtocolError::FrameTooLarge { size: 256, .. })));
+        assert!(matches!(
+            check(&[0, 0, 0, 0], 100),
+            Err(ProtocolError::InvalidLength(0))
+        ));
+        assert!(matches!(
+            check(&[0xff, 0, 0, 0], 100),
+            Err(ProtocolError::InvalidLength(_))
+        ));
+        assert!(matches!(
+            check(&[0, 0, 1, 0], 100),
+            Err(ProtocolError::FrameTooLarge { size: 256, .. })
+        ));
     }
 }

@@ -46,15 +46,28 @@ pub fn parse(mut body: Bytes) -> Result<Request, HeaderFailure> {
     let api_key_raw = fixed.get_i16();
     let api_version = fixed.get_i16();
     let correlation_id = fixed.get_i32();
-    let fail = |error| HeaderFailure { correlation_id: Some(correlation_id), api_key: api_key_raw, api_version, error };
-    let api_key = ApiKey::try_from(api_key_raw).map_err(|_| fail(ProtocolError::UnknownApiKey(api_key_raw)))?;
+    let fail = |error| HeaderFailure {
+        correlation_id: Some(correlation_id),
+        api_key: api_key_raw,
+        api_version,
+        error,
+    };
+    let api_key = ApiKey::try_from(api_key_raw)
+        .map_err(|_| fail(ProtocolError::UnknownApiKey(api_key_raw)))?;
     if !registry::is_supported(api_key, api_version) {
-        return Err(fail(ProtocolError::UnsupportedVersion { api_key: api_key_raw, version: api_version }));
+        return Err(fail(ProtocolError::UnsupportedVersion {
+            api_key: api_key_raw,
+            version: api_version,
+        }));
     }
     let header_version = api_key.request_header_version(api_version);
     let header = RequestHeader::decode(&mut body, header_version)
         .map_err(|e| fail(ProtocolError::Malformed(format!("request header: {e}"))))?;
-    Ok(Request { api_key, header, body })
+    Ok(Request {
+        api_key,
+        header,
+        body,
+    })
 }
 
 #[cfg(test)]
@@ -88,7 +101,13 @@ mod tests {
         assert!(matches!(e.error, ProtocolError::UnknownApiKey(9999)));
         let e = parse(frame(18, 99, 43, &[0xff, 0xff])).unwrap_err();
         assert_eq!(e.correlation_id, Some(43));
-        assert!(matches!(e.error, ProtocolError::UnsupportedVersion { api_key: 18, version: 99 }));
+        assert!(matches!(
+            e.error,
+            ProtocolError::UnsupportedVersion {
+                api_key: 18,
+                version: 99
+            }
+        ));
     }
 
     // Goal: a v1 header (nullable client id) parses and leaves the body untouched.

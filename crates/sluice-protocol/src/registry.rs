@@ -14,7 +14,11 @@ pub struct ApiSupport {
 }
 
 const fn api(key: ApiKey, min_version: i16, max_version: i16) -> ApiSupport {
-    ApiSupport { key, min_version, max_version }
+    ApiSupport {
+        key,
+        min_version,
+        max_version,
+    }
 }
 
 /// Every API Sluice answers. Floors follow KIP-896 (Kafka 4.x); ceilings are Kafka 4.1's, so
@@ -58,7 +62,11 @@ mod tests {
         for a in SUPPORTED {
             let codec = a.key.valid_versions();
             assert!(a.min_version <= a.max_version, "{:?}", a.key);
-            assert!(a.min_version >= codec.min && a.max_version <= codec.max, "{:?} beyond codec {codec}", a.key);
+            assert!(
+                a.min_version >= codec.min && a.max_version <= codec.max,
+                "{:?} beyond codec {codec}",
+                a.key
+            );
         }
     }
 
@@ -66,7 +74,11 @@ mod tests {
     #[test]
     fn no_duplicates() {
         for (i, a) in SUPPORTED.iter().enumerate() {
-            assert!(SUPPORTED[i + 1..].iter().all(|b| b.key != a.key), "{:?} twice", a.key);
+            assert!(
+                SUPPORTED[i + 1..].iter().all(|b| b.key != a.key),
+                "{:?} twice",
+                a.key
+            );
         }
     }
 }

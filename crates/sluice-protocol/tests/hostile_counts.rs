@@ -29,7 +29,9 @@ fn decode_all_hostile() {
     }
     assert!(decode_request::<MetadataRequest>(&mut hostile_metadata_v12(), 12).is_err());
     // CreateTopics v2: topics array count, then nothing.
-    assert!(decode_request::<CreateTopicsRequest>(&mut hostile_metadata_v1(1_500_000_000), 2).is_err());
+    assert!(
+        decode_request::<CreateTopicsRequest>(&mut hostile_metadata_v1(1_500_000_000), 2).is_err()
+    );
     // Produce v3: transactional id (null), acks, timeout, then a huge topic array.
     let mut b = BytesMut::new();
     b.put_i16(-1);
@@ -63,11 +65,19 @@ fn unguarded_child() {
 fn without_guard_the_process_aborts() {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args(["--exact", "unguarded_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "unguarded_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("SLUICE_UNGUARDED_CHILD", "1")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "unguarded decode survived: {stderr}");
-    assert!(stderr.contains("memory allocation"), "unexpected failure: {stderr}");
+    assert!(
+        stderr.contains("memory allocation"),
+        "unexpected failure: {stderr}"
+    );
 }

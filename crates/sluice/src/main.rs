@@ -13,7 +13,11 @@ use sluice_protocol::alloc_guard::GuardedAlloc;
 static ALLOC: GuardedAlloc = GuardedAlloc;
 
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about = "A durable single-node Kafka-compatible broker")]
+#[command(
+    name = "sluice",
+    version,
+    about = "A durable single-node Kafka-compatible broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -82,7 +86,8 @@ impl ServeArgs {
     fn to_config(&self) -> Result<BrokerConfig, String> {
         let mut c = BrokerConfig::default();
         if let Some(path) = &self.config {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
             for key in c.apply_properties(&text).map_err(|e| e.to_string())? {
                 tracing::warn!(key, "ignoring unknown setting in config file");
             }
@@ -105,17 +110,32 @@ impl ServeArgs {
         }
         set("advertised.listeners", s(&self.advertised_listener))?;
         set("node.id", self.node_id.map(|v| v.to_string()))?;
-        set("auto.create.topics.enable", self.auto_create_topics.map(|v| v.to_string()))?;
-        set("num.partitions", self.default_partitions.map(|v| v.to_string()))?;
+        set(
+            "auto.create.topics.enable",
+            self.auto_create_topics.map(|v| v.to_string()),
+        )?;
+        set(
+            "num.partitions",
+            self.default_partitions.map(|v| v.to_string()),
+        )?;
         set("log.retention.ms", n(self.retention_ms))?;
         set("log.retention.bytes", n(self.retention_bytes))?;
         set("log.segment.bytes", n(self.segment_bytes))?;
         set("log.roll.ms", n(self.segment_ms))?;
         set("message.max.bytes", n(self.max_message_bytes))?;
-        set("log.retention.check.interval.ms", self.retention_check_interval_ms.map(|v| v.to_string()))?;
+        set(
+            "log.retention.check.interval.ms",
+            self.retention_check_interval_ms.map(|v| v.to_string()),
+        )?;
         set("sluice.fsync", s(&self.fsync))?;
-        set("max.connections", self.max_connections.map(|v| v.to_string()))?;
-        set("socket.request.max.bytes", self.max_request_bytes.map(|v| v.to_string()))?;
+        set(
+            "max.connections",
+            self.max_connections.map(|v| v.to_string()),
+        )?;
+        set(
+            "socket.request.max.bytes",
+            self.max_request_bytes.map(|v| v.to_string()),
+        )?;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
@@ -125,7 +145,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let cli = Cli::parse();
     match cli.command {
@@ -141,7 +164,11 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("sluice-net").build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice-net")
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sluice: cannot start runtime: {e}");

@@ -18,39 +18,49 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = AlterConfigsResponse::default();
-            for res in req.resources {
-                let mut r = AlterConfigsResourceResponse::default();
-                r.resource_type = res.resource_type;
-                r.resource_name = res.resource_name.clone();
-                let overrides: BTreeMap<String, String> =
-                    res.configs.iter().filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string()))).collect();
-                let outcome = match res.resource_type {
-                    RESOURCE_TOPIC => apply_topic_configs(b, &res.resource_name, |_| Ok(overrides), req.validate_only),
-                    other => Err(resource_error(other)),
-                };
-                if let Err(e) = outcome {
-                    r.error_code = e.code;
-                    r.error_message = Some(str_bytes(e.message));
+    ctx.respond_blocking(move |b| {
+        let mut resp = AlterConfigsResponse::default();
+        for res in req.resources {
+            let mut r = AlterConfigsResourceResponse::default();
+            r.resource_type = res.resource_type;
+            r.resource_name = res.resource_name.clone();
+            let overrides: BTreeMap<String, String> = res
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    c.value
+                        .as_ref()
+                        .map(|v| (c.name.to_string(), v.to_string()))
+                })
+                .collect();
+            let outcome = match res.resource_type {
+                RESOURCE_TOPIC => {
+                    apply_topic_configs(b, &res.resource_name, |_| Ok(overrides), req.validate_only)
                 }
-                resp.responses.push(r);
+                other => Err(resource_error(other)),
+            };
+            if let Err(e) = outcome {
+                r.error_code = e.code;
+                r.error_message = Some(str_bytes(e.message));
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.responses.push(r);
+        }
+        resp
+    })
+    .await
 }
 
 pub(crate) fn resource_error(resource_type: i8) -> AdminError {
     if resource_type == RESOURCE_BROKER {
-        AdminError::new(error_code::INVALID_REQUEST, "Broker configs are static in Sluice; set them at start.")
+        AdminError::new(
+            error_code::INVALID_REQUEST,
+            "Broker configs are static in Sluice; set them at start.",
+        )
     } else {
-        AdminError::new(error_code::INVALID_REQUEST, format!("Unsupported resource type {resource_type}"))
+        AdminError::new(
+            error_code::INVALID_REQUEST,
+            format!("Unsupported resource type {resource_type}"),
+        )
     }
 }
 
@@ -62,10 +72,12 @@ pub(crate) fn apply_topic_configs(
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
     validate_only: bool,
 ) -> Result<(), AdminError> {
-    let current = b
-        .topics
-        .get(topic)
-        .ok_or_else(|| AdminError::new(error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{topic}' does not exist.")))?;
+    let current = b.topics.get(topic).ok_or_else(|| {
+        AdminError::new(
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("Topic '{topic}' does not exist."),
+        )
+    })?;
     let next = change(&current.configs)?;
     for (k, v) in &next {
         topic_config::validate(k, v).map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;

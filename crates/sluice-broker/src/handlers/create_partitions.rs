@@ -12,30 +12,32 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = CreatePartitionsResponse::default();
-            for t in req.topics {
-                let mut r = CreatePartitionsTopicResult::default();
-                r.name = t.name.clone();
-                let node = b.node_id();
-                let bad_assignment = t.assignments.as_ref().is_some_and(|a| a.iter().any(|x| x.broker_ids.iter().any(|id| id.0 != node)));
-                let outcome = if bad_assignment {
-                    Err(crate::topics::AdminError::new(error_code::INVALID_REPLICA_ASSIGNMENT, format!("Replicas must be [{node}].")))
-                } else {
-                    b.topics.add_partitions(&t.name.0, t.count, req.validate_only, &b.log, &b.config)
-                };
-                if let Err(e) = outcome {
-                    r.error_code = e.code;
-                    r.error_message = Some(str_bytes(e.message));
-                }
-                resp.results.push(r);
+    ctx.respond_blocking(move |b| {
+        let mut resp = CreatePartitionsResponse::default();
+        for t in req.topics {
+            let mut r = CreatePartitionsTopicResult::default();
+            r.name = t.name.clone();
+            let node = b.node_id();
+            let bad_assignment = t
+                .assignments
+                .as_ref()
+                .is_some_and(|a| a.iter().any(|x| x.broker_ids.iter().any(|id| id.0 != node)));
+            let outcome = if bad_assignment {
+                Err(crate::topics::AdminError::new(
+                    error_code::INVALID_REPLICA_ASSIGNMENT,
+                    format!("Replicas must be [{node}]."),
+                ))
+            } else {
+                b.topics
+                    .add_partitions(&t.name.0, t.count, req.validate_only, &b.log, &b.config)
+            };
+            if let Err(e) = outcome {
+                r.error_code = e.code;
+                r.error_message = Some(str_bytes(e.message));
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.results.push(r);
+        }
+        resp
+    })
+    .await
 }

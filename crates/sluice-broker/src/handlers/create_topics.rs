@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use uuid::Uuid;
 
@@ -18,52 +20,51 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = CreateTopicsResponse::default();
-            for t in req.topics {
-                let mut r = CreatableTopicResult::default();
-                r.name = t.name.clone();
-                r.num_partitions = -1;
-                r.replication_factor = -1;
-                let outcome = create_one(b, &t, req.validate_only);
-                match outcome {
-                    Ok((id, partitions, configs)) => {
-                        r.topic_id = id;
-                        r.num_partitions = partitions;
-                        r.replication_factor = 1;
-                        r.configs = Some(
-                            topic_config::effective(&configs, &b.config)
-                                .into_iter()
-                                .map(|(name, value, source)| {
-                                    let mut c = CreatableTopicConfigs::default();
-                                    c.name = str_bytes(name);
-                                    c.value = Some(str_bytes(value));
-                                    c.config_source = source;
-                                    c
-                                })
-                                .collect(),
-                        );
-                    }
-                    Err(e) => {
-                        r.error_code = e.code;
-                        r.error_message = Some(str_bytes(e.message));
-                    }
+    ctx.respond_blocking(move |b| {
+        let mut resp = CreateTopicsResponse::default();
+        for t in req.topics {
+            let mut r = CreatableTopicResult::default();
+            r.name = t.name.clone();
+            r.num_partitions = -1;
+            r.replication_factor = -1;
+            let outcome = create_one(b, &t, req.validate_only);
+            match outcome {
+                Ok((id, partitions, configs)) => {
+                    r.topic_id = id;
+                    r.num_partitions = partitions;
+                    r.replication_factor = 1;
+                    r.configs = Some(
+                        topic_config::effective(&configs, &b.config)
+                            .into_iter()
+                            .map(|(name, value, source)| {
+                                let mut c = CreatableTopicConfigs::default();
+                                c.name = str_bytes(name);
+                                c.value = Some(str_bytes(value));
+                                c.config_source = source;
+                                c
+                            })
+                            .collect(),
+                    );
                 }
-                resp.topics.push(r);
+                Err(e) => {
+                    r.error_code = e.code;
+                    r.error_message = Some(str_bytes(e.message));
+                }
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.topics.push(r);
+        }
+        resp
+    })
+    .await
 }
 
 type Created = (Uuid, i32, BTreeMap<String, String>);
 
-fn create_one(b: &Broker, t: &kafka_protocol::messages::create_topics_request::CreatableTopic, validate_only: bool) -> Result<Created, AdminError> {
+fn create_one(
+    b: &Broker,
+    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    validate_only: bool,
+) -> Result<Created, AdminError> {
     let partitions = match (t.num_partitions, t.assignments.len()) {
         (-1, 0) => b.config.topic_defaults.partitions,
         (-1, n) => n as i32,
@@ -72,17 +73,29 @@ fn create_one(b: &Broker, t: &kafka_protocol::messages::create_topics_request::C
     if !matches!(t.replication_factor, -1 | 1) {
         return Err(AdminError::new(
             error_code::INVALID_REPLICATION_FACTOR,
-            format!("Replication factor {} is larger than the 1 available broker.", t.replication_factor),
+            format!(
+                "Replication factor {} is larger than the 1 available broker.",
+                t.replication_factor
+            ),
         ));
     }
     let node = b.node_id();
-    if t.assignments.iter().any(|a| a.broker_ids.iter().any(|id| id.0 != node) || a.broker_ids.len() != 1) {
-        return Err(AdminError::new(error_code::INVALID_REPLICA_ASSIGNMENT, format!("Replicas must be exactly [{node}].")));
+    if t.assignments
+        .iter()
+        .any(|a| a.broker_ids.iter().any(|id| id.0 != node) || a.broker_ids.len() != 1)
+    {
+        return Err(AdminError::new(
+            error_code::INVALID_REPLICA_ASSIGNMENT,
+            format!("Replicas must be exactly [{node}]."),
+        ));
     }
     let mut configs = BTreeMap::new();
     for c in &t.configs {
         let Some(v) = &c.value else {
-            return Err(AdminError::new(error_code::INVALID_CONFIG, format!("Null value for config {}", c.name)));
+            return Err(AdminError::new(
+                error_code::INVALID_CONFIG,
+                format!("Null value for config {}", c.name),
+            ));
         };
         configs.insert(c.name.to_string(), v.to_string());
     }
@@ -91,6 +104,12 @@ fn create_one(b: &Broker, t: &kafka_protocol::messages::create_topics_request::C
         b.topics.check_create(&name, partitions, &configs)?;
         return Ok((Uuid::nil(), partitions, configs));
     }
-    let topic = b.topics.create(&name, partitions, configs, &b.log, &b.config)?;
-    Ok((topic.id, topic.partitions.len() as i32, topic.configs.clone()))
+    let topic = b
+        .topics
+        .create(&name, partitions, configs, &b.log, &b.config)?;
+    Ok((
+        topic.id,
+        topic.partitions.len() as i32,
+        topic.configs.clone(),
+    ))
 }

@@ -2,7 +2,9 @@
 //! high watermark). Durable before the response; segments wholly below it are deleted.
 
 use bytes::Bytes;
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use sluice_log::Offset;
 
@@ -14,8 +16,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = ctx
-        .blocking(move |b| {
+    ctx.respond_blocking(move |b| {
             let mut resp = DeleteRecordsResponse::default();
             for t in req.topics {
                 let topic = b.topics.get(&t.name.0);
@@ -40,10 +41,6 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 resp.topics.push(tr);
             }
             resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+    })
+    .await
 }

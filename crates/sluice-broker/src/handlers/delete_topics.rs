@@ -15,42 +15,47 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     };
     // v6 lists (name or id); earlier versions list names.
     let wanted: Vec<(Option<String>, Uuid)> = if ctx.version >= 6 {
-        req.topics.into_iter().map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id)).collect()
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+            .collect()
     } else {
-        req.topic_names.into_iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect()
     };
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = DeleteTopicsResponse::default();
-            for (name, id) in wanted {
-                let topic = match &name {
-                    Some(n) => b.topics.get(n),
-                    None => b.topics.get_by_id(id),
-                };
-                let mut r = DeletableTopicResult::default();
-                r.name = name.clone().map(|n| TopicName(str_bytes(n)));
-                r.topic_id = id;
-                match topic {
-                    None => {
-                        r.error_code = if name.is_some() { error_code::UNKNOWN_TOPIC_OR_PARTITION } else { error_code::UNKNOWN_TOPIC_ID };
-                        r.error_message = Some(str_bytes("This server does not host this topic."));
-                    }
-                    Some(t) => {
-                        r.name = Some(TopicName(str_bytes(t.name.to_string())));
-                        r.topic_id = t.id;
-                        if let Err(e) = b.topics.delete(&t, &b.log) {
-                            r.error_code = e.code;
-                            r.error_message = Some(str_bytes(e.message));
-                        }
+    ctx.respond_blocking(move |b| {
+        let mut resp = DeleteTopicsResponse::default();
+        for (name, id) in wanted {
+            let topic = match &name {
+                Some(n) => b.topics.get(n),
+                None => b.topics.get_by_id(id),
+            };
+            let mut r = DeletableTopicResult::default();
+            r.name = name.clone().map(|n| TopicName(str_bytes(n)));
+            r.topic_id = id;
+            match topic {
+                None => {
+                    r.error_code = if name.is_some() {
+                        error_code::UNKNOWN_TOPIC_OR_PARTITION
+                    } else {
+                        error_code::UNKNOWN_TOPIC_ID
+                    };
+                    r.error_message = Some(str_bytes("This server does not host this topic."));
+                }
+                Some(t) => {
+                    r.name = Some(TopicName(str_bytes(t.name.to_string())));
+                    r.topic_id = t.id;
+                    if let Err(e) = b.topics.delete(&t, &b.log) {
+                        r.error_code = e.code;
+                        r.error_message = Some(str_bytes(e.message));
                     }
                 }
-                resp.responses.push(r);
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.responses.push(r);
+        }
+        resp
+    })
+    .await
 }

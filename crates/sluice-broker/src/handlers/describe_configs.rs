@@ -5,7 +5,9 @@
 //! config).
 
 use bytes::Bytes;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Ctx, Reply};
@@ -39,18 +41,34 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let entries = match res.resource_type {
             RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
                 Some(t) => Ok(topic_entries(b, &t.configs)),
-                None => Err((error_code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{}' does not exist.", &*res.resource_name))),
+                None => Err((
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("Topic '{}' does not exist.", &*res.resource_name),
+                )),
             },
-            RESOURCE_BROKER if res.resource_name.is_empty() || *res.resource_name == *b.node_id().to_string() => Ok(broker_entries(b)),
-            RESOURCE_BROKER => Err((error_code::INVALID_REQUEST, format!("Unexpected broker id {}", &*res.resource_name))),
-            other => Err((error_code::INVALID_REQUEST, format!("Unsupported resource type {other}"))),
+            RESOURCE_BROKER
+                if res.resource_name.is_empty()
+                    || *res.resource_name == *b.node_id().to_string() =>
+            {
+                Ok(broker_entries(b))
+            }
+            RESOURCE_BROKER => Err((
+                error_code::INVALID_REQUEST,
+                format!("Unexpected broker id {}", &*res.resource_name),
+            )),
+            other => Err((
+                error_code::INVALID_REQUEST,
+                format!("Unsupported resource type {other}"),
+            )),
         };
         match entries {
             Ok(entries) => {
                 let keys = res.configuration_keys.as_ref();
                 r.configs = entries
                     .into_iter()
-                    .filter(|e| keys.is_none_or(|k| k.is_empty() || k.iter().any(|k| **k == *e.name)))
+                    .filter(|e| {
+                        keys.is_none_or(|k| k.is_empty() || k.iter().any(|k| **k == *e.name))
+                    })
                     .map(|e| encode(e, req.include_synonyms, req.include_documentation))
                     .collect();
             }
@@ -126,28 +144,125 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
         sluice_log::FsyncPolicy::Never => "never",
     };
     let rows: Vec<(&str, String, ConfigType, &'static str)> = vec![
-        ("node.id", c.node_id.to_string(), ConfigType::Int, "This broker's id."),
-        ("broker.id", c.node_id.to_string(), ConfigType::Int, "Same as node.id."),
-        ("listeners", listener, ConfigType::List, "Address the broker binds."),
-        ("advertised.listeners", advertised, ConfigType::List, "Address given to clients."),
-        ("log.dirs", c.data_dir.display().to_string(), ConfigType::List, "The data directory."),
-        ("num.partitions", d.partitions.to_string(), ConfigType::Int, "Default partitions for new topics."),
-        ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean, "Create unknown topics on Metadata."),
-        ("default.replication.factor", "1".into(), ConfigType::Int, "Always 1 on a single node."),
-        ("log.retention.ms", d.retention_ms.to_string(), ConfigType::Long, "Default retention.ms."),
-        ("log.retention.bytes", d.retention_bytes.to_string(), ConfigType::Long, "Default retention.bytes."),
-        ("log.segment.bytes", d.segment_bytes.to_string(), ConfigType::Int, "Default segment.bytes."),
-        ("log.roll.ms", d.segment_ms.to_string(), ConfigType::Long, "Default segment.ms."),
-        ("message.max.bytes", d.max_message_bytes.to_string(), ConfigType::Int, "Default max.message.bytes."),
-        ("log.retention.check.interval.ms", c.retention_check_interval_ms.to_string(), ConfigType::Long, "How often retention runs."),
-        ("max.connections", c.max_connections.to_string(), ConfigType::Int, "Concurrent connection limit."),
-        ("socket.request.max.bytes", c.max_request_bytes.to_string(), ConfigType::Int, "Largest request accepted."),
-        ("sluice.fsync", fsync.into(), ConfigType::Str, "always: acknowledge after fdatasync; never: page-cache durability."),
+        (
+            "node.id",
+            c.node_id.to_string(),
+            ConfigType::Int,
+            "This broker's id.",
+        ),
+        (
+            "broker.id",
+            c.node_id.to_string(),
+            ConfigType::Int,
+            "Same as node.id.",
+        ),
+        (
+            "listeners",
+            listener,
+            ConfigType::List,
+            "Address the broker binds.",
+        ),
+        (
+            "advertised.listeners",
+            advertised,
+            ConfigType::List,
+            "Address given to clients.",
+        ),
+        (
+            "log.dirs",
+            c.data_dir.display().to_string(),
+            ConfigType::List,
+            "The data directory.",
+        ),
+        (
+            "num.partitions",
+            d.partitions.to_string(),
+            ConfigType::Int,
+            "Default partitions for new topics.",
+        ),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            ConfigType::Boolean,
+            "Create unknown topics on Metadata.",
+        ),
+        (
+            "default.replication.factor",
+            "1".into(),
+            ConfigType::Int,
+            "Always 1 on a single node.",
+        ),
+        (
+            "log.retention.ms",
+            d.retention_ms.to_string(),
+            ConfigType::Long,
+            "Default retention.ms.",
+        ),
+        (
+            "log.retention.bytes",
+            d.retention_bytes.to_string(),
+            ConfigType::Long,
+            "Default retention.bytes.",
+        ),
+        (
+            "log.segment.bytes",
+            d.segment_bytes.to_string(),
+            ConfigType::Int,
+            "Default segment.bytes.",
+        ),
+        (
+            "log.roll.ms",
+            d.segment_ms.to_string(),
+            ConfigType::Long,
+            "Default segment.ms.",
+        ),
+        (
+            "message.max.bytes",
+            d.max_message_bytes.to_string(),
+            ConfigType::Int,
+            "Default max.message.bytes.",
+        ),
+        (
+            "log.retention.check.interval.ms",
+            c.retention_check_interval_ms.to_string(),
+            ConfigType::Long,
+            "How often retention runs.",
+        ),
+        (
+            "max.connections",
+            c.max_connections.to_string(),
+            ConfigType::Int,
+            "Concurrent connection limit.",
+        ),
+        (
+            "socket.request.max.bytes",
+            c.max_request_bytes.to_string(),
+            ConfigType::Int,
+            "Largest request accepted.",
+        ),
+        (
+            "sluice.fsync",
+            fsync.into(),
+            ConfigType::Str,
+            "always: acknowledge after fdatasync; never: page-cache durability.",
+        ),
     ];
     rows.into_iter()
         .map(|(name, value, kind, doc)| {
-            let src = if c.explicit.contains_key(name) { source::STATIC_BROKER_CONFIG } else { source::DEFAULT_CONFIG };
-            Entry { name: name.to_string(), value, source: src, kind, read_only: true, doc, synonyms: vec![] }
+            let src = if c.explicit.contains_key(name) {
+                source::STATIC_BROKER_CONFIG
+            } else {
+                source::DEFAULT_CONFIG
+            };
+            Entry {
+                name: name.to_string(),
+                value,
+                source: src,
+                kind,
+                read_only: true,
+                doc,
+                synonyms: vec![],
+            }
         })
         .collect()
 }

@@ -61,7 +61,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         return session_error(&ctx, INVALID_FETCH_SESSION_EPOCH);
     }
     let topics = resolve(&ctx, &req);
-    let max_bytes = if req.max_bytes <= 0 { i32::MAX } else { req.max_bytes };
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX
+    } else {
+        req.max_bytes
+    };
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, limits::FETCH_WAIT_MS_MAX) as u64);
     let deadline = Instant::now() + wait;
     let mut commits = ctx.broker.log.subscribe_commits();
@@ -69,7 +73,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     loop {
         // Mark the counter seen before reading, so a commit during the read wakes us.
         commits.borrow_and_update();
-        let flat: Vec<Part> = topics.iter().flat_map(|t| t.parts.iter().cloned()).collect();
+        let flat: Vec<Part> = topics
+            .iter()
+            .flat_map(|t| t.parts.iter().cloned())
+            .collect();
         let results = if has_data_or_error(&ctx.broker, &flat) {
             match ctx.blocking(move |b| read_all(b, &flat, max_bytes)).await {
                 Some(r) => r,
@@ -80,7 +87,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         };
         let bytes: usize = results.iter().map(|r| r.records.len()).sum();
         let errors = results.iter().any(|r| r.error_code != error_code::NONE);
-        let done = bytes >= req.min_bytes.max(0) as usize || errors || Instant::now() >= deadline || *shutdown.borrow();
+        let done = bytes >= req.min_bytes.max(0) as usize
+            || errors
+            || Instant::now() >= deadline
+            || *shutdown.borrow();
         if done {
             return ctx.respond(&response(&topics, results));
         }
@@ -103,7 +113,11 @@ fn resolve(ctx: &Ctx, req: &FetchRequest) -> Vec<TopicParts> {
     req.topics
         .iter()
         .map(|t| {
-            let topic = if by_id { ctx.broker.topics.get_by_id(t.topic_id) } else { ctx.broker.topics.get(&t.topic.0) };
+            let topic = if by_id {
+                ctx.broker.topics.get_by_id(t.topic_id)
+            } else {
+                ctx.broker.topics.get(&t.topic.0)
+            };
             let unknown_code = match (&topic, by_id) {
                 (None, true) => error_code::UNKNOWN_TOPIC_ID,
                 _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
@@ -112,14 +126,21 @@ fn resolve(ctx: &Ctx, req: &FetchRequest) -> Vec<TopicParts> {
                 .partitions
                 .iter()
                 .map(|p| Part {
-                    key: topic.as_ref().and_then(|tp| tp.partition(p.partition)).cloned(),
+                    key: topic
+                        .as_ref()
+                        .and_then(|tp| tp.partition(p.partition))
+                        .cloned(),
                     partition: p.partition,
                     fetch_offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
                     unknown_code,
                 })
                 .collect();
-            TopicParts { name: t.topic.clone(), topic_id: t.topic_id, parts }
+            TopicParts {
+                name: t.topic.clone(),
+                topic_id: t.topic_id,
+                parts,
+            }
         })
         .collect()
 }
@@ -140,8 +161,17 @@ fn offsets_only(b: &Broker, parts: &[Part]) -> Vec<PartResult> {
     parts
         .iter()
         .map(|p| match p.key.as_ref().map(|k| b.log.offsets(k)) {
-            Some(Ok(o)) => PartResult { high_watermark: o.high_watermark.0, log_start_offset: o.log_start_offset.0, ..Default::default() },
-            _ => PartResult { error_code: p.unknown_code, high_watermark: -1, log_start_offset: -1, ..Default::default() },
+            Some(Ok(o)) => PartResult {
+                high_watermark: o.high_watermark.0,
+                log_start_offset: o.log_start_offset.0,
+                ..Default::default()
+            },
+            _ => PartResult {
+                error_code: p.unknown_code,
+                high_watermark: -1,
+                log_start_offset: -1,
+                ..Default::default()
+            },
         })
         .collect()
 }
@@ -154,7 +184,12 @@ fn read_all(b: &Broker, parts: &[Part], max_bytes: i32) -> Vec<PartResult> {
         .iter()
         .map(|p| {
             let Some(key) = &p.key else {
-                return PartResult { error_code: p.unknown_code, high_watermark: -1, log_start_offset: -1, ..Default::default() };
+                return PartResult {
+                    error_code: p.unknown_code,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    ..Default::default()
+                };
             };
             let budget = remaining.min(p.max_bytes.max(0) as u64) as u32;
             match b.log.read(key, Offset(p.fetch_offset), budget, !any_data) {
@@ -168,7 +203,11 @@ fn read_all(b: &Broker, parts: &[Part], max_bytes: i32) -> Vec<PartResult> {
                         records: r.records,
                     }
                 }
-                Err(LogError::OffsetOutOfRange { log_start_offset, high_watermark, .. }) => PartResult {
+                Err(LogError::OffsetOutOfRange {
+                    log_start_offset,
+                    high_watermark,
+                    ..
+                }) => PartResult {
                     error_code: error_code::OFFSET_OUT_OF_RANGE,
                     high_watermark: high_watermark.0,
                     log_start_offset: log_start_offset.0,

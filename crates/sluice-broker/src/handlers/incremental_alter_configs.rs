@@ -25,41 +25,53 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = IncrementalAlterConfigsResponse::default();
-            for res in req.resources {
-                let mut r = AlterConfigsResourceResponse::default();
-                r.resource_type = res.resource_type;
-                r.resource_name = res.resource_name.clone();
-                if let Err(e) = alter_one(b, res.resource_type, &res.resource_name, &res.configs, req.validate_only) {
-                    r.error_code = e.code;
-                    r.error_message = Some(str_bytes(e.message));
-                }
-                resp.responses.push(r);
+    ctx.respond_blocking(move |b| {
+        let mut resp = IncrementalAlterConfigsResponse::default();
+        for res in req.resources {
+            let mut r = AlterConfigsResourceResponse::default();
+            r.resource_type = res.resource_type;
+            r.resource_name = res.resource_name.clone();
+            if let Err(e) = alter_one(
+                b,
+                res.resource_type,
+                &res.resource_name,
+                &res.configs,
+                req.validate_only,
+            ) {
+                r.error_code = e.code;
+                r.error_message = Some(str_bytes(e.message));
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.responses.push(r);
+        }
+        resp
+    })
+    .await
 }
 
-fn alter_one(b: &Broker, resource_type: i8, name: &str, ops: &[AlterableConfig], validate_only: bool) -> Result<(), AdminError> {
+fn alter_one(
+    b: &Broker,
+    resource_type: i8,
+    name: &str,
+    ops: &[AlterableConfig],
+    validate_only: bool,
+) -> Result<(), AdminError> {
     if resource_type != RESOURCE_TOPIC {
         return Err(resource_error(resource_type));
     }
     apply_topic_configs(b, name, |current| apply_ops(current, ops, b), validate_only)
 }
 
-fn apply_ops(current: &BTreeMap<String, String>, ops: &[AlterableConfig], b: &Broker) -> Result<BTreeMap<String, String>, AdminError> {
+fn apply_ops(
+    current: &BTreeMap<String, String>,
+    ops: &[AlterableConfig],
+    b: &Broker,
+) -> Result<BTreeMap<String, String>, AdminError> {
     let invalid = |m: String| AdminError::new(error_code::INVALID_CONFIG, m);
     let mut next = current.clone();
     for op in ops {
         let name = op.name.to_string();
-        let def = topic_config::lookup(&name).ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
+        let def = topic_config::lookup(&name)
+            .ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
         let value = op.value.as_ref().map(|v| v.to_string());
         match op.config_operation {
             SET => {
@@ -71,8 +83,16 @@ fn apply_ops(current: &BTreeMap<String, String>, ops: &[AlterableConfig], b: &Br
             }
             APPEND | SUBTRACT if def.kind == ConfigType::List => {
                 let v = value.ok_or_else(|| invalid(format!("Null value for {name}")))?;
-                let base = next.get(&name).cloned().unwrap_or_else(|| topic_config::default_value(&name, &b.config).0);
-                let mut items: Vec<String> = base.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+                let base = next
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| topic_config::default_value(&name, &b.config).0);
+                let mut items: Vec<String> = base
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
                 for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                     if op.config_operation == APPEND {
                         if !items.iter().any(|i| i == item) {
@@ -84,8 +104,17 @@ fn apply_ops(current: &BTreeMap<String, String>, ops: &[AlterableConfig], b: &Br
                 }
                 next.insert(name, items.join(","));
             }
-            APPEND | SUBTRACT => return Err(invalid(format!("{name} is not a list; APPEND and SUBTRACT need a list config"))),
-            other => return Err(AdminError::new(error_code::INVALID_REQUEST, format!("Unknown config operation {other}"))),
+            APPEND | SUBTRACT => {
+                return Err(invalid(format!(
+                    "{name} is not a list; APPEND and SUBTRACT need a list config"
+                )))
+            }
+            other => {
+                return Err(AdminError::new(
+                    error_code::INVALID_REQUEST,
+                    format!("Unknown config operation {other}"),
+                ))
+            }
         }
     }
     Ok(next)

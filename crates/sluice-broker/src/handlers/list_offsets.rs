@@ -6,7 +6,9 @@
 //! Kafka does. Lookups by time run on the blocking pool.
 
 use bytes::Bytes;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::records::RecordBatchDecoder;
 use sluice_log::batch::BatchHeader;
@@ -26,49 +28,51 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let version = ctx.version;
-    let resp = ctx
-        .blocking(move |b| {
-            let mut resp = ListOffsetsResponse::default();
-            for t in req.topics {
-                let topic = b.topics.get(&t.name.0);
-                let mut tr = ListOffsetsTopicResponse::default();
-                tr.name = t.name;
-                for p in t.partitions {
-                    let mut pr = ListOffsetsPartitionResponse::default();
-                    pr.partition_index = p.partition_index;
-                    pr.leader_epoch = -1;
-                    let key = topic.as_ref().and_then(|tp| tp.partition(p.partition_index));
-                    match key.map(|k| lookup(&b.log, k, p.timestamp, version)) {
-                        None => {
-                            pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION;
-                            pr.offset = -1;
-                            pr.timestamp = -1;
-                        }
-                        Some(Ok((offset, timestamp))) => {
-                            pr.offset = offset;
-                            pr.timestamp = timestamp;
-                        }
-                        Some(Err(e)) => {
-                            pr.error_code = error_code::from_log(&e);
-                            pr.offset = -1;
-                            pr.timestamp = -1;
-                        }
+    ctx.respond_blocking(move |b| {
+        let mut resp = ListOffsetsResponse::default();
+        for t in req.topics {
+            let topic = b.topics.get(&t.name.0);
+            let mut tr = ListOffsetsTopicResponse::default();
+            tr.name = t.name;
+            for p in t.partitions {
+                let mut pr = ListOffsetsPartitionResponse::default();
+                pr.partition_index = p.partition_index;
+                pr.leader_epoch = -1;
+                let key = topic
+                    .as_ref()
+                    .and_then(|tp| tp.partition(p.partition_index));
+                match key.map(|k| lookup(&b.log, k, p.timestamp, version)) {
+                    None => {
+                        pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION;
+                        pr.offset = -1;
+                        pr.timestamp = -1;
                     }
-                    tr.partitions.push(pr);
+                    Some(Ok((offset, timestamp))) => {
+                        pr.offset = offset;
+                        pr.timestamp = timestamp;
+                    }
+                    Some(Err(e)) => {
+                        pr.error_code = error_code::from_log(&e);
+                        pr.offset = -1;
+                        pr.timestamp = -1;
+                    }
                 }
-                resp.topics.push(tr);
+                tr.partitions.push(pr);
             }
-            resp
-        })
-        .await;
-    match resp {
-        Some(r) => ctx.respond(&r),
-        None => Reply::Close,
-    }
+            resp.topics.push(tr);
+        }
+        resp
+    })
+    .await
 }
 
 /// (offset, timestamp) for one partition; (-1, -1) when no record matches.
-fn lookup(log: &LogManager, key: &PartitionKey, target: i64, version: i16) -> Result<(i64, i64), LogError> {
+fn lookup(
+    log: &LogManager,
+    key: &PartitionKey,
+    target: i64,
+    version: i16,
+) -> Result<(i64, i64), LogError> {
     let o = log.offsets(key)?;
     match target {
         LATEST => Ok((o.high_watermark.0, -1)),
@@ -80,7 +84,9 @@ fn lookup(log: &LogManager, key: &PartitionKey, target: i64, version: i16) -> Re
         }
         ts if ts >= 0 => {
             let batch = log.find_batch_by_timestamp(key, ts)?;
-            Ok(batch.and_then(|b| first_at_or_after(b, ts)).unwrap_or((-1, -1)))
+            Ok(batch
+                .and_then(|b| first_at_or_after(b, ts))
+                .unwrap_or((-1, -1)))
         }
         _ => Ok((-1, -1)),
     }
@@ -90,7 +96,8 @@ fn lookup(log: &LogManager, key: &PartitionKey, target: i64, version: i16) -> Re
 /// broker's append time), whatever the records carry; the first record is the base offset.
 fn log_append_time(batch: &Bytes) -> Option<(i64, i64)> {
     let h = BatchHeader::parse(batch).ok()?;
-    h.is_log_append_time().then(|| (h.base_offset().0, h.max_timestamp()))
+    h.is_log_append_time()
+        .then(|| (h.base_offset().0, h.max_timestamp()))
 }
 
 /// The first record in the batch whose timestamp is >= `target`.
@@ -99,7 +106,10 @@ fn first_at_or_after(mut batch: Bytes, target: i64) -> Option<(i64, i64)> {
         return (ts >= target).then_some((offset, ts));
     }
     let set = RecordBatchDecoder::decode(&mut batch).ok()?;
-    set.records.iter().find(|r| r.timestamp >= target).map(|r| (r.offset, r.timestamp))
+    set.records
+        .iter()
+        .find(|r| r.timestamp >= target)
+        .map(|r| (r.offset, r.timestamp))
 }
 
 /// The record with the largest timestamp in the batch (the first one on ties, as Kafka).

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use uuid::Uuid;
 
@@ -27,13 +29,22 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Some(t) if t.is_empty() && ctx.version == 0 => None,
         Some(t) => Some(t),
     };
-    let allow_create = b.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+    let allow_create =
+        b.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
     let mut topics = Vec::new();
     match wanted {
         None => topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t))),
         Some(list) => {
             for t in list {
-                topics.push(resolve(&ctx, t.name.map(|n| n.0.to_string()), t.topic_id, allow_create).await);
+                topics.push(
+                    resolve(
+                        &ctx,
+                        t.name.map(|n| n.0.to_string()),
+                        t.topic_id,
+                        allow_create,
+                    )
+                    .await,
+                );
             }
         }
     }
@@ -50,7 +61,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     ctx.respond(&resp)
 }
 
-async fn resolve(ctx: &Ctx, name: Option<String>, id: Uuid, allow_create: bool) -> MetadataResponseTopic {
+async fn resolve(
+    ctx: &Ctx,
+    name: Option<String>,
+    id: Uuid,
+    allow_create: bool,
+) -> MetadataResponseTopic {
     let b = &ctx.broker;
     let Some(name) = name else {
         return match b.topics.get_by_id(id) {
@@ -65,13 +81,20 @@ async fn resolve(ctx: &Ctx, name: Option<String>, id: Uuid, allow_create: bool) 
         return error_topic(Some(name), Uuid::nil(), e.code);
     }
     if !allow_create {
-        return error_topic(Some(name), Uuid::nil(), error_code::UNKNOWN_TOPIC_OR_PARTITION);
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        );
     }
     let n = name.clone();
     let created = ctx
         .blocking(move |b| {
             let partitions = b.config.topic_defaults.partitions;
-            match b.topics.create(&n, partitions, BTreeMap::new(), &b.log, &b.config) {
+            match b
+                .topics
+                .create(&n, partitions, BTreeMap::new(), &b.log, &b.config)
+            {
                 // Lost a race with another creator: use theirs.
                 Err(e) if e.code == error_code::TOPIC_ALREADY_EXISTS => b.topics.get(&n).ok_or(e),
                 other => other,

@@ -65,7 +65,13 @@ impl Ctx {
     /// Encodes a response at the request's version.
     pub fn respond<R: Encodable>(&self, body: &R) -> Reply {
         let mut out = BytesMut::new();
-        match codec::encode_response(&mut out, self.api_key, self.version, self.correlation_id, body) {
+        match codec::encode_response(
+            &mut out,
+            self.api_key,
+            self.version,
+            self.correlation_id,
+            body,
+        ) {
             Ok(()) => Reply::Frame(out),
             Err(e) => {
                 tracing::error!(api = ?self.api_key, version = self.version, error = %e, "response encode failed; closing connection");
@@ -74,8 +80,22 @@ impl Ctx {
         }
     }
 
+    /// Runs `f` on the blocking pool and encodes what it returns as the response.
+    pub async fn respond_blocking<R: Encodable + Send + 'static>(
+        &self,
+        f: impl FnOnce(&Broker) -> R + Send + 'static,
+    ) -> Reply {
+        match self.blocking(f).await {
+            Some(r) => self.respond(&r),
+            None => Reply::Close,
+        }
+    }
+
     /// Runs blocking work (file I/O, admin changes) on the blocking pool.
-    pub async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Broker) -> T + Send + 'static) -> Option<T> {
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Broker) -> T + Send + 'static,
+    ) -> Option<T> {
         let broker = self.broker.clone();
         match tokio::task::spawn_blocking(move || f(&broker)).await {
             Ok(v) => Some(v),
@@ -97,7 +117,12 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 
 /// Starts one request. Every API in the registry has an arm here (a test checks it).
 pub(crate) async fn start(broker: &Arc<Broker>, req: Request) -> Pending {
-    let ctx = Ctx { broker: broker.clone(), api_key: req.api_key, version: req.header.request_api_version, correlation_id: req.header.correlation_id };
+    let ctx = Ctx {
+        broker: broker.clone(),
+        api_key: req.api_key,
+        version: req.header.request_api_version,
+        correlation_id: req.header.correlation_id,
+    };
     let body = req.body;
     match req.api_key {
         ApiKey::Produce => produce::start(ctx, body).await,

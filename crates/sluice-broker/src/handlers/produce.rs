@@ -37,16 +37,29 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let by_id = ctx.version >= 13;
-        let topic = if by_id { ctx.broker.topics.get_by_id(t.topic_id) } else { ctx.broker.topics.get(&t.name.0) };
-        let unknown = if by_id { error_code::UNKNOWN_TOPIC_ID } else { error_code::UNKNOWN_TOPIC_OR_PARTITION };
+        let topic = if by_id {
+            ctx.broker.topics.get_by_id(t.topic_id)
+        } else {
+            ctx.broker.topics.get(&t.name.0)
+        };
+        let unknown = if by_id {
+            error_code::UNKNOWN_TOPIC_ID
+        } else {
+            error_code::UNKNOWN_TOPIC_OR_PARTITION
+        };
         let mut partitions = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
             let queued = if !matches!(acks, -1..=1) {
                 Queued::Failed(error_code::INVALID_REQUIRED_ACKS, None)
             } else {
-                match (topic.as_ref().and_then(|tp| tp.partition(p.index)), p.records) {
+                match (
+                    topic.as_ref().and_then(|tp| tp.partition(p.index)),
+                    p.records,
+                ) {
                     (None, _) => Queued::Failed(unknown, None),
-                    (Some(_), None) => Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into())),
+                    (Some(_), None) => {
+                        Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into()))
+                    }
                     (Some(key), Some(records)) => match ctx.broker.log.append(key, records).await {
                         Ok(w) => Queued::Waiting(w),
                         Err(e) => Queued::Failed(error_code::from_log(&e), Some(e.to_string())),
@@ -55,7 +68,11 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
             };
             partitions.push((p.index, queued));
         }
-        topics.push(TopicQueued { name: t.name, topic_id: t.topic_id, partitions });
+        topics.push(TopicQueued {
+            name: t.name,
+            topic_id: t.topic_id,
+            partitions,
+        });
     }
     if acks == 0 {
         // The client expects no response; durability proceeds without anyone waiting.
@@ -77,7 +94,10 @@ async fn finish(ctx: Ctx, topics: Vec<TopicQueued>) -> Reply {
             pr.log_append_time_ms = -1;
             pr.log_start_offset = -1;
             let outcome = match queued {
-                Queued::Waiting(w) => w.wait().await.map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
+                Queued::Waiting(w) => w
+                    .wait()
+                    .await
+                    .map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
                 Queued::Failed(code, msg) => Err((code, msg)),
             };
             match outcome {
