@@ -56,6 +56,8 @@ pub struct BrokerConfig {
     pub max_connections: usize,
     /// `socket.request.max.bytes`.
     pub max_request_bytes: usize,
+    /// `queued.max.request.bytes`: request bytes buffered across all connections.
+    pub queued_max_request_bytes: usize,
 }
 
 impl Default for BrokerConfig {
@@ -72,6 +74,7 @@ impl Default for BrokerConfig {
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
+            queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -129,6 +132,7 @@ impl BrokerConfig {
             "log.retention.check.interval.ms" => self.retention_check_interval_ms = parse(key, v)?,
             "max.connections" => self.max_connections = parse(key, v)?,
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
+            "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
             _ => return Ok(false),
         }
@@ -192,6 +196,13 @@ impl BrokerConfig {
                 "socket.request.max.bytes",
                 self.max_request_bytes.to_string(),
                 "too small",
+            ));
+        }
+        if self.queued_max_request_bytes < self.max_request_bytes {
+            return Err(bad(
+                "queued.max.request.bytes",
+                self.queued_max_request_bytes.to_string(),
+                "must be at least socket.request.max.bytes",
             ));
         }
         Ok(())

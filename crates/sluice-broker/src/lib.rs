@@ -44,6 +44,8 @@ pub struct Broker {
     pub advertised_port: i32,
     /// Flips to true when shutdown starts; long-polls and readers watch it.
     pub shutdown: watch::Receiver<bool>,
+    /// The `queued.max.request.bytes` budget, in [`limits::REQUEST_MEMORY_UNIT_BYTES`] permits.
+    pub request_memory: Arc<tokio::sync::Semaphore>,
 }
 
 impl Broker {

@@ -3,6 +3,17 @@
 
 /// Largest request frame accepted (`socket.request.max.bytes`, Kafka's default 100 MiB).
 pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
+/// Bytes of requests buffered or being handled across all connections
+/// (`queued.max.request.bytes`). A frame reserves its size before its body is read and frees
+/// it when its response is written, so memory for requests stays bounded however many
+/// connections send large requests at once.
+pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
+/// Unit of the request-memory budget (semaphore permits are counted in KiB).
+pub const REQUEST_MEMORY_UNIT_BYTES: usize = 1024;
+/// Once a frame's size prefix has arrived, its body must arrive within this time or the
+/// connection is closed. Without it, stalled partial frames could hold the request-memory
+/// budget forever and block every other client.
+pub const FRAME_READ_TIMEOUT_MS: u64 = 30_000;
 /// Concurrent client connections (`max.connections`); connections beyond it are closed at once.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
 /// Requests read from one connection whose responses are not yet written. When reached, the
@@ -25,4 +36,5 @@ const _: () = assert!(
     IN_FLIGHT_PER_CONNECTION_MAX >= 5,
     "producers pipeline at least 5 requests"
 );
+const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);

@@ -79,7 +79,13 @@ impl Server {
             "sluice broker started"
         );
         let (shutdown_tx, shutdown) = watch::channel(false);
+        let request_memory = Arc::new(Semaphore::new(
+            config
+                .queued_max_request_bytes
+                .div_ceil(limits::REQUEST_MEMORY_UNIT_BYTES),
+        ));
         let broker = Arc::new(Broker {
+            request_memory,
             config,
             log,
             topics,

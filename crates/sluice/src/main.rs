@@ -76,6 +76,9 @@ struct ServeArgs {
     /// Largest request in bytes. Config key: socket.request.max.bytes.
     #[arg(long)]
     max_request_bytes: Option<usize>,
+    /// Request bytes buffered across all connections. Config key: queued.max.request.bytes.
+    #[arg(long)]
+    queued_max_request_bytes: Option<usize>,
     /// A server.properties-style file; flags given on the command line win over it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -131,6 +134,10 @@ impl ServeArgs {
         set(
             "max.connections",
             self.max_connections.map(|v| v.to_string()),
+        )?;
+        set(
+            "queued.max.request.bytes",
+            self.queued_max_request_bytes.map(|v| v.to_string()),
         )?;
         set(
             "socket.request.max.bytes",
