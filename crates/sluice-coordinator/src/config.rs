@@ -1,0 +1,39 @@
+//! Group coordinator settings and bounds, with Kafka's names and defaults.
+
+/// Settings of the group coordinator. Every bound the coordinator enforces is here.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub group_max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members, re-armed by each join, never past the rebalance timeout.
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.max.size`: members (including pending ones) per group.
+    pub group_max_size: usize,
+    /// Groups the coordinator holds at most (Sluice bound).
+    pub groups_max: usize,
+    /// Committed offsets per group at most (Sluice bound).
+    pub offsets_per_group_max: usize,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_bytes_max: usize,
+    /// `offsets.retention.minutes`, in ms: committed offsets of an empty group expire this
+    /// long after the group became empty (or after the commit, for standalone commits).
+    pub offsets_retention_ms: i64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: 1_000,
+            groups_max: 10_000,
+            offsets_per_group_max: 100_000,
+            offset_metadata_bytes_max: 4_096,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Group-level failures. Each variant is one Kafka error; the broker's `error_code` module
+//! owns the numbers, so this crate stays free of wire details.
+
+/// Why a group request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("the group id is empty or invalid")]
+    InvalidGroupId,
+    #[error("the member id is not known to the group")]
+    UnknownMemberId,
+    #[error("the generation id is not the group's current generation")]
+    IllegalGeneration,
+    #[error("the group is rebalancing")]
+    RebalanceInProgress,
+    #[error("the session timeout is outside group.min/max.session.timeout.ms")]
+    InvalidSessionTimeout,
+    #[error("the protocol type or protocols are incompatible with the group's")]
+    InconsistentGroupProtocol,
+    #[error("the member must rejoin with the member id it was given")]
+    MemberIdRequired,
+    #[error("another member with the same group.instance.id has joined")]
+    FencedInstanceId,
+    #[error("the group has reached group.max.size members")]
+    GroupMaxSizeReached,
+    #[error("the group still has members")]
+    NonEmptyGroup,
+    #[error("the group does not exist")]
+    GroupIdNotFound,
+    #[error("the group is subscribed to the topic")]
+    GroupSubscribedToTopic,
+    #[error("the offset metadata is larger than offset.metadata.max.bytes")]
+    OffsetMetadataTooLarge,
+    #[error("the coordinator is at its limit of groups or offsets")]
+    CoordinatorNotAvailable,
+}

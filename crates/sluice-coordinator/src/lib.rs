@@ -1,0 +1,43 @@
+//! `sluice-coordinator`: the group coordinator and the producer-id allocator as pure state
+//! machines. Nothing here does I/O, reads a clock or spawns work: every call takes `now_ms`,
+//! and whatever must be made durable is handed back to the caller as [`StoreRecord`]s.
+//!
+//! The broker owns the wiring: it decodes requests into the types below, holds the
+//! coordinator behind a mutex (never across an `.await`), appends the returned records to the
+//! internal `__consumer_offsets` log, and answers the client once they are durable.
+//!
+//! # Durability contract
+//! - Offset commits, offset deletes and group deletes are *validated* here, written by the
+//!   broker, and *applied* here ([`GroupCoordinator::apply`]) only after the write is durable,
+//!   so an OffsetFetch never returns an offset that a crash could take back.
+//! - Records in [`Effects::persist`] describe state that is already applied in memory (group
+//!   metadata after a rebalance, expired offsets); the broker appends them and delivers
+//!   [`Effects::replies`] after they are durable.
+//! - On start the broker replays the log through [`GroupCoordinator::apply`] in log order and
+//!   then calls [`GroupCoordinator::finish_load`]. Replay is idempotent: later log offsets win.
+//!
+//! # Layout
+//! - [`config`]: timeouts and every bound (groups, members, offsets, metadata sizes).
+//! - [`error`]: [`GroupError`], the group-level failures; the broker maps them to Kafka codes.
+//! - [`records`]: the versioned key/value format of `__consumer_offsets` records.
+//! - [`group`]: the classic-protocol group state machine (JoinGroup, SyncGroup, Heartbeat,
+//!   LeaveGroup, rebalance timers, static membership).
+//! - [`coordinator`]: [`GroupCoordinator`], the façade over all groups and their offsets.
+//! - [`producer_ids`]: block allocation of producer ids that stay unique across restarts.
+
+pub mod config;
+pub mod coordinator;
+pub mod error;
+pub mod group;
+pub mod producer_ids;
+pub mod records;
+
+pub use config::GroupConfig;
+pub use coordinator::{
+    CommitAuth, CommittedOffset, DescribedGroup, DescribedMember, Effects, GroupCoordinator,
+    GroupListing, GroupReply, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinMember,
+    LeavingMember, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
+};
+pub use error::GroupError;
+pub use producer_ids::{ProducerId, ProducerIdAllocator};
+pub use records::{GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};
