@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use sluice_coordinator::GroupConfig;
 use sluice_log::{FsyncPolicy, TimestampType};
 
 use crate::limits;
@@ -58,6 +59,9 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     /// `queued.max.request.bytes`: request bytes buffered across all connections.
     pub queued_max_request_bytes: usize,
+    /// Group coordinator settings (`group.*`, `offsets.retention.minutes`,
+    /// `offset.metadata.max.bytes`).
+    pub group: GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -75,6 +79,7 @@ impl Default for BrokerConfig {
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
             queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
+            group: GroupConfig::default(),
         }
     }
 }
@@ -134,6 +139,16 @@ impl BrokerConfig {
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
+            "group.min.session.timeout.ms" => self.group.group_min_session_timeout_ms = parse(key, v)?,
+            "group.max.session.timeout.ms" => self.group.group_max_session_timeout_ms = parse(key, v)?,
+            "group.initial.rebalance.delay.ms" => {
+                self.group.group_initial_rebalance_delay_ms = parse(key, v)?
+            }
+            "group.max.size" => self.group.group_max_size = parse(key, v)?,
+            "offsets.retention.minutes" => {
+                self.group.offsets_retention_ms = parse::<i64>(key, v)?.saturating_mul(60_000)
+            }
+            "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
             _ => return Ok(false),
         }
         self.explicit.insert(key.to_string(), v.to_string());
@@ -205,7 +220,32 @@ impl BrokerConfig {
                 "must be at least socket.request.max.bytes",
             ));
         }
+        let g = &self.group;
+        if g.group_min_session_timeout_ms < 0
+            || g.group_min_session_timeout_ms > g.group_max_session_timeout_ms
+        {
+            return Err(bad(
+                "group.min.session.timeout.ms",
+                g.group_min_session_timeout_ms.to_string(),
+                "must be between 0 and group.max.session.timeout.ms",
+            ));
+        }
+        if g.group_initial_rebalance_delay_ms < 0 {
+            return Err(bad(
+                "group.initial.rebalance.delay.ms",
+                g.group_initial_rebalance_delay_ms.to_string(),
+                "must not be negative",
+            ));
+        }
+        if g.group_max_size == 0 {
+            return Err(bad("group.max.size", "0".into(), "must be positive"));
+        }
         Ok(())
+    }
+
+    /// The group coordinator's settings.
+    pub fn group_config(&self) -> GroupConfig {
+        self.group.clone()
     }
 }
 

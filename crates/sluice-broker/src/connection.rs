@@ -114,7 +114,7 @@ async fn start_request(
 ) -> (JoinHandle<Reply>, bool) {
     match header::parse(body) {
         Ok(req) => {
-            let pending = handlers::start(broker, req).await;
+            let pending = handlers::start(broker, req, peer).await;
             (tokio::spawn(pending), true)
         }
         Err(fail) => {

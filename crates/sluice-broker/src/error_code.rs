@@ -1,6 +1,7 @@
 //! Kafka error codes Sluice returns, and the mapping from log errors to them. Protocol and
 //! storage crates stay free of wire error codes; this is the one place they are decided.
 
+use sluice_coordinator::GroupError;
 use sluice_log::LogError;
 
 pub const NONE: i16 = 0;
@@ -23,6 +24,46 @@ pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 pub const RESOURCE_NOT_FOUND: i16 = 91;
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const NOT_COORDINATOR: i16 = 16;
+pub const ILLEGAL_GENERATION: i16 = 22;
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+pub const INVALID_GROUP_ID: i16 = 24;
+pub const UNKNOWN_MEMBER_ID: i16 = 25;
+pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+pub const REBALANCE_IN_PROGRESS: i16 = 27;
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const NON_EMPTY_GROUP: i16 = 68;
+pub const GROUP_ID_NOT_FOUND: i16 = 69;
+pub const MEMBER_ID_REQUIRED: i16 = 79;
+pub const FENCED_INSTANCE_ID: i16 = 82;
+pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+
+/// The error code for a group coordinator refusal.
+pub fn from_group(e: GroupError) -> i16 {
+    match e {
+        GroupError::InvalidGroupId => INVALID_GROUP_ID,
+        GroupError::UnknownMemberId => UNKNOWN_MEMBER_ID,
+        GroupError::IllegalGeneration => ILLEGAL_GENERATION,
+        GroupError::RebalanceInProgress => REBALANCE_IN_PROGRESS,
+        GroupError::InvalidSessionTimeout => INVALID_SESSION_TIMEOUT,
+        GroupError::InconsistentGroupProtocol => INCONSISTENT_GROUP_PROTOCOL,
+        GroupError::MemberIdRequired => MEMBER_ID_REQUIRED,
+        GroupError::FencedInstanceId => FENCED_INSTANCE_ID,
+        GroupError::GroupMaxSizeReached => GROUP_MAX_SIZE_REACHED,
+        GroupError::NonEmptyGroup => NON_EMPTY_GROUP,
+        GroupError::GroupIdNotFound => GROUP_ID_NOT_FOUND,
+        GroupError::GroupSubscribedToTopic => GROUP_SUBSCRIBED_TO_TOPIC,
+        GroupError::OffsetMetadataTooLarge => OFFSET_METADATA_TOO_LARGE,
+        GroupError::CoordinatorNotAvailable => COORDINATOR_NOT_AVAILABLE,
+    }
+}
+
+/// The code for an optional group error (`None` = success).
+pub fn from_group_opt(e: Option<GroupError>) -> i16 {
+    e.map_or(NONE, from_group)
+}
 
 /// The error code a produce, fetch or admin request gets for a log error.
 pub fn from_log(e: &LogError) -> i16 {

@@ -11,6 +11,9 @@
 //!   order (so pipelined produces to one partition keep their order) and then waits for
 //!   durability concurrently; every other API runs entirely concurrently.
 //! - [`topics`]: the topic registry and its durable metadata file.
+//! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
+//!   parked requests, timers and the internal `__consumer_offsets` partition).
+//! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //!
 //! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
@@ -19,8 +22,10 @@
 pub mod config;
 mod connection;
 pub mod error_code;
+pub mod groups;
 mod handlers;
 pub mod limits;
+pub mod producer_ids;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
@@ -39,6 +44,8 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub log: LogManager,
     pub topics: topics::TopicRegistry,
+    pub groups: Arc<groups::GroupService>,
+    pub producer_ids: producer_ids::ProducerIds,
     /// Host and port given to clients in Metadata and DescribeCluster.
     pub advertised_host: String,
     pub advertised_port: i32,

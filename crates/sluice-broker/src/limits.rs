@@ -38,3 +38,22 @@ const _: () = assert!(
 );
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);
+
+// ---- group coordinator (see `groups`) ----
+
+/// Segment size of the internal `__consumer_offsets` partition: small, so that moving its
+/// log start offset after a snapshot frees disk soon.
+pub const OFFSETS_SEGMENT_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest batch the offsets partition accepts (one group's metadata must fit in it).
+pub const OFFSETS_BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Batches written to the offsets partition are cut at about this size.
+pub const OFFSETS_BATCH_BYTES_SOFT: usize = 1024 * 1024;
+/// Bytes read per step when replaying the offsets partition at start.
+pub const OFFSETS_LOAD_READ_BYTES: u32 = 4 * 1024 * 1024;
+/// The offsets partition is snapshotted once it holds more than this many records and more
+/// than twice the live state.
+pub const OFFSETS_COMPACT_RECORDS_MIN: u64 = 50_000;
+/// Jobs (commits, group changes) the offsets writer appends in one request.
+pub const GROUP_WRITE_JOBS_PER_ROUND_MAX: usize = 1024;
+/// The group timer re-checks deadlines at least this often.
+pub const GROUP_TIMER_INTERVAL_MS_MAX: i64 = 1_000;

@@ -12,6 +12,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::config::BrokerConfig;
+use crate::groups::{self, GroupService};
+use crate::producer_ids::ProducerIds;
 use crate::topics::TopicRegistry;
 use crate::{connection, limits, Broker};
 
@@ -61,13 +63,26 @@ impl Server {
             for action in &report.actions {
                 tracing::info!(action = %action, "recovery");
             }
-            let recovered: Vec<_> = report.partitions.iter().map(|(k, _)| k.clone()).collect();
+            // The offsets partition belongs to the group coordinator, not to a topic.
+            let recovered: Vec<_> = report
+                .partitions
+                .iter()
+                .map(|(k, _)| k.clone())
+                .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
+                .collect();
             let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, &cfg)?;
-            Ok((log, topics, report))
+            let groups = GroupService::open(&log, cfg.group_config()).map_err(|error| {
+                StartError::Log {
+                    dir: cfg.data_dir.display().to_string(),
+                    error,
+                }
+            })?;
+            let producer_ids = ProducerIds::open(&cfg.data_dir)?;
+            Ok((log, topics, groups, producer_ids, report))
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, report) = opened;
+        let (log, topics, groups, producer_ids, report) = opened;
         let listener = TcpListener::bind(&config.listen).await?;
         let local = listener.local_addr()?;
         let (advertised_host, advertised_port) = advertised(&config, local)?;
@@ -89,10 +104,13 @@ impl Server {
             config,
             log,
             topics,
+            groups: Arc::new(groups),
+            producer_ids,
             advertised_host,
             advertised_port,
             shutdown,
         });
+        broker.groups.start(broker.shutdown.clone());
         Ok(Server {
             listener,
             broker,

@@ -104,6 +104,9 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
     if name == "." || name == ".." {
         return bad("'.' and '..' are not allowed");
     }
+    if name == crate::groups::OFFSETS_TOPIC {
+        return bad("reserved for the group coordinator's internal use");
+    }
     if name.len() > limits::TOPIC_NAME_BYTES_MAX {
         return bad("longer than 249 characters");
     }
@@ -135,7 +138,7 @@ fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, 
     }
 }
 
-fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;

@@ -29,8 +29,21 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::Fetch, 4, 18),
     api(ApiKey::ListOffsets, 1, 10),
     api(ApiKey::Metadata, 0, 13),
-    // Answers COORDINATOR_NOT_AVAILABLE until groups exist; librdkafka needs it advertised.
     api(ApiKey::FindCoordinator, 0, 6),
+    // Classic consumer groups. OffsetCommit/OffsetFetch v10 (topic ids) are not served yet.
+    api(ApiKey::JoinGroup, 0, 9),
+    api(ApiKey::SyncGroup, 0, 5),
+    api(ApiKey::Heartbeat, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 9),
+    // v6 changes unknown groups from Dead to GROUP_ID_NOT_FOUND; we answer the older way.
+    api(ApiKey::DescribeGroups, 0, 5),
+    api(ApiKey::ListGroups, 0, 5),
+    api(ApiKey::DeleteGroups, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0),
+    // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
+    api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),

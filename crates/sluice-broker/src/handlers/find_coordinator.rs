@@ -1,18 +1,37 @@
 //! FindCoordinator (key 10), v0-6, including batched keys (v4+).
 //!
-//! Consumer groups and transactions are not built yet (issue 3), so every key is answered with
-//! COORDINATOR_NOT_AVAILABLE, a retriable error that clients wait out. The API is advertised
-//! anyway because librdkafka gates features on it: without FindCoordinator in ApiVersions it
-//! silently disables LZ4 compression for every producer.
+//! This broker is the group coordinator for every group. Transactions are not supported yet,
+//! so transaction-coordinator keys get COORDINATOR_NOT_AVAILABLE, a retriable error that
+//! clients report after their timeout. Other key types (share groups) are INVALID_REQUEST.
 
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const WHY: &str = "Sluice does not run a group or transaction coordinator yet.";
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+const NO_TXN: &str = "Sluice does not run a transaction coordinator yet.";
+const BAD_KEY_TYPE: &str = "Unknown coordinator key type.";
+
+/// (error code, message, node id, host, port) for one key.
+fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i32) {
+    if key_type == KEY_TYPE_GROUP {
+        (
+            error_code::NONE,
+            None,
+            ctx.broker.node_id(),
+            ctx.broker.advertised_host.clone(),
+            ctx.broker.advertised_port,
+        )
+    } else if key_type == KEY_TYPE_TRANSACTION {
+        (error_code::COORDINATOR_NOT_AVAILABLE, Some(NO_TXN), -1, String::new(), -1)
+    } else {
+        (error_code::INVALID_REQUEST, Some(BAD_KEY_TYPE), -1, String::new(), -1)
+    }
+}
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: FindCoordinatorRequest = match ctx.decode(body) {
@@ -20,6 +39,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let mut resp = FindCoordinatorResponse::default();
+    let key_type = if ctx.version >= 1 { req.key_type } else { KEY_TYPE_GROUP };
+    let (code, message, node, host, port) = answer(&ctx, key_type);
     if ctx.version >= 4 {
         resp.coordinators = req
             .coordinator_keys
@@ -27,18 +48,20 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .map(|key| {
                 let mut c = Coordinator::default();
                 c.key = key;
-                c.node_id = BrokerId(-1);
-                c.port = -1;
-                c.error_code = COORDINATOR_NOT_AVAILABLE;
-                c.error_message = Some(str_bytes(WHY));
+                c.node_id = BrokerId(node);
+                c.host = str_bytes(host.clone());
+                c.port = port;
+                c.error_code = code;
+                c.error_message = message.map(str_bytes);
                 c
             })
             .collect();
     } else {
-        resp.error_code = COORDINATOR_NOT_AVAILABLE;
-        resp.error_message = Some(str_bytes(WHY));
-        resp.node_id = BrokerId(-1);
-        resp.port = -1;
+        resp.error_code = code;
+        resp.error_message = message.map(str_bytes);
+        resp.node_id = BrokerId(node);
+        resp.host = str_bytes(host);
+        resp.port = port;
     }
     ctx.respond(&resp)
 }

@@ -9,18 +9,30 @@ mod alter_configs;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
 mod find_coordinator;
+mod heartbeat;
 mod incremental_alter_configs;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -51,6 +63,9 @@ pub(crate) struct Ctx {
     pub api_key: ApiKey,
     pub version: i16,
     pub correlation_id: i32,
+    /// The request header's client id (groups record it per member).
+    pub client_id: Option<StrBytes>,
+    pub peer: SocketAddr,
 }
 
 impl Ctx {
@@ -116,12 +131,14 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 }
 
 /// Starts one request. Every API in the registry has an arm here (a test checks it).
-pub(crate) async fn start(broker: &Arc<Broker>, req: Request) -> Pending {
+pub(crate) async fn start(broker: &Arc<Broker>, req: Request, peer: SocketAddr) -> Pending {
     let ctx = Ctx {
         broker: broker.clone(),
         api_key: req.api_key,
         version: req.header.request_api_version,
         correlation_id: req.header.correlation_id,
+        client_id: req.header.client_id,
+        peer,
     };
     let body = req.body;
     match req.api_key {
@@ -139,6 +156,17 @@ pub(crate) async fn start(broker: &Arc<Broker>, req: Request) -> Pending {
         ApiKey::IncrementalAlterConfigs => boxed(incremental_alter_configs::handle(ctx, body)),
         ApiKey::DescribeCluster => boxed(describe_cluster::handle(ctx, body)),
         ApiKey::FindCoordinator => boxed(find_coordinator::handle(ctx, body)),
+        ApiKey::JoinGroup => boxed(join_group::handle(ctx, body)),
+        ApiKey::SyncGroup => boxed(sync_group::handle(ctx, body)),
+        ApiKey::Heartbeat => boxed(heartbeat::handle(ctx, body)),
+        ApiKey::LeaveGroup => boxed(leave_group::handle(ctx, body)),
+        ApiKey::OffsetCommit => boxed(offset_commit::handle(ctx, body)),
+        ApiKey::OffsetFetch => boxed(offset_fetch::handle(ctx, body)),
+        ApiKey::DescribeGroups => boxed(describe_groups::handle(ctx, body)),
+        ApiKey::ListGroups => boxed(list_groups::handle(ctx, body)),
+        ApiKey::DeleteGroups => boxed(delete_groups::handle(ctx, body)),
+        ApiKey::OffsetDelete => boxed(offset_delete::handle(ctx, body)),
+        ApiKey::InitProducerId => boxed(init_producer_id::handle(ctx, body)),
         other => {
             // Unreachable while the registry and this match agree; the header parser already
             // refused keys the registry does not list.

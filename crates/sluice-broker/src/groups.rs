@@ -1,0 +1,456 @@
+//! The group coordinator service: the pure [`GroupCoordinator`] state machine wired to the
+//! network and to its durable home, the internal `__consumer_offsets` partition.
+//!
+//! - Calls into the coordinator take a short `parking_lot` lock, never held across an
+//!   `.await`. Requests that must wait (JoinGroup, SyncGroup) are parked under a
+//!   [`ReplyId`] whose oneshot sender lives in `parked`; the coordinator answers them later
+//!   through [`Effects`], from another request's call or from the timer task.
+//! - One writer task owns every append to `__consumer_offsets`. It takes all jobs queued at
+//!   that moment, appends them as one request (so one group-commit `fdatasync`, shared with
+//!   produce, covers them), waits until they are durable, then applies validated commits to
+//!   the coordinator and answers. Offset commits therefore ride the produce path's group
+//!   commit without slowing it: they are one more partition in a round.
+//! - Jobs that carry already-applied state (group metadata after a rebalance) are queued
+//!   while the coordinator lock is held, so the log keeps them in the order the state
+//!   changed.
+//! - The offsets log is kept small without compaction: when it holds far more records than
+//!   there is live state, the writer appends a snapshot of every live record and then moves
+//!   the log start offset to the snapshot's first offset (see `docs/coordinator.md`).
+//! - On start the whole partition is replayed into the coordinator before the listener
+//!   accepts connections.
+//!
+//! Bounds: the job queue is bounded by the requests in flight (connections × in-flight
+//! requests per connection); parked replies likewise; each append round takes at most
+//! [`limits::GROUP_WRITE_JOBS_PER_ROUND_MAX`] jobs.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    TimestampType,
+};
+use parking_lot::Mutex;
+use sluice_coordinator::{
+    Effects, GroupConfig, GroupCoordinator, GroupReply, ReplyId, StoreRecord,
+};
+use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey, TopicId};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+use crate::limits;
+
+/// The internal topic that holds committed offsets and group metadata.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Its fixed topic id, so recovery and the topic registry recognize its directory.
+pub const OFFSETS_TOPIC_ID: TopicId = TopicId(*b"sluice.offsets.1");
+
+/// The log key of the offsets partition (one partition: a single node gains nothing from
+/// spreading groups over several).
+pub fn offsets_partition() -> PartitionKey {
+    PartitionKey {
+        topic_id: OFFSETS_TOPIC_ID,
+        topic: Arc::from(OFFSETS_TOPIC),
+        partition: 0,
+    }
+}
+
+/// Storage settings of the offsets partition: never deleted by time or size (the
+/// snapshot scheme bounds it), small segments so a moved log start frees disk soon.
+fn offsets_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: limits::OFFSETS_SEGMENT_BYTES,
+        retention_ms: -1,
+        retention_bytes: -1,
+        max_message_bytes: limits::OFFSETS_BATCH_BYTES_MAX as u32,
+        ..LogConfig::default()
+    }
+}
+
+/// Wall-clock milliseconds: the coordinator's time (commit timestamps are persisted, so a
+/// monotonic clock would not do).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Why a write to the offsets log failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("writing to {OFFSETS_TOPIC} failed: {0}")]
+pub struct WriteError(pub String);
+
+/// One unit of work for the writer task.
+#[derive(Debug)]
+struct Job {
+    records: Vec<StoreRecord>,
+    /// Apply the records to the coordinator once durable (validated commits and deletes);
+    /// false for records whose state is already applied.
+    apply: bool,
+    /// Parked requests to answer once the records are durable.
+    replies: Vec<(ReplyId, GroupReply)>,
+    done: Option<oneshot::Sender<Result<(), WriteError>>>,
+}
+
+/// The coordinator, its parked requests and its writer.
+#[derive(Debug)]
+pub struct GroupService {
+    coordinator: Mutex<GroupCoordinator>,
+    parked: Mutex<HashMap<ReplyId, oneshot::Sender<GroupReply>>>,
+    next_reply: AtomicU64,
+    jobs: mpsc::UnboundedSender<Job>,
+    /// Taken by [`GroupService::start`].
+    jobs_rx: Mutex<Option<mpsc::UnboundedReceiver<Job>>>,
+    /// Wakes the timer task when a call may have brought a deadline forward.
+    timer: Notify,
+    log: LogManager,
+    key: PartitionKey,
+    /// Live records in the last snapshot (or loaded), for the compaction threshold.
+    live_records: AtomicU64,
+}
+
+impl GroupService {
+    /// Opens (creating if needed) the offsets partition and replays it into a new
+    /// coordinator. Blocking: runs before the listener accepts.
+    pub fn open(log: &LogManager, config: GroupConfig) -> Result<GroupService, LogError> {
+        let key = offsets_partition();
+        match log.create_partition(key.clone(), offsets_log_config()) {
+            Ok(()) | Err(LogError::PartitionExists) => {}
+            Err(e) => return Err(e),
+        }
+        log.set_config(&key, offsets_log_config())?;
+        let mut coordinator = GroupCoordinator::new(config, random_seed());
+        let started = std::time::Instant::now();
+        let loaded = load(log, &key, &mut coordinator)?;
+        coordinator.finish_load(now_ms());
+        let live = coordinator.snapshot().len() as u64;
+        tracing::info!(
+            records = loaded,
+            load_ms = started.elapsed().as_millis() as u64,
+            "group coordinator loaded {OFFSETS_TOPIC}"
+        );
+        let (jobs, jobs_rx) = mpsc::unbounded_channel();
+        Ok(GroupService {
+            coordinator: Mutex::new(coordinator),
+            parked: Mutex::new(HashMap::new()),
+            next_reply: AtomicU64::new(1),
+            jobs,
+            jobs_rx: Mutex::new(Some(jobs_rx)),
+            timer: Notify::new(),
+            log: log.clone(),
+            key,
+            live_records: AtomicU64::new(live),
+        })
+    }
+
+    /// Starts the writer and timer tasks on the current runtime.
+    pub fn start(self: &Arc<Self>, shutdown: watch::Receiver<bool>) {
+        if let Some(rx) = self.jobs_rx.lock().take() {
+            tokio::spawn(Arc::clone(self).run_writer(rx));
+        }
+        tokio::spawn(Arc::clone(self).run_timer(shutdown));
+    }
+
+    /// Reserves a reply slot for a request that may be parked.
+    pub fn park(&self) -> (ReplyId, oneshot::Receiver<GroupReply>) {
+        let id = ReplyId(self.next_reply.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.parked.lock().insert(id, tx);
+        (id, rx)
+    }
+
+    /// Forgets a reply slot whose request was answered directly.
+    pub fn unpark(&self, id: ReplyId) {
+        self.parked.lock().remove(&id);
+    }
+
+    /// Runs `f` on the coordinator with the current time and dispatches the effects it
+    /// returns while the lock is still held (so persisted state keeps its order).
+    pub fn call<T>(&self, f: impl FnOnce(&mut GroupCoordinator, i64) -> (T, Effects)) -> T {
+        let mut coordinator = self.coordinator.lock();
+        let (value, effects) = f(&mut coordinator, now_ms());
+        self.dispatch(effects);
+        drop(coordinator);
+        self.timer.notify_one();
+        value
+    }
+
+    /// Read-only access to the coordinator.
+    pub fn read<T>(&self, f: impl FnOnce(&GroupCoordinator) -> T) -> T {
+        f(&self.coordinator.lock())
+    }
+
+    /// Validates under the lock with the current time (no effects).
+    pub fn check<T>(&self, f: impl FnOnce(&mut GroupCoordinator, i64) -> T) -> T {
+        let value = f(&mut self.coordinator.lock(), now_ms());
+        self.timer.notify_one();
+        value
+    }
+
+    /// Appends validated records (commits, deletes) and applies them once durable.
+    pub async fn write(&self, records: Vec<StoreRecord>) -> Result<(), WriteError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let (done, result) = oneshot::channel();
+        let job = Job {
+            records,
+            apply: true,
+            replies: Vec::new(),
+            done: Some(done),
+        };
+        if self.jobs.send(job).is_err() {
+            return Err(WriteError("the offsets writer has stopped".into()));
+        }
+        result
+            .await
+            .unwrap_or_else(|_| Err(WriteError("the offsets writer has stopped".into())))
+    }
+
+    fn dispatch(&self, effects: Effects) {
+        let Effects { replies, persist } = effects;
+        if persist.is_empty() {
+            self.deliver(replies);
+            return;
+        }
+        let job = Job {
+            records: persist,
+            apply: false,
+            replies,
+            done: None,
+        };
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(job) {
+            tracing::warn!("offsets writer stopped; group state change not persisted");
+            self.deliver(job.replies);
+        }
+    }
+
+    fn deliver(&self, replies: Vec<(ReplyId, GroupReply)>) {
+        if replies.is_empty() {
+            return;
+        }
+        let mut parked = self.parked.lock();
+        for (id, reply) in replies {
+            if let Some(tx) = parked.remove(&id) {
+                // The request may be gone (connection closed); nothing to do then.
+                let _ = tx.send(reply);
+            }
+        }
+    }
+
+    async fn run_timer(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let next = self.coordinator.lock().next_deadline_ms();
+            let wait_ms = next
+                .map(|d| (d - now_ms()).clamp(0, limits::GROUP_TIMER_INTERVAL_MS_MAX))
+                .unwrap_or(limits::GROUP_TIMER_INTERVAL_MS_MAX);
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
+                _ = self.timer.notified() => continue,
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+            let mut coordinator = self.coordinator.lock();
+            let effects = coordinator.tick(now_ms());
+            self.dispatch(effects);
+        }
+        // Parked requests are answered with NOT_COORDINATOR by their handlers once their
+        // senders are dropped.
+        self.parked.lock().clear();
+    }
+
+    async fn run_writer(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Job>) {
+        let mut jobs = Vec::new();
+        while rx
+            .recv_many(&mut jobs, limits::GROUP_WRITE_JOBS_PER_ROUND_MAX)
+            .await
+            > 0
+        {
+            let records: Vec<&StoreRecord> = jobs.iter().flat_map(|j| j.records.iter()).collect();
+            let result = self.append(&records).await;
+            drop(records);
+            match result {
+                Ok(base) => {
+                    let now = now_ms();
+                    let mut coordinator = self.coordinator.lock();
+                    let mut offset = base.0;
+                    for job in &jobs {
+                        for record in &job.records {
+                            if job.apply {
+                                coordinator.apply(record, offset, now);
+                            }
+                            offset += 1;
+                        }
+                    }
+                }
+                Err(ref e) => tracing::error!(error = %e, "group coordinator write failed"),
+            }
+            for job in jobs.drain(..) {
+                // Already-applied state (a finished rebalance) is answered even when the
+                // write failed: the group works in memory; the log is poisoned and the
+                // broker refuses writes until restarted.
+                self.deliver(job.replies);
+                if let Some(done) = job.done {
+                    let _ = done.send(result.clone().map(|_| ()));
+                }
+            }
+            if let Err(e) = self.maybe_compact().await {
+                tracing::error!(error = %e, "compacting {OFFSETS_TOPIC} failed");
+            }
+        }
+    }
+
+    /// Appends records (in as many batches as their size needs) as one log request and
+    /// waits until durable. Returns the offset of the first record.
+    async fn append(&self, records: &[&StoreRecord]) -> Result<Offset, WriteError> {
+        let bytes = encode_batches(records).map_err(WriteError)?;
+        let waiter = self
+            .log
+            .append(&self.key, bytes)
+            .await
+            .map_err(|e| WriteError(e.to_string()))?;
+        let info = waiter.wait().await.map_err(|e| WriteError(e.to_string()))?;
+        Ok(info.base_offset)
+    }
+
+    /// When the offsets log holds many more records than there is live state, appends a
+    /// snapshot of the live state and moves the log start offset to it.
+    async fn maybe_compact(&self) -> Result<(), WriteError> {
+        let offsets = self
+            .log
+            .offsets(&self.key)
+            .map_err(|e| WriteError(e.to_string()))?;
+        let held = (offsets.log_end_offset.0 - offsets.log_start_offset.0).max(0) as u64;
+        let live = self.live_records.load(Ordering::Relaxed);
+        if held <= limits::OFFSETS_COMPACT_RECORDS_MIN.max(live.saturating_mul(2)) {
+            return Ok(());
+        }
+        let snapshot = self.coordinator.lock().snapshot();
+        let new_start = if snapshot.is_empty() {
+            offsets.log_end_offset
+        } else {
+            let refs: Vec<&StoreRecord> = snapshot.iter().collect();
+            self.append(&refs).await?
+        };
+        let log = self.log.clone();
+        let key = self.key.clone();
+        let moved = tokio::task::spawn_blocking(move || log.delete_records(&key, new_start))
+            .await
+            .map_err(|e| WriteError(e.to_string()))?
+            .map_err(|e| WriteError(e.to_string()))?;
+        self.live_records
+            .store(snapshot.len() as u64, Ordering::Relaxed);
+        tracing::info!(
+            records_before = held,
+            live_records = snapshot.len(),
+            log_start_offset = moved.0,
+            "compacted {OFFSETS_TOPIC} by snapshot"
+        );
+        Ok(())
+    }
+}
+
+fn random_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&uuid::Uuid::new_v4().as_bytes()[..8]);
+    u64::from_le_bytes(bytes)
+}
+
+/// Encodes records into v2 batches of at most [`limits::OFFSETS_BATCH_BYTES_SOFT`] each
+/// (a single larger record gets a batch of its own).
+fn encode_batches(records: &[&StoreRecord]) -> Result<Bytes, String> {
+    let now = now_ms();
+    let mut out = BytesMut::new();
+    let mut batch: Vec<Record> = Vec::new();
+    let mut batch_bytes = 0usize;
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    for record in records {
+        let key = Bytes::from(record.encode_key());
+        let value = record.encode_value().map(Bytes::from);
+        let size = key.len() + value.as_ref().map_or(0, Bytes::len) + 32;
+        if !batch.is_empty() && batch_bytes + size > limits::OFFSETS_BATCH_BYTES_SOFT {
+            RecordBatchEncoder::encode(&mut out, &batch, &options).map_err(|e| e.to_string())?;
+            batch.clear();
+            batch_bytes = 0;
+        }
+        batch_bytes += size;
+        batch.push(Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: batch.len() as i64,
+            sequence: -1,
+            timestamp: now,
+            key: Some(key),
+            value,
+            headers: IndexMap::new(),
+        });
+    }
+    if !batch.is_empty() {
+        RecordBatchEncoder::encode(&mut out, &batch, &options).map_err(|e| e.to_string())?;
+    }
+    Ok(out.freeze())
+}
+
+/// Replays the offsets partition into `coordinator`. Returns the records applied.
+fn load(
+    log: &LogManager,
+    key: &PartitionKey,
+    coordinator: &mut GroupCoordinator,
+) -> Result<u64, LogError> {
+    let offsets = log.offsets(key)?;
+    let mut next = offsets.log_start_offset;
+    let mut applied = 0u64;
+    let now = now_ms();
+    while next < offsets.high_watermark {
+        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
+        if read.records.is_empty() {
+            break;
+        }
+        let mut buf = read.records.clone();
+        let sets = match RecordBatchDecoder::decode_all(&mut buf) {
+            Ok(sets) => sets,
+            Err(e) => {
+                // The log's CRC checks passed, so this is a format bug, not damage: stop
+                // rather than guess, and say so.
+                tracing::error!(error = %e, offset = next.0, "undecodable batch in {OFFSETS_TOPIC}; stopping load here");
+                break;
+            }
+        };
+        let before = next;
+        for set in sets {
+            for record in set.records {
+                if record.offset < next.0 {
+                    continue;
+                }
+                next = Offset(record.offset + 1);
+                let Some(k) = record.key.as_deref() else {
+                    continue;
+                };
+                match StoreRecord::decode(k, record.value.as_deref()) {
+                    Ok(r) => {
+                        coordinator.apply(&r, record.offset, now);
+                        applied += 1;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {OFFSETS_TOPIC}")
+                    }
+                }
+            }
+        }
+        if next == before {
+            break;
+        }
+    }
+    Ok(applied)
+}

@@ -1,0 +1,36 @@
+//! DeleteGroups (key 42), v0-2: removes empty groups and their committed offsets. A group
+//! with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. The deletion is
+//! durable (a tombstone in `__consumer_offsets`) before it is answered.
+
+use bytes::Bytes;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use super::{Ctx, Reply};
+use crate::error_code;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: DeleteGroupsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let groups = &ctx.broker.groups;
+    let mut resp = DeleteGroupsResponse::default();
+    for group_id in req.groups_names {
+        let code = match groups.read(|c| c.validate_delete_group(&group_id.0)) {
+            Err(e) => error_code::from_group(e),
+            Ok(tombstone) => match groups.write(vec![tombstone]).await {
+                Ok(()) => error_code::NONE,
+                Err(e) => {
+                    tracing::warn!(group = %group_id.0.as_str(), error = %e, "group delete not durable");
+                    error_code::COORDINATOR_NOT_AVAILABLE
+                }
+            },
+        };
+        let mut out = DeletableGroupResult::default();
+        out.group_id = group_id;
+        out.error_code = code;
+        resp.results.push(out);
+    }
+    ctx.respond(&resp)
+}

@@ -1,0 +1,52 @@
+//! DescribeGroups (key 15), v0-5: state, protocol and members of classic groups, as
+//! `kafka-consumer-groups.sh --describe` shows them. An unknown group is described as Dead
+//! with no error (Kafka's answer before v6).
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+
+/// Kafka's "authorized operations not requested" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: DescribeGroupsRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let mut resp = DescribeGroupsResponse::default();
+    for group_id in req.groups {
+        let mut out = DescribedGroup::default();
+        out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+        if group_id.0.is_empty() {
+            out.error_code = error_code::INVALID_GROUP_ID;
+            out.group_id = group_id;
+            resp.groups.push(out);
+            continue;
+        }
+        let g = ctx.broker.groups.read(|c| c.describe_group(&group_id.0));
+        out.group_id = group_id;
+        out.group_state = str_bytes(g.state);
+        out.protocol_type = str_bytes(g.protocol_type);
+        out.protocol_data = str_bytes(g.protocol_name);
+        out.members = g
+            .members
+            .into_iter()
+            .map(|m| {
+                let mut dm = DescribedGroupMember::default();
+                dm.member_id = str_bytes(m.member_id);
+                dm.group_instance_id = m.group_instance_id.map(str_bytes);
+                dm.client_id = str_bytes(m.client_id);
+                dm.client_host = str_bytes(m.client_host);
+                dm.member_metadata = m.metadata;
+                dm.member_assignment = m.assignment;
+                dm
+            })
+            .collect();
+        resp.groups.push(out);
+    }
+    ctx.respond(&resp)
+}

@@ -1,0 +1,120 @@
+//! OffsetFetch (key 9), v1-9: a group's committed offsets. v8+ asks for several groups at
+//! once. Null topics (v2+) means every committed partition of the group. A partition with
+//! no committed offset answers offset -1 without an error, as Kafka does.
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use sluice_coordinator::{CommittedOffset, TopicPartition};
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+
+type Fetched = Vec<(TopicPartition, Option<CommittedOffset>)>;
+
+/// Looks one group up: the requested partitions, or all committed ones when `None`.
+fn fetch(ctx: &Ctx, group_id: &str, wanted: Option<Vec<TopicPartition>>) -> (i16, Fetched) {
+    if group_id.is_empty() {
+        return (error_code::INVALID_GROUP_ID, Vec::new());
+    }
+    let fetched = ctx
+        .broker
+        .groups
+        .read(|c| c.fetch_offsets(group_id, wanted.as_deref()));
+    (error_code::NONE, fetched)
+}
+
+/// Groups fetched partitions by topic, keeping first-seen topic order.
+fn by_topic(fetched: Fetched) -> Vec<(String, Vec<(i32, Option<CommittedOffset>)>)> {
+    let mut out: Vec<(String, Vec<(i32, Option<CommittedOffset>)>)> = Vec::new();
+    for (tp, committed) in fetched {
+        match out.iter_mut().find(|(t, _)| *t == tp.topic) {
+            Some((_, parts)) => parts.push((tp.partition, committed)),
+            None => out.push((tp.topic, vec![(tp.partition, committed)])),
+        }
+    }
+    out
+}
+
+fn values(committed: Option<CommittedOffset>) -> (i64, i32, String) {
+    match committed {
+        Some(c) => (c.offset, c.leader_epoch, c.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: OffsetFetchRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let mut resp = OffsetFetchResponse::default();
+    if ctx.version >= 8 {
+        for g in req.groups {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .flat_map(|t| {
+                        let topic = t.name.0.to_string();
+                        t.partition_indexes.into_iter().map(move |p| TopicPartition {
+                            topic: topic.clone(),
+                            partition: p,
+                        })
+                    })
+                    .collect()
+            });
+            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted);
+            let mut rg = OffsetFetchResponseGroup::default();
+            rg.group_id = g.group_id;
+            rg.error_code = code;
+            for (topic, parts) in by_topic(fetched) {
+                let mut rt = OffsetFetchResponseTopics::default();
+                rt.name = TopicName(str_bytes(topic));
+                for (partition, committed) in parts {
+                    let (offset, epoch, metadata) = values(committed);
+                    let mut rp = OffsetFetchResponsePartitions::default();
+                    rp.partition_index = partition;
+                    rp.committed_offset = offset;
+                    rp.committed_leader_epoch = epoch;
+                    rp.metadata = Some(str_bytes(metadata));
+                    rt.partitions.push(rp);
+                }
+                rg.topics.push(rt);
+            }
+            resp.groups.push(rg);
+        }
+        return ctx.respond(&resp);
+    }
+    let wanted = req.topics.map(|ts| {
+        ts.into_iter()
+            .flat_map(|t| {
+                let topic = t.name.0.to_string();
+                t.partition_indexes.into_iter().map(move |p| TopicPartition {
+                    topic: topic.clone(),
+                    partition: p,
+                })
+            })
+            .collect()
+    });
+    let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted);
+    resp.error_code = code;
+    for (topic, parts) in by_topic(fetched) {
+        let mut rt = OffsetFetchResponseTopic::default();
+        rt.name = TopicName(str_bytes(topic));
+        for (partition, committed) in parts {
+            let (offset, epoch, metadata) = values(committed);
+            let mut rp = OffsetFetchResponsePartition::default();
+            rp.partition_index = partition;
+            rp.committed_offset = offset;
+            rp.committed_leader_epoch = epoch;
+            rp.metadata = Some(str_bytes(metadata));
+            // v1 has only a per-partition error field for group-level failures.
+            rp.error_code = if ctx.version < 2 { code } else { error_code::NONE };
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    ctx.respond(&resp)
+}
