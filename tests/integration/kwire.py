@@ -183,10 +183,11 @@ def _encode_record(offset_delta: int, rec: RawRecord) -> bytes:
 
 
 def record_batch(records: list[RawRecord], base_timestamp: int | None = None,
-                 corrupt_crc: bool = False, claimed_count: int | None = None) -> bytes:
+                 corrupt_crc: bool = False, claimed_count: int | None = None,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
     """An uncompressed magic-2 batch. `corrupt_crc` flips the CRC; `claimed_count` lies about
     the number of records in the batch header (the CRC is computed over the lie, so only
-    the count is wrong)."""
+    the count is wrong). The producer fields make it an idempotent producer's batch."""
     if base_timestamp is None:
         base_timestamp = int(time.time() * 1000)
     recs = b"".join(_encode_record(i, r) for i, r in enumerate(records))
@@ -197,9 +198,9 @@ def record_batch(records: list[RawRecord], base_timestamp: int | None = None,
         + i32(len(records) - 1)  # lastOffsetDelta
         + i64(base_timestamp)
         + i64(max_ts)
-        + i64(-1)  # producerId
-        + i16(-1)  # producerEpoch
-        + i32(-1)  # baseSequence
+        + i64(producer_id)
+        + i16(producer_epoch)
+        + i32(base_sequence)
         + i32(count)
         + recs
     )

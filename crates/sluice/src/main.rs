@@ -82,6 +82,11 @@ struct ServeArgs {
     /// A server.properties-style file; flags given on the command line win over it.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Sets any broker setting by its Kafka name, e.g.
+    /// `--override group.initial.rebalance.delay.ms=0`. Repeatable; wins over the file,
+    /// loses to the dedicated flags.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 }
 
 impl ServeArgs {
@@ -93,6 +98,14 @@ impl ServeArgs {
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
             for key in c.apply_properties(&text).map_err(|e| e.to_string())? {
                 tracing::warn!(key, "ignoring unknown setting in config file");
+            }
+        }
+        for item in &self.overrides {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("--override {item}: expected KEY=VALUE"))?;
+            if !c.set(key.trim(), value).map_err(|e| e.to_string())? {
+                return Err(format!("--override {item}: unknown setting {}", key.trim()));
             }
         }
         let mut set = |key: &str, value: Option<String>| -> Result<(), String> {
