@@ -13,8 +13,11 @@ use bytes::Bytes;
 
 use crate::config::GroupConfig;
 use crate::error::GroupError;
-use crate::group::Group;
-use crate::records::StoreRecord;
+use crate::group::{Group, GroupState, TOMBSTONE_MARKER_TTL_MS};
+use crate::records::{OffsetValue, StoreRecord, MAX_STRING_BYTES};
+
+/// The protocol type of Kafka consumers, whose subscriptions OffsetDelete inspects.
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
 /// Chosen by the broker to route a parked request's answer back to its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,6 +186,23 @@ pub struct GroupCoordinator {
     groups: HashMap<String, Group>,
     /// State of the member-id generator (seeded by the caller; no clock or RNG here).
     id_state: u64,
+    /// False while the broker replays the offsets log; set by [`Self::finish_load`]. After
+    /// loading, group metadata records only ever come back from this coordinator's own
+    /// `Effects::persist` (already applied), so [`Self::apply`] ignores them.
+    loaded: bool,
+    /// Recently applied group tombstones: group id → (log offset, applied at). An offset
+    /// record older than the tombstone whose write completes after it must not recreate
+    /// the group (a replay would not). Kept [`TOMBSTONE_MARKER_TTL_MS`], at most
+    /// `groups_max` entries.
+    deleted_groups: HashMap<String, (i64, i64)>,
+}
+
+fn join_refusal(error: GroupError) -> GroupReply {
+    GroupReply::Join(JoinGroupResponse {
+        error: Some(error),
+        generation_id: -1,
+        ..Default::default()
+    })
 }
 
 impl GroupCoordinator {
@@ -193,11 +213,23 @@ impl GroupCoordinator {
             config,
             groups: HashMap::new(),
             id_state: seed,
+            loaded: false,
+            deleted_groups: HashMap::new(),
         }
     }
 
     pub fn config(&self) -> &GroupConfig {
         &self.config
+    }
+
+    /// The group, if the coordinator holds it (for inspection and tests).
+    pub fn group(&self, group_id: &str) -> Option<&Group> {
+        self.groups.get(group_id)
+    }
+
+    /// Number of groups held.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
     }
 
     // ---- loading and persistence ----
@@ -206,21 +238,114 @@ impl GroupCoordinator {
     /// validated commits / deletes durable. `log_offset` is the record's offset in the
     /// offsets log: an offset record older than the one already applied for the same
     /// partition is ignored, so completion order cannot reorder commits.
+    ///
+    /// Bounds are enforced when requests are validated, not here: a durable record is never
+    /// dropped, so a group can briefly exceed `offsets_per_group_max` / `groups_max` by the
+    /// commits that were in flight together (or after the bounds were lowered).
     pub fn apply(&mut self, record: &StoreRecord, log_offset: i64, now_ms: i64) {
-        let _ = (record, log_offset, now_ms, &self.groups, self.id_state);
-        todo!("helper")
+        let group_id = record.group_id();
+        if let Some(&(deleted_at, _)) = self.deleted_groups.get(group_id) {
+            if log_offset < deleted_at {
+                return;
+            }
+        }
+        match record {
+            StoreRecord::Offset {
+                topic,
+                partition,
+                value,
+                ..
+            } => {
+                let tp = TopicPartition {
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                match (self.groups.get_mut(group_id), value) {
+                    (Some(g), v) => g.apply_offset(tp, v.as_ref(), log_offset, now_ms),
+                    (None, Some(v)) => {
+                        // A standalone commit creates an Empty group with no protocol type.
+                        let mut g = Group::new(group_id, now_ms);
+                        g.apply_offset(tp, Some(v), log_offset, now_ms);
+                        self.groups.insert(group_id.to_owned(), g);
+                    }
+                    (None, None) => {}
+                }
+            }
+            StoreRecord::Group { value: Some(v), .. } => {
+                if self.loaded {
+                    // Our own record, already applied when it was emitted; memory may have
+                    // moved on since, and memory is authoritative.
+                    return;
+                }
+                self.groups
+                    .entry(group_id.to_owned())
+                    .or_insert_with(|| Group::new(group_id, now_ms))
+                    .restore(v, now_ms);
+            }
+            StoreRecord::Group { value: None, .. } => {
+                let Some(g) = self.groups.get_mut(group_id) else {
+                    self.remember_deleted_group(group_id, log_offset, now_ms);
+                    return;
+                };
+                g.delete_offsets_before(log_offset);
+                if !self.loaded {
+                    g.reset_to_empty(now_ms);
+                }
+                // After load the group may have come back to life since the delete was
+                // validated (members joined): then only its older offsets go.
+                if g.is_disposable() {
+                    self.groups.remove(group_id);
+                }
+                self.remember_deleted_group(group_id, log_offset, now_ms);
+            }
+        }
+    }
+
+    fn remember_deleted_group(&mut self, group_id: &str, log_offset: i64, now_ms: i64) {
+        if !self.loaded {
+            // Replay is in log order: nothing older can arrive later.
+            return;
+        }
+        if self.deleted_groups.len() >= self.config.groups_max.max(1)
+            && !self.deleted_groups.contains_key(group_id)
+        {
+            let oldest = self
+                .deleted_groups
+                .iter()
+                .min_by_key(|(_, &(_, at))| at)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.deleted_groups.remove(&k);
+            }
+        }
+        let e = self
+            .deleted_groups
+            .entry(group_id.to_owned())
+            .or_insert((log_offset, now_ms));
+        *e = (e.0.max(log_offset), now_ms);
     }
 
     /// Ends loading: groups restored with members restart their session timers from `now_ms`.
     pub fn finish_load(&mut self, now_ms: i64) {
-        let _ = now_ms;
-        todo!("helper")
+        self.loaded = true;
+        for g in self.groups.values_mut() {
+            g.restart_sessions(now_ms);
+        }
     }
 
     /// Every live record (group metadata and committed offsets, no tombstones). Appending
     /// them and then moving the offsets log's start to their first offset loses nothing.
+    ///
+    /// A group's metadata is the last one written to the log (what a replay rebuilds), not
+    /// a half-finished rebalance.
     pub fn snapshot(&self) -> Vec<StoreRecord> {
-        todo!("helper")
+        let mut ids: Vec<&String> = self.groups.keys().collect();
+        ids.sort();
+        let mut out = Vec::new();
+        for id in ids {
+            self.groups[id].snapshot_into(&mut out);
+        }
+        out
     }
 
     // ---- classic protocol ----
@@ -228,21 +353,79 @@ impl GroupCoordinator {
     /// JoinGroup. The answer is in the returned effects under `reply`, now or from a later
     /// call, once the rebalance completes.
     pub fn join_group(&mut self, now_ms: i64, reply: ReplyId, req: JoinGroupRequest) -> Effects {
-        let _ = (now_ms, reply, req);
-        todo!("helper")
+        let mut fx = Effects::default();
+        let refuse = |fx: &mut Effects, e| fx.replies.push((reply, join_refusal(e)));
+        if req.group_id.is_empty() {
+            refuse(&mut fx, GroupError::InvalidGroupId);
+            return fx;
+        }
+        if req.session_timeout_ms < self.config.group_min_session_timeout_ms
+            || req.session_timeout_ms > self.config.group_max_session_timeout_ms
+        {
+            refuse(&mut fx, GroupError::InvalidSessionTimeout);
+            return fx;
+        }
+        if !self.groups.contains_key(&req.group_id) {
+            if !req.member_id.is_empty() {
+                refuse(&mut fx, GroupError::UnknownMemberId);
+                return fx;
+            }
+            if self.groups.len() >= self.config.groups_max {
+                refuse(&mut fx, GroupError::CoordinatorNotAvailable);
+                return fx;
+            }
+            self.groups
+                .insert(req.group_id.clone(), Group::new(&req.group_id, now_ms));
+        }
+        let group_id = req.group_id.clone();
+        let g = self.groups.get_mut(&group_id).expect("inserted above");
+        g.join(&self.config, &mut self.id_state, now_ms, reply, req, &mut fx);
+        // A refused join must not leave an empty shell behind.
+        self.drop_if_unused(&group_id);
+        fx
+    }
+
+    /// Removes a group that holds nothing and was never written to the log.
+    fn drop_if_unused(&mut self, group_id: &str) {
+        if self
+            .groups
+            .get(group_id)
+            .is_some_and(|g| g.is_disposable() && g.generation_id() == 0 && !g.has_persisted())
+        {
+            self.groups.remove(group_id);
+        }
     }
 
     /// SyncGroup. The answer is in the returned effects under `reply`, now or once the
     /// leader's assignment arrives.
     pub fn sync_group(&mut self, now_ms: i64, reply: ReplyId, req: SyncGroupRequest) -> Effects {
-        let _ = (now_ms, reply, req);
-        todo!("helper")
+        let mut fx = Effects::default();
+        match self.groups.get_mut(&req.group_id) {
+            Some(g) => g.sync(now_ms, reply, req, &mut fx),
+            None => fx.replies.push((
+                reply,
+                GroupReply::Sync(SyncGroupResponse {
+                    error: Some(if req.group_id.is_empty() {
+                        GroupError::InvalidGroupId
+                    } else {
+                        GroupError::UnknownMemberId
+                    }),
+                    ..Default::default()
+                }),
+            )),
+        }
+        fx
     }
 
     /// Heartbeat: refreshes the member's session and says whether to rejoin.
     pub fn heartbeat(&mut self, now_ms: i64, req: &HeartbeatRequest) -> Result<(), GroupError> {
-        let _ = (now_ms, req);
-        todo!("helper")
+        if req.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        match self.groups.get_mut(&req.group_id) {
+            Some(g) => g.heartbeat(now_ms, req),
+            None => Err(GroupError::UnknownMemberId),
+        }
     }
 
     /// LeaveGroup: the group-level result, one result per named member, and the effects of
@@ -253,20 +436,62 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[LeavingMember],
     ) -> (Result<(), GroupError>, Vec<Result<(), GroupError>>, Effects) {
-        let _ = (now_ms, group_id, members);
-        todo!("helper")
+        let mut fx = Effects::default();
+        if group_id.is_empty() {
+            return (Err(GroupError::InvalidGroupId), Vec::new(), fx);
+        }
+        match self.groups.get_mut(group_id) {
+            Some(g) => {
+                let results = g.leave(now_ms, members, &mut fx);
+                (Ok(()), results, fx)
+            }
+            None => (Err(GroupError::UnknownMemberId), Vec::new(), fx),
+        }
     }
 
     /// Fires due timers: session expiry, rebalance and initial-delay deadlines, pending
     /// member expiry, offset retention.
     pub fn tick(&mut self, now_ms: i64) -> Effects {
-        let _ = now_ms;
-        todo!("helper")
+        let mut fx = Effects::default();
+        let mut ids: Vec<String> = self.groups.keys().cloned().collect();
+        // Sorted so that the order of replies and records does not depend on hashing.
+        ids.sort();
+        for id in ids {
+            let Some(g) = self.groups.get_mut(&id) else {
+                continue;
+            };
+            g.tick(&self.config, now_ms, &mut fx);
+            if g.is_disposable() {
+                // An Empty group with no offsets left is deleted (Kafka's offset cleanup); its
+                // metadata record, if one was written, is tombstoned.
+                let persisted = g.has_persisted();
+                self.groups.remove(&id);
+                if persisted {
+                    fx.persist.push(StoreRecord::Group {
+                        group_id: id,
+                        value: None,
+                    });
+                }
+            }
+        }
+        self.deleted_groups
+            .retain(|_, &mut (_, at)| at.saturating_add(TOMBSTONE_MARKER_TTL_MS) > now_ms);
+        fx
     }
 
     /// The earliest time [`Self::tick`] has work, if any.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        todo!("helper")
+        self.groups
+            .values()
+            .filter_map(|g| {
+                if g.is_disposable() {
+                    // Due now: deleted by the next tick.
+                    Some(g.state_timestamp_ms())
+                } else {
+                    g.next_deadline_ms(&self.config)
+                }
+            })
+            .min()
     }
 
     // ---- offsets ----
@@ -274,12 +499,34 @@ impl GroupCoordinator {
     /// Checks that `auth` may commit offsets to its group now. On Ok the broker writes one
     /// [`StoreRecord::Offset`] per partition (see [`Self::offset_record`]) and, once durable,
     /// passes them to [`Self::apply`].
+    ///
+    /// Kafka's rules: a standalone commit (generation < 0, no member id, no instance id) is
+    /// allowed to an unknown or Empty group and refused with UNKNOWN_MEMBER_ID while the
+    /// group has members; a member's commit needs its current generation and is refused
+    /// with REBALANCE_IN_PROGRESS while the group awaits the leader's assignment. A commit
+    /// to an unknown group with a generation is ILLEGAL_GENERATION (Kafka: "a request from
+    /// an older generation").
     pub fn validate_offset_commit(&mut self, now_ms: i64, auth: &CommitAuth) -> Result<(), GroupError> {
-        let _ = (now_ms, auth);
-        todo!("helper")
+        if auth.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let at_group_limit = self.groups.len() >= self.config.groups_max;
+        match self.groups.get_mut(&auth.group_id) {
+            Some(g) => g.validate_commit(now_ms, auth),
+            None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),
+            None if !auth.member_id.is_empty() || auth.group_instance_id.is_some() => {
+                Err(GroupError::UnknownMemberId)
+            }
+            None if at_group_limit => {
+                Err(GroupError::CoordinatorNotAvailable)
+            }
+            None => Ok(()),
+        }
     }
 
-    /// The record for one committed offset, or OffsetMetadataTooLarge.
+    /// The record for one committed offset, or OffsetMetadataTooLarge (or
+    /// CoordinatorNotAvailable when the group already holds `offsets_per_group_max`
+    /// offsets and this partition is not one of them).
     pub fn offset_record(
         &self,
         group_id: &str,
@@ -289,8 +536,29 @@ impl GroupCoordinator {
         metadata: Option<String>,
         now_ms: i64,
     ) -> Result<StoreRecord, GroupError> {
-        let _ = (group_id, tp, offset, leader_epoch, metadata, now_ms);
-        todo!("helper")
+        let metadata = metadata.unwrap_or_default();
+        let max = self.config.offset_metadata_bytes_max.min(MAX_STRING_BYTES);
+        if metadata.len() > max {
+            return Err(GroupError::OffsetMetadataTooLarge);
+        }
+        if let Some(g) = self.groups.get(group_id) {
+            if !g.has_offset_slot(&tp, self.config.offsets_per_group_max) {
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+        } else if self.config.offsets_per_group_max == 0 {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        Ok(StoreRecord::Offset {
+            group_id: group_id.to_owned(),
+            topic: tp.topic,
+            partition: tp.partition,
+            value: Some(OffsetValue {
+                offset,
+                leader_epoch,
+                metadata,
+                commit_timestamp_ms: now_ms,
+            }),
+        })
     }
 
     /// Committed offsets of `group_id`: of the given partitions (an uncommitted one is
@@ -301,38 +569,112 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: Option<&[TopicPartition]>,
     ) -> Vec<(TopicPartition, Option<CommittedOffset>)> {
-        let _ = (group_id, partitions);
-        todo!("helper")
+        let g = self.groups.get(group_id);
+        let view = |v: &OffsetValue| CommittedOffset {
+            offset: v.offset,
+            leader_epoch: v.leader_epoch,
+            metadata: v.metadata.clone(),
+        };
+        match partitions {
+            Some(tps) => tps
+                .iter()
+                .map(|tp| (tp.clone(), g.and_then(|g| g.committed(tp)).map(view)))
+                .collect(),
+            None => g
+                .map(|g| {
+                    g.committed_all()
+                        .map(|(tp, v)| (tp.clone(), Some(view(v))))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// OffsetDelete: group-level check, then per partition Ok (the broker writes a tombstone
     /// for it) or GroupSubscribedToTopic when a member's subscription names its topic.
+    ///
+    /// Kafka's rules: an unknown group is GROUP_ID_NOT_FOUND; an Empty group may delete
+    /// anything; a non-empty "consumer" group may delete offsets of topics no member
+    /// subscribes to; a non-empty group of another protocol type is NON_EMPTY_GROUP.
     pub fn validate_offset_delete(
         &self,
         group_id: &str,
         partitions: &[TopicPartition],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let _ = (group_id, partitions);
-        todo!("helper")
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        if g.state() == GroupState::Empty {
+            return Ok(partitions.iter().map(|_| Ok(())).collect());
+        }
+        if g.protocol_type() != CONSUMER_PROTOCOL_TYPE {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        Ok(partitions
+            .iter()
+            .map(|tp| {
+                if g.subscribed(&tp.topic) {
+                    Err(GroupError::GroupSubscribedToTopic)
+                } else {
+                    Ok(())
+                }
+            })
+            .collect())
     }
 
     /// DeleteGroups for one group: the tombstone to write (then apply), or NonEmptyGroup /
     /// GroupIdNotFound / InvalidGroupId.
     pub fn validate_delete_group(&self, group_id: &str) -> Result<StoreRecord, GroupError> {
-        let _ = group_id;
-        todo!("helper")
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        if g.state() != GroupState::Empty {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        Ok(StoreRecord::Group {
+            group_id: group_id.to_owned(),
+            value: None,
+        })
     }
 
     // ---- views ----
 
     pub fn describe_group(&self, group_id: &str) -> DescribedGroup {
-        let _ = group_id;
-        todo!("helper")
+        match self.groups.get(group_id) {
+            Some(g) => g.describe(),
+            None => DescribedGroup {
+                group_id: group_id.to_owned(),
+                state: "Dead",
+                protocol_type: String::new(),
+                protocol_name: String::new(),
+                members: Vec::new(),
+            },
+        }
     }
 
     /// Every group, filtered by state names (case-insensitive; empty = all) and types.
+    /// Every group here is a "classic" group.
     pub fn list_groups(&self, states: &[String], types: &[String]) -> Vec<GroupListing> {
-        let _ = (states, types);
-        todo!("helper")
+        let type_ok = types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case("classic"));
+        if !type_ok {
+            return Vec::new();
+        }
+        let mut out: Vec<GroupListing> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| {
+                states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state().name()))
+            })
+            .map(|(id, g)| GroupListing {
+                group_id: id.clone(),
+                protocol_type: g.protocol_type().to_owned(),
+                state: g.state().name(),
+                group_type: "classic",
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
     }
 }
