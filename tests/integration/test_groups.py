@@ -17,9 +17,8 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from kafka import KafkaConsumer, OffsetAndMetadata
+from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from helpers import ck_admin, ck_producer, create_topic, wait_until
 
@@ -137,23 +136,14 @@ class KpMember:
         self.tally = tally
         self.stop = threading.Event()
         self.errors: list[str] = []
+        # kafka-python commits consumed positions itself before every rebalance (and on
+        # close) when auto-commit is on; its sync listener may not block on a commit.
         self.c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=name,
-                               auto_offset_reset="earliest", enable_auto_commit=False,
+                               auto_offset_reset="earliest", enable_auto_commit=True,
+                               auto_commit_interval_ms=200,
                                session_timeout_ms=6000, heartbeat_interval_ms=300,
                                fetch_max_wait_ms=100, request_timeout_ms=30000)
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                try:
-                    member.c.commit()
-                except Exception as e:  # noqa: BLE001
-                    member.errors.append(f"commit on revoke: {e!r}")
-
-            def on_partitions_assigned(self, assigned):
-                pass
-
-        self.c.subscribe([topic], listener=Listener())
+        self.c.subscribe([topic])
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
