@@ -354,3 +354,72 @@ def test_list_describe_delete_groups(sluice_factory, topic_name):
     with pytest.raises(KafkaException) as e:
         admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     assert e.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+
+
+def test_static_membership_rejoin_without_rebalance_and_fencing(sluice_factory, topic_name):
+    """KIP-345: a static member (group.instance.id) that restarts within its session timeout
+    gets its partitions back without a rebalance; a second process with the same instance
+    id fences the first."""
+    broker = sluice_factory(GROUP_ARGS)
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: dict[str, list[str]] = {"a": [], "b": [], "a2": []}
+    fatal: list[str] = []
+    names: dict[int, str] = {}
+
+    def member(name: str, instance: str):
+        def on_assign(c, parts):
+            events[name].append("assign:" + ",".join(str(p.partition) for p in sorted(parts, key=lambda p: p.partition)))
+
+        def on_revoke(c, parts):
+            events[name].append("revoke")
+
+        def on_error(err):
+            if err.fatal():
+                fatal.append(f"{name}: {err}")
+
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "client.id": name,
+                      "group.instance.id": instance, "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest",
+                      "partition.assignment.strategy": "range", "error_cb": on_error})
+        c.subscribe([topic_name], on_assign=on_assign, on_revoke=on_revoke)
+        names[id(c)] = name
+        return c
+
+    a, b = member("a", "inst-a"), member("b", "inst-b")
+
+    def pump(*cs, seconds=0.5):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for c in cs:
+                m = c.poll(0.05)
+                # librdkafka delivers the fencing as a fatal error through poll().
+                if m is not None and m.error() is not None and (
+                        m.error().fatal() or m.error().code() == KafkaError._FATAL):
+                    fatal.append(f"{names.get(id(c), '?')}: {m.error()}")
+
+    wait_until(lambda: (pump(a, b), settled_n(bs, group, 2, 4))[1], 30, what="two static members")
+    assign_a = [e for e in events["a"] if e.startswith("assign")][-1]
+    b_events = len(events["b"])
+    # A static member closes without LeaveGroup and comes back within the session timeout.
+    a.close()
+    a = member("a", "inst-a")
+    wait_until(lambda: (pump(a, b), [e for e in events["a"] if e.startswith("assign")][-1:] and len(events["a"]) > 1)[1]
+               and settled_n(bs, group, 2, 4), 30, what="static member back")
+    pump(a, b, seconds=1.0)
+    assert [e for e in events["a"] if e.startswith("assign")][-1] == assign_a, events
+    assert len(events["b"]) == b_events, f"b saw a rebalance: {events['b']}"
+    # The same instance id in a second process fences the first one.
+    a2 = member("a2", "inst-a")
+    wait_until(lambda: (pump(a, a2, b), any(f.startswith("a:") for f in fatal))[1], 30,
+               what="the older instance fenced")
+    assert "FENCED" in " ".join(fatal).upper()
+    for c in (a2, b):
+        c.close()
+
+
+def settled_n(bootstrap: str, group: str, members: int, partitions: int) -> bool:
+    a = broker_assignment(bootstrap, group)
+    return (len(a) == members and set().union(*a.values()) == set(range(partitions))
+            and sum(len(s) for s in a.values()) == partitions)

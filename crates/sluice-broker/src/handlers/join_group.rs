@@ -50,7 +50,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             resp.protocol_type = r.protocol_type.map(str_bytes);
             resp.protocol_name = r.protocol_name.map(str_bytes);
             resp.leader = str_bytes(r.leader);
-            resp.skip_assignment = r.skip_assignment;
+            // Before v9 a static leader that rejoined without a rebalance simply gets the
+            // member list again and reassigns; the Stable group keeps its assignment.
+            resp.skip_assignment = r.skip_assignment && ctx.version >= 9;
             resp.member_id = str_bytes(r.member_id);
             resp.members = r
                 .members
@@ -63,9 +65,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     out
                 })
                 .collect();
-            // Before v7 the protocol name is not nullable on the wire.
-            if ctx.version < 7 && resp.protocol_name.is_none() {
-                resp.protocol_name = Some(str_bytes(""));
+            // Before v7 the protocol type is not on the wire and the name is not nullable.
+            if ctx.version < 7 {
+                resp.protocol_type = None;
+                if resp.protocol_name.is_none() {
+                    resp.protocol_name = Some(str_bytes(""));
+                }
             }
         }
         _ => {

@@ -39,6 +39,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             resp.protocol_type = r.protocol_type.map(str_bytes);
             resp.protocol_name = r.protocol_name.map(str_bytes);
             resp.assignment = r.assignment;
+            if ctx.version < 5 {
+                resp.protocol_type = None;
+                resp.protocol_name = None;
+            }
         }
         _ => resp.error_code = error_code::NOT_COORDINATOR,
     }
