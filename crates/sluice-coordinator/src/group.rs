@@ -1030,7 +1030,8 @@ impl Group {
         fx: &mut Effects,
     ) -> Vec<Result<(), GroupError>> {
         let mut results = Vec::with_capacity(leaving.len());
-        let mut departed = false;
+        let mut members_left = false;
+        let mut pending_left = false;
         for l in leaving {
             let r = match &l.group_instance_id {
                 Some(iid) => match self.static_members.get(iid).cloned() {
@@ -1040,21 +1041,29 @@ impl Group {
                     }
                     Some(current) => {
                         self.remove_member(&current, fx);
+                        members_left = true;
                         Ok(())
                     }
                 },
-                None if self.pending.remove(&l.member_id).is_some() => Ok(()),
+                None if self.pending.remove(&l.member_id).is_some() => {
+                    pending_left = true;
+                    Ok(())
+                }
                 None if self.members.contains_key(&l.member_id) => {
                     self.remove_member(&l.member_id, fx);
+                    members_left = true;
                     Ok(())
                 }
                 None => Err(GroupError::UnknownMemberId),
             };
-            departed |= r.is_ok();
             results.push(r);
         }
-        if departed {
+        if members_left {
             self.after_departure(now_ms, fx);
+        } else if pending_left {
+            // A pending member was never part of a generation: nothing to rebalance, but a
+            // rebalance may have been waiting for it.
+            self.maybe_complete_join(now_ms, fx);
         }
         results
     }
@@ -1095,9 +1104,10 @@ impl Group {
     /// the rebalance (or initial delay) deadline, offset retention, and tombstone-marker
     /// cleanup.
     pub(crate) fn tick(&mut self, cfg: &GroupConfig, now_ms: i64, fx: &mut Effects) {
-        let before = self.size();
+        // Pending members that never came back: dropped without a rebalance (they were
+        // never part of a generation); a waiting rebalance is checked below.
         self.pending.retain(|_, deadline| *deadline > now_ms);
-        let mut departed = self.size() != before;
+        let mut departed = false;
 
         let expired: Vec<String> = self
             .members

@@ -32,6 +32,9 @@ pub mod group;
 pub mod producer_ids;
 pub mod records;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::GroupConfig;
 pub use coordinator::{
     CommitAuth, CommittedOffset, DescribedGroup, DescribedMember, Effects, GroupCoordinator,
