@@ -16,6 +16,10 @@ use crate::error::GroupError;
 use crate::group::{Group, GroupState, TOMBSTONE_MARKER_TTL_MS};
 use crate::records::{OffsetValue, StoreRecord, MAX_STRING_BYTES};
 
+/// How long an Empty group without offsets is kept before it is deleted (Kafka deletes
+/// such groups at its next offsets cleanup, `offsets.retention.check.interval.ms`, 10 min).
+pub const EMPTY_GROUP_GRACE_MS: i64 = 10 * 60 * 1000;
+
 /// The protocol type of Kafka consumers, whose subscriptions OffsetDelete inspects.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
@@ -461,7 +465,7 @@ impl GroupCoordinator {
                 continue;
             };
             g.tick(&self.config, now_ms, &mut fx);
-            if g.is_disposable() {
+            if g.is_disposable() && Self::disposal_time(g) <= now_ms {
                 // An Empty group with no offsets left is deleted (Kafka's offset cleanup); its
                 // metadata record, if one was written, is tombstoned.
                 let persisted = g.has_persisted();
@@ -479,14 +483,25 @@ impl GroupCoordinator {
         fx
     }
 
+    /// When a disposable group (Empty, no offsets, no pending member) is deleted: at once if
+    /// it never reached the log, else [`EMPTY_GROUP_GRACE_MS`] after it became Empty, so
+    /// that DescribeGroups still shows a group whose consumers just stopped.
+    fn disposal_time(g: &Group) -> i64 {
+        if g.has_persisted() {
+            g.state_timestamp_ms().saturating_add(EMPTY_GROUP_GRACE_MS)
+        } else {
+            // Already due (a past time, so the broker's arithmetic on it cannot overflow).
+            g.state_timestamp_ms()
+        }
+    }
+
     /// The earliest time [`Self::tick`] has work, if any.
     pub fn next_deadline_ms(&self) -> Option<i64> {
         self.groups
             .values()
             .filter_map(|g| {
                 if g.is_disposable() {
-                    // Due now: deleted by the next tick.
-                    Some(g.state_timestamp_ms())
+                    Some(Self::disposal_time(g))
                 } else {
                     g.next_deadline_ms(&self.config)
                 }

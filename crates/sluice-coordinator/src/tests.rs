@@ -995,7 +995,7 @@ fn snapshot_round_trips() {
 // tombstones, and the emptied group is deleted with a tombstone if it was ever persisted.
 #[test]
 fn retention_expiry() {
-    let retention = 100_000;
+    let retention = 1_000_000; // longer than EMPTY_GROUP_GRACE_MS
     let mut h = H::with(GroupConfig {
         offsets_retention_ms: retention,
         ..config()
@@ -1137,14 +1137,14 @@ struct Client {
 // groups hold assignments only for current members, and bounds hold.
 #[test]
 fn randomized_invariants() {
-    for seed in 1..=40u64 {
+    for seed in 1..=200u64 {
         run_random(seed);
     }
 }
 
 fn run_random(seed: u64) {
     let cfg = GroupConfig {
-        group_initial_rebalance_delay_ms: if seed % 2 == 0 { 500 } else { 0 },
+        group_initial_rebalance_delay_ms: if seed & 1 == 0 { 500 } else { 0 },
         group_max_size: 5,
         ..config()
     };
@@ -1162,7 +1162,12 @@ fn run_random(seed: u64) {
         .collect();
     let mut issued: Vec<u64> = Vec::new();
     // generation → leader, per group.
-    let mut leaders: HashMap<(usize, i32), String> = HashMap::new();
+    // (group, incarnation, generation) → leader: a deleted and recreated group starts its
+    // generations again, so answers are keyed by the incarnation they were issued in.
+    let mut leaders: HashMap<(usize, u32, i32), String> = HashMap::new();
+    let mut incarnation = [0u32; 2];
+    let mut issued_in: HashMap<u64, u32> = HashMap::new();
+    let mut stable_steps = 0;
     for step in 0..600 {
         h.now += rng.below(1_500) as i64;
         let ci = rng.below(clients.len() as u64) as usize;
@@ -1176,7 +1181,8 @@ fn run_random(seed: u64) {
                     None => {
                         c.member_id = r.member_id.clone();
                         c.generation = r.generation_id;
-                        if let Some(prev) = leaders.insert((gi, r.generation_id), r.leader.clone()) {
+                        let key = (gi, issued_in[&j], r.generation_id);
+                        if let Some(prev) = leaders.insert(key, r.leader.clone()) {
                             // Within a generation the leader id only changes when a static
                             // leader restarted (its old id is fenced, no longer a member).
                             let members = h.c.group(group).map(|g| g.member_ids()).unwrap_or_default();
@@ -1197,7 +1203,19 @@ fn run_random(seed: u64) {
             }
         }
         if let Some(s) = c.sync {
-            if h.answers.contains_key(&s) {
+            if let Some(GroupReply::Sync(r)) = h.answers.get(&s) {
+                // Our simulated leader assigns each member its own id: a member is never
+                // handed another member's assignment (a restarted static member inherits
+                // its predecessor's).
+                assert!(
+                    r.error.is_some()
+                        || c.instance.is_some()
+                        || r.assignment.is_empty()
+                        || r.assignment == c.member_id.as_bytes(),
+                    "seed {seed}: {} got {:?}",
+                    c.member_id,
+                    r.assignment
+                );
                 c.sync = None;
             }
         }
@@ -1214,6 +1232,7 @@ fn run_random(seed: u64) {
                 };
                 let j = h.join(req);
                 issued.push(j);
+                issued_in.insert(j, incarnation[gi]);
                 c.join = Some(j);
             }
             3..=4 => {
@@ -1251,7 +1270,7 @@ fn run_random(seed: u64) {
                     group_instance_id: c.instance.clone(),
                 };
                 if h.c.validate_offset_commit(h.now, &a).is_ok() {
-                    h.commit(group, "orders", (step % 4) as i32, step as i64);
+                    h.commit(group, "orders", step % 4, i64::from(step));
                 }
             }
             8 => {
@@ -1269,6 +1288,13 @@ fn run_random(seed: u64) {
         }
         clients[ci] = (gi, c);
         check_invariants(&h, &cfg, seed);
+        for (i, gid) in groups.iter().enumerate() {
+            match h.c.describe_group(gid).state {
+                "Stable" => stable_steps += 1,
+                "Dead" => incarnation[i] += 1,
+                _ => {}
+            }
+        }
     }
     // Quiesce: nobody talks any more; timers must answer everything still parked.
     for _ in 0..20 {
@@ -1276,9 +1302,23 @@ fn run_random(seed: u64) {
         h.tick_at(t);
         check_invariants(&h, &cfg, seed);
     }
-    for id in issued {
-        assert!(h.answers.contains_key(&id), "seed {seed}: ReplyId {id} never answered");
+    for id in &issued {
+        assert!(h.answers.contains_key(id), "seed {seed}: ReplyId {id} never answered");
     }
+    let ok_syncs = issued
+        .iter()
+        .filter(|id| matches!(h.answers.get(id), Some(GroupReply::Sync(r)) if r.error.is_none()))
+        .count();
+    let ok_joins = issued
+        .iter()
+        .filter(|id| matches!(h.answers.get(id), Some(GroupReply::Join(r)) if r.error.is_none()))
+        .count();
+    if std::env::var_os("SLUICE_TEST_VERBOSE").is_some() {
+        eprintln!("seed {seed}: {} requests, {ok_joins} joins ok, {ok_syncs} syncs ok, {stable_steps} stable group-steps, max gen {:?}",
+            issued.len(), leaders.keys().map(|k| k.1).max());
+    }
+    // The scenario must actually exercise the protocol, not only its error paths.
+    assert!(ok_joins > 0 && ok_syncs > 0, "seed {seed}: no successful join/sync");
 }
 
 fn check_invariants(h: &H, cfg: &GroupConfig, seed: u64) {
@@ -1309,4 +1349,38 @@ fn check_invariants(h: &H, cfg: &GroupConfig, seed: u64) {
             assert!(members.is_empty());
         }
     }
+}
+
+// Goal: an Empty group without offsets is deleted (with a tombstone) EMPTY_GROUP_GRACE_MS
+// after it became Empty; a group that never reached the log (only a pending member that
+// never came back) disappears at once, without a tombstone.
+#[test]
+fn empty_groups_are_deleted_after_grace() {
+    use crate::coordinator::EMPTY_GROUP_GRACE_MS;
+    let mut h = H::new();
+    let (a, b) = stable_pair(&mut h);
+    h.now = 1_000;
+    let _ = h.leave(
+        "g",
+        &[
+            LeavingMember { member_id: a, group_instance_id: None },
+            LeavingMember { member_id: b, group_instance_id: None },
+        ],
+    );
+    assert_eq!(h.c.next_deadline_ms(), Some(1_000 + EMPTY_GROUP_GRACE_MS));
+    h.persisted.clear();
+    h.tick_at(1_000 + EMPTY_GROUP_GRACE_MS - 1);
+    assert_eq!(h.state("g"), "Empty");
+    h.tick_at(1_000 + EMPTY_GROUP_GRACE_MS);
+    assert_eq!(h.state("g"), "Dead");
+    assert_eq!(h.persisted, vec![StoreRecord::Group { group_id: "g".into(), value: None }]);
+
+    let mut h = H::new();
+    let j = h.join(jreq("p", ""));
+    assert_eq!(h.join_resp(j).error, Some(GroupError::MemberIdRequired));
+    assert_eq!(h.state("p"), "Empty");
+    h.tick_at(i64::from(SESSION));
+    assert_eq!(h.state("p"), "Dead");
+    assert!(h.persisted.is_empty());
+    assert_eq!(h.c.next_deadline_ms(), None);
 }
