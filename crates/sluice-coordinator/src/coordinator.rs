@@ -292,11 +292,12 @@ impl GroupCoordinator {
                     return;
                 };
                 g.delete_offsets_before(log_offset);
-                if !self.loaded {
+                // After load the group may have come back to life since the delete was
+                // validated (members joined): then only its older offsets go. Otherwise its
+                // metadata goes too, so that no snapshot brings it back.
+                if !self.loaded || g.state() == GroupState::Empty {
                     g.reset_to_empty(now_ms);
                 }
-                // After load the group may have come back to life since the delete was
-                // validated (members joined): then only its older offsets go.
                 if g.is_disposable() {
                     self.groups.remove(group_id);
                 }

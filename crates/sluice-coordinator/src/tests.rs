@@ -676,11 +676,19 @@ fn static_req(group: &str, member: &str, instance: &str) -> JoinGroupRequest {
 
 /// A Stable group with static leader s1 and dynamic follower d.
 fn static_group(h: &mut H) -> (String, String) {
-    let j1 = h.join(static_req("g", "", "i1"));
+    static_group_with_session(h, SESSION)
+}
+
+fn static_group_with_session(h: &mut H, session_ms: i32) -> (String, String) {
+    let mut first = static_req("g", "", "i1");
+    first.session_timeout_ms = session_ms;
+    let j1 = h.join(first);
     let s1 = h.join_resp(j1).member_id.clone();
     assert!(s1.starts_with("i1-"));
     let (d, jd) = h.join_new("g", "d");
-    let j1b = h.join(static_req("g", &s1, "i1"));
+    let mut again = static_req("g", &s1, "i1");
+    again.session_timeout_ms = session_ms;
+    let j1b = h.join(again);
     let gen = h.join_resp(jd).generation_id;
     assert_eq!(h.join_resp(j1b).leader, s1);
     let sd = h.sync(sreq("g", &d, gen, vec![]));
@@ -1383,4 +1391,68 @@ fn empty_groups_are_deleted_after_grace() {
     assert_eq!(h.state("p"), "Dead");
     assert!(h.persisted.is_empty());
     assert_eq!(h.c.next_deadline_ms(), None);
+}
+
+// Goal: KIP-345: a static member that does not rejoin in time keeps its place (and gets an
+// assignment from the leader) instead of being dropped like a dynamic member; when it comes
+// back with its member id and unchanged protocols it gets the current generation without a
+// rebalance.
+#[test]
+fn static_member_survives_a_rebalance_it_missed() {
+    let mut h = H::new();
+    // Static members use long sessions so that a restart does not cost their place.
+    let (s1, d) = static_group_with_session(&mut h, 60_000);
+    let gen = h.c.group("g").unwrap().generation_id();
+    let (e, je) = h.join_new("g", "e");
+    let jd = h.join(jreq("g", &d));
+    h.tick_at(h.now + i64::from(REBALANCE));
+    let rd = h.join_resp(jd);
+    assert_eq!(rd.generation_id, gen + 1);
+    assert_eq!(rd.leader, d, "the leader did not rejoin: the earliest rejoined member leads");
+    assert_eq!(rd.members.len(), 3, "the absent static member is still listed");
+    assert_eq!(h.join_resp(je).generation_id, gen + 1);
+    let sd = h.sync(sreq(
+        "g",
+        &d,
+        gen + 1,
+        vec![(s1.clone(), "S".into()), (d.clone(), "D".into()), (e.clone(), "E".into())],
+    ));
+    assert_eq!(h.sync_resp(sd).assignment, Bytes::from_static(b"D"));
+    let mut back = static_req("g", &s1, "i1");
+    back.session_timeout_ms = 60_000;
+    let j = h.join(back);
+    let r = h.join_resp(j);
+    assert_eq!((r.error, r.generation_id), (None, gen + 1));
+    let mut s = sreq("g", &s1, gen + 1, vec![]);
+    s.group_instance_id = Some("i1".into());
+    let sid = h.sync(s);
+    assert_eq!(h.sync_resp(sid).assignment, Bytes::from_static(b"S"));
+    assert_eq!(h.state("g"), "Stable");
+}
+
+// Goal: a restarted static member arriving while the group is CompletingRebalance forces a
+// new rebalance (the leader may be assigning to its old id); parked syncs are released with
+// REBALANCE_IN_PROGRESS and the old id's parked join is fenced.
+#[test]
+fn static_restart_while_completing_rebalances() {
+    let mut h = H::new();
+    let (s1, d) = static_group(&mut h);
+    let gen = h.c.group("g").unwrap().generation_id();
+    h.join(jreq("g", &d)); // follower rejoins with same protocols: answered at once
+    let j1 = h.join(static_req("g", &s1, "i1")); // the leader rejoins: rebalance
+    assert!(h.joined(j1).is_none());
+    let jd = h.join(jreq("g", &d));
+    assert_eq!(h.join_resp(j1).generation_id, gen + 1);
+    assert_eq!(h.state("g"), "CompletingRebalance");
+    let sd = h.sync(sreq("g", &d, gen + 1, vec![]));
+    let _ = jd;
+    let jr = h.join(static_req("g", "", "i1"));
+    assert_eq!(h.sync_resp(sd).error, Some(GroupError::RebalanceInProgress));
+    assert_eq!(h.state("g"), "PreparingRebalance");
+    let jd2 = h.join(jreq("g", &d));
+    let r = h.join_resp(jr);
+    assert_eq!(r.generation_id, gen + 2);
+    assert_ne!(r.member_id, s1);
+    assert_eq!(r.leader, r.member_id, "the restarted leader keeps leading");
+    assert_eq!(h.join_resp(jd2).generation_id, gen + 2);
 }
