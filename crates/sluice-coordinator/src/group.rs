@@ -155,6 +155,13 @@ pub struct Group {
     last_persisted: Option<GroupMetadataValue>,
 }
 
+impl Default for Group {
+    /// An Empty group with an empty id (the skeleton's placeholder derived `Default`).
+    fn default() -> Self {
+        Group::new("", 0)
+    }
+}
+
 /// splitmix64: a bijection of the counter, so ids from one seed never repeat.
 fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

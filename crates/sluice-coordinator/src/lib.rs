@@ -42,5 +42,6 @@ pub use coordinator::{
     LeavingMember, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
 pub use error::GroupError;
+pub use group::{Group, GroupState};
 pub use producer_ids::{ProducerId, ProducerIdAllocator};
 pub use records::{GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};

@@ -1456,3 +1456,25 @@ fn static_restart_while_completing_rebalances() {
     assert_eq!(r.leader, r.member_id, "the restarted leader keeps leading");
     assert_eq!(h.join_resp(jd2).generation_id, gen + 2);
 }
+
+// Goal: when every member's session expires, the rebalance completes with nobody: the group
+// is Empty, its generation still advances, and its metadata is persisted.
+#[test]
+fn all_members_expire_to_empty() {
+    let mut h = H::new();
+    let (a, _b) = stable_pair(&mut h);
+    h.persisted.clear();
+    h.tick_at(i64::from(SESSION));
+    assert_eq!(h.state("g"), "Empty");
+    assert_eq!(h.c.group("g").unwrap().generation_id(), 3);
+    match h.persisted.as_slice() {
+        [StoreRecord::Group { value: Some(v), .. }] => {
+            assert_eq!((v.generation_id, v.members.len(), v.leader.as_ref()), (3, 0, None));
+        }
+        other => panic!("expected one group record, got {other:?}"),
+    }
+    // A member of the dead generation is unknown now; a new join starts generation 4.
+    assert_eq!(h.c.heartbeat(h.now, &hb("g", &a, 2)), Err(GroupError::UnknownMemberId));
+    let (_c, jc) = h.join_new("g", "c");
+    assert_eq!(h.join_resp(jc).generation_id, 4);
+}
