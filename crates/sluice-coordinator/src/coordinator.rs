@@ -384,7 +384,14 @@ impl GroupCoordinator {
         }
         let group_id = req.group_id.clone();
         let g = self.groups.get_mut(&group_id).expect("inserted above");
-        g.join(&self.config, &mut self.id_state, now_ms, reply, req, &mut fx);
+        g.join(
+            &self.config,
+            &mut self.id_state,
+            now_ms,
+            reply,
+            req,
+            &mut fx,
+        );
         // A refused join must not leave an empty shell behind.
         self.drop_if_unused(&group_id);
         fx
@@ -522,7 +529,11 @@ impl GroupCoordinator {
     /// with REBALANCE_IN_PROGRESS while the group awaits the leader's assignment. A commit
     /// to an unknown group with a generation is ILLEGAL_GENERATION (Kafka: "a request from
     /// an older generation").
-    pub fn validate_offset_commit(&mut self, now_ms: i64, auth: &CommitAuth) -> Result<(), GroupError> {
+    pub fn validate_offset_commit(
+        &mut self,
+        now_ms: i64,
+        auth: &CommitAuth,
+    ) -> Result<(), GroupError> {
         if auth.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
@@ -533,9 +544,7 @@ impl GroupCoordinator {
             None if !auth.member_id.is_empty() || auth.group_instance_id.is_some() => {
                 Err(GroupError::UnknownMemberId)
             }
-            None if at_group_limit => {
-                Err(GroupError::CoordinatorNotAvailable)
-            }
+            None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
             None => Ok(()),
         }
     }
@@ -620,7 +629,10 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
-        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let g = self
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
         if g.state() == GroupState::Empty {
             return Ok(partitions.iter().map(|_| Ok(())).collect());
         }
@@ -645,7 +657,10 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
-        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let g = self
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
         if g.state() != GroupState::Empty {
             return Err(GroupError::NonEmptyGroup);
         }
@@ -681,7 +696,10 @@ impl GroupCoordinator {
             .groups
             .iter()
             .filter(|(_, g)| {
-                states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state().name()))
+                states.is_empty()
+                    || states
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(g.state().name()))
             })
             .map(|(id, g)| GroupListing {
                 group_id: id.clone(),

@@ -67,7 +67,6 @@ pub enum StoreRecord {
 #[error("undecodable __consumer_offsets record: {0}")]
 pub struct DecodeError(pub &'static str);
 
-
 // ---- format ----
 //
 // The layouts follow the field order Kafka documents for its own `__consumer_offsets`
@@ -176,7 +175,8 @@ impl<'a> Reader<'a> {
         Ok(Some(s.to_owned()))
     }
     fn string(&mut self) -> Result<String, DecodeError> {
-        self.nullable_string()?.ok_or(DecodeError("null where a string is required"))
+        self.nullable_string()?
+            .ok_or(DecodeError("null where a string is required"))
     }
     fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.i32()?;

@@ -63,7 +63,12 @@ fn hb(group: &str, member: &str, generation: i32) -> HeartbeatRequest {
     }
 }
 
-fn sreq(group: &str, member: &str, generation: i32, assignments: Vec<(String, Bytes)>) -> SyncGroupRequest {
+fn sreq(
+    group: &str,
+    member: &str,
+    generation: i32,
+    assignments: Vec<(String, Bytes)>,
+) -> SyncGroupRequest {
     SyncGroupRequest {
         group_id: group.into(),
         generation_id: generation,
@@ -90,6 +95,9 @@ struct H {
     answers: HashMap<u64, GroupReply>,
     persisted: Vec<StoreRecord>,
     log_offset: i64,
+    /// Apply `Effects::persist` records back once "durable", as a broker may: they are
+    /// already applied, so this must change nothing.
+    echo: bool,
 }
 
 impl H {
@@ -107,6 +115,7 @@ impl H {
             answers: HashMap::new(),
             persisted: Vec::new(),
             log_offset: 0,
+            echo: false,
         }
     }
 
@@ -117,6 +126,14 @@ impl H {
                 "ReplyId {} answered twice",
                 id.0
             );
+        }
+        if self.echo {
+            for r in &fx.persist {
+                self.log_offset += 1;
+                self.c.apply(r, self.log_offset, self.now);
+            }
+        } else {
+            self.log_offset += fx.persist.len() as i64;
         }
         self.persisted.extend(fx.persist);
     }
@@ -143,7 +160,11 @@ impl H {
         self.take(fx);
     }
 
-    fn leave(&mut self, group: &str, members: &[LeavingMember]) -> (Result<(), GroupError>, Vec<Result<(), GroupError>>) {
+    fn leave(
+        &mut self,
+        group: &str,
+        members: &[LeavingMember],
+    ) -> (Result<(), GroupError>, Vec<Result<(), GroupError>>) {
         let (g, per, fx) = self.c.leave_group(self.now, group, members);
         self.take(fx);
         (g, per)
@@ -158,7 +179,9 @@ impl H {
     }
 
     fn join_resp(&self, id: u64) -> JoinGroupResponse {
-        self.joined(id).cloned().unwrap_or_else(|| panic!("join {id} not answered"))
+        self.joined(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("join {id} not answered"))
     }
 
     fn sync_resp(&self, id: u64) -> SyncGroupResponse {
@@ -210,7 +233,10 @@ fn stable_pair(h: &mut H) -> (String, String) {
     assert_eq!(h.join_resp(ja).generation_id, 1);
     let (b, jb) = h.join_new("g", "b");
     assert!(h.joined(jb).is_none(), "b waits for a to rejoin");
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &a, 1)), Err(GroupError::RebalanceInProgress));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &a, 1)),
+        Err(GroupError::RebalanceInProgress)
+    );
     let ja2 = h.join(jreq("g", &a));
     let (ra, rb) = (h.join_resp(ja2), h.join_resp(jb));
     assert_eq!(ra.generation_id, 2);
@@ -220,7 +246,10 @@ fn stable_pair(h: &mut H) -> (String, String) {
         "g",
         &a,
         gen,
-        vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))],
+        vec![
+            (a.clone(), Bytes::from_static(b"A")),
+            (b.clone(), Bytes::from_static(b"B")),
+        ],
     ));
     assert_eq!(rb.leader, a);
     assert_eq!(h.sync_resp(s_a).assignment, Bytes::from_static(b"A"));
@@ -236,16 +265,25 @@ fn two_members_join_with_member_id_required() {
     let mut h = H::new();
     let (a, ja) = h.join_new("g", "a");
     let r = h.join_resp(ja);
-    assert_eq!((r.error, r.generation_id, r.leader.as_str()), (None, 1, a.as_str()));
+    assert_eq!(
+        (r.error, r.generation_id, r.leader.as_str()),
+        (None, 1, a.as_str())
+    );
     assert_eq!(r.members.len(), 1);
     assert_eq!(r.protocol_type.as_deref(), Some("consumer"));
     assert_eq!(r.protocol_name.as_deref(), Some("range"));
     let (b, jb) = h.join_new("g", "b");
-    assert_eq!(h.c.group("g").unwrap().member_ids(), vec![a.clone(), b.clone()]);
+    assert_eq!(
+        h.c.group("g").unwrap().member_ids(),
+        vec![a.clone(), b.clone()]
+    );
     let ja2 = h.join(jreq("g", &a));
     let (ra, rb) = (h.join_resp(ja2), h.join_resp(jb));
     assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
-    assert_eq!((ra.leader.clone(), rb.leader.clone()), (a.clone(), a.clone()));
+    assert_eq!(
+        (ra.leader.clone(), rb.leader.clone()),
+        (a.clone(), a.clone())
+    );
     let ids: Vec<_> = ra.members.iter().map(|m| m.member_id.clone()).collect();
     assert_eq!(ids, vec![a.clone(), b.clone()]);
     assert_eq!(ra.members[1].metadata, sub(&["orders"]));
@@ -284,7 +322,10 @@ fn join_validation_errors() {
     let mut r = jreq("g", "");
     r.session_timeout_ms = 60_001;
     assert_eq!(err(&mut h, r), Some(GroupError::InvalidSessionTimeout));
-    assert_eq!(err(&mut h, jreq("g", "who")), Some(GroupError::UnknownMemberId));
+    assert_eq!(
+        err(&mut h, jreq("g", "who")),
+        Some(GroupError::UnknownMemberId)
+    );
     let mut r = jreq("g", "");
     r.protocols.clear();
     assert_eq!(err(&mut h, r), Some(GroupError::InconsistentGroupProtocol));
@@ -296,8 +337,14 @@ fn join_validation_errors() {
     let mut r = jreq("g", "");
     r.protocols = protos(&["roundrobin"]);
     assert_eq!(err(&mut h, r), Some(GroupError::InconsistentGroupProtocol));
-    assert_eq!(err(&mut h, jreq("other", "")), Some(GroupError::CoordinatorNotAvailable));
-    assert_eq!(err(&mut h, jreq("g", &format!("{a}x"))), Some(GroupError::UnknownMemberId));
+    assert_eq!(
+        err(&mut h, jreq("other", "")),
+        Some(GroupError::CoordinatorNotAvailable)
+    );
+    assert_eq!(
+        err(&mut h, jreq("g", &format!("{a}x"))),
+        Some(GroupError::UnknownMemberId)
+    );
 }
 
 // Goal: group.max.size counts pending members too.
@@ -346,7 +393,11 @@ fn protocol_selection_by_votes() {
     }
     // Two of three prefer roundrobin; sticky is not supported by b.
     assert_eq!(
-        select(&[&["range", "roundrobin", "sticky"], &["roundrobin", "range"], &["roundrobin", "range", "sticky"]]),
+        select(&[
+            &["range", "roundrobin", "sticky"],
+            &["roundrobin", "range"],
+            &["roundrobin", "range", "sticky"]
+        ]),
         Some("roundrobin".into())
     );
     // Only candidates everyone supports can win, even against more first choices.
@@ -355,7 +406,10 @@ fn protocol_selection_by_votes() {
         Some("range".into())
     );
     // A tie goes to the lexicographically smallest candidate.
-    assert_eq!(select(&[&["zeta", "alpha"], &["alpha", "zeta"]]), Some("alpha".into()));
+    assert_eq!(
+        select(&[&["zeta", "alpha"], &["alpha", "zeta"]]),
+        Some("alpha".into())
+    );
 }
 
 // Goal: SyncGroup parks followers until the leader's assignment arrives, then releases all
@@ -370,8 +424,16 @@ fn sync_parks_and_releases() {
     let gen = h.join_resp(jb).generation_id;
     let sb = h.sync(sreq("g", &b, gen, vec![]));
     assert!(!h.answers.contains_key(&sb), "follower parked");
-    assert!(h.persisted.iter().all(|r| !matches!(r, StoreRecord::Group { .. })));
-    let sa = h.sync(sreq("g", &a, gen, vec![(a.clone(), Bytes::from_static(b"x"))]));
+    assert!(h
+        .persisted
+        .iter()
+        .all(|r| !matches!(r, StoreRecord::Group { .. })));
+    let sa = h.sync(sreq(
+        "g",
+        &a,
+        gen,
+        vec![(a.clone(), Bytes::from_static(b"x"))],
+    ));
     assert_eq!(h.sync_resp(sa).assignment, Bytes::from_static(b"x"));
     assert_eq!(h.sync_resp(sb).assignment, Bytes::new());
     assert_eq!(h.sync_resp(sb).protocol_name.as_deref(), Some("range"));
@@ -398,9 +460,18 @@ fn sync_errors() {
         let s = h.sync(req);
         h.sync_resp(s).error
     };
-    assert_eq!(err(&mut h, sreq("nope", &a, 2, vec![])), Some(GroupError::UnknownMemberId));
-    assert_eq!(err(&mut h, sreq("g", "ghost", 2, vec![])), Some(GroupError::UnknownMemberId));
-    assert_eq!(err(&mut h, sreq("g", &a, 1, vec![])), Some(GroupError::IllegalGeneration));
+    assert_eq!(
+        err(&mut h, sreq("nope", &a, 2, vec![])),
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        err(&mut h, sreq("g", "ghost", 2, vec![])),
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        err(&mut h, sreq("g", &a, 1, vec![])),
+        Some(GroupError::IllegalGeneration)
+    );
     let mut r = sreq("g", &a, 2, vec![]);
     r.protocol_type = Some("connect".into());
     assert_eq!(err(&mut h, r), Some(GroupError::InconsistentGroupProtocol));
@@ -414,7 +485,10 @@ fn sync_errors() {
     // A rejoin of the leader starts a rebalance: syncs now get REBALANCE_IN_PROGRESS.
     h.join(jreq("g", &a));
     assert_eq!(h.state("g"), "PreparingRebalance");
-    assert_eq!(err(&mut h, sreq("g", &b, 2, vec![])), Some(GroupError::RebalanceInProgress));
+    assert_eq!(
+        err(&mut h, sreq("g", &b, 2, vec![])),
+        Some(GroupError::RebalanceInProgress)
+    );
 }
 
 // Goal: a third member joining a Stable group starts a new generation; the old generation
@@ -426,17 +500,29 @@ fn third_join_rebalances() {
     let (a, b) = stable_pair(&mut h);
     let (c, jc) = h.join_new("g", "c");
     assert_eq!(h.state("g"), "PreparingRebalance");
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &a, 2)), Err(GroupError::RebalanceInProgress));
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &b, 2)), Err(GroupError::RebalanceInProgress));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &a, 2)),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &b, 2)),
+        Err(GroupError::RebalanceInProgress)
+    );
     let ja = h.join(jreq("g", &a));
     assert!(h.joined(jc).is_none());
     let jb = h.join(jreq("g", &b));
-    let gens: Vec<i32> = [ja, jb, jc].iter().map(|&j| h.join_resp(j).generation_id).collect();
+    let gens: Vec<i32> = [ja, jb, jc]
+        .iter()
+        .map(|&j| h.join_resp(j).generation_id)
+        .collect();
     assert_eq!(gens, vec![3, 3, 3]);
     assert_eq!(h.join_resp(ja).members.len(), 3, "a stays leader");
     assert!(h.join_resp(jc).members.is_empty());
     for m in [&a, &b, &c] {
-        assert_eq!(h.c.heartbeat(h.now, &hb("g", m, 2)), Err(GroupError::IllegalGeneration));
+        assert_eq!(
+            h.c.heartbeat(h.now, &hb("g", m, 2)),
+            Err(GroupError::IllegalGeneration)
+        );
         assert_eq!(h.c.heartbeat(h.now, &hb("g", m, 3)), Ok(()));
     }
     let s = h.sync(sreq("g", &b, 2, vec![]));
@@ -447,7 +533,10 @@ fn third_join_rebalances() {
         member_id: c.clone(),
         group_instance_id: None,
     };
-    assert_eq!(h.c.validate_offset_commit(h.now, &auth), Err(GroupError::IllegalGeneration));
+    assert_eq!(
+        h.c.validate_offset_commit(h.now, &auth),
+        Err(GroupError::IllegalGeneration)
+    );
 }
 
 // Goal: the leader is kept while it stays; when it leaves the first remaining joiner leads.
@@ -456,7 +545,13 @@ fn leader_election() {
     let mut h = H::new();
     let (a, b) = stable_pair(&mut h);
     let (c, jc) = h.join_new("g", "c");
-    let (g, per) = h.leave("g", &[LeavingMember { member_id: a.clone(), group_instance_id: None }]);
+    let (g, per) = h.leave(
+        "g",
+        &[LeavingMember {
+            member_id: a.clone(),
+            group_instance_id: None,
+        }],
+    );
     assert_eq!((g, per), (Ok(()), vec![Ok(())]));
     let jb = h.join(jreq("g", &b));
     let rb = h.join_resp(jb);
@@ -477,7 +572,10 @@ fn second_join_answers_the_parked_one() {
     let first = h.join(jreq("g", &a));
     assert!(h.joined(first).is_none());
     let second = h.join(jreq("g", &a));
-    assert_eq!(h.join_resp(first).error, Some(GroupError::RebalanceInProgress));
+    assert_eq!(
+        h.join_resp(first).error,
+        Some(GroupError::RebalanceInProgress)
+    );
     assert!(h.joined(second).is_none());
     let jb = h.join(jreq("g", &b));
     assert_eq!(h.join_resp(second).generation_id, 3);
@@ -492,7 +590,10 @@ fn rejoin_without_change_answers_at_once() {
     let (a, b) = stable_pair(&mut h);
     let j = h.join(jreq("g", &b));
     let r = h.join_resp(j);
-    assert_eq!((r.error, r.generation_id, r.leader.clone()), (None, 2, a.clone()));
+    assert_eq!(
+        (r.error, r.generation_id, r.leader.clone()),
+        (None, 2, a.clone())
+    );
     assert_eq!(h.state("g"), "Stable");
     // Changed protocols do rebalance.
     let mut req = jreq("g", &b);
@@ -504,7 +605,11 @@ fn rejoin_without_change_answers_at_once() {
     assert_eq!(h.join_resp(ja).members.len(), 2);
     let again = h.join(jreq("g", &a));
     assert_eq!(h.join_resp(again).generation_id, 3);
-    assert_eq!(h.join_resp(again).members.len(), 2, "leader gets the list again");
+    assert_eq!(
+        h.join_resp(again).members.len(),
+        2,
+        "leader gets the list again"
+    );
     assert_eq!(h.state("g"), "CompletingRebalance");
 }
 
@@ -512,10 +617,19 @@ fn rejoin_without_change_answers_at_once() {
 #[test]
 fn heartbeat_errors() {
     let mut h = H::new();
-    assert_eq!(h.c.heartbeat(0, &hb("nope", "m", 1)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.heartbeat(0, &hb("nope", "m", 1)),
+        Err(GroupError::UnknownMemberId)
+    );
     let (a, b) = stable_pair(&mut h);
-    assert_eq!(h.c.heartbeat(0, &hb("g", "ghost", 2)), Err(GroupError::UnknownMemberId));
-    assert_eq!(h.c.heartbeat(0, &hb("g", &a, 1)), Err(GroupError::IllegalGeneration));
+    assert_eq!(
+        h.c.heartbeat(0, &hb("g", "ghost", 2)),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        h.c.heartbeat(0, &hb("g", &a, 1)),
+        Err(GroupError::IllegalGeneration)
+    );
     assert_eq!(h.c.heartbeat(0, &hb("g", &a, 2)), Ok(()));
     let mut fenced = hb("g", &a, 2);
     fenced.group_instance_id = Some("not-registered".into());
@@ -529,12 +643,21 @@ fn heartbeat_errors() {
     let _ = h.leave(
         "g",
         &[
-            LeavingMember { member_id: a.clone(), group_instance_id: None },
-            LeavingMember { member_id: b.clone(), group_instance_id: None },
+            LeavingMember {
+                member_id: a.clone(),
+                group_instance_id: None,
+            },
+            LeavingMember {
+                member_id: b.clone(),
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!(h.state("g"), "Empty");
-    assert_eq!(h.c.heartbeat(0, &hb("g", &a, 4)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.heartbeat(0, &hb("g", &a, 4)),
+        Err(GroupError::UnknownMemberId)
+    );
 }
 
 // Goal: a member heard from by nothing for its session timeout is removed; from Stable that
@@ -566,7 +689,10 @@ fn session_expiry_triggers_rebalance() {
     assert_eq!(h.state("g"), "PreparingRebalance");
     let j = h.join(jreq("g", &a));
     assert_eq!(h.join_resp(j).generation_id, 3);
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &b, 2)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &b, 2)),
+        Err(GroupError::UnknownMemberId)
+    );
 }
 
 // Goal: a member lost while CompletingRebalance: the parked syncs get REBALANCE_IN_PROGRESS.
@@ -618,7 +744,10 @@ fn rebalance_timeout_drops_non_rejoining_members() {
     // b keeps heartbeating but never rejoins.
     for s in 1..6 {
         h.now = t + s * 5_000;
-        assert_eq!(h.c.heartbeat(h.now, &hb("g", &b, 2)), Err(GroupError::RebalanceInProgress));
+        assert_eq!(
+            h.c.heartbeat(h.now, &hb("g", &b, 2)),
+            Err(GroupError::RebalanceInProgress)
+        );
     }
     assert_eq!(h.c.next_deadline_ms(), Some(t + i64::from(REBALANCE)));
     h.tick_at(t + i64::from(REBALANCE) - 1);
@@ -627,7 +756,10 @@ fn rebalance_timeout_drops_non_rejoining_members() {
     assert_eq!(h.join_resp(ja).generation_id, 3);
     assert_eq!(h.join_resp(jc).generation_id, 3);
     assert_eq!(h.c.group("g").unwrap().member_ids(), vec![a, c]);
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &b, 3)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &b, 3)),
+        Err(GroupError::UnknownMemberId)
+    );
 }
 
 // Goal: the first rebalance of an empty group waits group.initial.rebalance.delay.ms,
@@ -692,7 +824,12 @@ fn static_group_with_session(h: &mut H, session_ms: i32) -> (String, String) {
     let gen = h.join_resp(jd).generation_id;
     assert_eq!(h.join_resp(j1b).leader, s1);
     let sd = h.sync(sreq("g", &d, gen, vec![]));
-    let mut s = sreq("g", &s1, gen, vec![(s1.clone(), "S".into()), (d.clone(), "D".into())]);
+    let mut s = sreq(
+        "g",
+        &s1,
+        gen,
+        vec![(s1.clone(), "S".into()), (d.clone(), "D".into())],
+    );
     s.group_instance_id = Some("i1".into());
     h.sync(s);
     assert_eq!(h.sync_resp(sd).assignment, Bytes::from_static(b"D"));
@@ -718,12 +855,18 @@ fn static_member_rejoins_without_rebalance_and_fences_old_id() {
     assert_eq!(r.members.len(), 2);
     assert_eq!(h.state("g"), "Stable");
     assert!(
-        matches!(h.persisted[persisted_before..], [StoreRecord::Group { value: Some(_), .. }]),
+        matches!(
+            h.persisted[persisted_before..],
+            [StoreRecord::Group { value: Some(_), .. }]
+        ),
         "the new member id is persisted before the answer"
     );
     let mut old = hb("g", &s1, gen);
     old.group_instance_id = Some("i1".into());
-    assert_eq!(h.c.heartbeat(h.now, &old), Err(GroupError::FencedInstanceId));
+    assert_eq!(
+        h.c.heartbeat(h.now, &old),
+        Err(GroupError::FencedInstanceId)
+    );
     let mut s = sreq("g", &s1, gen, vec![]);
     s.group_instance_id = Some("i1".into());
     let sid = h.sync(s);
@@ -734,7 +877,11 @@ fn static_member_rejoins_without_rebalance_and_fences_old_id() {
     let mut s = sreq("g", &r.member_id, gen, vec![]);
     s.group_instance_id = Some("i1".into());
     let sid = h.sync(s);
-    assert_eq!(h.sync_resp(sid).assignment, Bytes::from_static(b"S"), "assignment kept");
+    assert_eq!(
+        h.sync_resp(sid).assignment,
+        Bytes::from_static(b"S"),
+        "assignment kept"
+    );
     assert_eq!(h.c.heartbeat(h.now, &hb("g", &d, gen)), Ok(()));
 
     // With changed protocols the rejoin starts a rebalance instead.
@@ -756,9 +903,18 @@ fn leave_by_instance_id() {
     let (g, per) = h.leave(
         "g",
         &[
-            LeavingMember { member_id: "other".into(), group_instance_id: Some("i1".into()) },
-            LeavingMember { member_id: String::new(), group_instance_id: Some("i9".into()) },
-            LeavingMember { member_id: "ghost".into(), group_instance_id: None },
+            LeavingMember {
+                member_id: "other".into(),
+                group_instance_id: Some("i1".into()),
+            },
+            LeavingMember {
+                member_id: String::new(),
+                group_instance_id: Some("i9".into()),
+            },
+            LeavingMember {
+                member_id: "ghost".into(),
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!(g, Ok(()));
@@ -774,8 +930,14 @@ fn leave_by_instance_id() {
     let (g, per) = h.leave(
         "g",
         &[
-            LeavingMember { member_id: String::new(), group_instance_id: Some("i1".into()) },
-            LeavingMember { member_id: d.clone(), group_instance_id: None },
+            LeavingMember {
+                member_id: String::new(),
+                group_instance_id: Some("i1".into()),
+            },
+            LeavingMember {
+                member_id: d.clone(),
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!((g, per), (Ok(()), vec![Ok(()), Ok(())]));
@@ -800,7 +962,13 @@ fn pending_members_leave_and_expire() {
     let (a, _b) = stable_pair(&mut h);
     let j = h.join(jreq("g", ""));
     let pending = h.join_resp(j).member_id.clone();
-    let (g, per) = h.leave("g", &[LeavingMember { member_id: pending, group_instance_id: None }]);
+    let (g, per) = h.leave(
+        "g",
+        &[LeavingMember {
+            member_id: pending,
+            group_instance_id: None,
+        }],
+    );
     assert_eq!((g, per), (Ok(()), vec![Ok(())]));
     assert_eq!(h.state("g"), "Stable");
     // A pending member blocks completion of a rebalance until it rejoins or expires.
@@ -809,7 +977,10 @@ fn pending_members_leave_and_expire() {
     assert_eq!(h.join_resp(j).error, Some(GroupError::MemberIdRequired));
     let ja = h.join(jreq("g", &a));
     h.now = t + 1_000;
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &_b, 2)), Err(GroupError::RebalanceInProgress));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &_b, 2)),
+        Err(GroupError::RebalanceInProgress)
+    );
     let jb = h.join(jreq("g", &_b));
     assert!(h.joined(ja).is_none() && h.joined(jb).is_none());
     h.tick_at(t + i64::from(SESSION));
@@ -835,8 +1006,14 @@ fn offset_commit_validation_matrix() {
     assert_eq!(v(&mut h, auth("", -1, "")), Err(GroupError::InvalidGroupId));
     // Unknown group: standalone allowed; a member or a generation is not.
     assert_eq!(v(&mut h, auth("solo", -1, "")), Ok(()));
-    assert_eq!(v(&mut h, auth("solo", 3, "m")), Err(GroupError::IllegalGeneration));
-    assert_eq!(v(&mut h, auth("solo", -1, "m")), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        v(&mut h, auth("solo", 3, "m")),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        v(&mut h, auth("solo", -1, "m")),
+        Err(GroupError::UnknownMemberId)
+    );
     // Applying the commit creates an Empty group with no protocol type.
     h.commit("solo", "t", 0, 5);
     let d = h.c.describe_group("solo");
@@ -844,9 +1021,19 @@ fn offset_commit_validation_matrix() {
     assert_eq!(v(&mut h, auth("solo", -1, "")), Ok(()));
     // A group with members.
     let (a, b) = stable_pair(&mut h);
-    assert_eq!(v(&mut h, auth("g", -1, "")), Err(GroupError::UnknownMemberId), "standalone");
-    assert_eq!(v(&mut h, auth("g", 2, "ghost")), Err(GroupError::UnknownMemberId));
-    assert_eq!(v(&mut h, auth("g", 1, &a)), Err(GroupError::IllegalGeneration));
+    assert_eq!(
+        v(&mut h, auth("g", -1, "")),
+        Err(GroupError::UnknownMemberId),
+        "standalone"
+    );
+    assert_eq!(
+        v(&mut h, auth("g", 2, "ghost")),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        v(&mut h, auth("g", 1, &a)),
+        Err(GroupError::IllegalGeneration)
+    );
     assert_eq!(v(&mut h, auth("g", 2, &a)), Ok(()));
     let mut fenced = auth("g", 2, &a);
     fenced.group_instance_id = Some("i".into());
@@ -857,7 +1044,10 @@ fn offset_commit_validation_matrix() {
     // CompletingRebalance: refused.
     h.join(jreq("g", &b));
     assert_eq!(h.state("g"), "CompletingRebalance");
-    assert_eq!(v(&mut h, auth("g", 3, &b)), Err(GroupError::RebalanceInProgress));
+    assert_eq!(
+        v(&mut h, auth("g", 3, &b)),
+        Err(GroupError::RebalanceInProgress)
+    );
     // Static member fencing.
     let mut h = H::new();
     let (s1, _d) = static_group(&mut h);
@@ -881,9 +1071,15 @@ fn offset_record_bounds() {
         h.c.offset_record("g", tp("t", 0), 1, -1, Some("12345".into()), 0),
         Err(GroupError::OffsetMetadataTooLarge)
     );
-    assert!(h.c.offset_record("g", tp("t", 0), 1, -1, Some("1234".into()), 0).is_ok());
+    assert!(h
+        .c
+        .offset_record("g", tp("t", 0), 1, -1, Some("1234".into()), 0)
+        .is_ok());
     h.commit("g", "t", 0, 1);
-    assert!(h.c.offset_record("g", tp("t", 0), 2, -1, None, 0).is_ok(), "same partition");
+    assert!(
+        h.c.offset_record("g", tp("t", 0), 2, -1, None, 0).is_ok(),
+        "same partition"
+    );
     assert_eq!(
         h.c.offset_record("g", tp("t", 1), 1, -1, None, 0),
         Err(GroupError::CoordinatorNotAvailable)
@@ -922,7 +1118,14 @@ fn apply_orders_by_log_offset() {
     assert_eq!(h.fetch("g", "t", 0), Some(13));
     // Group tombstone at 20: offsets before it go, a late older commit does not return.
     h.c.apply(&offset_rec("g", "t", 1, Some(1)), 14, 0);
-    h.c.apply(&StoreRecord::Group { group_id: "g".into(), value: None }, 20, 0);
+    h.c.apply(
+        &StoreRecord::Group {
+            group_id: "g".into(),
+            value: None,
+        },
+        20,
+        0,
+    );
     assert_eq!(h.c.describe_group("g").state, "Dead");
     h.c.apply(&offset_rec("g", "t", 2, Some(7)), 19, 0);
     assert!(h.c.fetch_offsets("g", None).is_empty());
@@ -948,7 +1151,14 @@ fn load_replays_in_log_order() {
     }
     // A delete and a recreation later in the log.
     let n = log.len() as i64;
-    fresh.apply(&StoreRecord::Group { group_id: "g".into(), value: None }, n, 0);
+    fresh.apply(
+        &StoreRecord::Group {
+            group_id: "g".into(),
+            value: None,
+        },
+        n,
+        0,
+    );
     assert_eq!(fresh.describe_group("g").state, "Dead");
     fresh.apply(&offset_rec("g", "orders", 1, Some(7)), n + 1, 0);
     fresh.finish_load(1_000);
@@ -988,7 +1198,11 @@ fn snapshot_round_trips() {
     }
     assert_eq!(fresh.list_groups(&[], &[]), h.c.list_groups(&[], &[]));
     assert_eq!(fresh.heartbeat(55_000, &hb("g", &a, 2)), Ok(()));
-    assert_eq!(fresh.heartbeat(50_000, &hb("g", &b, 2)), Ok(()), "b was restored");
+    assert_eq!(
+        fresh.heartbeat(50_000, &hb("g", &b, 2)),
+        Ok(()),
+        "b was restored"
+    );
     // Sessions restarted at finish_load: b (silent) expires at 60_000, not before.
     let fx = fresh.tick(59_999);
     assert!(fx.replies.is_empty());
@@ -1015,8 +1229,14 @@ fn retention_expiry() {
     let _ = h.leave(
         "g",
         &[
-            LeavingMember { member_id: a, group_instance_id: None },
-            LeavingMember { member_id: b, group_instance_id: None },
+            LeavingMember {
+                member_id: a,
+                group_instance_id: None,
+            },
+            LeavingMember {
+                member_id: b,
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!(h.state("g"), "Empty");
@@ -1031,11 +1251,22 @@ fn retention_expiry() {
     assert!(h.persisted.is_empty());
     h.tick_at(2_000 + retention);
     assert_eq!(h.fetch("g", "orders", 0), None);
-    assert_eq!(h.fetch("g", "orders", 1), None, "all of the group's offsets go together");
+    assert_eq!(
+        h.fetch("g", "orders", 1),
+        None,
+        "all of the group's offsets go together"
+    );
     assert_eq!(h.state("g"), "Dead", "emptied group deleted");
     let tombstones: Vec<_> = h.persisted.iter().filter(|r| r.group_id() == "g").collect();
-    assert_eq!(tombstones.len(), 3, "two offsets and the group: {tombstones:?}");
-    assert!(matches!(tombstones[2], StoreRecord::Group { value: None, .. }));
+    assert_eq!(
+        tombstones.len(),
+        3,
+        "two offsets and the group: {tombstones:?}"
+    );
+    assert!(matches!(
+        tombstones[2],
+        StoreRecord::Group { value: None, .. }
+    ));
     h.tick_at(3_000 + retention);
     assert_eq!(h.fetch("solo", "t", 0), None);
     assert_eq!(h.fetch("solo", "t", 1), Some(2));
@@ -1049,13 +1280,25 @@ fn retention_expiry() {
 #[test]
 fn delete_group_and_offset_delete_rules() {
     let mut h = H::new();
-    assert_eq!(h.c.validate_delete_group(""), Err(GroupError::InvalidGroupId));
-    assert_eq!(h.c.validate_delete_group("nope"), Err(GroupError::GroupIdNotFound));
-    assert_eq!(h.c.validate_offset_delete("nope", &[]), Err(GroupError::GroupIdNotFound));
+    assert_eq!(
+        h.c.validate_delete_group(""),
+        Err(GroupError::InvalidGroupId)
+    );
+    assert_eq!(
+        h.c.validate_delete_group("nope"),
+        Err(GroupError::GroupIdNotFound)
+    );
+    assert_eq!(
+        h.c.validate_offset_delete("nope", &[]),
+        Err(GroupError::GroupIdNotFound)
+    );
     let (a, b) = stable_pair(&mut h);
     h.commit("g", "orders", 0, 1);
     h.commit("g", "other", 0, 1);
-    assert_eq!(h.c.validate_delete_group("g"), Err(GroupError::NonEmptyGroup));
+    assert_eq!(
+        h.c.validate_delete_group("g"),
+        Err(GroupError::NonEmptyGroup)
+    );
     assert_eq!(
         h.c.validate_offset_delete("g", &[tp("orders", 0), tp("other", 0)]),
         Ok(vec![Err(GroupError::GroupSubscribedToTopic), Ok(())])
@@ -1063,8 +1306,14 @@ fn delete_group_and_offset_delete_rules() {
     let _ = h.leave(
         "g",
         &[
-            LeavingMember { member_id: a, group_instance_id: None },
-            LeavingMember { member_id: b, group_instance_id: None },
+            LeavingMember {
+                member_id: a,
+                group_instance_id: None,
+            },
+            LeavingMember {
+                member_id: b,
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!(
@@ -1072,7 +1321,13 @@ fn delete_group_and_offset_delete_rules() {
         Ok(vec![Ok(())])
     );
     let tomb = h.c.validate_delete_group("g").unwrap();
-    assert_eq!(tomb, StoreRecord::Group { group_id: "g".into(), value: None });
+    assert_eq!(
+        tomb,
+        StoreRecord::Group {
+            group_id: "g".into(),
+            value: None
+        }
+    );
     h.c.apply(&tomb, 1_000, h.now);
     assert_eq!(h.state("g"), "Dead");
     assert!(h.c.fetch_offsets("g", None).is_empty());
@@ -1082,7 +1337,10 @@ fn delete_group_and_offset_delete_rules() {
     req.protocol_type = "connect".into();
     req.require_known_member_id = false;
     h.join(req);
-    assert_eq!(h.c.validate_offset_delete("connect", &[tp("x", 0)]), Err(GroupError::NonEmptyGroup));
+    assert_eq!(
+        h.c.validate_offset_delete("connect", &[tp("x", 0)]),
+        Err(GroupError::NonEmptyGroup)
+    );
 }
 
 // Goal: DescribeGroups and ListGroups views and filters.
@@ -1094,7 +1352,10 @@ fn describe_and_list() {
     let (a, _b) = stable_pair(&mut h);
     h.commit("solo", "t", 0, 1);
     let d = h.c.describe_group("g");
-    assert_eq!((d.state, d.protocol_type.as_str(), d.protocol_name.as_str()), ("Stable", "consumer", "range"));
+    assert_eq!(
+        (d.state, d.protocol_type.as_str(), d.protocol_name.as_str()),
+        ("Stable", "consumer", "range")
+    );
     assert_eq!(d.members[0].member_id, a);
     assert_eq!(d.members[0].assignment, Bytes::from_static(b"A"));
     assert_eq!(d.members[0].metadata, sub(&["orders"]));
@@ -1102,14 +1363,23 @@ fn describe_and_list() {
     let names = |v: Vec<GroupListing>| v.into_iter().map(|l| l.group_id).collect::<Vec<_>>();
     assert_eq!(names(h.c.list_groups(&[], &[])), vec!["g", "solo"]);
     assert_eq!(names(h.c.list_groups(&["stable".into()], &[])), vec!["g"]);
-    assert_eq!(names(h.c.list_groups(&["EMPTY".into(), "Dead".into()], &[])), vec!["solo"]);
-    assert_eq!(names(h.c.list_groups(&[], &["Classic".into()])), vec!["g", "solo"]);
+    assert_eq!(
+        names(h.c.list_groups(&["EMPTY".into(), "Dead".into()], &[])),
+        vec!["solo"]
+    );
+    assert_eq!(
+        names(h.c.list_groups(&[], &["Classic".into()])),
+        vec!["g", "solo"]
+    );
     assert!(h.c.list_groups(&[], &["consumer".into()]).is_empty());
     assert_eq!(h.c.list_groups(&[], &[])[0].group_type, "classic");
     // While rebalancing: no protocol name or metadata.
     h.join(jreq("g", &a));
     let d = h.c.describe_group("g");
-    assert_eq!((d.state, d.protocol_name.as_str()), ("PreparingRebalance", ""));
+    assert_eq!(
+        (d.state, d.protocol_name.as_str()),
+        ("PreparingRebalance", "")
+    );
     assert!(d.members.iter().all(|m| m.metadata.is_empty()));
 }
 
@@ -1154,9 +1424,15 @@ fn run_random(seed: u64) {
     let cfg = GroupConfig {
         group_initial_rebalance_delay_ms: if seed & 1 == 0 { 500 } else { 0 },
         group_max_size: 5,
+        offsets_retention_ms: if seed % 3 != 1 && seed % 3 != 2 {
+            60_000
+        } else {
+            7 * 24 * 3_600_000
+        },
         ..config()
     };
     let mut h = H::with(cfg.clone());
+    h.echo = seed % 4 < 2;
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let groups = ["g0", "g1"];
     let mut clients: Vec<(usize, Client)> = (0..8)
@@ -1193,7 +1469,8 @@ fn run_random(seed: u64) {
                         if let Some(prev) = leaders.insert(key, r.leader.clone()) {
                             // Within a generation the leader id only changes when a static
                             // leader restarted (its old id is fenced, no longer a member).
-                            let members = h.c.group(group).map(|g| g.member_ids()).unwrap_or_default();
+                            let members =
+                                h.c.group(group).map(|g| g.member_ids()).unwrap_or_default();
                             assert!(
                                 prev == r.leader || !members.contains(&prev),
                                 "seed {seed}: two leaders in generation {}: {prev} and {}",
@@ -1246,14 +1523,13 @@ fn run_random(seed: u64) {
             3..=4 => {
                 let leader = h.c.group(group).and_then(|g| g.leader().map(str::to_owned));
                 let assignments = if leader.as_deref() == Some(c.member_id.as_str()) {
-                    let mut a: Vec<(String, Bytes)> = h
-                        .c
-                        .group(group)
-                        .unwrap()
-                        .member_ids()
-                        .into_iter()
-                        .map(|m| (m.clone(), Bytes::from(m.into_bytes())))
-                        .collect();
+                    let mut a: Vec<(String, Bytes)> =
+                        h.c.group(group)
+                            .unwrap()
+                            .member_ids()
+                            .into_iter()
+                            .map(|m| (m.clone(), Bytes::from(m.into_bytes())))
+                            .collect();
                     a.push(("not-a-member".into(), Bytes::from_static(b"?")));
                     a
                 } else {
@@ -1311,7 +1587,10 @@ fn run_random(seed: u64) {
         check_invariants(&h, &cfg, seed);
     }
     for id in &issued {
-        assert!(h.answers.contains_key(id), "seed {seed}: ReplyId {id} never answered");
+        assert!(
+            h.answers.contains_key(id),
+            "seed {seed}: ReplyId {id} never answered"
+        );
     }
     let ok_syncs = issued
         .iter()
@@ -1323,10 +1602,26 @@ fn run_random(seed: u64) {
         .count();
     if std::env::var_os("SLUICE_TEST_VERBOSE").is_some() {
         eprintln!("seed {seed}: {} requests, {ok_joins} joins ok, {ok_syncs} syncs ok, {stable_steps} stable group-steps, max gen {:?}",
-            issued.len(), leaders.keys().map(|k| k.1).max());
+            issued.len(), leaders.keys().map(|k| k.2).max());
+    }
+    // A snapshot replayed into a fresh coordinator serves the same offsets.
+    let mut fresh = GroupCoordinator::new(cfg.clone(), 9);
+    for (i, r) in h.c.snapshot().iter().enumerate() {
+        fresh.apply(r, i as i64, h.now);
+    }
+    fresh.finish_load(h.now);
+    for gid in groups {
+        assert_eq!(
+            fresh.fetch_offsets(gid, None),
+            h.c.fetch_offsets(gid, None),
+            "seed {seed}"
+        );
     }
     // The scenario must actually exercise the protocol, not only its error paths.
-    assert!(ok_joins > 0 && ok_syncs > 0, "seed {seed}: no successful join/sync");
+    assert!(
+        ok_joins > 0 && ok_syncs > 0,
+        "seed {seed}: no successful join/sync"
+    );
 }
 
 fn check_invariants(h: &H, cfg: &GroupConfig, seed: u64) {
@@ -1335,11 +1630,17 @@ fn check_invariants(h: &H, cfg: &GroupConfig, seed: u64) {
         let members = g.member_ids();
         assert!(members.len() + g.pending_member_ids().len() <= cfg.group_max_size);
         if let Some(l) = g.leader() {
-            assert!(members.iter().any(|m| m == l), "seed {seed}: leader is not a member");
+            assert!(
+                members.iter().any(|m| m == l),
+                "seed {seed}: leader is not a member"
+            );
         }
         let d = h.c.describe_group(gid);
         if d.state == "Stable" {
-            assert!(g.leader().is_some(), "seed {seed}: Stable group without leader");
+            assert!(
+                g.leader().is_some(),
+                "seed {seed}: Stable group without leader"
+            );
             for m in &d.members {
                 assert!(members.contains(&m.member_id));
                 // Our simulated leader assigns each member its own id (or nothing).
@@ -1371,8 +1672,14 @@ fn empty_groups_are_deleted_after_grace() {
     let _ = h.leave(
         "g",
         &[
-            LeavingMember { member_id: a, group_instance_id: None },
-            LeavingMember { member_id: b, group_instance_id: None },
+            LeavingMember {
+                member_id: a,
+                group_instance_id: None,
+            },
+            LeavingMember {
+                member_id: b,
+                group_instance_id: None,
+            },
         ],
     );
     assert_eq!(h.c.next_deadline_ms(), Some(1_000 + EMPTY_GROUP_GRACE_MS));
@@ -1381,7 +1688,13 @@ fn empty_groups_are_deleted_after_grace() {
     assert_eq!(h.state("g"), "Empty");
     h.tick_at(1_000 + EMPTY_GROUP_GRACE_MS);
     assert_eq!(h.state("g"), "Dead");
-    assert_eq!(h.persisted, vec![StoreRecord::Group { group_id: "g".into(), value: None }]);
+    assert_eq!(
+        h.persisted,
+        vec![StoreRecord::Group {
+            group_id: "g".into(),
+            value: None
+        }]
+    );
 
     let mut h = H::new();
     let j = h.join(jreq("p", ""));
@@ -1408,14 +1721,25 @@ fn static_member_survives_a_rebalance_it_missed() {
     h.tick_at(h.now + i64::from(REBALANCE));
     let rd = h.join_resp(jd);
     assert_eq!(rd.generation_id, gen + 1);
-    assert_eq!(rd.leader, d, "the leader did not rejoin: the earliest rejoined member leads");
-    assert_eq!(rd.members.len(), 3, "the absent static member is still listed");
+    assert_eq!(
+        rd.leader, d,
+        "the leader did not rejoin: the earliest rejoined member leads"
+    );
+    assert_eq!(
+        rd.members.len(),
+        3,
+        "the absent static member is still listed"
+    );
     assert_eq!(h.join_resp(je).generation_id, gen + 1);
     let sd = h.sync(sreq(
         "g",
         &d,
         gen + 1,
-        vec![(s1.clone(), "S".into()), (d.clone(), "D".into()), (e.clone(), "E".into())],
+        vec![
+            (s1.clone(), "S".into()),
+            (d.clone(), "D".into()),
+            (e.clone(), "E".into()),
+        ],
     ));
     assert_eq!(h.sync_resp(sd).assignment, Bytes::from_static(b"D"));
     let mut back = static_req("g", &s1, "i1");
@@ -1469,12 +1793,18 @@ fn all_members_expire_to_empty() {
     assert_eq!(h.c.group("g").unwrap().generation_id(), 3);
     match h.persisted.as_slice() {
         [StoreRecord::Group { value: Some(v), .. }] => {
-            assert_eq!((v.generation_id, v.members.len(), v.leader.as_ref()), (3, 0, None));
+            assert_eq!(
+                (v.generation_id, v.members.len(), v.leader.as_ref()),
+                (3, 0, None)
+            );
         }
         other => panic!("expected one group record, got {other:?}"),
     }
     // A member of the dead generation is unknown now; a new join starts generation 4.
-    assert_eq!(h.c.heartbeat(h.now, &hb("g", &a, 2)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.heartbeat(h.now, &hb("g", &a, 2)),
+        Err(GroupError::UnknownMemberId)
+    );
     let (_c, jc) = h.join_new("g", "c");
     assert_eq!(h.join_resp(jc).generation_id, 4);
 }
