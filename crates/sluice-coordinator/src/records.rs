@@ -3,8 +3,11 @@
 //! here; the broker wraps each (key, value) pair in a Kafka record inside a v2 record batch.
 //! A `None` value is a tombstone. The format is documented in `docs/coordinator.md`.
 //!
-//! Guarantees: `decode(encode(r)) == r` for every record; decoding never panics on any input
-//! and refuses unknown versions with an error instead of guessing.
+//! Guarantees: `decode(encode(r)) == r` for every record whose strings fit the format's
+//! i16 length (≤ 32767 bytes, as Kafka's wire strings always do; longer ones are cut at a
+//! character boundary rather than written unreadable); decoding never panics on any input
+//! and refuses unknown versions, truncation and trailing bytes with an error instead of
+//! guessing.
 
 use bytes::Bytes;
 
