@@ -16,6 +16,10 @@ use crate::error::GroupError;
 use crate::group::{Group, GroupState, TOMBSTONE_MARKER_TTL_MS};
 use crate::records::{OffsetValue, StoreRecord, MAX_STRING_BYTES};
 
+/// How long an Empty group without offsets is kept before it is deleted (Kafka deletes
+/// such groups at its next offsets cleanup, `offsets.retention.check.interval.ms`, 10 min).
+pub const EMPTY_GROUP_GRACE_MS: i64 = 10 * 60 * 1000;
+
 /// The protocol type of Kafka consumers, whose subscriptions OffsetDelete inspects.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
@@ -288,11 +292,12 @@ impl GroupCoordinator {
                     return;
                 };
                 g.delete_offsets_before(log_offset);
-                if !self.loaded {
+                // After load the group may have come back to life since the delete was
+                // validated (members joined): then only its older offsets go. Otherwise its
+                // metadata goes too, so that no snapshot brings it back.
+                if !self.loaded || g.state() == GroupState::Empty {
                     g.reset_to_empty(now_ms);
                 }
-                // After load the group may have come back to life since the delete was
-                // validated (members joined): then only its older offsets go.
                 if g.is_disposable() {
                     self.groups.remove(group_id);
                 }
@@ -379,7 +384,14 @@ impl GroupCoordinator {
         }
         let group_id = req.group_id.clone();
         let g = self.groups.get_mut(&group_id).expect("inserted above");
-        g.join(&self.config, &mut self.id_state, now_ms, reply, req, &mut fx);
+        g.join(
+            &self.config,
+            &mut self.id_state,
+            now_ms,
+            reply,
+            req,
+            &mut fx,
+        );
         // A refused join must not leave an empty shell behind.
         self.drop_if_unused(&group_id);
         fx
@@ -461,7 +473,7 @@ impl GroupCoordinator {
                 continue;
             };
             g.tick(&self.config, now_ms, &mut fx);
-            if g.is_disposable() {
+            if g.is_disposable() && Self::disposal_time(g) <= now_ms {
                 // An Empty group with no offsets left is deleted (Kafka's offset cleanup); its
                 // metadata record, if one was written, is tombstoned.
                 let persisted = g.has_persisted();
@@ -479,14 +491,25 @@ impl GroupCoordinator {
         fx
     }
 
+    /// When a disposable group (Empty, no offsets, no pending member) is deleted: at once if
+    /// it never reached the log, else [`EMPTY_GROUP_GRACE_MS`] after it became Empty, so
+    /// that DescribeGroups still shows a group whose consumers just stopped.
+    fn disposal_time(g: &Group) -> i64 {
+        if g.has_persisted() {
+            g.state_timestamp_ms().saturating_add(EMPTY_GROUP_GRACE_MS)
+        } else {
+            // Already due (a past time, so the broker's arithmetic on it cannot overflow).
+            g.state_timestamp_ms()
+        }
+    }
+
     /// The earliest time [`Self::tick`] has work, if any.
     pub fn next_deadline_ms(&self) -> Option<i64> {
         self.groups
             .values()
             .filter_map(|g| {
                 if g.is_disposable() {
-                    // Due now: deleted by the next tick.
-                    Some(g.state_timestamp_ms())
+                    Some(Self::disposal_time(g))
                 } else {
                     g.next_deadline_ms(&self.config)
                 }
@@ -506,7 +529,11 @@ impl GroupCoordinator {
     /// with REBALANCE_IN_PROGRESS while the group awaits the leader's assignment. A commit
     /// to an unknown group with a generation is ILLEGAL_GENERATION (Kafka: "a request from
     /// an older generation").
-    pub fn validate_offset_commit(&mut self, now_ms: i64, auth: &CommitAuth) -> Result<(), GroupError> {
+    pub fn validate_offset_commit(
+        &mut self,
+        now_ms: i64,
+        auth: &CommitAuth,
+    ) -> Result<(), GroupError> {
         if auth.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
@@ -517,9 +544,7 @@ impl GroupCoordinator {
             None if !auth.member_id.is_empty() || auth.group_instance_id.is_some() => {
                 Err(GroupError::UnknownMemberId)
             }
-            None if at_group_limit => {
-                Err(GroupError::CoordinatorNotAvailable)
-            }
+            None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
             None => Ok(()),
         }
     }
@@ -604,7 +629,10 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
-        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let g = self
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
         if g.state() == GroupState::Empty {
             return Ok(partitions.iter().map(|_| Ok(())).collect());
         }
@@ -629,7 +657,10 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
-        let g = self.groups.get(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let g = self
+            .groups
+            .get(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
         if g.state() != GroupState::Empty {
             return Err(GroupError::NonEmptyGroup);
         }
@@ -665,7 +696,10 @@ impl GroupCoordinator {
             .groups
             .iter()
             .filter(|(_, g)| {
-                states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state().name()))
+                states.is_empty()
+                    || states
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(g.state().name()))
             })
             .map(|(id, g)| GroupListing {
                 group_id: id.clone(),

@@ -96,7 +96,10 @@ impl Member {
         if self.awaiting_join.is_some() || self.awaiting_sync.is_some() {
             None
         } else {
-            Some(self.last_heard_ms.saturating_add(i64::from(self.session_timeout_ms.max(0))))
+            Some(
+                self.last_heard_ms
+                    .saturating_add(i64::from(self.session_timeout_ms.max(0))),
+            )
         }
     }
 }
@@ -153,6 +156,13 @@ pub struct Group {
     /// The last group metadata written to (or loaded from) the offsets log: what a replay
     /// would rebuild, and so what a snapshot must carry.
     last_persisted: Option<GroupMetadataValue>,
+}
+
+impl Default for Group {
+    /// An Empty group with an empty id (the skeleton's placeholder derived `Default`).
+    fn default() -> Self {
+        Group::new("", 0)
+    }
 }
 
 /// splitmix64: a bijection of the counter, so ids from one seed never repeat.
@@ -354,7 +364,9 @@ impl Group {
             return false;
         }
         let candidates = self.candidate_protocols();
-        protocols.iter().any(|(p, _)| candidates.contains(&p.as_str()))
+        protocols
+            .iter()
+            .any(|(p, _)| candidates.contains(&p.as_str()))
     }
 
     /// Each member votes for its most preferred protocol among those everyone supports; the
@@ -456,7 +468,8 @@ impl Group {
             }
         }
         if self.size() >= cfg.group_max_size {
-            fx.replies.push((reply, join_error(GroupError::GroupMaxSizeReached, "")));
+            fx.replies
+                .push((reply, join_error(GroupError::GroupMaxSizeReached, "")));
             return;
         }
         // Kafka prefixes static members' ids with their instance id, dynamic ones with the
@@ -593,8 +606,10 @@ impl Group {
             // The second half of the MEMBER_ID_REQUIRED handshake.
             if let Some(iid) = &req.group_instance_id {
                 if self.static_members.contains_key(iid) {
-                    fx.replies
-                        .push((reply, join_error(GroupError::FencedInstanceId, &req.member_id)));
+                    fx.replies.push((
+                        reply,
+                        join_error(GroupError::FencedInstanceId, &req.member_id),
+                    ));
                     return;
                 }
             }
@@ -670,7 +685,11 @@ impl Group {
     }
 
     /// The JoinGroup answer of the current generation for `member_id`.
-    fn current_generation_response(&self, member_id: &str, with_members: bool) -> JoinGroupResponse {
+    fn current_generation_response(
+        &self,
+        member_id: &str,
+        with_members: bool,
+    ) -> JoinGroupResponse {
         JoinGroupResponse {
             error: None,
             generation_id: self.generation_id,
@@ -876,7 +895,8 @@ impl Group {
                 .push((r, join_error(GroupError::UnknownMemberId, member_id)));
         }
         if let Some(r) = m.awaiting_sync {
-            fx.replies.push((r, sync_error(GroupError::UnknownMemberId)));
+            fx.replies
+                .push((r, sync_error(GroupError::UnknownMemberId)));
         }
         if let Some(iid) = &m.group_instance_id {
             if self.static_members.get(iid).map(String::as_str) == Some(member_id) {
@@ -905,7 +925,13 @@ impl Group {
 
     // ---- SyncGroup ----
 
-    pub(crate) fn sync(&mut self, now_ms: i64, reply: ReplyId, req: SyncGroupRequest, fx: &mut Effects) {
+    pub(crate) fn sync(
+        &mut self,
+        now_ms: i64,
+        reply: ReplyId,
+        req: SyncGroupRequest,
+        fx: &mut Effects,
+    ) {
         if let Err(e) = self.check_sync(&req) {
             fx.replies.push((reply, sync_error(e)));
             return;
@@ -1002,7 +1028,11 @@ impl Group {
 
     // ---- Heartbeat, LeaveGroup, OffsetCommit ----
 
-    pub(crate) fn heartbeat(&mut self, now_ms: i64, req: &HeartbeatRequest) -> Result<(), GroupError> {
+    pub(crate) fn heartbeat(
+        &mut self,
+        now_ms: i64,
+        req: &HeartbeatRequest,
+    ) -> Result<(), GroupError> {
         self.validate_current(&req.member_id, req.group_instance_id.as_deref())?;
         if req.generation_id != self.generation_id {
             return Err(GroupError::IllegalGeneration);
@@ -1030,7 +1060,8 @@ impl Group {
         fx: &mut Effects,
     ) -> Vec<Result<(), GroupError>> {
         let mut results = Vec::with_capacity(leaving.len());
-        let mut departed = false;
+        let mut members_left = false;
+        let mut pending_left = false;
         for l in leaving {
             let r = match &l.group_instance_id {
                 Some(iid) => match self.static_members.get(iid).cloned() {
@@ -1040,28 +1071,40 @@ impl Group {
                     }
                     Some(current) => {
                         self.remove_member(&current, fx);
+                        members_left = true;
                         Ok(())
                     }
                 },
-                None if self.pending.remove(&l.member_id).is_some() => Ok(()),
+                None if self.pending.remove(&l.member_id).is_some() => {
+                    pending_left = true;
+                    Ok(())
+                }
                 None if self.members.contains_key(&l.member_id) => {
                     self.remove_member(&l.member_id, fx);
+                    members_left = true;
                     Ok(())
                 }
                 None => Err(GroupError::UnknownMemberId),
             };
-            departed |= r.is_ok();
             results.push(r);
         }
-        if departed {
+        if members_left {
             self.after_departure(now_ms, fx);
+        } else if pending_left {
+            // A pending member was never part of a generation: nothing to rebalance, but a
+            // rebalance may have been waiting for it.
+            self.maybe_complete_join(now_ms, fx);
         }
         results
     }
 
     /// Kafka's `validateOffsetCommit` for an existing group, plus the state rules; a member's
     /// commit counts as hearing from it.
-    pub(crate) fn validate_commit(&mut self, now_ms: i64, auth: &CommitAuth) -> Result<(), GroupError> {
+    pub(crate) fn validate_commit(
+        &mut self,
+        now_ms: i64,
+        auth: &CommitAuth,
+    ) -> Result<(), GroupError> {
         let names_member = auth.generation_id >= 0
             || !auth.member_id.is_empty()
             || auth.group_instance_id.is_some();
@@ -1095,9 +1138,10 @@ impl Group {
     /// the rebalance (or initial delay) deadline, offset retention, and tombstone-marker
     /// cleanup.
     pub(crate) fn tick(&mut self, cfg: &GroupConfig, now_ms: i64, fx: &mut Effects) {
-        let before = self.size();
+        // Pending members that never came back: dropped without a rebalance (they were
+        // never part of a generation); a waiting rebalance is checked below.
         self.pending.retain(|_, deadline| *deadline > now_ms);
-        let mut departed = self.size() != before;
+        let mut departed = false;
 
         let expired: Vec<String> = self
             .members
@@ -1166,7 +1210,9 @@ impl Group {
             if whole_group || v.commit_timestamp_ms.saturating_add(retention) <= now_ms {
                 expired.push(tp.clone());
             } else {
-                earliest = Some(earliest.map_or(v.commit_timestamp_ms, |e: i64| e.min(v.commit_timestamp_ms)));
+                earliest = Some(
+                    earliest.map_or(v.commit_timestamp_ms, |e: i64| e.min(v.commit_timestamp_ms)),
+                );
             }
         }
         for tp in expired {
@@ -1271,7 +1317,8 @@ impl Group {
                 continue;
             }
             if let Some(iid) = &mv.group_instance_id {
-                self.static_members.insert(iid.clone(), mv.member_id.clone());
+                self.static_members
+                    .insert(iid.clone(), mv.member_id.clone());
             }
             self.members.insert(
                 mv.member_id.clone(),
@@ -1298,7 +1345,11 @@ impl Group {
             .leader
             .clone()
             .filter(|l| self.members.contains_key(l))
-            .or_else(|| self.members_in_join_order().first().map(|m| m.member_id.clone()));
+            .or_else(|| {
+                self.members_in_join_order()
+                    .first()
+                    .map(|m| m.member_id.clone())
+            });
         self.state = GroupState::Stable;
         self.state_timestamp_ms = v.current_state_timestamp_ms;
     }
@@ -1484,7 +1535,10 @@ mod tests {
     // Goal: the consumer-protocol subscription parser reads topics and never panics.
     #[test]
     fn subscription_parsing_is_defensive() {
-        assert_eq!(subscribed_topics(&subscription(&["a", "bb"])), vec!["a", "bb"]);
+        assert_eq!(
+            subscribed_topics(&subscription(&["a", "bb"])),
+            vec!["a", "bb"]
+        );
         assert!(subscribed_topics(&[]).is_empty());
         assert!(subscribed_topics(&[0, 0, 0xff, 0xff, 0xff, 0xff]).is_empty());
         let full = subscription(&["orders", "payments"]);

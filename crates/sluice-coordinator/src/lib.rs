@@ -32,6 +32,9 @@ pub mod group;
 pub mod producer_ids;
 pub mod records;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::GroupConfig;
 pub use coordinator::{
     CommitAuth, CommittedOffset, DescribedGroup, DescribedMember, Effects, GroupCoordinator,
@@ -39,5 +42,6 @@ pub use coordinator::{
     LeavingMember, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
 pub use error::GroupError;
+pub use group::{Group, GroupState};
 pub use producer_ids::{ProducerId, ProducerIdAllocator};
 pub use records::{GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};

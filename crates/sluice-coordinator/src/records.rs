@@ -3,8 +3,11 @@
 //! here; the broker wraps each (key, value) pair in a Kafka record inside a v2 record batch.
 //! A `None` value is a tombstone. The format is documented in `docs/coordinator.md`.
 //!
-//! Guarantees: `decode(encode(r)) == r` for every record; decoding never panics on any input
-//! and refuses unknown versions with an error instead of guessing.
+//! Guarantees: `decode(encode(r)) == r` for every record whose strings fit the format's
+//! i16 length (≤ 32767 bytes, as Kafka's wire strings always do; longer ones are cut at a
+//! character boundary rather than written unreadable); decoding never panics on any input
+//! and refuses unknown versions, truncation and trailing bytes with an error instead of
+//! guessing.
 
 use bytes::Bytes;
 
@@ -66,7 +69,6 @@ pub enum StoreRecord {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("undecodable __consumer_offsets record: {0}")]
 pub struct DecodeError(pub &'static str);
-
 
 // ---- format ----
 //
@@ -176,7 +178,8 @@ impl<'a> Reader<'a> {
         Ok(Some(s.to_owned()))
     }
     fn string(&mut self) -> Result<String, DecodeError> {
-        self.nullable_string()?.ok_or(DecodeError("null where a string is required"))
+        self.nullable_string()?
+            .ok_or(DecodeError("null where a string is required"))
     }
     fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.i32()?;
