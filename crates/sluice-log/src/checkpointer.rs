@@ -316,3 +316,67 @@ pub(crate) fn finish_producer_snapshots(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogConfig, LogManagerConfig};
+    use crate::fs::StdFs;
+    use crate::types::{PartitionKey, TopicId};
+
+    fn capture_at(partition: &Arc<Partition>, log_end: Offset) -> ProducerCapture {
+        ProducerCapture {
+            partition: Arc::clone(partition),
+            log_end,
+            version: 1,
+            snapshot: Some(Vec::new()),
+            point: ProducerStatePoint {
+                offset: log_end,
+                snapshot: Some(log_end),
+            },
+        }
+    }
+
+    #[test]
+    fn producer_snapshots_wait_until_their_log_end_is_durable() {
+        // Goal: state taken while an append is placed but not yet covered by a journal sync
+        // (log end above the high watermark) is held back until the high watermark reaches
+        // it; once the log is poisoned (the sync failed) it is dropped, never written.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::new(LogManagerConfig::new(dir.path()), Arc::new(StdFs));
+        let segment = Segment::create(&StdFs, dir.path(), Offset(0)).expect("segment");
+        let key = PartitionKey {
+            topic_id: TopicId([1; 16]),
+            topic: Arc::from("t"),
+            partition: 0,
+        };
+        let partition = Arc::new(Partition::new(
+            key,
+            1,
+            dir.path().to_owned(),
+            LogConfig::default(),
+            vec![Arc::new(segment)],
+            Offset(0),
+            10,
+        ));
+        partition.set_log_end(Offset(5));
+        let mut captures = vec![capture_at(&partition, Offset(5))];
+        let started = Instant::now();
+        let publisher = {
+            let partition = Arc::clone(&partition);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                partition.publish_high_watermark(Offset(5));
+            })
+        };
+        wait_until_durable(&engine, &mut captures);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(captures.len(), 1, "kept once durable");
+        publisher.join().expect("publisher");
+        partition.set_log_end(Offset(9));
+        let mut captures = vec![capture_at(&partition, Offset(9))];
+        engine.poison("test", &io::Error::other("sync failed"));
+        wait_until_durable(&engine, &mut captures);
+        assert!(captures.is_empty(), "never written for a failed append");
+    }
+}
