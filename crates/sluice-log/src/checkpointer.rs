@@ -20,9 +20,9 @@
 //!
 //! Guarantees: the checkpoint file never claims more than what was synced before it was
 //! written; a producer snapshot never describes a batch that a crash could take away, so
-//! recovery never answers a retry as a duplicate of data it does not hold; a failure
-//! poisons the log and leaves the previous checkpoint (and the snapshots it names) in
-//! force. Partitions that see no idempotent producer never get a snapshot file: their
+//! after a crash the state the checkpoint names is usable as is (recovery additionally
+//! refuses any state beyond the log it recovered); a failure poisons the log and leaves
+//! the previous checkpoint (and the snapshots it names) in force. Partitions that see no idempotent producer never get a snapshot file: their
 //! producer state point (empty, as of L) rides in the checkpoint file.
 
 use std::collections::HashMap;
