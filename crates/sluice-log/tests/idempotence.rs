@@ -537,6 +537,38 @@ async fn idle_producers_expire_and_are_then_accepted_anywhere() {
 }
 
 #[tokio::test]
+async fn retention_thread_expires_idle_producers() {
+    // Goal: the background retention thread runs producer expiry on its own schedule: a
+    // producer idle past producer_id_expiration_ms is forgotten without any call, and is
+    // then accepted at any sequence.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = config(dir.path());
+    config.retention_check_interval_ms = 10;
+    config.producer_id_expiration_ms = 50;
+    let (log, _) = open_config(config);
+    let k = key("expirethread", 0);
+    create(&log, &k);
+    produce(&log, &k, P, 0, 0, 1).await;
+    assert_eq!(out_of_order(send(&log, &k, P, 0, 9, 1).await), (1, 9));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    produce(&log, &k, P, 0, 9, 1).await;
+}
+
+#[tokio::test]
+async fn producer_id_without_base_sequence_is_invalid() {
+    // Goal: a batch with a producer id but a negative base sequence is refused on the
+    // caller's thread with InvalidRecord (Kafka's LogValidator does the same).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path(), "noseq");
+    let result = log.append(&k, idempotent_batch(P, 0, -1, 1, 0)).await;
+    assert!(
+        matches!(result, Err(LogError::InvalidRecord(_))),
+        "{result:?}"
+    );
+    assert_eq!(log_end(&log, &k), Offset(0));
+}
+
+#[tokio::test]
 async fn full_partition_evicts_the_least_recently_active_producer() {
     // Goal: with room for two producers per partition, a third evicts the one that appended
     // least recently (then accepted at any sequence) and keeps the other; the bound is per
