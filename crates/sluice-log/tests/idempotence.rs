@@ -739,3 +739,109 @@ async fn copy_of_running_log_has_producer_state_matching_its_data() {
         assert_eq!(info.base_offset.0, seen[n - 1].last_offset + 1);
     }
 }
+
+/// Set in the child process of [`sigkill_mid_produce_keeps_producer_state_matching_data`]:
+/// the data dir it produces into until it is killed.
+const CHILD_DIR_ENV: &str = "SLUICE_IDEMPOTENCE_CHILD_DIR";
+const SIGKILL_PARTITIONS: i32 = 2;
+
+/// The child: produces from one idempotent producer per partition, as fast as acks come,
+/// printing `ACK <partition> <seq> <base offset>` after each ack, with frequent checkpoints
+/// so that the kill lands anywhere among appends, snapshots and checkpoint writes.
+async fn produce_until_killed(dir: &Path) {
+    let mut config = config(dir);
+    config.checkpoint_bytes = 16 * 1024;
+    config.checkpoint_interval_ms = 2;
+    config.journal_file_bytes_max = 32 * 1024;
+    let (log, _) = open_config(config);
+    let mut tasks = Vec::new();
+    for partition in 0..SIGKILL_PARTITIONS {
+        let k = key("killed", partition);
+        let config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        log.create_partition(k.clone(), config).expect("create");
+        let log = log.clone();
+        tasks.push(tokio::spawn(async move {
+            // Bounded, in case the parent never kills us.
+            for i in 0..20_000 {
+                let info = produce(&log, &k, 500 + i64::from(partition), 0, 2 * i, 2).await;
+                println!("ACK {partition} {} {}", 2 * i, info.base_offset.0);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("producer");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_produce_keeps_producer_state_matching_data() {
+    // Goal: after a real SIGKILL of a process producing idempotently (with checkpoints and
+    // producer snapshots running), every acknowledged batch is present at its acknowledged
+    // offset, and the recovered producer state matches the recovered data exactly: the last
+    // five batches present are duplicates at their offsets, a gap is refused, the next
+    // sequence is written at the log end. Method: this test binary runs itself as the child.
+    if let Ok(dir) = std::env::var(CHILD_DIR_ENV) {
+        return produce_until_killed(Path::new(&dir)).await;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "sigkill_mid_produce_keeps_producer_state_matching_data",
+        ])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR_ENV, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("stdout");
+    let acked = tokio::task::spawn_blocking(move || {
+        let mut acked: Vec<(i32, i32, i64)> = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("line");
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let ["ACK", partition, seq, offset] = fields[..] {
+                let parse = |s: &str| s.parse::<i64>().expect("number");
+                acked.push((parse(partition) as i32, parse(seq) as i32, parse(offset)));
+                if acked.len() >= 600 {
+                    break;
+                }
+            }
+        }
+        (acked, child)
+    });
+    let (acked, mut child) = acked.await.expect("reader");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert!(
+        acked.len() >= 600,
+        "the child acknowledged only {} appends",
+        acked.len()
+    );
+    let (log, _) = open(dir.path());
+    for partition in 0..SIGKILL_PARTITIONS {
+        let k = key("killed", partition);
+        let producer_id = 500 + i64::from(partition);
+        let seen = read_all(&log, &k);
+        let n = seen.len();
+        for &(_, seq, offset) in acked.iter().filter(|a| a.0 == partition) {
+            let batch = &seen[(seq / 2) as usize];
+            assert_eq!((batch.tag, batch.base_offset), (i64::from(seq), offset));
+        }
+        for (j, batch) in seen.iter().enumerate().skip(n.saturating_sub(5)) {
+            let retry = (producer_id, 0, 2 * j as i32, 2);
+            expect_duplicate(&log, &k, retry, batch.base_offset, batch.last_offset).await;
+        }
+        let next = 2 * n as i32;
+        assert_eq!(
+            out_of_order(send(&log, &k, producer_id, 0, next + 2, 2).await).0,
+            next
+        );
+        let info = produce(&log, &k, producer_id, 0, next, 2).await;
+        assert_eq!(info.base_offset.0, seen[n - 1].last_offset + 1);
+    }
+}
