@@ -19,6 +19,8 @@ pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 pub const INVALID_CONFIG: i16 = 40;
 pub const INVALID_REQUEST: i16 = 42;
 pub const POLICY_VIOLATION: i16 = 44;
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const INVALID_RECORD: i16 = 87;
@@ -75,6 +77,8 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::CorruptBatch(_) => CORRUPT_MESSAGE,
         LogError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
         LogError::InvalidRecord(_) => INVALID_RECORD,
+        LogError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+        LogError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
         // Retriable: the client reconnects and retries once the broker is back.
         LogError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
     }

@@ -5,25 +5,43 @@
 //! 1. take the handoff (under its lock, briefly): journal position P up to which segments
 //!    are written, segments written since the last checkpoint, sealed segments, partition
 //!    directories that got new files, and each partition's recovery point at P;
-//! 2. write the index files of sealed segments and fsync them;
-//! 3. `fdatasync` every segment written since the last checkpoint, fsync new directories;
-//! 4. atomically replace the checkpoint file (P, log start offsets, recovery points);
-//! 5. retire journal files wholly before P (recycled or deleted).
+//! 2. take each partition's producer state together with the log end L it is as of (under
+//!    the partition's append lock, so no request is half applied), encoding it only when it
+//!    changed since its last snapshot file;
+//! 3. write the index files of sealed segments and fsync them;
+//! 4. `fdatasync` every segment written since the last checkpoint, fsync new directories;
+//! 5. wait until each partition's high watermark reaches its L (the append in flight, if
+//!    any, is covered by a journal sync), then write the changed producer snapshots
+//!    `<L>.snapshot`;
+//! 6. atomically replace the checkpoint file (P, log start offsets, recovery points,
+//!    producer state points);
+//! 7. delete producer snapshots the new checkpoint no longer names, and retire journal
+//!    files wholly before P (recycled or deleted).
 //!
 //! Guarantees: the checkpoint file never claims more than what was synced before it was
-//! written; a failure poisons the log and leaves the previous checkpoint in force.
+//! written; a producer snapshot never describes a batch that a crash could take away, so
+//! after a crash the state the checkpoint names is usable as is (recovery additionally
+//! refuses any state beyond the log it recovered); a failure poisons the log and leaves
+//! the previous checkpoint (and the snapshots it names) in force. Partitions that see no idempotent producer never get a snapshot file: their
+//! producer state point (empty, as of L) rides in the checkpoint file.
 
 use std::collections::HashMap;
+use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::checkpoint::RecoveryPoint;
+use crate::checkpoint::{ProducerStatePoint, RecoveryPoint};
+use crate::config::PRODUCER_SNAPSHOT_WAIT_MS_MAX;
 use crate::engine::{CheckpointState, Engine, Stats};
 use crate::error::LogError;
+use crate::fs;
 use crate::journal::JournalPosition;
 use crate::partition::Partition;
+use crate::producer_snapshot;
+use crate::producer_state::SnapshotMark;
 use crate::segment::Segment;
+use crate::types::Offset;
 
 /// What one checkpoint takes from the handoff.
 #[derive(Debug)]
@@ -85,6 +103,9 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     if !clean_shutdown && !taken.is_news_to(&state) {
         return Ok(false);
     }
+    // Taken before the syncs below, so the append in flight has most likely become
+    // durable by the time the snapshots are written.
+    let mut captures = capture_producer_states(engine);
     for segment in &taken.sealed {
         engine.guard(
             "write index files",
@@ -96,9 +117,16 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
         Stats::add(&engine.stats.segment_syncs, 1);
     }
     sync_new_dirs(engine, taken.new_files)?;
-    let written =
-        engine.write_checkpoint_file(taken.written_to, &taken.recovery_points, clean_shutdown);
+    let producer_points = write_producer_snapshots(engine, &mut captures, &state.producer_points)?;
+    let written = engine.write_checkpoint_file(
+        taken.written_to,
+        &taken.recovery_points,
+        &producer_points,
+        clean_shutdown,
+    );
     engine.guard("write checkpoint", written)?;
+    finish_producer_snapshots(engine, &captures, &state.producer_points);
+    state.producer_points = producer_points;
     state.journal = taken.written_to;
     state.journal_bytes = taken.journal_bytes;
     state.recovery_points = taken.recovery_points;
@@ -141,4 +169,214 @@ pub(crate) fn shutdown_checkpoint(engine: &Engine) -> Result<(), LogError> {
     }
     engine.handoff.lock().sealed.append(&mut actives);
     checkpoint(engine, true).map(|_| ())
+}
+
+/// One partition's producer state, taken for a checkpoint.
+#[derive(Debug)]
+pub(crate) struct ProducerCapture {
+    pub(crate) partition: Arc<Partition>,
+    /// The partition's log end when the state was taken: the state is as of this offset.
+    log_end: Offset,
+    version: u64,
+    /// The encoded state, when the table changed since its last snapshot file.
+    snapshot: Option<Vec<u8>>,
+    pub(crate) point: ProducerStatePoint,
+}
+
+/// Takes every live partition's producer state with the log end it is as of. Holds each
+/// partition's append lock only while reading it (encoding a changed table costs about
+/// 200 bytes of copying per producer).
+pub(crate) fn capture_producer_states(engine: &Engine) -> Vec<ProducerCapture> {
+    let mut captures = Vec::new();
+    for partition in engine.partitions_snapshot() {
+        let _append = partition.append_lock.lock();
+        if partition.is_deleted() {
+            continue;
+        }
+        let log_end = partition.log_end();
+        let table = partition.producers.lock();
+        let version = table.version();
+        let (snapshot, file) = match table.snapshot {
+            _ if table.is_empty() => (None, None),
+            Some(mark) if mark.version == version => (None, Some(mark.offset)),
+            _ => {
+                let key = &partition.key;
+                let bytes = producer_snapshot::encode(&table, key.topic_id, key.partition, log_end);
+                (Some(bytes), Some(log_end))
+            }
+        };
+        drop(table);
+        captures.push(ProducerCapture {
+            partition: Arc::clone(&partition),
+            log_end,
+            version,
+            snapshot,
+            point: ProducerStatePoint {
+                offset: log_end,
+                snapshot: file,
+            },
+        });
+    }
+    captures
+}
+
+/// Waits until every captured state is durable: its partition's high watermark reached
+/// its log end, so the batches it describes are covered by a journal sync. Drops the
+/// captures of deleted partitions and, once the log is poisoned or after
+/// `PRODUCER_SNAPSHOT_WAIT_MS_MAX`, those still waiting (they keep their previous point).
+fn wait_until_durable(engine: &Engine, captures: &mut Vec<ProducerCapture>) {
+    let deadline = Instant::now() + Duration::from_millis(PRODUCER_SNAPSHOT_WAIT_MS_MAX);
+    loop {
+        captures.retain(|c| !c.partition.is_deleted());
+        let durable = |c: &ProducerCapture| c.partition.high_watermark() >= c.log_end;
+        if captures.iter().all(durable) {
+            return;
+        }
+        if engine.is_poisoned() || Instant::now() >= deadline {
+            captures.retain(durable);
+            tracing::warn!(
+                "producer snapshots skipped for partitions whose appends are not yet durable"
+            );
+            return;
+        }
+        // One commit round, normally a few milliseconds.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Writes the snapshot files of the captured tables that changed, once their state is
+/// durable. Returns the producer state points for the checkpoint file: the captured ones,
+/// and the previous point of partitions whose capture had to be dropped.
+pub(crate) fn write_producer_snapshots(
+    engine: &Engine,
+    captures: &mut Vec<ProducerCapture>,
+    previous: &HashMap<u64, ProducerStatePoint>,
+) -> Result<HashMap<u64, ProducerStatePoint>, LogError> {
+    wait_until_durable(engine, captures);
+    let mut points: HashMap<u64, ProducerStatePoint> = engine
+        .partitions_snapshot()
+        .iter()
+        .filter_map(|p| previous.get(&p.uid).map(|point| (p.uid, *point)))
+        .collect();
+    for capture in captures.iter() {
+        if let Some(bytes) = &capture.snapshot {
+            let written = write_snapshot_file(engine, &capture.partition, capture.log_end, bytes);
+            engine.guard("write producer snapshot", written)?;
+        }
+        points.insert(capture.partition.uid, capture.point);
+    }
+    Ok(points)
+}
+
+/// Writes `<offset>.snapshot` into the partition's directory, unless the partition is
+/// being deleted (its directory may be re-created for a new topic: never write there).
+fn write_snapshot_file(
+    engine: &Engine,
+    partition: &Partition,
+    offset: Offset,
+    bytes: &[u8],
+) -> io::Result<()> {
+    let _snapshot = partition.snapshot_lock.lock();
+    if partition.is_deleted() {
+        return Ok(());
+    }
+    let path = partition.dir.join(producer_snapshot::file_name(offset));
+    fs::write_file_atomic(engine.fs.as_ref(), &path, bytes)
+}
+
+/// After the checkpoint file naming the captured points is durable: remembers which
+/// snapshot file holds each table's state, and deletes the files that no checkpoint names
+/// any more. A file that cannot be deleted is only logged (recovery deletes leftovers).
+pub(crate) fn finish_producer_snapshots(
+    engine: &Engine,
+    captures: &[ProducerCapture],
+    previous: &HashMap<u64, ProducerStatePoint>,
+) {
+    for capture in captures {
+        let partition = &capture.partition;
+        if capture.snapshot.is_some() {
+            partition.producers.lock().snapshot = Some(SnapshotMark {
+                version: capture.version,
+                offset: capture.log_end,
+            });
+        }
+        let old = previous.get(&partition.uid).and_then(|p| p.snapshot);
+        if let Some(old) = old.filter(|&old| Some(old) != capture.point.snapshot) {
+            let _snapshot = partition.snapshot_lock.lock();
+            if partition.is_deleted() {
+                continue;
+            }
+            let path = partition.dir.join(producer_snapshot::file_name(old));
+            match engine.fs.remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    tracing::warn!(error = %e, path = %path.display(), "could not delete an old producer snapshot");
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogConfig, LogManagerConfig};
+    use crate::fs::StdFs;
+    use crate::types::{PartitionKey, TopicId};
+
+    fn capture_at(partition: &Arc<Partition>, log_end: Offset) -> ProducerCapture {
+        ProducerCapture {
+            partition: Arc::clone(partition),
+            log_end,
+            version: 1,
+            snapshot: Some(Vec::new()),
+            point: ProducerStatePoint {
+                offset: log_end,
+                snapshot: Some(log_end),
+            },
+        }
+    }
+
+    #[test]
+    fn producer_snapshots_wait_until_their_log_end_is_durable() {
+        // Goal: state taken while an append is placed but not yet covered by a journal sync
+        // (log end above the high watermark) is held back until the high watermark reaches
+        // it; once the log is poisoned (the sync failed) it is dropped, never written.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::new(LogManagerConfig::new(dir.path()), Arc::new(StdFs));
+        let segment = Segment::create(&StdFs, dir.path(), Offset(0)).expect("segment");
+        let key = PartitionKey {
+            topic_id: TopicId([1; 16]),
+            topic: Arc::from("t"),
+            partition: 0,
+        };
+        let partition = Arc::new(Partition::new(
+            key,
+            1,
+            dir.path().to_owned(),
+            LogConfig::default(),
+            vec![Arc::new(segment)],
+            Offset(0),
+            10,
+        ));
+        partition.set_log_end(Offset(5));
+        let mut captures = vec![capture_at(&partition, Offset(5))];
+        let started = Instant::now();
+        let publisher = {
+            let partition = Arc::clone(&partition);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                partition.publish_high_watermark(Offset(5));
+            })
+        };
+        wait_until_durable(&engine, &mut captures);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(captures.len(), 1, "kept once durable");
+        publisher.join().expect("publisher");
+        partition.set_log_end(Offset(9));
+        let mut captures = vec![capture_at(&partition, Offset(9))];
+        engine.poison("test", &io::Error::other("sync failed"));
+        wait_until_durable(&engine, &mut captures);
+        assert!(captures.is_empty(), "never written for a failed append");
+    }
 }

@@ -12,9 +12,17 @@
 //! makes it durable; splitting the two page-cache copies over two threads keeps the
 //! committer from being CPU-bound on them.
 //!
-//! Guarantees: a waiter is answered Ok only after the sync covering its batches returned;
-//! any write or sync error poisons the log, fails every waiter of the round and every later
-//! append, and nothing is retried.
+//! Idempotent producers: a request whose batches carry a producer id is checked against
+//! the partition's producer state (see `producer_state`) under the partition's append lock,
+//! before any of its batches gets an offset, so the order of the checks is the order of the
+//! offsets. A request is accepted or refused as a whole; a retry of a written batch is
+//! answered with the original offsets and writes nothing. The state is updated as the
+//! batches are placed, so a later request of the same round sees it.
+//!
+//! Guarantees: a waiter is answered Ok only after the sync covering its batches returned
+//! (a duplicate's original was covered by this round's sync or an earlier one); any write
+//! or sync error poisons the log, fails every waiter of the round and every later append,
+//! and nothing is retried.
 //!
 //! Steady state allocates nothing per request beyond the channel message: the round's
 //! vectors and journal buffer are reused, and segments are written from the journal buffer.
@@ -34,6 +42,7 @@ use crate::error::LogError;
 use crate::journal::{self, JournalWriter};
 use crate::manager::AppendInfo;
 use crate::partition::Partition;
+use crate::producer_state::{BatchMetadata, Staged};
 use crate::segment::{now_ms, Segment};
 use crate::types::Offset;
 
@@ -46,6 +55,8 @@ pub(crate) struct AppendRequest {
     pub(crate) batch_count: usize,
     /// The append time for LogAppendTime partitions, else -1.
     pub(crate) log_append_time_ms: i64,
+    /// Some batch carries a producer id: the request goes through the sequence checks.
+    pub(crate) idempotent: bool,
     pub(crate) reply: oneshot::Sender<Result<AppendInfo, LogError>>,
 }
 
@@ -117,6 +128,8 @@ pub(crate) struct Committer {
     touched: Vec<Arc<Partition>>,
     sealed: Vec<Arc<Segment>>,
     new_files: Vec<Arc<Partition>>,
+    /// Scratch for the producer checks of one request (reused: no allocation per request).
+    staged: Vec<Staged>,
     round_id: u64,
     stop_requested: bool,
 }
@@ -140,6 +153,7 @@ impl Committer {
             touched: Vec::new(),
             sealed: Vec::new(),
             new_files: Vec::new(),
+            staged: Vec::new(),
             round_id: 0,
             stop_requested: false,
         }
@@ -264,15 +278,25 @@ impl Committer {
         Ok(position)
     }
 
-    /// Places one request's batches: stamps offsets, encodes journal entries into the
-    /// round buffer, reserves and indexes their segment space. Holds the partition's append
-    /// lock for the request only; no I/O happens here except a segment roll.
+    /// Places one request's batches: checks idempotent producers, stamps offsets, encodes
+    /// journal entries into the round buffer, reserves and indexes their segment space.
+    /// Holds the partition's append lock for the request only; no I/O happens here except a
+    /// segment roll.
     fn apply(&mut self, i: usize, now: i64) -> Result<AppendInfo, Failure> {
         let partition = Arc::clone(&self.round[i].request.partition);
         let records = self.round[i].request.records.clone();
         let _append = partition.append_lock.lock();
         if partition.is_deleted() {
             return Err(Failure::Request(LogError::UnknownPartition));
+        }
+        let mut producers = None;
+        if self.round[i].request.idempotent {
+            let table = partition.producers.lock();
+            let checked = table.check_request(&records, &mut self.staged);
+            if let Some(original) = checked.map_err(Failure::Request)? {
+                return Ok(self.duplicate_info(i, &partition, original));
+            }
+            producers = Some(table);
         }
         let config = partition.config();
         let first = partition.log_end();
@@ -300,6 +324,9 @@ impl Committer {
                 config.index_interval_bytes,
                 now,
             );
+            if let Some(table) = producers.as_mut() {
+                table.record_header(&header, next, now);
+            }
             next = Offset(last.0 + 1);
             partition.set_log_end(next);
             self.writes.push(SegmentWrite {
@@ -320,7 +347,30 @@ impl Committer {
             last_offset: Offset(next.0 - 1),
             log_append_time_ms,
             log_start_offset,
+            duplicate: false,
         })
+    }
+
+    /// The answer to a retried batch: the offsets (and append time) it got when it was
+    /// first written. Nothing is written for it.
+    fn duplicate_info(
+        &self,
+        i: usize,
+        partition: &Partition,
+        original: BatchMetadata,
+    ) -> AppendInfo {
+        let log_append_time = self.round[i].request.log_append_time_ms >= 0;
+        AppendInfo {
+            base_offset: original.first_offset,
+            last_offset: original.last_offset,
+            log_append_time_ms: if log_append_time {
+                original.timestamp_ms
+            } else {
+                -1
+            },
+            log_start_offset: partition.log_start(),
+            duplicate: true,
+        }
     }
 
     /// The active segment, rolled first if this batch must go to a new one.

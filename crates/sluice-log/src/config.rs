@@ -9,6 +9,25 @@ use std::path::PathBuf;
 /// `journal_file_bytes_max` of disk space.
 pub const JOURNAL_FILES_RECYCLED_MAX: usize = 4;
 
+/// Batches remembered per idempotent producer for duplicate detection. Kafka keeps 5
+/// because a producer has at most 5 requests in flight per partition
+/// (`max.in.flight.requests.per.connection` <= 5 is required for idempotence), so any retry
+/// it can send is one of its last 5 batches.
+pub const PRODUCER_BATCHES_CACHED_MAX: usize = 5;
+const _: () = assert!(PRODUCER_BATCHES_CACHED_MAX >= 1 && PRODUCER_BATCHES_CACHED_MAX <= 255);
+
+/// When a partition's producer snapshot cannot be used (missing, damaged, or newer than
+/// what recovery found), its producer state is rebuilt by walking the batch headers of at
+/// most this many of its newest segments. Older producers are forgotten and therefore
+/// accepted with any sequence: the safe direction (a retry may be written twice, but no
+/// batch is ever answered as a duplicate of data that is not there).
+pub const PRODUCER_STATE_REBUILD_SEGMENTS_MAX: usize = 2;
+
+/// How long a checkpoint waits for the append in flight to become durable before it
+/// snapshots a partition's producer state (normally one journal sync). When it waits in
+/// vain, that partition keeps its previous snapshot until the next checkpoint.
+pub const PRODUCER_SNAPSHOT_WAIT_MS_MAX: u64 = 10_000;
+
 /// Which timestamp a batch keeps (`message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimestampType {
@@ -81,8 +100,17 @@ pub struct LogManagerConfig {
     pub append_queue_len: usize,
     /// Most bytes one group-commit round takes from the queue before it syncs.
     pub commit_bytes_max: usize,
-    /// How often retention (time, bytes) and time-based segment rolls are checked.
+    /// How often retention (time, bytes) and time-based segment rolls are checked. Idle
+    /// producer ids are expired on the same schedule.
     pub retention_check_interval_ms: u64,
+    /// Idempotent producers tracked per partition. When a new producer id arrives at a
+    /// full partition, the least recently active one is forgotten (it is then accepted
+    /// with any sequence, like an expired one). Each costs about 200 bytes of memory and
+    /// of the partition's producer snapshot. Minimum 1.
+    pub producer_ids_per_partition_max: usize,
+    /// Kafka's `producer.id.expiration.ms`: a producer id with no append to a partition for
+    /// this long is forgotten there. Default 86_400_000 (one day).
+    pub producer_id_expiration_ms: u64,
 }
 
 impl LogManagerConfig {
@@ -96,6 +124,8 @@ impl LogManagerConfig {
             append_queue_len: 4096,
             commit_bytes_max: 8 << 20,
             retention_check_interval_ms: 30_000,
+            producer_ids_per_partition_max: 10_000,
+            producer_id_expiration_ms: 86_400_000,
         }
     }
 }

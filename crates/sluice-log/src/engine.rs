@@ -2,10 +2,12 @@
 //! committer-to-checkpointer handoff, checkpoint writing, poisoning, counters.
 //!
 //! Lock order (outer first): `admin` → partition `trim_lock` → `checkpoints` →
-//! partition `append_lock` → `handoff` → partition segment list. No lock is held across an
-//! `fdatasync` that the committer could wait on: the committer only takes partition
-//! `append_lock`s and, briefly, `handoff`; the checkpointer syncs segments holding only
-//! `checkpoints`.
+//! partition `append_lock` → partition `producers` → `handoff` → partition segment list.
+//! A partition's `snapshot_lock` is taken with none of the partition's other locks held,
+//! or last (delete_partition). No lock is held across an `fdatasync` that the committer
+//! could wait on: the committer only takes partition `append_lock`s and `producers` and,
+//! briefly, `handoff`; the checkpointer syncs segments and writes producer snapshots
+//! holding only `checkpoints` (and a partition's `snapshot_lock`).
 
 use std::collections::HashMap;
 use std::io;
@@ -17,7 +19,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 use tokio::sync::watch;
 
-use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, RecoveryPoint};
+use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, ProducerStatePoint, RecoveryPoint};
 use crate::config::{LogConfig, LogManagerConfig};
 use crate::error::LogError;
 use crate::fs::{self, Fs};
@@ -55,6 +57,9 @@ pub(crate) struct CheckpointState {
     pub(crate) journal: JournalPosition,
     pub(crate) journal_bytes: u64,
     pub(crate) recovery_points: HashMap<u64, RecoveryPoint>,
+    /// Per partition uid: the producer state point the checkpoint file names (and so the
+    /// snapshot file that must not be deleted).
+    pub(crate) producer_points: HashMap<u64, ProducerStatePoint>,
 }
 
 /// A wake-up flag for a background thread that otherwise sleeps on a timer.
@@ -290,6 +295,7 @@ impl Engine {
             config,
             vec![Arc::new(segment)],
             Offset(0),
+            self.config.producer_ids_per_partition_max,
         );
         tracing::info!(topic = %partition.key.topic, partition = partition.key.partition, "created partition");
         self.insert_partition(Arc::new(partition), Some(point));
@@ -326,6 +332,8 @@ impl Engine {
         let _trim = partition.trim_lock.lock();
         // Waits for a commit round that is writing to it right now.
         let _append = partition.append_lock.lock();
+        // Waits for a producer snapshot being written into the directory.
+        let _snapshot = partition.snapshot_lock.lock();
         self.handoff.lock().recovery_points.remove(&partition.uid);
         for segment in partition.segments() {
             segment.mark_deleted();
@@ -349,11 +357,12 @@ impl Engine {
     }
 
     /// Writes the checkpoint file for journal position `journal` with the given recovery
-    /// points and every live partition's current log start offset.
+    /// and producer state points and every live partition's current log start offset.
     pub(crate) fn write_checkpoint_file(
         &self,
         journal: JournalPosition,
         recovery_points: &HashMap<u64, RecoveryPoint>,
+        producer_points: &HashMap<u64, ProducerStatePoint>,
         clean_shutdown: bool,
     ) -> io::Result<()> {
         let mut partitions: Vec<PartitionCheckpoint> = self
@@ -364,6 +373,7 @@ impl Engine {
                 partition: p.key.partition,
                 log_start_offset: p.log_start(),
                 recovery: recovery_points.get(&p.uid).copied(),
+                producer_state: producer_points.get(&p.uid).copied(),
             })
             .collect();
         partitions.sort_by_key(|p| (p.topic_id, p.partition));
@@ -387,7 +397,12 @@ impl Engine {
     pub(crate) fn persist_log_starts(&self) -> Result<(), LogError> {
         let state = self.checkpoints.lock();
         self.check_writable()?;
-        let result = self.write_checkpoint_file(state.journal, &state.recovery_points, false);
+        let result = self.write_checkpoint_file(
+            state.journal,
+            &state.recovery_points,
+            &state.producer_points,
+            false,
+        );
         self.guard("write checkpoint for DeleteRecords", result)
     }
 

@@ -1,7 +1,7 @@
 //! [`LogError`]: the operating errors of the log, typed so the broker can map each one to
 //! a Kafka error code (that mapping lives in `sluice-broker`, not here).
 
-use crate::types::Offset;
+use crate::types::{Offset, ProducerEpoch, ProducerId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -33,6 +33,26 @@ pub enum LogError {
     /// A batch whose offsets are not consecutive from zero, or otherwise not acceptable.
     #[error("invalid record batch: {0}")]
     InvalidRecord(&'static str),
+    /// An idempotent batch from a producer epoch older than the one the partition has seen
+    /// for that producer id: the producer was fenced by a newer session (Kafka 47,
+    /// INVALID_PRODUCER_EPOCH). Nothing of the request was written.
+    #[error(
+        "producer {producer_id:?}: epoch {epoch:?} is older than the current epoch {current:?}"
+    )]
+    InvalidProducerEpoch {
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        current: ProducerEpoch,
+    },
+    /// An idempotent batch whose base sequence does not follow the producer's last one
+    /// (or a new epoch that does not start at 0): a batch is missing in between (Kafka 45,
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing of the request was written.
+    #[error("producer {producer_id:?}: base sequence {received} where {expected} was expected")]
+    OutOfOrderSequence {
+        producer_id: ProducerId,
+        expected: i32,
+        received: i32,
+    },
     /// The log is shutting down and accepts no more appends.
     #[error("log is shutting down")]
     ShuttingDown,

@@ -19,6 +19,9 @@
 //! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
 //! - `journal`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
 //!   `recovery`, `retention`, `metadata`, `engine`: the engine behind [`LogManager`].
+//! - `producer_state`, `producer_snapshot`: idempotent-producer sequence tracking per
+//!   partition (duplicates answered with their original offsets, gaps and stale epochs
+//!   refused) and its snapshot file.
 
 pub mod batch;
 mod checkpoint;
@@ -33,6 +36,8 @@ mod journal;
 mod manager;
 mod metadata;
 mod partition;
+mod producer_snapshot;
+mod producer_state;
 mod recovery;
 mod retention;
 mod segment;
@@ -43,4 +48,4 @@ pub use error::LogError;
 pub use manager::{
     AppendInfo, AppendWaiter, LogManager, LogStats, PartitionOffsets, ReadResult, RecoveryReport,
 };
-pub use types::{Offset, PartitionKey, TopicId};
+pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

@@ -1,5 +1,6 @@
 //! [`LogManager`]: the public face of the log. It owns every partition, the committer
-//! thread (group commit into the journal), the checkpointer thread and retention.
+//! thread (group commit into the journal, with the idempotent-producer checks), the
+//! checkpointer thread and retention (which also expires idle producer ids).
 //!
 //! API CONTRACT (the broker codes against exactly this; keep signatures stable).
 
@@ -11,7 +12,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::batch::{self, BatchIter};
+use crate::batch::{self, BatchHeader, BatchIter};
 use crate::checkpointer;
 use crate::committer::{AppendRequest, Committer, Message};
 use crate::config::{LogConfig, LogManagerConfig, TimestampType};
@@ -21,7 +22,7 @@ use crate::fs::Fs;
 use crate::recovery;
 use crate::retention;
 use crate::segment::now_ms;
-use crate::types::{Offset, PartitionKey};
+use crate::types::{Offset, PartitionKey, ProducerId};
 
 /// Cheap to clone; all clones share one engine.
 #[derive(Debug, Clone)]
@@ -135,6 +136,9 @@ pub struct AppendInfo {
     /// The broker's append time when the partition uses LogAppendTime, else -1.
     pub log_append_time_ms: i64,
     pub log_start_offset: Offset,
+    /// The request was a retry of batches already written by the same idempotent producer:
+    /// nothing was written, and the offsets (and append time) are those of the original.
+    pub duplicate: bool,
 }
 
 /// Completes when the append is durable (or has failed). Dropping it is fine (acks=0).
@@ -158,34 +162,64 @@ pub struct ReadResult {
     pub offsets: PartitionOffsets,
 }
 
-/// Validates produced batches on the caller's thread and applies LogAppendTime. Returns the
-/// bytes to store (the input itself unless LogAppendTime rewrote it), the number of batches
-/// and the append time.
-fn prepare_records(records: Bytes, config: &LogConfig) -> Result<(Bytes, usize, i64), LogError> {
+/// Produced batches, validated and ready to queue.
+#[derive(Debug)]
+struct Prepared {
+    /// The bytes to store: the input itself unless LogAppendTime rewrote it.
+    records: Bytes,
+    batch_count: usize,
+    /// The append time for LogAppendTime partitions, else -1.
+    log_append_time_ms: i64,
+    /// Some batch carries a producer id (the committer then checks sequences).
+    idempotent: bool,
+}
+
+/// Checks the producer fields of one batch. A batch with a producer id must carry a base
+/// sequence, as Kafka's LogValidator requires; sequences are never negative.
+fn validate_producer(header: &BatchHeader<'_>) -> Result<bool, LogError> {
+    if !ProducerId(header.producer_id()).is_idempotent() {
+        return Ok(false);
+    }
+    if header.base_sequence() < 0 {
+        return Err(LogError::InvalidRecord(
+            "record batch has a producer id but a negative base sequence",
+        ));
+    }
+    Ok(true)
+}
+
+/// Validates produced batches on the caller's thread and applies LogAppendTime.
+fn prepare_records(records: Bytes, config: &LogConfig) -> Result<Prepared, LogError> {
     if records.is_empty() {
         return Err(LogError::CorruptBatch("no record batch in the request"));
     }
-    let mut count = 0usize;
+    let mut batch_count = 0usize;
+    let mut idempotent = false;
     for batch in BatchIter::new(records.clone()) {
-        batch::validate(&batch?, config.max_message_bytes)?;
-        count += 1;
+        let batch = batch?;
+        let header = batch::validate(&batch, config.max_message_bytes)?;
+        idempotent |= validate_producer(&header)?;
+        batch_count += 1;
     }
+    let prepared = |records, log_append_time_ms| Prepared {
+        records,
+        batch_count,
+        log_append_time_ms,
+        idempotent,
+    };
     if config.timestamp_type == TimestampType::CreateTime {
-        return Ok((records, count, -1));
+        return Ok(prepared(records, -1));
     }
     let append_time = now_ms();
-    if count == 1 {
-        return Ok((
-            batch::with_log_append_time(&records, append_time),
-            count,
-            append_time,
-        ));
+    if batch_count == 1 {
+        let rewritten = batch::with_log_append_time(&records, append_time);
+        return Ok(prepared(rewritten, append_time));
     }
     let mut rewritten = Vec::with_capacity(records.len());
     for batch in BatchIter::new(records) {
         rewritten.extend_from_slice(&batch::with_log_append_time(&batch?, append_time));
     }
-    Ok((Bytes::from(rewritten), count, append_time))
+    Ok(prepared(Bytes::from(rewritten), append_time))
 }
 
 impl LogManager {
@@ -234,8 +268,15 @@ impl LogManager {
     }
 
     /// Validates `records` (one or more v2 batches: length, magic, CRC-32C, size against
-    /// max.message.bytes, offsets consecutive) on the caller's thread, then queues them.
-    /// Waits (async) only when the bounded append queue is full. Never does file I/O.
+    /// max.message.bytes, offsets consecutive, a base sequence wherever there is a producer
+    /// id) on the caller's thread, then queues them. Waits (async) only when the bounded
+    /// append queue is full. Never does file I/O.
+    ///
+    /// Batches with a producer id (idempotent producers) are checked by the committer
+    /// against the partition's producer state, the request as a whole: a retry of a batch
+    /// already written is answered with its original offsets and `duplicate` set, writing
+    /// nothing; a stale producer epoch fails with `InvalidProducerEpoch` and a sequence gap
+    /// with `OutOfOrderSequence`, writing nothing.
     pub async fn append(
         &self,
         key: &PartitionKey,
@@ -247,14 +288,14 @@ impl LogManager {
             return Err(LogError::ShuttingDown);
         }
         let partition = engine.partition(key)?;
-        let (records, batch_count, log_append_time_ms) =
-            prepare_records(records, &partition.config())?;
+        let prepared = prepare_records(records, &partition.config())?;
         let (reply, receiver) = oneshot::channel();
         let request = AppendRequest {
             partition,
-            records,
-            batch_count,
-            log_append_time_ms,
+            records: prepared.records,
+            batch_count: prepared.batch_count,
+            log_append_time_ms: prepared.log_append_time_ms,
+            idempotent: prepared.idempotent,
             reply,
         };
         self.inner
@@ -323,8 +364,18 @@ impl LogManager {
         retention::enforce(self.engine(), now_ms)
     }
 
+    /// Forgets, in every partition, the producer ids with no append for
+    /// `producer_id_expiration_ms` or more at `now_ms` (Kafka's `producer.id.expiration.ms`);
+    /// such a producer is then accepted with any sequence. The retention thread runs this
+    /// every `retention_check_interval_ms`; `now_ms` is passed in so tests control time.
+    /// No I/O: the next checkpoint writes the smaller state. Returns how many were dropped.
+    pub fn expire_producers(&self, now_ms: i64) -> usize {
+        retention::expire_producers(self.engine(), now_ms)
+    }
+
     /// Runs a checkpoint now on the caller's thread: syncs every segment written since the
-    /// last one, writes the checkpoint file and deletes journal files it no longer needs.
+    /// last one, snapshots changed producer state, writes the checkpoint file and deletes
+    /// journal files it no longer needs.
     /// The checkpointer thread does the same on its own schedule. Blocking.
     pub fn checkpoint_now(&self) -> Result<(), LogError> {
         if self.engine().stopping.load(Ordering::Acquire) {

@@ -9,6 +9,12 @@
 //! - `append_lock` serializes everything that writes the active segment or replaces it:
 //!   the committer (per request), rolls from retention, recovery, deletion.
 //! - `trim_lock` serializes removal of old segments (retention, DeleteRecords).
+//! - `producers` (the idempotent-producer state) is changed by the committer holding
+//!   `append_lock`, so a request's sequence check and its offsets are decided together;
+//!   the checkpointer reads it under both locks, so the state and the log end it is taken
+//!   at agree. Expiry takes `producers` alone (it changes no offset).
+//! - `snapshot_lock` keeps a producer snapshot write and the partition's deletion apart, so
+//!   a late snapshot never lands in a re-created partition's directory.
 
 use std::io;
 use std::path::PathBuf;
@@ -22,6 +28,7 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::Fs;
 use crate::manager::{PartitionOffsets, ReadResult};
+use crate::producer_state::ProducerStateTable;
 use crate::segment::Segment;
 use crate::types::{Offset, PartitionKey};
 
@@ -47,6 +54,9 @@ pub(crate) struct Partition {
     deleted: AtomicBool,
     pub(crate) append_lock: Mutex<()>,
     pub(crate) trim_lock: Mutex<()>,
+    /// Idempotent producers seen by this partition (see the concurrency contract above).
+    pub(crate) producers: Mutex<ProducerStateTable>,
+    pub(crate) snapshot_lock: Mutex<()>,
     /// Committer-only bookkeeping: the commit round that last touched this partition.
     pub(crate) round_mark: AtomicU64,
 }
@@ -60,6 +70,7 @@ impl Partition {
         config: LogConfig,
         segments: Vec<Arc<Segment>>,
         log_start: Offset,
+        producer_ids_max: usize,
     ) -> Self {
         assert!(
             !segments.is_empty(),
@@ -78,6 +89,8 @@ impl Partition {
             deleted: AtomicBool::new(false),
             append_lock: Mutex::new(()),
             trim_lock: Mutex::new(()),
+            producers: Mutex::new(ProducerStateTable::new(producer_ids_max)),
+            snapshot_lock: Mutex::new(()),
             round_mark: AtomicU64::new(0),
         }
     }

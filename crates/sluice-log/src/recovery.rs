@@ -15,8 +15,18 @@
 //!    reported, never filled with invented data. Entries of unknown topic ids (deleted
 //!    topics) are skipped. A torn or corrupt entry ends the replay and is cut off;
 //! 4. high watermark = log end; log start = max(checkpointed value, first segment base);
-//! 5. fsync what recovery wrote, start a fresh journal file, write a new (not clean)
-//!    checkpoint whose position is that file's start, and delete the old journal files.
+//! 5. rebuild each partition's producer state as of its recovered log end: start from the
+//!    state the checkpoint names (a producer snapshot file, or empty) at its producer state
+//!    offset, and re-apply the idempotent batches from there by walking their headers.
+//!    That offset is at most what was durable when the checkpoint was written, so the walk
+//!    covers about the bytes written since (nothing after a clean shutdown). When that state
+//!    cannot be used (snapshot missing or damaged, or beyond the recovered log end because
+//!    acknowledged data was lost), the newest other snapshot not beyond the log end is used,
+//!    else the state is rebuilt from the newest `PRODUCER_STATE_REBUILD_SEGMENTS_MAX`
+//!    segments (all of them when the checkpoint trusted nothing of the partition);
+//! 6. fsync what recovery wrote, start a fresh journal file, write the changed producer
+//!    snapshots and a new (not clean) checkpoint whose position is that file's start, and
+//!    delete the old journal files and the producer snapshots it does not name.
 //!
 //! Every action is logged through `tracing` and listed in the [`RecoveryReport`].
 
@@ -26,8 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{self, BatchHeader};
-use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, RecoveryPoint};
-use crate::config::LogConfig;
+use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, ProducerStatePoint, RecoveryPoint};
+use crate::checkpointer;
+use crate::config::{LogConfig, PRODUCER_STATE_REBUILD_SEGMENTS_MAX};
 use crate::engine::Engine;
 use crate::error::LogError;
 use crate::fs::{self, Fs};
@@ -35,6 +46,8 @@ use crate::journal::{self, Entry, FileEnd, JournalPosition, JournalWriter};
 use crate::manager::RecoveryReport;
 use crate::metadata::{self, PartitionMetadata};
 use crate::partition::Partition;
+use crate::producer_snapshot;
+use crate::producer_state::{ProducerStateTable, SnapshotMark};
 use crate::segment::{self, now_ms, open_segment, Segment, SegmentPaths};
 use crate::types::{Offset, PartitionKey, TopicId};
 
@@ -56,6 +69,8 @@ struct Recovery<'a> {
     to_index: Vec<Arc<Segment>>,
     dirs_to_sync: Vec<PathBuf>,
     gaps: HashMap<u64, u32>,
+    /// Producer snapshot files found per partition directory, sorted by offset.
+    snapshot_files: HashMap<PathBuf, Vec<Offset>>,
     now_ms: i64,
 }
 
@@ -75,12 +90,14 @@ pub(crate) fn recover(engine: &Engine) -> Result<(JournalWriter, RecoveryReport)
         to_index: Vec::new(),
         dirs_to_sync: Vec::new(),
         gaps: HashMap::new(),
+        snapshot_files: HashMap::new(),
         now_ms: now_ms(),
     };
     recovery.read_checkpoint()?;
     recovery.load_partitions()?;
     let last_seq = recovery.replay_journal()?;
     recovery.settle_partitions()?;
+    recovery.load_producer_states()?;
     let journal = recovery.persist(last_seq)?;
     let mut report = recovery.report;
     for partition in engine.partitions_snapshot() {
@@ -235,13 +252,15 @@ impl Recovery<'_> {
             config,
             segments,
             Offset(0),
+            self.engine.config.producer_ids_per_partition_max,
         );
         self.engine.insert_partition(Arc::new(partition), None);
         Ok(())
     }
 
     /// Base offsets of the `.log` files in `dir`, sorted; removes index files that have no
-    /// log file (left by an interrupted delete).
+    /// log file (left by an interrupted delete) and unfinished producer snapshot writes,
+    /// and notes the producer snapshot files.
     fn list_segments(&mut self, dir: &Path) -> Result<Vec<Offset>, LogError> {
         let names: Vec<String> = self
             .fs
@@ -255,6 +274,15 @@ impl Recovery<'_> {
             .filter_map(|n| segment::parse_log_name(n))
             .collect();
         bases.sort();
+        let mut snapshots: Vec<Offset> = names
+            .iter()
+            .filter_map(|n| producer_snapshot::parse_file_name(n))
+            .collect();
+        snapshots.sort();
+        self.snapshot_files.insert(dir.to_owned(), snapshots);
+        for name in names.iter().filter(|n| is_snapshot_tmp_name(n)) {
+            self.fs.remove_file(&dir.join(name))?;
+        }
         for name in &names {
             let stem = name
                 .strip_suffix(".index")
@@ -572,6 +600,142 @@ impl Recovery<'_> {
         Ok(())
     }
 
+    /// Rebuilds every partition's producer state as of its recovered log end (step 5 of
+    /// the module header).
+    fn load_producer_states(&mut self) -> Result<(), LogError> {
+        for partition in self.engine.partitions_snapshot() {
+            let (mut table, from) = self.producer_state_start(&partition);
+            let (now, mut replayed) = (self.now_ms, 0u64);
+            for segment in partition.segments() {
+                if segment.next_offset() <= from {
+                    continue;
+                }
+                segment.walk_headers(from, |header| {
+                    let base = header.base_offset();
+                    if base >= from && table.record_header(header, base, now) {
+                        replayed += 1;
+                    }
+                })?;
+            }
+            if replayed > 0 {
+                let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+                self.info(format!(
+                    "{name}: re-applied {replayed} idempotent batches from offset {} to the producer state ({} producers)",
+                    from.0,
+                    table.len()
+                ));
+            }
+            *partition.producers.lock() = table;
+        }
+        Ok(())
+    }
+
+    /// The producer state to start from, and the offset from which batches must be
+    /// re-applied to it.
+    fn producer_state_start(&mut self, partition: &Partition) -> (ProducerStateTable, Offset) {
+        let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+        let log_end = partition.log_end();
+        let checkpointed = self
+            .checkpoints
+            .get(&(partition.key.topic_id, partition.key.partition))
+            .cloned();
+        if let Some(point) = checkpointed.as_ref().and_then(|c| c.producer_state) {
+            match self.checkpointed_producer_state(partition, point, log_end) {
+                Ok(table) => return (table, point.offset),
+                Err(why) => self.warn(format!("{name}: {why}; rebuilding producer state")),
+            }
+        }
+        let files = self
+            .snapshot_files
+            .get(&partition.dir)
+            .cloned()
+            .unwrap_or_default();
+        for &file in files.iter().rev().filter(|&&file| file <= log_end) {
+            if let Some(table) = self.read_producer_snapshot(partition, file) {
+                self.info(format!("{name}: producer state from snapshot {}", file.0));
+                return (table, file);
+            }
+        }
+        let segments = partition.segments();
+        let mut first = 0;
+        if checkpointed.is_some_and(|c| c.recovery.is_some()) {
+            // The checkpoint spared recovery most of this partition: keep it that way.
+            first = segments
+                .len()
+                .saturating_sub(PRODUCER_STATE_REBUILD_SEGMENTS_MAX);
+            self.warn(format!(
+                "{name}: producer state rebuilt from offset {} only; older producers are forgotten",
+                segments[first].base_offset.0
+            ));
+        }
+        let max = self.engine.config.producer_ids_per_partition_max;
+        (ProducerStateTable::new(max), segments[first].base_offset)
+    }
+
+    /// The state a checkpoint names, or why it cannot be used.
+    fn checkpointed_producer_state(
+        &mut self,
+        partition: &Partition,
+        point: ProducerStatePoint,
+        log_end: Offset,
+    ) -> Result<ProducerStateTable, String> {
+        if point.offset > log_end {
+            return Err(format!(
+                "producer state checkpointed at offset {} is beyond the recovered log end {}",
+                point.offset.0, log_end.0
+            ));
+        }
+        match point.snapshot {
+            None => Ok(ProducerStateTable::new(
+                self.engine.config.producer_ids_per_partition_max,
+            )),
+            Some(file) => self
+                .read_producer_snapshot(partition, file)
+                .ok_or_else(|| format!("producer snapshot {} is missing or damaged", file.0)),
+        }
+    }
+
+    /// Reads `<file>.snapshot`; `None` when it is missing, unreadable, damaged, or not
+    /// this partition's snapshot at that offset.
+    fn read_producer_snapshot(
+        &self,
+        partition: &Partition,
+        file: Offset,
+    ) -> Option<ProducerStateTable> {
+        let path = partition.dir.join(producer_snapshot::file_name(file));
+        let data = fs::read_file(self.fs, &path).ok()?;
+        let key = &partition.key;
+        let max = self.engine.config.producer_ids_per_partition_max;
+        let (offset, mut table) =
+            producer_snapshot::decode(&data, key.topic_id, key.partition, max)?;
+        if offset != file {
+            return None;
+        }
+        table.snapshot = Some(SnapshotMark {
+            version: table.version(),
+            offset: file,
+        });
+        Some(table)
+    }
+
+    /// Deletes the producer snapshot files found on open that the new checkpoint does not
+    /// name. Harmless if it fails: only logged.
+    fn delete_unused_snapshots(&mut self, points: &HashMap<u64, ProducerStatePoint>) {
+        for partition in self.engine.partitions_snapshot() {
+            let keep = points.get(&partition.uid).and_then(|p| p.snapshot);
+            let files = self
+                .snapshot_files
+                .remove(&partition.dir)
+                .unwrap_or_default();
+            for file in files.into_iter().filter(|&file| Some(file) != keep) {
+                let path = partition.dir.join(producer_snapshot::file_name(file));
+                if let Err(error) = self.fs.remove_file(&path) {
+                    tracing::warn!(%error, path = %path.display(), "could not delete an old producer snapshot");
+                }
+            }
+        }
+    }
+
     /// Makes recovery's own writes durable, starts a fresh journal file and writes the
     /// checkpoint that stands for all of it; then the old journal files can go.
     fn persist(&mut self, last_seq: u64) -> Result<JournalWriter, LogError> {
@@ -602,7 +766,13 @@ impl Recovery<'_> {
         )?;
         let position = writer.position();
         let points = recovery_points(engine);
-        engine.write_checkpoint_file(position, &points, false)?;
+        // Every partition's state is as of its log end, which is durable now.
+        let mut captures = checkpointer::capture_producer_states(engine);
+        let none = HashMap::new();
+        let producer_points = checkpointer::write_producer_snapshots(engine, &mut captures, &none)?;
+        engine.write_checkpoint_file(position, &points, &producer_points, false)?;
+        checkpointer::finish_producer_snapshots(engine, &captures, &none);
+        self.delete_unused_snapshots(&producer_points);
         {
             let mut handoff = engine.handoff.lock();
             handoff.written_to = position;
@@ -611,6 +781,7 @@ impl Recovery<'_> {
         let mut state = engine.checkpoints.lock();
         state.journal = position;
         state.recovery_points = points;
+        state.producer_points = producer_points;
         engine.retire_journal_files_before(position)?;
         Ok(writer)
     }
@@ -652,6 +823,14 @@ fn is_log_file_name(name: &str) -> bool {
         .or_else(|| name.strip_suffix(".timeindex"));
     let segment_file = stem.is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()));
     segment_file
+        || producer_snapshot::parse_file_name(name).is_some()
+        || is_snapshot_tmp_name(name)
         || name == metadata::FILE_NAME
         || name == fs::tmp_path(Path::new(metadata::FILE_NAME)).to_string_lossy()
+}
+
+/// A producer snapshot being written (`<offset:020>.snapshot.tmp`) when the log stopped.
+fn is_snapshot_tmp_name(name: &str) -> bool {
+    name.strip_suffix(".tmp")
+        .is_some_and(|n| producer_snapshot::parse_file_name(n).is_some())
 }

@@ -1,6 +1,11 @@
 //! Retention and time-based rolls, run by a background thread every
 //! `retention_check_interval_ms` and on demand (`LogManager::enforce_retention`), plus the
-//! segment removal DeleteRecords shares with it.
+//! segment removal DeleteRecords shares with it. The same thread expires idle producer ids
+//! (`LogManager::expire_producers`).
+//!
+//! Producer state is not trimmed with the log start offset: as in Kafka, a producer whose
+//! batches were all deleted keeps its entry (and so its duplicate detection) until it
+//! expires.
 //!
 //! Per partition, oldest segments first:
 //! - `retention.ms`: a segment goes when its largest timestamp is older than
@@ -38,6 +43,7 @@ pub(crate) fn run(engine: Arc<Engine>) {
         if let Err(error) = enforce(&engine, now_ms()) {
             tracing::warn!(%error, "retention pass failed");
         }
+        expire_producers(&engine, now_ms());
     }
     tracing::debug!("retention stopped");
 }
@@ -51,6 +57,26 @@ pub(crate) fn enforce(engine: &Engine, now_ms: i64) -> Result<(), LogError> {
         }
     }
     Ok(())
+}
+
+/// Drops the producer ids idle for `producer_id_expiration_ms` in every partition. Only
+/// memory changes; the next checkpoint snapshots the result.
+pub(crate) fn expire_producers(engine: &Engine, now_ms: i64) -> usize {
+    let expiration_ms = engine.config.producer_id_expiration_ms;
+    let mut expired = 0;
+    for partition in engine.partitions_snapshot() {
+        let dropped = partition.producers.lock().expire(now_ms, expiration_ms);
+        if dropped > 0 {
+            tracing::debug!(
+                topic = %partition.key.topic,
+                partition = partition.key.partition,
+                dropped,
+                "expired idle producer ids"
+            );
+        }
+        expired += dropped;
+    }
+    expired
 }
 
 fn enforce_partition(

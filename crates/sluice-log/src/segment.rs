@@ -390,6 +390,38 @@ impl Segment {
     }
 }
 
+impl Segment {
+    /// Calls `f` with the header of every written batch whose last offset is at or after
+    /// `from`, in offset order. Recovery uses it to re-apply producer state; it starts at
+    /// the sparse index entry before `from` and reads through a window, so small batches
+    /// share a read and large ones cost one small read each.
+    pub(crate) fn walk_headers(
+        &self,
+        from: Offset,
+        mut f: impl FnMut(&BatchHeader<'_>),
+    ) -> io::Result<()> {
+        let invalid = |why: &'static str| io::Error::new(io::ErrorKind::InvalidData, why);
+        let limit = self.written_len();
+        let mut position = self.index.read().lookup_position(from);
+        let mut scanner = Scanner::new(self.file.as_ref());
+        while position < limit {
+            let Some(raw) = scanner.bytes(position, HEADER_LEN, limit, SCAN_WINDOW_HEADER_BYTES)?
+            else {
+                return Err(invalid("segment ends inside a batch header"));
+            };
+            let header = BatchHeader::parse(raw).map_err(|_| invalid("short batch header"))?;
+            let size = header
+                .total_size()
+                .ok_or_else(|| invalid("bad batch length in segment"))?;
+            if header.last_offset() >= from {
+                f(&header);
+            }
+            position += size as u64;
+        }
+        Ok(())
+    }
+}
+
 /// Length of the prefix of `chunk` made of whole batches below `high_watermark`.
 fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
     let mut end = 0;

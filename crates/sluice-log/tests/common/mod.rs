@@ -68,6 +68,23 @@ pub fn batch(count: i32, value_len: usize, tag: i64) -> Vec<u8> {
     out
 }
 
+/// A valid batch from an idempotent producer: like [`batch`], with the producer id, producer
+/// epoch and base sequence set in the header.
+pub fn idempotent_batch(
+    producer_id: i64,
+    epoch: i16,
+    base_sequence: i32,
+    count: i32,
+    tag: i64,
+) -> Bytes {
+    let mut out = batch(count, 20, tag);
+    out[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    out[51..53].copy_from_slice(&epoch.to_be_bytes());
+    out[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    fix_crc(&mut out);
+    Bytes::from(out)
+}
+
 /// Recomputes the CRC after a test edits a batch header.
 pub fn fix_crc(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[21..]);
@@ -126,6 +143,15 @@ pub async fn append(
         .wait()
         .await
         .expect("durable")
+}
+
+/// Appends and waits, returning the log's answer (for appends that may be refused).
+pub async fn try_append(
+    log: &LogManager,
+    key: &PartitionKey,
+    records: Bytes,
+) -> Result<sluice_log::AppendInfo, sluice_log::LogError> {
+    log.append(key, records).await?.wait().await
 }
 
 /// A batch read back: (base offset, tag, size, CRC valid).

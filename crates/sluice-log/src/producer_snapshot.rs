@@ -1,0 +1,260 @@
+//! The producer snapshot file, `<partition dir>/<offset:020>.snapshot` (Kafka's name): a
+//! partition's producer state as of log end offset `offset`.
+//!
+//! Layout (big-endian), written atomically (tmp file, fsync, rename, fsync dir):
+//!
+//! | bytes | field |
+//! |-------|-------|
+//! | 8     | magic `SLUICEPS` |
+//! | 2     | version (1) |
+//! | 2     | flags (0) |
+//! | 16    | topic id |
+//! | 4     | partition i32 |
+//! | 8     | offset i64: the log end offset the state is as of |
+//! | 4     | producer count N |
+//! | ...   | N entries, least recently active first |
+//! | 4     | CRC-32C of every byte before it |
+//!
+//! Entry: producer id i64, producer epoch i16, last activity ms i64, batch count u8
+//! (1..=5), then per cached batch, oldest first: first sequence i32, last sequence i32,
+//! first offset i64, last offset i64, timestamp i64.
+//!
+//! Guarantees: a file is written only once every batch below its offset is durable (see
+//! `checkpointer`), so a snapshot never describes a batch recovery could lose. A damaged
+//! file, or one naming another partition (a stale write into a re-created directory),
+//! decodes to `None` and is never half-used.
+
+use crate::config::PRODUCER_BATCHES_CACHED_MAX;
+use crate::producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable};
+use crate::types::{Offset, ProducerEpoch, ProducerId, TopicId};
+
+const MAGIC: &[u8; 8] = b"SLUICEPS";
+const VERSION: u16 = 1;
+const HEADER_LEN: usize = 8 + 2 + 2 + 16 + 4 + 8 + 4;
+const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 1;
+const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
+const CRC_LEN: usize = 4;
+
+pub(crate) const SUFFIX: &str = ".snapshot";
+
+/// `<offset:020>.snapshot`, zero-padded so that `ls` sorts snapshots by offset.
+pub(crate) fn file_name(offset: Offset) -> String {
+    format!("{:020}{SUFFIX}", offset.0)
+}
+
+/// The offset of a snapshot file name, or `None` for any other name.
+pub(crate) fn parse_file_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Offset)
+}
+
+/// Encodes `table` as the state of partition (`topic_id`, `partition`) at `offset`.
+pub(crate) fn encode(
+    table: &ProducerStateTable,
+    topic_id: TopicId,
+    partition: i32,
+    offset: Offset,
+) -> Vec<u8> {
+    let entries_len = table.len() * (ENTRY_FIXED_LEN + PRODUCER_BATCHES_CACHED_MAX * BATCH_LEN);
+    let mut out = Vec::with_capacity(HEADER_LEN + entries_len + CRC_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes());
+    out.extend_from_slice(&topic_id.0);
+    out.extend_from_slice(&partition.to_be_bytes());
+    out.extend_from_slice(&offset.0.to_be_bytes());
+    // The table is bounded by a u32 slot count, so the count fits.
+    out.extend_from_slice(&(table.len() as u32).to_be_bytes());
+    for (producer_id, entry) in table.by_activity() {
+        out.extend_from_slice(&producer_id.0.to_be_bytes());
+        out.extend_from_slice(&entry.epoch.0.to_be_bytes());
+        out.extend_from_slice(&entry.last_activity_ms.to_be_bytes());
+        let count = entry.batches().count();
+        out.push(count as u8); // <= PRODUCER_BATCHES_CACHED_MAX <= 255
+        for batch in entry.batches() {
+            out.extend_from_slice(&batch.first_seq.to_be_bytes());
+            out.extend_from_slice(&batch.last_seq.to_be_bytes());
+            out.extend_from_slice(&batch.first_offset.0.to_be_bytes());
+            out.extend_from_slice(&batch.last_offset.0.to_be_bytes());
+            out.extend_from_slice(&batch.timestamp_ms.to_be_bytes());
+        }
+    }
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Decodes a snapshot of partition (`topic_id`, `partition`) into a table bounded by
+/// `producer_ids_max`. Returns the snapshot's offset and the table, or `None` when the
+/// file is damaged, of another version, or of another partition.
+pub(crate) fn decode(
+    data: &[u8],
+    topic_id: TopicId,
+    partition: i32,
+    producer_ids_max: usize,
+) -> Option<(Offset, ProducerStateTable)> {
+    if data.len() < HEADER_LEN + CRC_LEN || &data[..8] != MAGIC {
+        return None;
+    }
+    let (body, crc) = data.split_at(data.len() - CRC_LEN);
+    if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+        return None;
+    }
+    let mut r = Reader { data: body, at: 8 };
+    if r.u16()? != VERSION || r.u16()? != 0 {
+        return None;
+    }
+    if TopicId(r.bytes::<16>()?) != topic_id || r.i32()? != partition {
+        return None;
+    }
+    let offset = Offset(r.i64()?);
+    let count = r.u32()?;
+    let mut table = ProducerStateTable::new(producer_ids_max);
+    for _ in 0..count {
+        let (producer_id, entry) = decode_entry(&mut r)?;
+        table.insert_loaded(producer_id, entry);
+    }
+    (r.at == body.len()).then_some((offset, table))
+}
+
+fn decode_entry(r: &mut Reader<'_>) -> Option<(ProducerId, ProducerEntry)> {
+    let producer_id = ProducerId(r.i64()?);
+    let epoch = ProducerEpoch(r.i16()?);
+    let last_activity_ms = r.i64()?;
+    let count = usize::from(r.bytes::<1>()?[0]);
+    if !producer_id.is_idempotent() || count == 0 || count > PRODUCER_BATCHES_CACHED_MAX {
+        return None;
+    }
+    let mut entry = ProducerEntry::new(epoch, last_activity_ms);
+    for _ in 0..count {
+        entry.push(BatchMetadata {
+            first_seq: r.i32()?,
+            last_seq: r.i32()?,
+            first_offset: Offset(r.i64()?),
+            last_offset: Offset(r.i64()?),
+            timestamp_ms: r.i64()?,
+        });
+    }
+    Some((producer_id, entry))
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let slice = self.data.get(self.at..self.at.checked_add(N)?)?;
+        self.at += N;
+        slice.try_into().ok()
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.bytes::<2>().map(u16::from_be_bytes)
+    }
+    fn i16(&mut self) -> Option<i16> {
+        self.bytes::<2>().map(i16::from_be_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.bytes::<4>().map(u32::from_be_bytes)
+    }
+    fn i32(&mut self) -> Option<i32> {
+        self.bytes::<4>().map(i32::from_be_bytes)
+    }
+    fn i64(&mut self) -> Option<i64> {
+        self.bytes::<8>().map(i64::from_be_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer_state::{increment_sequence, ProducerBatch};
+
+    fn table_with(producers: i64, batches: i32) -> ProducerStateTable {
+        let mut table = ProducerStateTable::new(100);
+        let mut offset = 0;
+        for round in 0..batches {
+            for id in 0..producers {
+                let batch = ProducerBatch {
+                    producer_id: ProducerId(id * 1000),
+                    epoch: ProducerEpoch(id as i16),
+                    first_seq: round * 3,
+                    last_seq: increment_sequence(round * 3, 2),
+                };
+                let written = BatchMetadata {
+                    first_seq: batch.first_seq,
+                    last_seq: batch.last_seq,
+                    first_offset: Offset(offset),
+                    last_offset: Offset(offset + 2),
+                    timestamp_ms: 1_700_000_000_000 + offset,
+                };
+                table.record(&batch, written, 5_000 + offset);
+                offset += 3;
+            }
+        }
+        table
+    }
+
+    fn contents(table: &ProducerStateTable) -> Vec<(ProducerId, ProducerEntry)> {
+        table.by_activity().map(|(id, e)| (id, e.clone())).collect()
+    }
+
+    #[test]
+    fn snapshot_round_trips_in_activity_order() {
+        // Goal: a decoded snapshot holds the same producers, epochs, cached batches (ring
+        // wrapped: 7 batches written, 5 kept) and activity order as the encoded table.
+        let table = table_with(4, 7);
+        let topic = TopicId([9; 16]);
+        let bytes = encode(&table, topic, 3, Offset(84));
+        let (offset, decoded) = decode(&bytes, topic, 3, 100).expect("decodes");
+        assert_eq!(offset, Offset(84));
+        assert_eq!(contents(&decoded), contents(&table));
+        let entry = decoded.get(ProducerId(2000)).expect("producer 2000");
+        assert_eq!(entry.batches().count(), PRODUCER_BATCHES_CACHED_MAX);
+        assert_eq!(entry.newest_batch().expect("newest").first_seq, 18);
+        let empty = encode(&ProducerStateTable::new(5), topic, 3, Offset(0));
+        assert!(decode(&empty, topic, 3, 5).expect("empty").1.is_empty());
+    }
+
+    #[test]
+    fn damaged_or_foreign_snapshots_are_refused() {
+        // Goal: any flipped byte, a cut tail, another topic id or partition all give None.
+        let table = table_with(2, 2);
+        let topic = TopicId([1; 16]);
+        let bytes = encode(&table, topic, 0, Offset(12));
+        for at in [0, 9, 20, 40, 60, bytes.len() - 1] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(decode(&damaged, topic, 0, 100).is_none(), "flip at {at}");
+        }
+        assert!(decode(&bytes[..bytes.len() - 3], topic, 0, 100).is_none());
+        assert!(decode(&bytes, TopicId([2; 16]), 0, 100).is_none());
+        assert!(decode(&bytes, topic, 1, 100).is_none());
+    }
+
+    #[test]
+    fn loading_into_a_smaller_bound_keeps_the_most_recent() {
+        // Goal: a snapshot with more producers than the configured bound keeps the most
+        // recently active ones.
+        let table = table_with(5, 1);
+        let topic = TopicId([1; 16]);
+        let bytes = encode(&table, topic, 0, Offset(15));
+        let (_, decoded) = decode(&bytes, topic, 0, 2).expect("decodes");
+        let ids: Vec<i64> = decoded.by_activity().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec![3000, 4000]);
+    }
+
+    #[test]
+    fn file_names_sort_by_offset() {
+        // Goal: names are 20-digit offsets; anything else is not a snapshot.
+        assert_eq!(file_name(Offset(42)), "00000000000000000042.snapshot");
+        assert_eq!(parse_file_name(&file_name(Offset(42))), Some(Offset(42)));
+        assert_eq!(parse_file_name("42.snapshot"), None);
+        assert_eq!(parse_file_name("00000000000000000042.snapshot.tmp"), None);
+        assert_eq!(parse_file_name("00000000000000000042.log"), None);
+    }
+}
