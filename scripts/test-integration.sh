@@ -32,7 +32,7 @@ if [ -z "$GO" ]; then
     exit 1
 fi
 echo "test-integration: building tests/integration/franz with $("$GO" version)" >&2
-(cd tests/integration/franz && "$GO" build -mod=readonly -o "$ROOT/target/franz-it" .)
+(cd tests/integration/franz && "$GO" build -mod=readonly -buildvcs=false -o "$ROOT/target/franz-it" .)
 export FRANZ_IT_BIN="$ROOT/target/franz-it"
 
 export SLUICE_BIN="${SLUICE_BIN:-$ROOT/target/release/sluice}"

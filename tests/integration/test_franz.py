@@ -56,7 +56,7 @@ def franz_bin() -> Path:
                     "FRANZ_IT_BIN to a built franz-it", pytrace=False)
     path = REPO_ROOT / "target" / "franz-it"
     path.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([go, "build", "-mod=readonly", "-o", str(path), "."], cwd=FRANZ_SRC,
+    r = subprocess.run([go, "build", "-mod=readonly", "-buildvcs=false", "-o", str(path), "."], cwd=FRANZ_SRC,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"go build of tests/integration/franz failed:\n{r.stdout}\n{r.stderr}"
     return path
