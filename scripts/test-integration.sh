@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the real-client integration suite (tests/integration) against a release build of
-# sluice. Creates .venv if needed, installs tests/requirements.txt, builds the binary, runs
-# pytest. Extra arguments go to pytest (e.g. -k crash, -x).
+# sluice. Creates .venv if needed, installs tests/requirements.txt, builds the binary and the
+# franz-go driver (needs go), runs pytest. Extra arguments go to pytest (e.g. -k crash, -x).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,6 +19,21 @@ echo "test-integration: installing tests/requirements.txt" >&2
 
 echo "test-integration: building sluice (release)" >&2
 cargo build --release -p sluice
+
+# franz-go client driver (tests/integration/franz, test_franz.py): built from source every run;
+# go.sum pins every module, and -mod=readonly refuses to change it.
+GO="$(command -v go || true)"
+if [ -z "$GO" ] && [ -x /usr/local/go/bin/go ]; then
+    GO=/usr/local/go/bin/go
+fi
+if [ -z "$GO" ]; then
+    echo "test-integration: the Go toolchain (go) is required to build the franz-go client driver" \
+         "(tests/integration/franz) but is not on PATH nor at /usr/local/go/bin/go" >&2
+    exit 1
+fi
+echo "test-integration: building tests/integration/franz with $("$GO" version)" >&2
+(cd tests/integration/franz && "$GO" build -mod=readonly -buildvcs=false -o "$ROOT/target/franz-it" .)
+export FRANZ_IT_BIN="$ROOT/target/franz-it"
 
 export SLUICE_BIN="${SLUICE_BIN:-$ROOT/target/release/sluice}"
 if [ ! -x "$SLUICE_BIN" ]; then
