@@ -139,8 +139,12 @@ impl BrokerConfig {
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
-            "group.min.session.timeout.ms" => self.group.group_min_session_timeout_ms = parse(key, v)?,
-            "group.max.session.timeout.ms" => self.group.group_max_session_timeout_ms = parse(key, v)?,
+            "group.min.session.timeout.ms" => {
+                self.group.group_min_session_timeout_ms = parse(key, v)?
+            }
+            "group.max.session.timeout.ms" => {
+                self.group.group_max_session_timeout_ms = parse(key, v)?
+            }
             "group.initial.rebalance.delay.ms" => {
                 self.group.group_initial_rebalance_delay_ms = parse(key, v)?
             }

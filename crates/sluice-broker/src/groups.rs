@@ -31,8 +31,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{

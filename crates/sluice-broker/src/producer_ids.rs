@@ -51,7 +51,11 @@ impl ProducerIds {
                 return Ok(id);
             }
             let end = self.allocator.lock().block_end_to_persist();
-            crate::topics::write_atomically(&self.meta_dir, FILE_NAME, format!("{end}\n").as_bytes())?;
+            crate::topics::write_atomically(
+                &self.meta_dir,
+                FILE_NAME,
+                format!("{end}\n").as_bytes(),
+            )?;
             self.allocator.lock().block_persisted(end);
         }
     }

@@ -71,12 +71,11 @@ impl Server {
                 .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
                 .collect();
             let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, &cfg)?;
-            let groups = GroupService::open(&log, cfg.group_config()).map_err(|error| {
-                StartError::Log {
+            let groups =
+                GroupService::open(&log, cfg.group_config()).map_err(|error| StartError::Log {
                     dir: cfg.data_dir.display().to_string(),
                     error,
-                }
-            })?;
+                })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             Ok((log, topics, groups, producer_ids, report))
         })

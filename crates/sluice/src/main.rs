@@ -121,7 +121,7 @@ impl ServeArgs {
         if self.config.is_none() || self.listen != "127.0.0.1:9092" {
             set("listeners", Some(self.listen.clone()))?;
         }
-        if self.config.is_none() || self.data_dir != PathBuf::from("./data") {
+        if self.config.is_none() || self.data_dir != std::path::Path::new("./data") {
             set("log.dirs", Some(self.data_dir.display().to_string()))?;
         }
         set("advertised.listeners", s(&self.advertised_listener))?;

@@ -27,9 +27,21 @@ fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i
             ctx.broker.advertised_port,
         )
     } else if key_type == KEY_TYPE_TRANSACTION {
-        (error_code::COORDINATOR_NOT_AVAILABLE, Some(NO_TXN), -1, String::new(), -1)
+        (
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some(NO_TXN),
+            -1,
+            String::new(),
+            -1,
+        )
     } else {
-        (error_code::INVALID_REQUEST, Some(BAD_KEY_TYPE), -1, String::new(), -1)
+        (
+            error_code::INVALID_REQUEST,
+            Some(BAD_KEY_TYPE),
+            -1,
+            String::new(),
+            -1,
+        )
     }
 }
 
@@ -39,7 +51,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let mut resp = FindCoordinatorResponse::default();
-    let key_type = if ctx.version >= 1 { req.key_type } else { KEY_TYPE_GROUP };
+    let key_type = if ctx.version >= 1 {
+        req.key_type
+    } else {
+        KEY_TYPE_GROUP
+    };
     let (code, message, node, host, port) = answer(&ctx, key_type);
     if ctx.version >= 4 {
         resp.coordinators = req

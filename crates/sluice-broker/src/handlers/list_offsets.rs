@@ -80,7 +80,7 @@ fn lookup(
         EARLIEST_LOCAL if version >= 8 => Ok((o.log_start_offset.0, -1)),
         MAX_TIMESTAMP if version >= 7 => {
             let batch = log.find_max_timestamp_batch(key)?;
-            Ok(batch.and_then(|b| max_record(b)).unwrap_or((-1, -1)))
+            Ok(batch.and_then(max_record).unwrap_or((-1, -1)))
         }
         ts if ts >= 0 => {
             let batch = log.find_batch_by_timestamp(key, ts)?;

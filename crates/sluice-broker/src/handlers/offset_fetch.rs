@@ -14,6 +14,8 @@ use super::{str_bytes, Ctx, Reply};
 use crate::error_code;
 
 type Fetched = Vec<(TopicPartition, Option<CommittedOffset>)>;
+/// Fetched offsets grouped by topic: (topic, [(partition, committed)]).
+type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
 
 /// Looks one group up: the requested partitions, or all committed ones when `None`.
 fn fetch(ctx: &Ctx, group_id: &str, wanted: Option<Vec<TopicPartition>>) -> (i16, Fetched) {
@@ -28,8 +30,8 @@ fn fetch(ctx: &Ctx, group_id: &str, wanted: Option<Vec<TopicPartition>>) -> (i16
 }
 
 /// Groups fetched partitions by topic, keeping first-seen topic order.
-fn by_topic(fetched: Fetched) -> Vec<(String, Vec<(i32, Option<CommittedOffset>)>)> {
-    let mut out: Vec<(String, Vec<(i32, Option<CommittedOffset>)>)> = Vec::new();
+fn by_topic(fetched: Fetched) -> ByTopic {
+    let mut out: ByTopic = Vec::new();
     for (tp, committed) in fetched {
         match out.iter_mut().find(|(t, _)| *t == tp.topic) {
             Some((_, parts)) => parts.push((tp.partition, committed)),
@@ -58,10 +60,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 ts.into_iter()
                     .flat_map(|t| {
                         let topic = t.name.0.to_string();
-                        t.partition_indexes.into_iter().map(move |p| TopicPartition {
-                            topic: topic.clone(),
-                            partition: p,
-                        })
+                        t.partition_indexes
+                            .into_iter()
+                            .map(move |p| TopicPartition {
+                                topic: topic.clone(),
+                                partition: p,
+                            })
                     })
                     .collect()
             });
@@ -91,10 +95,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         ts.into_iter()
             .flat_map(|t| {
                 let topic = t.name.0.to_string();
-                t.partition_indexes.into_iter().map(move |p| TopicPartition {
-                    topic: topic.clone(),
-                    partition: p,
-                })
+                t.partition_indexes
+                    .into_iter()
+                    .map(move |p| TopicPartition {
+                        topic: topic.clone(),
+                        partition: p,
+                    })
             })
             .collect()
     });
@@ -111,7 +117,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             rp.committed_leader_epoch = epoch;
             rp.metadata = Some(str_bytes(metadata));
             // v1 has only a per-partition error field for group-level failures.
-            rp.error_code = if ctx.version < 2 { code } else { error_code::NONE };
+            rp.error_code = if ctx.version < 2 {
+                code
+            } else {
+                error_code::NONE
+            };
             rt.partitions.push(rp);
         }
         resp.topics.push(rt);
