@@ -947,6 +947,16 @@ impl ConsumerGroup {
         assert_eq!(seen.len(), self.owners.len(), "stale owners entries");
     }
 
+    /// What the coordinator counts as owned by the member: assigned plus pending
+    /// revocation (tests).
+    #[cfg(test)]
+    pub(crate) fn owned_by(&self, member_id: &str) -> BTreeSet<(TopicUuid, i32)> {
+        self.members
+            .get(member_id)
+            .map(|m| partitions_of(&m.assigned).chain(partitions_of(&m.pending_revocation)).collect())
+            .unwrap_or_default()
+    }
+
     /// Each member's current assignment (tests).
     #[cfg(test)]
     pub(crate) fn assigned(&self, member_id: &str) -> Vec<(TopicUuid, Vec<i32>)> {

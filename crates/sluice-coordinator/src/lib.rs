@@ -38,6 +38,8 @@ pub mod producer_ids;
 pub mod records;
 
 #[cfg(test)]
+mod consumer_tests;
+#[cfg(test)]
 mod tests;
 
 pub use assignor::{Assignor, TopicUuid};
