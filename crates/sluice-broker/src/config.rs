@@ -139,8 +139,12 @@ impl BrokerConfig {
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
-            "group.min.session.timeout.ms" => self.group.group_min_session_timeout_ms = parse(key, v)?,
-            "group.max.session.timeout.ms" => self.group.group_max_session_timeout_ms = parse(key, v)?,
+            "group.min.session.timeout.ms" => {
+                self.group.group_min_session_timeout_ms = parse(key, v)?
+            }
+            "group.max.session.timeout.ms" => {
+                self.group.group_max_session_timeout_ms = parse(key, v)?
+            }
             "group.initial.rebalance.delay.ms" => {
                 self.group.group_initial_rebalance_delay_ms = parse(key, v)?
             }
@@ -248,7 +252,11 @@ impl BrokerConfig {
             return Err(bad("group.max.size", "0".into(), "must be positive"));
         }
         if g.consumer_group_max_size == 0 {
-            return Err(bad("group.consumer.max.size", "0".into(), "must be positive"));
+            return Err(bad(
+                "group.consumer.max.size",
+                "0".into(),
+                "must be positive",
+            ));
         }
         if g.consumer_heartbeat_interval_ms <= 0
             || g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms

@@ -31,8 +31,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
@@ -355,10 +354,16 @@ impl GroupService {
 
 /// The topic registry as the coordinator sees it (name → topic id, partition count), for
 /// KIP-848 subscriptions.
-pub fn topics_snapshot(topics: &crate::topics::TopicRegistry) -> sluice_coordinator::TopicsSnapshot {
+pub fn topics_snapshot(
+    topics: &crate::topics::TopicRegistry,
+) -> sluice_coordinator::TopicsSnapshot {
     let mut snap = sluice_coordinator::TopicsSnapshot::new();
     for t in topics.all() {
-        snap.insert(t.name.to_string(), *t.id.as_bytes(), t.partitions.len() as i32);
+        snap.insert(
+            t.name.to_string(),
+            *t.id.as_bytes(),
+            t.partitions.len() as i32,
+        );
     }
     snap
 }

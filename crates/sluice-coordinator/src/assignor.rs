@@ -80,8 +80,10 @@ fn range(
     members: &BTreeMap<String, BTreeSet<String>>,
     topics: &BTreeMap<String, TopicInfo>,
 ) -> BTreeMap<String, Assignment> {
-    let mut out: BTreeMap<String, Assignment> =
-        members.keys().map(|m| (m.clone(), Assignment::new())).collect();
+    let mut out: BTreeMap<String, Assignment> = members
+        .keys()
+        .map(|m| (m.clone(), Assignment::new()))
+        .collect();
     for (name, info) in topics {
         // BTreeMap iteration: subscribers in member-id order.
         let subscribers: Vec<&String> = members
@@ -120,8 +122,10 @@ fn uniform(
         .iter()
         .map(|(n, t)| (t.id, (n, t.partitions)))
         .collect();
-    let mut out: BTreeMap<String, Assignment> =
-        members.keys().map(|m| (m.clone(), Assignment::new())).collect();
+    let mut out: BTreeMap<String, Assignment> = members
+        .keys()
+        .map(|m| (m.clone(), Assignment::new()))
+        .collect();
     let mut owned: BTreeSet<(TopicUuid, i32)> = BTreeSet::new();
 
     // 1. Stickiness: keep every previous ownership that is still valid.
@@ -147,11 +151,14 @@ fn uniform(
     }
 
     let count_of = |out: &BTreeMap<String, Assignment>, m: &str| -> usize {
-        out.get(m).map_or(0, |a| a.values().map(BTreeSet::len).sum())
+        out.get(m)
+            .map_or(0, |a| a.values().map(BTreeSet::len).sum())
     };
     // Members ordered by (partition count, member id): the least loaded first.
-    let mut load: BTreeSet<(usize, String)> =
-        members.keys().map(|m| (count_of(&out, m), m.clone())).collect();
+    let mut load: BTreeSet<(usize, String)> = members
+        .keys()
+        .map(|m| (count_of(&out, m), m.clone()))
+        .collect();
 
     // 2. Every unowned partition goes to the least loaded subscriber of its topic.
     for (name, info) in topics {
@@ -311,7 +318,12 @@ mod tests {
             let names: Vec<String> = (0..n).map(|i| format!("m{i:02}")).collect();
             let ms: BTreeMap<String, BTreeSet<String>> = names
                 .iter()
-                .map(|m| (m.clone(), ["a", "b", "c"].iter().map(|s| s.to_string()).collect()))
+                .map(|m| {
+                    (
+                        m.clone(),
+                        ["a", "b", "c"].iter().map(|s| s.to_string()).collect(),
+                    )
+                })
                 .collect();
             let out = Assignor::Uniform.assign(&ms, &ts, &BTreeMap::new());
             check_complete(&ms, &ts, &out);
@@ -336,7 +348,10 @@ mod tests {
             for (m, a) in new {
                 for (t, ps) in a {
                     for p in ps {
-                        let before = old.get(m).and_then(|x| x.get(t)).is_some_and(|s| s.contains(p));
+                        let before = old
+                            .get(m)
+                            .and_then(|x| x.get(t))
+                            .is_some_and(|s| s.contains(p));
                         if !before {
                             n += 1;
                         }

@@ -216,7 +216,8 @@ impl Member {
 }
 
 fn partitions_of(a: &Assignment) -> impl Iterator<Item = (TopicUuid, i32)> + '_ {
-    a.iter().flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+    a.iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
 }
 
 fn insert(a: &mut Assignment, t: TopicUuid, p: i32) {
@@ -335,9 +336,11 @@ impl ConsumerGroup {
             "Empty"
         } else if self.group_epoch != self.assignment_epoch {
             "Assigning"
-        } else if self.members.values().any(|m| {
-            m.member_epoch != self.assignment_epoch || m.state != MemberState::Stable
-        }) {
+        } else if self
+            .members
+            .values()
+            .any(|m| m.member_epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
             "Reconciling"
         } else {
             "Stable"
@@ -420,7 +423,11 @@ impl ConsumerGroup {
         self.release_all(member_id);
         if let Some(m) = self.members.remove(member_id) {
             if let Some(inst) = &m.instance_id {
-                if self.static_members.get(inst).is_some_and(|id| id == member_id) {
+                if self
+                    .static_members
+                    .get(inst)
+                    .is_some_and(|id| id == member_id)
+                {
                     self.static_members.remove(inst);
                 }
             }
@@ -669,7 +676,10 @@ impl ConsumerGroup {
         }
         self.maybe_compute_target();
 
-        let before = self.members.get(&member_id).map(|m| (m.member_epoch, m.assigned.clone()));
+        let before = self
+            .members
+            .get(&member_id)
+            .map(|m| (m.member_epoch, m.assigned.clone()));
         self.reconcile(&member_id, owned.as_ref(), now_ms);
         let m = &self.members[&member_id];
         let changed = before.is_none_or(|(e, a)| e != m.member_epoch || a != m.assigned);
@@ -700,8 +710,10 @@ impl ConsumerGroup {
                 "the group has reached group.consumer.max.size",
             ));
         }
-        self.members
-            .insert(member_id.to_owned(), Member::new(member_id.to_owned(), now_ms));
+        self.members.insert(
+            member_id.to_owned(),
+            Member::new(member_id.to_owned(), now_ms),
+        );
         Ok(())
     }
 
@@ -828,7 +840,11 @@ impl ConsumerGroup {
 
     /// OffsetFetch v9 with a member id and epoch; a fetch without a member (admin tools,
     /// older clients: no member id, negative epoch) is always accepted.
-    pub(crate) fn validate_fetch(&self, member_id: Option<&str>, epoch: i32) -> Result<(), GroupError> {
+    pub(crate) fn validate_fetch(
+        &self,
+        member_id: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), GroupError> {
         let member_id = member_id.unwrap_or_default();
         if member_id.is_empty() && epoch < 0 {
             return Ok(());
@@ -881,8 +897,9 @@ impl ConsumerGroup {
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
                     assignment: self.describe_assignment(&m.assigned),
-                    target_assignment: self
-                        .describe_assignment(self.target.get(&m.member_id).unwrap_or(&Assignment::new())),
+                    target_assignment: self.describe_assignment(
+                        self.target.get(&m.member_id).unwrap_or(&Assignment::new()),
+                    ),
                 })
                 .collect(),
         }
@@ -941,7 +958,10 @@ impl ConsumerGroup {
                 if let Some(other) = seen.insert(tp, &m.member_id) {
                     panic!("{tp:?} owned by {other} and {}", m.member_id);
                 }
-                assert_eq!(self.owners.get(&tp).map(String::as_str), Some(m.member_id.as_str()));
+                assert_eq!(
+                    self.owners.get(&tp).map(String::as_str),
+                    Some(m.member_id.as_str())
+                );
             }
         }
         assert_eq!(seen.len(), self.owners.len(), "stale owners entries");
@@ -953,14 +973,21 @@ impl ConsumerGroup {
     pub(crate) fn owned_by(&self, member_id: &str) -> BTreeSet<(TopicUuid, i32)> {
         self.members
             .get(member_id)
-            .map(|m| partitions_of(&m.assigned).chain(partitions_of(&m.pending_revocation)).collect())
+            .map(|m| {
+                partitions_of(&m.assigned)
+                    .chain(partitions_of(&m.pending_revocation))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// Each member's current assignment (tests).
     #[cfg(test)]
     pub(crate) fn assigned(&self, member_id: &str) -> Vec<(TopicUuid, Vec<i32>)> {
-        self.members.get(member_id).map(|m| to_wire(&m.assigned)).unwrap_or_default()
+        self.members
+            .get(member_id)
+            .map(|m| to_wire(&m.assigned))
+            .unwrap_or_default()
     }
 }
 

@@ -46,7 +46,9 @@ impl H {
     fn send(&mut self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse {
         self.next_reply += 1;
         let id = ReplyId(self.next_reply);
-        let fx = self.c.consumer_group_heartbeat(self.now, id, req, &self.topics);
+        let fx = self
+            .c
+            .consumer_group_heartbeat(self.now, id, req, &self.topics);
         self.log.extend(fx.persist);
         assert_eq!(fx.replies.len(), 1, "exactly one answer per heartbeat");
         match fx.replies.into_iter().next() {
@@ -81,7 +83,12 @@ fn join(group: &str, member: &str, topics: &[&str]) -> ConsumerHeartbeatRequest 
     }
 }
 
-fn beat(group: &str, member: &str, epoch: i32, owned: Option<Vec<(TopicUuid, Vec<i32>)>>) -> ConsumerHeartbeatRequest {
+fn beat(
+    group: &str,
+    member: &str,
+    epoch: i32,
+    owned: Option<Vec<(TopicUuid, Vec<i32>)>>,
+) -> ConsumerHeartbeatRequest {
     ConsumerHeartbeatRequest {
         group_id: group.into(),
         member_id: member.into(),
@@ -94,7 +101,8 @@ fn beat(group: &str, member: &str, epoch: i32, owned: Option<Vec<(TopicUuid, Vec
 }
 
 fn count(a: &Option<Vec<(TopicUuid, Vec<i32>)>>) -> usize {
-    a.as_ref().map_or(0, |v| v.iter().map(|(_, p)| p.len()).sum())
+    a.as_ref()
+        .map_or(0, |v| v.iter().map(|(_, p)| p.len()).sum())
 }
 
 // Goal: a lone member gets every subscribed partition at once; a second member's join
@@ -121,7 +129,10 @@ fn join_revoke_then_assign() {
     let all = Some(vec![(T1, (0..6).collect())]);
     let a2 = h.send(beat("g", "a", 1, all.clone()));
     assert_eq!(a2.member_epoch, 1);
-    let kept = a2.assignment.clone().expect("revocation is an assignment change");
+    let kept = a2
+        .assignment
+        .clone()
+        .expect("revocation is an assignment change");
     assert_eq!(count(&a2.assignment), 3);
     // Without an acknowledgement nothing moves.
     let b2 = h.send(beat("g", "b", 2, Some(vec![])));
@@ -153,18 +164,39 @@ fn heartbeat_errors() {
     for (req, want) in [
         (bad(&|r| r.group_id.clear()), GroupError::InvalidRequest),
         (bad(&|r| r.member_id.clear()), GroupError::InvalidRequest), // v1 needs an id
-        (bad(&|r| r.rebalance_timeout_ms = -1), GroupError::InvalidRequest),
-        (bad(&|r| r.subscribed_topic_names = None), GroupError::InvalidRequest),
-        (bad(&|r| r.topic_partitions = Some(vec![(T1, vec![0])])), GroupError::InvalidRequest),
-        (bad(&|r| r.subscribed_topic_regex = Some("ord.*".into())), GroupError::InvalidRequest),
-        (bad(&|r| r.instance_id = Some(String::new())), GroupError::InvalidRequest),
+        (
+            bad(&|r| r.rebalance_timeout_ms = -1),
+            GroupError::InvalidRequest,
+        ),
+        (
+            bad(&|r| r.subscribed_topic_names = None),
+            GroupError::InvalidRequest,
+        ),
+        (
+            bad(&|r| r.topic_partitions = Some(vec![(T1, vec![0])])),
+            GroupError::InvalidRequest,
+        ),
+        (
+            bad(&|r| r.subscribed_topic_regex = Some("ord.*".into())),
+            GroupError::InvalidRequest,
+        ),
+        (
+            bad(&|r| r.instance_id = Some(String::new())),
+            GroupError::InvalidRequest,
+        ),
         (bad(&|r| r.member_epoch = -3), GroupError::InvalidRequest),
         (bad(&|r| r.member_epoch = -2), GroupError::InvalidRequest), // static leave, no instance
-        (bad(&|r| r.server_assignor = Some("sticky".into())), GroupError::UnsupportedAssignor),
+        (
+            bad(&|r| r.server_assignor = Some("sticky".into())),
+            GroupError::UnsupportedAssignor,
+        ),
     ] {
         assert_eq!(h.send(req).error, Some(want));
     }
-    assert!(h.c.consumer_group("g").is_none(), "refused joins leave no group behind");
+    assert!(
+        h.c.consumer_group("g").is_none(),
+        "refused joins leave no group behind"
+    );
 
     // v0: the coordinator generates the member id.
     let mut v0 = join("g", "", &["orders"]);
@@ -174,9 +206,18 @@ fn heartbeat_errors() {
     assert_eq!(id.len(), 36, "UUID-shaped: {id}");
     assert_eq!(r.member_epoch, 1);
 
-    assert_eq!(h.send(beat("g", "nobody", 1, None)).error, Some(GroupError::UnknownMemberId));
-    assert_eq!(h.send(beat("other", "x", 1, None)).error, Some(GroupError::UnknownMemberId));
-    assert_eq!(h.send(beat("g", &id, 5, None)).error, Some(GroupError::FencedMemberEpoch));
+    assert_eq!(
+        h.send(beat("g", "nobody", 1, None)).error,
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        h.send(beat("other", "x", 1, None)).error,
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        h.send(beat("g", &id, 5, None)).error,
+        Some(GroupError::FencedMemberEpoch)
+    );
     // A second member bumps the epoch; `id` is told to revoke and stays at 1.
     h.send(join("g", "b", &["orders"]));
     let r = h.send(beat("g", &id, 1, Some(vec![(T1, (0..6).collect())])));
@@ -187,12 +228,19 @@ fn heartbeat_errors() {
     // The response bumping it to 2 was "lost": epoch 1 with a subset of its partitions is
     // accepted (Kafka), epoch 1 without ownership or with a partition it lacks is fenced.
     assert_eq!(h.send(beat("g", &id, 1, Some(kept.clone()))).error, None);
-    assert_eq!(h.send(beat("g", &id, 1, None)).error, Some(GroupError::FencedMemberEpoch));
     assert_eq!(
-        h.send(beat("g", &id, 1, Some(vec![(T1, (0..6).collect())]))).error,
+        h.send(beat("g", &id, 1, None)).error,
         Some(GroupError::FencedMemberEpoch)
     );
-    assert_eq!(h.send(beat("g", &id, 0, None)).error, Some(GroupError::InvalidRequest));
+    assert_eq!(
+        h.send(beat("g", &id, 1, Some(vec![(T1, (0..6).collect())])))
+            .error,
+        Some(GroupError::FencedMemberEpoch)
+    );
+    assert_eq!(
+        h.send(beat("g", &id, 0, None)).error,
+        Some(GroupError::InvalidRequest)
+    );
 
     // A fenced member rejoins with epoch 0 and its own id: it starts over.
     let r = h.send(join("g", &id, &["orders"]));
@@ -214,7 +262,10 @@ fn group_max_size() {
     );
     assert_eq!(h.send(join("g", "a", &["orders"])).error, None);
     assert_eq!(h.send(join("g", "b", &["orders"])).error, None);
-    assert_eq!(h.send(join("g", "c", &["orders"])).error, Some(GroupError::GroupMaxSizeReached));
+    assert_eq!(
+        h.send(join("g", "c", &["orders"])).error,
+        Some(GroupError::GroupMaxSizeReached)
+    );
     assert_eq!(h.group("g").member_ids(), vec!["a", "b"]);
 }
 
@@ -229,7 +280,10 @@ fn leave_and_timeouts() {
     let r = h.send(beat("g", "b", -1, None));
     assert_eq!((r.error, r.member_epoch), (None, -1));
     assert_eq!(h.group("g").group_epoch(), e + 1);
-    assert_eq!(h.send(beat("g", "b", -1, None)).error, Some(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.send(beat("g", "b", -1, None)).error,
+        Some(GroupError::UnknownMemberId)
+    );
     // a converges to everything again.
     let r = h.send(beat("g", "a", 1, Some(vec![(T1, (0..6).collect())])));
     assert_eq!(r.member_epoch, e + 1);
@@ -250,11 +304,25 @@ fn leave_and_timeouts() {
     for _ in 0..6 {
         h.tick(5_000);
         h.send(beat("g", "a", before, None));
-        h.send(beat("g", "d", h.group("g").member_epoch("d").unwrap(), Some(vec![])));
+        h.send(beat(
+            "g",
+            "d",
+            h.group("g").member_epoch("d").unwrap(),
+            Some(vec![]),
+        ));
     }
     h.tick(1_000);
-    assert_eq!(h.group("g").member_ids(), vec!["d"], "a missed its revocation deadline");
-    let r = h.send(beat("g", "d", h.group("g").member_epoch("d").unwrap(), Some(vec![])));
+    assert_eq!(
+        h.group("g").member_ids(),
+        vec!["d"],
+        "a missed its revocation deadline"
+    );
+    let r = h.send(beat(
+        "g",
+        "d",
+        h.group("g").member_epoch("d").unwrap(),
+        Some(vec![]),
+    ));
     assert_eq!(count(&r.assignment), 6);
     h.group("g").check_invariants();
 }
@@ -277,7 +345,10 @@ fn static_members() {
 
     let mut j2 = j.clone();
     j2.member_id = "a2".into();
-    assert_eq!(h.send(j2.clone()).error, Some(GroupError::UnreleasedInstanceId));
+    assert_eq!(
+        h.send(j2.clone()).error,
+        Some(GroupError::UnreleasedInstanceId)
+    );
     let mut wrong = beat("g", "b", 2, None);
     wrong.instance_id = Some("inst-a".into());
     assert_eq!(h.send(wrong).error, Some(GroupError::FencedInstanceId));
@@ -312,15 +383,26 @@ fn metadata_and_subscription_changes() {
     h.send(beat("g", "a", 1, Some(vec![(T1, vec![0, 1, 2])])));
     let r = h.send(beat("g", "b", 2, Some(vec![])));
     assert_eq!(r.assignment, Some(vec![(T1, vec![3, 4, 5])]));
-    assert_eq!(h.c.describe_consumer_group("g").unwrap().assignor_name, "range");
+    assert_eq!(
+        h.c.describe_consumer_group("g").unwrap().assignor_name,
+        "range"
+    );
 
     h.topics.insert("orders", T1, 8);
     let e = h.group("g").group_epoch();
     let r = h.send(beat("g", "b", 2, Some(vec![(T1, vec![3, 4, 5])])));
     assert_eq!(h.group("g").group_epoch(), e + 1);
-    assert_eq!(r.assignment, Some(vec![(T1, vec![4, 5])]), "3 is revoked first");
+    assert_eq!(
+        r.assignment,
+        Some(vec![(T1, vec![4, 5])]),
+        "3 is revoked first"
+    );
     let r = h.send(beat("g", "b", 2, Some(vec![(T1, vec![4, 5])])));
-    assert_eq!(r.assignment, Some(vec![(T1, vec![4, 5, 6, 7])]), "then 6 and 7 (free) come");
+    assert_eq!(
+        r.assignment,
+        Some(vec![(T1, vec![4, 5, 6, 7])]),
+        "then 6 and 7 (free) come"
+    );
     assert_eq!(r.member_epoch, e + 1);
 
     let mut sub = beat("g", "a", 2, None);
@@ -330,7 +412,10 @@ fn metadata_and_subscription_changes() {
     let d = h.c.describe_consumer_group("g").unwrap();
     let a = d.members.iter().find(|m| m.member_id == "a").unwrap();
     assert_eq!(a.subscribed_topic_names, vec!["orders", "payments"]);
-    assert!(a.target_assignment.iter().any(|t| t.topic_name == "payments" && t.partitions == vec![0, 1, 2]));
+    assert!(a
+        .target_assignment
+        .iter()
+        .any(|t| t.topic_name == "payments" && t.partitions == vec![0, 1, 2]));
 }
 
 // Goal: classic and consumer groups share one id space: a classic group with members
@@ -360,7 +445,10 @@ fn group_types_and_conversion() {
     // Empty consumer group → classic.
     h.send(beat("g", "a", -1, None));
     let fx = h.c.join_group(h.now, ReplyId(9_001), join_classic(""));
-    assert!(fx.persist.contains(&StoreRecord::ConsumerGroup { group_id: "g".into(), value: None }));
+    assert!(fx.persist.contains(&StoreRecord::ConsumerGroup {
+        group_id: "g".into(),
+        value: None
+    }));
     assert!(h.c.consumer_group("g").is_none());
     assert_eq!(h.c.list_groups(&[], &["classic".into()]).len(), 1);
     // Classic with members → refused.
@@ -368,15 +456,32 @@ fn group_types_and_conversion() {
     assert_eq!(r.error, Some(GroupError::GroupIdNotFound));
     // The classic member leaves; the Empty classic group converts back.
     let member = h.c.group("g").unwrap().member_ids()[0].clone();
-    let _ = h.c.leave_group(h.now, "g", &[LeavingMember { member_id: member, group_instance_id: None }]);
+    let _ = h.c.leave_group(
+        h.now,
+        "g",
+        &[LeavingMember {
+            member_id: member,
+            group_instance_id: None,
+        }],
+    );
     assert_eq!(h.send(join("g", "x", &["orders"])).error, None);
     let listed = h.c.list_groups(&[], &[]);
     assert_eq!(listed.len(), 1);
-    assert_eq!((listed[0].group_type, listed[0].protocol_type.as_str()), ("consumer", "consumer"));
+    assert_eq!(
+        (listed[0].group_type, listed[0].protocol_type.as_str()),
+        ("consumer", "consumer")
+    );
     assert!(h.c.list_groups(&[], &["classic".into()]).is_empty());
-    assert_eq!(h.c.list_groups(&["stable".into()], &["consumer".into()]).len(), 1);
+    assert_eq!(
+        h.c.list_groups(&["stable".into()], &["consumer".into()])
+            .len(),
+        1
+    );
     // ConsumerGroupDescribe of a classic or unknown group: GROUP_ID_NOT_FOUND.
-    assert_eq!(h.c.describe_consumer_group("nope"), Err(GroupError::GroupIdNotFound));
+    assert_eq!(
+        h.c.describe_consumer_group("nope"),
+        Err(GroupError::GroupIdNotFound)
+    );
 }
 
 // Goal: OffsetCommit v9 / OffsetFetch v9 check the member epoch of consumer-group
@@ -393,19 +498,46 @@ fn offsets_check_member_epochs() {
     };
     let now = h.now;
     assert_eq!(h.c.validate_offset_commit(now, &auth("a", 1)), Ok(()));
-    assert_eq!(h.c.validate_offset_commit(now, &auth("a", 2)), Err(GroupError::StaleMemberEpoch));
-    assert_eq!(h.c.validate_offset_commit(now, &auth("z", 1)), Err(GroupError::UnknownMemberId));
-    assert_eq!(h.c.validate_offset_commit(now, &auth("", -1)), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.validate_offset_commit(now, &auth("a", 2)),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        h.c.validate_offset_commit(now, &auth("z", 1)),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        h.c.validate_offset_commit(now, &auth("", -1)),
+        Err(GroupError::UnknownMemberId)
+    );
     assert_eq!(h.c.validate_offset_fetch("g", Some("a"), 1), Ok(()));
-    assert_eq!(h.c.validate_offset_fetch("g", Some("a"), 0), Err(GroupError::StaleMemberEpoch));
-    assert_eq!(h.c.validate_offset_fetch("g", Some("z"), 1), Err(GroupError::UnknownMemberId));
+    assert_eq!(
+        h.c.validate_offset_fetch("g", Some("a"), 0),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        h.c.validate_offset_fetch("g", Some("z"), 1),
+        Err(GroupError::UnknownMemberId)
+    );
     assert_eq!(h.c.validate_offset_fetch("g", None, -1), Ok(()));
-    assert_eq!(h.c.validate_offset_fetch("classic-or-unknown", Some("q"), 7), Ok(()));
+    assert_eq!(
+        h.c.validate_offset_fetch("classic-or-unknown", Some("q"), 7),
+        Ok(())
+    );
 
     // A commit lands in the shared offsets store.
-    let rec = h
-        .c
-        .offset_record("g", TopicPartition { topic: "orders".into(), partition: 0 }, 5, -1, None, now)
+    let rec =
+        h.c.offset_record(
+            "g",
+            TopicPartition {
+                topic: "orders".into(),
+                partition: 0,
+            },
+            5,
+            -1,
+            None,
+            now,
+        )
         .unwrap();
     h.c.apply(&rec, 100, now);
     assert_eq!(h.c.fetch_offsets("g", None).len(), 1);
@@ -415,10 +547,24 @@ fn offsets_check_member_epochs() {
     h.tick(1);
     assert_eq!(h.c.fetch_offsets("g", None).len(), 1);
     // OffsetDelete: subscribed topics refused while members subscribe.
-    let parts = [TopicPartition { topic: "orders".into(), partition: 0 }];
-    assert_eq!(h.c.validate_offset_delete("g", &parts), Ok(vec![Err(GroupError::GroupSubscribedToTopic)]));
-    assert_eq!(h.c.validate_delete_group("g"), Err(GroupError::NonEmptyGroup));
-    h.send(beat("g", "a", h.group("g").member_epoch("a").unwrap(), None));
+    let parts = [TopicPartition {
+        topic: "orders".into(),
+        partition: 0,
+    }];
+    assert_eq!(
+        h.c.validate_offset_delete("g", &parts),
+        Ok(vec![Err(GroupError::GroupSubscribedToTopic)])
+    );
+    assert_eq!(
+        h.c.validate_delete_group("g"),
+        Err(GroupError::NonEmptyGroup)
+    );
+    h.send(beat(
+        "g",
+        "a",
+        h.group("g").member_epoch("a").unwrap(),
+        None,
+    ));
     let e = h.group("g").member_epoch("a").unwrap();
     h.send(beat("g", "a", -1, None));
     let _ = e;
@@ -435,7 +581,9 @@ fn restart_keeps_group_and_epoch() {
     h.send(join("g", "a", &["orders"]));
     h.send(join("g", "b", &["orders"]));
     let epoch = h.group("g").group_epoch();
-    assert!(h.log.iter().any(|r| matches!(r, StoreRecord::ConsumerGroup { value: Some(v), .. } if v.epoch == epoch)));
+    assert!(h.log.iter().any(
+        |r| matches!(r, StoreRecord::ConsumerGroup { value: Some(v), .. } if v.epoch == epoch)
+    ));
     let snap = h.c.snapshot();
     assert!(snap.contains(&StoreRecord::ConsumerGroup {
         group_id: "g".into(),
@@ -453,7 +601,10 @@ fn restart_keeps_group_and_epoch() {
         assert_eq!(cg.group_epoch(), epoch);
         let mut h2 = H::new();
         h2.c = fresh;
-        assert_eq!(h2.send(beat("g", "a", epoch, None)).error, Some(GroupError::UnknownMemberId));
+        assert_eq!(
+            h2.send(beat("g", "a", epoch, None)).error,
+            Some(GroupError::UnknownMemberId)
+        );
         let r = h2.send(join("g", "a", &["orders"]));
         assert_eq!(r.member_epoch, epoch + 1);
         assert_eq!(count(&r.assignment), 6);
@@ -468,15 +619,23 @@ fn describe_views() {
     let mut h = H::new();
     h.send(join("g", "a", &["payments"]));
     let d = h.c.describe_group("g");
-    assert_eq!((d.state, d.protocol_type.as_str(), d.protocol_name.as_str()), ("Stable", "consumer", "uniform"));
+    assert_eq!(
+        (d.state, d.protocol_type.as_str(), d.protocol_name.as_str()),
+        ("Stable", "consumer", "uniform")
+    );
     let m = &d.members[0];
     assert_eq!(m.client_id, "client-a");
     let mut want = vec![0u8, 0, 0, 0, 0, 1, 0, 8];
     want.extend_from_slice(b"payments");
-    want.extend_from_slice(&[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff]);
+    want.extend_from_slice(&[
+        0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0xff, 0xff, 0xff, 0xff,
+    ]);
     assert_eq!(m.assignment.as_ref(), &want[..]);
     let cd = h.c.describe_consumer_group("g").unwrap();
-    assert_eq!((cd.group_epoch, cd.assignment_epoch, cd.state), (1, 1, "Stable"));
+    assert_eq!(
+        (cd.group_epoch, cd.assignment_epoch, cd.state),
+        (1, 1, "Stable")
+    );
     assert_eq!(cd.members[0].member_epoch, 1);
     assert_eq!(cd.members[0].assignment[0].topic_name, "payments");
 }
@@ -509,7 +668,11 @@ fn randomized_reconciliation() {
         let mut clients: BTreeMap<String, Client> = BTreeMap::new();
         let mut next_id = 0;
         let topic_sets: [&[&str]; 3] = [&["orders"], &["orders", "payments"], &["payments"]];
-        let handle = |h: &mut H, clients: &mut BTreeMap<String, Client>, id: &str, r: ConsumerHeartbeatResponse, lose: bool| {
+        let handle = |h: &mut H,
+                      clients: &mut BTreeMap<String, Client>,
+                      id: &str,
+                      r: ConsumerHeartbeatResponse,
+                      lose: bool| {
             let c = clients.get_mut(id).unwrap();
             match r.error {
                 None => {
@@ -534,11 +697,25 @@ fn randomized_reconciliation() {
                 0 | 1 if clients.len() < 8 => {
                     next_id += 1;
                     let id = format!("m{next_id}");
-                    let topics: Vec<String> = topic_sets[rand(3) as usize].iter().map(|s| s.to_string()).collect();
-                    clients.insert(id.clone(), Client { epoch: 0, owned: vec![], topics });
+                    let topics: Vec<String> = topic_sets[rand(3) as usize]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
+                    clients.insert(
+                        id.clone(),
+                        Client {
+                            epoch: 0,
+                            owned: vec![],
+                            topics,
+                        },
+                    );
                 }
                 2 if !clients.is_empty() => {
-                    let id = clients.keys().nth(rand(clients.len() as u64) as usize).unwrap().clone();
+                    let id = clients
+                        .keys()
+                        .nth(rand(clients.len() as u64) as usize)
+                        .unwrap()
+                        .clone();
                     let r = h.send(beat("g", &id, -1, None));
                     assert!(r.error.is_none() || r.error == Some(GroupError::UnknownMemberId));
                     clients.remove(&id);
@@ -549,23 +726,41 @@ fn randomized_reconciliation() {
                     h.topics.insert("orders", T1, n.max(6));
                 }
                 5 if !clients.is_empty() => {
-                    let id = clients.keys().nth(rand(clients.len() as u64) as usize).unwrap().clone();
-                    clients.get_mut(&id).unwrap().topics =
-                        topic_sets[rand(3) as usize].iter().map(|s| s.to_string()).collect();
+                    let id = clients
+                        .keys()
+                        .nth(rand(clients.len() as u64) as usize)
+                        .unwrap()
+                        .clone();
+                    clients.get_mut(&id).unwrap().topics = topic_sets[rand(3) as usize]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
                     let c = clients[&id].clone();
                     let mut req = beat("g", &id, c.epoch, Some(c.owned.clone()));
                     req.subscribed_topic_names = Some(c.topics.clone());
                     if c.epoch == 0 {
-                        req = join("g", &id, &c.topics.iter().map(String::as_str).collect::<Vec<_>>());
+                        req = join(
+                            "g",
+                            &id,
+                            &c.topics.iter().map(String::as_str).collect::<Vec<_>>(),
+                        );
                     }
                     let r = h.send(req);
                     handle(&mut h, &mut clients, &id, r, false);
                 }
                 _ if !clients.is_empty() => {
-                    let id = clients.keys().nth(rand(clients.len() as u64) as usize).unwrap().clone();
+                    let id = clients
+                        .keys()
+                        .nth(rand(clients.len() as u64) as usize)
+                        .unwrap()
+                        .clone();
                     let c = clients[&id].clone();
                     let mut req = if c.epoch == 0 {
-                        join("g", &id, &c.topics.iter().map(String::as_str).collect::<Vec<_>>())
+                        join(
+                            "g",
+                            &id,
+                            &c.topics.iter().map(String::as_str).collect::<Vec<_>>(),
+                        )
                     } else {
                         beat("g", &id, c.epoch, (rand(4) != 0).then(|| c.owned.clone()))
                     };
@@ -586,7 +781,10 @@ fn randomized_reconciliation() {
                     let server = g.owned_by(id);
                     for (t, ps) in &c.owned {
                         for p in ps {
-                            assert!(server.contains(&(*t, *p)), "seed {seed}: {id} holds {p} the coordinator gave away");
+                            assert!(
+                                server.contains(&(*t, *p)),
+                                "seed {seed}: {id} holds {p} the coordinator gave away"
+                            );
                         }
                     }
                 }
@@ -598,7 +796,11 @@ fn randomized_reconciliation() {
             for id in ids {
                 let c = clients[&id].clone();
                 let req = if c.epoch == 0 {
-                    let mut j = join("g", &id, &c.topics.iter().map(String::as_str).collect::<Vec<_>>());
+                    let mut j = join(
+                        "g",
+                        &id,
+                        &c.topics.iter().map(String::as_str).collect::<Vec<_>>(),
+                    );
                     j.server_assignor = Some(assignor.into());
                     j
                 } else {
@@ -609,7 +811,9 @@ fn randomized_reconciliation() {
                 handle(&mut h, &mut clients, &id, r, false);
             }
         }
-        let Some(g) = h.c.consumer_group("g") else { continue };
+        let Some(g) = h.c.consumer_group("g") else {
+            continue;
+        };
         if g.is_empty() {
             continue;
         }
@@ -619,18 +823,28 @@ fn randomized_reconciliation() {
         for (id, c) in &clients {
             let mut mine: Vec<(TopicUuid, Vec<i32>)> = c.owned.clone();
             mine.sort();
-            assert_eq!(mine, g.assigned(id), "seed {seed}: {id} agrees with the coordinator");
+            assert_eq!(
+                mine,
+                g.assigned(id),
+                "seed {seed}: {id} agrees with the coordinator"
+            );
             for (t, ps) in &c.owned {
                 for p in ps {
                     assert!(seen.insert((*t, *p)), "seed {seed}: {p} twice");
                 }
             }
         }
-        let subscribed: BTreeSet<&str> = clients.values().flat_map(|c| c.topics.iter().map(String::as_str)).collect();
+        let subscribed: BTreeSet<&str> = clients
+            .values()
+            .flat_map(|c| c.topics.iter().map(String::as_str))
+            .collect();
         for name in subscribed {
             let info = h.topics.get(name).unwrap();
             for p in 0..info.partitions {
-                assert!(seen.contains(&(info.id, p)), "seed {seed}: {name}-{p} unassigned");
+                assert!(
+                    seen.contains(&(info.id, p)),
+                    "seed {seed}: {name}-{p} unassigned"
+                );
             }
         }
     }

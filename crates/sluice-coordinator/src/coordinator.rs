@@ -653,7 +653,8 @@ impl GroupCoordinator {
     ) -> Effects {
         let mut fx = Effects::default();
         let resp = self.consumer_heartbeat_inner(now_ms, &req, topics, &mut fx);
-        fx.replies.push((reply, GroupReply::ConsumerHeartbeat(resp)));
+        fx.replies
+            .push((reply, GroupReply::ConsumerHeartbeat(resp)));
         fx
     }
 
@@ -704,7 +705,10 @@ impl GroupCoordinator {
             self.consumer
                 .insert(id.clone(), ConsumerGroup::new(id, now_ms));
         }
-        let c = self.consumer.get_mut(id).expect("present or inserted above");
+        let c = self
+            .consumer
+            .get_mut(id)
+            .expect("present or inserted above");
         if req.member_epoch < 0 {
             c.leave(now_ms, req, fx)
         } else {
@@ -958,7 +962,9 @@ impl GroupCoordinator {
             out.extend(
                 self.groups
                     .iter()
-                    .filter(|(id, g)| !self.consumer.contains_key(*id) && state_ok(g.state().name()))
+                    .filter(|(id, g)| {
+                        !self.consumer.contains_key(*id) && state_ok(g.state().name())
+                    })
                     .map(|(id, g)| GroupListing {
                         group_id: id.clone(),
                         protocol_type: g.protocol_type().to_owned(),

@@ -1140,7 +1140,13 @@ impl Group {
     ///
     /// `hold_offsets`: the group id belongs to a KIP-848 consumer group with members (this
     /// `Group` only holds its offsets), so nothing expires.
-    pub(crate) fn tick(&mut self, cfg: &GroupConfig, now_ms: i64, hold_offsets: bool, fx: &mut Effects) {
+    pub(crate) fn tick(
+        &mut self,
+        cfg: &GroupConfig,
+        now_ms: i64,
+        hold_offsets: bool,
+        fx: &mut Effects,
+    ) {
         // Pending members that never came back: dropped without a rebalance (they were
         // never part of a generation); a waiting rebalance is checked below.
         self.pending.retain(|_, deadline| *deadline > now_ms);

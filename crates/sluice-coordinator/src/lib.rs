@@ -56,4 +56,6 @@ pub use coordinator::{
 pub use error::GroupError;
 pub use group::{Group, GroupState};
 pub use producer_ids::{ProducerId, ProducerIdAllocator};
-pub use records::{ConsumerGroupValue, GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};
+pub use records::{
+    ConsumerGroupValue, GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord,
+};

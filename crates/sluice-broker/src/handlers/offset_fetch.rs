@@ -76,10 +76,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 ts.into_iter()
                     .flat_map(|t| {
                         let topic = t.name.0.to_string();
-                        t.partition_indexes.into_iter().map(move |p| TopicPartition {
-                            topic: topic.clone(),
-                            partition: p,
-                        })
+                        t.partition_indexes
+                            .into_iter()
+                            .map(move |p| TopicPartition {
+                                topic: topic.clone(),
+                                partition: p,
+                            })
                     })
                     .collect()
             });
@@ -110,10 +112,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         ts.into_iter()
             .flat_map(|t| {
                 let topic = t.name.0.to_string();
-                t.partition_indexes.into_iter().map(move |p| TopicPartition {
-                    topic: topic.clone(),
-                    partition: p,
-                })
+                t.partition_indexes
+                    .into_iter()
+                    .map(move |p| TopicPartition {
+                        topic: topic.clone(),
+                        partition: p,
+                    })
             })
             .collect()
     });
@@ -130,7 +134,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             rp.committed_leader_epoch = epoch;
             rp.metadata = Some(str_bytes(metadata));
             // v1 has only a per-partition error field for group-level failures.
-            rp.error_code = if ctx.version < 2 { code } else { error_code::NONE };
+            rp.error_code = if ctx.version < 2 {
+                code
+            } else {
+                error_code::NONE
+            };
             rt.partitions.push(rp);
         }
         resp.topics.push(rt);
