@@ -655,6 +655,7 @@ struct Client {
 // exactly once and the group is Stable.
 #[test]
 fn randomized_reconciliation() {
+    let mut converged = 0;
     for seed in 1..=40u64 {
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut rand = move |n: u64| {
@@ -817,6 +818,7 @@ fn randomized_reconciliation() {
         if g.is_empty() {
             continue;
         }
+        converged += 1;
         g.check_invariants();
         assert_eq!(g.state_name(), "Stable", "seed {seed}");
         let mut seen = BTreeSet::new();
@@ -848,4 +850,5 @@ fn randomized_reconciliation() {
             }
         }
     }
+    assert!(converged >= 20, "only {converged} seeds ended with members");
 }
