@@ -149,6 +149,13 @@ impl BrokerConfig {
                 self.group.group_initial_rebalance_delay_ms = parse(key, v)?
             }
             "group.max.size" => self.group.group_max_size = parse(key, v)?,
+            "group.consumer.session.timeout.ms" => {
+                self.group.consumer_session_timeout_ms = parse(key, v)?
+            }
+            "group.consumer.heartbeat.interval.ms" => {
+                self.group.consumer_heartbeat_interval_ms = parse(key, v)?
+            }
+            "group.consumer.max.size" => self.group.consumer_group_max_size = parse(key, v)?,
             "offsets.retention.minutes" => {
                 self.group.offsets_retention_ms = parse::<i64>(key, v)?.saturating_mul(60_000)
             }
@@ -243,6 +250,22 @@ impl BrokerConfig {
         }
         if g.group_max_size == 0 {
             return Err(bad("group.max.size", "0".into(), "must be positive"));
+        }
+        if g.consumer_group_max_size == 0 {
+            return Err(bad(
+                "group.consumer.max.size",
+                "0".into(),
+                "must be positive",
+            ));
+        }
+        if g.consumer_heartbeat_interval_ms <= 0
+            || g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms
+        {
+            return Err(bad(
+                "group.consumer.heartbeat.interval.ms",
+                g.consumer_heartbeat_interval_ms.to_string(),
+                "must be positive and below group.consumer.session.timeout.ms",
+            ));
         }
         Ok(())
     }

@@ -41,6 +41,10 @@ pub const MEMBER_ID_REQUIRED: i16 = 79;
 pub const FENCED_INSTANCE_ID: i16 = 82;
 pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
 pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+pub const FENCED_MEMBER_EPOCH: i16 = 110;
+pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+pub const STALE_MEMBER_EPOCH: i16 = 113;
 
 /// The error code for a group coordinator refusal.
 pub fn from_group(e: GroupError) -> i16 {
@@ -59,6 +63,11 @@ pub fn from_group(e: GroupError) -> i16 {
         GroupError::GroupSubscribedToTopic => GROUP_SUBSCRIBED_TO_TOPIC,
         GroupError::OffsetMetadataTooLarge => OFFSET_METADATA_TOO_LARGE,
         GroupError::CoordinatorNotAvailable => COORDINATOR_NOT_AVAILABLE,
+        GroupError::InvalidRequest => INVALID_REQUEST,
+        GroupError::StaleMemberEpoch => STALE_MEMBER_EPOCH,
+        GroupError::FencedMemberEpoch => FENCED_MEMBER_EPOCH,
+        GroupError::UnreleasedInstanceId => UNRELEASED_INSTANCE_ID,
+        GroupError::UnsupportedAssignor => UNSUPPORTED_ASSIGNOR,
     }
 }
 

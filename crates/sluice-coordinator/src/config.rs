@@ -21,6 +21,17 @@ pub struct GroupConfig {
     /// `offsets.retention.minutes`, in ms: committed offsets of an empty group expire this
     /// long after the group became empty (or after the commit, for standalone commits).
     pub offsets_retention_ms: i64,
+    /// `group.consumer.session.timeout.ms`: a KIP-848 member not heard from this long is
+    /// removed (the broker decides it; members do not send one).
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: returned in every ConsumerGroupHeartbeat
+    /// answer; members heartbeat this often.
+    pub consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`: members of one KIP-848 group (Kafka's default is
+    /// unbounded; Sluice bounds it like classic groups).
+    pub consumer_group_max_size: usize,
+    /// Topics one KIP-848 member may subscribe to by name (Sluice bound).
+    pub consumer_subscribed_topics_max: usize,
 }
 
 impl Default for GroupConfig {
@@ -34,6 +45,10 @@ impl Default for GroupConfig {
             offsets_per_group_max: 100_000,
             offset_metadata_bytes_max: 4_096,
             offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
+            consumer_group_max_size: 1_000,
+            consumer_subscribed_topics_max: 10_000,
         }
     }
 }

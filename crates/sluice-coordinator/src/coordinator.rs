@@ -12,6 +12,10 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::config::GroupConfig;
+use crate::consumer_group::{
+    validate_heartbeat, ConsumerGroup, ConsumerGroupDescription, ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse, TopicsSnapshot, JOIN_EPOCH,
+};
 use crate::error::GroupError;
 use crate::group::{Group, GroupState, TOMBSTONE_MARKER_TTL_MS};
 use crate::records::{OffsetValue, StoreRecord, MAX_STRING_BYTES};
@@ -164,7 +168,7 @@ pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
     pub state: &'static str,
-    /// "classic" (or "consumer" once KIP-848 groups exist).
+    /// "classic" or "consumer" (KIP-848).
     pub group_type: &'static str,
 }
 
@@ -173,6 +177,7 @@ pub struct GroupListing {
 pub enum GroupReply {
     Join(JoinGroupResponse),
     Sync(SyncGroupResponse),
+    ConsumerHeartbeat(ConsumerHeartbeatResponse),
 }
 
 /// What a call asks the broker to do. `persist` records are already applied in memory; the
@@ -187,7 +192,13 @@ pub struct Effects {
 #[derive(Debug)]
 pub struct GroupCoordinator {
     config: GroupConfig,
+    /// Classic groups, and the committed offsets of every group (a KIP-848 group's offsets
+    /// live in an Empty `Group` of the same id with no protocol type, so the offset code
+    /// is shared).
     groups: HashMap<String, Group>,
+    /// KIP-848 consumer groups. A group id in here is a "consumer" group; its `groups`
+    /// entry, if any, is Empty and only holds offsets.
+    consumer: HashMap<String, ConsumerGroup>,
     /// State of the member-id generator (seeded by the caller; no clock or RNG here).
     id_state: u64,
     /// False while the broker replays the offsets log; set by [`Self::finish_load`]. After
@@ -216,6 +227,7 @@ impl GroupCoordinator {
         Self {
             config,
             groups: HashMap::new(),
+            consumer: HashMap::new(),
             id_state: seed,
             loaded: false,
             deleted_groups: HashMap::new(),
@@ -231,9 +243,24 @@ impl GroupCoordinator {
         self.groups.get(group_id)
     }
 
-    /// Number of groups held.
+    /// The KIP-848 consumer group, if `group_id` is one (for inspection and tests).
+    pub fn consumer_group(&self, group_id: &str) -> Option<&ConsumerGroup> {
+        self.consumer.get(group_id)
+    }
+
+    /// Number of groups held (classic, consumer, and offset-only).
     pub fn group_count(&self) -> usize {
         self.groups.len()
+            + self
+                .consumer
+                .keys()
+                .filter(|id| !self.groups.contains_key(*id))
+                .count()
+    }
+
+    /// True when a KIP-848 group with members owns `group_id`.
+    fn consumer_active(&self, group_id: &str) -> bool {
+        self.consumer.get(group_id).is_some_and(|c| !c.is_empty())
     }
 
     // ---- loading and persistence ----
@@ -281,12 +308,40 @@ impl GroupCoordinator {
                     // moved on since, and memory is authoritative.
                     return;
                 }
+                // A classic record after a consumer group's: the group was converted.
+                self.consumer.remove(group_id);
                 self.groups
                     .entry(group_id.to_owned())
                     .or_insert_with(|| Group::new(group_id, now_ms))
                     .restore(v, now_ms);
             }
+            StoreRecord::ConsumerGroup { value, .. } => {
+                if self.loaded {
+                    return; // our own record, already applied
+                }
+                match value {
+                    Some(v) => {
+                        // A consumer record after a classic one: converted from an Empty
+                        // classic group, whose metadata no longer matters (offsets stay).
+                        if let Some(g) = self.groups.get_mut(group_id) {
+                            g.reset_to_empty(now_ms);
+                        }
+                        self.consumer
+                            .entry(group_id.to_owned())
+                            .or_insert_with(|| ConsumerGroup::new(group_id, now_ms))
+                            .restore(v, now_ms);
+                    }
+                    None => {
+                        self.consumer.remove(group_id);
+                    }
+                }
+            }
             StoreRecord::Group { value: None, .. } => {
+                // DeleteGroups validated the group as empty; a consumer group that gained
+                // members since survives (its older offsets still go below).
+                if !self.consumer_active(group_id) {
+                    self.consumer.remove(group_id);
+                }
                 let Some(g) = self.groups.get_mut(group_id) else {
                     self.remember_deleted_group(group_id, log_offset, now_ms);
                     return;
@@ -350,6 +405,16 @@ impl GroupCoordinator {
         for id in ids {
             self.groups[id].snapshot_into(&mut out);
         }
+        // Consumer groups last: replay applies a consumer record after any classic one of
+        // the same id, which is the order that makes the group a consumer group.
+        let mut ids: Vec<&String> = self.consumer.keys().collect();
+        ids.sort();
+        for id in ids {
+            let c = &self.consumer[id];
+            if c.has_persisted() {
+                out.push(c.record());
+            }
+        }
         out
     }
 
@@ -370,12 +435,28 @@ impl GroupCoordinator {
             refuse(&mut fx, GroupError::InvalidSessionTimeout);
             return fx;
         }
+        if let Some(c) = self.consumer.get(&req.group_id) {
+            if !c.is_empty() {
+                // A KIP-848 group with members cannot take classic members.
+                refuse(&mut fx, GroupError::InconsistentGroupProtocol);
+                return fx;
+            }
+            // An Empty consumer group becomes a classic group (Kafka converts empty groups).
+            let persisted = c.has_persisted();
+            self.consumer.remove(&req.group_id);
+            if persisted {
+                fx.persist.push(StoreRecord::ConsumerGroup {
+                    group_id: req.group_id.clone(),
+                    value: None,
+                });
+            }
+        }
         if !self.groups.contains_key(&req.group_id) {
             if !req.member_id.is_empty() {
                 refuse(&mut fx, GroupError::UnknownMemberId);
                 return fx;
             }
-            if self.groups.len() >= self.config.groups_max {
+            if self.group_count() >= self.config.groups_max {
                 refuse(&mut fx, GroupError::CoordinatorNotAvailable);
                 return fx;
             }
@@ -469,10 +550,11 @@ impl GroupCoordinator {
         // Sorted so that the order of replies and records does not depend on hashing.
         ids.sort();
         for id in ids {
+            let hold = self.consumer.get(&id).is_some_and(|c| !c.is_empty());
             let Some(g) = self.groups.get_mut(&id) else {
                 continue;
             };
-            g.tick(&self.config, now_ms, &mut fx);
+            g.tick(&self.config, now_ms, hold, &mut fx);
             if g.is_disposable() && Self::disposal_time(g) <= now_ms {
                 // An Empty group with no offsets left is deleted (Kafka's offset cleanup); its
                 // metadata record, if one was written, is tombstoned.
@@ -486,9 +568,39 @@ impl GroupCoordinator {
                 }
             }
         }
+        let mut ids: Vec<String> = self.consumer.keys().cloned().collect();
+        ids.sort();
+        for id in ids {
+            let Some(c) = self.consumer.get_mut(&id) else {
+                continue;
+            };
+            c.tick(&self.config, now_ms, &mut fx);
+            // An Empty consumer group without offsets goes like an Empty classic group.
+            if c.is_empty()
+                && !self.groups.contains_key(&id)
+                && Self::consumer_disposal_time(c) <= now_ms
+            {
+                let persisted = c.has_persisted();
+                self.consumer.remove(&id);
+                if persisted {
+                    fx.persist.push(StoreRecord::Group {
+                        group_id: id,
+                        value: None,
+                    });
+                }
+            }
+        }
         self.deleted_groups
             .retain(|_, &mut (_, at)| at.saturating_add(TOMBSTONE_MARKER_TTL_MS) > now_ms);
         fx
+    }
+
+    fn consumer_disposal_time(c: &ConsumerGroup) -> i64 {
+        if c.has_persisted() {
+            c.state_timestamp_ms().saturating_add(EMPTY_GROUP_GRACE_MS)
+        } else {
+            c.state_timestamp_ms()
+        }
     }
 
     /// When a disposable group (Empty, no offsets, no pending member) is deleted: at once if
@@ -505,16 +617,108 @@ impl GroupCoordinator {
 
     /// The earliest time [`Self::tick`] has work, if any.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.groups
-            .values()
-            .filter_map(|g| {
-                if g.is_disposable() {
-                    Some(Self::disposal_time(g))
-                } else {
-                    g.next_deadline_ms(&self.config)
+        let classic = self.groups.iter().filter_map(|(id, g)| {
+            let hold = self.consumer_active(id);
+            if g.is_disposable() {
+                Some(Self::disposal_time(g))
+            } else {
+                g.next_deadline_ms(&self.config, hold)
+            }
+        });
+        let consumer = self.consumer.iter().filter_map(|(id, c)| {
+            if c.is_empty() {
+                (!self.groups.contains_key(id)).then(|| Self::consumer_disposal_time(c))
+            } else {
+                c.next_deadline_ms(&self.config)
+            }
+        });
+        classic.chain(consumer).min()
+    }
+
+    // ---- KIP-848 consumer groups ----
+
+    /// ConsumerGroupHeartbeat (join, heartbeat, leave). The answer is in the returned
+    /// effects under `reply`, after the group's new epoch (if any) is durable. `topics` is
+    /// the topic registry now: subscriptions are resolved against it.
+    ///
+    /// Group type rules (Kafka's): a classic group with members (or pending members)
+    /// refuses with GROUP_ID_NOT_FOUND (no online migration); an Empty classic group is
+    /// converted on a join (its offsets stay).
+    pub fn consumer_group_heartbeat(
+        &mut self,
+        now_ms: i64,
+        reply: ReplyId,
+        req: ConsumerHeartbeatRequest,
+        topics: &TopicsSnapshot,
+    ) -> Effects {
+        let mut fx = Effects::default();
+        let resp = self.consumer_heartbeat_inner(now_ms, &req, topics, &mut fx);
+        fx.replies
+            .push((reply, GroupReply::ConsumerHeartbeat(resp)));
+        fx
+    }
+
+    fn consumer_heartbeat_inner(
+        &mut self,
+        now_ms: i64,
+        req: &ConsumerHeartbeatRequest,
+        topics: &TopicsSnapshot,
+        fx: &mut Effects,
+    ) -> ConsumerHeartbeatResponse {
+        if let Err((e, msg)) = validate_heartbeat(&self.config, req) {
+            return ConsumerHeartbeatResponse::refusal(e, msg);
+        }
+        let id = &req.group_id;
+        if let Some(g) = self.groups.get_mut(id) {
+            if !self.consumer.contains_key(id) {
+                if !(g.state() == GroupState::Empty && g.pending_member_ids().is_empty()) {
+                    return ConsumerHeartbeatResponse::refusal(
+                        GroupError::GroupIdNotFound,
+                        "the group is a classic group with members",
+                    );
                 }
-            })
-            .min()
+                if req.member_epoch != JOIN_EPOCH {
+                    return ConsumerHeartbeatResponse::refusal(
+                        GroupError::UnknownMemberId,
+                        "unknown member id",
+                    );
+                }
+                // Converted: the classic metadata goes, the offsets stay.
+                g.reset_to_empty(now_ms);
+                self.consumer
+                    .insert(id.clone(), ConsumerGroup::new(id, now_ms));
+            }
+        } else if !self.consumer.contains_key(id) {
+            if req.member_epoch != JOIN_EPOCH {
+                // Kafka says GROUP_ID_NOT_FOUND; UNKNOWN_MEMBER_ID makes the client rejoin.
+                return ConsumerHeartbeatResponse::refusal(
+                    GroupError::UnknownMemberId,
+                    "unknown member id",
+                );
+            }
+            if self.group_count() >= self.config.groups_max {
+                return ConsumerHeartbeatResponse::refusal(
+                    GroupError::CoordinatorNotAvailable,
+                    "the coordinator holds its maximum number of groups",
+                );
+            }
+            self.consumer
+                .insert(id.clone(), ConsumerGroup::new(id, now_ms));
+        }
+        let c = self
+            .consumer
+            .get_mut(id)
+            .expect("present or inserted above");
+        if req.member_epoch < 0 {
+            c.leave(now_ms, req, fx)
+        } else {
+            let resp = c.heartbeat(&self.config, &mut self.id_state, now_ms, req, topics, fx);
+            if resp.error.is_some() && c.is_empty() && !c.has_persisted() {
+                // A refused first join must not leave an empty shell behind.
+                self.consumer.remove(id);
+            }
+            resp
+        }
     }
 
     // ---- offsets ----
@@ -537,7 +741,11 @@ impl GroupCoordinator {
         if auth.group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
-        let at_group_limit = self.groups.len() >= self.config.groups_max;
+        if let Some(c) = self.consumer.get(&auth.group_id) {
+            // KIP-848 group: `generation_id` is the member epoch.
+            return c.validate_commit(&auth.member_id, auth.generation_id);
+        }
+        let at_group_limit = self.group_count() >= self.config.groups_max;
         match self.groups.get_mut(&auth.group_id) {
             Some(g) => g.validate_commit(now_ms, auth),
             None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),
@@ -545,6 +753,22 @@ impl GroupCoordinator {
                 Err(GroupError::UnknownMemberId)
             }
             None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
+            None => Ok(()),
+        }
+    }
+
+    /// OffsetFetch v9's member check (`member_id`, `member_epoch`): for a KIP-848 group the
+    /// member must exist (UNKNOWN_MEMBER_ID) at its epoch (STALE_MEMBER_EPOCH), unless the
+    /// fetch names no member and a negative epoch (admin tools). Classic and unknown groups
+    /// are not checked, as in Kafka.
+    pub fn validate_offset_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        match self.consumer.get(group_id) {
+            Some(c) => c.validate_fetch(member_id, member_epoch),
             None => Ok(()),
         }
     }
@@ -629,6 +853,18 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
+        if let Some(c) = self.consumer.get(group_id) {
+            return Ok(partitions
+                .iter()
+                .map(|tp| {
+                    if c.subscribed(&tp.topic) {
+                        Err(GroupError::GroupSubscribedToTopic)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect());
+        }
         let g = self
             .groups
             .get(group_id)
@@ -657,6 +893,15 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(GroupError::InvalidGroupId);
         }
+        if let Some(c) = self.consumer.get(group_id) {
+            if !c.is_empty() {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            return Ok(StoreRecord::Group {
+                group_id: group_id.to_owned(),
+                value: None,
+            });
+        }
         let g = self
             .groups
             .get(group_id)
@@ -672,7 +917,12 @@ impl GroupCoordinator {
 
     // ---- views ----
 
+    /// DescribeGroups. A KIP-848 group is described classic-style: protocol type
+    /// "consumer", its assignor as the protocol, consumer-group state names.
     pub fn describe_group(&self, group_id: &str) -> DescribedGroup {
+        if let Some(c) = self.consumer.get(group_id) {
+            return c.describe_classic();
+        }
         match self.groups.get(group_id) {
             Some(g) => g.describe(),
             None => DescribedGroup {
@@ -685,29 +935,57 @@ impl GroupCoordinator {
         }
     }
 
-    /// Every group, filtered by state names (case-insensitive; empty = all) and types.
-    /// Every group here is a "classic" group.
-    pub fn list_groups(&self, states: &[String], types: &[String]) -> Vec<GroupListing> {
-        let type_ok = types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case("classic"));
-        if !type_ok {
-            return Vec::new();
+    /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a KIP-848
+    /// group (Kafka answers the same for classic groups).
+    pub fn describe_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
         }
-        let mut out: Vec<GroupListing> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| {
-                states.is_empty()
-                    || states
-                        .iter()
-                        .any(|s| s.eq_ignore_ascii_case(g.state().name()))
-            })
-            .map(|(id, g)| GroupListing {
-                group_id: id.clone(),
-                protocol_type: g.protocol_type().to_owned(),
-                state: g.state().name(),
-                group_type: "classic",
-            })
-            .collect();
+        self.consumer
+            .get(group_id)
+            .map(|c| c.describe_consumer())
+            .ok_or(GroupError::GroupIdNotFound)
+    }
+
+    /// Every group, filtered by state names (case-insensitive; empty = all) and types
+    /// ("classic", "consumer").
+    pub fn list_groups(&self, states: &[String], types: &[String]) -> Vec<GroupListing> {
+        let type_ok =
+            |ty: &str| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(ty));
+        let state_ok =
+            |st: &str| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(st));
+        let mut out: Vec<GroupListing> = Vec::new();
+        if type_ok("classic") {
+            out.extend(
+                self.groups
+                    .iter()
+                    .filter(|(id, g)| {
+                        !self.consumer.contains_key(*id) && state_ok(g.state().name())
+                    })
+                    .map(|(id, g)| GroupListing {
+                        group_id: id.clone(),
+                        protocol_type: g.protocol_type().to_owned(),
+                        state: g.state().name(),
+                        group_type: "classic",
+                    }),
+            );
+        }
+        if type_ok("consumer") {
+            out.extend(
+                self.consumer
+                    .iter()
+                    .filter(|(_, c)| state_ok(c.state_name()))
+                    .map(|(id, c)| GroupListing {
+                        group_id: id.clone(),
+                        protocol_type: CONSUMER_PROTOCOL_TYPE.to_owned(),
+                        state: c.state_name(),
+                        group_type: "consumer",
+                    }),
+            );
+        }
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
     }

@@ -32,4 +32,15 @@ pub enum GroupError {
     OffsetMetadataTooLarge,
     #[error("the coordinator is at its limit of groups or offsets")]
     CoordinatorNotAvailable,
+    // KIP-848 (consumer group protocol) errors.
+    #[error("the request is malformed or combines fields that do not go together")]
+    InvalidRequest,
+    #[error("the member epoch is not the member's current epoch")]
+    StaleMemberEpoch,
+    #[error("the member was fenced and must rejoin with epoch 0")]
+    FencedMemberEpoch,
+    #[error("the static member's previous incarnation has not left")]
+    UnreleasedInstanceId,
+    #[error("the server-side assignor is not supported")]
+    UnsupportedAssignor,
 }

@@ -1137,7 +1137,16 @@ impl Group {
     /// Fires the group's due timers: pending-member and session expiry, the sync deadline,
     /// the rebalance (or initial delay) deadline, offset retention, and tombstone-marker
     /// cleanup.
-    pub(crate) fn tick(&mut self, cfg: &GroupConfig, now_ms: i64, fx: &mut Effects) {
+    ///
+    /// `hold_offsets`: the group id belongs to a KIP-848 consumer group with members (this
+    /// `Group` only holds its offsets), so nothing expires.
+    pub(crate) fn tick(
+        &mut self,
+        cfg: &GroupConfig,
+        now_ms: i64,
+        hold_offsets: bool,
+        fx: &mut Effects,
+    ) {
         // Pending members that never came back: dropped without a rebalance (they were
         // never part of a generation); a waiting rebalance is checked below.
         self.pending.retain(|_, deadline| *deadline > now_ms);
@@ -1176,7 +1185,9 @@ impl Group {
             self.after_departure(now_ms, fx);
         }
         self.maybe_complete_join(now_ms, fx);
-        self.expire_offsets(cfg, now_ms, fx);
+        if !hold_offsets {
+            self.expire_offsets(cfg, now_ms, fx);
+        }
         self.offsets.retain(|_, o| {
             o.value.is_some() || o.applied_at_ms.saturating_add(TOMBSTONE_MARKER_TTL_MS) > now_ms
         });
@@ -1229,7 +1240,7 @@ impl Group {
     }
 
     /// The earliest time [`Self::tick`] has work for this group.
-    pub(crate) fn next_deadline_ms(&self, cfg: &GroupConfig) -> Option<i64> {
+    pub(crate) fn next_deadline_ms(&self, cfg: &GroupConfig, hold_offsets: bool) -> Option<i64> {
         let mut next: Option<i64> = None;
         let mut consider = |t: Option<i64>| {
             if let Some(t) = t {
@@ -1248,7 +1259,9 @@ impl Group {
         if let (GroupState::PreparingRebalance, Some(t)) = (self.state, self.join_timer) {
             consider(Some(t.initial_delay_until_ms.unwrap_or(t.deadline_ms)));
         }
-        consider(self.retention_deadline_ms(cfg));
+        if !hold_offsets {
+            consider(self.retention_deadline_ms(cfg));
+        }
         next
     }
 

@@ -22,10 +22,15 @@
 //! - [`records`]: the versioned key/value format of `__consumer_offsets` records.
 //! - [`group`]: the classic-protocol group state machine (JoinGroup, SyncGroup, Heartbeat,
 //!   LeaveGroup, rebalance timers, static membership).
+//! - [`consumer_group`]: KIP-848 consumer groups (ConsumerGroupHeartbeat): group epochs,
+//!   target assignments and per-member reconciliation.
+//! - [`assignor`]: the server-side assignors of KIP-848 groups, `uniform` and `range`.
 //! - [`coordinator`]: [`GroupCoordinator`], the façade over all groups and their offsets.
 //! - [`producer_ids`]: block allocation of producer ids that stay unique across restarts.
 
+pub mod assignor;
 pub mod config;
+pub mod consumer_group;
 pub mod coordinator;
 pub mod error;
 pub mod group;
@@ -33,9 +38,16 @@ pub mod producer_ids;
 pub mod records;
 
 #[cfg(test)]
+mod consumer_tests;
+#[cfg(test)]
 mod tests;
 
+pub use assignor::{Assignor, TopicUuid};
 pub use config::GroupConfig;
+pub use consumer_group::{
+    ConsumerGroup, ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,
+    ConsumerMemberDescription, DescribedTopicPartitions, TopicsSnapshot,
+};
 pub use coordinator::{
     CommitAuth, CommittedOffset, DescribedGroup, DescribedMember, Effects, GroupCoordinator,
     GroupListing, GroupReply, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinMember,
@@ -44,4 +56,6 @@ pub use coordinator::{
 pub use error::GroupError;
 pub use group::{Group, GroupState};
 pub use producer_ids::{ProducerId, ProducerIdAllocator};
-pub use records::{GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};
+pub use records::{
+    ConsumerGroupValue, GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord,
+};

@@ -47,6 +47,13 @@ pub struct GroupMetadataValue {
     pub members: Vec<MemberMetadataValue>,
 }
 
+/// A KIP-848 consumer group as persisted: only its existence (the group type) and its
+/// group epoch. Members are not persisted; see `docs/coordinator.md` for why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupValue {
+    pub epoch: i32,
+}
+
 /// One record of the offsets log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreRecord {
@@ -62,6 +69,12 @@ pub enum StoreRecord {
     Group {
         group_id: String,
         value: Option<GroupMetadataValue>,
+    },
+    /// A KIP-848 consumer group's epoch, or (`value: None`) the end of its life as a
+    /// consumer group (converted to classic). Key version 3.
+    ConsumerGroup {
+        group_id: String,
+        value: Option<ConsumerGroupValue>,
     },
 }
 
@@ -79,11 +92,13 @@ pub struct DecodeError(pub &'static str);
 // key   := i16 key_version, then
 //          1 (offset key): string group_id, string topic, i32 partition
 //          2 (group key):  string group_id
+//          3 (consumer group key): string group_id
 // value := i16 value_version (3), then
 //          offset value: i64 offset, i32 leader_epoch, string metadata, i64 commit_timestamp
 //          group value:  string protocol_type, i32 generation_id, nullable_string protocol,
 //                        nullable_string leader, i64 current_state_timestamp,
 //                        i32 count, count × member
+//          consumer group value: i16 version (0), i32 epoch
 // member := string member_id, nullable_string group_instance_id, string client_id,
 //           string client_host, i32 rebalance_timeout, i32 session_timeout,
 //           bytes subscription, bytes assignment
@@ -95,6 +110,10 @@ pub struct DecodeError(pub &'static str);
 pub const OFFSET_KEY_VERSION: i16 = 1;
 /// Key version of a group-metadata key.
 pub const GROUP_KEY_VERSION: i16 = 2;
+/// Key version of a KIP-848 consumer group key (Kafka's `ConsumerGroupMetadataKey` is 3).
+pub const CONSUMER_GROUP_KEY_VERSION: i16 = 3;
+/// The only consumer group value version written and read.
+pub const CONSUMER_GROUP_VALUE_VERSION: i16 = 0;
 /// The only offset value version written and read.
 pub const OFFSET_VALUE_VERSION: i16 = 3;
 /// The only group value version written and read.
@@ -220,6 +239,10 @@ impl StoreRecord {
                 w.i16(GROUP_KEY_VERSION);
                 w.string(group_id);
             }
+            StoreRecord::ConsumerGroup { group_id, .. } => {
+                w.i16(CONSUMER_GROUP_KEY_VERSION);
+                w.string(group_id);
+            }
         }
         w.0
     }
@@ -259,6 +282,13 @@ impl StoreRecord {
                 }
                 Some(w.0)
             }
+            StoreRecord::ConsumerGroup { value, .. } => {
+                let v = value.as_ref()?;
+                let mut w = Writer(Vec::with_capacity(6));
+                w.i16(CONSUMER_GROUP_VALUE_VERSION);
+                w.i32(v.epoch);
+                Some(w.0)
+            }
         }
     }
 
@@ -285,6 +315,12 @@ impl StoreRecord {
                 let value = value.map(decode_group_value).transpose()?;
                 Ok(StoreRecord::Group { group_id, value })
             }
+            CONSUMER_GROUP_KEY_VERSION => {
+                let group_id = k.string()?;
+                k.finish()?;
+                let value = value.map(decode_consumer_group_value).transpose()?;
+                Ok(StoreRecord::ConsumerGroup { group_id, value })
+            }
             _ => Err(DecodeError("unknown key version")),
         }
     }
@@ -292,7 +328,9 @@ impl StoreRecord {
     /// The group this record belongs to.
     pub fn group_id(&self) -> &str {
         match self {
-            StoreRecord::Offset { group_id, .. } | StoreRecord::Group { group_id, .. } => group_id,
+            StoreRecord::Offset { group_id, .. }
+            | StoreRecord::Group { group_id, .. }
+            | StoreRecord::ConsumerGroup { group_id, .. } => group_id,
         }
     }
 }
@@ -308,6 +346,16 @@ fn decode_offset_value(bytes: &[u8]) -> Result<OffsetValue, DecodeError> {
         metadata: r.string()?,
         commit_timestamp_ms: r.i64()?,
     };
+    r.finish()?;
+    Ok(v)
+}
+
+fn decode_consumer_group_value(bytes: &[u8]) -> Result<ConsumerGroupValue, DecodeError> {
+    let mut r = Reader(bytes);
+    if r.i16()? != CONSUMER_GROUP_VALUE_VERSION {
+        return Err(DecodeError("unknown consumer group value version"));
+    }
+    let v = ConsumerGroupValue { epoch: r.i32()? };
     r.finish()?;
     Ok(v)
 }
@@ -406,6 +454,14 @@ mod tests {
                     current_state_timestamp_ms: 99,
                     members: vec![member(1, false), member(2, true), member(0, true)],
                 }),
+            },
+            StoreRecord::ConsumerGroup {
+                group_id: "cg".into(),
+                value: Some(ConsumerGroupValue { epoch: 17 }),
+            },
+            StoreRecord::ConsumerGroup {
+                group_id: "cg".into(),
+                value: None,
             },
             StoreRecord::Group {
                 group_id: "empty".into(),
@@ -548,7 +604,7 @@ mod tests {
             let mut key: Vec<u8> = (0..klen).map(|_| rand() as u8).collect();
             if klen >= 2 && rand() % 2 == 0 {
                 key[0] = 0;
-                key[1] = 1 + (rand() % 2) as u8;
+                key[1] = 1 + (rand() % 3) as u8;
             }
             let mut val: Vec<u8> = (0..vlen).map(|_| rand() as u8).collect();
             if vlen >= 2 && rand() % 2 == 0 {

@@ -1184,6 +1184,7 @@ fn snapshot_round_trips() {
     assert!(snap.iter().all(|r| match r {
         StoreRecord::Offset { value, .. } => value.is_some(),
         StoreRecord::Group { value, .. } => value.is_some(),
+        StoreRecord::ConsumerGroup { value, .. } => value.is_some(),
     }));
     // Through the byte format too.
     let mut fresh = GroupCoordinator::new(config(), 7);

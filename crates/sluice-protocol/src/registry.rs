@@ -42,6 +42,10 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::ListGroups, 0, 5),
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
+    // KIP-848 consumer groups (`group.protocol=consumer`). v1 adds client-generated member
+    // ids and regex subscriptions (refused with INVALID_REQUEST).
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
     api(ApiKey::InitProducerId, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),

@@ -8,6 +8,8 @@
 mod alter_configs;
 mod api_versions;
 mod create_partitions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
@@ -166,6 +168,8 @@ pub(crate) async fn start(broker: &Arc<Broker>, req: Request, peer: SocketAddr) 
         ApiKey::ListGroups => boxed(list_groups::handle(ctx, body)),
         ApiKey::DeleteGroups => boxed(delete_groups::handle(ctx, body)),
         ApiKey::OffsetDelete => boxed(offset_delete::handle(ctx, body)),
+        ApiKey::ConsumerGroupHeartbeat => boxed(consumer_group_heartbeat::handle(ctx, body)),
+        ApiKey::ConsumerGroupDescribe => boxed(consumer_group_describe::handle(ctx, body)),
         ApiKey::InitProducerId => boxed(init_producer_id::handle(ctx, body)),
         other => {
             // Unreachable while the registry and this match agree; the header parser already

@@ -1,6 +1,9 @@
 //! OffsetFetch (key 9), v1-9: a group's committed offsets. v8+ asks for several groups at
 //! once. Null topics (v2+) means every committed partition of the group. A partition with
 //! no committed offset answers offset -1 without an error, as Kafka does.
+//!
+//! v9 names the fetching member (member id and epoch, KIP-848): for a consumer group the
+//! coordinator checks them like a commit's (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -18,9 +21,24 @@ type Fetched = Vec<(TopicPartition, Option<CommittedOffset>)>;
 type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
 
 /// Looks one group up: the requested partitions, or all committed ones when `None`.
-fn fetch(ctx: &Ctx, group_id: &str, wanted: Option<Vec<TopicPartition>>) -> (i16, Fetched) {
+/// `member`: v9's member id and epoch.
+fn fetch(
+    ctx: &Ctx,
+    group_id: &str,
+    wanted: Option<Vec<TopicPartition>>,
+    member: Option<(Option<&str>, i32)>,
+) -> (i16, Fetched) {
     if group_id.is_empty() {
         return (error_code::INVALID_GROUP_ID, Vec::new());
+    }
+    if let Some((member_id, epoch)) = member {
+        let checked = ctx
+            .broker
+            .groups
+            .read(|c| c.validate_offset_fetch(group_id, member_id, epoch));
+        if let Err(e) = checked {
+            return (error_code::from_group(e), Vec::new());
+        }
     }
     let fetched = ctx
         .broker
@@ -69,7 +87,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     })
                     .collect()
             });
-            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted);
+            let member = (ctx.version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
+            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted, member);
             let mut rg = OffsetFetchResponseGroup::default();
             rg.group_id = g.group_id;
             rg.error_code = code;
@@ -104,7 +123,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             })
             .collect()
     });
-    let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted);
+    let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted, None);
     resp.error_code = code;
     for (topic, parts) in by_topic(fetched) {
         let mut rt = OffsetFetchResponseTopic::default();

@@ -1,0 +1,93 @@
+//! ConsumerGroupDescribe (key 69), v0-1: the KIP-848 view of consumer groups (group and
+//! assignment epochs, assignor, and per member its epoch, subscription, current and target
+//! assignment). A group that is not a KIP-848 group (classic or unknown) gets
+//! GROUP_ID_NOT_FOUND, as in Kafka; admin clients then fall back to DescribeGroups.
+
+use bytes::Bytes;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment, DescribedGroup, Member, TopicPartitions,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
+};
+use sluice_coordinator::DescribedTopicPartitions;
+use uuid::Uuid;
+
+use super::{str_bytes, Ctx, Reply};
+use crate::error_code;
+
+/// Kafka's "authorized operations not requested" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// KIP-1099's member type of a member using the consumer protocol.
+const MEMBER_TYPE_CONSUMER: i8 = 1;
+
+fn assignment(tps: Vec<DescribedTopicPartitions>) -> Assignment {
+    let mut a = Assignment::default();
+    a.topic_partitions = tps
+        .into_iter()
+        .map(|t| {
+            let mut tp = TopicPartitions::default();
+            tp.topic_id = Uuid::from_bytes(t.topic_id);
+            tp.topic_name = TopicName(str_bytes(t.topic_name));
+            tp.partitions = t.partitions;
+            tp
+        })
+        .collect();
+    a
+}
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: ConsumerGroupDescribeRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let mut resp = ConsumerGroupDescribeResponse::default();
+    for group_id in req.group_ids {
+        let mut out = DescribedGroup::default();
+        out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+        match ctx
+            .broker
+            .groups
+            .read(|c| c.describe_consumer_group(&group_id.0))
+        {
+            Err(e) => {
+                out.error_code = error_code::from_group(e);
+                out.error_message = Some(str_bytes(e.to_string()));
+                out.group_state = str_bytes("Dead");
+            }
+            Ok(g) => {
+                out.group_state = str_bytes(g.state);
+                out.group_epoch = g.group_epoch;
+                out.assignment_epoch = g.assignment_epoch;
+                out.assignor_name = str_bytes(g.assignor_name);
+                out.members = g
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        let mut dm = Member::default();
+                        dm.member_id = str_bytes(m.member_id);
+                        dm.instance_id = m.instance_id.map(str_bytes);
+                        dm.rack_id = m.rack_id.map(str_bytes);
+                        dm.member_epoch = m.member_epoch;
+                        dm.client_id = str_bytes(m.client_id);
+                        dm.client_host = str_bytes(m.client_host);
+                        dm.subscribed_topic_names = m
+                            .subscribed_topic_names
+                            .into_iter()
+                            .map(|t| TopicName(str_bytes(t)))
+                            .collect();
+                        dm.assignment = assignment(m.assignment);
+                        dm.target_assignment = assignment(m.target_assignment);
+                        if ctx.version >= 1 {
+                            dm.member_type = MEMBER_TYPE_CONSUMER;
+                        }
+                        dm
+                    })
+                    .collect();
+            }
+        }
+        out.group_id = group_id;
+        resp.groups.push(out);
+    }
+    ctx.respond(&resp)
+}
