@@ -7,9 +7,9 @@
 
 mod alter_configs;
 mod api_versions;
-mod create_partitions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
