@@ -23,6 +23,11 @@ from kafka import TopicPartition as KTP
 from helpers import ck_admin, ck_producer, create_topic, wait_until
 
 PARTITIONS = 12
+# kafka-python 3.0.12 loses a SyncGroup answer that arrives after poll()'s timeout has cut
+# the join short (it never re-enables heartbeats and never fetches). A SyncGroup is answered
+# only once the group's new metadata is fsync'd, which on a loaded machine can take longer
+# than a short poll timeout, so its consumers poll with a generous one.
+KP_POLL_MS = 2000
 # Fast rebalances for tests: no initial delay, short sessions allowed.
 GROUP_ARGS = ["--override", "group.initial.rebalance.delay.ms=0",
               "--override", "group.min.session.timeout.ms=1000"]
@@ -154,7 +159,7 @@ class KpMember:
     def _run(self):
         import kafka.errors as kerrors
         while not self.stop.is_set():
-            batches = self.c.poll(timeout_ms=200, max_records=200)
+            batches = self.c.poll(timeout_ms=KP_POLL_MS, max_records=200)
             got = False
             for tp, recs in batches.items():
                 for r in recs:
@@ -293,7 +298,7 @@ def test_committed_offsets_resume(sluice_factory, topic_name, restart, fam):
                               session_timeout_ms=6000, fetch_max_wait_ms=100)
             deadline = time.monotonic() + 30
             while len(out) < n and time.monotonic() < deadline:
-                for recs in c.poll(timeout_ms=200).values():
+                for recs in c.poll(timeout_ms=KP_POLL_MS).values():
                     out.extend(r.value for r in recs)
             c.commit()
             extra = [r for recs in c.poll(timeout_ms=1000).values() for r in recs]

@@ -324,6 +324,16 @@ impl Group {
     }
 
     fn transition(&mut self, state: GroupState, now_ms: i64) {
+        if self.state != state {
+            tracing::info!(
+                group = %self.group_id,
+                from = self.state.name(),
+                to = state.name(),
+                generation = self.generation_id,
+                members = self.members.len(),
+                "group state changed"
+            );
+        }
         self.state = state;
         self.state_timestamp_ms = now_ms;
     }
@@ -1159,6 +1169,7 @@ impl Group {
             .map(|m| m.member_id.clone())
             .collect();
         for id in &expired {
+            tracing::info!(group = %self.group_id, member = %id, "member removed: session timeout");
             self.remove_member(id, fx);
         }
         departed |= !expired.is_empty();
@@ -1175,6 +1186,7 @@ impl Group {
                 .map(|m| m.member_id.clone())
                 .collect();
             for id in &silent {
+                tracing::info!(group = %self.group_id, member = %id, "member removed: no SyncGroup within the rebalance timeout");
                 self.remove_member(id, fx);
             }
             self.sync_deadline_ms = None;
