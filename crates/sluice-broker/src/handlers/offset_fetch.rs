@@ -47,6 +47,19 @@ fn fetch(
     (error_code::NONE, fetched)
 }
 
+/// Flattens requested (topic, partition indexes) into topic-partitions.
+fn partitions(topics: impl Iterator<Item = (TopicName, Vec<i32>)>) -> Vec<TopicPartition> {
+    topics
+        .flat_map(|(name, indexes)| {
+            let topic = name.0.to_string();
+            indexes.into_iter().map(move |partition| TopicPartition {
+                topic: topic.clone(),
+                partition,
+            })
+        })
+        .collect()
+}
+
 /// Groups fetched partitions by topic, keeping first-seen topic order.
 fn by_topic(fetched: Fetched) -> ByTopic {
     let mut out: ByTopic = Vec::new();
@@ -74,19 +87,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut resp = OffsetFetchResponse::default();
     if ctx.version >= 8 {
         for g in req.groups {
-            let wanted = g.topics.map(|ts| {
-                ts.into_iter()
-                    .flat_map(|t| {
-                        let topic = t.name.0.to_string();
-                        t.partition_indexes
-                            .into_iter()
-                            .map(move |p| TopicPartition {
-                                topic: topic.clone(),
-                                partition: p,
-                            })
-                    })
-                    .collect()
-            });
+            let wanted = g
+                .topics
+                .map(|ts| partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
             let member = (ctx.version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
             let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted, member);
             let mut rg = OffsetFetchResponseGroup::default();
@@ -110,19 +113,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         return ctx.respond(&resp);
     }
-    let wanted = req.topics.map(|ts| {
-        ts.into_iter()
-            .flat_map(|t| {
-                let topic = t.name.0.to_string();
-                t.partition_indexes
-                    .into_iter()
-                    .map(move |p| TopicPartition {
-                        topic: topic.clone(),
-                        partition: p,
-                    })
-            })
-            .collect()
-    });
+    let wanted = req
+        .topics
+        .map(|ts| partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
     let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted, None);
     resp.error_code = code;
     for (topic, parts) in by_topic(fetched) {
