@@ -1,6 +1,7 @@
 // The Java client family of Sluice's integration suite: a few subcommands around the
 // official Apache Kafka client (kafka-clients 4.x), each printing one JSON line of results on
-// stdout (logs go to stderr). Exit code 0 when the command did what it was asked, 2 when it
+// stdout, last (consume-group prints rebalance events before it, as JSON lines with an
+// "event" key); logs go to stderr. Exit code 0 when the command did what it was asked, 2 when it
 // failed (the JSON line then carries "ok": false and "error").
 //
 //   produce        --bootstrap B --topic T --count N [--start S] [--prefix seq-]
@@ -199,13 +200,23 @@ public final class SluiceClient {
         try (KafkaConsumer<byte[], String> consumer = new KafkaConsumer<>(p)) {
             consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
                 @Override public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-                    events.add(Map.of("revoked", partitions(parts)));
+                    event("revoked", parts);
                 }
                 @Override public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-                    events.add(Map.of("assigned", partitions(parts), "assignment", partitions(consumer.assignment())));
+                    event("assigned", parts);
                 }
                 @Override public void onPartitionsLost(Collection<TopicPartition> parts) {
-                    events.add(Map.of("lost", partitions(parts)));
+                    event("lost", parts);
+                }
+                private void event(String what, Collection<TopicPartition> parts) {
+                    // Printed as it happens, so a test can wait for a group to settle.
+                    Map<String, Object> e = new LinkedHashMap<>();
+                    e.put("event", what);
+                    e.put("partitions", partitions(parts));
+                    e.put("assignment", partitions(consumer.assignment()));
+                    events.add(e);
+                    System.out.println(Json.write(e));
+                    System.out.flush();
                 }
             });
             long reachedAt = -1;
