@@ -32,8 +32,10 @@ if [ "$(cat "$DEPS/.stamp" 2>/dev/null || true)" != "$deps_key" ]; then
     start=$(date +%s)
     rm -rf "$DEPS" "$DEPS.tmp"
     mkdir -p "$(dirname "$DEPS")"
+    log="$(dirname "$DEPS")/java-deps-mvn.log"
     if ! nice -n 10 mvn -B -q -Dstyle.color=never -f "$SRC/pom.xml" dependency:copy-dependencies \
-            -DincludeScope=runtime -DoutputDirectory="$DEPS.tmp" >&2; then
+            -DincludeScope=runtime -DoutputDirectory="$DEPS.tmp" >"$log" 2>&1; then
+        cat "$log" >&2
         echo "java-deps: mvn dependency:copy-dependencies failed (is Maven Central reachable?)" >&2
         exit 1
     fi
