@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the real-client integration suite (tests/integration) against a release build of
-# sluice. Creates .venv if needed, installs tests/requirements.txt, builds the binary and the
+# sluice. Creates .venv if needed, installs tests/requirements.txt, fetches and compiles the
+# Java clients (scripts/java-deps.sh; needs java, javac and mvn), builds the binary and the
 # franz-go driver (needs go), runs pytest. Extra arguments go to pytest (e.g. -k crash, -x).
 set -euo pipefail
 
@@ -16,6 +17,14 @@ fi
 
 echo "test-integration: installing tests/requirements.txt" >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+
+# The Java client family (kafka-clients, kafka-consumer-groups): fetched from Maven Central
+# once into target/java-deps/, compiled into target/java-classes/; cached after that.
+echo "test-integration: fetching/building the Java clients (scripts/java-deps.sh)" >&2
+if ! "$ROOT/scripts/java-deps.sh" >/dev/null; then
+    echo "test-integration: the Java client family could not be set up (see above)" >&2
+    exit 1
+fi
 
 echo "test-integration: building sluice (release)" >&2
 cargo build --release -p sluice

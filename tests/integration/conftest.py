@@ -23,7 +23,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = REPO_ROOT / "target" / "release" / "sluice"
 LISTEN_RE = re.compile(r"^sluice listening on (\S+):(\d+)\s*$")
-STARTUP_TIMEOUT_S = 10.0
+# A stand-in broker (tests/integration/java/reference/kafka_as_sluice.py) needs longer.
+STARTUP_TIMEOUT_S = float(os.environ.get("SLUICE_STARTUP_TIMEOUT_S", "10"))
 STOP_TIMEOUT_S = 10.0
 TAIL_LINES = 60
 
