@@ -11,6 +11,8 @@ import socket
 import time
 import uuid
 
+from confluent_kafka import Consumer, TopicPartition
+
 import kwire
 from kwire import i8, i16, i32, i64, string
 from helpers import create_topic
@@ -174,3 +176,74 @@ def test_parked_join_answered_not_coordinator_on_shutdown(sluice_factory):
         s.close()
     assert broker.proc.wait(timeout=15) == 0
     broker._expected_exit = True
+
+
+OFFSET_DELETE = 47
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+def offset_delete(bs: str, group: str, topic: str, partitions: list[int]) -> tuple[int, dict[int, int]]:
+    body = string(group) + i32(1) + string(topic) + i32(len(partitions))
+    for p in partitions:
+        body += i32(p)
+    r = kwire.Reader(kwire.roundtrip(bs, kwire.frame(kwire.header_v1(OFFSET_DELETE, 0, 8) + body)))
+    r.i32()
+    err = r.i16()
+    r.i32()  # throttle
+    out = {}
+    for _ in range(r.array_len()):
+        r.string()
+        for _ in range(r.array_len()):
+            p = r.i32()
+            out[p] = r.i16()
+    return err, out
+
+
+def fetch_committed(bs: str, group: str, topic: str, partition: int) -> int:
+    """OffsetFetch v5 for one partition: the committed offset (-1 when none)."""
+    body = string(group) + i32(1) + string(topic) + i32(1) + i32(partition)
+    r = kwire.Reader(kwire.roundtrip(bs, kwire.frame(kwire.header_v1(9, 5, 10) + body)))
+    r.i32()
+    r.i32()
+    assert r.array_len() == 1
+    r.string()
+    assert r.array_len() == 1
+    assert r.i32() == partition
+    offset = r.i64()
+    return offset
+
+
+def test_offset_delete(sluice_factory, topic_name):
+    broker = sluice_factory(GROUP_ARGS)
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 2)
+    solo = f"g-{uuid.uuid4().hex[:8]}"
+    assert commit_standalone(bs, solo, topic_name, 0, 7) == 0
+    assert commit_standalone(bs, solo, topic_name, 1, 9) == 0
+    assert fetch_committed(bs, solo, topic_name, 0) == 7
+    err, parts = offset_delete(bs, solo, topic_name, [0, 5])
+    assert err == 0 and parts == {0: 0, 5: kwire.UNKNOWN_TOPIC_OR_PARTITION}
+    assert fetch_committed(bs, solo, topic_name, 0) == -1
+    assert fetch_committed(bs, solo, topic_name, 1) == 9
+    # Survives a restart: the tombstone is durable.
+    broker.kill9()
+    broker.start()
+    assert fetch_committed(bs, solo, topic_name, 0) == -1
+    assert fetch_committed(bs, solo, topic_name, 1) == 9
+    assert offset_delete(bs, f"{solo}-missing", topic_name, [0])[0] == GROUP_ID_NOT_FOUND
+    # A group whose member subscribes to the topic keeps its offsets.
+    live = f"g-{uuid.uuid4().hex[:8]}"
+    c = Consumer({"bootstrap.servers": bs, "group.id": live, "session.timeout.ms": 6000})
+    try:
+        c.subscribe([topic_name])
+        deadline = time.monotonic() + 20
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.1)
+        assert c.assignment()
+        c.commit(offsets=[TopicPartition(topic_name, 0, 3)], asynchronous=False)
+        err, parts = offset_delete(bs, live, topic_name, [0])
+        assert err == 0 and parts == {0: GROUP_SUBSCRIBED_TO_TOPIC}
+        assert fetch_committed(bs, live, topic_name, 0) == 3
+    finally:
+        c.close()

@@ -428,3 +428,51 @@ def settled_n(bootstrap: str, group: str, members: int, partitions: int) -> bool
     a = broker_assignment(bootstrap, group)
     return (len(a) == members and set().union(*a.values()) == set(range(partitions))
             and sum(len(s) for s in a.values()) == partitions)
+
+
+MEMBER_SCRIPT = r"""
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "client.id": "doomed",
+              "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+              "partition.assignment.strategy": "range"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+    if c.assignment():
+        print("assigned", flush=True)
+"""
+
+
+def test_killed_member_partitions_move_after_session_timeout(sluice_factory, topic_name):
+    """A member that dies without leaving (SIGKILL) is removed when its session times out,
+    and its partitions move to the survivor."""
+    import subprocess
+    import sys
+    broker = sluice_factory(GROUP_ARGS)
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    doomed = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, bs, group, topic_name],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    survivor = Consumer({"bootstrap.servers": bs, "group.id": group, "client.id": "survivor",
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                         "partition.assignment.strategy": "range"})
+    try:
+        survivor.subscribe([topic_name])
+        split = wait_until(lambda: (survivor.poll(0.1), settled_n(bs, group, 2, 4)
+                                    and broker_assignment(bs, group))[1], 30, what="two members")
+        assert split["doomed"] and split["survivor"]
+        doomed.kill()
+        doomed.wait(timeout=10)
+        killed_at = time.monotonic()
+        wait_until(lambda: (survivor.poll(0.1), settled_n(bs, group, 1, 4))[1], 30,
+                   what="the survivor owning every partition")
+        waited = time.monotonic() - killed_at
+        # Not before the session timeout (6 s), and not long after it.
+        assert 4.5 < waited < 20, waited
+        assert {p.partition for p in survivor.assignment()} == {0, 1, 2, 3}
+    finally:
+        survivor.close()
+        if doomed.poll() is None:
+            doomed.kill()

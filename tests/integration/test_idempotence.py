@@ -232,3 +232,33 @@ def test_raw_sequence_rules(broker, topic_name):
     # Producer ids stay unique across restarts.
     _, pid3, _ = init_producer_id(broker.bootstrap)
     assert pid3 not in (pid, pid2)
+
+
+def test_idle_producer_expires_and_comes_back(sluice_factory, topic_name):
+    """After producer.id.expiration.ms of idleness the broker forgets the producer; when it
+    comes back with its next sequence it is accepted (Redpanda once answered this with a
+    fatal OUT_OF_ORDER_SEQUENCE_NUMBER), and a librdkafka producer keeps working."""
+    broker = sluice_factory(["--retention-check-interval-ms", "200",
+                             "--override", "producer.id.expiration.ms=1000"])
+    create_topic(broker.bootstrap, topic_name, 1)
+    _, pid, _ = init_producer_id(broker.bootstrap)
+    assert kwire.produce_v3(broker.bootstrap, topic_name, 0, idempotent_batch(pid, 0, 0, 2)).error_code == 0
+    # Before expiry a gap is refused...
+    assert kwire.produce_v3(broker.bootstrap, topic_name, 0,
+                            idempotent_batch(pid, 0, 9, 1)).error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    time.sleep(2.5)
+    # ...after it, the producer is unknown and any sequence is taken.
+    back = kwire.produce_v3(broker.bootstrap, topic_name, 0, idempotent_batch(pid, 0, 9, 1))
+    assert back.error_code == 0 and back.base_offset == 2
+
+    producer = IdempotentProducer("confluent", broker.bootstrap)
+    for v in seq_values(10)[:5]:
+        producer.send(topic_name, v)
+    assert producer.p.flush(15) == 0
+    time.sleep(2.5)
+    for v in seq_values(10)[5:]:
+        producer.send(topic_name, v)
+    producer.flush()
+    assert producer.errors == []
+    got = consume_values(broker.bootstrap, topic_name, 13)
+    assert got[3:] == seq_values(10)

@@ -62,6 +62,8 @@ pub struct BrokerConfig {
     /// Group coordinator settings (`group.*`, `offsets.retention.minutes`,
     /// `offset.metadata.max.bytes`).
     pub group: GroupConfig,
+    /// `producer.id.expiration.ms`: idle idempotent-producer state is dropped after this.
+    pub producer_id_expiration_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -80,6 +82,7 @@ impl Default for BrokerConfig {
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
             queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
             group: GroupConfig::default(),
+            producer_id_expiration_ms: 86_400_000,
         }
     }
 }
@@ -160,6 +163,7 @@ impl BrokerConfig {
                 self.group.offsets_retention_ms = parse::<i64>(key, v)?.saturating_mul(60_000)
             }
             "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
+            "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse(key, v)?,
             _ => return Ok(false),
         }
         self.explicit.insert(key.to_string(), v.to_string());

@@ -42,6 +42,7 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     let mut lc = LogManagerConfig::new(config.data_dir.clone());
     lc.fsync = config.fsync;
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
+    lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc
 }
 
