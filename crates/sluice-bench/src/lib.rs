@@ -1,0 +1,282 @@
+//! `sluice bench`: the benchmark lab. Drives any Kafka-compatible broker over TCP through
+//! librdkafka — an embedded `sluice serve` child by default, or `--bootstrap host:port` — with
+//! an open-loop, seeded schedule, and reports throughput, ack and end-to-end latency (also
+//! from intended send time), a loss/duplicate/reorder audit, consumer lag, and the broker
+//! process's CPU, memory and disk.
+//!
+//! Exit codes: 0 success; 1 the run could not be done (unreachable broker, admin failure);
+//! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
+
+pub mod audit;
+pub mod engine;
+pub mod gate;
+pub mod hist;
+pub mod limits;
+pub mod payload;
+pub mod procstat;
+pub mod report;
+pub mod scenario;
+pub mod target;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::gate::Gate;
+use crate::payload::PayloadClass;
+use crate::scenario::{Acks, Codec, Partitioning, Scenario};
+use crate::target::{EmbeddedBroker, Target};
+
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_GATE_FAILED: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Flags of `sluice bench`. Scenario flags override the chosen preset.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed, 130 interrupted.\n\
+Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'")]
+pub struct BenchArgs {
+    /// Named scenario to start from (see --list-presets).
+    #[arg(long, default_value = "baseline")]
+    pub preset: String,
+    /// Print the presets and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+    /// Run against this broker (comma-separated host:port list) instead of an embedded Sluice.
+    #[arg(long, value_name = "HOST:PORT[,..]")]
+    pub bootstrap: Option<String>,
+    /// Measured duration after warmup (e.g. 30s, 2m).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Warmup before measuring; its messages are tagged and excluded (e.g. 5s, 0).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Aggregate target rate in msg/s (10000, 10k); 0 or "max" for unthrottled.
+    #[arg(long, value_parser = scenario::parse_rate)]
+    pub rate: Option<u64>,
+    /// Producer clients, each on its own thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_PRODUCERS as i64))]
+    pub producers: Option<u32>,
+    /// Consumer clients; partitions are shared out round-robin (at most one per partition).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_CONSUMERS as i64))]
+    pub consumers: Option<u32>,
+    /// Partitions of the (fresh) benchmark topic.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=limits::MAX_PARTITIONS as i64))]
+    pub partitions: Option<i32>,
+    /// Bytes per message, including the 40-byte bench header.
+    #[arg(long, value_parser = parse_message_bytes)]
+    pub message_size: Option<usize>,
+    /// Payload class.
+    #[arg(long, value_enum)]
+    pub payload: Option<PayloadClass>,
+    /// Seed of the payload generator.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Producer acks: 0, 1 or all.
+    #[arg(long, value_parser = scenario::parse_acks, allow_hyphen_values = true)]
+    pub acks: Option<Acks>,
+    /// compression.codec of the producers.
+    #[arg(long, value_enum)]
+    pub compression: Option<Codec>,
+    /// linger.ms of the producers.
+    #[arg(long)]
+    pub linger_ms: Option<u32>,
+    /// batch.size of the producers, bytes.
+    #[arg(long)]
+    pub batch_bytes: Option<u32>,
+    /// enable.idempotence (needs a broker with InitProducerId; Sluice has none yet).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub idempotence: Option<bool>,
+    /// max.in.flight.requests.per.connection.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: Option<u32>,
+    /// client: librdkafka's partitioner (no key); round-robin: explicit partition per message.
+    #[arg(long, value_enum)]
+    pub partitioning: Option<Partitioning>,
+    /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write no JSON report unless --json is given.
+    #[arg(long)]
+    pub no_report: bool,
+    /// Pass/fail condition on a metric, e.g. 'p99_ack_ms<=50', 'lost==0' (repeatable).
+    #[arg(long = "gate", value_name = "EXPR", value_parser = gate::parse)]
+    pub gates: Vec<Gate>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Extra flag for the embedded `sluice serve` (repeatable), e.g. --serve-arg=--fsync=never.
+    #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub serve_args: Vec<String>,
+    /// With --bootstrap: pid of a local broker process to sample (CPU, RSS, I/O).
+    #[arg(long, requires = "bootstrap")]
+    pub broker_pid: Option<u32>,
+    /// With --bootstrap: the broker's data directory, to measure bytes on disk.
+    #[arg(long, requires = "bootstrap")]
+    pub broker_data_dir: Option<PathBuf>,
+    /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
+    #[arg(long)]
+    pub keep_topic: bool,
+}
+
+fn parse_message_bytes(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|_| format!("not a size in bytes: {s:?}"))?;
+    if !(limits::MIN_MESSAGE_BYTES..=limits::MAX_MESSAGE_BYTES).contains(&v) {
+        return Err(format!(
+            "message size must be {}..={} bytes (the bench header takes {})",
+            limits::MIN_MESSAGE_BYTES,
+            limits::MAX_MESSAGE_BYTES,
+            payload::HEADER_BYTES
+        ));
+    }
+    Ok(v)
+}
+
+impl BenchArgs {
+    /// The preset with this invocation's overrides applied.
+    pub fn scenario(&self) -> Result<Scenario, String> {
+        let preset = scenario::find_preset(&self.preset).ok_or_else(|| {
+            format!("unknown preset {:?}; presets are:\n{}", self.preset, scenario::preset_list())
+        })?;
+        let mut s = preset.scenario();
+        macro_rules! set {
+            ($($field:ident => $target:ident),*) => {$( if let Some(v) = self.$field.clone() { s.$target = v; } )*};
+        }
+        set!(duration => duration_s, warmup => warmup_s, rate => rate_msg_s, producers => producers,
+             consumers => consumers, partitions => partitions, message_size => message_bytes,
+             payload => payload, seed => seed, acks => acks, compression => compression,
+             linger_ms => linger_ms, batch_bytes => batch_bytes, idempotence => idempotence,
+             max_in_flight => max_in_flight, partitioning => partitioning);
+        if s.duration_s.is_zero() {
+            return Err("--duration must be above 0".into());
+        }
+        Ok(s)
+    }
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Runs `sluice bench` and returns the process exit code.
+pub fn run(args: BenchArgs) -> ExitCode {
+    if args.list_presets {
+        print!("{}", scenario::preset_list());
+        return ExitCode::SUCCESS;
+    }
+    let scenario = match args.scenario() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice bench: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("sluice bench: cannot install a signal handler: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    }
+    let started_at = unix_now_s();
+    let target = match &args.bootstrap {
+        Some(b) => {
+            if let Err(e) = target::check_reachable(b) {
+                eprintln!("sluice bench: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+            Target::External {
+                bootstrap: b.clone(),
+                pid: args.broker_pid,
+                data_dir: args.broker_data_dir.clone(),
+            }
+        }
+        None => match EmbeddedBroker::start(&args.serve_args) {
+            Ok(b) => Target::Embedded(b),
+            Err(e) => {
+                eprintln!("sluice bench: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        },
+    };
+    if let Err(e) = engine::check_metadata(target.bootstrap()) {
+        eprintln!("sluice bench: {e}");
+        let _ = target.shutdown();
+        return ExitCode::from(EXIT_ERROR);
+    }
+    let info = report::TargetInfo {
+        kind: target.kind(),
+        bootstrap: target.bootstrap().to_string(),
+        broker_pid: target.pid(),
+        broker_data_dir: target.data_dir().map(|p| p.display().to_string()),
+    };
+    if !args.quiet {
+        eprintln!(
+            "sluice bench: preset {} against {} broker {} — warmup {:.1} s, measure {:.1} s",
+            scenario.preset,
+            info.kind,
+            info.bootstrap,
+            scenario.warmup_s.as_secs_f64(),
+            scenario.duration_s.as_secs_f64()
+        );
+    }
+    let opts = engine::RunOptions {
+        bootstrap: info.bootstrap.clone(),
+        broker_pid: info.broker_pid,
+        broker_data_dir: target.data_dir().map(|p| p.to_path_buf()),
+        delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
+        progress: !args.quiet,
+    };
+    let result = engine::run(&scenario, &opts, stop.clone());
+    let mut warnings = Vec::new();
+    if let Some(note) = target.shutdown() {
+        warnings.push(note);
+    }
+    let data = match result {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("sluice bench: {e}");
+            for w in warnings {
+                eprintln!("sluice bench: {w}");
+            }
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let interrupted = data.interrupted;
+    let mut rep = report::build(&scenario, info, data, started_at, warnings);
+    rep.gates = gate::evaluate(&args.gates, &rep.metrics());
+    print!("{}", rep.human());
+    let json_path = args.json.clone().or_else(|| {
+        (!args.no_report).then(|| {
+            let stamp: String = report::utc_string(started_at).chars().filter(|c| c.is_ascii_digit()).collect();
+            PathBuf::from(format!("sluice-bench-{}-{}.json", scenario.preset, stamp))
+        })
+    });
+    if let Some(path) = json_path {
+        let written = serde_json::to_vec_pretty(&rep)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| std::fs::write(&path, bytes).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => eprintln!("sluice bench: report written to {}", path.display()),
+            Err(e) => {
+                eprintln!("sluice bench: cannot write {}: {e}", path.display());
+                return ExitCode::from(EXIT_ERROR);
+            }
+        }
+    }
+    if interrupted {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    if rep.gates.iter().any(|g| !g.passed) {
+        eprintln!("sluice bench: {} gate(s) failed", rep.gates.iter().filter(|g| !g.passed).count());
+        return ExitCode::from(EXIT_GATE_FAILED);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,278 @@
+//! Scenarios: the fully resolved description of one run, the named presets, and how flags
+//! override a preset. A scenario is plain data; two runs of the same scenario and seed send
+//! the same schedule of the same bytes.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::payload::PayloadClass;
+
+/// `acks` of the producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Acks {
+    #[serde(rename = "0")]
+    None,
+    #[serde(rename = "1")]
+    Leader,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Acks {
+    pub fn config_value(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
+}
+
+pub fn parse_acks(s: &str) -> Result<Acks, String> {
+    match s {
+        "0" => Ok(Acks::None),
+        "1" => Ok(Acks::Leader),
+        "all" | "-1" => Ok(Acks::All),
+        _ => Err(format!("acks must be 0, 1 or all (-1), not {s:?}")),
+    }
+}
+
+/// `compression.codec` of the producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    pub fn config_value(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+/// How producers pick partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partitioning {
+    /// No key, no partition: librdkafka's own choice (sticky for null keys).
+    Client,
+    /// Explicit partition: message `seq` of producer `p` goes to `(p + seq) % partitions`.
+    RoundRobin,
+}
+
+/// One fully resolved run description.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub preset: String,
+    /// Aggregate target rate over all producers; 0 = unthrottled (as fast as the client takes).
+    pub rate_msg_s: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub duration_s: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub warmup_s: Duration,
+    pub producers: u32,
+    pub consumers: u32,
+    pub partitions: i32,
+    pub message_bytes: usize,
+    pub payload: PayloadClass,
+    pub seed: u64,
+    pub acks: Acks,
+    pub compression: Codec,
+    pub linger_ms: u32,
+    pub batch_bytes: u32,
+    pub idempotence: bool,
+    pub max_in_flight: u32,
+    pub partitioning: Partitioning,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Scenario {
+    /// SSP's "bench" preset: 10k msg/s of 512-byte mixed payloads from 8 producers into 12
+    /// partitions, acks=1, snappy, 64 KiB batches, 5 ms linger, 4 consumers, 30 s after 5 s
+    /// of warmup.
+    pub fn baseline() -> Scenario {
+        Scenario {
+            preset: "baseline".into(),
+            rate_msg_s: 10_000,
+            duration_s: Duration::from_secs(30),
+            warmup_s: Duration::from_secs(5),
+            producers: 8,
+            consumers: 4,
+            partitions: 12,
+            message_bytes: 512,
+            payload: PayloadClass::Mixed,
+            seed: 42,
+            acks: Acks::Leader,
+            compression: Codec::Snappy,
+            linger_ms: 5,
+            batch_bytes: 65_536,
+            idempotence: false,
+            max_in_flight: 5,
+            partitioning: Partitioning::Client,
+        }
+    }
+
+    /// Target rate per producer (msg/s), 0 when unthrottled.
+    pub fn rate_per_producer(&self) -> f64 {
+        if self.rate_msg_s == 0 {
+            0.0
+        } else {
+            self.rate_msg_s as f64 / self.producers as f64
+        }
+    }
+}
+
+/// A named preset: a description and the changes it makes to the baseline.
+#[derive(Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    pub about: &'static str,
+    apply: fn(&mut Scenario),
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "baseline",
+        about: "SSP bench: 10k msg/s, 512 B mixed, 8 producers, 12 partitions, 4 consumers, acks=1, snappy, 30 s + 5 s warmup",
+        apply: |_| {},
+    },
+    Preset {
+        name: "quick",
+        about: "SSP quick smoke: 5k msg/s, 4 producers, 2 consumers, 5 s + 2 s warmup",
+        apply: |s| {
+            s.rate_msg_s = 5_000;
+            s.producers = 4;
+            s.consumers = 2;
+            s.duration_s = Duration::from_secs(5);
+            s.warmup_s = Duration::from_secs(2);
+        },
+    },
+    Preset {
+        name: "max-rate",
+        about: "baseline unthrottled: every producer sends as fast as its client queue takes",
+        apply: |s| s.rate_msg_s = 0,
+    },
+    Preset {
+        name: "acks-0",
+        about: "baseline with acks=0 (fire and forget; ack latency is the client's own)",
+        apply: |s| s.acks = Acks::None,
+    },
+    Preset {
+        name: "acks-all",
+        about: "baseline with acks=all",
+        apply: |s| s.acks = Acks::All,
+    },
+    Preset {
+        name: "no-linger",
+        about: "baseline with linger.ms=0 (latency-first batching)",
+        apply: |s| s.linger_ms = 0,
+    },
+];
+
+pub fn find_preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+impl Preset {
+    pub fn scenario(&self) -> Scenario {
+        let mut s = Scenario::baseline();
+        (self.apply)(&mut s);
+        s.preset = self.name.to_string();
+        s
+    }
+}
+
+/// The preset list as printed for `--list-presets` and for an unknown `--preset`.
+pub fn preset_list() -> String {
+    let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    PRESETS
+        .iter()
+        .map(|p| format!("  {:width$}  {}\n", p.name, p.about))
+        .collect()
+}
+
+/// Parses `1.5s`, `500ms`, `2m`, `1h`, `250us` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("not a duration: {s:?} (try 5s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown duration unit {unit:?} in {s:?} (use us, ms, s, m, h)")),
+    };
+    let max = crate::limits::MAX_DURATION;
+    if !secs.is_finite() || secs < 0.0 || secs > max.as_secs_f64() {
+        return Err(format!("duration {s:?} out of range (0 .. {} s)", max.as_secs()));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a rate in msg/s; `max`, `unthrottled` or 0 mean unthrottled. Accepts `10k`, `1.5m`.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "max" || t == "unthrottled" {
+        return Ok(0);
+    }
+    let (num, mult) = match t.strip_suffix('k') {
+        Some(n) => (n, 1e3),
+        None => match t.strip_suffix('m') {
+            Some(n) => (n, 1e6),
+            None => (t.as_str(), 1.0),
+        },
+    };
+    let v: f64 = num.parse().map_err(|_| format!("not a rate: {s:?} (msg/s, e.g. 10000, 10k, max)"))?;
+    let r = v * mult;
+    if !r.is_finite() || r < 0.0 || r > crate::limits::MAX_RATE_MSG_S as f64 {
+        return Err(format!("rate {s:?} out of range (0 .. {} msg/s)", crate::limits::MAX_RATE_MSG_S));
+    }
+    Ok(r.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_rates_parse() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1000h").is_err());
+        assert_eq!(parse_rate("10k"), Ok(10_000));
+        assert_eq!(parse_rate("max"), Ok(0));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("1e12").is_err());
+    }
+
+    #[test]
+    fn presets_are_unique_and_named_in_their_scenario() {
+        for (i, p) in PRESETS.iter().enumerate() {
+            assert!(PRESETS[i + 1..].iter().all(|q| q.name != p.name), "{}", p.name);
+            assert_eq!(p.scenario().preset, p.name);
+        }
+        assert!(find_preset("nope").is_none());
+        assert!(preset_list().contains("baseline"));
+    }
+}
