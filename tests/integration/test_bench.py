@@ -1,0 +1,221 @@
+"""`sluice bench` end to end: short runs of the real binary against its embedded broker and
+against a separately started `sluice serve`, checking the JSON report's invariants rather than
+particular numbers (the machine is shared; latencies vary), the exit codes of gates and bad
+input, and that Ctrl-C still writes a report and stops the embedded broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import sluice_bin
+
+RUN_TIMEOUT_S = 120
+LATENCY_KINDS = ["ack", "ack_intended", "send_delay", "e2e", "e2e_intended"]
+PERCENTILE_ORDER = ["min_ms", "p50_ms", "p75_ms", "p90_ms", "p95_ms", "p99_ms", "p99_5_ms", "p99_9_ms",
+                    "p99_99_ms", "max_ms"]
+
+
+def run_bench(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, dict | None]:
+    out = tmp_path / "report.json"
+    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(out), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    report = json.loads(out.read_text()) if out.exists() else None
+    return proc, report
+
+
+def explain(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+
+
+def assert_report_sane(r: dict, rate: int | None, duration_s: float) -> None:
+    """Invariants every finished run must satisfy, whatever the machine's speed."""
+    assert r["schema"] == "sluice-bench/1"
+    a, c = r["audit"], r["counts"]
+    # Conservation: every measured message either arrived or is counted lost.
+    assert a["produced"] == a["received"] + a["lost"], a
+    assert a["produced"] > 0
+    # A healthy broker loses nothing it acknowledged and delivers nothing twice.
+    assert a["lost_acked"] == 0, a
+    assert a["duplicates"] == 0, a
+    assert c["acked"] + c["ack_errors"] <= c["produced"]
+    # Warmup messages are tagged and excluded: delivery can never exceed 100 %.
+    assert r["throughput"]["delivery_pct"] <= 100.0
+    if rate:
+        # The open-loop schedule sends every slot, late or not, so the count is exact up to
+        # the slot at each window edge per producer.
+        expected = rate * duration_s
+        slack = r["scenario"]["producers"] * 2
+        assert abs(a["produced"] - expected) <= slack, (a["produced"], expected)
+    # Every latency distribution: counts match the events, percentiles are monotonic.
+    lat = r["latency"]
+    assert lat["ack"]["count"] == c["acked"]
+    assert lat["send_delay"]["count"] == c["produced"]
+    assert lat["e2e"]["count"] == a["received"]
+    for kind in LATENCY_KINDS:
+        s = lat[kind]
+        if s["count"] == 0:
+            continue
+        values = [s[k] for k in PERCENTILE_ORDER]
+        assert all(v is not None for v in values), (kind, s)
+        assert values == sorted(values), (kind, values)
+        assert sum(s["cdf_buckets"]) == s["count"], kind
+        assert len(s["cdf_buckets"]) == len(r["cdf_edges_ms"]) + 1
+    # From-intended latency can only be longer than from-send latency.
+    assert lat["ack_intended"]["p50_ms"] >= lat["ack"]["p50_ms"]
+    # The 1 s time series: present, ordered, with a client-view lag reading.
+    iv = r["intervals"]
+    assert len(iv) >= int(duration_s), len(iv)
+    assert [i["elapsed_s"] for i in iv] == sorted(i["elapsed_s"] for i in iv)
+    assert "measure" in {i["phase"] for i in iv}
+    lags = [i["lag_total"] for i in iv if i["lag_total"] is not None]
+    assert lags, "no lag sample"
+    assert all(x >= 0 for x in lags)
+    assert r["lag"]["samples"] == len(lags)
+    assert r["lag"]["peak_total"] == max(lags)
+
+
+def test_quick_preset_against_embedded_broker(tmp_path):
+    proc, r = run_bench(tmp_path, "--preset", "quick", "--duration", "3s", "--warmup", "1s")
+    assert proc.returncode == 0, explain(proc)
+    assert r is not None, explain(proc)
+    assert_report_sane(r, rate=5000, duration_s=3.0)
+    assert r["target"]["kind"] == "embedded"
+    assert r["counts"]["warmup_produced"] > 0
+    assert r["scenario"]["preset"] == "quick"
+    # The embedded broker is a local process: its CPU, memory and disk were sampled.
+    b = r["broker_process"]
+    assert b is not None and b["cpu_s"] > 0 and b["peak_rss_mib"] > 0
+    assert b["data_dir_bytes"] > r["counts"]["produced_bytes"] / 10
+    # The embedded broker was stopped (and reaped) before the bench exited.
+    assert not Path(f"/proc/{b['pid']}").exists()
+    # The human summary went to stdout.
+    assert "latency (ms)" in proc.stdout and "end-to-end" in proc.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--preset", "acks-all"],
+    ["--preset", "no-linger", "--compression", "zstd", "--payload", "json"],
+    ["--compression", "lz4", "--partitioning", "round-robin", "--payload", "random"],
+    ["--compression", "gzip", "--payload", "text", "--message-size", "2048"],
+    ["--compression", "none", "--payload", "zeros", "--message-size", "40"],
+], ids=["acks-all", "zstd-json-nolinger", "lz4-roundrobin", "gzip-text-2k", "none-zeros-min"])
+def test_preset_families(tmp_path, args):
+    proc, r = run_bench(tmp_path, *args, "--rate", "2000", "--producers", "2", "--consumers", "2",
+                        "--duration", "2s", "--warmup", "1s")
+    assert proc.returncode == 0, explain(proc)
+    assert_report_sane(r, rate=2000, duration_s=2.0)
+
+
+def test_unthrottled_run(tmp_path):
+    proc, r = run_bench(tmp_path, "--rate", "max", "--producers", "2", "--consumers", "2",
+                        "--duration", "2s", "--warmup", "1s")
+    assert proc.returncode == 0, explain(proc)
+    assert_report_sane(r, rate=None, duration_s=2.0)
+    assert r["throughput"]["target_msg_s"] is None
+    assert r["throughput"]["rate_accuracy_pct"] is None
+
+
+def test_against_bootstrap_broker(tmp_path, broker):
+    proc, r = run_bench(tmp_path, "--bootstrap", broker.bootstrap, "--rate", "1000", "--producers", "2",
+                        "--consumers", "1", "--partitions", "3", "--duration", "2s", "--warmup", "0s")
+    assert proc.returncode == 0, explain(proc)
+    assert_report_sane(r, rate=1000, duration_s=2.0)
+    assert r["target"]["kind"] == "bootstrap"
+    assert r["target"]["bootstrap"] == broker.bootstrap
+    # No warmup: nothing is excluded. No pid given: no broker process section.
+    assert r["counts"]["warmup_produced"] == 0
+    assert r["broker_process"] is None
+    # The fresh topic was removed again from the external broker.
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert r["topic"] not in md.topics
+
+
+def test_violated_gate_exits_nonzero(tmp_path):
+    proc, r = run_bench(tmp_path, "--rate", "1000", "--producers", "2", "--consumers", "1",
+                        "--duration", "2s", "--warmup", "0s",
+                        "--gate", "p99_ack_ms<=0.001", "--gate", "lost==0")
+    assert proc.returncode == 3, explain(proc)
+    gates = {g["expr"]: g for g in r["gates"]}
+    assert gates["p99_ack_ms<=0.001"]["passed"] is False
+    assert gates["p99_ack_ms<=0.001"]["value"] == r["latency"]["ack"]["p99_ms"]
+    assert gates["lost==0"]["passed"] is True
+    assert "FAIL" in proc.stdout
+
+
+def test_passing_gates_exit_zero(tmp_path):
+    proc, r = run_bench(tmp_path, "--rate", "1000", "--producers", "1", "--consumers", "1",
+                        "--duration", "2s", "--warmup", "0s",
+                        "--gate", "lost==0", "--gate", "delivery_pct>=100", "--gate", "p99_ack_ms<=60000")
+    assert proc.returncode == 0, explain(proc)
+    assert all(g["passed"] for g in r["gates"])
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_bootstrap_fails_within_seconds(tmp_path):
+    t0 = time.monotonic()
+    proc, r = run_bench(tmp_path, "--bootstrap", f"127.0.0.1:{closed_port()}", timeout=30)
+    assert proc.returncode == 1, explain(proc)
+    assert time.monotonic() - t0 < 10
+    assert "cannot reach" in proc.stderr
+    assert r is None
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--preset", "no-such-preset"], "baseline"),
+    (["--gate", "p99_nonsense<=1"], "unknown metric"),
+    (["--rate", "fast"], "not a rate"),
+    (["--message-size", "8"], "message size"),
+    (["--duration", "0s"], "duration"),
+])
+def test_bad_input_is_a_usage_error(tmp_path, args, needle):
+    proc, r = run_bench(tmp_path, *args, timeout=30)
+    assert proc.returncode == 2, explain(proc)
+    assert needle in proc.stderr
+    assert r is None
+
+
+def test_list_presets(tmp_path):
+    proc = subprocess.run([str(sluice_bin()), "bench", "--list-presets"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0
+    names = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
+    assert "baseline" in names and "quick" in names and len(names) == len(set(names))
+
+
+def test_ctrl_c_writes_partial_report_and_stops_broker(tmp_path):
+    out = tmp_path / "partial.json"
+    proc = subprocess.Popen([str(sluice_bin()), "bench", "--quiet", "--json", str(out), "--rate", "1000",
+                             "--producers", "2", "--consumers", "1", "--duration", "60s", "--warmup", "1s"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        time.sleep(5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, f"{proc.returncode}\n{stdout}\n{stderr}"
+    r = json.loads(out.read_text())
+    assert r["window"]["interrupted"] is True
+    assert 0 < r["window"]["measure_s"] < 30
+    a = r["audit"]
+    assert a["produced"] > 0 and a["produced"] == a["received"] + a["lost"]
+    pid = r["broker_process"]["pid"]
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists()
