@@ -84,7 +84,8 @@ def assert_report_sane(r: dict, rate: int | None, duration_s: float) -> None:
 
 
 def test_quick_preset_against_embedded_broker(tmp_path):
-    proc, r = run_bench(tmp_path, "--preset", "quick", "--duration", "3s", "--warmup", "1s")
+    html = tmp_path / "report.html"
+    proc, r = run_bench(tmp_path, "--preset", "quick", "--duration", "3s", "--warmup", "1s", "--html", str(html))
     assert proc.returncode == 0, explain(proc)
     assert r is not None, explain(proc)
     assert_report_sane(r, rate=5000, duration_s=3.0)
@@ -99,6 +100,12 @@ def test_quick_preset_against_embedded_broker(tmp_path):
     assert not Path(f"/proc/{b['pid']}").exists()
     # The human summary went to stdout.
     assert "latency (ms)" in proc.stdout and "end-to-end" in proc.stdout
+    # The HTML report renders offline: charts inline, no script, nothing fetched.
+    page = html.read_text()
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert page.count("<svg") >= 6 and page.count("</svg>") == page.count("<svg")
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert r["topic"] in page and "no data" not in page.split("Throughput")[1].split("</svg>")[0]
 
 
 @pytest.mark.parametrize("args", [

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod engine;
 pub mod gate;
 pub mod hist;
+pub mod html;
 pub mod limits;
 pub mod payload;
 pub mod procstat;
@@ -99,6 +100,9 @@ pub struct BenchArgs {
     /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a self-contained HTML report (charts, tables; no network needed) here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Write no JSON report unless --json is given.
     #[arg(long)]
     pub no_report: bool,
@@ -265,6 +269,15 @@ pub fn run(args: BenchArgs) -> ExitCode {
             .and_then(|bytes| std::fs::write(&path, bytes).map_err(|e| e.to_string()));
         match written {
             Ok(()) => eprintln!("sluice bench: report written to {}", path.display()),
+            Err(e) => {
+                eprintln!("sluice bench: cannot write {}: {e}", path.display());
+                return ExitCode::from(EXIT_ERROR);
+            }
+        }
+    }
+    if let Some(path) = &args.html {
+        match std::fs::write(path, html::render(&rep)) {
+            Ok(()) => eprintln!("sluice bench: HTML report written to {}", path.display()),
             Err(e) => {
                 eprintln!("sluice bench: cannot write {}: {e}", path.display());
                 return ExitCode::from(EXIT_ERROR);
