@@ -147,6 +147,44 @@ def test_against_bootstrap_broker(tmp_path, broker):
     assert r["topic"] not in md.topics
 
 
+def test_sweep_runs_every_variant(tmp_path):
+    html = tmp_path / "sweep.html"
+    proc, doc = run_bench(tmp_path, "--preset", "sweep-acks", "--rate", "1000", "--producers", "1", "--consumers", "1",
+                          "--duration", "1s", "--warmup", "0s", "--html", str(html))
+    assert proc.returncode == 0, explain(proc)
+    assert doc["schema"] == "sluice-bench-set/1"
+    labels = [r["label"] for r in doc["runs"]]
+    assert labels == ["acks=0", "acks=1", "acks=all"]
+    assert [r["scenario"]["acks"] for r in doc["runs"]] == ["0", "1", "all"]
+    for r in doc["runs"]:
+        assert_report_sane(r, rate=1000, duration_s=1.0)
+    assert [row["label"] for row in doc["rows"]] == labels
+    assert doc["ratios"] == []
+    page = html.read_text()
+    assert page.count("<details>") == 3 and "<script" not in page
+
+
+def test_ab_targets_alternate_and_compare(tmp_path, broker):
+    proc, doc = run_bench(tmp_path, "--target", "embedded", "--target", broker.bootstrap, "--rate", "1000",
+                          "--producers", "1", "--consumers", "1", "--duration", "1s", "--warmup", "0s")
+    assert proc.returncode == 0, explain(proc)
+    assert doc["targets"] == ["embedded", broker.bootstrap]
+    # A B B A, each on a fresh topic.
+    assert [k["target"] for k in doc["order"]] == ["embedded", broker.bootstrap, broker.bootstrap, "embedded"]
+    assert [r["target"]["spec"] for r in doc["runs"]] == [k["target"] for k in doc["order"]]
+    assert len({r["topic"] for r in doc["runs"]}) == 4
+    for r in doc["runs"]:
+        assert_report_sane(r, rate=1000, duration_s=1.0)
+    rows = {row["target"]: row for row in doc["rows"]}
+    assert rows["embedded"]["runs"] == 2 and rows[broker.bootstrap]["runs"] == 2
+    (ratio,) = doc["ratios"]
+    assert ratio["baseline_target"] == "embedded" and ratio["target"] == broker.bootstrap
+    got = ratio["ratios"]["p99_ack_ms"]
+    want = rows[broker.bootstrap]["metrics"]["p99_ack_ms"]["mean"] / rows["embedded"]["metrics"]["p99_ack_ms"]["mean"]
+    assert abs(got - want) < 1e-9
+    assert "ratio to embedded" in proc.stdout
+
+
 def test_violated_gate_exits_nonzero(tmp_path):
     proc, r = run_bench(tmp_path, "--rate", "1000", "--producers", "2", "--consumers", "1",
                         "--duration", "2s", "--warmup", "0s",

@@ -9,14 +9,14 @@ use crate::hist::LatencySummary;
 use crate::report::Report;
 
 const W: f64 = 720.0;
-const H: f64 = 240.0;
+const H: f64 = 250.0;
 const PAD_L: f64 = 64.0;
 const PAD_R: f64 = 16.0;
-const PAD_T: f64 = 28.0;
+const PAD_T: f64 = 44.0;
 const PAD_B: f64 = 36.0;
 const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -152,7 +152,7 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
             let _ = write!(o, r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"/>"#);
         }
         let lx = PAD_L + 8.0 + i as f64 * 130.0;
-        let _ = write!(o, r#"<rect x="{lx}" y="{}" width="10" height="3" fill="{color}"/><text x="{}" y="{}" class="a">{}</text>"#, PAD_T - 2.0, lx + 14.0, PAD_T + 2.0, esc(&s.name));
+        let _ = write!(o, r#"<rect x="{lx}" y="29" width="10" height="3" fill="{color}"/><text x="{}" y="34" class="a">{}</text>"#, lx + 14.0, esc(&s.name));
     }
     o.push_str("</svg>");
     o
@@ -178,22 +178,31 @@ fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into())
 }
 
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
+th:first-child,td:first-child{text-align:left}.t{font:600 13px sans-serif}.a{font:11px sans-serif;fill:#444}.n{font:12px sans-serif;fill:#888}
+.warn{color:#a40}.fail{color:#c00;font-weight:600}.pass{color:#080;font-weight:600}code{background:#f4f4f4;padding:1px 4px}
+details{margin:12px 0}summary{font-weight:600;cursor:pointer}";
+
+/// Wraps a body into a complete, self-contained document.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>\n",
+        t = esc(title)
+    )
+}
+
+/// The report of one run as a complete page.
 pub fn render(r: &Report) -> String {
+    page(&format!("sluice bench · {} · {}", r.scenario.preset, r.started_at_utc), &body(r))
+}
+
+/// The sections of one run's report (no document wrapper).
+pub fn body(r: &Report) -> String {
     let shade = (r.window.warmup_s > 0.0).then_some((0.0, r.window.warmup_s));
     let mut o = String::new();
-    let title = format!("sluice bench · {} · {}", r.scenario.preset, r.started_at_utc);
-    let _ = write!(
-        o,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{}</title><style>
-body{{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}}
-h1{{font-size:20px}}h2{{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}}
-table{{border-collapse:collapse;margin:8px 0}}td,th{{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}}
-th:first-child,td:first-child{{text-align:left}}.t{{font:600 13px sans-serif}}.a{{font:11px sans-serif;fill:#444}}.n{{font:12px sans-serif;fill:#888}}
-.warn{{color:#a40}}.fail{{color:#c00;font-weight:600}}.pass{{color:#080;font-weight:600}}code{{background:#f4f4f4;padding:1px 4px}}
-</style></head><body>"#,
-        esc(&title)
-    );
-    let _ = write!(o, "<h1>{}</h1>", esc(&title));
+
     let s = &r.scenario;
     let rate = if s.rate_msg_s == 0 { "unthrottled".to_string() } else { format!("{} msg/s", s.rate_msg_s) };
     let _ = write!(
@@ -359,7 +368,6 @@ th:first-child,td:first-child{{text-align:left}}.t{{font:600 13px sans-serif}}.a
         esc(e.kernel.as_deref().unwrap_or("?")),
         e.seed
     );
-    o.push_str("</body></html>\n");
     o
 }
 

@@ -8,6 +8,7 @@
 //! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
 
 pub mod audit;
+pub mod compare;
 pub mod engine;
 pub mod gate;
 pub mod hist;
@@ -47,8 +48,12 @@ pub struct BenchArgs {
     #[arg(long)]
     pub list_presets: bool,
     /// Run against this broker (comma-separated host:port list) instead of an embedded Sluice.
-    #[arg(long, value_name = "HOST:PORT[,..]")]
+    #[arg(long, value_name = "HOST:PORT[,..]", conflicts_with = "targets")]
     pub bootstrap: Option<String>,
+    /// A/B: run the same scenario on each target ("embedded" or a host:port list), in
+    /// A B B A order with fresh topics, and print ratio tables (repeatable).
+    #[arg(long = "target", value_name = "embedded|HOST:PORT[,..]")]
+    pub targets: Vec<String>,
     /// Measured duration after warmup (e.g. 30s, 2m).
     #[arg(long, value_parser = scenario::parse_duration)]
     pub duration: Option<Duration>,
@@ -168,63 +173,54 @@ fn unix_now_s() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Runs `sluice bench` and returns the process exit code.
-pub fn run(args: BenchArgs) -> ExitCode {
-    if args.list_presets {
-        print!("{}", scenario::preset_list());
-        return ExitCode::SUCCESS;
-    }
-    let scenario = match args.scenario() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("sluice bench: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
-            eprintln!("sluice bench: cannot install a signal handler: {e}");
-            return ExitCode::from(EXIT_ERROR);
+/// A broker to run against, as given on the command line.
+#[derive(Debug, Clone)]
+enum TargetSpec {
+    Embedded,
+    Bootstrap(String),
+}
+
+impl TargetSpec {
+    fn name(&self) -> String {
+        match self {
+            TargetSpec::Embedded => "embedded".into(),
+            TargetSpec::Bootstrap(b) => b.clone(),
         }
     }
+}
+
+/// One run: start (or reach) the target, run the scenario, stop the target, build the report.
+fn run_one(
+    spec: &TargetSpec,
+    scenario: &Scenario,
+    label: Option<&str>,
+    args: &BenchArgs,
+    stop: &Arc<AtomicBool>,
+) -> Result<report::Report, String> {
     let started_at = unix_now_s();
-    let target = match &args.bootstrap {
-        Some(b) => {
-            if let Err(e) = target::check_reachable(b) {
-                eprintln!("sluice bench: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
-            Target::External {
-                bootstrap: b.clone(),
-                pid: args.broker_pid,
-                data_dir: args.broker_data_dir.clone(),
-            }
+    let target = match spec {
+        TargetSpec::Bootstrap(b) => {
+            target::check_reachable(b)?;
+            Target::External { bootstrap: b.clone(), pid: args.broker_pid, data_dir: args.broker_data_dir.clone() }
         }
-        None => match EmbeddedBroker::start(&args.serve_args) {
-            Ok(b) => Target::Embedded(b),
-            Err(e) => {
-                eprintln!("sluice bench: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
-        },
+        TargetSpec::Embedded => Target::Embedded(EmbeddedBroker::start(&args.serve_args)?),
     };
     if let Err(e) = engine::check_metadata(target.bootstrap()) {
-        eprintln!("sluice bench: {e}");
         let _ = target.shutdown();
-        return ExitCode::from(EXIT_ERROR);
+        return Err(e);
     }
     let info = report::TargetInfo {
         kind: target.kind(),
+        spec: spec.name(),
         bootstrap: target.bootstrap().to_string(),
         broker_pid: target.pid(),
         broker_data_dir: target.data_dir().map(|p| p.display().to_string()),
     };
     if !args.quiet {
         eprintln!(
-            "sluice bench: preset {} against {} broker {} — warmup {:.1} s, measure {:.1} s",
+            "sluice bench: preset {}{} against {} broker {} — warmup {:.1} s, measure {:.1} s",
             scenario.preset,
+            label.map(|l| format!(" [{l}]")).unwrap_or_default(),
             info.kind,
             info.bootstrap,
             scenario.warmup_s.as_secs_f64(),
@@ -238,57 +234,155 @@ pub fn run(args: BenchArgs) -> ExitCode {
         delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
         progress: !args.quiet,
     };
-    let result = engine::run(&scenario, &opts, stop.clone());
+    let result = engine::run(scenario, &opts, stop.clone());
     let mut warnings = Vec::new();
     if let Some(note) = target.shutdown() {
         warnings.push(note);
     }
     let data = match result {
         Ok(d) => d,
+        Err(e) => return Err(std::iter::once(e).chain(warnings).collect::<Vec<_>>().join("\n")),
+    };
+    let mut rep = report::build(scenario, info, data, started_at, warnings);
+    rep.label = label.map(str::to_string);
+    rep.gates = gate::evaluate(&args.gates, &rep.metrics());
+    Ok(rep)
+}
+
+fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), ExitCode> {
+    match std::fs::write(path, bytes) {
+        Ok(()) => {
+            eprintln!("sluice bench: {what} written to {}", path.display());
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("sluice bench: cannot write {}: {e}", path.display());
+            Err(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}
+
+/// Runs `sluice bench` and returns the process exit code.
+pub fn run(args: BenchArgs) -> ExitCode {
+    if args.list_presets {
+        print!("{}", scenario::preset_list());
+        return ExitCode::SUCCESS;
+    }
+    let base = match args.scenario() {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("sluice bench: {e}");
-            for w in warnings {
-                eprintln!("sluice bench: {w}");
-            }
-            return ExitCode::from(EXIT_ERROR);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
-    let interrupted = data.interrupted;
-    let mut rep = report::build(&scenario, info, data, started_at, warnings);
-    rep.gates = gate::evaluate(&args.gates, &rep.metrics());
-    print!("{}", rep.human());
-    let json_path = args.json.clone().or_else(|| {
-        (!args.no_report).then(|| {
-            let stamp: String = report::utc_string(started_at).chars().filter(|c| c.is_ascii_digit()).collect();
-            PathBuf::from(format!("sluice-bench-{}-{}.json", scenario.preset, stamp))
-        })
-    });
-    if let Some(path) = json_path {
-        let written = serde_json::to_vec_pretty(&rep)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| std::fs::write(&path, bytes).map_err(|e| e.to_string()));
-        match written {
-            Ok(()) => eprintln!("sluice bench: report written to {}", path.display()),
-            Err(e) => {
-                eprintln!("sluice bench: cannot write {}: {e}", path.display());
+    let runs = match scenario::find_preset(&args.preset) {
+        Some(p) => p.expand(&base),
+        None => vec![(None, base.clone())],
+    };
+    let targets: Vec<TargetSpec> = if !args.targets.is_empty() {
+        args.targets
+            .iter()
+            .map(|t| if t == "embedded" { TargetSpec::Embedded } else { TargetSpec::Bootstrap(t.clone()) })
+            .collect()
+    } else if let Some(b) = &args.bootstrap {
+        vec![TargetSpec::Bootstrap(b.clone())]
+    } else {
+        vec![TargetSpec::Embedded]
+    };
+    // An unreachable broker fails now, not after the runs before it.
+    for t in &targets {
+        if let TargetSpec::Bootstrap(b) = t {
+            if let Err(e) = target::check_reachable(b) {
+                eprintln!("sluice bench: {e}");
                 return ExitCode::from(EXIT_ERROR);
             }
         }
     }
-    if let Some(path) = &args.html {
-        match std::fs::write(path, html::render(&rep)) {
-            Ok(()) => eprintln!("sluice bench: HTML report written to {}", path.display()),
+    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("sluice bench: cannot install a signal handler: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    }
+    let started_at = unix_now_s();
+    let order = compare::abba(targets.len());
+    let single = runs.len() == 1 && order.len() == 1;
+    let mut reports = Vec::new();
+    let mut keys = Vec::new();
+    let mut failed = false;
+    'runs: for (label, scenario) in &runs {
+        for &ti in &order {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break 'runs;
+            }
+            match run_one(&targets[ti], scenario, *label, &args, &stop) {
+                Ok(rep) => {
+                    print!("{}", rep.human());
+                    keys.push(compare::RunKey { label: label.map(str::to_string), target: targets[ti].name() });
+                    reports.push(rep);
+                }
+                Err(e) => {
+                    eprintln!("sluice bench: {e}");
+                    if reports.is_empty() {
+                        return ExitCode::from(EXIT_ERROR);
+                    }
+                    // Earlier runs still get their report; the failure decides the exit code.
+                    failed = true;
+                    break 'runs;
+                }
+            }
+        }
+    }
+    let interrupted = reports.iter().any(|r| r.window.interrupted) || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let gates_failed = reports.iter().flat_map(|r| &r.gates).filter(|g| !g.passed).count();
+    let json_path = args.json.clone().or_else(|| {
+        (!args.no_report).then(|| {
+            let stamp: String = report::utc_string(started_at).chars().filter(|c| c.is_ascii_digit()).collect();
+            PathBuf::from(format!("sluice-bench-{}-{}.json", base.preset, stamp))
+        })
+    });
+    let (json, html_page) = if single && reports.len() == 1 {
+        let rep = &reports[0];
+        (serde_json::to_vec_pretty(rep), args.html.as_ref().map(|_| html::render(rep)))
+    } else {
+        let set = compare::build(
+            &base.preset,
+            report::utc_string(started_at),
+            targets.iter().map(TargetSpec::name).collect(),
+            keys,
+            reports,
+            interrupted,
+        );
+        print!("{}", set.human());
+        (serde_json::to_vec_pretty(&set), args.html.as_ref().map(|_| set.html()))
+    };
+    if let Some(path) = json_path {
+        let bytes = match json {
+            Ok(b) => b,
             Err(e) => {
-                eprintln!("sluice bench: cannot write {}: {e}", path.display());
+                eprintln!("sluice bench: cannot encode the report: {e}");
                 return ExitCode::from(EXIT_ERROR);
             }
+        };
+        if let Err(code) = write_file(&path, "report", &bytes) {
+            return code;
+        }
+    }
+    if let (Some(path), Some(page)) = (&args.html, html_page) {
+        if let Err(code) = write_file(path, "HTML report", page.as_bytes()) {
+            return code;
         }
     }
     if interrupted {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
-    if rep.gates.iter().any(|g| !g.passed) {
-        eprintln!("sluice bench: {} gate(s) failed", rep.gates.iter().filter(|g| !g.passed).count());
+    if failed {
+        return ExitCode::from(EXIT_ERROR);
+    }
+    if gates_failed > 0 {
+        eprintln!("sluice bench: {gates_failed} gate(s) failed");
         return ExitCode::from(EXIT_GATE_FAILED);
     }
     ExitCode::SUCCESS

@@ -22,6 +22,8 @@ pub struct Report {
     pub tool: Tool,
     pub started_at_unix_s: f64,
     pub started_at_utc: String,
+    /// The sweep variant of this run (null outside sweeps).
+    pub label: Option<String>,
     pub scenario: Scenario,
     pub target: TargetInfo,
     pub topic: String,
@@ -54,6 +56,8 @@ pub struct Tool {
 pub struct TargetInfo {
     /// "embedded" or "bootstrap".
     pub kind: &'static str,
+    /// The target as given: "embedded" or the --bootstrap / --target host:port list.
+    pub spec: String,
     pub bootstrap: String,
     pub broker_pid: Option<u32>,
     pub broker_data_dir: Option<String>,
@@ -376,6 +380,7 @@ pub fn build(
         },
         started_at_unix_s,
         started_at_utc: utc_string(started_at_unix_s),
+        label: None,
         scenario: scenario.clone(),
         target,
         topic: d.topic.clone(),
@@ -473,7 +478,14 @@ impl Report {
         let s = &self.scenario;
         let ms = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
         let _ = writeln!(o, "{rule}");
-        let _ = writeln!(o, " sluice bench · preset {} · {} broker at {}", s.preset, self.target.kind, self.target.bootstrap);
+        let _ = writeln!(
+            o,
+            " sluice bench · preset {}{} · {} broker at {}",
+            s.preset,
+            self.label.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default(),
+            self.target.kind,
+            self.target.bootstrap
+        );
         let rate = if s.rate_msg_s == 0 { "unthrottled".to_string() } else { format!("{} msg/s", s.rate_msg_s) };
         let _ = writeln!(
             o,

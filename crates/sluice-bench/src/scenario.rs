@@ -142,6 +142,22 @@ pub struct Preset {
     pub name: &'static str,
     pub about: &'static str,
     apply: fn(&mut Scenario),
+    /// A sweep: one run per variant, each applied after the command-line flags so the swept
+    /// setting always wins. Empty for a single-run preset.
+    pub variants: &'static [Variant],
+}
+
+/// One point of a sweep.
+#[derive(Debug)]
+pub struct Variant {
+    pub label: &'static str,
+    pub apply: fn(&mut Scenario),
+}
+
+macro_rules! variant {
+    ($label:expr, |$s:ident| $body:expr) => {
+        Variant { label: $label, apply: |$s: &mut Scenario| $body }
+    };
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -149,6 +165,7 @@ pub const PRESETS: &[Preset] = &[
         name: "baseline",
         about: "SSP bench: 10k msg/s, 512 B mixed, 8 producers, 12 partitions, 4 consumers, acks=1, snappy, 30 s + 5 s warmup",
         apply: |_| {},
+        variants: &[],
     },
     Preset {
         name: "quick",
@@ -160,26 +177,93 @@ pub const PRESETS: &[Preset] = &[
             s.duration_s = Duration::from_secs(5);
             s.warmup_s = Duration::from_secs(2);
         },
+        variants: &[],
     },
     Preset {
         name: "max-rate",
         about: "baseline unthrottled: every producer sends as fast as its client queue takes",
         apply: |s| s.rate_msg_s = 0,
+        variants: &[],
     },
     Preset {
         name: "acks-0",
         about: "baseline with acks=0 (fire and forget; ack latency is the client's own)",
         apply: |s| s.acks = Acks::None,
+        variants: &[],
     },
     Preset {
         name: "acks-all",
         about: "baseline with acks=all",
         apply: |s| s.acks = Acks::All,
+        variants: &[],
     },
     Preset {
         name: "no-linger",
         about: "baseline with linger.ms=0 (latency-first batching)",
         apply: |s| s.linger_ms = 0,
+        variants: &[],
+    },
+    Preset {
+        name: "sweep-compression",
+        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, codec none, snappy, lz4, zstd, gzip",
+        apply: |s| {
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("none", |s| s.compression = Codec::None),
+            variant!("snappy", |s| s.compression = Codec::Snappy),
+            variant!("lz4", |s| s.compression = Codec::Lz4),
+            variant!("zstd", |s| s.compression = Codec::Zstd),
+            variant!("gzip", |s| s.compression = Codec::Gzip),
+        ],
+    },
+    Preset {
+        name: "sweep-acks",
+        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, acks 0, 1, all",
+        apply: |s| {
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("acks=0", |s| s.acks = Acks::None),
+            variant!("acks=1", |s| s.acks = Acks::Leader),
+            variant!("acks=all", |s| s.acks = Acks::All),
+        ],
+    },
+    Preset {
+        name: "sweep-payload",
+        about: "SSP sweep: 8k msg/s zstd, 15 s + 2 s warmup, payload random, mixed, json, logline, text, zeros",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.compression = Codec::Zstd;
+            s.duration_s = Duration::from_secs(15);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("random", |s| s.payload = PayloadClass::Random),
+            variant!("mixed", |s| s.payload = PayloadClass::Mixed),
+            variant!("json", |s| s.payload = PayloadClass::Json),
+            variant!("logline", |s| s.payload = PayloadClass::Logline),
+            variant!("text", |s| s.payload = PayloadClass::Text),
+            variant!("zeros", |s| s.payload = PayloadClass::Zeros),
+        ],
+    },
+    Preset {
+        name: "sweep-msgsize",
+        about: "SSP sweep: 8k msg/s mixed, 15 s + 2 s warmup, message size 64, 256, 1024, 4096, 16384 B",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.duration_s = Duration::from_secs(15);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("64B", |s| s.message_bytes = 64),
+            variant!("256B", |s| s.message_bytes = 256),
+            variant!("1KiB", |s| s.message_bytes = 1024),
+            variant!("4KiB", |s| s.message_bytes = 4096),
+            variant!("16KiB", |s| s.message_bytes = 16_384),
+        ],
     },
 ];
 
@@ -194,6 +278,22 @@ impl Preset {
         s.preset = self.name.to_string();
         s
     }
+
+    /// The runs of this preset: `(variant label, scenario)`; `base` is `scenario()` with the
+    /// command-line overrides already applied. A single-run preset has one unlabelled run.
+    pub fn expand(&self, base: &Scenario) -> Vec<(Option<&'static str>, Scenario)> {
+        if self.variants.is_empty() {
+            return vec![(None, base.clone())];
+        }
+        self.variants
+            .iter()
+            .map(|v| {
+                let mut s = base.clone();
+                (v.apply)(&mut s);
+                (Some(v.label), s)
+            })
+            .collect()
+    }
 }
 
 /// The preset list as printed for `--list-presets` and for an unknown `--preset`.
@@ -201,7 +301,10 @@ pub fn preset_list() -> String {
     let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
     PRESETS
         .iter()
-        .map(|p| format!("  {:width$}  {}\n", p.name, p.about))
+        .map(|p| {
+            let runs = if p.variants.is_empty() { String::new() } else { format!(" [{} runs]", p.variants.len()) };
+            format!("  {:width$}  {}{runs}\n", p.name, p.about)
+        })
         .collect()
 }
 
@@ -273,6 +376,18 @@ mod tests {
             assert_eq!(p.scenario().preset, p.name);
         }
         assert!(find_preset("nope").is_none());
+        // Sweeps: the swept setting wins over the base, every variant differs from the others.
+        let p = find_preset("sweep-compression").unwrap_or(&PRESETS[0]);
+        let mut base = p.scenario();
+        base.compression = Codec::Gzip;
+        let runs = p.expand(&base);
+        assert_eq!(runs.len(), 5);
+        assert_eq!(runs[0].1.compression, Codec::None);
+        for p in PRESETS {
+            for (_, s) in p.expand(&p.scenario()) {
+                assert!(s.message_bytes >= crate::limits::MIN_MESSAGE_BYTES, "{}", p.name);
+            }
+        }
         assert!(preset_list().contains("baseline"));
     }
 }
