@@ -322,6 +322,9 @@ pub struct RunData {
     pub errors_overflow: u64,
     pub consumers_used: u32,
     pub topic_deleted: Option<bool>,
+    /// Backpressure: pauses and total paused seconds (None when off).
+    pub bp_events: Option<u64>,
+    pub bp_paused_s: Option<f64>,
 }
 
 /// Options of a run that are not part of the scenario (they do not change what is sent).
@@ -492,6 +495,15 @@ struct ProducerJob {
     errors: Arc<ErrorLog>,
     stop: Arc<AtomicBool>,
     stopped_ns: Arc<AtomicU64>,
+    bp: Option<Arc<BpState>>,
+}
+
+/// Shared state of the backpressure controller.
+#[derive(Debug, Default)]
+pub struct BpState {
+    paused: AtomicBool,
+    events: AtomicU64,
+    paused_ns: AtomicU64,
 }
 
 /// Returns whether the final flush timed out.
@@ -512,23 +524,31 @@ fn producer_thread(job: ProducerJob) -> bool {
         };
     let s = &job.scenario;
     let throttled = s.rate_msg_s > 0;
-    // Producer i's k-th slot is at load_start + (k * producers + i) / rate: the aggregate
-    // schedule is evenly spaced and the producers interleave.
-    let period_ns = if throttled { 1e9 * s.producers as f64 / s.rate_msg_s as f64 } else { 0.0 };
-    let offset_ns = if throttled { 1e9 * job.index as f64 / s.rate_msg_s as f64 } else { 0.0 };
+    // Producer i's slots interleave with the others': the aggregate schedule is evenly spaced
+    // at the current target rate (bursts change the rate, never the spacing rule). `next` is
+    // the next intended send time in clock nanoseconds, kept as f64 so no rounding accumulates.
+    let first_rate = s.rate_at(Duration::ZERO).max(1) as f64;
+    let mut next = job.sched.load_start_ns as f64 + 1e9 * job.index as f64 / first_rate;
     let partitions = s.partitions.max(1) as u64;
     let mut buf = Vec::with_capacity(s.message_bytes);
     let mut seq: u64 = 0;
-    let mut slot: u64 = 0;
     'load: loop {
         if job.stop.load(Ordering::Relaxed) {
             break;
         }
-        let intended = if throttled {
-            job.sched.load_start_ns + (offset_ns + slot as f64 * period_ns) as u64
-        } else {
-            job.clock.now_ns()
-        };
+        if let Some(bp) = job.bp.as_ref().filter(|bp| bp.paused.load(Ordering::Relaxed)) {
+            let pause_start = job.clock.now_ns();
+            while bp.paused.load(Ordering::Relaxed) {
+                if job.stop.load(Ordering::Relaxed) || job.clock.now_ns() >= job.sched.load_end_ns {
+                    break 'load;
+                }
+                std::thread::sleep(s.bp_poll_ms / 2);
+            }
+            // A pause is a deliberate slowdown: the schedule resumes where it stood, shifted
+            // by the pause, instead of sending the skipped slots in a burst.
+            next += job.clock.now_ns().saturating_sub(pause_start) as f64;
+        }
+        let intended = if throttled { next as u64 } else { job.clock.now_ns() };
         if intended >= job.sched.load_end_ns {
             break;
         }
@@ -542,8 +562,13 @@ fn producer_thread(job: ProducerJob) -> bool {
                 if job.stop.load(Ordering::Relaxed) {
                     break 'load;
                 }
+                if job.bp.as_ref().is_some_and(|bp| bp.paused.load(Ordering::Relaxed)) {
+                    continue 'load;
+                }
                 std::thread::sleep((at - now).min(limits::PRODUCER_MAX_SLEEP));
             }
+            let rate = s.rate_at(Duration::from_nanos(intended.saturating_sub(job.sched.load_start_ns))).max(1);
+            next += 1e9 * s.producers as f64 / rate as f64;
         }
         let warmup = intended < job.sched.warmup_end_ns;
         let header = Header {
@@ -605,7 +630,6 @@ fn producer_thread(job: ProducerJob) -> bool {
                 }
             }
         }
-        slot += 1;
     }
     job.stopped_ns.fetch_max(job.clock.now_ns(), Ordering::Relaxed);
     let flush_timeout = if job.stop.load(Ordering::Relaxed) {
@@ -628,6 +652,8 @@ struct ConsumerJob {
     errors: Arc<ErrorLog>,
     stop: Arc<AtomicBool>,
     index: u32,
+    scenario: Scenario,
+    load_start_ns: u64,
 }
 
 fn consumer_thread(job: ConsumerJob) {
@@ -654,6 +680,7 @@ fn consumer_thread(job: ConsumerJob) {
         job.errors.note(format!("consumer {} assign failed: {e}", job.index));
         return;
     }
+    let mut rng = crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
     while !job.stop.load(Ordering::Relaxed) {
         let msg = match consumer.poll(limits::CONSUMER_POLL) {
             None => continue,
@@ -683,6 +710,8 @@ fn consumer_thread(job: ConsumerJob) {
             s.warmup_received += 1;
             s.window.e2e.record_ns(e2e);
             s.window.e2e_intended.record_ns(e2e_intended);
+            drop(s);
+            consumer_work(&job, now, &mut rng);
             continue;
         }
         if s.audit.note(partition, h.producer, h.seq) {
@@ -698,6 +727,76 @@ fn consumer_thread(job: ConsumerJob) {
         m.received_bytes += bytes;
         m.e2e.record_ns(e2e);
         m.e2e_intended.record_ns(e2e_intended);
+        drop(s);
+        consumer_work(&job, now, &mut rng);
+    }
+}
+
+/// The processing model: a consumer thread handles one message at a time, then "works" for the
+/// configured delay plus jitter (after its lock is released, so the sampler never waits on it).
+fn consumer_work(job: &ConsumerJob, now_ns: u64, rng: &mut crate::payload::SplitMix64) {
+    let since_start = Duration::from_nanos(now_ns.saturating_sub(job.load_start_ns));
+    let mut work = job.scenario.consumer_delay_at(since_start);
+    let jitter_ns = job.scenario.consumer_jitter_us.as_nanos() as u64;
+    if jitter_ns > 0 {
+        work += Duration::from_nanos(rng.below(jitter_ns));
+    }
+    if !work.is_zero() {
+        std::thread::sleep(work);
+    }
+}
+
+/// Client-view lag per partition (high watermark minus the consumed position): the total, the
+/// largest, and every partition's; None when any watermark query fails.
+fn client_lag(probe: &Probe, topic: &str, partitions: i32, positions: &[AtomicI64]) -> Option<(i64, i64, Vec<i64>)> {
+    let mut total = 0i64;
+    let mut max = 0i64;
+    let mut per = Vec::with_capacity(partitions.max(0) as usize);
+    for p in 0..partitions {
+        let (_low, high) = probe.fetch_watermarks(topic, p, limits::LAG_QUERY_TIMEOUT).ok()?;
+        let pos = positions.get(p as usize).map(|a| a.load(Ordering::Relaxed)).unwrap_or(0);
+        let lag = (high - pos).max(0);
+        total += lag;
+        max = max.max(lag);
+        per.push(lag);
+    }
+    Some((total, max, per))
+}
+
+struct BpJob {
+    probe: Probe,
+    topic: String,
+    partitions: i32,
+    positions: Arc<Vec<AtomicI64>>,
+    state: Arc<BpState>,
+    max_lag: u64,
+    resume_lag: u64,
+    poll: Duration,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+}
+
+/// The backpressure controller: SSP's credit rule with hysteresis. A tick whose lag cannot be
+/// read changes nothing.
+fn backpressure_thread(job: BpJob) {
+    let mut pause_start = 0u64;
+    while !job.stop.load(Ordering::Relaxed) {
+        if let Some((lag, _, _)) = client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
+            let lag = lag.max(0) as u64;
+            let paused = job.state.paused.load(Ordering::Relaxed);
+            if !paused && lag > job.max_lag {
+                pause_start = job.clock.now_ns();
+                job.state.events.fetch_add(1, Ordering::Relaxed);
+                job.state.paused.store(true, Ordering::Relaxed);
+            } else if paused && lag < job.resume_lag {
+                job.state.paused.store(false, Ordering::Relaxed);
+                job.state.paused_ns.fetch_add(job.clock.now_ns().saturating_sub(pause_start), Ordering::Relaxed);
+            }
+        }
+        std::thread::sleep(job.poll);
+    }
+    if job.state.paused.swap(false, Ordering::Relaxed) {
+        job.state.paused_ns.fetch_add(job.clock.now_ns().saturating_sub(pause_start), Ordering::Relaxed);
     }
 }
 
@@ -766,29 +865,13 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
         prev_ns = now_ns;
 
         // Client-view lag: high watermark minus the consumed position, per partition.
-        let mut lag_total: Option<i64> = Some(0);
-        let mut lag_max: i64 = 0;
-        let mut per_partition = Vec::new();
-        for p in 0..job.partitions {
-            match job.probe.fetch_watermarks(&job.topic, p, limits::LAG_QUERY_TIMEOUT) {
-                Ok((_low, high)) => {
-                    let pos = job.positions.get(p as usize).map(|a| a.load(Ordering::Relaxed)).unwrap_or(0);
-                    let lag = (high - pos).max(0);
-                    lag_total = lag_total.map(|t| t + lag);
-                    lag_max = lag_max.max(lag);
-                    if per_partition.len() < limits::MAX_PARTITIONS_IN_SERIES {
-                        per_partition.push(lag);
-                    }
-                }
-                Err(_) => {
-                    lag_total = None;
-                    break;
-                }
+        let (lag_total, lag_max, per_partition) = match client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
+            Some((t, m, mut per)) => {
+                per.truncate(limits::MAX_PARTITIONS_IN_SERIES);
+                (Some(t), m, per)
             }
-        }
-        if lag_total.is_none() {
-            per_partition.clear();
-        }
+            None => (None, 0, Vec::new()),
+        };
 
         let broker_now = job.broker.as_ref().map(|b| b.sample());
         let broker_cpu_pct = match (broker_prev.and_then(|r| r.cpu_s), broker_now.and_then(|r| r.cpu_s)) {
@@ -908,7 +991,15 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let sampler_stop = Arc::new(AtomicBool::new(false));
 
-    // Consumers first, each with a fixed share of the partitions (round-robin).
+    // The schedule starts now; consumers start first (their first messages fall in warmup).
+    let load_start_ns = clock.now_ns();
+    let sched = Schedule {
+        load_start_ns,
+        warmup_end_ns: load_start_ns + s.warmup_s.as_nanos() as u64,
+        load_end_ns: load_start_ns + (s.warmup_s + s.duration_s).as_nanos() as u64,
+    };
+
+    // Consumers, each with a fixed share of the partitions (round-robin).
     let consumers_used = s.consumers.min(s.partitions.max(1) as u32).max(1);
     let mut consumer_states = Vec::new();
     let mut consumer_handles = Vec::new();
@@ -930,16 +1021,12 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             errors: errors.clone(),
             stop: consumer_stop.clone(),
             index: c,
+            scenario: s.clone(),
+            load_start_ns,
         };
         consumer_handles.push(spawn(format!("bench-consumer-{c}"), move || consumer_thread(job))?);
     }
 
-    let load_start_ns = clock.now_ns();
-    let sched = Schedule {
-        load_start_ns,
-        warmup_end_ns: load_start_ns + s.warmup_s.as_nanos() as u64,
-        load_end_ns: load_start_ns + (s.warmup_s + s.duration_s).as_nanos() as u64,
-    };
     let producer_states: Vec<Arc<Mutex<ProducerState>>> =
         (0..s.producers).map(|_| Arc::new(Mutex::new(ProducerState::default()))).collect();
     let broker = opts.broker_pid.map(|pid| ProcSampler::new(pid, opts.broker_data_dir.clone()));
@@ -960,6 +1047,25 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         };
         spawn("bench-sampler".into(), move || sampler_thread(job))?
     };
+    let bp_stop = Arc::new(AtomicBool::new(false));
+    let (bp, bp_handle) = if s.bp_max_lag > 0 {
+        let state = Arc::new(BpState::default());
+        let job = BpJob {
+            probe: make_probe(&opts.bootstrap, &errors)?,
+            topic: topic.clone(),
+            partitions: s.partitions,
+            positions: positions.clone(),
+            state: state.clone(),
+            max_lag: s.bp_max_lag,
+            resume_lag: s.bp_resume(),
+            poll: s.bp_poll_ms.max(Duration::from_millis(1)),
+            clock,
+            stop: bp_stop.clone(),
+        };
+        (Some(state), Some(spawn("bench-backpressure".into(), move || backpressure_thread(job))?))
+    } else {
+        (None, None)
+    };
     let stopped_ns = Arc::new(AtomicU64::new(0));
     let mut producer_handles = Vec::new();
     for i in 0..s.producers {
@@ -976,12 +1082,17 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             errors: errors.clone(),
             stop: stop.clone(),
             stopped_ns: stopped_ns.clone(),
+            bp: bp.clone(),
         };
         producer_handles.push(spawn(format!("bench-producer-{i}"), move || producer_thread(job))?);
     }
     let mut flush_timed_out = false;
     for h in producer_handles {
         flush_timed_out |= h.join().unwrap_or(true);
+    }
+    bp_stop.store(true, Ordering::Relaxed);
+    if let Some(h) = bp_handle {
+        let _ = h.join();
     }
     let interrupted = stop.load(Ordering::Relaxed);
     let load_stopped_ns = stopped_ns.load(Ordering::Relaxed).max(sched.warmup_end_ns);
@@ -1069,5 +1180,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         errors_overflow,
         consumers_used,
         topic_deleted,
+        bp_events: bp.as_ref().map(|b| b.events.load(Ordering::Relaxed)),
+        bp_paused_s: bp.as_ref().map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
     })
 }

@@ -102,6 +102,36 @@ pub struct BenchArgs {
     /// client: librdkafka's partitioner (no key); round-robin: explicit partition per message.
     #[arg(long, value_enum)]
     pub partitioning: Option<Partitioning>,
+    /// Consumer processing time per message (e.g. 500us, 4ms); each consumer is serial.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub consumer_delay: Option<Duration>,
+    /// Extra uniform random processing time per message, up to this much.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub consumer_jitter: Option<Duration>,
+    /// After this long (from load start) the consumer delay switches to --phase-delay.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub phase_after: Option<Duration>,
+    /// The consumer delay after --phase-after (default 0: the consumers recover).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub phase_delay: Option<Duration>,
+    /// Aggregate rate during bursts (square wave; needs --burst-duration and --burst-period).
+    #[arg(long, value_parser = scenario::parse_rate)]
+    pub burst_rate: Option<u64>,
+    /// Length of each burst, at the start of every period.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub burst_duration: Option<Duration>,
+    /// Burst period.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub burst_period: Option<Duration>,
+    /// Backpressure: pause producers while the client-view lag is above this (0 = off).
+    #[arg(long)]
+    pub bp_max_lag: Option<u64>,
+    /// Backpressure: resume below this lag (default: half of --bp-max-lag).
+    #[arg(long)]
+    pub bp_resume_lag: Option<u64>,
+    /// Backpressure controller poll interval.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub bp_poll: Option<Duration>,
     /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -158,9 +188,22 @@ impl BenchArgs {
              consumers => consumers, partitions => partitions, message_size => message_bytes,
              payload => payload, seed => seed, acks => acks, compression => compression,
              linger_ms => linger_ms, batch_bytes => batch_bytes, idempotence => idempotence,
-             max_in_flight => max_in_flight, partitioning => partitioning);
+             max_in_flight => max_in_flight, partitioning => partitioning,
+             consumer_delay => consumer_delay_us, consumer_jitter => consumer_jitter_us,
+             phase_delay => phase_delay_us, burst_rate => burst_rate_msg_s,
+             burst_duration => burst_duration_s, burst_period => burst_period_s,
+             bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms);
+        if let Some(p) = self.phase_after {
+            s.phase_after_s = Some(p);
+        }
         if s.duration_s.is_zero() {
             return Err("--duration must be above 0".into());
+        }
+        if s.burst_rate_msg_s > 0 && (s.rate_msg_s == 0 || s.burst_period_s.is_zero() || s.burst_duration_s > s.burst_period_s) {
+            return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
+        }
+        if s.bp_max_lag > 0 && s.bp_resume() > s.bp_max_lag {
+            return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
         }
         Ok(s)
     }

@@ -35,6 +35,8 @@ pub struct Report {
     pub latency: Latencies,
     pub cdf_edges_ms: Vec<f64>,
     pub lag: LagSummary,
+    pub consumer_model: ConsumerModel,
+    pub backpressure: Option<Backpressure>,
     pub broker_process: Option<BrokerProcess>,
     pub client_process: ClientProcess,
     pub intervals: Vec<IntervalSample>,
@@ -150,6 +152,29 @@ pub struct LagSummary {
     /// The broker view (high watermark minus committed offset) needs consumer groups.
     pub broker_view: Option<i64>,
     pub broker_view_note: &'static str,
+}
+
+/// How the consumers process messages, and what that allows.
+#[derive(Debug, Serialize)]
+pub struct ConsumerModel {
+    /// "serial-per-consumer": each consumer thread handles its partitions' messages one at a
+    /// time, sleeping `delay + uniform[0, jitter)` after each.
+    pub kind: &'static str,
+    /// Consumer threads actually used (at most one per partition).
+    pub consumers: u32,
+    /// consumers / mean delay; null when there is no delay.
+    pub capacity_msg_s: Option<f64>,
+    /// The highest target rate of the schedule (bursts included); null when unthrottled.
+    pub peak_target_msg_s: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Backpressure {
+    pub max_lag: u64,
+    pub resume_lag: u64,
+    pub poll_ms: f64,
+    pub events: u64,
+    pub paused_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -324,8 +349,13 @@ pub fn build(
     };
     if let Some(acc) = throughput.rate_accuracy_pct {
         if acc < 95.0 && !d.interrupted {
+            let why = match d.bp_paused_s {
+                Some(p) if p > 0.0 => format!("backpressure paused the producers for {p:.1} s"),
+                _ if scenario.burst_rate_msg_s > 0 => "the target is the base rate; bursts add to it".to_string(),
+                _ => "the generator or client could not keep up".to_string(),
+            };
             warnings.push(format!(
-                "rate deficit: produced {:.0} msg/s of the {} msg/s target ({acc:.1}%); the generator or client could not keep up",
+                "rate deficit: produced {:.0} msg/s of the {} msg/s target ({acc:.1}%); {why}",
                 produced_msg_s,
                 scenario.rate_msg_s
             ));
@@ -334,9 +364,40 @@ pub fn build(
     if d.flush_timed_out {
         warnings.push("producer flush timed out: some messages were never acknowledged".into());
     }
+    let unconsumed = d.intervals.last().and_then(|i| i.lag_total).unwrap_or(0);
     if d.audit.lost > 0 && !d.interrupted {
-        warnings.push(format!("{} measured messages never arrived ({} of them acknowledged)", d.audit.lost, d.audit.lost_acked));
+        if unconsumed > 0 {
+            warnings.push(format!(
+                "{} measured messages were not consumed by the end of the drain; {unconsumed} were still on the topic unread (a consumer backlog, not necessarily loss)",
+                d.audit.lost
+            ));
+        } else {
+            warnings.push(format!("{} measured messages never arrived ({} of them acknowledged)", d.audit.lost, d.audit.lost_acked));
+        }
     }
+    let peak_target = (scenario.rate_msg_s > 0).then(|| scenario.rate_msg_s.max(scenario.burst_rate_msg_s));
+    let consumer_model = ConsumerModel {
+        kind: "serial-per-consumer",
+        consumers: d.consumers_used,
+        capacity_msg_s: scenario.consumer_capacity_msg_s(d.consumers_used),
+        peak_target_msg_s: peak_target,
+    };
+    if let (Some(cap), Some(peak)) = (consumer_model.capacity_msg_s, peak_target) {
+        if cap < peak as f64 {
+            warnings.push(format!(
+                "producer rate {peak} msg/s exceeds the consumers' capacity of {cap:.0} msg/s ({} consumers, mean delay {:.0} µs): a backlog builds",
+                d.consumers_used,
+                (scenario.consumer_delay_us + scenario.consumer_jitter_us / 2).as_secs_f64() * 1e6
+            ));
+        }
+    }
+    let backpressure = d.bp_events.map(|events| Backpressure {
+        max_lag: scenario.bp_max_lag,
+        resume_lag: scenario.bp_resume(),
+        poll_ms: scenario.bp_poll_ms.as_secs_f64() * 1e3,
+        events,
+        paused_s: d.bp_paused_s.unwrap_or(0.0),
+    });
     let latency = Latencies {
         ack: d.produced.ack.summary(),
         ack_intended: d.produced.ack_intended.summary(),
@@ -398,6 +459,8 @@ pub fn build(
         latency,
         cdf_edges_ms: CDF_EDGES_MS.to_vec(),
         lag,
+        consumer_model,
+        backpressure,
         broker_process,
         client_process: ClientProcess {
             cpu_s: d.client_cpu_s,
@@ -580,6 +643,16 @@ impl Report {
             l.samples,
             l.drain_rate_msg_s.map(|r| format!(" · drain {r:.0} msg/s")).unwrap_or_default()
         );
+        if let Some(cap) = self.consumer_model.capacity_msg_s {
+            let _ = writeln!(o, " consumers          {} serial consumers · capacity {cap:.0} msg/s", self.consumer_model.consumers);
+        }
+        if let Some(bp) = &self.backpressure {
+            let _ = writeln!(
+                o,
+                " backpressure       pause above lag {} · resume below {} · {} pauses · {:.1} s paused",
+                bp.max_lag, bp.resume_lag, bp.events, bp.paused_s
+            );
+        }
         if let Some(b) = &self.broker_process {
             let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
             let _ = writeln!(

@@ -94,10 +94,52 @@ pub struct Scenario {
     pub idempotence: bool,
     pub max_in_flight: u32,
     pub partitioning: Partitioning,
+    /// Consumer processing model: each consumer thread handles its messages one at a time and
+    /// sleeps `consumer_delay + uniform[0, consumer_jitter)` after each (so capacity is about
+    /// consumers / mean delay). After `phase_after` (from load start), the delay becomes
+    /// `phase_delay` (SSP's recovery scenarios).
+    #[serde(serialize_with = "ser_us")]
+    pub consumer_delay_us: Duration,
+    #[serde(serialize_with = "ser_us")]
+    pub consumer_jitter_us: Duration,
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub phase_after_s: Option<Duration>,
+    #[serde(serialize_with = "ser_us")]
+    pub phase_delay_us: Duration,
+    /// Square-wave bursts: for `burst_duration` at the start of every `burst_period`, the
+    /// aggregate rate is `burst_rate_msg_s` instead of `rate_msg_s`. 0 = no bursts.
+    pub burst_rate_msg_s: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub burst_duration_s: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub burst_period_s: Duration,
+    /// Producer backpressure (SSP's credit controller with hysteresis): every `bp_poll`, pause
+    /// all producers when the client-view lag exceeds `bp_max_lag`, resume below
+    /// `bp_resume_lag`. 0 = off. Paused time shifts the schedule (it is a deliberate slowdown,
+    /// reported as paused time, not as latency).
+    pub bp_max_lag: u64,
+    pub bp_resume_lag: u64,
+    #[serde(serialize_with = "ser_ms")]
+    pub bp_poll_ms: Duration,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
+}
+
+fn ser_opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
 }
 
 impl Scenario {
@@ -123,6 +165,50 @@ impl Scenario {
             idempotence: false,
             max_in_flight: 5,
             partitioning: Partitioning::Client,
+            consumer_delay_us: Duration::ZERO,
+            consumer_jitter_us: Duration::ZERO,
+            phase_after_s: None,
+            phase_delay_us: Duration::ZERO,
+            burst_rate_msg_s: 0,
+            burst_duration_s: Duration::ZERO,
+            burst_period_s: Duration::ZERO,
+            bp_max_lag: 0,
+            bp_resume_lag: 0,
+            bp_poll_ms: Duration::from_millis(200),
+        }
+    }
+
+    /// The aggregate target rate at `t` since load start (bursts included); 0 = unthrottled.
+    pub fn rate_at(&self, t: Duration) -> u64 {
+        if self.burst_rate_msg_s > 0 && !self.burst_period_s.is_zero() {
+            let into = t.as_nanos() % self.burst_period_s.as_nanos();
+            if into < self.burst_duration_s.as_nanos() {
+                return self.burst_rate_msg_s;
+            }
+        }
+        self.rate_msg_s
+    }
+
+    /// The consumer delay at `t` since load start (before jitter).
+    pub fn consumer_delay_at(&self, t: Duration) -> Duration {
+        match self.phase_after_s {
+            Some(p) if t >= p => self.phase_delay_us,
+            _ => self.consumer_delay_us,
+        }
+    }
+
+    /// Messages per second the consumers can process under the delay model, None if unlimited.
+    pub fn consumer_capacity_msg_s(&self, consumers: u32) -> Option<f64> {
+        let mean = self.consumer_delay_us.as_secs_f64() + self.consumer_jitter_us.as_secs_f64() / 2.0;
+        (mean > 0.0).then(|| consumers as f64 / mean)
+    }
+
+    /// The resume threshold actually used (SSP: half of max when unset).
+    pub fn bp_resume(&self) -> u64 {
+        if self.bp_resume_lag > 0 {
+            self.bp_resume_lag
+        } else {
+            self.bp_max_lag / 2
         }
     }
 
@@ -204,6 +290,96 @@ pub const PRESETS: &[Preset] = &[
         variants: &[],
     },
     Preset {
+        name: "slow-consumer",
+        about: "SSP slow-consumer: 8k msg/s json, 12 consumers (one per partition) sleeping 500 µs + 0..200 µs per message, 30 s + 3 s",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(500);
+            s.consumer_jitter_us = Duration::from_micros(200);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "slow-aggr",
+        about: "SSP slow-aggr: 10k msg/s json, consumers sleep 4 ms + 0..1 ms (capacity ~2.7k msg/s), 40 s + 3 s",
+        apply: slow_aggr,
+        variants: &[],
+    },
+    Preset {
+        name: "recovery",
+        about: "SSP recovery: 8k msg/s json, consumers sleep 800 µs until 30 s, then 0; 60 s + 3 s",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(800);
+            s.phase_after_s = Some(Duration::from_secs(30));
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "recovery-aggr",
+        about: "SSP recovery-aggr: 10k msg/s json, consumers sleep 3 ms until 30 s (backlog builds), then 0; 80 s + 3 s",
+        apply: |s| {
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_millis(3);
+            s.phase_after_s = Some(Duration::from_secs(30));
+            s.duration_s = Duration::from_secs(80);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-light",
+        about: "SSP bursty-light: 5k msg/s json with 3 s bursts of 15k every 12 s, 60 s + 3 s",
+        apply: |s| bursty(s, 15_000),
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-heavy",
+        about: "SSP bursty-heavy: 5k msg/s json with 3 s bursts of 30k every 12 s, 60 s + 3 s",
+        apply: |s| bursty(s, 30_000),
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-overload",
+        about: "SSP bursty-overload: bursty-heavy with consumers sleeping 800 µs per message (capacity ~15k msg/s)",
+        apply: |s| {
+            bursty(s, 30_000);
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(800);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bp-loose",
+        about: "SSP bp-on: slow-aggr with backpressure, pause above lag 20000, resume below 5000, poll 200 ms",
+        apply: |s| {
+            slow_aggr(s);
+            s.bp_max_lag = 20_000;
+            s.bp_resume_lag = 5_000;
+            s.bp_poll_ms = Duration::from_millis(200);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bp-tight",
+        about: "SSP bp-tight: slow-aggr with backpressure, pause above lag 5000, resume below 1000, poll 100 ms",
+        apply: |s| {
+            slow_aggr(s);
+            s.bp_max_lag = 5_000;
+            s.bp_resume_lag = 1_000;
+            s.bp_poll_ms = Duration::from_millis(100);
+        },
+        variants: &[],
+    },
+    Preset {
         name: "sweep-compression",
         about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, codec none, snappy, lz4, zstd, gzip",
         apply: |s| {
@@ -266,6 +442,25 @@ pub const PRESETS: &[Preset] = &[
         ],
     },
 ];
+
+fn slow_aggr(s: &mut Scenario) {
+    s.payload = PayloadClass::Json;
+    s.consumers = 12;
+    s.consumer_delay_us = Duration::from_millis(4);
+    s.consumer_jitter_us = Duration::from_millis(1);
+    s.duration_s = Duration::from_secs(40);
+    s.warmup_s = Duration::from_secs(3);
+}
+
+fn bursty(s: &mut Scenario, burst_rate_msg_s: u64) {
+    s.rate_msg_s = 5_000;
+    s.burst_rate_msg_s = burst_rate_msg_s;
+    s.burst_duration_s = Duration::from_secs(3);
+    s.burst_period_s = Duration::from_secs(12);
+    s.payload = PayloadClass::Json;
+    s.duration_s = Duration::from_secs(60);
+    s.warmup_s = Duration::from_secs(3);
+}
 
 pub fn find_preset(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
@@ -367,6 +562,28 @@ mod tests {
         assert_eq!(parse_rate("max"), Ok(0));
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("1e12").is_err());
+    }
+
+    #[test]
+    fn rate_shape_phases_and_capacity() {
+        let mut s = Scenario::baseline();
+        s.rate_msg_s = 5_000;
+        s.burst_rate_msg_s = 15_000;
+        s.burst_duration_s = Duration::from_secs(3);
+        s.burst_period_s = Duration::from_secs(12);
+        assert_eq!(s.rate_at(Duration::from_millis(2_999)), 15_000);
+        assert_eq!(s.rate_at(Duration::from_secs(3)), 5_000);
+        assert_eq!(s.rate_at(Duration::from_secs(12)), 15_000);
+        s.consumer_delay_us = Duration::from_millis(4);
+        s.consumer_jitter_us = Duration::from_millis(1);
+        s.phase_after_s = Some(Duration::from_secs(30));
+        assert_eq!(s.consumer_delay_at(Duration::from_secs(29)), Duration::from_millis(4));
+        assert_eq!(s.consumer_delay_at(Duration::from_secs(30)), Duration::ZERO);
+        let cap = s.consumer_capacity_msg_s(12).unwrap_or(0.0);
+        assert!((cap - 12.0 / 0.0045).abs() < 1.0, "{cap}");
+        assert_eq!(Scenario::baseline().consumer_capacity_msg_s(4), None);
+        s.bp_max_lag = 100;
+        assert_eq!(s.bp_resume(), 50);
     }
 
     #[test]
