@@ -98,6 +98,11 @@ def test_quick_preset_against_embedded_broker(tmp_path):
     assert b["data_dir_bytes"] > r["counts"]["produced_bytes"] / 10
     # The embedded broker was stopped (and reaped) before the bench exited.
     assert not Path(f"/proc/{b['pid']}").exists()
+    # librdkafka statistics gave the producer latency split for the measured window.
+    sp = r["latency_split"]
+    assert sp is not None and sp["queue_avg_ms"] > 0 and sp["rtt_avg_ms"] > 0
+    assert sp["batch_msgs_avg"] >= 1 and sp["wire_bytes"] > 0 and sp["msg_bytes"] > 0
+    assert any(i["split"] for i in r["intervals"])
     # The human summary went to stdout.
     assert "latency (ms)" in proc.stdout and "end-to-end" in proc.stdout
     # The HTML report renders offline: charts inline, no script, nothing fetched.

@@ -27,10 +27,12 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
+use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
 use crate::limits;
 use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
@@ -162,12 +164,20 @@ struct ProducerState {
     warmup_produced: u64,
     warmup_acked: u64,
     acked_set: SeqSet,
+    /// librdkafka statistics since the sampler last looked.
+    split: SplitAcc,
+    split_last: Cumulative,
+    /// Emits whose whole window lies in the measured window (after warmup, before load end):
+    /// a client's first windows cover its connection setup and belong to the warmup.
+    split_measured: SplitAcc,
 }
 
 #[derive(Debug)]
 struct ProducerCtx {
     clock: Clock,
+    sched: Schedule,
     run_tag: u32,
+    topic: String,
     state: Arc<Mutex<ProducerState>>,
     errors: Arc<ErrorLog>,
 }
@@ -178,6 +188,19 @@ impl ClientContext for ProducerCtx {
     }
     fn error(&self, error: KafkaError, reason: &str) {
         self.errors.note(format!("producer: {error}: {reason}"));
+    }
+    fn stats(&self, statistics: Statistics) {
+        let now = self.clock.now_ns();
+        let window_start = now.saturating_sub(limits::CLIENT_STATS_INTERVAL.as_nanos() as u64);
+        let measured = window_start >= self.sched.warmup_end_ns && now <= self.sched.load_end_ns;
+        let mut s = self.state.lock();
+        let st = &mut *s;
+        let before = st.split_last;
+        st.split.add_emit(&statistics, &self.topic, &mut st.split_last);
+        if measured {
+            let mut last = before;
+            st.split_measured.add_emit(&statistics, &self.topic, &mut last);
+        }
     }
 }
 
@@ -293,6 +316,8 @@ pub struct IntervalSample {
     pub broker_rss_mib: Option<f64>,
     pub broker_disk_mib: Option<f64>,
     pub client_cpu_pct: Option<f64>,
+    /// Producer latency decomposition from librdkafka statistics (null: no emit this interval).
+    pub split: Option<LatencySplit>,
 }
 
 /// Everything a finished (or interrupted) run measured, before it is turned into a report.
@@ -325,6 +350,8 @@ pub struct RunData {
     /// Backpressure: pauses and total paused seconds (None when off).
     pub bp_events: Option<u64>,
     pub bp_paused_s: Option<f64>,
+    /// Producer latency decomposition over the measure-phase intervals.
+    pub latency_split: Option<LatencySplit>,
 }
 
 /// Options of a run that are not part of the scenario (they do not change what is sent).
@@ -356,7 +383,8 @@ fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
         .set("enable.idempotence", s.idempotence.to_string())
         .set("max.in.flight.requests.per.connection", s.max_in_flight.to_string())
         .set("queue.buffering.max.messages", limits::PRODUCER_QUEUE_MAX_MESSAGES.to_string())
-        .set("queue.buffering.max.kbytes", limits::PRODUCER_QUEUE_MAX_KBYTES.to_string());
+        .set("queue.buffering.max.kbytes", limits::PRODUCER_QUEUE_MAX_KBYTES.to_string())
+        .set("statistics.interval.ms", limits::CLIENT_STATS_INTERVAL.as_millis().to_string());
     if s.message_bytes + 512 > 1_000_000 {
         c.set("message.max.bytes", (s.message_bytes + 4096).to_string());
     }
@@ -510,7 +538,9 @@ pub struct BpState {
 fn producer_thread(job: ProducerJob) -> bool {
     let ctx = ProducerCtx {
         clock: job.clock,
+        sched: job.sched,
         run_tag: job.run_tag,
+        topic: job.topic.clone(),
         state: job.state.clone(),
         errors: job.errors.clone(),
     };
@@ -834,6 +864,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut acc_p = ProduceSide::default();
     let mut acc_c = ConsumeSide::default();
+    let mut acc_split = SplitAcc::default();
     loop {
         tick += 1;
         let due = job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
@@ -853,6 +884,8 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             let mut s = p.lock();
             acc_p.merge(&s.window);
             s.window.reset();
+            acc_split.merge(&s.split);
+            s.split = SplitAcc::default();
         }
         for c in &job.consumers {
             let mut s = c.lock();
@@ -920,7 +953,9 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             broker_rss_mib: broker_now.and_then(|r| r.rss_bytes).map(mib),
             broker_disk_mib: broker_now.and_then(|r| r.disk_bytes).map(mib),
             client_cpu_pct,
+            split: acc_split.summary(),
         };
+        acc_split = SplitAcc::default();
         if job.progress {
             print_progress(&sample, job.measure_s, tick, tty);
         }
@@ -1135,8 +1170,10 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut warmup_acked = 0;
     let mut produced_counts = Vec::new();
     let mut acked_sets = Vec::new();
+    let mut split_measured = SplitAcc::default();
     for p in &producer_states {
         let st = p.lock();
+        split_measured.merge(&st.split_measured);
         produced.merge(&st.measured);
         warmup_produced += st.warmup_produced;
         warmup_acked += st.warmup_acked;
@@ -1182,5 +1219,6 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         topic_deleted,
         bp_events: bp.as_ref().map(|b| b.events.load(Ordering::Relaxed)),
         bp_paused_s: bp.as_ref().map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
+        latency_split: split_measured.summary(),
     })
 }

@@ -269,6 +269,20 @@ pub fn body(r: &Report) -> String {
             f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0))
         );
     }
+    if let Some(sp) = &r.latency_split {
+        let _ = write!(
+            o,
+            "<tr><td>producer split</td><td style=text-align:left>queue avg {} ms (p99 ≤ {}) · socket wait avg {} ms · rtt avg {} ms (p99 ≤ {}) · batches {} msgs / {} B · wire ratio {}</td></tr>",
+            ms(sp.queue_avg_ms),
+            ms(sp.queue_p99_ms),
+            ms(sp.outbuf_avg_ms),
+            ms(sp.rtt_avg_ms),
+            ms(sp.rtt_p99_ms),
+            sp.batch_msgs_avg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into()),
+            sp.batch_bytes_avg.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into()),
+            sp.wire_compression_ratio.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into())
+        );
+    }
     o.push_str("</table>");
 
     o.push_str("<h2>Latency (ms)</h2><table><tr><th></th><th>samples</th><th>min</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr>");
@@ -314,6 +328,15 @@ pub fn body(r: &Report) -> String {
             series(r, "e2e p50", |i| i.e2e_p50_ms),
             series(r, "e2e p99", |i| i.e2e_p99_ms),
             series(r, "send delay p99", |i| i.send_delay_p99_ms),
+        ],
+    ));
+    let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| move |i: &crate::engine::IntervalSample| i.split.as_ref().and_then(f);
+    o.push_str(&svg_chart(
+        &chart("Producer latency split, average (librdkafka statistics)", "ms", false),
+        &[
+            series(r, "partition queue", split(|s| s.queue_avg_ms)),
+            series(r, "socket wait", split(|s| s.outbuf_avg_ms)),
+            series(r, "rtt (wire + broker)", split(|s| s.rtt_avg_ms)),
         ],
     ));
     o.push_str(&svg_chart(

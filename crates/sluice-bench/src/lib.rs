@@ -8,6 +8,7 @@
 //! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
 
 pub mod audit;
+pub mod clientstats;
 pub mod compare;
 pub mod engine;
 pub mod gate;

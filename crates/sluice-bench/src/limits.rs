@@ -43,6 +43,8 @@ pub const HIST_SIGFIG: u8 = 3;
 /// 32 MiB per producer per bitset). Messages beyond it are counted but not audited.
 pub const AUDIT_MAX_SEQ_PER_PRODUCER: u64 = 1 << 28;
 
+/// librdkafka `statistics.interval.ms` of the producers (the latency split).
+pub const CLIENT_STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// The time series resolution.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// Watermark query per partition in the lag sampler.

@@ -33,6 +33,8 @@ pub struct Report {
     pub audit: AuditResult,
     pub throughput: Throughput,
     pub latency: Latencies,
+    /// Where producer time went, from librdkafka statistics (measure phase); null if none came.
+    pub latency_split: Option<crate::clientstats::LatencySplit>,
     pub cdf_edges_ms: Vec<f64>,
     pub lag: LagSummary,
     pub consumer_model: ConsumerModel,
@@ -457,6 +459,7 @@ pub fn build(
         audit: d.audit.clone(),
         throughput,
         latency,
+        latency_split: d.latency_split.clone(),
         cdf_edges_ms: CDF_EDGES_MS.to_vec(),
         lag,
         consumer_model,
@@ -631,6 +634,20 @@ impl Report {
                 ms(l.max_ms)
             );
         }
+        if let Some(sp) = &self.latency_split {
+            let _ = writeln!(
+                o,
+                " producer split     queue avg {} p99≤{} · socket wait avg {} · rtt avg {} p99≤{} ms · batches {} msgs / {} B · wire ratio {}",
+                ms(sp.queue_avg_ms),
+                ms(sp.queue_p99_ms),
+                ms(sp.outbuf_avg_ms),
+                ms(sp.rtt_avg_ms),
+                ms(sp.rtt_p99_ms),
+                sp.batch_msgs_avg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                sp.batch_bytes_avg.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+                sp.wire_compression_ratio.map(|v| format!("{v:.2}x")).unwrap_or_else(|| "-".into())
+            );
+        }
         let _ = writeln!(o);
         let l = &self.lag;
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
@@ -724,6 +741,7 @@ mod tests {
             broker_rss_mib: None,
             broker_disk_mib: None,
             client_cpu_pct: None,
+            split: None,
         }
     }
 
