@@ -151,11 +151,11 @@ pub struct BenchArgs {
     /// Extra flag for the embedded `sluice serve` (repeatable), e.g. --serve-arg=--fsync=never.
     #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub serve_args: Vec<String>,
-    /// With --bootstrap: pid of a local broker process to sample (CPU, RSS, I/O).
-    #[arg(long, requires = "bootstrap")]
+    /// Pid of the local process of the one non-embedded target, to sample (CPU, RSS, I/O).
+    #[arg(long)]
     pub broker_pid: Option<u32>,
-    /// With --bootstrap: the broker's data directory, to measure bytes on disk.
-    #[arg(long, requires = "bootstrap")]
+    /// Data directory of the one non-embedded target, to measure bytes on disk.
+    #[arg(long)]
     pub broker_data_dir: Option<PathBuf>,
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
@@ -333,6 +333,11 @@ pub fn run(args: BenchArgs) -> ExitCode {
     } else {
         vec![TargetSpec::Embedded]
     };
+    let external = targets.iter().filter(|t| matches!(t, TargetSpec::Bootstrap(_))).count();
+    if (args.broker_pid.is_some() || args.broker_data_dir.is_some()) && external != 1 {
+        eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
+        return ExitCode::from(EXIT_USAGE);
+    }
     // An unreachable broker fails now, not after the runs before it.
     for t in &targets {
         if let TargetSpec::Bootstrap(b) = t {
