@@ -169,6 +169,36 @@ def test_sweep_runs_every_variant(tmp_path):
     assert page.count("<details>") == 3 and "<script" not in page
 
 
+def test_sparse_fanout_linger_regression(tmp_path):
+    # teranode's linger regression: 32 partitions, one message every 25 ms, so batches never
+    # fill and every record waits out linger.ms. Same relational gate shape as teranode's. The
+    # preset's full 5 s feed is needed: the final flush sends the last linger's worth at once.
+    proc, doc = run_bench(tmp_path, "--preset", "sparse-fanout")
+    assert proc.returncode == 0, explain(proc)
+    runs = {r["label"]: r for r in doc["runs"]}
+    assert set(runs) == {"linger-1s", "linger-10ms"}
+    for r in runs.values():
+        assert_report_sane(r, rate=40, duration_s=5.0)
+        assert r["scenario"]["partitions"] == 32
+    slow = runs["linger-1s"]["latency"]["e2e"]["p50_ms"]
+    fast = runs["linger-10ms"]["latency"]["e2e"]["p50_ms"]
+    assert slow > 300, slow
+    assert slow > 3 * fast, (slow, fast)
+
+
+def test_packed_txmeta_records(tmp_path):
+    proc, doc = run_bench(tmp_path, "--preset", "packed", "--duration", "2s", "--warmup", "1s")
+    assert proc.returncode == 0, explain(proc)
+    for r in doc["runs"]:
+        sc = r["scenario"]
+        assert sc["payload"] == "txmeta"
+        assert sc["message_bytes"] == 40 + 8 + sc["entries_per_record"] * 301
+        assert_report_sane(r, rate=sc["rate_msg_s"], duration_s=2.0)
+        entries = r["throughput"]["received_entries_s"]
+        assert entries == pytest.approx(r["throughput"]["received_msg_s"] * sc["entries_per_record"])
+    assert [r["scenario"]["entries_per_record"] for r in doc["runs"]] == [100, 1000]
+
+
 def test_ab_targets_alternate_and_compare(tmp_path, broker):
     proc, doc = run_bench(tmp_path, "--target", "embedded", "--target", broker.bootstrap, "--rate", "1000",
                           "--producers", "1", "--consumers", "1", "--duration", "1s", "--warmup", "0s")

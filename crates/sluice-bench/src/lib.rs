@@ -79,6 +79,9 @@ pub struct BenchArgs {
     /// Payload class.
     #[arg(long, value_enum)]
     pub payload: Option<PayloadClass>,
+    /// With --payload txmeta: entries packed per record (sets the message size).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_ENTRIES_PER_RECORD as i64))]
+    pub entries: Option<u32>,
     /// Seed of the payload generator.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -193,7 +196,8 @@ impl BenchArgs {
              consumer_delay => consumer_delay_us, consumer_jitter => consumer_jitter_us,
              phase_delay => phase_delay_us, burst_rate => burst_rate_msg_s,
              burst_duration => burst_duration_s, burst_period => burst_period_s,
-             bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms);
+             bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms,
+             entries => entries_per_record);
         if let Some(p) = self.phase_after {
             s.phase_after_s = Some(p);
         }

@@ -13,6 +13,8 @@ pub const MAX_PARTITIONS: i32 = 4096;
 /// carries its sequence number and timestamps.
 pub const MIN_MESSAGE_BYTES: usize = crate::payload::HEADER_BYTES;
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// txmeta payload: entries per record (each 301 bytes).
+pub const MAX_ENTRIES_PER_RECORD: u32 = 50_000;
 /// Aggregate target rate; 0 means unthrottled.
 pub const MAX_RATE_MSG_S: u64 = 50_000_000;
 /// Longest measured window and warmup accepted on the command line.

@@ -95,6 +95,8 @@ pub enum PayloadClass {
     Logline,
     /// By sequence: text, json, logline, random, zeros (one in five each).
     Mixed,
+    /// teranode's txmeta v2 records: many entries packed into one record (see `gen_txmeta`).
+    Txmeta,
 }
 
 impl PayloadClass {
@@ -106,6 +108,7 @@ impl PayloadClass {
             PayloadClass::Json => "json",
             PayloadClass::Logline => "logline",
             PayloadClass::Mixed => "mixed",
+            PayloadClass::Txmeta => "txmeta",
         }
     }
 }
@@ -176,6 +179,7 @@ fn gen_body(class: PayloadClass, len: usize, rng: &mut SplitMix64, index: u64) -
             }
         }
         PayloadClass::Zeros => out.resize(len, 0),
+        PayloadClass::Txmeta => gen_txmeta(&mut out, len, rng),
         PayloadClass::Text => {
             while out.len() < len {
                 if !out.is_empty() {
@@ -221,6 +225,39 @@ fn gen_body(class: PayloadClass, len: usize, rng: &mut SplitMix64, index: u64) -
     }
     out.truncate(len);
     out
+}
+
+/// txmeta v2 layout: an 8-byte record header (magic 0xFF, version 0x02, two zero bytes, u32 LE
+/// entry count), then per entry a u64 LE key hash, a 32-byte transaction id, a 1-byte action
+/// (0 add, 1 delete), a u32 LE value length and the value. The key hash here is a seeded
+/// pseudo-random stand-in for teranode's xxhash64 (routing is by explicit partition anyway).
+pub const TXMETA_RECORD_HEADER_BYTES: usize = 8;
+pub const TXMETA_VALUE_BYTES: usize = 256;
+pub const TXMETA_ENTRY_BYTES: usize = 8 + 32 + 1 + 4 + TXMETA_VALUE_BYTES;
+
+/// The message size of a txmeta record with `entries` entries (bench header included).
+pub fn txmeta_message_bytes(entries: u32) -> usize {
+    HEADER_BYTES + TXMETA_RECORD_HEADER_BYTES + entries as usize * TXMETA_ENTRY_BYTES
+}
+
+fn gen_txmeta(out: &mut Vec<u8>, len: usize, rng: &mut SplitMix64) {
+    let entries = len.saturating_sub(TXMETA_RECORD_HEADER_BYTES) / TXMETA_ENTRY_BYTES;
+    out.extend_from_slice(&[0xFF, 0x02, 0, 0]);
+    out.extend_from_slice(&(entries as u32).to_le_bytes());
+    for _ in 0..entries {
+        out.extend_from_slice(&rng.next_u64().to_le_bytes());
+        for _ in 0..4 {
+            out.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        out.push(u8::from(rng.below(8) == 0));
+        out.extend_from_slice(&(TXMETA_VALUE_BYTES as u32).to_le_bytes());
+        for _ in 0..TXMETA_VALUE_BYTES / 8 {
+            out.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+    }
+    // Sizes come from `txmeta_message_bytes`; any other size is padded (never truncated into
+    // a half entry, since the caller truncates to `len`).
+    out.resize(len.max(out.len()), 0);
 }
 
 /// Pre-generated bodies for every class a run uses.
@@ -315,6 +352,22 @@ mod tests {
                 assert_eq!(buf.len(), size, "{class:?} {size}");
                 assert_eq!(a.body(2, 9), b.body(2, 9));
             }
+        }
+    }
+
+    #[test]
+    fn txmeta_records_are_well_formed() {
+        let size = txmeta_message_bytes(3);
+        let pool = PayloadPool::new(PayloadClass::Txmeta, size, 7);
+        let body = pool.body(0, 0);
+        assert_eq!(body.len() + HEADER_BYTES, size);
+        assert_eq!(&body[..4], &[0xFF, 0x02, 0, 0]);
+        assert_eq!(u32::from_le_bytes([body[4], body[5], body[6], body[7]]), 3);
+        for e in 0..3 {
+            let at = TXMETA_RECORD_HEADER_BYTES + e * TXMETA_ENTRY_BYTES;
+            assert!(body[at + 40] <= 1, "action byte");
+            let vlen = u32::from_le_bytes([body[at + 41], body[at + 42], body[at + 43], body[at + 44]]);
+            assert_eq!(vlen as usize, TXMETA_VALUE_BYTES);
         }
     }
 

@@ -111,6 +111,8 @@ pub struct Throughput {
     pub rate_accuracy_pct: Option<f64>,
     /// received / produced, percent (measured window only, so never above 100).
     pub delivery_pct: Option<f64>,
+    /// txmeta payloads: received records/s × entries per record; null otherwise.
+    pub received_entries_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -348,6 +350,8 @@ pub fn build(
         received_mib_s: mib(c.received_bytes) / measure_s.max(1e-9),
         rate_accuracy_pct: target_rate.filter(|_| measure_s > 0.0).map(|t| produced_msg_s / t as f64 * 100.0),
         delivery_pct: (c.produced > 0).then(|| d.audit.received as f64 / c.produced as f64 * 100.0),
+        received_entries_s: (scenario.entries_per_record > 0)
+            .then(|| per_s(c.received, measure_s) * scenario.entries_per_record as f64),
     };
     if let Some(acc) = throughput.rate_accuracy_pct {
         if acc < 95.0 && !d.interrupted {
@@ -602,6 +606,9 @@ impl Report {
             t.received_mib_s,
             t.delivery_pct.map(|p| format!("{p:.2}%")).unwrap_or_else(|| "-".into())
         );
+        if let Some(e) = t.received_entries_s {
+            let _ = writeln!(o, " entries   {e:>31.0} entries/s ({} per record)", s.entries_per_record);
+        }
         let _ = writeln!(
             o,
             " audit     lost {} (acked {}) · duplicates {} · reordered {} · warmup msgs excluded {}",

@@ -121,6 +121,8 @@ pub struct Scenario {
     pub bp_resume_lag: u64,
     #[serde(serialize_with = "ser_ms")]
     pub bp_poll_ms: Duration,
+    /// txmeta payload: entries packed per record (0 for other payloads); decides message_bytes.
+    pub entries_per_record: u32,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -175,6 +177,21 @@ impl Scenario {
             bp_max_lag: 0,
             bp_resume_lag: 0,
             bp_poll_ms: Duration::from_millis(200),
+            entries_per_record: 0,
+        }
+    }
+
+    /// Settles settings that depend on others: a txmeta payload sizes the message from its
+    /// entry count (100 unless given); other payloads carry no entries.
+    pub fn normalize(&mut self) {
+        if self.payload == PayloadClass::Txmeta {
+            if self.entries_per_record == 0 {
+                self.entries_per_record = 100;
+            }
+            self.entries_per_record = self.entries_per_record.min(crate::limits::MAX_ENTRIES_PER_RECORD);
+            self.message_bytes = crate::payload::txmeta_message_bytes(self.entries_per_record);
+        } else {
+            self.entries_per_record = 0;
         }
     }
 
@@ -380,6 +397,100 @@ pub const PRESETS: &[Preset] = &[
         variants: &[],
     },
     Preset {
+        name: "sparse-fanout",
+        about: "teranode T1: 32 partitions fed one 256 B message every 25 ms (batches never fill); linger.ms 1000 vs 10",
+        apply: |s| {
+            s.rate_msg_s = 40;
+            s.producers = 1;
+            s.consumers = 4;
+            s.partitions = 32;
+            s.message_bytes = 256;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.batch_bytes = 1_048_576;
+            s.partitioning = Partitioning::RoundRobin;
+            s.duration_s = Duration::from_secs(5);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("linger-1s", |s| s.linger_ms = 1000),
+            variant!("linger-10ms", |s| s.linger_ms = 10),
+        ],
+    },
+    Preset {
+        name: "packed",
+        about: "teranode T3: txmeta v2 records over 32 partitions, 100k entries/s as 100-entry records (1000/s) vs 1000-entry records (100/s)",
+        apply: |s| {
+            s.payload = PayloadClass::Txmeta;
+            s.producers = 4;
+            s.consumers = 8;
+            s.partitions = 32;
+            s.compression = Codec::None;
+            s.partitioning = Partitioning::RoundRobin;
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("100-entries", |s| {
+                s.entries_per_record = 100;
+                s.rate_msg_s = 1_000;
+            }),
+            variant!("1000-entries", |s| {
+                s.entries_per_record = 1000;
+                s.rate_msg_s = 100;
+            }),
+        ],
+    },
+    Preset {
+        name: "omb-simple",
+        about: "OMB simple-workload: 1 topic, 10 partitions, 1 KiB, 10k msg/s, 1 producer, 1 consumer, 60 s + 10 s (no key)",
+        apply: |s| {
+            s.partitions = 10;
+            s.message_bytes = 1024;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "omb-1-topic-16-partitions-1kb",
+        about: "OMB 1-topic-16-partitions-1kb: 16 partitions, 1 KiB, 50k msg/s, 1 producer, 1 consumer, 60 s + 10 s",
+        apply: |s| {
+            s.partitions = 16;
+            s.message_bytes = 1024;
+            s.rate_msg_s = 50_000;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "omb-latency",
+        about: "OMB Kafka latency driver settings on the simple workload: acks=all, linger.ms=1, batch.size 128 KiB",
+        apply: |s| {
+            s.partitions = 10;
+            s.message_bytes = 1024;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.acks = Acks::All;
+            s.linger_ms = 1;
+            s.batch_bytes = 131_072;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
         name: "sweep-compression",
         about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, codec none, snappy, lz4, zstd, gzip",
         apply: |s| {
@@ -478,13 +589,16 @@ impl Preset {
     /// command-line overrides already applied. A single-run preset has one unlabelled run.
     pub fn expand(&self, base: &Scenario) -> Vec<(Option<&'static str>, Scenario)> {
         if self.variants.is_empty() {
-            return vec![(None, base.clone())];
+            let mut s = base.clone();
+            s.normalize();
+            return vec![(None, s)];
         }
         self.variants
             .iter()
             .map(|v| {
                 let mut s = base.clone();
                 (v.apply)(&mut s);
+                s.normalize();
                 (Some(v.label), s)
             })
             .collect()
