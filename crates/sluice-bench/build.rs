@@ -4,13 +4,19 @@ use std::process::Command;
 
 fn run(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn main() {
     let sha = run("git", &["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    println!("cargo:rustc-env=SLUICE_BENCH_GIT_SHA={sha}{}", if dirty { "-dirty" } else { "" });
+    let dirty = run("git", &["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|s| !s.is_empty());
+    println!(
+        "cargo:rustc-env=SLUICE_BENCH_GIT_SHA={sha}{}",
+        if dirty { "-dirty" } else { "" }
+    );
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let version = run(&rustc, &["--version"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=SLUICE_BENCH_RUSTC={version}");

@@ -110,7 +110,10 @@ impl ConsumerAudit {
             self.duplicates += 1;
             return true;
         }
-        if let Some(last) = self.last_seq.get_mut(partition as usize * self.producers + p) {
+        if let Some(last) = self
+            .last_seq
+            .get_mut(partition as usize * self.producers + p)
+        {
             if *last != u64::MAX && seq < *last {
                 self.reordered += 1;
             } else {
@@ -142,11 +145,7 @@ pub struct AuditResult {
 
 /// Joins producer and consumer views. `produced[p]` is the number of measured-window messages
 /// producer `p` sent, with sequence numbers `first_seq[p]..first_seq[p] + produced[p]`.
-pub fn reconcile(
-    produced: &[u64],
-    acked: &[SeqSet],
-    consumers: &[ConsumerAudit],
-) -> AuditResult {
+pub fn reconcile(produced: &[u64], acked: &[SeqSet], consumers: &[ConsumerAudit]) -> AuditResult {
     let mut r = AuditResult::default();
     let producers = produced.len();
     let mut received = vec![SeqSet::default(); producers];

@@ -87,7 +87,11 @@ pub fn abba(targets: usize) -> Vec<usize> {
 fn stat(values: &[Option<f64>]) -> Stat {
     let v: Vec<f64> = values.iter().flatten().copied().collect();
     if v.is_empty() {
-        return Stat { mean: None, min: None, max: None };
+        return Stat {
+            mean: None,
+            min: None,
+            max: None,
+        };
     }
     Stat {
         mean: Some(v.iter().sum::<f64>() / v.len() as f64),
@@ -96,12 +100,23 @@ fn stat(values: &[Option<f64>]) -> Stat {
     }
 }
 
-pub fn build(preset: &str, started_at_utc: String, targets: Vec<String>, order: Vec<RunKey>, runs: Vec<Report>, interrupted: bool) -> RunSet {
-    // Groups in first-seen order of (label, target).
-    let mut groups: Vec<(RunKey, Vec<BTreeMap<String, Option<f64>>>)> = Vec::new();
+pub fn build(
+    preset: &str,
+    started_at_utc: String,
+    targets: Vec<String>,
+    order: Vec<RunKey>,
+    runs: Vec<Report>,
+    interrupted: bool,
+) -> RunSet {
+    // Groups in first-seen order of (label, target), each with its runs' metric maps.
+    type Metrics = BTreeMap<String, Option<f64>>;
+    let mut groups: Vec<(RunKey, Vec<Metrics>)> = Vec::new();
     for (key, rep) in order.iter().zip(&runs) {
         let m = rep.metrics();
-        match groups.iter_mut().find(|(k, _)| k.label == key.label && k.target == key.target) {
+        match groups
+            .iter_mut()
+            .find(|(k, _)| k.label == key.label && k.target == key.target)
+        {
             Some((_, v)) => v.push(m),
             None => groups.push((key.clone(), vec![m])),
         }
@@ -114,14 +129,28 @@ pub fn build(preset: &str, started_at_utc: String, targets: Vec<String>, order: 
             runs: ms.len(),
             metrics: COMPARE_METRICS
                 .iter()
-                .map(|&name| (name, stat(&ms.iter().map(|m| m.get(name).copied().flatten()).collect::<Vec<_>>())))
+                .map(|&name| {
+                    (
+                        name,
+                        stat(
+                            &ms.iter()
+                                .map(|m| m.get(name).copied().flatten())
+                                .collect::<Vec<_>>(),
+                        ),
+                    )
+                })
                 .collect(),
         })
         .collect();
     let mut ratios = Vec::new();
     if let Some(first) = targets.first() {
         for row in rows.iter().filter(|r| &r.target != first) {
-            let Some(base) = rows.iter().find(|b| b.label == row.label && &b.target == first) else { continue };
+            let Some(base) = rows
+                .iter()
+                .find(|b| b.label == row.label && &b.target == first)
+            else {
+                continue;
+            };
             let ratios_map = COMPARE_METRICS
                 .iter()
                 .map(|&name| {
@@ -132,10 +161,25 @@ pub fn build(preset: &str, started_at_utc: String, targets: Vec<String>, order: 
                     (name, r)
                 })
                 .collect();
-            ratios.push(Ratio { label: row.label.clone(), target: row.target.clone(), baseline_target: first.clone(), ratios: ratios_map });
+            ratios.push(Ratio {
+                label: row.label.clone(),
+                target: row.target.clone(),
+                baseline_target: first.clone(),
+                ratios: ratios_map,
+            });
         }
     }
-    RunSet { schema: SET_SCHEMA, preset: preset.to_string(), started_at_utc, targets, order, interrupted, rows, ratios, runs }
+    RunSet {
+        schema: SET_SCHEMA,
+        preset: preset.to_string(),
+        started_at_utc,
+        targets,
+        order,
+        interrupted,
+        rows,
+        ratios,
+        runs,
+    }
 }
 
 const TABLE_COLS: [(&str, &str); 9] = [
@@ -170,27 +214,64 @@ impl RunSet {
     /// The comparison tables for stdout (each run's own summary is printed as it finishes).
     pub fn human(&self) -> String {
         let mut o = String::new();
-        let name_w = self.rows.iter().map(|r| row_name(&r.label, &r.target, self.targets.len()).chars().count()).max().unwrap_or(4).max(4);
+        let name_w = self
+            .rows
+            .iter()
+            .map(|r| {
+                row_name(&r.label, &r.target, self.targets.len())
+                    .chars()
+                    .count()
+            })
+            .max()
+            .unwrap_or(4)
+            .max(4);
         let _ = writeln!(o, "{}", "━".repeat(78));
-        let _ = writeln!(o, " comparison · preset {} · {} runs · latencies in ms (mean over each row's runs)", self.preset, self.runs.len());
+        let _ = writeln!(
+            o,
+            " comparison · preset {} · {} runs · latencies in ms (mean over each row's runs)",
+            self.preset,
+            self.runs.len()
+        );
         let _ = write!(o, " {:<name_w$} {:>4}", "run", "n");
         for (_, h) in TABLE_COLS {
             let _ = write!(o, " {h:>10}");
         }
         let _ = writeln!(o);
         for r in &self.rows {
-            let _ = write!(o, " {:<name_w$} {:>4}", row_name(&r.label, &r.target, self.targets.len()), r.runs);
+            let _ = write!(
+                o,
+                " {:<name_w$} {:>4}",
+                row_name(&r.label, &r.target, self.targets.len()),
+                r.runs
+            );
             for (m, _) in TABLE_COLS {
                 let _ = write!(o, " {:>10}", cell(r.metrics.get(m).and_then(|s| s.mean)));
             }
             let _ = writeln!(o);
         }
         if !self.ratios.is_empty() {
-            let _ = writeln!(o, "\n ratio to {} (below 1: smaller; for latency and CPU, better)", self.targets[0]);
+            let _ = writeln!(
+                o,
+                "\n ratio to {} (below 1: smaller; for latency and CPU, better)",
+                self.targets[0]
+            );
             for r in &self.ratios {
-                let _ = write!(o, " {:<name_w$}     ", row_name(&r.label, &r.target, self.targets.len()));
+                let _ = write!(
+                    o,
+                    " {:<name_w$}     ",
+                    row_name(&r.label, &r.target, self.targets.len())
+                );
                 for (m, _) in TABLE_COLS {
-                    let _ = write!(o, " {:>10}", r.ratios.get(m).copied().flatten().map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()));
+                    let _ = write!(
+                        o,
+                        " {:>10}",
+                        r.ratios
+                            .get(m)
+                            .copied()
+                            .flatten()
+                            .map(|x| format!("{x:.2}x"))
+                            .unwrap_or_else(|| "-".into())
+                    );
                 }
                 let _ = writeln!(o);
             }
@@ -208,23 +289,49 @@ impl RunSet {
         }
         b.push_str("</tr>");
         for r in &self.rows {
-            let _ = write!(b, "<tr><td>{}</td><td>{}</td>", crate::html::esc(&row_name(&r.label, &r.target, self.targets.len())), r.runs);
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td>",
+                crate::html::esc(&row_name(&r.label, &r.target, self.targets.len())),
+                r.runs
+            );
             for (m, _) in TABLE_COLS {
-                let _ = write!(b, "<td>{}</td>", cell(r.metrics.get(m).and_then(|s| s.mean)));
+                let _ = write!(
+                    b,
+                    "<td>{}</td>",
+                    cell(r.metrics.get(m).and_then(|s| s.mean))
+                );
             }
             b.push_str("</tr>");
         }
         b.push_str("</table>");
         if !self.ratios.is_empty() {
-            let _ = write!(b, "<h2>Ratio to {}</h2><table><tr><th>run</th>", crate::html::esc(&self.targets[0]));
+            let _ = write!(
+                b,
+                "<h2>Ratio to {}</h2><table><tr><th>run</th>",
+                crate::html::esc(&self.targets[0])
+            );
             for (_, h) in TABLE_COLS {
                 let _ = write!(b, "<th>{h}</th>");
             }
             b.push_str("</tr>");
             for r in &self.ratios {
-                let _ = write!(b, "<tr><td>{}</td>", crate::html::esc(&row_name(&r.label, &r.target, self.targets.len())));
+                let _ = write!(
+                    b,
+                    "<tr><td>{}</td>",
+                    crate::html::esc(&row_name(&r.label, &r.target, self.targets.len()))
+                );
                 for (m, _) in TABLE_COLS {
-                    let _ = write!(b, "<td>{}</td>", r.ratios.get(m).copied().flatten().map(|x| format!("{x:.2}×")).unwrap_or_else(|| "–".into()));
+                    let _ = write!(
+                        b,
+                        "<td>{}</td>",
+                        r.ratios
+                            .get(m)
+                            .copied()
+                            .flatten()
+                            .map(|x| format!("{x:.2}×"))
+                            .unwrap_or_else(|| "–".into())
+                    );
                 }
                 b.push_str("</tr>");
             }
@@ -239,7 +346,10 @@ impl RunSet {
                 crate::html::body(rep)
             );
         }
-        crate::html::page(&format!("sluice bench · {} · {}", self.preset, self.started_at_utc), &b)
+        crate::html::page(
+            &format!("sluice bench · {} · {}", self.preset, self.started_at_utc),
+            &b,
+        )
     }
 }
 

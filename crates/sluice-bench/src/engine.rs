@@ -47,7 +47,9 @@ pub struct Clock {
 
 impl Clock {
     fn new() -> Self {
-        Clock { epoch: Instant::now() }
+        Clock {
+            epoch: Instant::now(),
+        }
     }
     pub fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
@@ -196,10 +198,12 @@ impl ClientContext for ProducerCtx {
         let mut s = self.state.lock();
         let st = &mut *s;
         let before = st.split_last;
-        st.split.add_emit(&statistics, &self.topic, &mut st.split_last);
+        st.split
+            .add_emit(&statistics, &self.topic, &mut st.split_last);
         if measured {
             let mut last = before;
-            st.split_measured.add_emit(&statistics, &self.topic, &mut last);
+            st.split_measured
+                .add_emit(&statistics, &self.topic, &mut last);
         }
     }
 }
@@ -213,7 +217,11 @@ impl ProducerContext for ProducerCtx {
             Ok(m) => (m, None),
             Err((e, m)) => (m, Some(e)),
         };
-        let Some(h) = msg.payload().and_then(Header::read).filter(|h| h.run_tag == self.run_tag) else {
+        let Some(h) = msg
+            .payload()
+            .and_then(Header::read)
+            .filter(|h| h.run_tag == self.run_tag)
+        else {
             return;
         };
         let bytes = msg.payload_len() as u64;
@@ -381,10 +389,22 @@ fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
         .set("linger.ms", s.linger_ms.to_string())
         .set("batch.size", s.batch_bytes.to_string())
         .set("enable.idempotence", s.idempotence.to_string())
-        .set("max.in.flight.requests.per.connection", s.max_in_flight.to_string())
-        .set("queue.buffering.max.messages", limits::PRODUCER_QUEUE_MAX_MESSAGES.to_string())
-        .set("queue.buffering.max.kbytes", limits::PRODUCER_QUEUE_MAX_KBYTES.to_string())
-        .set("statistics.interval.ms", limits::CLIENT_STATS_INTERVAL.as_millis().to_string());
+        .set(
+            "max.in.flight.requests.per.connection",
+            s.max_in_flight.to_string(),
+        )
+        .set(
+            "queue.buffering.max.messages",
+            limits::PRODUCER_QUEUE_MAX_MESSAGES.to_string(),
+        )
+        .set(
+            "queue.buffering.max.kbytes",
+            limits::PRODUCER_QUEUE_MAX_KBYTES.to_string(),
+        )
+        .set(
+            "statistics.interval.ms",
+            limits::CLIENT_STATS_INTERVAL.as_millis().to_string(),
+        );
     if s.message_bytes + 512 > 1_000_000 {
         c.set("message.max.bytes", (s.message_bytes + 4096).to_string());
     }
@@ -397,7 +417,10 @@ fn consumer_config(bootstrap: &str, client_id: &str) -> ClientConfig {
     c.set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
-        .set("queued.max.messages.kbytes", limits::CONSUMER_QUEUE_MAX_KBYTES.to_string());
+        .set(
+            "queued.max.messages.kbytes",
+            limits::CONSUMER_QUEUE_MAX_KBYTES.to_string(),
+        );
     c
 }
 
@@ -405,7 +428,10 @@ type Probe = BaseConsumer<ConsumerCtx>;
 
 fn make_probe(bootstrap: &str, errors: &Arc<ErrorLog>) -> Result<Probe, String> {
     consumer_config(bootstrap, "sluice-bench-probe")
-        .create_with_context(ConsumerCtx { errors: errors.clone(), who: "probe" })
+        .create_with_context(ConsumerCtx {
+            errors: errors.clone(),
+            who: "probe",
+        })
         .map_err(|e| format!("cannot create a client: {e}"))
 }
 
@@ -417,7 +443,10 @@ pub fn check_metadata(bootstrap: &str) -> Result<usize, String> {
         .fetch_metadata(None, limits::METADATA_TIMEOUT)
         .map(|m| m.brokers().len())
         .map_err(|e| {
-            format!("{bootstrap} accepted a connection but did not answer Metadata within {:?}: {e}", limits::METADATA_TIMEOUT)
+            format!(
+                "{bootstrap} accepted a connection but did not answer Metadata within {:?}: {e}",
+                limits::METADATA_TIMEOUT
+            )
         })
 }
 
@@ -438,7 +467,11 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), Str
     let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     let rt = admin_runtime()?;
     let res = rt.block_on(async {
-        tokio::time::timeout(limits::ADMIN_TIMEOUT * 2, admin.create_topics([&new], &opts)).await
+        tokio::time::timeout(
+            limits::ADMIN_TIMEOUT * 2,
+            admin.create_topics([&new], &opts),
+        )
+        .await
     });
     match res {
         Err(_) => Err(format!("CreateTopics for {topic} timed out")),
@@ -455,11 +488,15 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), Str
 }
 
 fn delete_topic(bootstrap: &str, topic: &str) -> bool {
-    let Ok(admin) = base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>() else {
+    let Ok(admin) =
+        base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
+    else {
         return false;
     };
     let opts = AdminOptions::new().operation_timeout(Some(limits::ADMIN_TIMEOUT));
-    let Ok(rt) = admin_runtime() else { return false };
+    let Ok(rt) = admin_runtime() else {
+        return false;
+    };
     let res = rt.block_on(async {
         tokio::time::timeout(limits::ADMIN_TIMEOUT, admin.delete_topics(&[topic], &opts)).await
     });
@@ -476,18 +513,26 @@ fn wait_topic_ready(probe: &Probe, topic: &str, partitions: i32) -> Result<(), S
                 if let Some(t) = md.topics().iter().find(|t| t.name() == topic) {
                     let ready = t.error().is_none()
                         && t.partitions().len() == partitions as usize
-                        && t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none());
+                        && t.partitions()
+                            .iter()
+                            .all(|p| p.leader() >= 0 && p.error().is_none());
                     if ready {
                         return Ok(());
                     }
-                    last = format!("{} of {partitions} partitions visible", t.partitions().len());
+                    last = format!(
+                        "{} of {partitions} partitions visible",
+                        t.partitions().len()
+                    );
                 }
             }
             Err(e) => last = e.to_string(),
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    Err(format!("topic {topic} not ready within {:?} ({last})", limits::TOPIC_READY_TIMEOUT))
+    Err(format!(
+        "topic {topic} not ready within {:?} ({last})",
+        limits::TOPIC_READY_TIMEOUT
+    ))
 }
 
 /// Schedule boundaries shared by all threads, in clock nanoseconds.
@@ -548,7 +593,8 @@ fn producer_thread(job: ProducerJob) -> bool {
         match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
             Ok(p) => p,
             Err(e) => {
-                job.errors.note(format!("cannot create producer {}: {e}", job.index));
+                job.errors
+                    .note(format!("cannot create producer {}: {e}", job.index));
                 return false;
             }
         };
@@ -566,7 +612,11 @@ fn producer_thread(job: ProducerJob) -> bool {
         if job.stop.load(Ordering::Relaxed) {
             break;
         }
-        if let Some(bp) = job.bp.as_ref().filter(|bp| bp.paused.load(Ordering::Relaxed)) {
+        if let Some(bp) = job
+            .bp
+            .as_ref()
+            .filter(|bp| bp.paused.load(Ordering::Relaxed))
+        {
             let pause_start = job.clock.now_ns();
             while bp.paused.load(Ordering::Relaxed) {
                 if job.stop.load(Ordering::Relaxed) || job.clock.now_ns() >= job.sched.load_end_ns {
@@ -578,7 +628,11 @@ fn producer_thread(job: ProducerJob) -> bool {
             // by the pause, instead of sending the skipped slots in a burst.
             next += job.clock.now_ns().saturating_sub(pause_start) as f64;
         }
-        let intended = if throttled { next as u64 } else { job.clock.now_ns() };
+        let intended = if throttled {
+            next as u64
+        } else {
+            job.clock.now_ns()
+        };
         if intended >= job.sched.load_end_ns {
             break;
         }
@@ -592,12 +646,20 @@ fn producer_thread(job: ProducerJob) -> bool {
                 if job.stop.load(Ordering::Relaxed) {
                     break 'load;
                 }
-                if job.bp.as_ref().is_some_and(|bp| bp.paused.load(Ordering::Relaxed)) {
+                if job
+                    .bp
+                    .as_ref()
+                    .is_some_and(|bp| bp.paused.load(Ordering::Relaxed))
+                {
                     continue 'load;
                 }
                 std::thread::sleep((at - now).min(limits::PRODUCER_MAX_SLEEP));
             }
-            let rate = s.rate_at(Duration::from_nanos(intended.saturating_sub(job.sched.load_start_ns))).max(1);
+            let rate = s
+                .rate_at(Duration::from_nanos(
+                    intended.saturating_sub(job.sched.load_start_ns),
+                ))
+                .max(1);
             next += 1e9 * s.producers as f64 / rate as f64;
         }
         let warmup = intended < job.sched.warmup_end_ns;
@@ -661,7 +723,8 @@ fn producer_thread(job: ProducerJob) -> bool {
             }
         }
     }
-    job.stopped_ns.fetch_max(job.clock.now_ns(), Ordering::Relaxed);
+    job.stopped_ns
+        .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
     let flush_timeout = if job.stop.load(Ordering::Relaxed) {
         limits::INTERRUPTED_FLUSH_TIMEOUT
     } else {
@@ -687,19 +750,25 @@ struct ConsumerJob {
 }
 
 fn consumer_thread(job: ConsumerJob) {
-    let ctx = ConsumerCtx { errors: job.errors.clone(), who: "consumer" };
-    let consumer: BaseConsumer<ConsumerCtx> =
-        match consumer_config(&job.bootstrap, &format!("sluice-bench-consumer-{}", job.index))
-            // librdkafka refuses assign() without a group.id; it is never joined nor committed to.
-            .set("group.id", format!("sluice-bench-{:08x}", job.run_tag))
-            .create_with_context(ctx)
-        {
-            Ok(c) => c,
-            Err(e) => {
-                job.errors.note(format!("cannot create consumer {}: {e}", job.index));
-                return;
-            }
-        };
+    let ctx = ConsumerCtx {
+        errors: job.errors.clone(),
+        who: "consumer",
+    };
+    let consumer: BaseConsumer<ConsumerCtx> = match consumer_config(
+        &job.bootstrap,
+        &format!("sluice-bench-consumer-{}", job.index),
+    )
+    // librdkafka refuses assign() without a group.id; it is never joined nor committed to.
+    .set("group.id", format!("sluice-bench-{:08x}", job.run_tag))
+    .create_with_context(ctx)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            job.errors
+                .note(format!("cannot create consumer {}: {e}", job.index));
+            return;
+        }
+    };
     let mut tpl = TopicPartitionList::new();
     for &p in &job.partitions {
         if let Err(e) = tpl.add_partition_offset(&job.topic, p, Offset::Beginning) {
@@ -707,10 +776,12 @@ fn consumer_thread(job: ConsumerJob) {
         }
     }
     if let Err(e) = consumer.assign(&tpl) {
-        job.errors.note(format!("consumer {} assign failed: {e}", job.index));
+        job.errors
+            .note(format!("consumer {} assign failed: {e}", job.index));
         return;
     }
-    let mut rng = crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
+    let mut rng =
+        crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
     while !job.stop.load(Ordering::Relaxed) {
         let msg = match consumer.poll(limits::CONSUMER_POLL) {
             None => continue,
@@ -722,11 +793,17 @@ fn consumer_thread(job: ConsumerJob) {
         };
         let now = job.clock.now_ns();
         let partition = msg.partition();
-        if let Some(pos) = usize::try_from(partition).ok().and_then(|p| job.positions.get(p)) {
+        if let Some(pos) = usize::try_from(partition)
+            .ok()
+            .and_then(|p| job.positions.get(p))
+        {
             pos.fetch_max(msg.offset() + 1, Ordering::Relaxed);
         }
         let bytes = msg.payload_len() as u64;
-        let header = msg.payload().and_then(Header::read).filter(|h| h.run_tag == job.run_tag);
+        let header = msg
+            .payload()
+            .and_then(Header::read)
+            .filter(|h| h.run_tag == job.run_tag);
         let mut s = job.state.lock();
         let Some(h) = header else {
             s.foreign += 1;
@@ -778,13 +855,23 @@ fn consumer_work(job: &ConsumerJob, now_ns: u64, rng: &mut crate::payload::Split
 
 /// Client-view lag per partition (high watermark minus the consumed position): the total, the
 /// largest, and every partition's; None when any watermark query fails.
-fn client_lag(probe: &Probe, topic: &str, partitions: i32, positions: &[AtomicI64]) -> Option<(i64, i64, Vec<i64>)> {
+fn client_lag(
+    probe: &Probe,
+    topic: &str,
+    partitions: i32,
+    positions: &[AtomicI64],
+) -> Option<(i64, i64, Vec<i64>)> {
     let mut total = 0i64;
     let mut max = 0i64;
     let mut per = Vec::with_capacity(partitions.max(0) as usize);
     for p in 0..partitions {
-        let (_low, high) = probe.fetch_watermarks(topic, p, limits::LAG_QUERY_TIMEOUT).ok()?;
-        let pos = positions.get(p as usize).map(|a| a.load(Ordering::Relaxed)).unwrap_or(0);
+        let (_low, high) = probe
+            .fetch_watermarks(topic, p, limits::LAG_QUERY_TIMEOUT)
+            .ok()?;
+        let pos = positions
+            .get(p as usize)
+            .map(|a| a.load(Ordering::Relaxed))
+            .unwrap_or(0);
         let lag = (high - pos).max(0);
         total += lag;
         max = max.max(lag);
@@ -811,7 +898,9 @@ struct BpJob {
 fn backpressure_thread(job: BpJob) {
     let mut pause_start = 0u64;
     while !job.stop.load(Ordering::Relaxed) {
-        if let Some((lag, _, _)) = client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
+        if let Some((lag, _, _)) =
+            client_lag(&job.probe, &job.topic, job.partitions, &job.positions)
+        {
             let lag = lag.max(0) as u64;
             let paused = job.state.paused.load(Ordering::Relaxed);
             if !paused && lag > job.max_lag {
@@ -820,13 +909,19 @@ fn backpressure_thread(job: BpJob) {
                 job.state.paused.store(true, Ordering::Relaxed);
             } else if paused && lag < job.resume_lag {
                 job.state.paused.store(false, Ordering::Relaxed);
-                job.state.paused_ns.fetch_add(job.clock.now_ns().saturating_sub(pause_start), Ordering::Relaxed);
+                job.state.paused_ns.fetch_add(
+                    job.clock.now_ns().saturating_sub(pause_start),
+                    Ordering::Relaxed,
+                );
             }
         }
         std::thread::sleep(job.poll);
     }
     if job.state.paused.swap(false, Ordering::Relaxed) {
-        job.state.paused_ns.fetch_add(job.clock.now_ns().saturating_sub(pause_start), Ordering::Relaxed);
+        job.state.paused_ns.fetch_add(
+            job.clock.now_ns().saturating_sub(pause_start),
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -867,7 +962,8 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut acc_split = SplitAcc::default();
     loop {
         tick += 1;
-        let due = job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
+        let due =
+            job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
         let mut last = false;
         loop {
             if job.stop.load(Ordering::Relaxed) {
@@ -898,16 +994,20 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
         prev_ns = now_ns;
 
         // Client-view lag: high watermark minus the consumed position, per partition.
-        let (lag_total, lag_max, per_partition) = match client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
-            Some((t, m, mut per)) => {
-                per.truncate(limits::MAX_PARTITIONS_IN_SERIES);
-                (Some(t), m, per)
-            }
-            None => (None, 0, Vec::new()),
-        };
+        let (lag_total, lag_max, per_partition) =
+            match client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
+                Some((t, m, mut per)) => {
+                    per.truncate(limits::MAX_PARTITIONS_IN_SERIES);
+                    (Some(t), m, per)
+                }
+                None => (None, 0, Vec::new()),
+            };
 
         let broker_now = job.broker.as_ref().map(|b| b.sample());
-        let broker_cpu_pct = match (broker_prev.and_then(|r| r.cpu_s), broker_now.and_then(|r| r.cpu_s)) {
+        let broker_cpu_pct = match (
+            broker_prev.and_then(|r| r.cpu_s),
+            broker_now.and_then(|r| r.cpu_s),
+        ) {
             (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
             _ => None,
         };
@@ -971,6 +1071,8 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     }
 }
 
+// `%` rather than `is_multiple_of`, which is newer than the workspace's MSRV.
+#[allow(clippy::manual_is_multiple_of)]
 fn print_progress(s: &IntervalSample, measure_s: f64, tick: u64, tty: bool) {
     let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
     let line = format!(
@@ -991,7 +1093,10 @@ fn print_progress(s: &IntervalSample, measure_s: f64, tick: u64, tty: bool) {
     }
 }
 
-fn spawn<T: Send + 'static>(name: String, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>, String> {
+fn spawn<T: Send + 'static>(
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, String> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(f)
@@ -1021,7 +1126,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
 
     let clock = Clock::new();
     let pool = Arc::new(PayloadPool::new(s.payload, s.message_bytes, s.seed));
-    let positions: Arc<Vec<AtomicI64>> = Arc::new((0..s.partitions).map(|_| AtomicI64::new(0)).collect());
+    let positions: Arc<Vec<AtomicI64>> =
+        Arc::new((0..s.partitions).map(|_| AtomicI64::new(0)).collect());
     let unique_measured = Arc::new(AtomicU64::new(0));
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let sampler_stop = Arc::new(AtomicBool::new(false));
@@ -1047,7 +1153,9 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         let job = ConsumerJob {
             bootstrap: opts.bootstrap.clone(),
             topic: topic.clone(),
-            partitions: (0..s.partitions).filter(|p| *p as u32 % consumers_used == c).collect(),
+            partitions: (0..s.partitions)
+                .filter(|p| *p as u32 % consumers_used == c)
+                .collect(),
             clock,
             run_tag,
             state,
@@ -1059,12 +1167,17 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             scenario: s.clone(),
             load_start_ns,
         };
-        consumer_handles.push(spawn(format!("bench-consumer-{c}"), move || consumer_thread(job))?);
+        consumer_handles.push(spawn(format!("bench-consumer-{c}"), move || {
+            consumer_thread(job)
+        })?);
     }
 
-    let producer_states: Vec<Arc<Mutex<ProducerState>>> =
-        (0..s.producers).map(|_| Arc::new(Mutex::new(ProducerState::default()))).collect();
-    let broker = opts.broker_pid.map(|pid| ProcSampler::new(pid, opts.broker_data_dir.clone()));
+    let producer_states: Vec<Arc<Mutex<ProducerState>>> = (0..s.producers)
+        .map(|_| Arc::new(Mutex::new(ProducerState::default())))
+        .collect();
+    let broker = opts
+        .broker_pid
+        .map(|pid| ProcSampler::new(pid, opts.broker_data_dir.clone()));
     let sampler = {
         let job = SamplerJob {
             clock,
@@ -1097,7 +1210,12 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             clock,
             stop: bp_stop.clone(),
         };
-        (Some(state), Some(spawn("bench-backpressure".into(), move || backpressure_thread(job))?))
+        (
+            Some(state),
+            Some(spawn("bench-backpressure".into(), move || {
+                backpressure_thread(job)
+            })?),
+        )
     } else {
         (None, None)
     };
@@ -1119,7 +1237,9 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             stopped_ns: stopped_ns.clone(),
             bp: bp.clone(),
         };
-        producer_handles.push(spawn(format!("bench-producer-{i}"), move || producer_thread(job))?);
+        producer_handles.push(spawn(format!("bench-producer-{i}"), move || {
+            producer_thread(job)
+        })?);
     }
     let mut flush_timed_out = false;
     for h in producer_handles {
@@ -1133,9 +1253,16 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let load_stopped_ns = stopped_ns.load(Ordering::Relaxed).max(sched.warmup_end_ns);
 
     // Drain: until every measured message arrived, nothing arrived for DRAIN_IDLE, or DRAIN_MAX.
-    let produced_measured: u64 = producer_states.iter().map(|p| p.lock().measured.produced).sum();
+    let produced_measured: u64 = producer_states
+        .iter()
+        .map(|p| p.lock().measured.produced)
+        .sum();
     let drain_start = Instant::now();
-    let drain_max = if interrupted { limits::INTERRUPTED_DRAIN_MAX } else { limits::DRAIN_MAX };
+    let drain_max = if interrupted {
+        limits::INTERRUPTED_DRAIN_MAX
+    } else {
+        limits::DRAIN_MAX
+    };
     let mut last_seen = unique_measured.load(Ordering::Relaxed);
     let mut last_change = Instant::now();
     loop {
@@ -1147,7 +1274,11 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             last_seen = seen;
             last_change = Instant::now();
         }
-        let idle_limit = if stop.load(Ordering::Relaxed) { limits::INTERRUPTED_DRAIN_MAX } else { limits::DRAIN_IDLE };
+        let idle_limit = if stop.load(Ordering::Relaxed) {
+            limits::INTERRUPTED_DRAIN_MAX
+        } else {
+            limits::DRAIN_IDLE
+        };
         if last_change.elapsed() >= idle_limit || drain_start.elapsed() >= drain_max {
             break;
         }
@@ -1162,7 +1293,11 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let sampled = sampler.join().unwrap_or_default();
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
-    let topic_deleted = if opts.delete_topic { Some(delete_topic(&opts.bootstrap, &topic)) } else { None };
+    let topic_deleted = if opts.delete_topic {
+        Some(delete_topic(&opts.bootstrap, &topic))
+    } else {
+        None
+    };
 
     // Reconcile.
     let mut produced = ProduceSide::default();
@@ -1218,7 +1353,9 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         consumers_used,
         topic_deleted,
         bp_events: bp.as_ref().map(|b| b.events.load(Ordering::Relaxed)),
-        bp_paused_s: bp.as_ref().map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
+        bp_paused_s: bp
+            .as_ref()
+            .map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
         latency_split: split_measured.summary(),
     })
 }

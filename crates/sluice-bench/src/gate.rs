@@ -10,8 +10,9 @@ use serde::Serialize;
 /// Latency distributions, as they appear in metric names (`p99_ack_ms`).
 pub const LATENCY_KINDS: [&str; 5] = ["ack", "ack_intended", "send_delay", "e2e", "e2e_intended"];
 /// Statistics of each latency distribution.
-pub const LATENCY_STATS: [&str; 11] =
-    ["min", "mean", "p50", "p75", "p90", "p95", "p99", "p99_5", "p999", "p9999", "max"];
+pub const LATENCY_STATS: [&str; 11] = [
+    "min", "mean", "p50", "p75", "p90", "p95", "p99", "p99_5", "p999", "p9999", "max",
+];
 /// Scalar metrics.
 pub const SCALARS: [&str; 17] = [
     "produced_msg_s",
@@ -82,13 +83,21 @@ pub struct Gate {
 
 /// Parses `METRIC OP NUMBER` (spaces optional), OP one of <= < >= > == !=.
 pub fn parse(s: &str) -> Result<Gate, String> {
-    const OPS: [(&str, Op); 6] =
-        [("<=", Op::Le), (">=", Op::Ge), ("==", Op::Eq), ("!=", Op::Ne), ("<", Op::Lt), (">", Op::Gt)];
+    const OPS: [(&str, Op); 6] = [
+        ("<=", Op::Le),
+        (">=", Op::Ge),
+        ("==", Op::Eq),
+        ("!=", Op::Ne),
+        ("<", Op::Lt),
+        (">", Op::Gt),
+    ];
     let (pos, text, op) = OPS
         .iter()
         .filter_map(|(t, op)| s.find(t).map(|i| (i, *t, *op)))
         .min_by_key(|(i, t, _)| (*i, std::cmp::Reverse(t.len())))
-        .ok_or_else(|| format!("gate {s:?} has no comparison (use <=, <, >=, >, ==, !=), e.g. p99_ack_ms<=50"))?;
+        .ok_or_else(|| {
+            format!("gate {s:?} has no comparison (use <=, <, >=, >, ==, !=), e.g. p99_ack_ms<=50")
+        })?;
     let metric = s[..pos].trim().to_string();
     let value = s[pos + text.len()..].trim();
     let threshold: f64 = value
@@ -102,7 +111,12 @@ pub fn parse(s: &str) -> Result<Gate, String> {
             metric_names().join(", ")
         ));
     }
-    Ok(Gate { expr: s.to_string(), metric, op, threshold })
+    Ok(Gate {
+        expr: s.to_string(),
+        metric,
+        op,
+        threshold,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -119,7 +133,11 @@ pub fn evaluate(gates: &[Gate], metrics: &BTreeMap<String, Option<f64>>) -> Vec<
         .map(|g| {
             let value = metrics.get(&g.metric).copied().flatten();
             let passed = value.is_some_and(|v| g.op.holds(v, g.threshold));
-            GateResult { gate: g.clone(), value, passed }
+            GateResult {
+                gate: g.clone(),
+                value,
+                passed,
+            }
         })
         .collect()
 }
@@ -131,7 +149,10 @@ mod tests {
     #[test]
     fn parses_and_rejects() {
         let g = parse("p99_ack_ms<=50").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((g.metric.as_str(), g.op, g.threshold), ("p99_ack_ms", Op::Le, 50.0));
+        assert_eq!(
+            (g.metric.as_str(), g.op, g.threshold),
+            ("p99_ack_ms", Op::Le, 50.0)
+        );
         let g = parse(" lost == 0 ").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(g.op, Op::Eq);
         assert_eq!(parse("produced_msg_s>9000").map(|g| g.op), Ok(Op::Gt));
@@ -139,7 +160,10 @@ mod tests {
         assert!(parse("p99_ack_ms<=fast").is_err());
         assert!(parse("p99_ack_ms<=inf").is_err());
         let e = parse("p99_latency<=5").err().unwrap_or_default();
-        assert!(e.contains("unknown metric") && e.contains("p99_e2e_ms"), "{e}");
+        assert!(
+            e.contains("unknown metric") && e.contains("p99_e2e_ms"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -154,6 +178,9 @@ mod tests {
         m.insert("lost".to_string(), Some(0.0));
         m.insert("broker_peak_rss_mib".to_string(), None);
         let r = evaluate(&gates, &m);
-        assert_eq!(r.iter().map(|r| r.passed).collect::<Vec<_>>(), vec![false, true, false]);
+        assert_eq!(
+            r.iter().map(|r| r.passed).collect::<Vec<_>>(),
+            vec![false, true, false]
+        );
     }
 }

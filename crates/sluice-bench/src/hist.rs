@@ -80,7 +80,10 @@ impl LatencyHist {
         let mut cdf = vec![0u64; CDF_EDGES_MS.len() + 1];
         for v in h.iter_recorded() {
             let ms = us_to_ms(v.value_iterated_to());
-            let i = CDF_EDGES_MS.iter().position(|&edge| ms <= edge).unwrap_or(CDF_EDGES_MS.len());
+            let i = CDF_EDGES_MS
+                .iter()
+                .position(|&edge| ms <= edge)
+                .unwrap_or(CDF_EDGES_MS.len());
             cdf[i] += v.count_at_value();
         }
         let quantiles = QUANTILES
@@ -143,12 +146,25 @@ mod tests {
         let mut h = LatencyHist::new();
         let mut x: u64 = 1;
         for _ in 0..10_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             h.record_ns((x >> 40) % 2_000_000_000); // up to 2 s
         }
         let s = h.summary();
         assert_eq!(s.count, 10_000);
-        let seq = [s.min_ms, s.p50_ms, s.p75_ms, s.p90_ms, s.p95_ms, s.p99_ms, s.p99_5_ms, s.p99_9_ms, s.p99_99_ms, s.max_ms];
+        let seq = [
+            s.min_ms,
+            s.p50_ms,
+            s.p75_ms,
+            s.p90_ms,
+            s.p95_ms,
+            s.p99_ms,
+            s.p99_5_ms,
+            s.p99_9_ms,
+            s.p99_99_ms,
+            s.max_ms,
+        ];
         let vals: Vec<f64> = seq.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
         assert!(vals.windows(2).all(|w| w[0] <= w[1]), "{vals:?}");
         assert_eq!(s.cdf_buckets.len(), 23);

@@ -14,10 +14,15 @@ const PAD_L: f64 = 64.0;
 const PAD_R: f64 = 16.0;
 const PAD_T: f64 = 44.0;
 const PAD_B: f64 = 36.0;
-const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
 
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// One line of a chart: a name and (x, y) points; None breaks the line.
@@ -38,12 +43,17 @@ struct Chart<'a> {
 }
 
 fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) {
+    // Also catches NaN bounds.
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(raw);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(raw);
     let mut t = (lo / step).ceil() * step;
     let mut v = Vec::new();
     while t <= hi + step * 1e-9 && v.len() < 50 {
@@ -69,7 +79,9 @@ fn fmt_num(v: f64) -> String {
 }
 
 fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
-    let pts = series.iter().flat_map(|s| s.points.iter().filter_map(|&(x, y)| y.map(|y| (x, y))));
+    let pts = series
+        .iter()
+        .flat_map(|s| s.points.iter().filter_map(|&(x, y)| y.map(|y| (x, y))));
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for (x, y) in pts {
         if c.log_y && y <= 0.0 {
@@ -81,10 +93,23 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
         y1 = y1.max(y);
     }
     let mut o = String::new();
-    let _ = write!(o, r#"<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img"><title>{}</title>"#, esc(c.title));
-    let _ = write!(o, r#"<text x="{PAD_L}" y="18" class="t">{}</text>"#, esc(c.title));
+    let _ = write!(
+        o,
+        r#"<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img"><title>{}</title>"#,
+        esc(c.title)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{PAD_L}" y="18" class="t">{}</text>"#,
+        esc(c.title)
+    );
     if x0 > x1 {
-        let _ = write!(o, r#"<text x="{}" y="{}" class="n">no data</text></svg>"#, W / 2.0 - 20.0, H / 2.0);
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" class="n">no data</text></svg>"#,
+            W / 2.0 - 20.0,
+            H / 2.0
+        );
         return o;
     }
     if let Some((a, b)) = c.shade {
@@ -110,7 +135,14 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
     if let Some((a, b)) = c.shade {
         let (sa, sb) = (px(a.max(x0)), px(b.min(x1)));
         if sb > sa {
-            let _ = write!(o, r##"<rect x="{sa:.1}" y="{PAD_T}" width="{:.1}" height="{}" fill="#eee"/><text x="{:.1}" y="{}" class="n">warmup</text>"##, sb - sa, H - PAD_T - PAD_B, sa + 3.0, PAD_T + 12.0);
+            let _ = write!(
+                o,
+                r##"<rect x="{sa:.1}" y="{PAD_T}" width="{:.1}" height="{}" fill="#eee"/><text x="{:.1}" y="{}" class="n">warmup</text>"##,
+                sb - sa,
+                H - PAD_T - PAD_B,
+                sa + 3.0,
+                PAD_T + 12.0
+            );
         }
     }
     // Axes and grid.
@@ -121,19 +153,56 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
     };
     for t in y_ticks {
         let y = py(t);
-        let _ = write!(o, r##"<line x1="{PAD_L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"##, W - PAD_R, PAD_L - 4.0, y + 4.0, fmt_num(t));
+        let _ = write!(
+            o,
+            r##"<line x1="{PAD_L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"##,
+            W - PAD_R,
+            PAD_L - 4.0,
+            y + 4.0,
+            fmt_num(t)
+        );
     }
-    let xt = c.x_ticks.clone().unwrap_or_else(|| nice_ticks(x0, x1, 8).into_iter().map(|v| (v, fmt_num(v))).collect());
+    let xt = c.x_ticks.clone().unwrap_or_else(|| {
+        nice_ticks(x0, x1, 8)
+            .into_iter()
+            .map(|v| (v, fmt_num(v)))
+            .collect()
+    });
     for (v, label) in xt {
         if v < x0 - 1e-9 || v > x1 + 1e-9 {
             continue;
         }
         let x = px(v);
-        let _ = write!(o, r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{}" stroke="#999"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{}</text>"##, H - PAD_B, H - PAD_B + 4.0, H - PAD_B + 16.0, esc(&label));
+        let _ = write!(
+            o,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{}" stroke="#999"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{}</text>"##,
+            H - PAD_B,
+            H - PAD_B + 4.0,
+            H - PAD_B + 16.0,
+            esc(&label)
+        );
     }
-    let _ = write!(o, r##"<line x1="{PAD_L}" x2="{}" y1="{}" y2="{}" stroke="#333"/>"##, W - PAD_R, H - PAD_B, H - PAD_B);
-    let _ = write!(o, r#"<text x="{}" y="{}" class="a" text-anchor="middle">{}</text>"#, (PAD_L + W - PAD_R) / 2.0, H - 4.0, esc(c.x_label));
-    let _ = write!(o, r#"<text x="12" y="{}" class="a" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#, H / 2.0, H / 2.0, esc(c.y_label));
+    let _ = write!(
+        o,
+        r##"<line x1="{PAD_L}" x2="{}" y1="{}" y2="{}" stroke="#333"/>"##,
+        W - PAD_R,
+        H - PAD_B,
+        H - PAD_B
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="{}" class="a" text-anchor="middle">{}</text>"#,
+        (PAD_L + W - PAD_R) / 2.0,
+        H - 4.0,
+        esc(c.x_label)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="12" y="{}" class="a" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        H / 2.0,
+        H / 2.0,
+        esc(c.y_label)
+    );
     // Lines and legend.
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
@@ -142,24 +211,45 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
         for &(x, y) in &s.points {
             match y.filter(|v| !c.log_y || *v > 0.0) {
                 Some(y) => {
-                    let _ = write!(d, "{}{:.1},{:.1} ", if pen_down { "L" } else { "M" }, px(x), py(y));
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1} ",
+                        if pen_down { "L" } else { "M" },
+                        px(x),
+                        py(y)
+                    );
                     pen_down = true;
                 }
                 None => pen_down = false,
             }
         }
         if !d.is_empty() {
-            let _ = write!(o, r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"/>"#);
+            let _ = write!(
+                o,
+                r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"/>"#
+            );
         }
         let lx = PAD_L + 8.0 + i as f64 * 130.0;
-        let _ = write!(o, r#"<rect x="{lx}" y="29" width="10" height="3" fill="{color}"/><text x="{}" y="34" class="a">{}</text>"#, lx + 14.0, esc(&s.name));
+        let _ = write!(
+            o,
+            r#"<rect x="{lx}" y="29" width="10" height="3" fill="{color}"/><text x="{}" y="34" class="a">{}</text>"#,
+            lx + 14.0,
+            esc(&s.name)
+        );
     }
     o.push_str("</svg>");
     o
 }
 
-fn series(r: &Report, name: &str, f: impl Fn(&crate::engine::IntervalSample) -> Option<f64>) -> Series {
-    Series { name: name.to_string(), points: r.intervals.iter().map(|i| (i.elapsed_s, f(i))).collect() }
+fn series(
+    r: &Report,
+    name: &str,
+    f: impl Fn(&crate::engine::IntervalSample) -> Option<f64>,
+) -> Series {
+    Series {
+        name: name.to_string(),
+        points: r.intervals.iter().map(|i| (i.elapsed_s, f(i))).collect(),
+    }
 }
 
 /// x = log10(100 / (100 - p)) so 90, 99, 99.9 … are evenly spaced.
@@ -167,11 +257,19 @@ fn quantile_series(name: &str, l: &LatencySummary) -> Series {
     let points = l
         .quantiles_ms
         .iter()
-        .filter_map(|(k, v)| k.parse::<f64>().ok().filter(|p| *p < 100.0).map(|p| ((100.0 / (100.0 - p)).log10(), Some(*v))))
+        .filter_map(|(k, v)| {
+            k.parse::<f64>()
+                .ok()
+                .filter(|p| *p < 100.0)
+                .map(|p| ((100.0 / (100.0 - p)).log10(), Some(*v)))
+        })
         .collect::<Vec<_>>();
     let mut points = points;
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Series { name: name.to_string(), points }
+    Series {
+        name: name.to_string(),
+        points,
+    }
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -195,7 +293,13 @@ pub fn page(title: &str, body: &str) -> String {
 
 /// The report of one run as a complete page.
 pub fn render(r: &Report) -> String {
-    page(&format!("sluice bench · {} · {}", r.scenario.preset, r.started_at_utc), &body(r))
+    page(
+        &format!(
+            "sluice bench · {} · {}",
+            r.scenario.preset, r.started_at_utc
+        ),
+        &body(r),
+    )
 }
 
 /// The sections of one run's report (no document wrapper).
@@ -204,7 +308,11 @@ pub fn body(r: &Report) -> String {
     let mut o = String::new();
 
     let s = &r.scenario;
-    let rate = if s.rate_msg_s == 0 { "unthrottled".to_string() } else { format!("{} msg/s", s.rate_msg_s) };
+    let rate = if s.rate_msg_s == 0 {
+        "unthrottled".to_string()
+    } else {
+        format!("{} msg/s", s.rate_msg_s)
+    };
     let _ = write!(
         o,
         "<p>{} broker <code>{}</code> · topic <code>{}</code> ({} partitions) · {} B {} payload · {rate} from {} producers · {} consumers · acks={} · {} · linger.ms={} · batch.size={}<br>warmup {:.1} s · measured {:.1} s · drain {:.1} s{}</p>",
@@ -235,7 +343,9 @@ pub fn body(r: &Report) -> String {
                 o,
                 "<tr><td><code>{}</code></td><td>{}</td><td class={}>{}</td></tr>",
                 esc(&g.gate.expr),
-                g.value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "none".into()),
+                g.value
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "none".into()),
                 if g.passed { "pass" } else { "fail" },
                 if g.passed { "PASS" } else { "FAIL" }
             );
@@ -246,14 +356,69 @@ pub fn body(r: &Report) -> String {
     let a = &r.audit;
     o.push_str("<h2>Summary</h2><table>");
     let rows: Vec<(&str, String)> = vec![
-        ("produced", format!("{} msgs · {:.0} msg/s · {:.2} MiB/s{}", a.produced, t.produced_msg_s, t.produced_mib_s, t.rate_accuracy_pct.map(|p| format!(" · {p:.1}% of target")).unwrap_or_default())),
-        ("acknowledged", format!("{} msgs · {:.0} msg/s · {} errors", r.counts.acked, t.acked_msg_s, r.counts.ack_errors)),
-        ("received", format!("{} msgs · {:.0} msg/s · {:.2} MiB/s · delivery {}", a.received, t.received_msg_s, t.received_mib_s, t.delivery_pct.map(|p| format!("{p:.2}%")).unwrap_or_else(|| "–".into()))),
-        ("audit", format!("lost {} (after ack {}) · duplicates {} · reordered {} · warmup excluded {}", a.lost, a.lost_acked, a.duplicates, a.reordered, r.counts.warmup_produced)),
-        ("lag (client view)", format!("peak {} · final {}{}", r.lag.peak_total.map(|v| v.to_string()).unwrap_or_else(|| "–".into()), r.lag.final_total.map(|v| v.to_string()).unwrap_or_else(|| "–".into()), r.lag.drain_rate_msg_s.map(|d| format!(" · drain {d:.0} msg/s")).unwrap_or_default())),
+        (
+            "produced",
+            format!(
+                "{} msgs · {:.0} msg/s · {:.2} MiB/s{}",
+                a.produced,
+                t.produced_msg_s,
+                t.produced_mib_s,
+                t.rate_accuracy_pct
+                    .map(|p| format!(" · {p:.1}% of target"))
+                    .unwrap_or_default()
+            ),
+        ),
+        (
+            "acknowledged",
+            format!(
+                "{} msgs · {:.0} msg/s · {} errors",
+                r.counts.acked, t.acked_msg_s, r.counts.ack_errors
+            ),
+        ),
+        (
+            "received",
+            format!(
+                "{} msgs · {:.0} msg/s · {:.2} MiB/s · delivery {}",
+                a.received,
+                t.received_msg_s,
+                t.received_mib_s,
+                t.delivery_pct
+                    .map(|p| format!("{p:.2}%"))
+                    .unwrap_or_else(|| "–".into())
+            ),
+        ),
+        (
+            "audit",
+            format!(
+                "lost {} (after ack {}) · duplicates {} · reordered {} · warmup excluded {}",
+                a.lost, a.lost_acked, a.duplicates, a.reordered, r.counts.warmup_produced
+            ),
+        ),
+        (
+            "lag (client view)",
+            format!(
+                "peak {} · final {}{}",
+                r.lag
+                    .peak_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .final_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .drain_rate_msg_s
+                    .map(|d| format!(" · drain {d:.0} msg/s"))
+                    .unwrap_or_default()
+            ),
+        ),
     ];
     for (k, v) in rows {
-        let _ = write!(o, "<tr><td>{k}</td><td style=text-align:left>{}</td></tr>", esc(&v));
+        let _ = write!(
+            o,
+            "<tr><td>{k}</td><td style=text-align:left>{}</td></tr>",
+            esc(&v)
+        );
     }
     if let Some(b) = &r.broker_process {
         let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
@@ -310,7 +475,14 @@ pub fn body(r: &Report) -> String {
     }
     o.push_str("</table>");
 
-    let chart = |title, y_label, log_y| Chart { title, x_label: "seconds since load start", y_label, log_y, x_ticks: None, shade };
+    let chart = |title, y_label, log_y| Chart {
+        title,
+        x_label: "seconds since load start",
+        y_label,
+        log_y,
+        x_ticks: None,
+        shade,
+    };
     o.push_str("<h2>Time series (1 s)</h2>");
     o.push_str(&svg_chart(
         &chart("Throughput", "msg/s", false),
@@ -330,9 +502,15 @@ pub fn body(r: &Report) -> String {
             series(r, "send delay p99", |i| i.send_delay_p99_ms),
         ],
     ));
-    let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| move |i: &crate::engine::IntervalSample| i.split.as_ref().and_then(f);
+    let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| {
+        move |i: &crate::engine::IntervalSample| i.split.as_ref().and_then(f)
+    };
     o.push_str(&svg_chart(
-        &chart("Producer latency split, average (librdkafka statistics)", "ms", false),
+        &chart(
+            "Producer latency split, average (librdkafka statistics)",
+            "ms",
+            false,
+        ),
         &[
             series(r, "partition queue", split(|s| s.queue_avg_ms)),
             series(r, "socket wait", split(|s| s.outbuf_avg_ms)),
@@ -343,16 +521,24 @@ pub fn body(r: &Report) -> String {
         &chart("Consumer lag (client view)", "messages", false),
         &[
             series(r, "total", |i| i.lag_total.map(|v| v as f64)),
-            series(r, "max partition", |i| i.lag_max_partition.map(|v| v as f64)),
+            series(r, "max partition", |i| {
+                i.lag_max_partition.map(|v| v as f64)
+            }),
         ],
     ));
     o.push_str(&svg_chart(
         &chart("CPU", "% of one core", false),
-        &[series(r, "broker", |i| i.broker_cpu_pct), series(r, "bench client", |i| i.client_cpu_pct)],
+        &[
+            series(r, "broker", |i| i.broker_cpu_pct),
+            series(r, "bench client", |i| i.client_cpu_pct),
+        ],
     ));
     o.push_str(&svg_chart(
         &chart("Broker memory and data", "MiB", false),
-        &[series(r, "RSS", |i| i.broker_rss_mib), series(r, "data dir", |i| i.broker_disk_mib)],
+        &[
+            series(r, "RSS", |i| i.broker_rss_mib),
+            series(r, "data dir", |i| i.broker_disk_mib),
+        ],
     ));
 
     o.push_str("<h2>Latency quantiles (measured window)</h2>");
@@ -361,7 +547,14 @@ pub fn body(r: &Report) -> String {
         .map(|p: &f64| ((100.0 / (100.0 - p)).log10(), format!("p{p}")))
         .collect();
     o.push_str(&svg_chart(
-        &Chart { title: "Quantiles (log)", x_label: "percentile", y_label: "ms", log_y: true, x_ticks: Some(ticks), shade: None },
+        &Chart {
+            title: "Quantiles (log)",
+            x_label: "percentile",
+            y_label: "ms",
+            log_y: true,
+            x_ticks: Some(ticks),
+            shade: None,
+        },
         &[
             quantile_series("ack", &r.latency.ack),
             quantile_series("ack from intended", &r.latency.ack_intended),
@@ -373,7 +566,11 @@ pub fn body(r: &Report) -> String {
     if !r.errors.is_empty() {
         o.push_str("<h2>Client errors</h2><table>");
         for (e, n) in &r.errors {
-            let _ = write!(o, "<tr><td style=text-align:left>{}</td><td>{n}</td></tr>", esc(e));
+            let _ = write!(
+                o,
+                "<tr><td style=text-align:left>{}</td><td>{n}</td></tr>",
+                esc(e)
+            );
         }
         o.push_str("</table>");
     }
@@ -400,10 +597,25 @@ mod tests {
 
     #[test]
     fn chart_escapes_and_handles_empty_and_log_data() {
-        let c = Chart { title: "a<b", x_label: "x", y_label: "y", log_y: true, x_ticks: None, shade: Some((0.0, 1.0)) };
+        let c = Chart {
+            title: "a<b",
+            x_label: "x",
+            y_label: "y",
+            log_y: true,
+            x_ticks: None,
+            shade: Some((0.0, 1.0)),
+        };
         let empty = svg_chart(&c, &[]);
         assert!(empty.contains("no data") && empty.contains("a&lt;b") && !empty.contains("a<b"));
-        let s = Series { name: "s".into(), points: vec![(0.0, Some(0.0)), (1.0, Some(10.0)), (2.0, None), (3.0, Some(1000.0))] };
+        let s = Series {
+            name: "s".into(),
+            points: vec![
+                (0.0, Some(0.0)),
+                (1.0, Some(10.0)),
+                (2.0, None),
+                (3.0, Some(1000.0)),
+            ],
+        };
         let svg = svg_chart(&c, &[s]);
         // Two separate line pieces (the None breaks the line; 0 is skipped on a log axis).
         assert_eq!(svg.matches('M').count(), 2, "{svg}");

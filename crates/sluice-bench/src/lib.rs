@@ -39,8 +39,10 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Flags of `sluice bench`. Scenario flags override the chosen preset.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = "Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed, 130 interrupted.\n\
-Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'")]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed, 130 interrupted.\n\
+Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'"
+)]
 pub struct BenchArgs {
     /// Named scenario to start from (see --list-presets).
     #[arg(long, default_value = "baseline")]
@@ -166,7 +168,10 @@ pub struct BenchArgs {
 }
 
 fn parse_message_bytes(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|_| format!("not a size in bytes: {s:?}"))?;
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size in bytes: {s:?}"))?;
     if !(limits::MIN_MESSAGE_BYTES..=limits::MAX_MESSAGE_BYTES).contains(&v) {
         return Err(format!(
             "message size must be {}..={} bytes (the bench header takes {})",
@@ -182,7 +187,11 @@ impl BenchArgs {
     /// The preset with this invocation's overrides applied.
     pub fn scenario(&self) -> Result<Scenario, String> {
         let preset = scenario::find_preset(&self.preset).ok_or_else(|| {
-            format!("unknown preset {:?}; presets are:\n{}", self.preset, scenario::preset_list())
+            format!(
+                "unknown preset {:?}; presets are:\n{}",
+                self.preset,
+                scenario::preset_list()
+            )
         })?;
         let mut s = preset.scenario();
         macro_rules! set {
@@ -204,7 +213,11 @@ impl BenchArgs {
         if s.duration_s.is_zero() {
             return Err("--duration must be above 0".into());
         }
-        if s.burst_rate_msg_s > 0 && (s.rate_msg_s == 0 || s.burst_period_s.is_zero() || s.burst_duration_s > s.burst_period_s) {
+        if s.burst_rate_msg_s > 0
+            && (s.rate_msg_s == 0
+                || s.burst_period_s.is_zero()
+                || s.burst_duration_s > s.burst_period_s)
+        {
             return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
         }
         if s.bp_max_lag > 0 && s.bp_resume() > s.bp_max_lag {
@@ -249,7 +262,11 @@ fn run_one(
     let target = match spec {
         TargetSpec::Bootstrap(b) => {
             target::check_reachable(b)?;
-            Target::External { bootstrap: b.clone(), pid: args.broker_pid, data_dir: args.broker_data_dir.clone() }
+            Target::External {
+                bootstrap: b.clone(),
+                pid: args.broker_pid,
+                data_dir: args.broker_data_dir.clone(),
+            }
         }
         TargetSpec::Embedded => Target::Embedded(EmbeddedBroker::start(&args.serve_args)?),
     };
@@ -289,7 +306,12 @@ fn run_one(
     }
     let data = match result {
         Ok(d) => d,
-        Err(e) => return Err(std::iter::once(e).chain(warnings).collect::<Vec<_>>().join("\n")),
+        Err(e) => {
+            return Err(std::iter::once(e)
+                .chain(warnings)
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
     };
     let mut rep = report::build(scenario, info, data, started_at, warnings);
     rep.label = label.map(str::to_string);
@@ -330,14 +352,23 @@ pub fn run(args: BenchArgs) -> ExitCode {
     let targets: Vec<TargetSpec> = if !args.targets.is_empty() {
         args.targets
             .iter()
-            .map(|t| if t == "embedded" { TargetSpec::Embedded } else { TargetSpec::Bootstrap(t.clone()) })
+            .map(|t| {
+                if t == "embedded" {
+                    TargetSpec::Embedded
+                } else {
+                    TargetSpec::Bootstrap(t.clone())
+                }
+            })
             .collect()
     } else if let Some(b) = &args.bootstrap {
         vec![TargetSpec::Bootstrap(b.clone())]
     } else {
         vec![TargetSpec::Embedded]
     };
-    let external = targets.iter().filter(|t| matches!(t, TargetSpec::Bootstrap(_))).count();
+    let external = targets
+        .iter()
+        .filter(|t| matches!(t, TargetSpec::Bootstrap(_)))
+        .count();
     if (args.broker_pid.is_some() || args.broker_data_dir.is_some()) && external != 1 {
         eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
         return ExitCode::from(EXIT_USAGE);
@@ -373,7 +404,10 @@ pub fn run(args: BenchArgs) -> ExitCode {
             match run_one(&targets[ti], scenario, *label, &args, &stop) {
                 Ok(rep) => {
                     print!("{}", rep.human());
-                    keys.push(compare::RunKey { label: label.map(str::to_string), target: targets[ti].name() });
+                    keys.push(compare::RunKey {
+                        label: label.map(str::to_string),
+                        target: targets[ti].name(),
+                    });
                     reports.push(rep);
                 }
                 Err(e) => {
@@ -388,17 +422,28 @@ pub fn run(args: BenchArgs) -> ExitCode {
             }
         }
     }
-    let interrupted = reports.iter().any(|r| r.window.interrupted) || stop.load(std::sync::atomic::Ordering::Relaxed);
-    let gates_failed = reports.iter().flat_map(|r| &r.gates).filter(|g| !g.passed).count();
+    let interrupted = reports.iter().any(|r| r.window.interrupted)
+        || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let gates_failed = reports
+        .iter()
+        .flat_map(|r| &r.gates)
+        .filter(|g| !g.passed)
+        .count();
     let json_path = args.json.clone().or_else(|| {
         (!args.no_report).then(|| {
-            let stamp: String = report::utc_string(started_at).chars().filter(|c| c.is_ascii_digit()).collect();
+            let stamp: String = report::utc_string(started_at)
+                .chars()
+                .filter(|c| c.is_ascii_digit())
+                .collect();
             PathBuf::from(format!("sluice-bench-{}-{}.json", base.preset, stamp))
         })
     });
     let (json, html_page) = if single && reports.len() == 1 {
         let rep = &reports[0];
-        (serde_json::to_vec_pretty(rep), args.html.as_ref().map(|_| html::render(rep)))
+        (
+            serde_json::to_vec_pretty(rep),
+            args.html.as_ref().map(|_| html::render(rep)),
+        )
     } else {
         let set = compare::build(
             &base.preset,
@@ -409,7 +454,10 @@ pub fn run(args: BenchArgs) -> ExitCode {
             interrupted,
         );
         print!("{}", set.human());
-        (serde_json::to_vec_pretty(&set), args.html.as_ref().map(|_| set.html()))
+        (
+            serde_json::to_vec_pretty(&set),
+            args.html.as_ref().map(|_| set.html()),
+        )
     };
     if let Some(path) = json_path {
         let bytes = match json {

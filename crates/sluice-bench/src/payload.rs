@@ -151,17 +151,81 @@ impl SplitMix64 {
 }
 
 const WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-    "they", "you", "were", "her", "one", "all", "we", "can", "their", "there", "been", "if",
-    "more", "when", "will", "would", "who", "so", "no", "broker", "partition", "offset",
-    "record", "batch", "segment", "replica", "leader", "consumer", "producer", "topic", "log",
-    "commit", "latency", "throughput", "stream", "queue", "message",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "one",
+    "all",
+    "we",
+    "can",
+    "their",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "broker",
+    "partition",
+    "offset",
+    "record",
+    "batch",
+    "segment",
+    "replica",
+    "leader",
+    "consumer",
+    "producer",
+    "topic",
+    "log",
+    "commit",
+    "latency",
+    "throughput",
+    "stream",
+    "queue",
+    "message",
 ];
 const EVENTS: &[&str] = &["click", "view", "purchase", "signup", "logout", "search"];
 const REGIONS: &[&str] = &["eu-west", "us-east", "ap-south", "sa-east"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE"];
-const PATHS: &[&str] = &["/", "/api/v1/items", "/login", "/static/app.js", "/search?q=kafka"];
+const PATHS: &[&str] = &[
+    "/",
+    "/api/v1/items",
+    "/login",
+    "/static/app.js",
+    "/search?q=kafka",
+];
 const STATUSES: &[u32] = &[200, 200, 200, 301, 404, 500];
 const AGENTS: &[&str] = &[
     "Mozilla/5.0 (X11; Linux x86_64)",
@@ -278,17 +342,28 @@ impl PayloadPool {
             c => vec![c],
         };
         let per_class_budget = limits::PAYLOAD_POOL_MAX_BYTES / classes.len();
-        let per_class = (per_class_budget / body_len.max(1)).clamp(1, limits::PAYLOAD_POOL_PER_CLASS);
+        let per_class =
+            (per_class_budget / body_len.max(1)).clamp(1, limits::PAYLOAD_POOL_PER_CLASS);
         let mut rng = SplitMix64::new(seed);
         let bodies = classes
             .iter()
             .map(|&c| {
                 // Zeros are all identical anyway; keep one copy.
-                let n = if c == PayloadClass::Zeros { 1 } else { per_class };
-                (0..n as u64).map(|i| gen_body(c, body_len, &mut rng, i)).collect()
+                let n = if c == PayloadClass::Zeros {
+                    1
+                } else {
+                    per_class
+                };
+                (0..n as u64)
+                    .map(|i| gen_body(c, body_len, &mut rng, i))
+                    .collect()
             })
             .collect();
-        PayloadPool { class, bodies, message_bytes }
+        PayloadPool {
+            class,
+            bodies,
+            message_bytes,
+        }
     }
 
     pub fn message_bytes(&self) -> usize {
@@ -303,7 +378,10 @@ impl PayloadPool {
         };
         let pool = &self.bodies[class_index];
         // Spread producers over the pool so they do not send the same body at the same time.
-        let i = (seq.wrapping_mul(7919).wrapping_add(producer as u64 * 104_729)) % pool.len() as u64;
+        let i = (seq
+            .wrapping_mul(7919)
+            .wrapping_add(producer as u64 * 104_729))
+            % pool.len() as u64;
         &pool[i as usize]
     }
 
@@ -322,7 +400,14 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_rejects_foreign_bytes() {
-        let h = Header { run_tag: 7, producer: 3, flags: FLAG_WARMUP, seq: 1 << 40, intended_ns: 12, sent_ns: 99 };
+        let h = Header {
+            run_tag: 7,
+            producer: 3,
+            flags: FLAG_WARMUP,
+            seq: 1 << 40,
+            intended_ns: 12,
+            sent_ns: 99,
+        };
         let mut buf = vec![0u8; 64];
         h.write(&mut buf);
         assert_eq!(Header::read(&buf), Some(h));
@@ -347,7 +432,14 @@ mod tests {
                 let a = PayloadPool::new(class, size, 42);
                 let b = PayloadPool::new(class, size, 42);
                 let mut buf = Vec::new();
-                let h = Header { run_tag: 1, producer: 0, flags: 0, seq: 5, intended_ns: 0, sent_ns: 0 };
+                let h = Header {
+                    run_tag: 1,
+                    producer: 0,
+                    flags: 0,
+                    seq: 5,
+                    intended_ns: 0,
+                    sent_ns: 0,
+                };
                 a.fill(&mut buf, &h);
                 assert_eq!(buf.len(), size, "{class:?} {size}");
                 assert_eq!(a.body(2, 9), b.body(2, 9));
@@ -366,7 +458,8 @@ mod tests {
         for e in 0..3 {
             let at = TXMETA_RECORD_HEADER_BYTES + e * TXMETA_ENTRY_BYTES;
             assert!(body[at + 40] <= 1, "action byte");
-            let vlen = u32::from_le_bytes([body[at + 41], body[at + 42], body[at + 43], body[at + 44]]);
+            let vlen =
+                u32::from_le_bytes([body[at + 41], body[at + 42], body[at + 43], body[at + 44]]);
             assert_eq!(vlen as usize, TXMETA_VALUE_BYTES);
         }
     }

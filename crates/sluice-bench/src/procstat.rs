@@ -36,7 +36,11 @@ impl ProcSampler {
             .flatten()
             .filter(|&t| t > 0)
             .unwrap_or(100) as f64;
-        ProcSampler { pid, data_dir, ticks_per_s }
+        ProcSampler {
+            pid,
+            data_dir,
+            ticks_per_s,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -65,7 +69,10 @@ impl ProcSampler {
         if let Ok(status) = std::fs::read_to_string(base.join("status")) {
             for line in status.lines() {
                 let kib = || {
-                    line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).map(|v| v * 1024)
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|v| v * 1024)
                 };
                 if line.starts_with("VmRSS:") {
                     r.rss_bytes = kib();
@@ -76,7 +83,11 @@ impl ProcSampler {
         }
         if let Ok(io) = std::fs::read_to_string(base.join("io")) {
             for line in io.lines() {
-                let v = || line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok());
+                let v = || {
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
                 if line.starts_with("read_bytes:") {
                     r.read_bytes = v();
                 } else if line.starts_with("write_bytes:") {
@@ -96,7 +107,9 @@ pub fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let Ok(md) = e.metadata() else { continue };
             if md.is_dir() {

@@ -229,6 +229,7 @@ fn per_s(n: u64, s: f64) -> f64 {
     }
 }
 
+#[allow(clippy::unnecessary_map_or)]
 fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
     let pts: Vec<(f64, i64, Option<i64>)> = intervals
         .iter()
@@ -244,24 +245,28 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         drain_rate_msg_s: None,
         time_to_drain_s: None,
         broker_view: None,
-        broker_view_note: "needs consumer groups (committed offsets); the bench uses assign() without commits",
+        broker_view_note:
+            "needs consumer groups (committed offsets); the bench uses assign() without commits",
     };
-    // First maximum.
-    let Some((ipeak, peak)) = pts.iter().enumerate().fold(None, |best: Option<(usize, &(f64, i64, Option<i64>))>, (i, p)| {
-        match best {
-            Some((_, b)) if b.1 >= p.1 => best,
-            _ => Some((i, p)),
+    // First maximum. (`map_or(true, ..)`: `is_none_or` is newer than the workspace's MSRV.)
+    let mut best: Option<usize> = None;
+    for (i, p) in pts.iter().enumerate() {
+        if best.map_or(true, |b| p.1 > pts[b].1) {
+            best = Some(i);
         }
-    }) else {
+    }
+    let Some(ipeak) = best else {
         return s;
     };
+    let peak = pts[ipeak];
     s.peak_total = Some(peak.1);
     s.peak_at_s = Some(peak.0);
     s.peak_partition = pts.iter().filter_map(|p| p.2).max();
     let mut sorted: Vec<i64> = pts.iter().map(|p| p.1).collect();
     sorted.sort_unstable();
     let typical = sorted[sorted.len() / 4];
-    let backlog = peak.1 >= limits::LAG_BACKLOG_MIN_PEAK && peak.1 >= limits::LAG_BACKLOG_MIN_FACTOR * typical;
+    let backlog = peak.1 >= limits::LAG_BACKLOG_MIN_PEAK
+        && peak.1 >= limits::LAG_BACKLOG_MIN_FACTOR * typical;
     if !backlog {
         return s;
     }
@@ -288,7 +293,10 @@ fn cpu_model() -> Option<String> {
 pub fn command_line() -> String {
     std::env::args()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c)) {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+            {
                 a
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))
@@ -312,7 +320,12 @@ pub fn utc_string(unix_s: f64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 pub fn build(
@@ -348,7 +361,9 @@ pub fn build(
         received_msg_s: per_s(c.received, measure_s),
         produced_mib_s: mib(c.produced_bytes) / measure_s.max(1e-9),
         received_mib_s: mib(c.received_bytes) / measure_s.max(1e-9),
-        rate_accuracy_pct: target_rate.filter(|_| measure_s > 0.0).map(|t| produced_msg_s / t as f64 * 100.0),
+        rate_accuracy_pct: target_rate
+            .filter(|_| measure_s > 0.0)
+            .map(|t| produced_msg_s / t as f64 * 100.0),
         delivery_pct: (c.produced > 0).then(|| d.audit.received as f64 / c.produced as f64 * 100.0),
         received_entries_s: (scenario.entries_per_record > 0)
             .then(|| per_s(c.received, measure_s) * scenario.entries_per_record as f64),
@@ -357,13 +372,14 @@ pub fn build(
         if acc < 95.0 && !d.interrupted {
             let why = match d.bp_paused_s {
                 Some(p) if p > 0.0 => format!("backpressure paused the producers for {p:.1} s"),
-                _ if scenario.burst_rate_msg_s > 0 => "the target is the base rate; bursts add to it".to_string(),
+                _ if scenario.burst_rate_msg_s > 0 => {
+                    "the target is the base rate; bursts add to it".to_string()
+                }
                 _ => "the generator or client could not keep up".to_string(),
             };
             warnings.push(format!(
                 "rate deficit: produced {:.0} msg/s of the {} msg/s target ({acc:.1}%); {why}",
-                produced_msg_s,
-                scenario.rate_msg_s
+                produced_msg_s, scenario.rate_msg_s
             ));
         }
     }
@@ -378,10 +394,14 @@ pub fn build(
                 d.audit.lost
             ));
         } else {
-            warnings.push(format!("{} measured messages never arrived ({} of them acknowledged)", d.audit.lost, d.audit.lost_acked));
+            warnings.push(format!(
+                "{} measured messages never arrived ({} of them acknowledged)",
+                d.audit.lost, d.audit.lost_acked
+            ));
         }
     }
-    let peak_target = (scenario.rate_msg_s > 0).then(|| scenario.rate_msg_s.max(scenario.burst_rate_msg_s));
+    let peak_target =
+        (scenario.rate_msg_s > 0).then(|| scenario.rate_msg_s.max(scenario.burst_rate_msg_s));
     let consumer_model = ConsumerModel {
         kind: "serial-per-consumer",
         consumers: d.consumers_used,
@@ -425,15 +445,22 @@ pub fn build(
             pid,
             cpu_s,
             cpu_pct_avg: cpu_s.filter(|_| span_s > 0.0).map(|c| c / span_s * 100.0),
-            cpu_us_per_msg: cpu_s.filter(|_| total_msgs > 0).map(|c| c * 1e6 / total_msgs as f64),
-            cpu_ms_per_mib: cpu_s.filter(|_| total_mib > 0.0).map(|c| c * 1e3 / total_mib),
+            cpu_us_per_msg: cpu_s
+                .filter(|_| total_msgs > 0)
+                .map(|c| c * 1e6 / total_msgs as f64),
+            cpu_ms_per_mib: cpu_s
+                .filter(|_| total_mib > 0.0)
+                .map(|c| c * 1e3 / total_mib),
             peak_rss_mib: d.broker_peak_rss_bytes.map(mib),
             final_rss_mib: last.rss_bytes.map(mib),
             threads: last.threads,
             disk_read_bytes: last.read_bytes,
             disk_write_bytes: last.write_bytes,
             data_dir_bytes: last.disk_bytes,
-            data_dir_bytes_per_msg: last.disk_bytes.filter(|_| total_msgs > 0).map(|b| b as f64 / total_msgs as f64),
+            data_dir_bytes_per_msg: last
+                .disk_bytes
+                .filter(|_| total_msgs > 0)
+                .map(|b| b as f64 / total_msgs as f64),
         }
     });
     let client_usage = crate::procstat::client_usage();
@@ -481,7 +508,9 @@ pub fn build(
         environment: Environment {
             cpu_model: cpu_model(),
             cores: std::thread::available_parallelism().ok().map(|n| n.get()),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .map(|s| s.trim().to_string()),
             rustc: env!("SLUICE_BENCH_RUSTC"),
             librdkafka: rdkafka::util::get_rdkafka_version().1,
             seed: scenario.seed,
@@ -495,7 +524,9 @@ impl Report {
     pub fn metrics(&self) -> BTreeMap<String, Option<f64>> {
         let mut m = BTreeMap::new();
         for kind in LATENCY_KINDS {
-            let Some(l) = self.latency.by_kind(kind) else { continue };
+            let Some(l) = self.latency.by_kind(kind) else {
+                continue;
+            };
             let stats = [
                 ("min", l.min_ms),
                 ("mean", l.mean_ms),
@@ -552,11 +583,18 @@ impl Report {
             o,
             " sluice bench · preset {}{} · {} broker at {}",
             s.preset,
-            self.label.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default(),
+            self.label
+                .as_deref()
+                .map(|l| format!(" [{l}]"))
+                .unwrap_or_default(),
             self.target.kind,
             self.target.bootstrap
         );
-        let rate = if s.rate_msg_s == 0 { "unthrottled".to_string() } else { format!("{} msg/s", s.rate_msg_s) };
+        let rate = if s.rate_msg_s == 0 {
+            "unthrottled".to_string()
+        } else {
+            format!("{} msg/s", s.rate_msg_s)
+        };
         let _ = writeln!(
             o,
             " topic {} ({} partitions) · {} B {} payload (seed {}) · {rate} from {} producers",
@@ -584,7 +622,11 @@ impl Report {
             w.warmup_s,
             w.measure_s,
             w.drain_s,
-            if w.interrupted { " · INTERRUPTED (partial results)" } else { "" }
+            if w.interrupted {
+                " · INTERRUPTED (partial results)"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(o, "{rule}");
         let t = &self.throughput;
@@ -595,19 +637,31 @@ impl Report {
             a.produced,
             t.produced_msg_s,
             t.produced_mib_s,
-            t.rate_accuracy_pct.map(|p| format!("  ({p:.1}% of target)")).unwrap_or_default()
+            t.rate_accuracy_pct
+                .map(|p| format!("  ({p:.1}% of target)"))
+                .unwrap_or_default()
         );
-        let _ = writeln!(o, " acked     {:>10} msgs  {:>10.0} msg/s  errors {}", self.counts.acked, t.acked_msg_s, self.counts.ack_errors);
+        let _ = writeln!(
+            o,
+            " acked     {:>10} msgs  {:>10.0} msg/s  errors {}",
+            self.counts.acked, t.acked_msg_s, self.counts.ack_errors
+        );
         let _ = writeln!(
             o,
             " received  {:>10} msgs  {:>10.0} msg/s  {:>8.2} MiB/s  delivery {}",
             a.received,
             t.received_msg_s,
             t.received_mib_s,
-            t.delivery_pct.map(|p| format!("{p:.2}%")).unwrap_or_else(|| "-".into())
+            t.delivery_pct
+                .map(|p| format!("{p:.2}%"))
+                .unwrap_or_else(|| "-".into())
         );
         if let Some(e) = t.received_entries_s {
-            let _ = writeln!(o, " entries   {e:>31.0} entries/s ({} per record)", s.entries_per_record);
+            let _ = writeln!(
+                o,
+                " entries   {e:>31.0} entries/s ({} per record)",
+                s.entries_per_record
+            );
         }
         let _ = writeln!(
             o,
@@ -662,13 +716,21 @@ impl Report {
             o,
             " lag (client view)  peak {} at {} s · final {} · samples {}{}",
             opt(l.peak_total),
-            l.peak_at_s.map(|x| format!("{x:.0}")).unwrap_or_else(|| "-".into()),
+            l.peak_at_s
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "-".into()),
             opt(l.final_total),
             l.samples,
-            l.drain_rate_msg_s.map(|r| format!(" · drain {r:.0} msg/s")).unwrap_or_default()
+            l.drain_rate_msg_s
+                .map(|r| format!(" · drain {r:.0} msg/s"))
+                .unwrap_or_default()
         );
         if let Some(cap) = self.consumer_model.capacity_msg_s {
-            let _ = writeln!(o, " consumers          {} serial consumers · capacity {cap:.0} msg/s", self.consumer_model.consumers);
+            let _ = writeln!(
+                o,
+                " consumers          {} serial consumers · capacity {cap:.0} msg/s",
+                self.consumer_model.consumers
+            );
         }
         if let Some(bp) = &self.backpressure {
             let _ = writeln!(
@@ -709,7 +771,9 @@ impl Report {
                 " gate {:<28} {}  (value {})",
                 g.gate.expr,
                 if g.passed { "PASS" } else { "FAIL" },
-                g.value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "none".into())
+                g.value
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "none".into())
             );
         }
         let _ = writeln!(o, "{rule}");
@@ -754,8 +818,17 @@ mod tests {
 
     #[test]
     fn lag_peak_drain_rate_and_time_to_drain() {
-        let pts: Vec<IntervalSample> =
-            [(1.0, 10), (2.0, 5000), (3.0, 5000), (4.0, 2500), (5.0, 0), (6.0, 0)].iter().map(|&(t, l)| sample(t, l)).collect();
+        let pts: Vec<IntervalSample> = [
+            (1.0, 10),
+            (2.0, 5000),
+            (3.0, 5000),
+            (4.0, 2500),
+            (5.0, 0),
+            (6.0, 0),
+        ]
+        .iter()
+        .map(|&(t, l)| sample(t, l))
+        .collect();
         let s = lag_summary(&pts);
         assert_eq!(s.peak_total, Some(5000));
         assert_eq!(s.peak_at_s, Some(2.0)); // the first maximum
@@ -763,7 +836,10 @@ mod tests {
         assert_eq!(s.drain_rate_msg_s, Some(1250.0));
         assert_eq!(s.time_to_drain_s, Some(3.0));
         // Ordinary in-flight lag is not a backlog: no drain rate.
-        let healthy: Vec<IntervalSample> = [(1.0, 40), (2.0, 900), (3.0, 30)].iter().map(|&(t, l)| sample(t, l)).collect();
+        let healthy: Vec<IntervalSample> = [(1.0, 40), (2.0, 900), (3.0, 30)]
+            .iter()
+            .map(|&(t, l)| sample(t, l))
+            .collect();
         assert_eq!(lag_summary(&healthy).drain_rate_msg_s, None);
         assert_eq!(lag_summary(&[]).peak_total, None);
     }

@@ -188,7 +188,9 @@ impl Scenario {
             if self.entries_per_record == 0 {
                 self.entries_per_record = 100;
             }
-            self.entries_per_record = self.entries_per_record.min(crate::limits::MAX_ENTRIES_PER_RECORD);
+            self.entries_per_record = self
+                .entries_per_record
+                .min(crate::limits::MAX_ENTRIES_PER_RECORD);
             self.message_bytes = crate::payload::txmeta_message_bytes(self.entries_per_record);
         } else {
             self.entries_per_record = 0;
@@ -216,7 +218,8 @@ impl Scenario {
 
     /// Messages per second the consumers can process under the delay model, None if unlimited.
     pub fn consumer_capacity_msg_s(&self, consumers: u32) -> Option<f64> {
-        let mean = self.consumer_delay_us.as_secs_f64() + self.consumer_jitter_us.as_secs_f64() / 2.0;
+        let mean =
+            self.consumer_delay_us.as_secs_f64() + self.consumer_jitter_us.as_secs_f64() / 2.0;
         (mean > 0.0).then(|| consumers as f64 / mean)
     }
 
@@ -259,7 +262,10 @@ pub struct Variant {
 
 macro_rules! variant {
     ($label:expr, |$s:ident| $body:expr) => {
-        Variant { label: $label, apply: |$s: &mut Scenario| $body }
+        Variant {
+            label: $label,
+            apply: |$s: &mut Scenario| $body,
+        }
     };
 }
 
@@ -611,7 +617,11 @@ pub fn preset_list() -> String {
     PRESETS
         .iter()
         .map(|p| {
-            let runs = if p.variants.is_empty() { String::new() } else { format!(" [{} runs]", p.variants.len()) };
+            let runs = if p.variants.is_empty() {
+                String::new()
+            } else {
+                format!(" [{} runs]", p.variants.len())
+            };
             format!("  {:width$}  {}{runs}\n", p.name, p.about)
         })
         .collect()
@@ -620,20 +630,31 @@ pub fn preset_list() -> String {
 /// Parses `1.5s`, `500ms`, `2m`, `1h`, `250us` or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("not a duration: {s:?} (try 5s, 500ms, 2m)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (try 5s, 500ms, 2m)"))?;
     let secs = match unit {
         "" | "s" => v,
         "ms" => v / 1e3,
         "us" | "µs" => v / 1e6,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("unknown duration unit {unit:?} in {s:?} (use us, ms, s, m, h)")),
+        _ => {
+            return Err(format!(
+                "unknown duration unit {unit:?} in {s:?} (use us, ms, s, m, h)"
+            ))
+        }
     };
     let max = crate::limits::MAX_DURATION;
     if !secs.is_finite() || secs < 0.0 || secs > max.as_secs_f64() {
-        return Err(format!("duration {s:?} out of range (0 .. {} s)", max.as_secs()));
+        return Err(format!(
+            "duration {s:?} out of range (0 .. {} s)",
+            max.as_secs()
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -651,10 +672,15 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
             None => (t.as_str(), 1.0),
         },
     };
-    let v: f64 = num.parse().map_err(|_| format!("not a rate: {s:?} (msg/s, e.g. 10000, 10k, max)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("not a rate: {s:?} (msg/s, e.g. 10000, 10k, max)"))?;
     let r = v * mult;
     if !r.is_finite() || r < 0.0 || r > crate::limits::MAX_RATE_MSG_S as f64 {
-        return Err(format!("rate {s:?} out of range (0 .. {} msg/s)", crate::limits::MAX_RATE_MSG_S));
+        return Err(format!(
+            "rate {s:?} out of range (0 .. {} msg/s)",
+            crate::limits::MAX_RATE_MSG_S
+        ));
     }
     Ok(r.round() as u64)
 }
@@ -691,7 +717,10 @@ mod tests {
         s.consumer_delay_us = Duration::from_millis(4);
         s.consumer_jitter_us = Duration::from_millis(1);
         s.phase_after_s = Some(Duration::from_secs(30));
-        assert_eq!(s.consumer_delay_at(Duration::from_secs(29)), Duration::from_millis(4));
+        assert_eq!(
+            s.consumer_delay_at(Duration::from_secs(29)),
+            Duration::from_millis(4)
+        );
         assert_eq!(s.consumer_delay_at(Duration::from_secs(30)), Duration::ZERO);
         let cap = s.consumer_capacity_msg_s(12).unwrap_or(0.0);
         assert!((cap - 12.0 / 0.0045).abs() < 1.0, "{cap}");
@@ -703,7 +732,11 @@ mod tests {
     #[test]
     fn presets_are_unique_and_named_in_their_scenario() {
         for (i, p) in PRESETS.iter().enumerate() {
-            assert!(PRESETS[i + 1..].iter().all(|q| q.name != p.name), "{}", p.name);
+            assert!(
+                PRESETS[i + 1..].iter().all(|q| q.name != p.name),
+                "{}",
+                p.name
+            );
             assert_eq!(p.scenario().preset, p.name);
         }
         assert!(find_preset("nope").is_none());
@@ -716,7 +749,11 @@ mod tests {
         assert_eq!(runs[0].1.compression, Codec::None);
         for p in PRESETS {
             for (_, s) in p.expand(&p.scenario()) {
-                assert!(s.message_bytes >= crate::limits::MIN_MESSAGE_BYTES, "{}", p.name);
+                assert!(
+                    s.message_bytes >= crate::limits::MIN_MESSAGE_BYTES,
+                    "{}",
+                    p.name
+                );
             }
         }
         assert!(preset_list().contains("baseline"));

@@ -67,7 +67,11 @@ impl Target {
 /// connection, so a typo fails in seconds instead of librdkafka retrying forever.
 pub fn check_reachable(bootstrap: &str) -> Result<(), String> {
     let mut problems = Vec::new();
-    for entry in bootstrap.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+    for entry in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
         let addrs = match entry.to_socket_addrs() {
             Ok(a) => a.collect::<Vec<_>>(),
             Err(e) => {
@@ -88,7 +92,10 @@ pub fn check_reachable(bootstrap: &str) -> Result<(), String> {
     if problems.is_empty() {
         return Err(format!("bootstrap list {bootstrap:?} names no host:port"));
     }
-    Err(format!("cannot reach any bootstrap broker: {}", problems.join("; ")))
+    Err(format!(
+        "cannot reach any bootstrap broker: {}",
+        problems.join("; ")
+    ))
 }
 
 /// A `sluice serve` child process and its temporary data directory.
@@ -153,15 +160,23 @@ impl EmbeddedBroker {
                 }
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
-        let mut broker =
-            EmbeddedBroker { child, bootstrap: String::new(), workdir, data_dir, stopped: false };
+        let mut broker = EmbeddedBroker {
+            child,
+            bootstrap: String::new(),
+            workdir,
+            data_dir,
+            stopped: false,
+        };
         let deadline = Instant::now() + limits::EMBEDDED_START_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let tail = broker.log_tail();
                 broker.stop();
-                return Err(format!("embedded broker did not report its address within {:?}\n{tail}", limits::EMBEDDED_START_TIMEOUT));
+                return Err(format!(
+                    "embedded broker did not report its address within {:?}\n{tail}",
+                    limits::EMBEDDED_START_TIMEOUT
+                ));
             }
             match rx.recv_timeout(left.min(std::time::Duration::from_millis(100))) {
                 Ok(line) => {
@@ -173,13 +188,23 @@ impl EmbeddedBroker {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if let Ok(Some(status)) = broker.child.try_wait() {
                         broker.stopped = true;
-                        return Err(format!("embedded broker exited ({status}) before listening\n{}", broker.log_tail()));
+                        return Err(format!(
+                            "embedded broker exited ({status}) before listening\n{}",
+                            broker.log_tail()
+                        ));
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = broker.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    let status = broker
+                        .child
+                        .wait()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
                     broker.stopped = true;
-                    return Err(format!("embedded broker exited ({status}) before listening\n{}", broker.log_tail()));
+                    return Err(format!(
+                        "embedded broker exited ({status}) before listening\n{}",
+                        broker.log_tail()
+                    ));
                 }
             }
         }
@@ -196,7 +221,10 @@ impl EmbeddedBroker {
         }
         let lines: Vec<&str> = text.lines().collect();
         let from = lines.len().saturating_sub(limits::EMBEDDED_LOG_TAIL_LINES);
-        format!("--- embedded broker log (last lines) ---\n{}", lines[from..].join("\n"))
+        format!(
+            "--- embedded broker log (last lines) ---\n{}",
+            lines[from..].join("\n")
+        )
     }
 
     /// SIGTERM, wait for a clean exit, SIGKILL after the timeout. Returns a note when the
@@ -219,7 +247,10 @@ impl EmbeddedBroker {
             match self.child.try_wait() {
                 Ok(Some(status)) if status.success() => return None,
                 Ok(Some(status)) => {
-                    return Some(format!("embedded broker exited with {status}\n{}", self.log_tail()))
+                    return Some(format!(
+                        "embedded broker exited with {status}\n{}",
+                        self.log_tail()
+                    ))
                 }
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(20))
@@ -257,7 +288,9 @@ mod tests {
             .map(|a| a.port())
             .unwrap_or(1);
         let t = Instant::now();
-        let err = check_reachable(&format!("127.0.0.1:{port}")).err().unwrap_or_default();
+        let err = check_reachable(&format!("127.0.0.1:{port}"))
+            .err()
+            .unwrap_or_default();
         assert!(err.contains("cannot reach"), "{err}");
         assert!(t.elapsed() < limits::BOOTSTRAP_CONNECT_TIMEOUT * 2);
         assert!(check_reachable("no-port-here").is_err());
