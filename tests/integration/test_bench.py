@@ -154,8 +154,9 @@ def test_against_bootstrap_broker(tmp_path, broker):
 
 def test_sweep_runs_every_variant(tmp_path):
     html = tmp_path / "sweep.html"
+    csv_path = tmp_path / "sweep.csv"
     proc, doc = run_bench(tmp_path, "--preset", "sweep-acks", "--rate", "1000", "--producers", "1", "--consumers", "1",
-                          "--duration", "1s", "--warmup", "0s", "--html", str(html))
+                          "--duration", "1s", "--warmup", "0s", "--html", str(html), "--csv", str(csv_path))
     assert proc.returncode == 0, explain(proc)
     assert doc["schema"] == "sluice-bench-set/1"
     labels = [r["label"] for r in doc["runs"]]
@@ -167,6 +168,13 @@ def test_sweep_runs_every_variant(tmp_path):
     assert doc["ratios"] == []
     page = html.read_text()
     assert page.count("<details>") == 3 and "<script" not in page
+    # The CSV holds every interval of every run, labelled.
+    import csv
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == sum(len(r["intervals"]) for r in doc["runs"])
+    assert [row["label"] for row in rows if row["run"] == "2"][0] == "acks=1"
+    first = doc["runs"][0]["intervals"][0]
+    assert float(rows[0]["produced_msg_s"]) == pytest.approx(first["produced_msg_s"])
 
 
 def test_sparse_fanout_linger_regression(tmp_path):

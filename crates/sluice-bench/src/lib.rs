@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod clientstats;
 pub mod compare;
+pub mod csv;
 pub mod engine;
 pub mod gate;
 pub mod hist;
@@ -141,6 +142,9 @@ pub struct BenchArgs {
     /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the 1-second time series of every run as CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
     /// Write a self-contained HTML report (charts, tables; no network needed) here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -438,6 +442,12 @@ pub fn run(args: BenchArgs) -> ExitCode {
             PathBuf::from(format!("sluice-bench-{}-{}.json", base.preset, stamp))
         })
     });
+    if let Some(path) = &args.csv {
+        if let Err(code) = write_file(path, "CSV time series", csv::intervals(&reports).as_bytes())
+        {
+            return code;
+        }
+    }
     let (json, html_page) = if single && reports.len() == 1 {
         let rep = &reports[0];
         (
