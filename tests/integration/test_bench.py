@@ -271,6 +271,19 @@ def test_backpressure_pauses_producers(tmp_path):
     assert r["lag"]["peak_total"] < 500 + 3000
 
 
+def test_repeats_give_min_mean_max(tmp_path):
+    proc, doc = run_bench(tmp_path, "--repeats", "2", "--rate", "1000", "--producers", "1", "--consumers", "1",
+                          "--duration", "1s", "--warmup", "0s")
+    assert proc.returncode == 0, explain(proc)
+    assert doc["schema"] == "sluice-bench-set/1" and len(doc["runs"]) == 2
+    (row,) = doc["rows"]
+    assert row["runs"] == 2
+    values = [r["latency"]["ack"]["p99_ms"] for r in doc["runs"]]
+    st = row["metrics"]["p99_ack_ms"]
+    assert st["min"] == min(values) and st["max"] == max(values)
+    assert st["mean"] == pytest.approx(sum(values) / 2)
+
+
 def test_violated_gate_exits_nonzero(tmp_path):
     proc, r = run_bench(tmp_path, "--rate", "1000", "--producers", "2", "--consumers", "1",
                         "--duration", "2s", "--warmup", "0s",

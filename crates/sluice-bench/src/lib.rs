@@ -142,6 +142,10 @@ pub struct BenchArgs {
     /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run every (variant, target) this many times (A/B: the A B B A block is repeated); the
+    /// comparison reports mean, min and max over the repeats.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_REPEATS as i64))]
+    pub repeats: u32,
     /// Write the 1-second time series of every run as CSV here.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -396,12 +400,16 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
     let started_at = unix_now_s();
     let order = compare::abba(targets.len());
-    let single = runs.len() == 1 && order.len() == 1;
+    let single = runs.len() == 1 && order.len() == 1 && args.repeats == 1;
     let mut reports = Vec::new();
     let mut keys = Vec::new();
     let mut failed = false;
     'runs: for (label, scenario) in &runs {
-        for &ti in &order {
+        for &ti in order
+            .iter()
+            .cycle()
+            .take(order.len() * args.repeats as usize)
+        {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'runs;
             }

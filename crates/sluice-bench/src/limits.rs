@@ -15,6 +15,8 @@ pub const MIN_MESSAGE_BYTES: usize = crate::payload::HEADER_BYTES;
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// txmeta payload: entries per record (each 301 bytes).
 pub const MAX_ENTRIES_PER_RECORD: u32 = 50_000;
+/// --repeats of each (variant, target).
+pub const MAX_REPEATS: u32 = 100;
 /// Aggregate target rate; 0 means unthrottled.
 pub const MAX_RATE_MSG_S: u64 = 50_000_000;
 /// Longest measured window and warmup accepted on the command line.
