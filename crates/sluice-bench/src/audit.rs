@@ -5,6 +5,8 @@
 //! Reordering is judged per partition and producer: a number lower than the last one seen
 //! from that producer on that partition.
 
+use std::collections::HashMap;
+
 use crate::limits;
 
 /// A growable bitset over sequence numbers.
@@ -77,16 +79,16 @@ pub struct ConsumerAudit {
     pub duplicates: u64,
     pub reordered: u64,
     pub unaudited: u64,
-    /// Last sequence seen per (partition, producer), `u64::MAX` for none.
-    last_seq: Vec<u64>,
+    /// Last sequence seen per (partition, producer). A map, not a table, so memory follows
+    /// the pairs this consumer actually sees (its partitions × producers), never the worst case.
+    last_seq: HashMap<(i32, u32), u64>,
     producers: usize,
 }
 
 impl ConsumerAudit {
-    pub fn new(producers: usize, partitions: usize) -> Self {
+    pub fn new(producers: usize) -> Self {
         ConsumerAudit {
             received: vec![SeqSet::default(); producers],
-            last_seq: vec![u64::MAX; producers * partitions],
             producers,
             ..Default::default()
         }
@@ -110,14 +112,11 @@ impl ConsumerAudit {
             self.duplicates += 1;
             return true;
         }
-        if let Some(last) = self
-            .last_seq
-            .get_mut(partition as usize * self.producers + p)
-        {
-            if *last != u64::MAX && seq < *last {
-                self.reordered += 1;
-            } else {
-                *last = seq;
+        match self.last_seq.get_mut(&(partition, producer)) {
+            Some(last) if seq < *last => self.reordered += 1,
+            Some(last) => *last = seq,
+            None => {
+                self.last_seq.insert((partition, producer), seq);
             }
         }
         false
@@ -180,8 +179,8 @@ mod tests {
             acked[0].insert(s);
             acked[1].insert(s);
         }
-        let mut a = ConsumerAudit::new(2, 2);
-        let mut b = ConsumerAudit::new(2, 2);
+        let mut a = ConsumerAudit::new(2);
+        let mut b = ConsumerAudit::new(2);
         for s in 0..10 {
             if s != 4 {
                 a.note(0, 0, s); // producer 0 loses seq 4

@@ -1146,7 +1146,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut consumer_handles = Vec::new();
     for c in 0..consumers_used {
         let state = Arc::new(Mutex::new(ConsumerState {
-            audit: ConsumerAudit::new(s.producers as usize, s.partitions as usize),
+            audit: ConsumerAudit::new(s.producers as usize),
             ..Default::default()
         }));
         consumer_states.push(state.clone());
