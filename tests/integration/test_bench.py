@@ -181,8 +181,20 @@ def test_sparse_fanout_linger_regression(tmp_path):
     # teranode's linger regression: 32 partitions, one message every 25 ms, so batches never
     # fill and every record waits out linger.ms. Same relational gate shape as teranode's. The
     # preset's full 5 s feed is needed: the final flush sends the last linger's worth at once.
-    proc, doc = run_bench(tmp_path, "--preset", "sparse-fanout")
-    assert proc.returncode == 0, explain(proc)
+    proc, doc = run_bench(tmp_path, "--preset", "sparse-fanout",
+                          "--gate", "p50_e2e_ms@linger-1s>300",
+                          "--gate", "p50_e2e_ms@linger-1s > 3 * p50_e2e_ms@linger-10ms",
+                          "--gate", "p50_e2e_ms@linger-10ms > p50_e2e_ms@linger-1s")
+    # The third cross-run gate is false by construction, so the run exits 3.
+    assert proc.returncode == 3, explain(proc)
+    gates = {g["expr"]: g for g in doc["gates"]}
+    assert gates["p50_e2e_ms@linger-1s>300"]["passed"] is True
+    rel = gates["p50_e2e_ms@linger-1s > 3 * p50_e2e_ms@linger-10ms"]
+    assert rel["passed"] is True and rel["against"] == pytest.approx(
+        3 * [r for r in doc["runs"] if r["label"] == "linger-10ms"][0]["latency"]["e2e"]["p50_ms"])
+    assert gates["p50_e2e_ms@linger-10ms > p50_e2e_ms@linger-1s"]["passed"] is False
+    # Cross-run gates are judged once over the set, not inside each run.
+    assert all(r["gates"] == [] for r in doc["runs"])
     runs = {r["label"]: r for r in doc["runs"]}
     assert set(runs) == {"linger-1s", "linger-10ms"}
     for r in runs.values():

@@ -73,6 +73,8 @@ pub struct RunSet {
     pub interrupted: bool,
     pub rows: Vec<Row>,
     pub ratios: Vec<Ratio>,
+    /// Cross-run gates (`metric@run`), judged once over all runs; per-run gates are in each run.
+    pub gates: Vec<crate::gate::GateResult>,
     pub runs: Vec<Report>,
 }
 
@@ -107,6 +109,7 @@ pub fn build(
     order: Vec<RunKey>,
     runs: Vec<Report>,
     interrupted: bool,
+    gates: Vec<crate::gate::GateResult>,
 ) -> RunSet {
     // Groups in first-seen order of (label, target), each with its runs' metric maps.
     type Metrics = BTreeMap<String, Option<f64>>;
@@ -178,6 +181,7 @@ pub fn build(
         interrupted,
         rows,
         ratios,
+        gates,
         runs,
     }
 }
@@ -276,6 +280,7 @@ impl RunSet {
                 let _ = writeln!(o);
             }
         }
+        o.push_str(&crate::report::gate_lines(&self.gates));
         let _ = writeln!(o, "{}", "━".repeat(78));
         o
     }
@@ -334,6 +339,25 @@ impl RunSet {
                     );
                 }
                 b.push_str("</tr>");
+            }
+            b.push_str("</table>");
+        }
+        if !self.gates.is_empty() {
+            b.push_str("<h2>Cross-run gates</h2><table><tr><th>gate</th><th>value</th><th>against</th><th>result</th></tr>");
+            let v = |x: Option<f64>| {
+                x.map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "none".into())
+            };
+            for g in &self.gates {
+                let _ = write!(
+                    b,
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class={}>{}</td></tr>",
+                    crate::html::esc(&g.gate.expr),
+                    v(g.value),
+                    v(g.against),
+                    if g.passed { "pass" } else { "fail" },
+                    if g.passed { "PASS" } else { "FAIL" }
+                );
             }
             b.push_str("</table>");
         }

@@ -436,9 +436,18 @@ pub fn run(args: BenchArgs) -> ExitCode {
     }
     let interrupted = reports.iter().any(|r| r.window.interrupted)
         || stop.load(std::sync::atomic::Ordering::Relaxed);
+    // Cross-run gates (`metric@run`) are judged once over all runs.
+    let set_gates = {
+        let runs: Vec<gate::RunMetrics<'_>> = reports
+            .iter()
+            .map(|r| (r.label.as_deref(), r.target.spec.as_str(), r.metrics()))
+            .collect();
+        gate::evaluate_set(&args.gates, &runs)
+    };
     let gates_failed = reports
         .iter()
         .flat_map(|r| &r.gates)
+        .chain(&set_gates)
         .filter(|g| !g.passed)
         .count();
     let json_path = args.json.clone().or_else(|| {
@@ -457,6 +466,11 @@ pub fn run(args: BenchArgs) -> ExitCode {
         }
     }
     let (json, html_page) = if single && reports.len() == 1 {
+        let rep = &mut reports[0];
+        if !set_gates.is_empty() {
+            rep.gates.extend(set_gates);
+            print!("{}", report::gate_lines(&rep.gates));
+        }
         let rep = &reports[0];
         (
             serde_json::to_vec_pretty(rep),
@@ -470,6 +484,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             keys,
             reports,
             interrupted,
+            set_gates,
         );
         print!("{}", set.human());
         (

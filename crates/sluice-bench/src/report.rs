@@ -519,6 +519,26 @@ pub fn build(
     }
 }
 
+/// One line per gate result for the human summaries.
+pub fn gate_lines(gates: &[crate::gate::GateResult]) -> String {
+    let mut o = String::new();
+    for g in gates {
+        let _ = writeln!(
+            o,
+            " gate {:<28} {}  (value {}{})",
+            g.gate.expr,
+            if g.passed { "PASS" } else { "FAIL" },
+            g.value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "none".into()),
+            g.against
+                .map(|v| format!(", against {v:.3}"))
+                .unwrap_or_default()
+        );
+    }
+    o
+}
+
 impl Report {
     /// The flat metric map gates are evaluated against (names in `gate::metric_names`).
     pub fn metrics(&self) -> BTreeMap<String, Option<f64>> {
@@ -765,17 +785,7 @@ impl Report {
                 let _ = writeln!(o, "   {n:>6} × {e}");
             }
         }
-        for g in &self.gates {
-            let _ = writeln!(
-                o,
-                " gate {:<28} {}  (value {})",
-                g.gate.expr,
-                if g.passed { "PASS" } else { "FAIL" },
-                g.value
-                    .map(|v| format!("{v:.3}"))
-                    .unwrap_or_else(|| "none".into())
-            );
-        }
+        o.push_str(&gate_lines(&self.gates));
         let _ = writeln!(o, "{rule}");
         o
     }
