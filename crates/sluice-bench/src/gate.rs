@@ -291,7 +291,7 @@ mod tests {
             (Some("linger-10ms"), "embedded", m(20.0)),
             (Some("linger-10ms"), "embedded", m(40.0)),
         ];
-        let r = evaluate_set(&[g.clone()], &runs);
+        let r = evaluate_set(std::slice::from_ref(&g), &runs);
         assert_eq!(r[0].value, Some(1000.0));
         assert_eq!(r[0].against, Some(45.0)); // 3 * mean(10, 20)
         assert!(r[0].passed);
