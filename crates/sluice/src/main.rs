@@ -1,4 +1,5 @@
-//! The `sluice` binary: command-line parsing and wiring only. `sluice serve` runs the broker.
+//! The `sluice` binary: command-line parsing and wiring only. `sluice serve` runs the broker;
+//! `sluice bench` runs the benchmark lab (crate `sluice-bench`) against it or any Kafka broker.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(ServeArgs),
+    /// Benchmark a broker: an embedded Sluice by default, or any Kafka broker (--bootstrap).
+    Bench(sluice_bench::BenchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -173,6 +176,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Bench(args) => sluice_bench::run(args),
     }
 }
 

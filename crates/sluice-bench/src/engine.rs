@@ -1,0 +1,1361 @@
+//! The run engine: creates a fresh topic, starts consumers on explicitly assigned partitions,
+//! drives open-loop producers on an intended-time schedule, samples everything once a second,
+//! then flushes, drains and reconciles the audit.
+//!
+//! Guarantees:
+//! - Latency is never lost to a late sender: each message's intended send time is fixed by the
+//!   schedule (`t0 + k / rate`) before anything can delay it, and both "from send" and "from
+//!   intended" latencies are recorded (the latter is free of coordinated omission).
+//! - Warmup exclusion is by message, not by time window: a message whose intended time falls in
+//!   the warmup carries a warmup flag and never enters the measured totals or the audit, however
+//!   late it is acknowledged or consumed.
+//! - Every wait is bounded (see `limits`), and every queue is bounded: librdkafka's queues by
+//!   config, our per-thread state by the audit cap and fixed-size histograms.
+//! - No consumer group and no offset commit: consumers `assign()` partitions from the start.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::statistics::Statistics;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::Serialize;
+
+use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
+use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
+use crate::hist::LatencyHist;
+use crate::limits;
+use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
+use crate::procstat::{self, ProcReading, ProcSampler};
+use crate::scenario::{Partitioning, Scenario};
+
+/// The run's single monotonic time base; header times are nanoseconds since `epoch`.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    epoch: Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Clock {
+            epoch: Instant::now(),
+        }
+    }
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+    fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+}
+
+/// Distinct client errors with counts, bounded by `limits::MAX_DISTINCT_ERRORS`.
+#[derive(Debug, Default)]
+pub struct ErrorLog {
+    inner: Mutex<(BTreeMap<String, u64>, u64)>,
+}
+
+impl ErrorLog {
+    pub fn note(&self, what: String) {
+        let mut g = self.inner.lock();
+        if let Some(n) = g.0.get_mut(&what) {
+            *n += 1;
+        } else if g.0.len() < limits::MAX_DISTINCT_ERRORS {
+            g.0.insert(what, 1);
+        } else {
+            g.1 += 1;
+        }
+    }
+    pub fn snapshot(&self) -> (BTreeMap<String, u64>, u64) {
+        self.inner.lock().clone()
+    }
+}
+
+/// Producer-side counters and histograms (one interval, or the measured totals).
+#[derive(Debug, Clone, Default)]
+pub struct ProduceSide {
+    pub produced: u64,
+    pub produced_bytes: u64,
+    pub acked: u64,
+    pub acked_bytes: u64,
+    pub ack_errors: u64,
+    pub send_errors: u64,
+    pub queue_full_retries: u64,
+    /// Delivery report time minus the actual send() call.
+    pub ack: LatencyHist,
+    /// Delivery report time minus the intended send time.
+    pub ack_intended: LatencyHist,
+    /// Actual send() call minus intended send time.
+    pub send_delay: LatencyHist,
+}
+
+impl ProduceSide {
+    fn merge(&mut self, o: &ProduceSide) {
+        self.produced += o.produced;
+        self.produced_bytes += o.produced_bytes;
+        self.acked += o.acked;
+        self.acked_bytes += o.acked_bytes;
+        self.ack_errors += o.ack_errors;
+        self.send_errors += o.send_errors;
+        self.queue_full_retries += o.queue_full_retries;
+        self.ack.merge(&o.ack);
+        self.ack_intended.merge(&o.ack_intended);
+        self.send_delay.merge(&o.send_delay);
+    }
+
+    /// Zeroes everything in place; interval histograms are reused, not reallocated each second.
+    fn reset(&mut self) {
+        self.produced = 0;
+        self.produced_bytes = 0;
+        self.acked = 0;
+        self.acked_bytes = 0;
+        self.ack_errors = 0;
+        self.send_errors = 0;
+        self.queue_full_retries = 0;
+        self.ack.reset();
+        self.ack_intended.reset();
+        self.send_delay.reset();
+    }
+}
+
+/// Consumer-side counters and histograms.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumeSide {
+    pub received: u64,
+    pub received_bytes: u64,
+    pub duplicates: u64,
+    /// Consume time minus the actual send() call.
+    pub e2e: LatencyHist,
+    /// Consume time minus the intended send time.
+    pub e2e_intended: LatencyHist,
+}
+
+impl ConsumeSide {
+    fn merge(&mut self, o: &ConsumeSide) {
+        self.received += o.received;
+        self.received_bytes += o.received_bytes;
+        self.duplicates += o.duplicates;
+        self.e2e.merge(&o.e2e);
+        self.e2e_intended.merge(&o.e2e_intended);
+    }
+
+    fn reset(&mut self) {
+        self.received = 0;
+        self.received_bytes = 0;
+        self.duplicates = 0;
+        self.e2e.reset();
+        self.e2e_intended.reset();
+    }
+}
+
+/// State one producer shares with its delivery-report thread and the sampler.
+#[derive(Debug, Default)]
+struct ProducerState {
+    window: ProduceSide,
+    measured: ProduceSide,
+    warmup_produced: u64,
+    warmup_acked: u64,
+    acked_set: SeqSet,
+    /// librdkafka statistics since the sampler last looked.
+    split: SplitAcc,
+    split_last: Cumulative,
+    /// Emits whose whole window lies in the measured window (after warmup, before load end):
+    /// a client's first windows cover its connection setup and belong to the warmup.
+    split_measured: SplitAcc,
+}
+
+#[derive(Debug)]
+struct ProducerCtx {
+    clock: Clock,
+    sched: Schedule,
+    run_tag: u32,
+    topic: String,
+    state: Arc<Mutex<ProducerState>>,
+    errors: Arc<ErrorLog>,
+}
+
+impl ClientContext for ProducerCtx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+        log_to_errors(&self.errors, level, fac, msg);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.errors.note(format!("producer: {error}: {reason}"));
+    }
+    fn stats(&self, statistics: Statistics) {
+        let now = self.clock.now_ns();
+        let window_start = now.saturating_sub(limits::CLIENT_STATS_INTERVAL.as_nanos() as u64);
+        let measured = window_start >= self.sched.warmup_end_ns && now <= self.sched.load_end_ns;
+        let mut s = self.state.lock();
+        let st = &mut *s;
+        let before = st.split_last;
+        st.split
+            .add_emit(&statistics, &self.topic, &mut st.split_last);
+        if measured {
+            let mut last = before;
+            st.split_measured
+                .add_emit(&statistics, &self.topic, &mut last);
+        }
+    }
+}
+
+impl ProducerContext for ProducerCtx {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        let now = self.clock.now_ns();
+        let (msg, err) = match result {
+            Ok(m) => (m, None),
+            Err((e, m)) => (m, Some(e)),
+        };
+        let Some(h) = msg
+            .payload()
+            .and_then(Header::read)
+            .filter(|h| h.run_tag == self.run_tag)
+        else {
+            return;
+        };
+        let bytes = msg.payload_len() as u64;
+        let mut s = self.state.lock();
+        if let Some(e) = err {
+            s.window.ack_errors += 1;
+            if !h.is_warmup() {
+                s.measured.ack_errors += 1;
+            }
+            drop(s);
+            self.errors.note(format!("delivery: {e}"));
+            return;
+        }
+        let ack = now.saturating_sub(h.sent_ns);
+        let ack_intended = now.saturating_sub(h.intended_ns);
+        let w = &mut s.window;
+        w.acked += 1;
+        w.acked_bytes += bytes;
+        w.ack.record_ns(ack);
+        w.ack_intended.record_ns(ack_intended);
+        if h.is_warmup() {
+            s.warmup_acked += 1;
+        } else {
+            let m = &mut s.measured;
+            m.acked += 1;
+            m.acked_bytes += bytes;
+            m.ack.record_ns(ack);
+            m.ack_intended.record_ns(ack_intended);
+            s.acked_set.insert(h.seq);
+        }
+    }
+}
+
+/// State one consumer thread shares with the sampler.
+#[derive(Debug, Default)]
+struct ConsumerState {
+    window: ConsumeSide,
+    measured: ConsumeSide,
+    warmup_received: u64,
+    /// Messages that are not this run's (no bench header, or another run's tag).
+    foreign: u64,
+    audit: ConsumerAudit,
+}
+
+#[derive(Debug)]
+struct ConsumerCtx {
+    errors: Arc<ErrorLog>,
+    who: &'static str,
+}
+
+impl ClientContext for ConsumerCtx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+        log_to_errors(&self.errors, level, fac, msg);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.errors.note(format!("{}: {error}: {reason}", self.who));
+    }
+}
+
+impl ConsumerContext for ConsumerCtx {}
+
+/// librdkafka's own log lines: warnings and worse go to the report's error list, the rest is
+/// dropped (it would otherwise reach the process's tracing subscriber).
+fn log_to_errors(errors: &ErrorLog, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+    if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
+        errors.note(format!("librdkafka {fac}: {msg}"));
+    }
+}
+
+/// One 1-second sample of the time series.
+#[derive(Debug, Clone, Serialize)]
+pub struct IntervalSample {
+    /// Seconds since the load started, at the end of this interval.
+    pub elapsed_s: f64,
+    /// Actual length of this interval.
+    pub interval_s: f64,
+    /// "warmup", "measure" or "drain", by the interval's midpoint.
+    pub phase: &'static str,
+    pub produced_msg_s: f64,
+    pub acked_msg_s: f64,
+    pub received_msg_s: f64,
+    pub produced_mib_s: f64,
+    pub received_mib_s: f64,
+    pub ack_errors: u64,
+    pub send_errors: u64,
+    pub queue_full_retries: u64,
+    pub ack_p50_ms: Option<f64>,
+    pub ack_p99_ms: Option<f64>,
+    pub ack_intended_p99_ms: Option<f64>,
+    pub send_delay_p99_ms: Option<f64>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    pub e2e_intended_p99_ms: Option<f64>,
+    /// Client-view lag: sum over partitions of high watermark - consumed position.
+    pub lag_total: Option<i64>,
+    pub lag_max_partition: Option<i64>,
+    /// Per-partition lag for the first `limits::MAX_PARTITIONS_IN_SERIES` partitions.
+    pub lag_per_partition: Vec<i64>,
+    pub broker_cpu_pct: Option<f64>,
+    pub broker_rss_mib: Option<f64>,
+    pub broker_disk_mib: Option<f64>,
+    pub client_cpu_pct: Option<f64>,
+    /// Producer latency decomposition from librdkafka statistics (null: no emit this interval).
+    pub split: Option<LatencySplit>,
+}
+
+/// Everything a finished (or interrupted) run measured, before it is turned into a report.
+#[derive(Debug)]
+pub struct RunData {
+    pub topic: String,
+    pub run_tag: u32,
+    pub interrupted: bool,
+    /// Measured window: from the end of warmup to when producers stopped.
+    pub measure_s: f64,
+    pub warmup_s: f64,
+    pub drain_s: f64,
+    pub flush_timed_out: bool,
+    pub produced: ProduceSide,
+    pub consumed: ConsumeSide,
+    pub warmup_produced: u64,
+    pub warmup_acked: u64,
+    pub warmup_received: u64,
+    pub foreign: u64,
+    pub audit: AuditResult,
+    pub intervals: Vec<IntervalSample>,
+    pub broker_first: Option<ProcReading>,
+    pub broker_last: Option<ProcReading>,
+    pub broker_peak_rss_bytes: Option<u64>,
+    pub client_cpu_s: Option<f64>,
+    pub errors: BTreeMap<String, u64>,
+    pub errors_overflow: u64,
+    pub consumers_used: u32,
+    pub topic_deleted: Option<bool>,
+    /// Backpressure: pauses and total paused seconds (None when off).
+    pub bp_events: Option<u64>,
+    pub bp_paused_s: Option<f64>,
+    /// Producer latency decomposition over the measure-phase intervals.
+    pub latency_split: Option<LatencySplit>,
+}
+
+/// Options of a run that are not part of the scenario (they do not change what is sent).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub bootstrap: String,
+    pub broker_pid: Option<u32>,
+    pub broker_data_dir: Option<std::path::PathBuf>,
+    pub delete_topic: bool,
+    pub progress: bool,
+}
+
+fn base_config(bootstrap: &str, client_id: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        // Latency benchmark on loopback: no Nagle (the Java client disables it too).
+        .set("socket.nagle.disable", "true")
+        .set_log_level(RDKafkaLogLevel::Warning);
+    c
+}
+
+fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
+    let mut c = base_config(bootstrap, &format!("sluice-bench-producer-{i}"));
+    c.set("acks", s.acks.config_value())
+        .set("compression.codec", s.compression.config_value())
+        .set("linger.ms", s.linger_ms.to_string())
+        .set("batch.size", s.batch_bytes.to_string())
+        .set("enable.idempotence", s.idempotence.to_string())
+        .set(
+            "max.in.flight.requests.per.connection",
+            s.max_in_flight.to_string(),
+        )
+        .set(
+            "queue.buffering.max.messages",
+            limits::PRODUCER_QUEUE_MAX_MESSAGES.to_string(),
+        )
+        .set(
+            "queue.buffering.max.kbytes",
+            limits::PRODUCER_QUEUE_MAX_KBYTES.to_string(),
+        )
+        .set(
+            "statistics.interval.ms",
+            limits::CLIENT_STATS_INTERVAL.as_millis().to_string(),
+        );
+    if s.message_bytes + 512 > 1_000_000 {
+        c.set("message.max.bytes", (s.message_bytes + 4096).to_string());
+    }
+    c
+}
+
+fn consumer_config(bootstrap: &str, client_id: &str) -> ClientConfig {
+    let mut c = base_config(bootstrap, client_id);
+    // assign() only: no group membership, no commits, no offset store.
+    c.set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set(
+            "queued.max.messages.kbytes",
+            limits::CONSUMER_QUEUE_MAX_KBYTES.to_string(),
+        );
+    c
+}
+
+type Probe = BaseConsumer<ConsumerCtx>;
+
+fn make_probe(bootstrap: &str, errors: &Arc<ErrorLog>) -> Result<Probe, String> {
+    consumer_config(bootstrap, "sluice-bench-probe")
+        .create_with_context(ConsumerCtx {
+            errors: errors.clone(),
+            who: "probe",
+        })
+        .map_err(|e| format!("cannot create a client: {e}"))
+}
+
+/// A Metadata round trip; fails clearly when the address is not a working Kafka broker.
+pub fn check_metadata(bootstrap: &str) -> Result<usize, String> {
+    let errors = Arc::new(ErrorLog::default());
+    let probe = make_probe(bootstrap, &errors)?;
+    probe
+        .fetch_metadata(None, limits::METADATA_TIMEOUT)
+        .map(|m| m.brokers().len())
+        .map_err(|e| {
+            format!(
+                "{bootstrap} accepted a connection but did not answer Metadata within {:?}: {e}",
+                limits::METADATA_TIMEOUT
+            )
+        })
+}
+
+fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start a runtime for admin requests: {e}"))
+}
+
+fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), String> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap, "sluice-bench-admin")
+        .create()
+        .map_err(|e| format!("cannot create an admin client: {e}"))?;
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(limits::ADMIN_TIMEOUT))
+        .request_timeout(Some(limits::ADMIN_TIMEOUT));
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let rt = admin_runtime()?;
+    let res = rt.block_on(async {
+        tokio::time::timeout(
+            limits::ADMIN_TIMEOUT * 2,
+            admin.create_topics([&new], &opts),
+        )
+        .await
+    });
+    match res {
+        Err(_) => Err(format!("CreateTopics for {topic} timed out")),
+        Ok(Err(e)) => Err(format!("CreateTopics for {topic} failed: {e}")),
+        Ok(Ok(results)) => {
+            for r in results {
+                if let Err((name, code)) = r {
+                    return Err(format!("CreateTopics for {name} failed: {code}"));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn delete_topic(bootstrap: &str, topic: &str) -> bool {
+    let Ok(admin) =
+        base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
+    else {
+        return false;
+    };
+    let opts = AdminOptions::new().operation_timeout(Some(limits::ADMIN_TIMEOUT));
+    let Ok(rt) = admin_runtime() else {
+        return false;
+    };
+    let res = rt.block_on(async {
+        tokio::time::timeout(limits::ADMIN_TIMEOUT, admin.delete_topics(&[topic], &opts)).await
+    });
+    matches!(res, Ok(Ok(ref v)) if v.iter().all(|r| r.is_ok()))
+}
+
+/// Waits until Metadata shows `partitions` partitions of `topic`, each with a leader.
+fn wait_topic_ready(probe: &Probe, topic: &str, partitions: i32) -> Result<(), String> {
+    let deadline = Instant::now() + limits::TOPIC_READY_TIMEOUT;
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        match probe.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+            Ok(md) => {
+                if let Some(t) = md.topics().iter().find(|t| t.name() == topic) {
+                    let ready = t.error().is_none()
+                        && t.partitions().len() == partitions as usize
+                        && t.partitions()
+                            .iter()
+                            .all(|p| p.leader() >= 0 && p.error().is_none());
+                    if ready {
+                        return Ok(());
+                    }
+                    last = format!(
+                        "{} of {partitions} partitions visible",
+                        t.partitions().len()
+                    );
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!(
+        "topic {topic} not ready within {:?} ({last})",
+        limits::TOPIC_READY_TIMEOUT
+    ))
+}
+
+/// Schedule boundaries shared by all threads, in clock nanoseconds.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    load_start_ns: u64,
+    warmup_end_ns: u64,
+    load_end_ns: u64,
+}
+
+impl Schedule {
+    fn phase_at(&self, ns: u64) -> &'static str {
+        if ns < self.warmup_end_ns {
+            "warmup"
+        } else if ns < self.load_end_ns {
+            "measure"
+        } else {
+            "drain"
+        }
+    }
+}
+
+struct ProducerJob {
+    index: u32,
+    scenario: Scenario,
+    bootstrap: String,
+    topic: String,
+    pool: Arc<PayloadPool>,
+    clock: Clock,
+    sched: Schedule,
+    run_tag: u32,
+    state: Arc<Mutex<ProducerState>>,
+    errors: Arc<ErrorLog>,
+    stop: Arc<AtomicBool>,
+    stopped_ns: Arc<AtomicU64>,
+    bp: Option<Arc<BpState>>,
+}
+
+/// Shared state of the backpressure controller.
+#[derive(Debug, Default)]
+pub struct BpState {
+    paused: AtomicBool,
+    events: AtomicU64,
+    paused_ns: AtomicU64,
+}
+
+/// Returns whether the final flush timed out.
+fn producer_thread(job: ProducerJob) -> bool {
+    let ctx = ProducerCtx {
+        clock: job.clock,
+        sched: job.sched,
+        run_tag: job.run_tag,
+        topic: job.topic.clone(),
+        state: job.state.clone(),
+        errors: job.errors.clone(),
+    };
+    let producer: ThreadedProducer<ProducerCtx> =
+        match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
+            Ok(p) => p,
+            Err(e) => {
+                job.errors
+                    .note(format!("cannot create producer {}: {e}", job.index));
+                return false;
+            }
+        };
+    let s = &job.scenario;
+    let throttled = s.rate_msg_s > 0;
+    // Producer i's slots interleave with the others': the aggregate schedule is evenly spaced
+    // at the current target rate (bursts change the rate, never the spacing rule). `next` is
+    // the next intended send time in clock nanoseconds, kept as f64 so no rounding accumulates.
+    let first_rate = s.rate_at(Duration::ZERO).max(1) as f64;
+    let mut next = job.sched.load_start_ns as f64 + 1e9 * job.index as f64 / first_rate;
+    let partitions = s.partitions.max(1) as u64;
+    let mut buf = Vec::with_capacity(s.message_bytes);
+    let mut seq: u64 = 0;
+    'load: loop {
+        if job.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if let Some(bp) = job
+            .bp
+            .as_ref()
+            .filter(|bp| bp.paused.load(Ordering::Relaxed))
+        {
+            let pause_start = job.clock.now_ns();
+            while bp.paused.load(Ordering::Relaxed) {
+                if job.stop.load(Ordering::Relaxed) || job.clock.now_ns() >= job.sched.load_end_ns {
+                    break 'load;
+                }
+                std::thread::sleep(s.bp_poll_ms / 2);
+            }
+            // A pause is a deliberate slowdown: the schedule resumes where it stood, shifted
+            // by the pause, instead of sending the skipped slots in a burst.
+            next += job.clock.now_ns().saturating_sub(pause_start) as f64;
+        }
+        let intended = if throttled {
+            next as u64
+        } else {
+            job.clock.now_ns()
+        };
+        if intended >= job.sched.load_end_ns {
+            break;
+        }
+        if throttled {
+            let at = job.clock.instant_at(intended);
+            loop {
+                let now = Instant::now();
+                if now >= at {
+                    break;
+                }
+                if job.stop.load(Ordering::Relaxed) {
+                    break 'load;
+                }
+                if job
+                    .bp
+                    .as_ref()
+                    .is_some_and(|bp| bp.paused.load(Ordering::Relaxed))
+                {
+                    continue 'load;
+                }
+                std::thread::sleep((at - now).min(limits::PRODUCER_MAX_SLEEP));
+            }
+            let rate = s
+                .rate_at(Duration::from_nanos(
+                    intended.saturating_sub(job.sched.load_start_ns),
+                ))
+                .max(1);
+            next += 1e9 * s.producers as f64 / rate as f64;
+        }
+        let warmup = intended < job.sched.warmup_end_ns;
+        let header = Header {
+            run_tag: job.run_tag,
+            producer: job.index,
+            flags: if warmup { FLAG_WARMUP } else { 0 },
+            seq,
+            intended_ns: intended,
+            sent_ns: 0,
+        };
+        job.pool.fill(&mut buf, &header);
+        loop {
+            let now = job.clock.now_ns();
+            Header::set_sent_ns(&mut buf, now);
+            let mut record = BaseRecord::<(), [u8]>::to(&job.topic).payload(&buf[..]);
+            if s.partitioning == Partitioning::RoundRobin {
+                record = record.partition(((job.index as u64 + seq) % partitions) as i32);
+            }
+            match producer.send(record) {
+                Ok(()) => {
+                    let delay = now.saturating_sub(intended);
+                    let bytes = buf.len() as u64;
+                    let mut st = job.state.lock();
+                    st.window.produced += 1;
+                    st.window.produced_bytes += bytes;
+                    st.window.send_delay.record_ns(delay);
+                    if warmup {
+                        st.warmup_produced += 1;
+                    } else {
+                        st.measured.produced += 1;
+                        st.measured.produced_bytes += bytes;
+                        st.measured.send_delay.record_ns(delay);
+                    }
+                    seq += 1;
+                    break;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    {
+                        let mut st = job.state.lock();
+                        st.window.queue_full_retries += 1;
+                        if !warmup {
+                            st.measured.queue_full_retries += 1;
+                        }
+                    }
+                    if job.stop.load(Ordering::Relaxed) {
+                        break 'load;
+                    }
+                    std::thread::sleep(limits::QUEUE_FULL_BACKOFF);
+                }
+                Err((e, _)) => {
+                    let mut st = job.state.lock();
+                    st.window.send_errors += 1;
+                    if !warmup {
+                        st.measured.send_errors += 1;
+                    }
+                    drop(st);
+                    job.errors.note(format!("send: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+    job.stopped_ns
+        .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
+    let flush_timeout = if job.stop.load(Ordering::Relaxed) {
+        limits::INTERRUPTED_FLUSH_TIMEOUT
+    } else {
+        limits::FLUSH_TIMEOUT
+    };
+    producer.flush(flush_timeout).is_err()
+}
+
+struct ConsumerJob {
+    bootstrap: String,
+    topic: String,
+    partitions: Vec<i32>,
+    clock: Clock,
+    run_tag: u32,
+    state: Arc<Mutex<ConsumerState>>,
+    positions: Arc<Vec<AtomicI64>>,
+    unique_measured: Arc<AtomicU64>,
+    errors: Arc<ErrorLog>,
+    stop: Arc<AtomicBool>,
+    index: u32,
+    scenario: Scenario,
+    load_start_ns: u64,
+}
+
+fn consumer_thread(job: ConsumerJob) {
+    let ctx = ConsumerCtx {
+        errors: job.errors.clone(),
+        who: "consumer",
+    };
+    let consumer: BaseConsumer<ConsumerCtx> = match consumer_config(
+        &job.bootstrap,
+        &format!("sluice-bench-consumer-{}", job.index),
+    )
+    // librdkafka refuses assign() without a group.id; it is never joined nor committed to.
+    .set("group.id", format!("sluice-bench-{:08x}", job.run_tag))
+    .create_with_context(ctx)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            job.errors
+                .note(format!("cannot create consumer {}: {e}", job.index));
+            return;
+        }
+    };
+    let mut tpl = TopicPartitionList::new();
+    for &p in &job.partitions {
+        if let Err(e) = tpl.add_partition_offset(&job.topic, p, Offset::Beginning) {
+            job.errors.note(format!("assign: {e}"));
+        }
+    }
+    if let Err(e) = consumer.assign(&tpl) {
+        job.errors
+            .note(format!("consumer {} assign failed: {e}", job.index));
+        return;
+    }
+    let mut rng =
+        crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
+    while !job.stop.load(Ordering::Relaxed) {
+        let msg = match consumer.poll(limits::CONSUMER_POLL) {
+            None => continue,
+            Some(Err(e)) => {
+                job.errors.note(format!("consume: {e}"));
+                continue;
+            }
+            Some(Ok(m)) => m,
+        };
+        let now = job.clock.now_ns();
+        let partition = msg.partition();
+        if let Some(pos) = usize::try_from(partition)
+            .ok()
+            .and_then(|p| job.positions.get(p))
+        {
+            pos.fetch_max(msg.offset() + 1, Ordering::Relaxed);
+        }
+        let bytes = msg.payload_len() as u64;
+        let header = msg
+            .payload()
+            .and_then(Header::read)
+            .filter(|h| h.run_tag == job.run_tag);
+        let mut s = job.state.lock();
+        let Some(h) = header else {
+            s.foreign += 1;
+            continue;
+        };
+        let e2e = now.saturating_sub(h.sent_ns);
+        let e2e_intended = now.saturating_sub(h.intended_ns);
+        s.window.received += 1;
+        s.window.received_bytes += bytes;
+        if h.is_warmup() {
+            s.warmup_received += 1;
+            s.window.e2e.record_ns(e2e);
+            s.window.e2e_intended.record_ns(e2e_intended);
+            drop(s);
+            consumer_work(&job, now, &mut rng);
+            continue;
+        }
+        if s.audit.note(partition, h.producer, h.seq) {
+            s.window.duplicates += 1;
+            s.measured.duplicates += 1;
+            continue;
+        }
+        job.unique_measured.fetch_add(1, Ordering::Relaxed);
+        s.window.e2e.record_ns(e2e);
+        s.window.e2e_intended.record_ns(e2e_intended);
+        let m = &mut s.measured;
+        m.received += 1;
+        m.received_bytes += bytes;
+        m.e2e.record_ns(e2e);
+        m.e2e_intended.record_ns(e2e_intended);
+        drop(s);
+        consumer_work(&job, now, &mut rng);
+    }
+}
+
+/// The processing model: a consumer thread handles one message at a time, then "works" for the
+/// configured delay plus jitter (after its lock is released, so the sampler never waits on it).
+fn consumer_work(job: &ConsumerJob, now_ns: u64, rng: &mut crate::payload::SplitMix64) {
+    let since_start = Duration::from_nanos(now_ns.saturating_sub(job.load_start_ns));
+    let mut work = job.scenario.consumer_delay_at(since_start);
+    let jitter_ns = job.scenario.consumer_jitter_us.as_nanos() as u64;
+    if jitter_ns > 0 {
+        work += Duration::from_nanos(rng.below(jitter_ns));
+    }
+    if !work.is_zero() {
+        std::thread::sleep(work);
+    }
+}
+
+/// Client-view lag per partition (high watermark minus the consumed position): the total, the
+/// largest, and every partition's; None when any watermark query fails.
+fn client_lag(
+    probe: &Probe,
+    topic: &str,
+    partitions: i32,
+    positions: &[AtomicI64],
+) -> Option<(i64, i64, Vec<i64>)> {
+    let mut total = 0i64;
+    let mut max = 0i64;
+    let mut per = Vec::with_capacity(partitions.max(0) as usize);
+    for p in 0..partitions {
+        let (_low, high) = probe
+            .fetch_watermarks(topic, p, limits::LAG_QUERY_TIMEOUT)
+            .ok()?;
+        let pos = positions
+            .get(p as usize)
+            .map(|a| a.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        let lag = (high - pos).max(0);
+        total += lag;
+        max = max.max(lag);
+        per.push(lag);
+    }
+    Some((total, max, per))
+}
+
+struct BpJob {
+    probe: Probe,
+    topic: String,
+    partitions: i32,
+    positions: Arc<Vec<AtomicI64>>,
+    state: Arc<BpState>,
+    max_lag: u64,
+    resume_lag: u64,
+    poll: Duration,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+}
+
+/// The backpressure controller: SSP's credit rule with hysteresis. A tick whose lag cannot be
+/// read changes nothing.
+fn backpressure_thread(job: BpJob) {
+    let mut pause_start = 0u64;
+    while !job.stop.load(Ordering::Relaxed) {
+        if let Some((lag, _, _)) =
+            client_lag(&job.probe, &job.topic, job.partitions, &job.positions)
+        {
+            let lag = lag.max(0) as u64;
+            let paused = job.state.paused.load(Ordering::Relaxed);
+            if !paused && lag > job.max_lag {
+                pause_start = job.clock.now_ns();
+                job.state.events.fetch_add(1, Ordering::Relaxed);
+                job.state.paused.store(true, Ordering::Relaxed);
+            } else if paused && lag < job.resume_lag {
+                job.state.paused.store(false, Ordering::Relaxed);
+                job.state.paused_ns.fetch_add(
+                    job.clock.now_ns().saturating_sub(pause_start),
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        std::thread::sleep(job.poll);
+    }
+    if job.state.paused.swap(false, Ordering::Relaxed) {
+        job.state.paused_ns.fetch_add(
+            job.clock.now_ns().saturating_sub(pause_start),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// What the sampler thread hands back.
+#[derive(Debug, Default)]
+struct SamplerOut {
+    intervals: Vec<IntervalSample>,
+    broker_first: Option<ProcReading>,
+    broker_last: Option<ProcReading>,
+    broker_peak_rss: Option<u64>,
+}
+
+struct SamplerJob {
+    clock: Clock,
+    sched: Schedule,
+    topic: String,
+    partitions: i32,
+    probe: Probe,
+    producers: Vec<Arc<Mutex<ProducerState>>>,
+    consumers: Vec<Arc<Mutex<ConsumerState>>>,
+    positions: Arc<Vec<AtomicI64>>,
+    broker: Option<ProcSampler>,
+    stop: Arc<AtomicBool>,
+    progress: bool,
+    measure_s: f64,
+}
+
+fn sampler_thread(job: SamplerJob) -> SamplerOut {
+    let mut out = SamplerOut::default();
+    let mut broker_prev = job.broker.as_ref().map(|b| b.sample());
+    out.broker_first = broker_prev;
+    let mut client_prev = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
+    let mut prev_ns = job.sched.load_start_ns;
+    let mut tick: u64 = 0;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut acc_p = ProduceSide::default();
+    let mut acc_c = ConsumeSide::default();
+    let mut acc_split = SplitAcc::default();
+    loop {
+        tick += 1;
+        let due =
+            job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
+        let mut last = false;
+        loop {
+            if job.stop.load(Ordering::Relaxed) {
+                last = true;
+                break;
+            }
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep((due - now).min(Duration::from_millis(50)));
+        }
+        for p in &job.producers {
+            let mut s = p.lock();
+            acc_p.merge(&s.window);
+            s.window.reset();
+            acc_split.merge(&s.split);
+            s.split = SplitAcc::default();
+        }
+        for c in &job.consumers {
+            let mut s = c.lock();
+            acc_c.merge(&s.window);
+            s.window.reset();
+        }
+        let now_ns = job.clock.now_ns();
+        let dt = (now_ns.saturating_sub(prev_ns) as f64 / 1e9).max(1e-9);
+        let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
+        prev_ns = now_ns;
+
+        // Client-view lag: high watermark minus the consumed position, per partition.
+        let (lag_total, lag_max, per_partition) =
+            match client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
+                Some((t, m, mut per)) => {
+                    per.truncate(limits::MAX_PARTITIONS_IN_SERIES);
+                    (Some(t), m, per)
+                }
+                None => (None, 0, Vec::new()),
+            };
+
+        let broker_now = job.broker.as_ref().map(|b| b.sample());
+        let broker_cpu_pct = match (
+            broker_prev.and_then(|r| r.cpu_s),
+            broker_now.and_then(|r| r.cpu_s),
+        ) {
+            (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
+            _ => None,
+        };
+        if let Some(r) = broker_now {
+            if r.cpu_s.is_some() {
+                out.broker_last = Some(r);
+                broker_prev = Some(r);
+            }
+            let peak = r.peak_rss_bytes.or(r.rss_bytes);
+            out.broker_peak_rss = out.broker_peak_rss.max(peak);
+        }
+        let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
+        let client_cpu_pct = match (client_prev, client_now) {
+            (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
+            _ => None,
+        };
+        client_prev = client_now;
+
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let sample = IntervalSample {
+            elapsed_s: now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
+            interval_s: dt,
+            phase: job.sched.phase_at(mid),
+            produced_msg_s: acc_p.produced as f64 / dt,
+            acked_msg_s: acc_p.acked as f64 / dt,
+            received_msg_s: acc_c.received as f64 / dt,
+            produced_mib_s: mib(acc_p.produced_bytes) / dt,
+            received_mib_s: mib(acc_c.received_bytes) / dt,
+            ack_errors: acc_p.ack_errors,
+            send_errors: acc_p.send_errors,
+            queue_full_retries: acc_p.queue_full_retries,
+            ack_p50_ms: acc_p.ack.percentile_ms(50.0),
+            ack_p99_ms: acc_p.ack.percentile_ms(99.0),
+            ack_intended_p99_ms: acc_p.ack_intended.percentile_ms(99.0),
+            send_delay_p99_ms: acc_p.send_delay.percentile_ms(99.0),
+            e2e_p50_ms: acc_c.e2e.percentile_ms(50.0),
+            e2e_p99_ms: acc_c.e2e.percentile_ms(99.0),
+            e2e_intended_p99_ms: acc_c.e2e_intended.percentile_ms(99.0),
+            lag_total,
+            lag_max_partition: lag_total.map(|_| lag_max),
+            lag_per_partition: per_partition,
+            broker_cpu_pct,
+            broker_rss_mib: broker_now.and_then(|r| r.rss_bytes).map(mib),
+            broker_disk_mib: broker_now.and_then(|r| r.disk_bytes).map(mib),
+            client_cpu_pct,
+            split: acc_split.summary(),
+        };
+        acc_split = SplitAcc::default();
+        if job.progress {
+            print_progress(&sample, job.measure_s, tick, tty);
+        }
+        out.intervals.push(sample);
+        acc_p.reset();
+        acc_c.reset();
+        if last {
+            if job.progress && tty {
+                eprintln!();
+            }
+            return out;
+        }
+    }
+}
+
+// `%` rather than `is_multiple_of`, which is newer than the workspace's MSRV.
+#[allow(clippy::manual_is_multiple_of)]
+fn print_progress(s: &IntervalSample, measure_s: f64, tick: u64, tty: bool) {
+    let ms = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into());
+    let line = format!(
+        "[{:>7} {:>6.1}s] produced {:>8.0}/s  received {:>8.0}/s  ack p99 {:>7} ms  e2e p99 {:>7} ms  lag {:>7}  of {:.0}s",
+        s.phase,
+        s.elapsed_s,
+        s.produced_msg_s,
+        s.received_msg_s,
+        ms(s.ack_p99_ms),
+        ms(s.e2e_p99_ms),
+        s.lag_total.map(|l| l.to_string()).unwrap_or_else(|| "?".into()),
+        measure_s,
+    );
+    if tty {
+        eprint!("\r\x1b[2K{line}");
+    } else if tick % limits::PROGRESS_EVERY_N_SAMPLES_NON_TTY == 0 {
+        eprintln!("{line}");
+    }
+}
+
+fn spawn<T: Send + 'static>(
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, String> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| format!("cannot start thread {name}: {e}"))
+}
+
+/// A run tag that differs between runs (and between concurrent runs), so messages of an earlier
+/// run on a reused topic are recognised as foreign.
+pub fn new_run_tag() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut r = crate::payload::SplitMix64::new(t ^ ((std::process::id() as u64) << 32));
+    (r.next_u64() >> 32) as u32
+}
+
+/// Runs one scenario against one broker. `stop` is set by Ctrl-C: producing ends early, the
+/// drain is shortened and the data measured so far is returned.
+pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<RunData, String> {
+    let errors = Arc::new(ErrorLog::default());
+    let run_tag = new_run_tag();
+    let topic = format!("sluice-bench-{}-{run_tag:08x}", s.preset);
+    create_topic(&opts.bootstrap, &topic, s.partitions)?;
+    let probe = make_probe(&opts.bootstrap, &errors)?;
+    wait_topic_ready(&probe, &topic, s.partitions)?;
+
+    let clock = Clock::new();
+    let pool = Arc::new(PayloadPool::new(s.payload, s.message_bytes, s.seed));
+    let positions: Arc<Vec<AtomicI64>> =
+        Arc::new((0..s.partitions).map(|_| AtomicI64::new(0)).collect());
+    let unique_measured = Arc::new(AtomicU64::new(0));
+    let consumer_stop = Arc::new(AtomicBool::new(false));
+    let sampler_stop = Arc::new(AtomicBool::new(false));
+
+    // The schedule starts now; consumers start first (their first messages fall in warmup).
+    let load_start_ns = clock.now_ns();
+    let sched = Schedule {
+        load_start_ns,
+        warmup_end_ns: load_start_ns + s.warmup_s.as_nanos() as u64,
+        load_end_ns: load_start_ns + (s.warmup_s + s.duration_s).as_nanos() as u64,
+    };
+
+    // Consumers, each with a fixed share of the partitions (round-robin).
+    let consumers_used = s.consumers.min(s.partitions.max(1) as u32).max(1);
+    let mut consumer_states = Vec::new();
+    let mut consumer_handles = Vec::new();
+    for c in 0..consumers_used {
+        let state = Arc::new(Mutex::new(ConsumerState {
+            audit: ConsumerAudit::new(s.producers as usize),
+            ..Default::default()
+        }));
+        consumer_states.push(state.clone());
+        let job = ConsumerJob {
+            bootstrap: opts.bootstrap.clone(),
+            topic: topic.clone(),
+            partitions: (0..s.partitions)
+                .filter(|p| *p as u32 % consumers_used == c)
+                .collect(),
+            clock,
+            run_tag,
+            state,
+            positions: positions.clone(),
+            unique_measured: unique_measured.clone(),
+            errors: errors.clone(),
+            stop: consumer_stop.clone(),
+            index: c,
+            scenario: s.clone(),
+            load_start_ns,
+        };
+        consumer_handles.push(spawn(format!("bench-consumer-{c}"), move || {
+            consumer_thread(job)
+        })?);
+    }
+
+    let producer_states: Vec<Arc<Mutex<ProducerState>>> = (0..s.producers)
+        .map(|_| Arc::new(Mutex::new(ProducerState::default())))
+        .collect();
+    let broker = opts
+        .broker_pid
+        .map(|pid| ProcSampler::new(pid, opts.broker_data_dir.clone()));
+    let sampler = {
+        let job = SamplerJob {
+            clock,
+            sched,
+            topic: topic.clone(),
+            partitions: s.partitions,
+            probe,
+            producers: producer_states.clone(),
+            consumers: consumer_states.clone(),
+            positions: positions.clone(),
+            broker,
+            stop: sampler_stop.clone(),
+            progress: opts.progress,
+            measure_s: s.duration_s.as_secs_f64(),
+        };
+        spawn("bench-sampler".into(), move || sampler_thread(job))?
+    };
+    let bp_stop = Arc::new(AtomicBool::new(false));
+    let (bp, bp_handle) = if s.bp_max_lag > 0 {
+        let state = Arc::new(BpState::default());
+        let job = BpJob {
+            probe: make_probe(&opts.bootstrap, &errors)?,
+            topic: topic.clone(),
+            partitions: s.partitions,
+            positions: positions.clone(),
+            state: state.clone(),
+            max_lag: s.bp_max_lag,
+            resume_lag: s.bp_resume(),
+            poll: s.bp_poll_ms.max(Duration::from_millis(1)),
+            clock,
+            stop: bp_stop.clone(),
+        };
+        (
+            Some(state),
+            Some(spawn("bench-backpressure".into(), move || {
+                backpressure_thread(job)
+            })?),
+        )
+    } else {
+        (None, None)
+    };
+    let stopped_ns = Arc::new(AtomicU64::new(0));
+    let mut producer_handles = Vec::new();
+    for i in 0..s.producers {
+        let job = ProducerJob {
+            index: i,
+            scenario: s.clone(),
+            bootstrap: opts.bootstrap.clone(),
+            topic: topic.clone(),
+            pool: pool.clone(),
+            clock,
+            sched,
+            run_tag,
+            state: producer_states[i as usize].clone(),
+            errors: errors.clone(),
+            stop: stop.clone(),
+            stopped_ns: stopped_ns.clone(),
+            bp: bp.clone(),
+        };
+        producer_handles.push(spawn(format!("bench-producer-{i}"), move || {
+            producer_thread(job)
+        })?);
+    }
+    let mut flush_timed_out = false;
+    for h in producer_handles {
+        flush_timed_out |= h.join().unwrap_or(true);
+    }
+    bp_stop.store(true, Ordering::Relaxed);
+    if let Some(h) = bp_handle {
+        let _ = h.join();
+    }
+    let interrupted = stop.load(Ordering::Relaxed);
+    let load_stopped_ns = stopped_ns.load(Ordering::Relaxed).max(sched.warmup_end_ns);
+
+    // Drain: until every measured message arrived, nothing arrived for DRAIN_IDLE, or DRAIN_MAX.
+    let produced_measured: u64 = producer_states
+        .iter()
+        .map(|p| p.lock().measured.produced)
+        .sum();
+    let drain_start = Instant::now();
+    let drain_max = if interrupted {
+        limits::INTERRUPTED_DRAIN_MAX
+    } else {
+        limits::DRAIN_MAX
+    };
+    let mut last_seen = unique_measured.load(Ordering::Relaxed);
+    let mut last_change = Instant::now();
+    loop {
+        let seen = unique_measured.load(Ordering::Relaxed);
+        if seen >= produced_measured {
+            break;
+        }
+        if seen != last_seen {
+            last_seen = seen;
+            last_change = Instant::now();
+        }
+        let idle_limit = if stop.load(Ordering::Relaxed) {
+            limits::INTERRUPTED_DRAIN_MAX
+        } else {
+            limits::DRAIN_IDLE
+        };
+        if last_change.elapsed() >= idle_limit || drain_start.elapsed() >= drain_max {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let drain_s = drain_start.elapsed().as_secs_f64();
+    consumer_stop.store(true, Ordering::Relaxed);
+    for h in consumer_handles {
+        let _ = h.join();
+    }
+    sampler_stop.store(true, Ordering::Relaxed);
+    let sampled = sampler.join().unwrap_or_default();
+    let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
+
+    let topic_deleted = if opts.delete_topic {
+        Some(delete_topic(&opts.bootstrap, &topic))
+    } else {
+        None
+    };
+
+    // Reconcile.
+    let mut produced = ProduceSide::default();
+    let mut warmup_produced = 0;
+    let mut warmup_acked = 0;
+    let mut produced_counts = Vec::new();
+    let mut acked_sets = Vec::new();
+    let mut split_measured = SplitAcc::default();
+    for p in &producer_states {
+        let st = p.lock();
+        split_measured.merge(&st.split_measured);
+        produced.merge(&st.measured);
+        warmup_produced += st.warmup_produced;
+        warmup_acked += st.warmup_acked;
+        produced_counts.push(st.measured.produced);
+        acked_sets.push(st.acked_set.clone());
+    }
+    let mut consumed = ConsumeSide::default();
+    let mut warmup_received = 0;
+    let mut foreign = 0;
+    let mut audits = Vec::new();
+    for c in &consumer_states {
+        let st = c.lock();
+        consumed.merge(&st.measured);
+        warmup_received += st.warmup_received;
+        foreign += st.foreign;
+        audits.push(st.audit.clone());
+    }
+    let audit = reconcile(&produced_counts, &acked_sets, &audits);
+    let (errors, errors_overflow) = errors.snapshot();
+    Ok(RunData {
+        topic,
+        run_tag,
+        interrupted,
+        measure_s: load_stopped_ns.saturating_sub(sched.warmup_end_ns) as f64 / 1e9,
+        warmup_s: s.warmup_s.as_secs_f64(),
+        drain_s,
+        flush_timed_out,
+        produced,
+        consumed,
+        warmup_produced,
+        warmup_acked,
+        warmup_received,
+        foreign,
+        audit,
+        intervals: sampled.intervals,
+        broker_first: sampled.broker_first,
+        broker_last: sampled.broker_last,
+        broker_peak_rss_bytes: sampled.broker_peak_rss,
+        client_cpu_s,
+        errors,
+        errors_overflow,
+        consumers_used,
+        topic_deleted,
+        bp_events: bp.as_ref().map(|b| b.events.load(Ordering::Relaxed)),
+        bp_paused_s: bp
+            .as_ref()
+            .map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
+        latency_split: split_measured.summary(),
+    })
+}

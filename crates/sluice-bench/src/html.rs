@@ -1,0 +1,631 @@
+//! The self-contained HTML report (`--html FILE`): one file, inline CSS and SVG, no script and
+//! no network, so it opens anywhere and can be attached to an issue. Charts are drawn here
+//! from the same `Report` the JSON is made of: time series (throughput, latency, lag, broker
+//! resources, with the warmup shaded) and a latency quantile plot on a log percentile axis.
+
+use std::fmt::Write as _;
+
+use crate::hist::LatencySummary;
+use crate::report::Report;
+
+const W: f64 = 720.0;
+const H: f64 = 250.0;
+const PAD_L: f64 = 64.0;
+const PAD_R: f64 = 16.0;
+const PAD_T: f64 = 44.0;
+const PAD_B: f64 = 36.0;
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One line of a chart: a name and (x, y) points; None breaks the line.
+struct Series {
+    name: String,
+    points: Vec<(f64, Option<f64>)>,
+}
+
+struct Chart<'a> {
+    title: &'a str,
+    x_label: &'a str,
+    y_label: &'a str,
+    log_y: bool,
+    /// Custom x tick labels (value, text); default: evenly spaced numbers.
+    x_ticks: Option<Vec<(f64, String)>>,
+    /// A shaded x range (the warmup).
+    shade: Option<(f64, f64)>,
+}
+
+fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    // Also catches NaN bounds.
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / n as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(raw);
+    let mut t = (lo / step).ceil() * step;
+    let mut v = Vec::new();
+    while t <= hi + step * 1e-9 && v.len() < 50 {
+        v.push(t);
+        t += step;
+    }
+    v
+}
+
+fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
+    let pts = series
+        .iter()
+        .flat_map(|s| s.points.iter().filter_map(|&(x, y)| y.map(|y| (x, y))));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in pts {
+        if c.log_y && y <= 0.0 {
+            continue;
+        }
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r#"<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img"><title>{}</title>"#,
+        esc(c.title)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{PAD_L}" y="18" class="t">{}</text>"#,
+        esc(c.title)
+    );
+    if x0 > x1 {
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{}" class="n">no data</text></svg>"#,
+            W / 2.0 - 20.0,
+            H / 2.0
+        );
+        return o;
+    }
+    if let Some((a, b)) = c.shade {
+        x0 = x0.min(a);
+        x1 = x1.max(b.min(x1));
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let (ly0, ly1) = if c.log_y {
+        let lo = y0.max(1e-3).log10().floor();
+        let hi = y1.max(1e-3).log10().ceil().max(lo + 1.0);
+        (lo, hi)
+    } else {
+        let hi = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+        (0.0f64.min(y0), hi)
+    };
+    let px = |x: f64| PAD_L + (x - x0) / (x1 - x0) * (W - PAD_L - PAD_R);
+    let py = |y: f64| {
+        let v = if c.log_y { y.max(1e-3).log10() } else { y };
+        H - PAD_B - (v - ly0) / (ly1 - ly0) * (H - PAD_T - PAD_B)
+    };
+    if let Some((a, b)) = c.shade {
+        let (sa, sb) = (px(a.max(x0)), px(b.min(x1)));
+        if sb > sa {
+            let _ = write!(
+                o,
+                r##"<rect x="{sa:.1}" y="{PAD_T}" width="{:.1}" height="{}" fill="#eee"/><text x="{:.1}" y="{}" class="n">warmup</text>"##,
+                sb - sa,
+                H - PAD_T - PAD_B,
+                sa + 3.0,
+                PAD_T + 12.0
+            );
+        }
+    }
+    // Axes and grid.
+    let y_ticks: Vec<f64> = if c.log_y {
+        (ly0 as i32..=ly1 as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        nice_ticks(ly0, ly1, 5)
+    };
+    for t in y_ticks {
+        let y = py(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{PAD_L}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" class="a" text-anchor="end">{}</text>"##,
+            W - PAD_R,
+            PAD_L - 4.0,
+            y + 4.0,
+            fmt_num(t)
+        );
+    }
+    let xt = c.x_ticks.clone().unwrap_or_else(|| {
+        nice_ticks(x0, x1, 8)
+            .into_iter()
+            .map(|v| (v, fmt_num(v)))
+            .collect()
+    });
+    for (v, label) in xt {
+        if v < x0 - 1e-9 || v > x1 + 1e-9 {
+            continue;
+        }
+        let x = px(v);
+        let _ = write!(
+            o,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{}" stroke="#999"/><text x="{x:.1}" y="{}" class="a" text-anchor="middle">{}</text>"##,
+            H - PAD_B,
+            H - PAD_B + 4.0,
+            H - PAD_B + 16.0,
+            esc(&label)
+        );
+    }
+    let _ = write!(
+        o,
+        r##"<line x1="{PAD_L}" x2="{}" y1="{}" y2="{}" stroke="#333"/>"##,
+        W - PAD_R,
+        H - PAD_B,
+        H - PAD_B
+    );
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="{}" class="a" text-anchor="middle">{}</text>"#,
+        (PAD_L + W - PAD_R) / 2.0,
+        H - 4.0,
+        esc(c.x_label)
+    );
+    let _ = write!(
+        o,
+        r#"<text x="12" y="{}" class="a" transform="rotate(-90 12 {})" text-anchor="middle">{}</text>"#,
+        H / 2.0,
+        H / 2.0,
+        esc(c.y_label)
+    );
+    // Lines and legend.
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut d = String::new();
+        let mut pen_down = false;
+        for &(x, y) in &s.points {
+            match y.filter(|v| !c.log_y || *v > 0.0) {
+                Some(y) => {
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1} ",
+                        if pen_down { "L" } else { "M" },
+                        px(x),
+                        py(y)
+                    );
+                    pen_down = true;
+                }
+                None => pen_down = false,
+            }
+        }
+        if !d.is_empty() {
+            let _ = write!(
+                o,
+                r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"/>"#
+            );
+        }
+        let lx = PAD_L + 8.0 + i as f64 * 130.0;
+        let _ = write!(
+            o,
+            r#"<rect x="{lx}" y="29" width="10" height="3" fill="{color}"/><text x="{}" y="34" class="a">{}</text>"#,
+            lx + 14.0,
+            esc(&s.name)
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+fn series(
+    r: &Report,
+    name: &str,
+    f: impl Fn(&crate::engine::IntervalSample) -> Option<f64>,
+) -> Series {
+    Series {
+        name: name.to_string(),
+        points: r.intervals.iter().map(|i| (i.elapsed_s, f(i))).collect(),
+    }
+}
+
+/// x = log10(100 / (100 - p)) so 90, 99, 99.9 … are evenly spaced.
+fn quantile_series(name: &str, l: &LatencySummary) -> Series {
+    let points = l
+        .quantiles_ms
+        .iter()
+        .filter_map(|(k, v)| {
+            k.parse::<f64>()
+                .ok()
+                .filter(|p| *p < 100.0)
+                .map(|p| ((100.0 / (100.0 - p)).log10(), Some(*v)))
+        })
+        .collect::<Vec<_>>();
+    let mut points = points;
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Series {
+        name: name.to_string(),
+        points,
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into())
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
+th:first-child,td:first-child{text-align:left}.t{font:600 13px sans-serif}.a{font:11px sans-serif;fill:#444}.n{font:12px sans-serif;fill:#888}
+.warn{color:#a40}.fail{color:#c00;font-weight:600}.pass{color:#080;font-weight:600}code{background:#f4f4f4;padding:1px 4px}
+details{margin:12px 0}summary{font-weight:600;cursor:pointer}";
+
+/// Wraps a body into a complete, self-contained document.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>\n",
+        t = esc(title)
+    )
+}
+
+/// The report of one run as a complete page.
+pub fn render(r: &Report) -> String {
+    page(
+        &format!(
+            "sluice bench · {} · {}",
+            r.scenario.preset, r.started_at_utc
+        ),
+        &body(r),
+    )
+}
+
+/// The sections of one run's report (no document wrapper).
+pub fn body(r: &Report) -> String {
+    let shade = (r.window.warmup_s > 0.0).then_some((0.0, r.window.warmup_s));
+    let mut o = String::new();
+
+    let s = &r.scenario;
+    let rate = if s.rate_msg_s == 0 {
+        "unthrottled".to_string()
+    } else {
+        format!("{} msg/s", s.rate_msg_s)
+    };
+    let _ = write!(
+        o,
+        "<p>{} broker <code>{}</code> · topic <code>{}</code> ({} partitions) · {} B {} payload · {rate} from {} producers · {} consumers · acks={} · {} · linger.ms={} · batch.size={}<br>warmup {:.1} s · measured {:.1} s · drain {:.1} s{}</p>",
+        esc(r.target.kind),
+        esc(&r.target.bootstrap),
+        esc(&r.topic),
+        s.partitions,
+        s.message_bytes,
+        s.payload.name(),
+        s.producers,
+        s.consumers,
+        s.acks.config_value(),
+        s.compression.config_value(),
+        s.linger_ms,
+        s.batch_bytes,
+        r.window.warmup_s,
+        r.window.measure_s,
+        r.window.drain_s,
+        if r.window.interrupted { " · <b class=warn>interrupted: partial results</b>" } else { "" }
+    );
+    for w in &r.warnings {
+        let _ = write!(o, "<p class=warn>warning: {}</p>", esc(w));
+    }
+    if !r.gates.is_empty() {
+        o.push_str("<h2>Gates</h2><table><tr><th>gate</th><th>value</th><th>result</th></tr>");
+        for g in &r.gates {
+            let _ = write!(
+                o,
+                "<tr><td><code>{}</code></td><td>{}</td><td class={}>{}</td></tr>",
+                esc(&g.gate.expr),
+                g.value
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_else(|| "none".into()),
+                if g.passed { "pass" } else { "fail" },
+                if g.passed { "PASS" } else { "FAIL" }
+            );
+        }
+        o.push_str("</table>");
+    }
+    let t = &r.throughput;
+    let a = &r.audit;
+    o.push_str("<h2>Summary</h2><table>");
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "produced",
+            format!(
+                "{} msgs · {:.0} msg/s · {:.2} MiB/s{}",
+                a.produced,
+                t.produced_msg_s,
+                t.produced_mib_s,
+                t.rate_accuracy_pct
+                    .map(|p| format!(" · {p:.1}% of target"))
+                    .unwrap_or_default()
+            ),
+        ),
+        (
+            "acknowledged",
+            format!(
+                "{} msgs · {:.0} msg/s · {} errors",
+                r.counts.acked, t.acked_msg_s, r.counts.ack_errors
+            ),
+        ),
+        (
+            "received",
+            format!(
+                "{} msgs · {:.0} msg/s · {:.2} MiB/s · delivery {}",
+                a.received,
+                t.received_msg_s,
+                t.received_mib_s,
+                t.delivery_pct
+                    .map(|p| format!("{p:.2}%"))
+                    .unwrap_or_else(|| "–".into())
+            ),
+        ),
+        (
+            "audit",
+            format!(
+                "lost {} (after ack {}) · duplicates {} · reordered {} · warmup excluded {}",
+                a.lost, a.lost_acked, a.duplicates, a.reordered, r.counts.warmup_produced
+            ),
+        ),
+        (
+            "lag (client view)",
+            format!(
+                "peak {} · final {}{}",
+                r.lag
+                    .peak_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .final_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .drain_rate_msg_s
+                    .map(|d| format!(" · drain {d:.0} msg/s"))
+                    .unwrap_or_default()
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = write!(
+            o,
+            "<tr><td>{k}</td><td style=text-align:left>{}</td></tr>",
+            esc(&v)
+        );
+    }
+    if let Some(b) = &r.broker_process {
+        let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
+        let _ = write!(
+            o,
+            "<tr><td>broker pid {}</td><td style=text-align:left>CPU {} s ({}% avg) · {} µs/msg · {} ms/MiB · RSS peak {} MiB · data dir {} MiB</td></tr>",
+            b.pid,
+            f(b.cpu_s),
+            f(b.cpu_pct_avg),
+            f(b.cpu_us_per_msg),
+            f(b.cpu_ms_per_mib),
+            f(b.peak_rss_mib),
+            f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0))
+        );
+    }
+    if let Some(sp) = &r.latency_split {
+        let _ = write!(
+            o,
+            "<tr><td>producer split</td><td style=text-align:left>queue avg {} ms (p99 ≤ {}) · socket wait avg {} ms · rtt avg {} ms (p99 ≤ {}) · batches {} msgs / {} B · wire ratio {}</td></tr>",
+            ms(sp.queue_avg_ms),
+            ms(sp.queue_p99_ms),
+            ms(sp.outbuf_avg_ms),
+            ms(sp.rtt_avg_ms),
+            ms(sp.rtt_p99_ms),
+            sp.batch_msgs_avg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into()),
+            sp.batch_bytes_avg.map(|v| format!("{v:.0}")).unwrap_or_else(|| "–".into()),
+            sp.wire_compression_ratio.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into())
+        );
+    }
+    o.push_str("</table>");
+
+    o.push_str("<h2>Latency (ms)</h2><table><tr><th></th><th>samples</th><th>min</th><th>mean</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr>");
+    let lat = [
+        ("ack", &r.latency.ack),
+        ("ack from intended", &r.latency.ack_intended),
+        ("send delay", &r.latency.send_delay),
+        ("end-to-end", &r.latency.e2e),
+        ("e2e from intended", &r.latency.e2e_intended),
+    ];
+    for (name, l) in lat {
+        let _ = write!(
+            o,
+            "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            l.count,
+            ms(l.min_ms),
+            ms(l.mean_ms),
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.p99_9_ms),
+            ms(l.p99_99_ms),
+            ms(l.max_ms)
+        );
+    }
+    o.push_str("</table>");
+
+    let chart = |title, y_label, log_y| Chart {
+        title,
+        x_label: "seconds since load start",
+        y_label,
+        log_y,
+        x_ticks: None,
+        shade,
+    };
+    o.push_str("<h2>Time series (1 s)</h2>");
+    o.push_str(&svg_chart(
+        &chart("Throughput", "msg/s", false),
+        &[
+            series(r, "produced", |i| Some(i.produced_msg_s)),
+            series(r, "acked", |i| Some(i.acked_msg_s)),
+            series(r, "received", |i| Some(i.received_msg_s)),
+        ],
+    ));
+    o.push_str(&svg_chart(
+        &chart("Latency per interval (log)", "ms", true),
+        &[
+            series(r, "ack p50", |i| i.ack_p50_ms),
+            series(r, "ack p99", |i| i.ack_p99_ms),
+            series(r, "e2e p50", |i| i.e2e_p50_ms),
+            series(r, "e2e p99", |i| i.e2e_p99_ms),
+            series(r, "send delay p99", |i| i.send_delay_p99_ms),
+        ],
+    ));
+    let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| {
+        move |i: &crate::engine::IntervalSample| i.split.as_ref().and_then(f)
+    };
+    o.push_str(&svg_chart(
+        &chart(
+            "Producer latency split, average (librdkafka statistics)",
+            "ms",
+            false,
+        ),
+        &[
+            series(r, "partition queue", split(|s| s.queue_avg_ms)),
+            series(r, "socket wait", split(|s| s.outbuf_avg_ms)),
+            series(r, "rtt (wire + broker)", split(|s| s.rtt_avg_ms)),
+        ],
+    ));
+    o.push_str(&svg_chart(
+        &chart("Consumer lag (client view)", "messages", false),
+        &[
+            series(r, "total", |i| i.lag_total.map(|v| v as f64)),
+            series(r, "max partition", |i| {
+                i.lag_max_partition.map(|v| v as f64)
+            }),
+        ],
+    ));
+    o.push_str(&svg_chart(
+        &chart("CPU", "% of one core", false),
+        &[
+            series(r, "broker", |i| i.broker_cpu_pct),
+            series(r, "bench client", |i| i.client_cpu_pct),
+        ],
+    ));
+    o.push_str(&svg_chart(
+        &chart("Broker memory and data", "MiB", false),
+        &[
+            series(r, "RSS", |i| i.broker_rss_mib),
+            series(r, "data dir", |i| i.broker_disk_mib),
+        ],
+    ));
+
+    o.push_str("<h2>Latency quantiles (measured window)</h2>");
+    let ticks = [50.0, 90.0, 99.0, 99.9, 99.99, 99.999]
+        .iter()
+        .map(|p: &f64| ((100.0 / (100.0 - p)).log10(), format!("p{p}")))
+        .collect();
+    o.push_str(&svg_chart(
+        &Chart {
+            title: "Quantiles (log)",
+            x_label: "percentile",
+            y_label: "ms",
+            log_y: true,
+            x_ticks: Some(ticks),
+            shade: None,
+        },
+        &[
+            quantile_series("ack", &r.latency.ack),
+            quantile_series("ack from intended", &r.latency.ack_intended),
+            quantile_series("e2e", &r.latency.e2e),
+            quantile_series("e2e from intended", &r.latency.e2e_intended),
+        ],
+    ));
+
+    if !r.errors.is_empty() {
+        o.push_str("<h2>Client errors</h2><table>");
+        for (e, n) in &r.errors {
+            let _ = write!(
+                o,
+                "<tr><td style=text-align:left>{}</td><td>{n}</td></tr>",
+                esc(e)
+            );
+        }
+        o.push_str("</table>");
+    }
+    let e = &r.environment;
+    let _ = write!(
+        o,
+        "<h2>Reproduce</h2><p><code>{}</code></p><table><tr><td>sluice</td><td style=text-align:left>{} ({})</td></tr><tr><td>librdkafka</td><td style=text-align:left>{}</td></tr><tr><td>rustc</td><td style=text-align:left>{}</td></tr><tr><td>CPU</td><td style=text-align:left>{} × {}</td></tr><tr><td>kernel</td><td style=text-align:left>{}</td></tr><tr><td>seed</td><td style=text-align:left>{}</td></tr></table>",
+        esc(&e.command),
+        r.tool.version,
+        esc(r.tool.git_sha),
+        esc(&e.librdkafka),
+        esc(e.rustc),
+        e.cores.map(|c| c.to_string()).unwrap_or_default(),
+        esc(e.cpu_model.as_deref().unwrap_or("?")),
+        esc(e.kernel.as_deref().unwrap_or("?")),
+        e.seed
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chart_escapes_and_handles_empty_and_log_data() {
+        let c = Chart {
+            title: "a<b",
+            x_label: "x",
+            y_label: "y",
+            log_y: true,
+            x_ticks: None,
+            shade: Some((0.0, 1.0)),
+        };
+        let empty = svg_chart(&c, &[]);
+        assert!(empty.contains("no data") && empty.contains("a&lt;b") && !empty.contains("a<b"));
+        let s = Series {
+            name: "s".into(),
+            points: vec![
+                (0.0, Some(0.0)),
+                (1.0, Some(10.0)),
+                (2.0, None),
+                (3.0, Some(1000.0)),
+            ],
+        };
+        let svg = svg_chart(&c, &[s]);
+        // Two separate line pieces (the None breaks the line; 0 is skipped on a log axis).
+        assert_eq!(svg.matches('M').count(), 2, "{svg}");
+        assert!(svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        let t = nice_ticks(0.0, 97.0, 5);
+        assert_eq!(t.first().copied(), Some(0.0));
+        assert!(t.last().copied().unwrap_or(0.0) <= 97.0 && t.len() >= 4);
+    }
+}

@@ -1,0 +1,523 @@
+//! `sluice bench`: the benchmark lab. Drives any Kafka-compatible broker over TCP through
+//! librdkafka — an embedded `sluice serve` child by default, or `--bootstrap host:port` — with
+//! an open-loop, seeded schedule, and reports throughput, ack and end-to-end latency (also
+//! from intended send time), a loss/duplicate/reorder audit, consumer lag, and the broker
+//! process's CPU, memory and disk.
+//!
+//! Exit codes: 0 success; 1 the run could not be done (unreachable broker, admin failure);
+//! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
+
+pub mod audit;
+pub mod clientstats;
+pub mod compare;
+pub mod csv;
+pub mod engine;
+pub mod gate;
+pub mod hist;
+pub mod html;
+pub mod limits;
+pub mod payload;
+pub mod procstat;
+pub mod report;
+pub mod scenario;
+pub mod target;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::gate::Gate;
+use crate::payload::PayloadClass;
+use crate::scenario::{Acks, Codec, Partitioning, Scenario};
+use crate::target::{EmbeddedBroker, Target};
+
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_GATE_FAILED: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Flags of `sluice bench`. Scenario flags override the chosen preset.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed, 130 interrupted.\n\
+Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'"
+)]
+pub struct BenchArgs {
+    /// Named scenario to start from (see --list-presets).
+    #[arg(long, default_value = "baseline")]
+    pub preset: String,
+    /// Print the presets and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+    /// Run against this broker (comma-separated host:port list) instead of an embedded Sluice.
+    #[arg(long, value_name = "HOST:PORT[,..]", conflicts_with = "targets")]
+    pub bootstrap: Option<String>,
+    /// A/B: run the same scenario on each target ("embedded" or a host:port list), in
+    /// A B B A order with fresh topics, and print ratio tables (repeatable).
+    #[arg(long = "target", value_name = "embedded|HOST:PORT[,..]")]
+    pub targets: Vec<String>,
+    /// Measured duration after warmup (e.g. 30s, 2m).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Warmup before measuring; its messages are tagged and excluded (e.g. 5s, 0).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Aggregate target rate in msg/s (10000, 10k); 0 or "max" for unthrottled.
+    #[arg(long, value_parser = scenario::parse_rate)]
+    pub rate: Option<u64>,
+    /// Producer clients, each on its own thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_PRODUCERS as i64))]
+    pub producers: Option<u32>,
+    /// Consumer clients; partitions are shared out round-robin (at most one per partition).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_CONSUMERS as i64))]
+    pub consumers: Option<u32>,
+    /// Partitions of the (fresh) benchmark topic.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=limits::MAX_PARTITIONS as i64))]
+    pub partitions: Option<i32>,
+    /// Bytes per message, including the 40-byte bench header.
+    #[arg(long, value_parser = parse_message_bytes)]
+    pub message_size: Option<usize>,
+    /// Payload class.
+    #[arg(long, value_enum)]
+    pub payload: Option<PayloadClass>,
+    /// With --payload txmeta: entries packed per record (sets the message size).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_ENTRIES_PER_RECORD as i64))]
+    pub entries: Option<u32>,
+    /// Seed of the payload generator.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Producer acks: 0, 1 or all.
+    #[arg(long, value_parser = scenario::parse_acks, allow_hyphen_values = true)]
+    pub acks: Option<Acks>,
+    /// compression.codec of the producers.
+    #[arg(long, value_enum)]
+    pub compression: Option<Codec>,
+    /// linger.ms of the producers.
+    #[arg(long)]
+    pub linger_ms: Option<u32>,
+    /// batch.size of the producers, bytes.
+    #[arg(long)]
+    pub batch_bytes: Option<u32>,
+    /// enable.idempotence (needs a broker with InitProducerId; Sluice has none yet).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub idempotence: Option<bool>,
+    /// max.in.flight.requests.per.connection.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_in_flight: Option<u32>,
+    /// client: librdkafka's partitioner (no key); round-robin: explicit partition per message.
+    #[arg(long, value_enum)]
+    pub partitioning: Option<Partitioning>,
+    /// Consumer processing time per message (e.g. 500us, 4ms); each consumer is serial.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub consumer_delay: Option<Duration>,
+    /// Extra uniform random processing time per message, up to this much.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub consumer_jitter: Option<Duration>,
+    /// After this long (from load start) the consumer delay switches to --phase-delay.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub phase_after: Option<Duration>,
+    /// The consumer delay after --phase-after (default 0: the consumers recover).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub phase_delay: Option<Duration>,
+    /// Aggregate rate during bursts (square wave; needs --burst-duration and --burst-period).
+    #[arg(long, value_parser = scenario::parse_rate)]
+    pub burst_rate: Option<u64>,
+    /// Length of each burst, at the start of every period.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub burst_duration: Option<Duration>,
+    /// Burst period.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub burst_period: Option<Duration>,
+    /// Backpressure: pause producers while the client-view lag is above this (0 = off).
+    #[arg(long)]
+    pub bp_max_lag: Option<u64>,
+    /// Backpressure: resume below this lag (default: half of --bp-max-lag).
+    #[arg(long)]
+    pub bp_resume_lag: Option<u64>,
+    /// Backpressure controller poll interval.
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub bp_poll: Option<Duration>,
+    /// Write the JSON report here (default: sluice-bench-<preset>-<UTC time>.json).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Run every (variant, target) this many times (A/B: the A B B A block is repeated); the
+    /// comparison reports mean, min and max over the repeats.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_REPEATS as i64))]
+    pub repeats: u32,
+    /// Write the 1-second time series of every run as CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write a self-contained HTML report (charts, tables; no network needed) here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write no JSON report unless --json is given.
+    #[arg(long)]
+    pub no_report: bool,
+    /// Pass/fail condition on a metric, e.g. 'p99_ack_ms<=50', 'lost==0' (repeatable).
+    #[arg(long = "gate", value_name = "EXPR", value_parser = gate::parse)]
+    pub gates: Vec<Gate>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Extra flag for the embedded `sluice serve` (repeatable), e.g. --serve-arg=--fsync=never.
+    #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub serve_args: Vec<String>,
+    /// Pid of the local process of the one non-embedded target, to sample (CPU, RSS, I/O).
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Data directory of the one non-embedded target, to measure bytes on disk.
+    #[arg(long)]
+    pub broker_data_dir: Option<PathBuf>,
+    /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
+    #[arg(long)]
+    pub keep_topic: bool,
+}
+
+fn parse_message_bytes(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size in bytes: {s:?}"))?;
+    if !(limits::MIN_MESSAGE_BYTES..=limits::MAX_MESSAGE_BYTES).contains(&v) {
+        return Err(format!(
+            "message size must be {}..={} bytes (the bench header takes {})",
+            limits::MIN_MESSAGE_BYTES,
+            limits::MAX_MESSAGE_BYTES,
+            payload::HEADER_BYTES
+        ));
+    }
+    Ok(v)
+}
+
+impl BenchArgs {
+    /// The preset with this invocation's overrides applied.
+    pub fn scenario(&self) -> Result<Scenario, String> {
+        let preset = scenario::find_preset(&self.preset).ok_or_else(|| {
+            format!(
+                "unknown preset {:?}; presets are:\n{}",
+                self.preset,
+                scenario::preset_list()
+            )
+        })?;
+        let mut s = preset.scenario();
+        macro_rules! set {
+            ($($field:ident => $target:ident),*) => {$( if let Some(v) = self.$field.clone() { s.$target = v; } )*};
+        }
+        set!(duration => duration_s, warmup => warmup_s, rate => rate_msg_s, producers => producers,
+             consumers => consumers, partitions => partitions, message_size => message_bytes,
+             payload => payload, seed => seed, acks => acks, compression => compression,
+             linger_ms => linger_ms, batch_bytes => batch_bytes, idempotence => idempotence,
+             max_in_flight => max_in_flight, partitioning => partitioning,
+             consumer_delay => consumer_delay_us, consumer_jitter => consumer_jitter_us,
+             phase_delay => phase_delay_us, burst_rate => burst_rate_msg_s,
+             burst_duration => burst_duration_s, burst_period => burst_period_s,
+             bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms,
+             entries => entries_per_record);
+        if let Some(p) = self.phase_after {
+            s.phase_after_s = Some(p);
+        }
+        if s.duration_s.is_zero() {
+            return Err("--duration must be above 0".into());
+        }
+        if s.burst_rate_msg_s > 0
+            && (s.rate_msg_s == 0
+                || s.burst_period_s.is_zero()
+                || s.burst_duration_s > s.burst_period_s)
+        {
+            return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
+        }
+        if s.bp_max_lag > 0 && s.bp_resume() > s.bp_max_lag {
+            return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
+        }
+        Ok(s)
+    }
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// A broker to run against, as given on the command line.
+#[derive(Debug, Clone)]
+enum TargetSpec {
+    Embedded,
+    Bootstrap(String),
+}
+
+impl TargetSpec {
+    fn name(&self) -> String {
+        match self {
+            TargetSpec::Embedded => "embedded".into(),
+            TargetSpec::Bootstrap(b) => b.clone(),
+        }
+    }
+}
+
+/// One run: start (or reach) the target, run the scenario, stop the target, build the report.
+fn run_one(
+    spec: &TargetSpec,
+    scenario: &Scenario,
+    label: Option<&str>,
+    args: &BenchArgs,
+    stop: &Arc<AtomicBool>,
+) -> Result<report::Report, String> {
+    let started_at = unix_now_s();
+    let target = match spec {
+        TargetSpec::Bootstrap(b) => {
+            target::check_reachable(b)?;
+            Target::External {
+                bootstrap: b.clone(),
+                pid: args.broker_pid,
+                data_dir: args.broker_data_dir.clone(),
+            }
+        }
+        TargetSpec::Embedded => Target::Embedded(EmbeddedBroker::start(&args.serve_args)?),
+    };
+    if let Err(e) = engine::check_metadata(target.bootstrap()) {
+        let _ = target.shutdown();
+        return Err(e);
+    }
+    let info = report::TargetInfo {
+        kind: target.kind(),
+        spec: spec.name(),
+        bootstrap: target.bootstrap().to_string(),
+        broker_pid: target.pid(),
+        broker_data_dir: target.data_dir().map(|p| p.display().to_string()),
+    };
+    if !args.quiet {
+        eprintln!(
+            "sluice bench: preset {}{} against {} broker {} — warmup {:.1} s, measure {:.1} s",
+            scenario.preset,
+            label.map(|l| format!(" [{l}]")).unwrap_or_default(),
+            info.kind,
+            info.bootstrap,
+            scenario.warmup_s.as_secs_f64(),
+            scenario.duration_s.as_secs_f64()
+        );
+    }
+    let opts = engine::RunOptions {
+        bootstrap: info.bootstrap.clone(),
+        broker_pid: info.broker_pid,
+        broker_data_dir: target.data_dir().map(|p| p.to_path_buf()),
+        delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
+        progress: !args.quiet,
+    };
+    let result = engine::run(scenario, &opts, stop.clone());
+    let mut warnings = Vec::new();
+    if let Some(note) = target.shutdown() {
+        warnings.push(note);
+    }
+    let data = match result {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(std::iter::once(e)
+                .chain(warnings)
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+    };
+    let mut rep = report::build(scenario, info, data, started_at, warnings);
+    rep.label = label.map(str::to_string);
+    rep.gates = gate::evaluate(&args.gates, &rep.metrics());
+    Ok(rep)
+}
+
+fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), ExitCode> {
+    match std::fs::write(path, bytes) {
+        Ok(()) => {
+            eprintln!("sluice bench: {what} written to {}", path.display());
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("sluice bench: cannot write {}: {e}", path.display());
+            Err(ExitCode::from(EXIT_ERROR))
+        }
+    }
+}
+
+/// Runs `sluice bench` and returns the process exit code.
+pub fn run(args: BenchArgs) -> ExitCode {
+    if args.list_presets {
+        print!("{}", scenario::preset_list());
+        return ExitCode::SUCCESS;
+    }
+    let base = match args.scenario() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice bench: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let runs = match scenario::find_preset(&args.preset) {
+        Some(p) => p.expand(&base),
+        None => vec![(None, base.clone())],
+    };
+    let targets: Vec<TargetSpec> = if !args.targets.is_empty() {
+        args.targets
+            .iter()
+            .map(|t| {
+                if t == "embedded" {
+                    TargetSpec::Embedded
+                } else {
+                    TargetSpec::Bootstrap(t.clone())
+                }
+            })
+            .collect()
+    } else if let Some(b) = &args.bootstrap {
+        vec![TargetSpec::Bootstrap(b.clone())]
+    } else {
+        vec![TargetSpec::Embedded]
+    };
+    let external = targets
+        .iter()
+        .filter(|t| matches!(t, TargetSpec::Bootstrap(_)))
+        .count();
+    if (args.broker_pid.is_some() || args.broker_data_dir.is_some()) && external != 1 {
+        eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    // An unreachable broker fails now, not after the runs before it.
+    for t in &targets {
+        if let TargetSpec::Bootstrap(b) = t {
+            if let Err(e) = target::check_reachable(b) {
+                eprintln!("sluice bench: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        }
+    }
+    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("sluice bench: cannot install a signal handler: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    }
+    let started_at = unix_now_s();
+    let order = compare::abba(targets.len());
+    let single = runs.len() == 1 && order.len() == 1 && args.repeats == 1;
+    let mut reports = Vec::new();
+    let mut keys = Vec::new();
+    let mut failed = false;
+    'runs: for (label, scenario) in &runs {
+        for &ti in order
+            .iter()
+            .cycle()
+            .take(order.len() * args.repeats as usize)
+        {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break 'runs;
+            }
+            match run_one(&targets[ti], scenario, *label, &args, &stop) {
+                Ok(rep) => {
+                    print!("{}", rep.human());
+                    keys.push(compare::RunKey {
+                        label: label.map(str::to_string),
+                        target: targets[ti].name(),
+                    });
+                    reports.push(rep);
+                }
+                Err(e) => {
+                    eprintln!("sluice bench: {e}");
+                    if reports.is_empty() {
+                        return ExitCode::from(EXIT_ERROR);
+                    }
+                    // Earlier runs still get their report; the failure decides the exit code.
+                    failed = true;
+                    break 'runs;
+                }
+            }
+        }
+    }
+    let interrupted = reports.iter().any(|r| r.window.interrupted)
+        || stop.load(std::sync::atomic::Ordering::Relaxed);
+    // Cross-run gates (`metric@run`) are judged once over all runs.
+    let set_gates = {
+        let runs: Vec<gate::RunMetrics<'_>> = reports
+            .iter()
+            .map(|r| (r.label.as_deref(), r.target.spec.as_str(), r.metrics()))
+            .collect();
+        gate::evaluate_set(&args.gates, &runs)
+    };
+    let gates_failed = reports
+        .iter()
+        .flat_map(|r| &r.gates)
+        .chain(&set_gates)
+        .filter(|g| !g.passed)
+        .count();
+    let json_path = args.json.clone().or_else(|| {
+        (!args.no_report).then(|| {
+            let stamp: String = report::utc_string(started_at)
+                .chars()
+                .filter(|c| c.is_ascii_digit())
+                .collect();
+            PathBuf::from(format!("sluice-bench-{}-{}.json", base.preset, stamp))
+        })
+    });
+    if let Some(path) = &args.csv {
+        if let Err(code) = write_file(path, "CSV time series", csv::intervals(&reports).as_bytes())
+        {
+            return code;
+        }
+    }
+    let (json, html_page) = if single && reports.len() == 1 {
+        let rep = &mut reports[0];
+        if !set_gates.is_empty() {
+            rep.gates.extend(set_gates);
+            print!("{}", report::gate_lines(&rep.gates));
+        }
+        let rep = &reports[0];
+        (
+            serde_json::to_vec_pretty(rep),
+            args.html.as_ref().map(|_| html::render(rep)),
+        )
+    } else {
+        let set = compare::build(
+            &base.preset,
+            report::utc_string(started_at),
+            targets.iter().map(TargetSpec::name).collect(),
+            keys,
+            reports,
+            interrupted,
+            set_gates,
+        );
+        print!("{}", set.human());
+        (
+            serde_json::to_vec_pretty(&set),
+            args.html.as_ref().map(|_| set.html()),
+        )
+    };
+    if let Some(path) = json_path {
+        let bytes = match json {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("sluice bench: cannot encode the report: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        };
+        if let Err(code) = write_file(&path, "report", &bytes) {
+            return code;
+        }
+    }
+    if let (Some(path), Some(page)) = (&args.html, html_page) {
+        if let Err(code) = write_file(path, "HTML report", page.as_bytes()) {
+            return code;
+        }
+    }
+    if interrupted {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    if failed {
+        return ExitCode::from(EXIT_ERROR);
+    }
+    if gates_failed > 0 {
+        eprintln!("sluice bench: {gates_failed} gate(s) failed");
+        return ExitCode::from(EXIT_GATE_FAILED);
+    }
+    ExitCode::SUCCESS
+}

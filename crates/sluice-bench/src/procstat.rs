@@ -1,0 +1,171 @@
+//! Resource sampling: the broker process through /proc/<pid> (CPU, RSS, threads, disk I/O) and
+//! its data directory (bytes on disk), and this process through getrusage. Linux only; every
+//! read that fails yields None rather than an error, since a broker on another host or a
+//! process we may not inspect must not stop a run.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// One reading of a process and its data directory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcReading {
+    /// user + system CPU, seconds.
+    pub cpu_s: Option<f64>,
+    pub rss_bytes: Option<u64>,
+    pub peak_rss_bytes: Option<u64>,
+    pub threads: Option<u64>,
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
+    /// Allocated bytes of all files under the data directory.
+    pub disk_bytes: Option<u64>,
+}
+
+/// Samples one process (by pid) and optionally one directory tree.
+#[derive(Debug, Clone)]
+pub struct ProcSampler {
+    pid: u32,
+    data_dir: Option<PathBuf>,
+    ticks_per_s: f64,
+}
+
+impl ProcSampler {
+    pub fn new(pid: u32, data_dir: Option<PathBuf>) -> Self {
+        let ticks_per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|&t| t > 0)
+            .unwrap_or(100) as f64;
+        ProcSampler {
+            pid,
+            data_dir,
+            ticks_per_s,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
+    pub fn sample(&self) -> ProcReading {
+        let base = PathBuf::from(format!("/proc/{}", self.pid));
+        let mut r = ProcReading::default();
+        if let Ok(stat) = std::fs::read_to_string(base.join("stat")) {
+            // Fields after the parenthesised command name (which may itself contain spaces):
+            // state is field 3, utime 14, stime 15, num_threads 20.
+            if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
+                if let (Some(u), Some(s)) = (num(11), num(12)) {
+                    r.cpu_s = Some((u + s) as f64 / self.ticks_per_s);
+                }
+                r.threads = num(17);
+            }
+        }
+        if let Ok(status) = std::fs::read_to_string(base.join("status")) {
+            for line in status.lines() {
+                let kib = || {
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(|v| v * 1024)
+                };
+                if line.starts_with("VmRSS:") {
+                    r.rss_bytes = kib();
+                } else if line.starts_with("VmHWM:") {
+                    r.peak_rss_bytes = kib();
+                }
+            }
+        }
+        if let Ok(io) = std::fs::read_to_string(base.join("io")) {
+            for line in io.lines() {
+                let v = || {
+                    line.split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                if line.starts_with("read_bytes:") {
+                    r.read_bytes = v();
+                } else if line.starts_with("write_bytes:") {
+                    r.write_bytes = v();
+                }
+            }
+        }
+        r.disk_bytes = self.data_dir.as_deref().map(dir_bytes);
+        r
+    }
+}
+
+/// Allocated bytes (st_blocks × 512) of every regular file under `dir`; unreadable entries
+/// count as 0. Iterative, so a deep tree cannot overflow the stack.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() {
+                stack.push(e.path());
+            } else if md.is_file() {
+                total += md.blocks() * 512;
+            }
+        }
+    }
+    total
+}
+
+/// CPU and peak RSS of this (the bench client) process.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ClientUsage {
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub max_rss_mib: f64,
+}
+
+pub fn client_usage() -> Option<ClientUsage> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    Some(ClientUsage {
+        cpu_user_s: secs(u.user_time()),
+        cpu_system_s: secs(u.system_time()),
+        // Linux reports ru_maxrss in KiB.
+        max_rss_mib: u.max_rss() as f64 / 1024.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_this_process_and_a_directory() {
+        let dir = tempfile::tempdir().ok();
+        let path = dir.as_ref().map(|d| d.path().to_path_buf());
+        if let Some(p) = &path {
+            let _ = std::fs::write(p.join("f"), vec![1u8; 100_000]);
+        }
+        let s = ProcSampler::new(std::process::id(), path);
+        // Burn a little CPU so the counter is non-zero.
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x != 1);
+        let r = s.sample();
+        assert!(r.cpu_s.is_some());
+        assert!(r.rss_bytes.unwrap_or(0) > 1024 * 1024);
+        assert!(r.threads.unwrap_or(0) >= 1);
+        assert!(r.disk_bytes.unwrap_or(0) >= 100_000);
+        assert!(ProcSampler::new(u32::MAX, None).sample().cpu_s.is_none());
+        assert!(client_usage().is_some());
+    }
+}

@@ -1,0 +1,863 @@
+//! The report: the JSON document (schema in docs/bench-schema.md, additive only), the flat
+//! metric map that gates read, and the human summary printed on stdout. Everything here is
+//! derived from `RunData`; nothing is measured here.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::audit::AuditResult;
+use crate::engine::{IntervalSample, RunData};
+use crate::gate::{GateResult, LATENCY_KINDS};
+use crate::hist::{LatencySummary, CDF_EDGES_MS};
+use crate::limits;
+use crate::scenario::Scenario;
+
+pub const SCHEMA: &str = "sluice-bench/1";
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub started_at_unix_s: f64,
+    pub started_at_utc: String,
+    /// The sweep variant of this run (null outside sweeps).
+    pub label: Option<String>,
+    pub scenario: Scenario,
+    pub target: TargetInfo,
+    pub topic: String,
+    pub run_tag: String,
+    pub window: Window,
+    pub counts: Counts,
+    pub audit: AuditResult,
+    pub throughput: Throughput,
+    pub latency: Latencies,
+    /// Where producer time went, from librdkafka statistics (measure phase); null if none came.
+    pub latency_split: Option<crate::clientstats::LatencySplit>,
+    pub cdf_edges_ms: Vec<f64>,
+    pub lag: LagSummary,
+    pub consumer_model: ConsumerModel,
+    pub backpressure: Option<Backpressure>,
+    pub broker_process: Option<BrokerProcess>,
+    pub client_process: ClientProcess,
+    pub intervals: Vec<IntervalSample>,
+    pub errors: BTreeMap<String, u64>,
+    pub errors_not_listed: u64,
+    pub warnings: Vec<String>,
+    pub gates: Vec<GateResult>,
+    pub environment: Environment,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub git_sha: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetInfo {
+    /// "embedded" or "bootstrap".
+    pub kind: &'static str,
+    /// The target as given: "embedded" or the --bootstrap / --target host:port list.
+    pub spec: String,
+    pub bootstrap: String,
+    pub broker_pid: Option<u32>,
+    pub broker_data_dir: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Window {
+    pub warmup_s: f64,
+    /// From the end of warmup until the producers stopped.
+    pub measure_s: f64,
+    /// Time the consumers were given after the producers stopped.
+    pub drain_s: f64,
+    /// Ctrl-C ended the run early; everything reflects what was measured until then.
+    pub interrupted: bool,
+    pub flush_timed_out: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Counts {
+    /// Measured-window messages (not warmup).
+    pub produced: u64,
+    pub acked: u64,
+    pub ack_errors: u64,
+    pub send_errors: u64,
+    pub queue_full_retries: u64,
+    pub received: u64,
+    pub duplicates: u64,
+    pub produced_bytes: u64,
+    pub received_bytes: u64,
+    pub warmup_produced: u64,
+    pub warmup_acked: u64,
+    pub warmup_received: u64,
+    /// Messages on the topic that are not this run's.
+    pub foreign: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    /// Target aggregate rate; null when unthrottled.
+    pub target_msg_s: Option<u64>,
+    pub produced_msg_s: f64,
+    pub acked_msg_s: f64,
+    pub received_msg_s: f64,
+    pub produced_mib_s: f64,
+    pub received_mib_s: f64,
+    /// produced / target, percent; null when unthrottled.
+    pub rate_accuracy_pct: Option<f64>,
+    /// received / produced, percent (measured window only, so never above 100).
+    pub delivery_pct: Option<f64>,
+    /// txmeta payloads: received records/s × entries per record; null otherwise.
+    pub received_entries_s: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Latencies {
+    /// Delivery report minus the send() call.
+    pub ack: LatencySummary,
+    /// Delivery report minus the intended send time (coordinated-omission free).
+    pub ack_intended: LatencySummary,
+    /// send() call minus the intended send time.
+    pub send_delay: LatencySummary,
+    /// Consumer receipt minus the send() call.
+    pub e2e: LatencySummary,
+    /// Consumer receipt minus the intended send time.
+    pub e2e_intended: LatencySummary,
+}
+
+impl Latencies {
+    fn by_kind(&self, kind: &str) -> Option<&LatencySummary> {
+        match kind {
+            "ack" => Some(&self.ack),
+            "ack_intended" => Some(&self.ack_intended),
+            "send_delay" => Some(&self.send_delay),
+            "e2e" => Some(&self.e2e),
+            "e2e_intended" => Some(&self.e2e_intended),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct LagSummary {
+    /// "client": high watermark minus the bench consumer's position, per partition, summed.
+    pub view: &'static str,
+    pub samples: usize,
+    pub peak_total: Option<i64>,
+    pub peak_at_s: Option<f64>,
+    pub peak_partition: Option<i64>,
+    pub final_total: Option<i64>,
+    pub drain_rate_msg_s: Option<f64>,
+    pub time_to_drain_s: Option<f64>,
+    /// The broker view (high watermark minus committed offset) needs consumer groups.
+    pub broker_view: Option<i64>,
+    pub broker_view_note: &'static str,
+}
+
+/// How the consumers process messages, and what that allows.
+#[derive(Debug, Serialize)]
+pub struct ConsumerModel {
+    /// "serial-per-consumer": each consumer thread handles its partitions' messages one at a
+    /// time, sleeping `delay + uniform[0, jitter)` after each.
+    pub kind: &'static str,
+    /// Consumer threads actually used (at most one per partition).
+    pub consumers: u32,
+    /// consumers / mean delay; null when there is no delay.
+    pub capacity_msg_s: Option<f64>,
+    /// The highest target rate of the schedule (bursts included); null when unthrottled.
+    pub peak_target_msg_s: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Backpressure {
+    pub max_lag: u64,
+    pub resume_lag: u64,
+    pub poll_ms: f64,
+    pub events: u64,
+    pub paused_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BrokerProcess {
+    pub pid: u32,
+    /// CPU (user + system) from the start of load to the end of the drain.
+    pub cpu_s: Option<f64>,
+    pub cpu_pct_avg: Option<f64>,
+    /// Over every message of the run, warmup included (the CPU covers both).
+    pub cpu_us_per_msg: Option<f64>,
+    pub cpu_ms_per_mib: Option<f64>,
+    pub peak_rss_mib: Option<f64>,
+    pub final_rss_mib: Option<f64>,
+    pub threads: Option<u64>,
+    pub disk_read_bytes: Option<u64>,
+    pub disk_write_bytes: Option<u64>,
+    pub data_dir_bytes: Option<u64>,
+    pub data_dir_bytes_per_msg: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ClientProcess {
+    /// CPU of this bench process over its whole life (clients, generation, sampling).
+    pub cpu_s: Option<f64>,
+    pub max_rss_mib: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Environment {
+    pub cpu_model: Option<String>,
+    pub cores: Option<usize>,
+    pub kernel: Option<String>,
+    pub rustc: &'static str,
+    pub librdkafka: String,
+    pub seed: u64,
+    pub command: String,
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn per_s(n: u64, s: f64) -> f64 {
+    if s > 0.0 {
+        n as f64 / s
+    } else {
+        0.0
+    }
+}
+
+#[allow(clippy::unnecessary_map_or)]
+fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
+    let pts: Vec<(f64, i64, Option<i64>)> = intervals
+        .iter()
+        .filter_map(|i| i.lag_total.map(|l| (i.elapsed_s, l, i.lag_max_partition)))
+        .collect();
+    let mut s = LagSummary {
+        view: "client",
+        samples: pts.len(),
+        peak_total: None,
+        peak_at_s: None,
+        peak_partition: None,
+        final_total: pts.last().map(|p| p.1),
+        drain_rate_msg_s: None,
+        time_to_drain_s: None,
+        broker_view: None,
+        broker_view_note:
+            "needs consumer groups (committed offsets); the bench uses assign() without commits",
+    };
+    // First maximum. (`map_or(true, ..)`: `is_none_or` is newer than the workspace's MSRV.)
+    let mut best: Option<usize> = None;
+    for (i, p) in pts.iter().enumerate() {
+        if best.map_or(true, |b| p.1 > pts[b].1) {
+            best = Some(i);
+        }
+    }
+    let Some(ipeak) = best else {
+        return s;
+    };
+    let peak = pts[ipeak];
+    s.peak_total = Some(peak.1);
+    s.peak_at_s = Some(peak.0);
+    s.peak_partition = pts.iter().filter_map(|p| p.2).max();
+    let mut sorted: Vec<i64> = pts.iter().map(|p| p.1).collect();
+    sorted.sort_unstable();
+    let typical = sorted[sorted.len() / 4];
+    let backlog = peak.1 >= limits::LAG_BACKLOG_MIN_PEAK
+        && peak.1 >= limits::LAG_BACKLOG_MIN_FACTOR * typical;
+    if !backlog {
+        return s;
+    }
+    if let Some(last) = pts.last() {
+        if ipeak + 1 < pts.len() && last.1 < peak.1 && last.0 > peak.0 {
+            s.drain_rate_msg_s = Some((peak.1 - last.1) as f64 / (last.0 - peak.0));
+        }
+        {
+            s.time_to_drain_s = pts[ipeak..].iter().find(|p| p.1 <= 0).map(|p| p.0 - peak.0);
+        }
+    }
+    s
+}
+
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The command line, quoted so it can be pasted back into a shell.
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Seconds since the Unix epoch as a UTC `YYYY-MM-DDTHH:MM:SSZ` string.
+pub fn utc_string(unix_s: f64) -> String {
+    let secs = unix_s.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+pub fn build(
+    scenario: &Scenario,
+    target: TargetInfo,
+    data: RunData,
+    started_at_unix_s: f64,
+    mut warnings: Vec<String>,
+) -> Report {
+    let d = &data;
+    let measure_s = d.measure_s;
+    let c = Counts {
+        produced: d.produced.produced,
+        acked: d.produced.acked,
+        ack_errors: d.produced.ack_errors,
+        send_errors: d.produced.send_errors,
+        queue_full_retries: d.produced.queue_full_retries,
+        received: d.audit.received,
+        duplicates: d.audit.duplicates,
+        produced_bytes: d.produced.produced_bytes,
+        received_bytes: d.consumed.received_bytes,
+        warmup_produced: d.warmup_produced,
+        warmup_acked: d.warmup_acked,
+        warmup_received: d.warmup_received,
+        foreign: d.foreign,
+    };
+    let target_rate = (scenario.rate_msg_s > 0).then_some(scenario.rate_msg_s);
+    let produced_msg_s = per_s(c.produced, measure_s);
+    let throughput = Throughput {
+        target_msg_s: target_rate,
+        produced_msg_s,
+        acked_msg_s: per_s(c.acked, measure_s),
+        received_msg_s: per_s(c.received, measure_s),
+        produced_mib_s: mib(c.produced_bytes) / measure_s.max(1e-9),
+        received_mib_s: mib(c.received_bytes) / measure_s.max(1e-9),
+        rate_accuracy_pct: target_rate
+            .filter(|_| measure_s > 0.0)
+            .map(|t| produced_msg_s / t as f64 * 100.0),
+        delivery_pct: (c.produced > 0).then(|| d.audit.received as f64 / c.produced as f64 * 100.0),
+        received_entries_s: (scenario.entries_per_record > 0)
+            .then(|| per_s(c.received, measure_s) * scenario.entries_per_record as f64),
+    };
+    if let Some(acc) = throughput.rate_accuracy_pct {
+        if acc < 95.0 && !d.interrupted {
+            let why = match d.bp_paused_s {
+                Some(p) if p > 0.0 => format!("backpressure paused the producers for {p:.1} s"),
+                _ if scenario.burst_rate_msg_s > 0 => {
+                    "the target is the base rate; bursts add to it".to_string()
+                }
+                _ => "the generator or client could not keep up".to_string(),
+            };
+            warnings.push(format!(
+                "rate deficit: produced {:.0} msg/s of the {} msg/s target ({acc:.1}%); {why}",
+                produced_msg_s, scenario.rate_msg_s
+            ));
+        }
+    }
+    if d.flush_timed_out {
+        warnings.push("producer flush timed out: some messages were never acknowledged".into());
+    }
+    let unconsumed = d.intervals.last().and_then(|i| i.lag_total).unwrap_or(0);
+    if d.audit.lost > 0 && !d.interrupted {
+        if unconsumed > 0 {
+            warnings.push(format!(
+                "{} measured messages were not consumed by the end of the drain; {unconsumed} were still on the topic unread (a consumer backlog, not necessarily loss)",
+                d.audit.lost
+            ));
+        } else {
+            warnings.push(format!(
+                "{} measured messages never arrived ({} of them acknowledged)",
+                d.audit.lost, d.audit.lost_acked
+            ));
+        }
+    }
+    let peak_target =
+        (scenario.rate_msg_s > 0).then(|| scenario.rate_msg_s.max(scenario.burst_rate_msg_s));
+    let consumer_model = ConsumerModel {
+        kind: "serial-per-consumer",
+        consumers: d.consumers_used,
+        capacity_msg_s: scenario.consumer_capacity_msg_s(d.consumers_used),
+        peak_target_msg_s: peak_target,
+    };
+    if let (Some(cap), Some(peak)) = (consumer_model.capacity_msg_s, peak_target) {
+        if cap < peak as f64 {
+            warnings.push(format!(
+                "producer rate {peak} msg/s exceeds the consumers' capacity of {cap:.0} msg/s ({} consumers, mean delay {:.0} µs): a backlog builds",
+                d.consumers_used,
+                (scenario.consumer_delay_us + scenario.consumer_jitter_us / 2).as_secs_f64() * 1e6
+            ));
+        }
+    }
+    let backpressure = d.bp_events.map(|events| Backpressure {
+        max_lag: scenario.bp_max_lag,
+        resume_lag: scenario.bp_resume(),
+        poll_ms: scenario.bp_poll_ms.as_secs_f64() * 1e3,
+        events,
+        paused_s: d.bp_paused_s.unwrap_or(0.0),
+    });
+    let latency = Latencies {
+        ack: d.produced.ack.summary(),
+        ack_intended: d.produced.ack_intended.summary(),
+        send_delay: d.produced.send_delay.summary(),
+        e2e: d.consumed.e2e.summary(),
+        e2e_intended: d.consumed.e2e_intended.summary(),
+    };
+    let total_msgs = c.produced + c.warmup_produced;
+    let total_mib = mib(total_msgs * scenario.message_bytes as u64);
+    let broker_process = target.broker_pid.map(|pid| {
+        let first = d.broker_first.unwrap_or_default();
+        let last = d.broker_last.unwrap_or_default();
+        let cpu_s = match (first.cpu_s, last.cpu_s) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let span_s = d.intervals.last().map(|i| i.elapsed_s).unwrap_or(0.0);
+        BrokerProcess {
+            pid,
+            cpu_s,
+            cpu_pct_avg: cpu_s.filter(|_| span_s > 0.0).map(|c| c / span_s * 100.0),
+            cpu_us_per_msg: cpu_s
+                .filter(|_| total_msgs > 0)
+                .map(|c| c * 1e6 / total_msgs as f64),
+            cpu_ms_per_mib: cpu_s
+                .filter(|_| total_mib > 0.0)
+                .map(|c| c * 1e3 / total_mib),
+            peak_rss_mib: d.broker_peak_rss_bytes.map(mib),
+            final_rss_mib: last.rss_bytes.map(mib),
+            threads: last.threads,
+            disk_read_bytes: last.read_bytes,
+            disk_write_bytes: last.write_bytes,
+            data_dir_bytes: last.disk_bytes,
+            data_dir_bytes_per_msg: last
+                .disk_bytes
+                .filter(|_| total_msgs > 0)
+                .map(|b| b as f64 / total_msgs as f64),
+        }
+    });
+    let client_usage = crate::procstat::client_usage();
+    let lag = lag_summary(&d.intervals);
+    Report {
+        schema: SCHEMA,
+        tool: Tool {
+            name: "sluice bench",
+            version: env!("CARGO_PKG_VERSION"),
+            git_sha: env!("SLUICE_BENCH_GIT_SHA"),
+        },
+        started_at_unix_s,
+        started_at_utc: utc_string(started_at_unix_s),
+        label: None,
+        scenario: scenario.clone(),
+        target,
+        topic: d.topic.clone(),
+        run_tag: format!("{:08x}", d.run_tag),
+        window: Window {
+            warmup_s: d.warmup_s,
+            measure_s,
+            drain_s: d.drain_s,
+            interrupted: d.interrupted,
+            flush_timed_out: d.flush_timed_out,
+        },
+        counts: c,
+        audit: d.audit.clone(),
+        throughput,
+        latency,
+        latency_split: d.latency_split.clone(),
+        cdf_edges_ms: CDF_EDGES_MS.to_vec(),
+        lag,
+        consumer_model,
+        backpressure,
+        broker_process,
+        client_process: ClientProcess {
+            cpu_s: d.client_cpu_s,
+            max_rss_mib: client_usage.map(|u| u.max_rss_mib),
+        },
+        intervals: data.intervals,
+        errors: data.errors,
+        errors_not_listed: data.errors_overflow,
+        warnings,
+        gates: Vec::new(),
+        environment: Environment {
+            cpu_model: cpu_model(),
+            cores: std::thread::available_parallelism().ok().map(|n| n.get()),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .map(|s| s.trim().to_string()),
+            rustc: env!("SLUICE_BENCH_RUSTC"),
+            librdkafka: rdkafka::util::get_rdkafka_version().1,
+            seed: scenario.seed,
+            command: command_line(),
+        },
+    }
+}
+
+/// One line per gate result for the human summaries.
+pub fn gate_lines(gates: &[crate::gate::GateResult]) -> String {
+    let mut o = String::new();
+    for g in gates {
+        let _ = writeln!(
+            o,
+            " gate {:<28} {}  (value {}{})",
+            g.gate.expr,
+            if g.passed { "PASS" } else { "FAIL" },
+            g.value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "none".into()),
+            g.against
+                .map(|v| format!(", against {v:.3}"))
+                .unwrap_or_default()
+        );
+    }
+    o
+}
+
+impl Report {
+    /// The flat metric map gates are evaluated against (names in `gate::metric_names`).
+    pub fn metrics(&self) -> BTreeMap<String, Option<f64>> {
+        let mut m = BTreeMap::new();
+        for kind in LATENCY_KINDS {
+            let Some(l) = self.latency.by_kind(kind) else {
+                continue;
+            };
+            let stats = [
+                ("min", l.min_ms),
+                ("mean", l.mean_ms),
+                ("p50", l.p50_ms),
+                ("p75", l.p75_ms),
+                ("p90", l.p90_ms),
+                ("p95", l.p95_ms),
+                ("p99", l.p99_ms),
+                ("p99_5", l.p99_5_ms),
+                ("p999", l.p99_9_ms),
+                ("p9999", l.p99_99_ms),
+                ("max", l.max_ms),
+            ];
+            for (stat, v) in stats {
+                m.insert(format!("{stat}_{kind}_ms"), v);
+            }
+        }
+        let t = &self.throughput;
+        let f = |v: u64| Some(v as f64);
+        let bp = self.broker_process.as_ref();
+        let scalars: [(&str, Option<f64>); 17] = [
+            ("produced_msg_s", Some(t.produced_msg_s)),
+            ("acked_msg_s", Some(t.acked_msg_s)),
+            ("received_msg_s", Some(t.received_msg_s)),
+            ("produced_mib_s", Some(t.produced_mib_s)),
+            ("delivery_pct", t.delivery_pct),
+            ("rate_accuracy_pct", t.rate_accuracy_pct),
+            ("lost", f(self.audit.lost)),
+            ("lost_acked", f(self.audit.lost_acked)),
+            ("duplicates", f(self.audit.duplicates)),
+            ("reordered", f(self.audit.reordered)),
+            ("ack_errors", f(self.counts.ack_errors)),
+            ("send_errors", f(self.counts.send_errors)),
+            ("peak_lag", self.lag.peak_total.map(|v| v as f64)),
+            ("final_lag", self.lag.final_total.map(|v| v as f64)),
+            ("broker_cpu_us_per_msg", bp.and_then(|b| b.cpu_us_per_msg)),
+            ("broker_cpu_ms_per_mib", bp.and_then(|b| b.cpu_ms_per_mib)),
+            ("broker_peak_rss_mib", bp.and_then(|b| b.peak_rss_mib)),
+        ];
+        for (k, v) in scalars {
+            m.insert(k.to_string(), v);
+        }
+        m
+    }
+
+    /// The human summary for stdout.
+    pub fn human(&self) -> String {
+        let mut o = String::new();
+        let rule = "━".repeat(78);
+        let s = &self.scenario;
+        let ms = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(o, "{rule}");
+        let _ = writeln!(
+            o,
+            " sluice bench · preset {}{} · {} broker at {}",
+            s.preset,
+            self.label
+                .as_deref()
+                .map(|l| format!(" [{l}]"))
+                .unwrap_or_default(),
+            self.target.kind,
+            self.target.bootstrap
+        );
+        let rate = if s.rate_msg_s == 0 {
+            "unthrottled".to_string()
+        } else {
+            format!("{} msg/s", s.rate_msg_s)
+        };
+        let _ = writeln!(
+            o,
+            " topic {} ({} partitions) · {} B {} payload (seed {}) · {rate} from {} producers",
+            self.topic,
+            s.partitions,
+            s.message_bytes,
+            s.payload.name(),
+            s.seed,
+            s.producers
+        );
+        let _ = writeln!(
+            o,
+            " acks={} compression={} linger.ms={} batch.size={} idempotence={} · {} consumers (assign)",
+            s.acks.config_value(),
+            s.compression.config_value(),
+            s.linger_ms,
+            s.batch_bytes,
+            s.idempotence,
+            s.consumers
+        );
+        let w = &self.window;
+        let _ = writeln!(
+            o,
+            " warmup {:.1} s · measured {:.1} s · drain {:.1} s{}",
+            w.warmup_s,
+            w.measure_s,
+            w.drain_s,
+            if w.interrupted {
+                " · INTERRUPTED (partial results)"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(o, "{rule}");
+        let t = &self.throughput;
+        let a = &self.audit;
+        let _ = writeln!(
+            o,
+            " produced  {:>10} msgs  {:>10.0} msg/s  {:>8.2} MiB/s{}",
+            a.produced,
+            t.produced_msg_s,
+            t.produced_mib_s,
+            t.rate_accuracy_pct
+                .map(|p| format!("  ({p:.1}% of target)"))
+                .unwrap_or_default()
+        );
+        let _ = writeln!(
+            o,
+            " acked     {:>10} msgs  {:>10.0} msg/s  errors {}",
+            self.counts.acked, t.acked_msg_s, self.counts.ack_errors
+        );
+        let _ = writeln!(
+            o,
+            " received  {:>10} msgs  {:>10.0} msg/s  {:>8.2} MiB/s  delivery {}",
+            a.received,
+            t.received_msg_s,
+            t.received_mib_s,
+            t.delivery_pct
+                .map(|p| format!("{p:.2}%"))
+                .unwrap_or_else(|| "-".into())
+        );
+        if let Some(e) = t.received_entries_s {
+            let _ = writeln!(
+                o,
+                " entries   {e:>31.0} entries/s ({} per record)",
+                s.entries_per_record
+            );
+        }
+        let _ = writeln!(
+            o,
+            " audit     lost {} (acked {}) · duplicates {} · reordered {} · warmup msgs excluded {}",
+            a.lost, a.lost_acked, a.duplicates, a.reordered, self.counts.warmup_produced
+        );
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            " {:<20} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "latency (ms)", "samples", "p50", "p90", "p99", "p99.9", "p99.99", "max"
+        );
+        let rows = [
+            ("ack", &self.latency.ack),
+            ("ack from intended", &self.latency.ack_intended),
+            ("send delay", &self.latency.send_delay),
+            ("end-to-end", &self.latency.e2e),
+            ("e2e from intended", &self.latency.e2e_intended),
+        ];
+        for (name, l) in rows {
+            let _ = writeln!(
+                o,
+                " {:<20} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                name,
+                l.count,
+                ms(l.p50_ms),
+                ms(l.p90_ms),
+                ms(l.p99_ms),
+                ms(l.p99_9_ms),
+                ms(l.p99_99_ms),
+                ms(l.max_ms)
+            );
+        }
+        if let Some(sp) = &self.latency_split {
+            let _ = writeln!(
+                o,
+                " producer split     queue avg {} p99≤{} · socket wait avg {} · rtt avg {} p99≤{} ms · batches {} msgs / {} B · wire ratio {}",
+                ms(sp.queue_avg_ms),
+                ms(sp.queue_p99_ms),
+                ms(sp.outbuf_avg_ms),
+                ms(sp.rtt_avg_ms),
+                ms(sp.rtt_p99_ms),
+                sp.batch_msgs_avg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                sp.batch_bytes_avg.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+                sp.wire_compression_ratio.map(|v| format!("{v:.2}x")).unwrap_or_else(|| "-".into())
+            );
+        }
+        let _ = writeln!(o);
+        let l = &self.lag;
+        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            " lag (client view)  peak {} at {} s · final {} · samples {}{}",
+            opt(l.peak_total),
+            l.peak_at_s
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "-".into()),
+            opt(l.final_total),
+            l.samples,
+            l.drain_rate_msg_s
+                .map(|r| format!(" · drain {r:.0} msg/s"))
+                .unwrap_or_default()
+        );
+        if let Some(cap) = self.consumer_model.capacity_msg_s {
+            let _ = writeln!(
+                o,
+                " consumers          {} serial consumers · capacity {cap:.0} msg/s",
+                self.consumer_model.consumers
+            );
+        }
+        if let Some(bp) = &self.backpressure {
+            let _ = writeln!(
+                o,
+                " backpressure       pause above lag {} · resume below {} · {} pauses · {:.1} s paused",
+                bp.max_lag, bp.resume_lag, bp.events, bp.paused_s
+            );
+        }
+        if let Some(b) = &self.broker_process {
+            let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                o,
+                " broker pid {}      cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB",
+                b.pid,
+                f1(b.cpu_s),
+                f1(b.cpu_pct_avg),
+                f1(b.cpu_us_per_msg),
+                f1(b.cpu_ms_per_mib),
+                f1(b.peak_rss_mib),
+                f1(b.data_dir_bytes.map(mib))
+            );
+        }
+        if let Some(cpu) = self.client_process.cpu_s {
+            let _ = writeln!(o, " bench client       cpu {cpu:.1} s");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(o, " warning: {w}");
+        }
+        if !self.errors.is_empty() {
+            let _ = writeln!(o, " client errors:");
+            for (e, n) in self.errors.iter().take(8) {
+                let _ = writeln!(o, "   {n:>6} × {e}");
+            }
+        }
+        o.push_str(&gate_lines(&self.gates));
+        let _ = writeln!(o, "{rule}");
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: f64, lag: i64) -> IntervalSample {
+        IntervalSample {
+            elapsed_s: t,
+            interval_s: 1.0,
+            phase: "measure",
+            produced_msg_s: 0.0,
+            acked_msg_s: 0.0,
+            received_msg_s: 0.0,
+            produced_mib_s: 0.0,
+            received_mib_s: 0.0,
+            ack_errors: 0,
+            send_errors: 0,
+            queue_full_retries: 0,
+            ack_p50_ms: None,
+            ack_p99_ms: None,
+            ack_intended_p99_ms: None,
+            send_delay_p99_ms: None,
+            e2e_p50_ms: None,
+            e2e_p99_ms: None,
+            e2e_intended_p99_ms: None,
+            lag_total: Some(lag),
+            lag_max_partition: Some(lag),
+            lag_per_partition: vec![],
+            broker_cpu_pct: None,
+            broker_rss_mib: None,
+            broker_disk_mib: None,
+            client_cpu_pct: None,
+            split: None,
+        }
+    }
+
+    #[test]
+    fn lag_peak_drain_rate_and_time_to_drain() {
+        let pts: Vec<IntervalSample> = [
+            (1.0, 10),
+            (2.0, 5000),
+            (3.0, 5000),
+            (4.0, 2500),
+            (5.0, 0),
+            (6.0, 0),
+        ]
+        .iter()
+        .map(|&(t, l)| sample(t, l))
+        .collect();
+        let s = lag_summary(&pts);
+        assert_eq!(s.peak_total, Some(5000));
+        assert_eq!(s.peak_at_s, Some(2.0)); // the first maximum
+        assert_eq!(s.final_total, Some(0));
+        assert_eq!(s.drain_rate_msg_s, Some(1250.0));
+        assert_eq!(s.time_to_drain_s, Some(3.0));
+        // Ordinary in-flight lag is not a backlog: no drain rate.
+        let healthy: Vec<IntervalSample> = [(1.0, 40), (2.0, 900), (3.0, 30)]
+            .iter()
+            .map(|&(t, l)| sample(t, l))
+            .collect();
+        assert_eq!(lag_summary(&healthy).drain_rate_msg_s, None);
+        assert_eq!(lag_summary(&[]).peak_total, None);
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_string(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_string(951_782_400.0), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_string(1_767_225_599.0), "2025-12-31T23:59:59Z");
+    }
+}

@@ -1,0 +1,761 @@
+//! Scenarios: the fully resolved description of one run, the named presets, and how flags
+//! override a preset. A scenario is plain data; two runs of the same scenario and seed send
+//! the same schedule of the same bytes.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::payload::PayloadClass;
+
+/// `acks` of the producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Acks {
+    #[serde(rename = "0")]
+    None,
+    #[serde(rename = "1")]
+    Leader,
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Acks {
+    pub fn config_value(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
+}
+
+pub fn parse_acks(s: &str) -> Result<Acks, String> {
+    match s {
+        "0" => Ok(Acks::None),
+        "1" => Ok(Acks::Leader),
+        "all" | "-1" => Ok(Acks::All),
+        _ => Err(format!("acks must be 0, 1 or all (-1), not {s:?}")),
+    }
+}
+
+/// `compression.codec` of the producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    pub fn config_value(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+/// How producers pick partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partitioning {
+    /// No key, no partition: librdkafka's own choice (sticky for null keys).
+    Client,
+    /// Explicit partition: message `seq` of producer `p` goes to `(p + seq) % partitions`.
+    RoundRobin,
+}
+
+/// One fully resolved run description.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub preset: String,
+    /// Aggregate target rate over all producers; 0 = unthrottled (as fast as the client takes).
+    pub rate_msg_s: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub duration_s: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub warmup_s: Duration,
+    pub producers: u32,
+    pub consumers: u32,
+    pub partitions: i32,
+    pub message_bytes: usize,
+    pub payload: PayloadClass,
+    pub seed: u64,
+    pub acks: Acks,
+    pub compression: Codec,
+    pub linger_ms: u32,
+    pub batch_bytes: u32,
+    pub idempotence: bool,
+    pub max_in_flight: u32,
+    pub partitioning: Partitioning,
+    /// Consumer processing model: each consumer thread handles its messages one at a time and
+    /// sleeps `consumer_delay + uniform[0, consumer_jitter)` after each (so capacity is about
+    /// consumers / mean delay). After `phase_after` (from load start), the delay becomes
+    /// `phase_delay` (SSP's recovery scenarios).
+    #[serde(serialize_with = "ser_us")]
+    pub consumer_delay_us: Duration,
+    #[serde(serialize_with = "ser_us")]
+    pub consumer_jitter_us: Duration,
+    #[serde(serialize_with = "ser_opt_secs")]
+    pub phase_after_s: Option<Duration>,
+    #[serde(serialize_with = "ser_us")]
+    pub phase_delay_us: Duration,
+    /// Square-wave bursts: for `burst_duration` at the start of every `burst_period`, the
+    /// aggregate rate is `burst_rate_msg_s` instead of `rate_msg_s`. 0 = no bursts.
+    pub burst_rate_msg_s: u64,
+    #[serde(serialize_with = "ser_secs")]
+    pub burst_duration_s: Duration,
+    #[serde(serialize_with = "ser_secs")]
+    pub burst_period_s: Duration,
+    /// Producer backpressure (SSP's credit controller with hysteresis): every `bp_poll`, pause
+    /// all producers when the client-view lag exceeds `bp_max_lag`, resume below
+    /// `bp_resume_lag`. 0 = off. Paused time shifts the schedule (it is a deliberate slowdown,
+    /// reported as paused time, not as latency).
+    pub bp_max_lag: u64,
+    pub bp_resume_lag: u64,
+    #[serde(serialize_with = "ser_ms")]
+    pub bp_poll_ms: Duration,
+    /// txmeta payload: entries packed per record (0 for other payloads); decides message_bytes.
+    pub entries_per_record: u32,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn ser_opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e6)
+}
+
+impl Scenario {
+    /// SSP's "bench" preset: 10k msg/s of 512-byte mixed payloads from 8 producers into 12
+    /// partitions, acks=1, snappy, 64 KiB batches, 5 ms linger, 4 consumers, 30 s after 5 s
+    /// of warmup.
+    pub fn baseline() -> Scenario {
+        Scenario {
+            preset: "baseline".into(),
+            rate_msg_s: 10_000,
+            duration_s: Duration::from_secs(30),
+            warmup_s: Duration::from_secs(5),
+            producers: 8,
+            consumers: 4,
+            partitions: 12,
+            message_bytes: 512,
+            payload: PayloadClass::Mixed,
+            seed: 42,
+            acks: Acks::Leader,
+            compression: Codec::Snappy,
+            linger_ms: 5,
+            batch_bytes: 65_536,
+            idempotence: false,
+            max_in_flight: 5,
+            partitioning: Partitioning::Client,
+            consumer_delay_us: Duration::ZERO,
+            consumer_jitter_us: Duration::ZERO,
+            phase_after_s: None,
+            phase_delay_us: Duration::ZERO,
+            burst_rate_msg_s: 0,
+            burst_duration_s: Duration::ZERO,
+            burst_period_s: Duration::ZERO,
+            bp_max_lag: 0,
+            bp_resume_lag: 0,
+            bp_poll_ms: Duration::from_millis(200),
+            entries_per_record: 0,
+        }
+    }
+
+    /// Settles settings that depend on others: a txmeta payload sizes the message from its
+    /// entry count (100 unless given); other payloads carry no entries.
+    pub fn normalize(&mut self) {
+        if self.payload == PayloadClass::Txmeta {
+            if self.entries_per_record == 0 {
+                self.entries_per_record = 100;
+            }
+            self.entries_per_record = self
+                .entries_per_record
+                .min(crate::limits::MAX_ENTRIES_PER_RECORD);
+            self.message_bytes = crate::payload::txmeta_message_bytes(self.entries_per_record);
+        } else {
+            self.entries_per_record = 0;
+        }
+    }
+
+    /// The aggregate target rate at `t` since load start (bursts included); 0 = unthrottled.
+    pub fn rate_at(&self, t: Duration) -> u64 {
+        if self.burst_rate_msg_s > 0 && !self.burst_period_s.is_zero() {
+            let into = t.as_nanos() % self.burst_period_s.as_nanos();
+            if into < self.burst_duration_s.as_nanos() {
+                return self.burst_rate_msg_s;
+            }
+        }
+        self.rate_msg_s
+    }
+
+    /// The consumer delay at `t` since load start (before jitter).
+    pub fn consumer_delay_at(&self, t: Duration) -> Duration {
+        match self.phase_after_s {
+            Some(p) if t >= p => self.phase_delay_us,
+            _ => self.consumer_delay_us,
+        }
+    }
+
+    /// Messages per second the consumers can process under the delay model, None if unlimited.
+    pub fn consumer_capacity_msg_s(&self, consumers: u32) -> Option<f64> {
+        let mean =
+            self.consumer_delay_us.as_secs_f64() + self.consumer_jitter_us.as_secs_f64() / 2.0;
+        (mean > 0.0).then(|| consumers as f64 / mean)
+    }
+
+    /// The resume threshold actually used (SSP: half of max when unset).
+    pub fn bp_resume(&self) -> u64 {
+        if self.bp_resume_lag > 0 {
+            self.bp_resume_lag
+        } else {
+            self.bp_max_lag / 2
+        }
+    }
+
+    /// Target rate per producer (msg/s), 0 when unthrottled.
+    pub fn rate_per_producer(&self) -> f64 {
+        if self.rate_msg_s == 0 {
+            0.0
+        } else {
+            self.rate_msg_s as f64 / self.producers as f64
+        }
+    }
+}
+
+/// A named preset: a description and the changes it makes to the baseline.
+#[derive(Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    pub about: &'static str,
+    apply: fn(&mut Scenario),
+    /// A sweep: one run per variant, each applied after the command-line flags so the swept
+    /// setting always wins. Empty for a single-run preset.
+    pub variants: &'static [Variant],
+}
+
+/// One point of a sweep.
+#[derive(Debug)]
+pub struct Variant {
+    pub label: &'static str,
+    pub apply: fn(&mut Scenario),
+}
+
+macro_rules! variant {
+    ($label:expr, |$s:ident| $body:expr) => {
+        Variant {
+            label: $label,
+            apply: |$s: &mut Scenario| $body,
+        }
+    };
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "baseline",
+        about: "SSP bench: 10k msg/s, 512 B mixed, 8 producers, 12 partitions, 4 consumers, acks=1, snappy, 30 s + 5 s warmup",
+        apply: |_| {},
+        variants: &[],
+    },
+    Preset {
+        name: "quick",
+        about: "SSP quick smoke: 5k msg/s, 4 producers, 2 consumers, 5 s + 2 s warmup",
+        apply: |s| {
+            s.rate_msg_s = 5_000;
+            s.producers = 4;
+            s.consumers = 2;
+            s.duration_s = Duration::from_secs(5);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "max-rate",
+        about: "baseline unthrottled: every producer sends as fast as its client queue takes",
+        apply: |s| s.rate_msg_s = 0,
+        variants: &[],
+    },
+    Preset {
+        name: "acks-0",
+        about: "baseline with acks=0 (fire and forget; ack latency is the client's own)",
+        apply: |s| s.acks = Acks::None,
+        variants: &[],
+    },
+    Preset {
+        name: "acks-all",
+        about: "baseline with acks=all",
+        apply: |s| s.acks = Acks::All,
+        variants: &[],
+    },
+    Preset {
+        name: "no-linger",
+        about: "baseline with linger.ms=0 (latency-first batching)",
+        apply: |s| s.linger_ms = 0,
+        variants: &[],
+    },
+    Preset {
+        name: "slow-consumer",
+        about: "SSP slow-consumer: 8k msg/s json, 12 consumers (one per partition) sleeping 500 µs + 0..200 µs per message, 30 s + 3 s",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(500);
+            s.consumer_jitter_us = Duration::from_micros(200);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "slow-aggr",
+        about: "SSP slow-aggr: 10k msg/s json, consumers sleep 4 ms + 0..1 ms (capacity ~2.7k msg/s), 40 s + 3 s",
+        apply: slow_aggr,
+        variants: &[],
+    },
+    Preset {
+        name: "recovery",
+        about: "SSP recovery: 8k msg/s json, consumers sleep 800 µs until 30 s, then 0; 60 s + 3 s",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(800);
+            s.phase_after_s = Some(Duration::from_secs(30));
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "recovery-aggr",
+        about: "SSP recovery-aggr: 10k msg/s json, consumers sleep 3 ms until 30 s (backlog builds), then 0; 80 s + 3 s",
+        apply: |s| {
+            s.payload = PayloadClass::Json;
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_millis(3);
+            s.phase_after_s = Some(Duration::from_secs(30));
+            s.duration_s = Duration::from_secs(80);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-light",
+        about: "SSP bursty-light: 5k msg/s json with 3 s bursts of 15k every 12 s, 60 s + 3 s",
+        apply: |s| bursty(s, 15_000),
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-heavy",
+        about: "SSP bursty-heavy: 5k msg/s json with 3 s bursts of 30k every 12 s, 60 s + 3 s",
+        apply: |s| bursty(s, 30_000),
+        variants: &[],
+    },
+    Preset {
+        name: "bursty-overload",
+        about: "SSP bursty-overload: bursty-heavy with consumers sleeping 800 µs per message (capacity ~15k msg/s)",
+        apply: |s| {
+            bursty(s, 30_000);
+            s.consumers = 12;
+            s.consumer_delay_us = Duration::from_micros(800);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bp-loose",
+        about: "SSP bp-on: slow-aggr with backpressure, pause above lag 20000, resume below 5000, poll 200 ms",
+        apply: |s| {
+            slow_aggr(s);
+            s.bp_max_lag = 20_000;
+            s.bp_resume_lag = 5_000;
+            s.bp_poll_ms = Duration::from_millis(200);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "bp-tight",
+        about: "SSP bp-tight: slow-aggr with backpressure, pause above lag 5000, resume below 1000, poll 100 ms",
+        apply: |s| {
+            slow_aggr(s);
+            s.bp_max_lag = 5_000;
+            s.bp_resume_lag = 1_000;
+            s.bp_poll_ms = Duration::from_millis(100);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "sparse-fanout",
+        about: "teranode T1: 32 partitions fed one 256 B message every 25 ms (batches never fill); linger.ms 1000 vs 10",
+        apply: |s| {
+            s.rate_msg_s = 40;
+            s.producers = 1;
+            s.consumers = 4;
+            s.partitions = 32;
+            s.message_bytes = 256;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.batch_bytes = 1_048_576;
+            s.partitioning = Partitioning::RoundRobin;
+            s.duration_s = Duration::from_secs(5);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("linger-1s", |s| s.linger_ms = 1000),
+            variant!("linger-10ms", |s| s.linger_ms = 10),
+        ],
+    },
+    Preset {
+        name: "packed",
+        about: "teranode T3: txmeta v2 records over 32 partitions, 100k entries/s as 100-entry records (1000/s) vs 1000-entry records (100/s)",
+        apply: |s| {
+            s.payload = PayloadClass::Txmeta;
+            s.producers = 4;
+            s.consumers = 8;
+            s.partitions = 32;
+            s.compression = Codec::None;
+            s.partitioning = Partitioning::RoundRobin;
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("100-entries", |s| {
+                s.entries_per_record = 100;
+                s.rate_msg_s = 1_000;
+            }),
+            variant!("1000-entries", |s| {
+                s.entries_per_record = 1000;
+                s.rate_msg_s = 100;
+            }),
+        ],
+    },
+    Preset {
+        name: "omb-simple",
+        about: "OMB simple-workload: 1 topic, 10 partitions, 1 KiB, 10k msg/s, 1 producer, 1 consumer, 60 s + 10 s (no key)",
+        apply: |s| {
+            s.partitions = 10;
+            s.message_bytes = 1024;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "omb-1-topic-16-partitions-1kb",
+        about: "OMB 1-topic-16-partitions-1kb: 16 partitions, 1 KiB, 50k msg/s, 1 producer, 1 consumer, 60 s + 10 s",
+        apply: |s| {
+            s.partitions = 16;
+            s.message_bytes = 1024;
+            s.rate_msg_s = 50_000;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "omb-latency",
+        about: "OMB Kafka latency driver settings on the simple workload: acks=all, linger.ms=1, batch.size 128 KiB",
+        apply: |s| {
+            s.partitions = 10;
+            s.message_bytes = 1024;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.acks = Acks::All;
+            s.linger_ms = 1;
+            s.batch_bytes = 131_072;
+            s.duration_s = Duration::from_secs(60);
+            s.warmup_s = Duration::from_secs(10);
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "sweep-compression",
+        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, codec none, snappy, lz4, zstd, gzip",
+        apply: |s| {
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("none", |s| s.compression = Codec::None),
+            variant!("snappy", |s| s.compression = Codec::Snappy),
+            variant!("lz4", |s| s.compression = Codec::Lz4),
+            variant!("zstd", |s| s.compression = Codec::Zstd),
+            variant!("gzip", |s| s.compression = Codec::Gzip),
+        ],
+    },
+    Preset {
+        name: "sweep-acks",
+        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, acks 0, 1, all",
+        apply: |s| {
+            s.duration_s = Duration::from_secs(20);
+            s.warmup_s = Duration::from_secs(3);
+        },
+        variants: &[
+            variant!("acks=0", |s| s.acks = Acks::None),
+            variant!("acks=1", |s| s.acks = Acks::Leader),
+            variant!("acks=all", |s| s.acks = Acks::All),
+        ],
+    },
+    Preset {
+        name: "sweep-payload",
+        about: "SSP sweep: 8k msg/s zstd, 15 s + 2 s warmup, payload random, mixed, json, logline, text, zeros",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.compression = Codec::Zstd;
+            s.duration_s = Duration::from_secs(15);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("random", |s| s.payload = PayloadClass::Random),
+            variant!("mixed", |s| s.payload = PayloadClass::Mixed),
+            variant!("json", |s| s.payload = PayloadClass::Json),
+            variant!("logline", |s| s.payload = PayloadClass::Logline),
+            variant!("text", |s| s.payload = PayloadClass::Text),
+            variant!("zeros", |s| s.payload = PayloadClass::Zeros),
+        ],
+    },
+    Preset {
+        name: "sweep-msgsize",
+        about: "SSP sweep: 8k msg/s mixed, 15 s + 2 s warmup, message size 64, 256, 1024, 4096, 16384 B",
+        apply: |s| {
+            s.rate_msg_s = 8_000;
+            s.duration_s = Duration::from_secs(15);
+            s.warmup_s = Duration::from_secs(2);
+        },
+        variants: &[
+            variant!("64B", |s| s.message_bytes = 64),
+            variant!("256B", |s| s.message_bytes = 256),
+            variant!("1KiB", |s| s.message_bytes = 1024),
+            variant!("4KiB", |s| s.message_bytes = 4096),
+            variant!("16KiB", |s| s.message_bytes = 16_384),
+        ],
+    },
+];
+
+fn slow_aggr(s: &mut Scenario) {
+    s.payload = PayloadClass::Json;
+    s.consumers = 12;
+    s.consumer_delay_us = Duration::from_millis(4);
+    s.consumer_jitter_us = Duration::from_millis(1);
+    s.duration_s = Duration::from_secs(40);
+    s.warmup_s = Duration::from_secs(3);
+}
+
+fn bursty(s: &mut Scenario, burst_rate_msg_s: u64) {
+    s.rate_msg_s = 5_000;
+    s.burst_rate_msg_s = burst_rate_msg_s;
+    s.burst_duration_s = Duration::from_secs(3);
+    s.burst_period_s = Duration::from_secs(12);
+    s.payload = PayloadClass::Json;
+    s.duration_s = Duration::from_secs(60);
+    s.warmup_s = Duration::from_secs(3);
+}
+
+pub fn find_preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+impl Preset {
+    pub fn scenario(&self) -> Scenario {
+        let mut s = Scenario::baseline();
+        (self.apply)(&mut s);
+        s.preset = self.name.to_string();
+        s
+    }
+
+    /// The runs of this preset: `(variant label, scenario)`; `base` is `scenario()` with the
+    /// command-line overrides already applied. A single-run preset has one unlabelled run.
+    pub fn expand(&self, base: &Scenario) -> Vec<(Option<&'static str>, Scenario)> {
+        if self.variants.is_empty() {
+            let mut s = base.clone();
+            s.normalize();
+            return vec![(None, s)];
+        }
+        self.variants
+            .iter()
+            .map(|v| {
+                let mut s = base.clone();
+                (v.apply)(&mut s);
+                s.normalize();
+                (Some(v.label), s)
+            })
+            .collect()
+    }
+}
+
+/// The preset list as printed for `--list-presets` and for an unknown `--preset`.
+pub fn preset_list() -> String {
+    let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    PRESETS
+        .iter()
+        .map(|p| {
+            let runs = if p.variants.is_empty() {
+                String::new()
+            } else {
+                format!(" [{} runs]", p.variants.len())
+            };
+            format!("  {:width$}  {}{runs}\n", p.name, p.about)
+        })
+        .collect()
+}
+
+/// Parses `1.5s`, `500ms`, `2m`, `1h`, `250us` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("not a duration: {s:?} (try 5s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown duration unit {unit:?} in {s:?} (use us, ms, s, m, h)"
+            ))
+        }
+    };
+    let max = crate::limits::MAX_DURATION;
+    if !secs.is_finite() || secs < 0.0 || secs > max.as_secs_f64() {
+        return Err(format!(
+            "duration {s:?} out of range (0 .. {} s)",
+            max.as_secs()
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a rate in msg/s; `max`, `unthrottled` or 0 mean unthrottled. Accepts `10k`, `1.5m`.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "max" || t == "unthrottled" {
+        return Ok(0);
+    }
+    let (num, mult) = match t.strip_suffix('k') {
+        Some(n) => (n, 1e3),
+        None => match t.strip_suffix('m') {
+            Some(n) => (n, 1e6),
+            None => (t.as_str(), 1.0),
+        },
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("not a rate: {s:?} (msg/s, e.g. 10000, 10k, max)"))?;
+    let r = v * mult;
+    if !r.is_finite() || r < 0.0 || r > crate::limits::MAX_RATE_MSG_S as f64 {
+        return Err(format!(
+            "rate {s:?} out of range (0 .. {} msg/s)",
+            crate::limits::MAX_RATE_MSG_S
+        ));
+    }
+    Ok(r.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_rates_parse() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1000h").is_err());
+        assert_eq!(parse_rate("10k"), Ok(10_000));
+        assert_eq!(parse_rate("max"), Ok(0));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("1e12").is_err());
+    }
+
+    #[test]
+    fn rate_shape_phases_and_capacity() {
+        let mut s = Scenario::baseline();
+        s.rate_msg_s = 5_000;
+        s.burst_rate_msg_s = 15_000;
+        s.burst_duration_s = Duration::from_secs(3);
+        s.burst_period_s = Duration::from_secs(12);
+        assert_eq!(s.rate_at(Duration::from_millis(2_999)), 15_000);
+        assert_eq!(s.rate_at(Duration::from_secs(3)), 5_000);
+        assert_eq!(s.rate_at(Duration::from_secs(12)), 15_000);
+        s.consumer_delay_us = Duration::from_millis(4);
+        s.consumer_jitter_us = Duration::from_millis(1);
+        s.phase_after_s = Some(Duration::from_secs(30));
+        assert_eq!(
+            s.consumer_delay_at(Duration::from_secs(29)),
+            Duration::from_millis(4)
+        );
+        assert_eq!(s.consumer_delay_at(Duration::from_secs(30)), Duration::ZERO);
+        let cap = s.consumer_capacity_msg_s(12).unwrap_or(0.0);
+        assert!((cap - 12.0 / 0.0045).abs() < 1.0, "{cap}");
+        assert_eq!(Scenario::baseline().consumer_capacity_msg_s(4), None);
+        s.bp_max_lag = 100;
+        assert_eq!(s.bp_resume(), 50);
+    }
+
+    #[test]
+    fn presets_are_unique_and_named_in_their_scenario() {
+        for (i, p) in PRESETS.iter().enumerate() {
+            assert!(
+                PRESETS[i + 1..].iter().all(|q| q.name != p.name),
+                "{}",
+                p.name
+            );
+            assert_eq!(p.scenario().preset, p.name);
+        }
+        assert!(find_preset("nope").is_none());
+        // Sweeps: the swept setting wins over the base, every variant differs from the others.
+        let p = find_preset("sweep-compression").unwrap_or(&PRESETS[0]);
+        let mut base = p.scenario();
+        base.compression = Codec::Gzip;
+        let runs = p.expand(&base);
+        assert_eq!(runs.len(), 5);
+        assert_eq!(runs[0].1.compression, Codec::None);
+        for p in PRESETS {
+            for (_, s) in p.expand(&p.scenario()) {
+                assert!(
+                    s.message_bytes >= crate::limits::MIN_MESSAGE_BYTES,
+                    "{}",
+                    p.name
+                );
+            }
+        }
+        assert!(preset_list().contains("baseline"));
+    }
+}

@@ -1,0 +1,308 @@
+//! The broker under test. Either an embedded Sluice — a `sluice serve` child of this very
+//! binary on an ephemeral loopback port with a temporary data directory, stopped with SIGTERM
+//! when the target is dropped — or any broker reachable at a `--bootstrap` list, which is
+//! checked with a plain TCP connect first so an unreachable address fails within seconds.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use crate::limits;
+
+/// A broker to run against.
+#[derive(Debug)]
+pub enum Target {
+    Embedded(EmbeddedBroker),
+    External {
+        bootstrap: String,
+        /// Given with --broker-pid: a local broker process to sample.
+        pid: Option<u32>,
+        /// Given with --broker-data-dir: the broker's data directory, for bytes on disk.
+        data_dir: Option<PathBuf>,
+    },
+}
+
+impl Target {
+    pub fn bootstrap(&self) -> &str {
+        match self {
+            Target::Embedded(b) => &b.bootstrap,
+            Target::External { bootstrap, .. } => bootstrap,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Embedded(_) => "embedded",
+            Target::External { .. } => "bootstrap",
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Target::Embedded(b) => Some(b.child.id()),
+            Target::External { pid, .. } => *pid,
+        }
+    }
+
+    pub fn data_dir(&self) -> Option<&Path> {
+        match self {
+            Target::Embedded(b) => Some(b.data_dir()),
+            Target::External { data_dir, .. } => data_dir.as_deref(),
+        }
+    }
+
+    /// Stops an embedded broker; returns a note when it did not exit cleanly.
+    pub fn shutdown(self) -> Option<String> {
+        match self {
+            Target::Embedded(b) => b.stop(),
+            Target::External { .. } => None,
+        }
+    }
+}
+
+/// Checks that at least one `host:port` of a comma-separated bootstrap list accepts a TCP
+/// connection, so a typo fails in seconds instead of librdkafka retrying forever.
+pub fn check_reachable(bootstrap: &str) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for entry in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        let addrs = match entry.to_socket_addrs() {
+            Ok(a) => a.collect::<Vec<_>>(),
+            Err(e) => {
+                problems.push(format!("{entry}: {e}"));
+                continue;
+            }
+        };
+        if addrs.is_empty() {
+            problems.push(format!("{entry}: resolves to no address"));
+        }
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, limits::BOOTSTRAP_CONNECT_TIMEOUT) {
+                Ok(_) => return Ok(()),
+                Err(e) => problems.push(format!("{entry} ({addr}): {e}")),
+            }
+        }
+    }
+    if problems.is_empty() {
+        return Err(format!("bootstrap list {bootstrap:?} names no host:port"));
+    }
+    Err(format!(
+        "cannot reach any bootstrap broker: {}",
+        problems.join("; ")
+    ))
+}
+
+/// A `sluice serve` child process and its temporary data directory.
+#[derive(Debug)]
+pub struct EmbeddedBroker {
+    child: Child,
+    bootstrap: String,
+    /// Holds the data directory and the broker's log; removed on drop.
+    workdir: tempfile::TempDir,
+    data_dir: PathBuf,
+    stopped: bool,
+}
+
+impl EmbeddedBroker {
+    /// Starts `<this binary> serve --listen 127.0.0.1:0 --data-dir <tmp>/data [extra...]` and
+    /// waits for its "sluice listening on ADDR" line.
+    pub fn start(extra_args: &[String]) -> Result<EmbeddedBroker, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let workdir = tempfile::Builder::new()
+            .prefix("sluice-bench-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        let data_dir = workdir.path().join("data");
+        let log_path = workdir.path().join("broker.log");
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        // Its own process group: Ctrl-C in the terminal reaches only the bench, which then
+        // finishes its report and stops the broker itself.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {} serve: {e}", exe.display()))?;
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            return Err("embedded broker has no stdout pipe".into());
+        };
+        // A reader thread passes lines on and keeps draining the pipe afterwards.
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::Builder::new()
+            .name("embedded-stdout".into())
+            .spawn(move || {
+                let mut reader = BufReader::new(stdout);
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    match reader.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            let _ = tx.send(line.trim().to_string());
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        let mut broker = EmbeddedBroker {
+            child,
+            bootstrap: String::new(),
+            workdir,
+            data_dir,
+            stopped: false,
+        };
+        let deadline = Instant::now() + limits::EMBEDDED_START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let tail = broker.log_tail();
+                broker.stop();
+                return Err(format!(
+                    "embedded broker did not report its address within {:?}\n{tail}",
+                    limits::EMBEDDED_START_TIMEOUT
+                ));
+            }
+            match rx.recv_timeout(left.min(std::time::Duration::from_millis(100))) {
+                Ok(line) => {
+                    if let Some(addr) = line.strip_prefix("sluice listening on ") {
+                        broker.bootstrap = addr.trim().to_string();
+                        return Ok(broker);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Ok(Some(status)) = broker.child.try_wait() {
+                        broker.stopped = true;
+                        return Err(format!(
+                            "embedded broker exited ({status}) before listening\n{}",
+                            broker.log_tail()
+                        ));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = broker
+                        .child
+                        .wait()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
+                    broker.stopped = true;
+                    return Err(format!(
+                        "embedded broker exited ({status}) before listening\n{}",
+                        broker.log_tail()
+                    ));
+                }
+            }
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    fn log_tail(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.workdir.path().join("broker.log")) {
+            let _ = f.read_to_string(&mut text);
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let from = lines.len().saturating_sub(limits::EMBEDDED_LOG_TAIL_LINES);
+        format!(
+            "--- embedded broker log (last lines) ---\n{}",
+            lines[from..].join("\n")
+        )
+    }
+
+    /// SIGTERM, wait for a clean exit, SIGKILL after the timeout. Returns a note when the
+    /// broker did not exit 0.
+    pub fn stop(mut self) -> Option<String> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Option<String> {
+        if self.stopped {
+            return None;
+        }
+        self.stopped = true;
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + limits::EMBEDDED_STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return None,
+                Ok(Some(status)) => {
+                    return Some(format!(
+                        "embedded broker exited with {status}\n{}",
+                        self.log_tail()
+                    ))
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Some(format!(
+                        "embedded broker did not exit within {:?} of SIGTERM; killed\n{}",
+                        limits::EMBEDDED_STOP_TIMEOUT,
+                        self.log_tail()
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for EmbeddedBroker {
+    fn drop(&mut self) {
+        // A run that fails half-way must not leave a broker behind.
+        let _ = self.stop_inner();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreachable_bootstrap_fails_fast_and_clearly() {
+        // Bind then drop a listener to get a port that refuses connections.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(1);
+        let t = Instant::now();
+        let err = check_reachable(&format!("127.0.0.1:{port}"))
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("cannot reach"), "{err}");
+        assert!(t.elapsed() < limits::BOOTSTRAP_CONNECT_TIMEOUT * 2);
+        assert!(check_reachable("no-port-here").is_err());
+        assert!(check_reachable(" , ").is_err());
+    }
+
+    #[test]
+    fn reachable_listener_passes() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0");
+        if let Ok(l) = l {
+            let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            assert_eq!(check_reachable(&format!("127.0.0.1:1,{addr}")), Ok(()));
+        }
+    }
+}
