@@ -341,6 +341,14 @@ def test_list_describe_delete_groups(sluice_factory, topic_name):
         return [g for g in listed.valid if g.group_id == group and str(g.state).endswith("STABLE")]
 
     wait_until(lambda: (c.poll(0.1), stable())[1], 30, what="group listed as Stable")
+    # ListGroups' state filter (v4+): the group is listed under Stable and not under Empty.
+    from confluent_kafka import ConsumerGroupState
+    by_state = {
+        st: [g.group_id for g in admin.list_consumer_groups(states={st}, request_timeout=10).result(timeout=15).valid]
+        for st in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY)
+    }
+    assert group in by_state[ConsumerGroupState.STABLE]
+    assert group not in by_state[ConsumerGroupState.EMPTY]
     desc = admin.describe_consumer_groups([group])[group].result(timeout=15)
     assert str(desc.state).endswith("STABLE") and len(desc.members) == 1
     assert desc.members[0].client_id == "lister"
@@ -352,6 +360,8 @@ def test_list_describe_delete_groups(sluice_factory, topic_name):
     c.close()
     wait_until(lambda: str(admin.describe_consumer_groups([group])[group].result(timeout=15).state).endswith("EMPTY"),
                20, what="group empty after the member left")
+    empty = admin.list_consumer_groups(states={ConsumerGroupState.EMPTY}, request_timeout=10).result(timeout=15)
+    assert group in [g.group_id for g in empty.valid]
     admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     assert committed(bs, group, topic_name)[0] < 0, "offsets must go with the group"
     listed = admin.list_consumer_groups(request_timeout=10).result(timeout=15)
