@@ -334,7 +334,7 @@ pub struct RunData {
     pub topic: String,
     pub run_tag: u32,
     pub interrupted: bool,
-    /// Measured window: from the end of warmup to when producers stopped.
+    /// Measured window: the schedule's, from the end of warmup to the end of load (shorter after Ctrl-C).
     pub measure_s: f64,
     pub warmup_s: f64,
     pub drain_s: f64,
