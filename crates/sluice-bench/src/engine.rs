@@ -334,7 +334,7 @@ pub struct RunData {
     pub topic: String,
     pub run_tag: u32,
     pub interrupted: bool,
-    /// Measured window: from the end of warmup to when producers stopped.
+    /// Measured window: the schedule's, from the end of warmup to the end of load (shorter after Ctrl-C).
     pub measure_s: f64,
     pub warmup_s: f64,
     pub drain_s: f64,
@@ -1250,7 +1250,15 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         let _ = h.join();
     }
     let interrupted = stop.load(Ordering::Relaxed);
-    let load_stopped_ns = stopped_ns.load(Ordering::Relaxed).max(sched.warmup_end_ns);
+    // The measured window is the schedule's (its slots span exactly warmup end .. load end; the
+    // last send happens one slot before the end). Only Ctrl-C cuts it short.
+    let load_stopped_ns = if interrupted {
+        stopped_ns
+            .load(Ordering::Relaxed)
+            .clamp(sched.warmup_end_ns, sched.load_end_ns)
+    } else {
+        sched.load_end_ns
+    };
 
     // Drain: until every measured message arrived, nothing arrived for DRAIN_IDLE, or DRAIN_MAX.
     let produced_measured: u64 = producer_states

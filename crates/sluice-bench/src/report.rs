@@ -70,7 +70,7 @@ pub struct TargetInfo {
 #[derive(Debug, Serialize)]
 pub struct Window {
     pub warmup_s: f64,
-    /// From the end of warmup until the producers stopped.
+    /// The scheduled window from the end of warmup to the end of load (shorter after Ctrl-C).
     pub measure_s: f64,
     /// Time the consumers were given after the producers stopped.
     pub drain_s: f64,
