@@ -248,9 +248,12 @@ impl GroupService {
                 .map(|d| (d - now_ms()).clamp(0, limits::GROUP_TIMER_INTERVAL_MS_MAX))
                 .unwrap_or(limits::GROUP_TIMER_INTERVAL_MS_MAX);
             tokio::select! {
+                // Biased: shutdown first, then a due deadline before a wake-up, so a steady
+                // stream of requests cannot starve the timers.
+                biased;
+                _ = shutdown.wait_for(|s| *s) => break,
                 _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
                 _ = self.timer.notified() => continue,
-                _ = shutdown.wait_for(|s| *s) => break,
             }
             let mut coordinator = self.coordinator.lock();
             let effects = coordinator.tick(now_ms());
