@@ -21,8 +21,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException, TopicPartition
 
 from helpers import ck_admin, ck_producer, create_topic, wait_until
+from test_groups import PARTITIONS, Tally, produce_keyed
 
-PARTITIONS = 12
 # Heartbeat every 300 ms so that reconciliation (revoke, then assign) takes well under a
 # second per step; the session timeout stays Kafka's default.
 GROUP_ARGS = ["--override", "group.consumer.heartbeat.interval.ms=300"]
@@ -31,36 +31,6 @@ GROUP_ARGS = ["--override", "group.consumer.heartbeat.interval.ms=300"]
 # revocation callback covers what the refused one would have.
 BENIGN_COMMIT_ERRORS = {KafkaError._NO_OFFSET, KafkaError.STALE_MEMBER_EPOCH,
                         KafkaError.UNKNOWN_MEMBER_ID, KafkaError.FENCED_MEMBER_EPOCH}
-
-
-def produce_keyed(bootstrap: str, topic: str, per_partition: int, tag: str) -> set[tuple[int, bytes]]:
-    p = ck_producer(bootstrap, **{"linger.ms": 2})
-    sent = set()
-    for part in range(PARTITIONS):
-        for i in range(per_partition):
-            v = f"{tag}-{part}-{i}".encode()
-            p.produce(topic, value=v, partition=part)
-            sent.add((part, v))
-    assert p.flush(30) == 0
-    return sent
-
-
-class Tally:
-    """What every consumer received: (partition, offset) -> list of consumer names."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.seen: dict[tuple[int, int], list[str]] = {}
-        self.values: set[tuple[int, bytes]] = set()
-
-    def add(self, who: str, partition: int, offset: int, value: bytes) -> None:
-        with self.lock:
-            self.seen.setdefault((partition, offset), []).append(who)
-            self.values.add((partition, value))
-
-    def duplicates(self) -> dict:
-        with self.lock:
-            return {k: v for k, v in self.seen.items() if len(v) > 1}
 
 
 def consumer_conf(bootstrap: str, group: str, name: str, assignor: str) -> dict:

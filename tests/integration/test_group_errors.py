@@ -7,14 +7,13 @@ OffsetCommit v7, FindCoordinator v1) so the test controls every field.
 from __future__ import annotations
 
 import signal
-import socket
 import time
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
 import kwire
-from kwire import i8, i16, i32, i64, string
+from kwire import i8, i32, i64, string
 from helpers import create_topic
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14

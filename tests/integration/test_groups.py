@@ -18,7 +18,6 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kafka import KafkaConsumer
-from kafka import TopicPartition as KTP
 
 from helpers import ck_admin, ck_producer, create_topic, wait_until
 

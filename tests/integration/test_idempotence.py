@@ -17,11 +17,10 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import KafkaError
 
 import kwire
 from flaky_proxy import FlakyProxy
-from helpers import create_topic, ck_consumer, ck_poll, ck_producer, kp_producer, wait_until
+from helpers import create_topic, ck_consumer, ck_poll, ck_producer, kp_producer
 from confluent_kafka import TopicPartition
 
 FAMILIES = ["confluent", "kafka-python"]
