@@ -183,11 +183,11 @@ impl GroupService {
         f(&self.coordinator.lock())
     }
 
-    /// Validates under the lock with the current time (no effects).
+    /// Validates under the lock with the current time (no effects). For calls that only
+    /// refresh sessions (Heartbeat, commit validation): they move deadlines later, never
+    /// earlier, so the timer task need not be woken.
     pub fn check<T>(&self, f: impl FnOnce(&mut GroupCoordinator, i64) -> T) -> T {
-        let value = f(&mut self.coordinator.lock(), now_ms());
-        self.timer.notify_one();
-        value
+        f(&mut self.coordinator.lock(), now_ms())
     }
 
     /// Appends validated records (commits, deletes) and applies them once durable.

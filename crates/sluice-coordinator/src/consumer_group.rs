@@ -828,14 +828,7 @@ impl ConsumerGroup {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(GroupError::UnknownMemberId)?;
-        if epoch != m.member_epoch {
-            return Err(GroupError::StaleMemberEpoch);
-        }
-        Ok(())
+        self.check_member_epoch(member_id, epoch)
     }
 
     /// OffsetFetch v9 with a member id and epoch; a fetch without a member (admin tools,
@@ -849,6 +842,11 @@ impl ConsumerGroup {
         if member_id.is_empty() && epoch < 0 {
             return Ok(());
         }
+        self.check_member_epoch(member_id, epoch)
+    }
+
+    /// The member must exist and be at `epoch` (commits and fetches alike).
+    fn check_member_epoch(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
         let m = self
             .members
             .get(member_id)
