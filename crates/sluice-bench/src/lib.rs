@@ -8,6 +8,7 @@
 //! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
 
 pub mod audit;
+pub mod calibrate;
 pub mod clientstats;
 pub mod compare;
 pub mod csv;
@@ -16,6 +17,7 @@ pub mod gate;
 pub mod hist;
 pub mod html;
 pub mod limits;
+pub mod nullsink;
 pub mod payload;
 pub mod procstat;
 pub mod report;
@@ -173,6 +175,12 @@ pub struct BenchArgs {
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
     pub keep_topic: bool,
+    /// First measure the client's own ceiling for each scenario (unthrottled, against an
+    /// in-process null broker that only stamps offsets and keeps recent batches in memory, a few
+    /// seconds) and say in every report whether the client or the broker set the pace.
+    /// `--target null` runs a whole scenario against the null broker.
+    #[arg(long)]
+    pub calibrate: bool,
 }
 
 fn parse_message_bytes(s: &str) -> Result<usize, String> {
@@ -247,6 +255,8 @@ fn unix_now_s() -> f64 {
 enum TargetSpec {
     Embedded,
     Bootstrap(String),
+    /// The in-process null broker (client-ceiling calibration).
+    Null,
 }
 
 impl TargetSpec {
@@ -254,6 +264,7 @@ impl TargetSpec {
         match self {
             TargetSpec::Embedded => "embedded".into(),
             TargetSpec::Bootstrap(b) => b.clone(),
+            TargetSpec::Null => "null".into(),
         }
     }
 }
@@ -277,6 +288,7 @@ fn run_one(
             }
         }
         TargetSpec::Embedded => Target::Embedded(EmbeddedBroker::start(&args.serve_args)?),
+        TargetSpec::Null => Target::Null(calibrate::NullTarget::start()?),
     };
     if let Err(e) = engine::check_metadata(target.bootstrap()) {
         let _ = target.shutdown();
@@ -327,6 +339,37 @@ fn run_one(
     Ok(rep)
 }
 
+/// The client-ceiling run for one scenario (see `calibrate`): its gates are not judged, its
+/// report is not kept, only the rates.
+fn calibrate_client(
+    scenario: &Scenario,
+    label: Option<&str>,
+    args: &BenchArgs,
+    stop: &Arc<AtomicBool>,
+) -> Result<calibrate::ClientCeiling, String> {
+    let s = calibrate::scenario(scenario);
+    let quiet = BenchArgs {
+        gates: Vec::new(),
+        ..args.clone()
+    };
+    let rep = run_one(&TargetSpec::Null, &s, label, &quiet, stop)?;
+    let c = calibrate::ClientCeiling {
+        produce_msg_s: rep.throughput.acked_msg_s,
+        produce_mib_s: rep.throughput.produced_mib_s,
+        consume_msg_s: rep.throughput.received_msg_s,
+        measure_s: rep.window.measure_s,
+    };
+    eprintln!(
+        "sluice bench: client ceiling{}: {:.0} msg/s ({:.1} MiB/s) produced, {:.0} msg/s consumed (unthrottled, null broker, {:.1} s)",
+        label.map(|l| format!(" [{l}]")).unwrap_or_default(),
+        c.produce_msg_s,
+        c.produce_mib_s,
+        c.consume_msg_s,
+        c.measure_s
+    );
+    Ok(c)
+}
+
 fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), ExitCode> {
     match std::fs::write(path, bytes) {
         Ok(()) => {
@@ -363,6 +406,8 @@ pub fn run(args: BenchArgs) -> ExitCode {
             .map(|t| {
                 if t == "embedded" {
                     TargetSpec::Embedded
+                } else if t == "null" {
+                    TargetSpec::Null
                 } else {
                     TargetSpec::Bootstrap(t.clone())
                 }
@@ -405,6 +450,17 @@ pub fn run(args: BenchArgs) -> ExitCode {
     let mut keys = Vec::new();
     let mut failed = false;
     'runs: for (label, scenario) in &runs {
+        let ceiling = if args.calibrate {
+            match calibrate_client(scenario, *label, &args, &stop) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!("sluice bench: calibration failed: {e}");
+                    return ExitCode::from(EXIT_ERROR);
+                }
+            }
+        } else {
+            None
+        };
         for &ti in order
             .iter()
             .cycle()
@@ -414,8 +470,12 @@ pub fn run(args: BenchArgs) -> ExitCode {
                 break 'runs;
             }
             match run_one(&targets[ti], scenario, *label, &args, &stop) {
-                Ok(rep) => {
+                Ok(mut rep) => {
+                    if let Some(c) = &ceiling {
+                        calibrate::attach(&mut rep, c);
+                    }
                     print!("{}", rep.human());
+                    print!("{}", calibrate::human(&rep));
                     keys.push(compare::RunKey {
                         label: label.map(str::to_string),
                         target: targets[ti].name(),

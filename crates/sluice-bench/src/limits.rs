@@ -87,3 +87,16 @@ pub const INTERRUPTED_DRAIN_MAX: Duration = Duration::from_secs(2);
 
 /// Distinct client error messages kept for the report (each with a count).
 pub const MAX_DISTINCT_ERRORS: usize = 32;
+
+/// `--calibrate`: the measured window and warmup of the client-ceiling run against the mock
+/// broker (see `calibrate`). Short: the ceiling is a steady-state rate, reached within a second.
+pub const CALIBRATION_DURATION: Duration = Duration::from_secs(3);
+pub const CALIBRATION_WARMUP: Duration = Duration::from_secs(1);
+
+/// The null broker of the calibration (see `nullsink`): largest request frame, memory kept per
+/// partition (older batches are dropped, moving the log start offset), connections, and the
+/// longest a Fetch waits for data.
+pub const NULL_SINK_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+pub const NULL_SINK_PARTITION_MAX_BYTES: usize = 8 * 1024 * 1024;
+pub const NULL_SINK_MAX_CONNECTIONS: usize = 1024;
+pub const NULL_SINK_FETCH_WAIT_MAX: Duration = Duration::from_millis(500);

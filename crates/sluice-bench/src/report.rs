@@ -47,6 +47,10 @@ pub struct Report {
     pub warnings: Vec<String>,
     pub gates: Vec<GateResult>,
     pub environment: Environment,
+    /// With --calibrate: the client's own ceiling for this scenario (null otherwise).
+    pub client_ceiling: Option<crate::calibrate::ClientCeiling>,
+    /// With --calibrate: whether the client or the broker set the pace (null otherwise).
+    pub bottleneck: Option<crate::calibrate::Bottleneck>,
 }
 
 #[derive(Debug, Serialize)]
@@ -516,6 +520,8 @@ pub fn build(
             seed: scenario.seed,
             command: command_line(),
         },
+        client_ceiling: None,
+        bottleneck: None,
     }
 }
 

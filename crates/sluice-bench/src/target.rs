@@ -23,6 +23,8 @@ pub enum Target {
         /// Given with --broker-data-dir: the broker's data directory, for bytes on disk.
         data_dir: Option<PathBuf>,
     },
+    /// The in-process null broker: the client-ceiling calibration (see `calibrate`).
+    Null(crate::calibrate::NullTarget),
 }
 
 impl Target {
@@ -30,6 +32,7 @@ impl Target {
         match self {
             Target::Embedded(b) => &b.bootstrap,
             Target::External { bootstrap, .. } => bootstrap,
+            Target::Null(m) => m.bootstrap(),
         }
     }
 
@@ -37,6 +40,7 @@ impl Target {
         match self {
             Target::Embedded(_) => "embedded",
             Target::External { .. } => "bootstrap",
+            Target::Null(_) => "null",
         }
     }
 
@@ -44,6 +48,7 @@ impl Target {
         match self {
             Target::Embedded(b) => Some(b.child.id()),
             Target::External { pid, .. } => *pid,
+            Target::Null(_) => None,
         }
     }
 
@@ -51,6 +56,7 @@ impl Target {
         match self {
             Target::Embedded(b) => Some(b.data_dir()),
             Target::External { data_dir, .. } => data_dir.as_deref(),
+            Target::Null(_) => None,
         }
     }
 
@@ -58,7 +64,7 @@ impl Target {
     pub fn shutdown(self) -> Option<String> {
         match self {
             Target::Embedded(b) => b.stop(),
-            Target::External { .. } => None,
+            Target::External { .. } | Target::Null(_) => None,
         }
     }
 }
