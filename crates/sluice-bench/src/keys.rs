@@ -127,3 +127,62 @@ mod tests {
         assert_eq!(out, b"k-hot");
     }
 }
+
+/// The `partition_balance` object of the report: how the measured, acknowledged messages spread
+/// over the partitions (the delivery report names the partition librdkafka chose).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartitionBalance {
+    /// `"acked"`: measured messages counted by the partition of their delivery report.
+    pub view: &'static str,
+    /// Messages per partition, index = partition.
+    pub per_partition: Vec<u64>,
+    /// Partitions that got at least one message.
+    pub partitions_used: u32,
+    /// The partition with the most messages (the first, on a tie).
+    pub max_partition: i32,
+    pub max_share_pct: f64,
+    /// The largest partition's count over the mean per partition (1.0 = perfectly even).
+    pub max_over_mean: f64,
+}
+
+/// None when nothing was acknowledged.
+pub fn partition_balance(acked: &[u64], partitions: i32) -> Option<PartitionBalance> {
+    let mut per: Vec<u64> = acked.to_vec();
+    let n = (partitions.max(1) as usize).max(per.len());
+    per.resize(n, 0);
+    let total: u64 = per.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let (max_partition, &max) = per
+        .iter()
+        .enumerate()
+        .fold((0, &0u64), |best, (i, c)| if *c > *best.1 { (i, c) } else { best });
+    let mean = total as f64 / n as f64;
+    Some(PartitionBalance {
+        view: "acked",
+        partitions_used: per.iter().filter(|&&c| c > 0).count() as u32,
+        max_partition: max_partition as i32,
+        max_share_pct: max as f64 / total as f64 * 100.0,
+        max_over_mean: max as f64 / mean,
+        per_partition: per,
+    })
+}
+
+#[cfg(test)]
+mod balance_tests {
+    use super::*;
+
+    #[test]
+    fn balance_shows_the_hot_partition() {
+        let b = partition_balance(&[10, 80, 10], 4).expect("some");
+        assert_eq!(b.per_partition, vec![10, 80, 10, 0]);
+        assert_eq!(b.partitions_used, 3);
+        assert_eq!(b.max_partition, 1);
+        assert!((b.max_share_pct - 80.0).abs() < 1e-9);
+        assert!((b.max_over_mean - 3.2).abs() < 1e-9);
+        assert!(partition_balance(&[], 4).is_none());
+        let even = partition_balance(&[5, 5], 2).expect("some");
+        assert_eq!((even.max_partition, even.max_over_mean), (0, 1.0));
+    }
+}

@@ -178,6 +178,9 @@ pub struct RateSearchResult {
     pub max_sustained_msg_s: Option<f64>,
     /// Slots of a replaced schedule that were due but unsent when the rate changed.
     pub skipped_slots: u64,
+    /// Seconds from load start until the consumers received their first message, when the
+    /// first period began; null if they never did.
+    pub ready_at_s: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -195,11 +198,23 @@ pub struct SearchJob {
 }
 
 /// The controller thread: one step per period until the load ends or the run is stopped.
+///
+/// The first period starts when the consumers have received their first message: OMB starts
+/// its controller only after a readiness probe proved every subscription receives, and judging
+/// the consumers' connection setup as "overload" would collapse the rate at once.
 pub fn search_thread(job: SearchJob) -> RateSearchResult {
     let mut ctl = Controller::new(job.start_msg_s, job.limit);
     let mut steps = Vec::new();
     let period_ns = job.period.as_nanos() as u64;
-    let mut period_start = job.load_start_ns;
+    let mut ready_at_s = None;
+    while !job.stop.load(Ordering::Relaxed) && job.clock.now_ns() < job.load_end_ns {
+        if consumed_total(&job.positions) > 0 {
+            ready_at_s = Some(job.clock.now_ns().saturating_sub(job.load_start_ns) as f64 / 1e9);
+            break;
+        }
+        std::thread::sleep(limits::BACKLOG_POLL);
+    }
+    let mut period_start = job.clock.now_ns();
     let mut published_before = job.counters.produced.load(Ordering::Relaxed);
     let mut received_before = consumed_total(&job.positions);
     'periods: loop {
@@ -247,14 +262,16 @@ pub fn search_thread(job: SearchJob) -> RateSearchResult {
         published_before = total_published;
         received_before = total_received;
     }
-    summarize(
+    let mut result = summarize(
         job.start_msg_s,
         job.period,
         job.limit,
         steps,
         job.control.current().1,
         job.control.skipped_slots.load(Ordering::Relaxed),
-    )
+    );
+    result.ready_at_s = ready_at_s;
+    result
 }
 
 fn summarize(
@@ -279,6 +296,7 @@ fn summarize(
         final_target_msg_s: final_rate,
         steps,
         skipped_slots: skipped,
+        ready_at_s: None,
     }
 }
 
