@@ -32,11 +32,15 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::Serialize;
 
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
+use crate::backlog::{BacklogJob, BacklogResult};
+use crate::batcher::{AppBatcher, BatcherStats, Pending};
 use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
 use crate::limits;
 use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
+use crate::keys::{Key, KeyGen};
 use crate::procstat::{self, ProcReading, ProcSampler};
+use crate::ratecontrol::{LoadCounters, RateControl, RateSearchResult, SearchJob};
 use crate::scenario::{Partitioning, Scenario};
 
 /// The run's single monotonic time base; header times are nanoseconds since `epoch`.
@@ -172,6 +176,10 @@ struct ProducerState {
     /// Emits whose whole window lies in the measured window (after warmup, before load end):
     /// a client's first windows cover its connection setup and belong to the warmup.
     split_measured: SplitAcc,
+    /// Measured messages acknowledged per partition (index = partition), from delivery reports.
+    partition_acked: Vec<u64>,
+    /// The application batcher's flush counts (None when it is off).
+    app_batch: Option<BatcherStats>,
 }
 
 #[derive(Debug)]
@@ -182,6 +190,7 @@ struct ProducerCtx {
     topic: String,
     state: Arc<Mutex<ProducerState>>,
     errors: Arc<ErrorLog>,
+    counters: Arc<LoadCounters>,
 }
 
 impl ClientContext for ProducerCtx {
@@ -235,6 +244,7 @@ impl ProducerContext for ProducerCtx {
             self.errors.note(format!("delivery: {e}"));
             return;
         }
+        self.counters.acked.fetch_add(1, Ordering::Relaxed);
         let ack = now.saturating_sub(h.sent_ns);
         let ack_intended = now.saturating_sub(h.intended_ns);
         let w = &mut s.window;
@@ -251,6 +261,14 @@ impl ProducerContext for ProducerCtx {
             m.ack.record_ns(ack);
             m.ack_intended.record_ns(ack_intended);
             s.acked_set.insert(h.seq);
+            if let Ok(p) = usize::try_from(msg.partition()) {
+                if p < limits::MAX_PARTITIONS as usize {
+                    if s.partition_acked.len() <= p {
+                        s.partition_acked.resize(p + 1, 0);
+                    }
+                    s.partition_acked[p] += 1;
+                }
+            }
         }
     }
 }
@@ -360,6 +378,14 @@ pub struct RunData {
     pub bp_paused_s: Option<f64>,
     /// Producer latency decomposition over the measure-phase intervals.
     pub latency_split: Option<LatencySplit>,
+    /// Measured messages acknowledged per partition (all producers).
+    pub partition_acked: Vec<u64>,
+    /// The max-rate search (None unless `rate_search`).
+    pub rate_search: Option<RateSearchResult>,
+    /// Backlog build and drain (None unless `backlog_bytes` > 0).
+    pub backlog: Option<BacklogResult>,
+    /// Application batcher flushes over all producers (None when it is off).
+    pub app_batch: Option<BatcherStats>,
 }
 
 /// Options of a run that are not part of the scenario (they do not change what is sent).
@@ -575,6 +601,9 @@ struct ProducerJob {
     stop: Arc<AtomicBool>,
     stopped_ns: Arc<AtomicU64>,
     bp: Option<Arc<BpState>>,
+    /// The max-rate search's shared target (None: the scenario's fixed rate shape).
+    rate: Option<Arc<RateControl>>,
+    counters: Arc<LoadCounters>,
 }
 
 /// Shared state of the backpressure controller.
@@ -594,6 +623,7 @@ fn producer_thread(job: ProducerJob) -> bool {
         topic: job.topic.clone(),
         state: job.state.clone(),
         errors: job.errors.clone(),
+        counters: job.counters.clone(),
     };
     let producer: ThreadedProducer<ProducerCtx> =
         match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
@@ -605,18 +635,44 @@ fn producer_thread(job: ProducerJob) -> bool {
             }
         };
     let s = &job.scenario;
-    let throttled = s.rate_msg_s > 0;
+    let search = job.rate.clone();
+    let throttled = s.rate_msg_s > 0 || search.is_some();
+    // The max-rate search's rate in force and its epoch (see `ratecontrol`).
+    let (mut epoch, mut search_rate) = match &search {
+        Some(rc) => {
+            let (e, r, _) = rc.current();
+            (e, r)
+        }
+        None => (0, 0.0),
+    };
     // Producer i's slots interleave with the others': the aggregate schedule is evenly spaced
     // at the current target rate (bursts change the rate, never the spacing rule). `next` is
     // the next intended send time in clock nanoseconds, kept as f64 so no rounding accumulates.
-    let first_rate = s.rate_at(Duration::ZERO).max(1) as f64;
+    let first_rate = match search {
+        Some(_) => search_rate,
+        None => s.rate_at(Duration::ZERO).max(1) as f64,
+    };
     let mut next = job.sched.load_start_ns as f64 + 1e9 * job.index as f64 / first_rate;
     let partitions = s.partitions.max(1) as u64;
+    let mut keys = KeyGen::new(&s.shaping, s.seed, job.index);
+    let mut batcher = AppBatcher::new(&s.shaping);
+    let mut sender = Sender {
+        producer: &producer,
+        job: &job,
+        seq: 0,
+        key_buf: Vec::new(),
+    };
     let mut buf = Vec::with_capacity(s.message_bytes);
-    let mut seq: u64 = 0;
+    // Messages made so far (the sequence number is given at send time, so it stays dense).
+    let mut made: u64 = 0;
     'load: loop {
         if job.stop.load(Ordering::Relaxed) {
             break;
+        }
+        if let Some(b) = batcher.as_mut().filter(|b| b.due(job.clock.now_ns())) {
+            if sender.flush(b, false) {
+                break;
+            }
         }
         if let Some(bp) = job
             .bp
@@ -634,6 +690,19 @@ fn producer_thread(job: ProducerJob) -> bool {
             // by the pause, instead of sending the skipped slots in a burst.
             next += job.clock.now_ns().saturating_sub(pause_start) as f64;
         }
+        // A new search rate re-anchors the schedule at the change; due slots of the old one
+        // that were not sent yet are dropped and counted.
+        if let Some(rc) = search.as_ref().filter(|rc| rc.epoch() != epoch) {
+            let (e, rate, anchor_ns) = rc.current();
+            let anchor = anchor_ns as f64;
+            if next < anchor {
+                let spacing = 1e9 * s.producers as f64 / search_rate;
+                rc.note_skipped(((anchor - next) / spacing).ceil() as u64);
+            }
+            epoch = e;
+            search_rate = rate;
+            next = anchor + 1e9 * job.index as f64 / rate;
+        }
         let intended = if throttled {
             next as u64
         } else {
@@ -645,6 +714,11 @@ fn producer_thread(job: ProducerJob) -> bool {
         if throttled {
             let at = job.clock.instant_at(intended);
             loop {
+                if let Some(b) = batcher.as_mut().filter(|b| b.due(job.clock.now_ns())) {
+                    if sender.flush(b, false) {
+                        break 'load;
+                    }
+                }
                 let now = Instant::now();
                 if now >= at {
                     break;
@@ -656,37 +730,134 @@ fn producer_thread(job: ProducerJob) -> bool {
                     .bp
                     .as_ref()
                     .is_some_and(|bp| bp.paused.load(Ordering::Relaxed))
+                    || search.as_ref().is_some_and(|rc| rc.epoch() != epoch)
                 {
                     continue 'load;
                 }
-                std::thread::sleep((at - now).min(limits::PRODUCER_MAX_SLEEP));
+                let mut wait = (at - now).min(limits::PRODUCER_MAX_SLEEP);
+                if let Some(d) = batcher.as_ref().and_then(|b| b.deadline_ns()) {
+                    wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
+                }
+                std::thread::sleep(wait);
             }
-            let rate = s
-                .rate_at(Duration::from_nanos(
-                    intended.saturating_sub(job.sched.load_start_ns),
-                ))
-                .max(1);
-            next += 1e9 * s.producers as f64 / rate as f64;
+            let rate = match search {
+                Some(_) => search_rate,
+                None => s
+                    .rate_at(Duration::from_nanos(
+                        intended.saturating_sub(job.sched.load_start_ns),
+                    ))
+                    .max(1) as f64,
+            };
+            next += 1e9 * s.producers as f64 / rate;
         }
         let warmup = intended < job.sched.warmup_end_ns;
         let header = Header {
             run_tag: job.run_tag,
             producer: job.index,
             flags: if warmup { FLAG_WARMUP } else { 0 },
-            seq,
+            seq: made,
             intended_ns: intended,
             sent_ns: 0,
         };
-        job.pool.fill(&mut buf, &header);
+        let key = keys.next_key();
+        // Keyed messages go through librdkafka's partitioner, like an application's.
+        let partition = (s.partitioning == Partitioning::RoundRobin && key.is_none())
+            .then(|| ((job.index as u64 + made) % partitions) as i32);
+        made += 1;
+        match batcher.as_mut() {
+            Some(b) => {
+                let mut payload = Vec::with_capacity(s.message_bytes);
+                job.pool.fill(&mut payload, &header);
+                let p = Pending {
+                    payload,
+                    header,
+                    key,
+                    partition,
+                };
+                if b.push(p, job.clock.now_ns()) && sender.flush(b, true) {
+                    break;
+                }
+            }
+            None => {
+                job.pool.fill(&mut buf, &header);
+                if sender.send(&mut buf, header, key, partition) == Sent::Stopped {
+                    break;
+                }
+            }
+        }
+    }
+    // End of load: the application batcher's remainder goes out when its timer fires, as it
+    // would in the application (at once after Ctrl-C).
+    if let Some(b) = batcher.as_mut() {
+        while let Some(d) = b.deadline_ns() {
+            let now = job.clock.now_ns();
+            if job.stop.load(Ordering::Relaxed) || now >= d {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos(d - now).min(limits::PRODUCER_MAX_SLEEP));
+        }
+        sender.flush(b, false);
+        job.state.lock().app_batch = Some(b.stats);
+    }
+    job.stopped_ns
+        .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
+    let flush_timeout = if job.stop.load(Ordering::Relaxed) {
+        limits::INTERRUPTED_FLUSH_TIMEOUT
+    } else {
+        limits::FLUSH_TIMEOUT
+    };
+    producer.flush(flush_timeout).is_err()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    Sent,
+    /// Refused for a reason other than a full queue: counted as a send error, slot skipped.
+    Skipped,
+    /// The run was stopped while the client queue was full.
+    Stopped,
+}
+
+/// Hands messages to one producer client and counts them.
+struct Sender<'a> {
+    producer: &'a ThreadedProducer<ProducerCtx>,
+    job: &'a ProducerJob,
+    /// The next sequence number: dense over the messages the client accepted.
+    seq: u64,
+    key_buf: Vec<u8>,
+}
+
+impl Sender<'_> {
+    /// Sends one message, retrying while the client queue is full. The header gets its
+    /// sequence number and actual send time here; its intended time stays the schedule's.
+    fn send(
+        &mut self,
+        buf: &mut [u8],
+        mut header: Header,
+        key: Option<Key>,
+        partition: Option<i32>,
+    ) -> Sent {
+        let job = self.job;
+        header.seq = self.seq;
+        header.write(buf);
+        if let Some(k) = key {
+            k.write(&mut self.key_buf);
+        }
+        let warmup = header.is_warmup();
+        let intended = header.intended_ns;
         loop {
             let now = job.clock.now_ns();
-            Header::set_sent_ns(&mut buf, now);
-            let mut record = BaseRecord::<(), [u8]>::to(&job.topic).payload(&buf[..]);
-            if s.partitioning == Partitioning::RoundRobin {
-                record = record.partition(((job.index as u64 + seq) % partitions) as i32);
+            Header::set_sent_ns(buf, now);
+            let mut record = BaseRecord::<[u8], [u8]>::to(&job.topic).payload(&buf[..]);
+            if key.is_some() {
+                record = record.key(&self.key_buf[..]);
             }
-            match producer.send(record) {
+            if let Some(p) = partition {
+                record = record.partition(p);
+            }
+            match self.producer.send(record) {
                 Ok(()) => {
+                    job.counters.produced.fetch_add(1, Ordering::Relaxed);
                     let delay = now.saturating_sub(intended);
                     let bytes = buf.len() as u64;
                     let mut st = job.state.lock();
@@ -700,8 +871,8 @@ fn producer_thread(job: ProducerJob) -> bool {
                         st.measured.produced_bytes += bytes;
                         st.measured.send_delay.record_ns(delay);
                     }
-                    seq += 1;
-                    break;
+                    self.seq += 1;
+                    return Sent::Sent;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     {
@@ -712,7 +883,7 @@ fn producer_thread(job: ProducerJob) -> bool {
                         }
                     }
                     if job.stop.load(Ordering::Relaxed) {
-                        break 'load;
+                        return Sent::Stopped;
                     }
                     std::thread::sleep(limits::QUEUE_FULL_BACKOFF);
                 }
@@ -724,19 +895,21 @@ fn producer_thread(job: ProducerJob) -> bool {
                     }
                     drop(st);
                     job.errors.note(format!("send: {e}"));
-                    break;
+                    return Sent::Skipped;
                 }
             }
         }
     }
-    job.stopped_ns
-        .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
-    let flush_timeout = if job.stop.load(Ordering::Relaxed) {
-        limits::INTERRUPTED_FLUSH_TIMEOUT
-    } else {
-        limits::FLUSH_TIMEOUT
-    };
-    producer.flush(flush_timeout).is_err()
+
+    /// Sends everything the application batcher holds; true when the run was stopped.
+    fn flush(&mut self, b: &mut AppBatcher, by_size: bool) -> bool {
+        for mut p in b.take(by_size) {
+            if self.send(&mut p.payload, p.header, p.key, p.partition) == Sent::Stopped {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 struct ConsumerJob {
@@ -753,6 +926,8 @@ struct ConsumerJob {
     index: u32,
     scenario: Scenario,
     load_start_ns: u64,
+    /// Backlog mode: consume nothing while set.
+    hold: Option<Arc<AtomicBool>>,
 }
 
 fn consumer_thread(job: ConsumerJob) {
@@ -785,6 +960,9 @@ fn consumer_thread(job: ConsumerJob) {
         job.errors
             .note(format!("consumer {} assign failed: {e}", job.index));
         return;
+    }
+    if let Some(hold) = &job.hold {
+        crate::backlog::hold_consumer(&consumer, hold, &job.stop, &job.errors);
     }
     let mut rng =
         crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
@@ -1137,6 +1315,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let unique_measured = Arc::new(AtomicU64::new(0));
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let sampler_stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(LoadCounters::default());
+    let hold = (s.shaping.backlog_bytes > 0).then(|| Arc::new(AtomicBool::new(true)));
 
     // The schedule starts now; consumers start first (their first messages fall in warmup).
     let load_start_ns = clock.now_ns();
@@ -1172,6 +1352,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             index: c,
             scenario: s.clone(),
             load_start_ns,
+            hold: hold.clone(),
         };
         consumer_handles.push(spawn(format!("bench-consumer-{c}"), move || {
             consumer_thread(job)
@@ -1225,6 +1406,53 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     } else {
         (None, None)
     };
+    let backlog_handle = match &hold {
+        Some(hold) => {
+            let job = BacklogJob {
+                clock,
+                load_start_ns,
+                load_end_ns: sched.load_end_ns,
+                target_bytes: s.shaping.backlog_bytes,
+                drain_ratio: s.shaping.backlog_drain_ratio,
+                message_bytes: s.message_bytes as u64,
+                hold: hold.clone(),
+                counters: counters.clone(),
+                positions: positions.clone(),
+                interrupt: stop.clone(),
+                stop: consumer_stop.clone(),
+            };
+            Some(spawn("bench-backlog".into(), move || {
+                crate::backlog::backlog_thread(job)
+            })?)
+        }
+        None => None,
+    };
+    let rate_control = s.shaping.rate_search.then(|| {
+        Arc::new(RateControl::new(
+            s.shaping.search_start_msg_s as f64,
+            load_start_ns,
+        ))
+    });
+    let search_handle = match &rate_control {
+        Some(rc) => {
+            let job = SearchJob {
+                clock,
+                load_start_ns,
+                load_end_ns: sched.load_end_ns,
+                control: rc.clone(),
+                counters: counters.clone(),
+                positions: positions.clone(),
+                stop: stop.clone(),
+                start_msg_s: s.shaping.search_start_msg_s as f64,
+                period: s.shaping.search_period_ms,
+                limit: s.shaping.search_backlog_limit,
+            };
+            Some(spawn("bench-rate-search".into(), move || {
+                crate::ratecontrol::search_thread(job)
+            })?)
+        }
+        None => None,
+    };
     let stopped_ns = Arc::new(AtomicU64::new(0));
     let mut producer_handles = Vec::new();
     for i in 0..s.producers {
@@ -1242,6 +1470,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             stop: stop.clone(),
             stopped_ns: stopped_ns.clone(),
             bp: bp.clone(),
+            rate: rate_control.clone(),
+            counters: counters.clone(),
         };
         producer_handles.push(spawn(format!("bench-producer-{i}"), move || {
             producer_thread(job)
@@ -1255,6 +1485,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     if let Some(h) = bp_handle {
         let _ = h.join();
     }
+    let rate_search = search_handle.and_then(|h| h.join().ok());
     let interrupted = stop.load(Ordering::Relaxed);
     // The measured window is the schedule's (its slots span exactly warmup end .. load end; the
     // last send happens one slot before the end). Only Ctrl-C cuts it short.
@@ -1303,6 +1534,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     for h in consumer_handles {
         let _ = h.join();
     }
+    let backlog = backlog_handle.and_then(|h| h.join().ok());
     sampler_stop.store(true, Ordering::Relaxed);
     let sampled = sampler.join().unwrap_or_default();
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
@@ -1320,8 +1552,19 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut produced_counts = Vec::new();
     let mut acked_sets = Vec::new();
     let mut split_measured = SplitAcc::default();
+    let mut partition_acked: Vec<u64> = Vec::new();
+    let mut app_batch: Option<BatcherStats> = None;
     for p in &producer_states {
         let st = p.lock();
+        if partition_acked.len() < st.partition_acked.len() {
+            partition_acked.resize(st.partition_acked.len(), 0);
+        }
+        for (sum, n) in partition_acked.iter_mut().zip(&st.partition_acked) {
+            *sum += n;
+        }
+        if let Some(b) = &st.app_batch {
+            app_batch.get_or_insert_with(BatcherStats::default).merge(b);
+        }
         split_measured.merge(&st.split_measured);
         produced.merge(&st.measured);
         warmup_produced += st.warmup_produced;
@@ -1371,5 +1614,9 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             .as_ref()
             .map(|b| b.paused_ns.load(Ordering::Relaxed) as f64 / 1e9),
         latency_split: split_measured.summary(),
+        partition_acked,
+        rate_search,
+        backlog,
+        app_batch,
     })
 }

@@ -9,6 +9,8 @@
 
 pub mod audit;
 pub mod calibrate;
+pub mod backlog;
+pub mod batcher;
 pub mod clientstats;
 pub mod compare;
 pub mod csv;
@@ -16,12 +18,15 @@ pub mod engine;
 pub mod gate;
 pub mod hist;
 pub mod html;
+pub mod keys;
 pub mod limits;
 pub mod nullsink;
 pub mod payload;
 pub mod procstat;
+pub mod ratecontrol;
 pub mod report;
 pub mod scenario;
+pub mod shaping;
 pub mod target;
 
 use std::path::PathBuf;
@@ -66,9 +71,44 @@ pub struct BenchArgs {
     /// Warmup before measuring; its messages are tagged and excluded (e.g. 5s, 0).
     #[arg(long, value_parser = scenario::parse_duration)]
     pub warmup: Option<Duration>,
-    /// Aggregate target rate in msg/s (10000, 10k); 0 or "max" for unthrottled.
+    /// Aggregate target rate in msg/s (10000, 10k); 0 or "max" for unthrottled; "search" for
+    /// OMB's max-sustainable rate search (see --search-*).
+    #[arg(long, value_parser = shaping::parse_rate_arg)]
+    pub rate: Option<shaping::RateArg>,
+    /// --rate search: the rate the search starts at.
     #[arg(long, value_parser = scenario::parse_rate)]
-    pub rate: Option<u64>,
+    pub search_start_rate: Option<u64>,
+    /// --rate search: how often the target is adjusted (OMB: 3s).
+    #[arg(long, value_parser = scenario::parse_duration)]
+    pub search_period: Option<Duration>,
+    /// --rate search: publish or receive backlog (messages) above which a period is overloaded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub search_backlog_limit: Option<u64>,
+    /// Message keys: none, round-robin over a key set, random from it, or hot (skew).
+    #[arg(long, value_enum)]
+    pub keys: Option<shaping::KeyMode>,
+    /// Distinct keys of the key set (--keys round-robin, random, hot).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_KEY_COUNT as i64))]
+    pub key_count: Option<u32>,
+    /// --keys hot: percent of messages on the hot key.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub hot_key_pct: Option<u32>,
+    /// OMB backlog mode: consumers paused until this much backlog built (e.g. 100MiB), then
+    /// the drain is timed.
+    #[arg(long = "backlog", value_parser = shaping::parse_bytes)]
+    pub backlog_bytes: Option<u64>,
+    /// Backlog mode: the drain ends at max(1000, (1 - ratio) x built backlog) messages.
+    #[arg(long, value_parser = shaping::parse_ratio)]
+    pub backlog_drain_ratio: Option<f64>,
+    /// Application-level batcher in front of each producer: linger in ms (0 = off).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=3_600_000))]
+    pub app_batch_linger_ms: Option<u32>,
+    /// Application batcher flush rule: deadline (oldest message) or debounce (idle time).
+    #[arg(long, value_enum)]
+    pub app_batch_mode: Option<shaping::AppBatchMode>,
+    /// Application batcher size trigger (messages).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_APP_BATCH_MSGS as i64))]
+    pub app_batch_max: Option<u32>,
     /// Producer clients, each on its own thread.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_PRODUCERS as i64))]
     pub producers: Option<u32>,
@@ -213,7 +253,7 @@ impl BenchArgs {
         macro_rules! set {
             ($($field:ident => $target:ident),*) => {$( if let Some(v) = self.$field.clone() { s.$target = v; } )*};
         }
-        set!(duration => duration_s, warmup => warmup_s, rate => rate_msg_s, producers => producers,
+        set!(duration => duration_s, warmup => warmup_s, producers => producers,
              consumers => consumers, partitions => partitions, message_size => message_bytes,
              payload => payload, seed => seed, acks => acks, compression => compression,
              linger_ms => linger_ms, batch_bytes => batch_bytes, idempotence => idempotence,
@@ -226,6 +266,7 @@ impl BenchArgs {
         if let Some(p) = self.phase_after {
             s.phase_after_s = Some(p);
         }
+        self.apply_shaping(&mut s)?;
         if s.duration_s.is_zero() {
             return Err("--duration must be above 0".into());
         }
@@ -240,6 +281,34 @@ impl BenchArgs {
             return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
         }
         Ok(s)
+    }
+}
+
+impl BenchArgs {
+    /// The rate, key, backlog and application-batcher flags (see `shaping`).
+    fn apply_shaping(&self, s: &mut Scenario) -> Result<(), String> {
+        match self.rate {
+            Some(shaping::RateArg::Fixed(r)) => {
+                s.rate_msg_s = r;
+                s.shaping.rate_search = false;
+            }
+            Some(shaping::RateArg::Search) => s.shaping.rate_search = true,
+            None => {}
+        }
+        let sh = &mut s.shaping;
+        macro_rules! set {
+            ($($field:ident => $target:ident),*) => {$( if let Some(v) = self.$field { sh.$target = v; } )*};
+        }
+        set!(search_start_rate => search_start_msg_s, search_period => search_period_ms,
+             search_backlog_limit => search_backlog_limit, keys => keys, key_count => key_count,
+             hot_key_pct => hot_key_pct, backlog_bytes => backlog_bytes,
+             backlog_drain_ratio => backlog_drain_ratio, app_batch_linger_ms => app_batch_linger_ms,
+             app_batch_mode => app_batch_mode, app_batch_max => app_batch_max);
+        s.shaping.validate(
+            s.partitioning == Partitioning::RoundRobin,
+            s.burst_rate_msg_s > 0,
+            s.message_bytes,
+        )
     }
 }
 

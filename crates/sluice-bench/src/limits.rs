@@ -88,7 +88,7 @@ pub const INTERRUPTED_DRAIN_MAX: Duration = Duration::from_secs(2);
 /// Distinct client error messages kept for the report (each with a count).
 pub const MAX_DISTINCT_ERRORS: usize = 32;
 
-/// `--calibrate`: the measured window and warmup of the client-ceiling run against the mock
+/// `--calibrate`: the measured window and warmup of the client-ceiling run against the null
 /// broker (see `calibrate`). Short: the ceiling is a steady-state rate, reached within a second.
 pub const CALIBRATION_DURATION: Duration = Duration::from_secs(3);
 pub const CALIBRATION_WARMUP: Duration = Duration::from_secs(1);
@@ -100,3 +100,24 @@ pub const NULL_SINK_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 pub const NULL_SINK_PARTITION_MAX_BYTES: usize = 8 * 1024 * 1024;
 pub const NULL_SINK_MAX_CONNECTIONS: usize = 1024;
 pub const NULL_SINK_FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
+/// Keys (`--keys`): distinct keys of a key set.
+pub const MAX_KEY_COUNT: u32 = 1_000_000;
+/// Max-rate search (`--rate search`): shortest adjustment period, lowest rate the controller
+/// sets (a rate of 0 would stop the schedule and with it the search), and how often the
+/// controller thread checks for a stop between adjustments.
+pub const MIN_SEARCH_PERIOD: Duration = Duration::from_millis(100);
+pub const MIN_SEARCH_RATE_MSG_S: f64 = 10.0;
+/// OMB's ramping factor bounds: halved on overload down to the minimum, doubled otherwise up
+/// to the maximum.
+pub const SEARCH_MIN_RAMP_FACTOR: f64 = 0.01;
+pub const SEARCH_MAX_RAMP_FACTOR: f64 = 1.0;
+/// Search steps kept in the report (a 24 h run at 100 ms periods would be far more).
+pub const MAX_SEARCH_STEPS: usize = 10_000;
+/// Backlog mode (`--backlog`): largest backlog accepted, how often the build and drain are
+/// checked, and OMB's floor of the drain target (messages).
+pub const MAX_BACKLOG_BYTES: u64 = 1 << 40;
+pub const BACKLOG_POLL: Duration = Duration::from_millis(10);
+pub const BACKLOG_DRAIN_FLOOR_MSGS: u64 = 1000;
+/// Application batcher: the buffered bytes (size trigger x message size) one producer may hold.
+pub const APP_BATCH_MAX_BYTES: u64 = 256 * 1024 * 1024;
+pub const MAX_APP_BATCH_MSGS: u32 = 1_000_000;

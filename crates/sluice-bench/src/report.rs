@@ -41,6 +41,14 @@ pub struct Report {
     pub backpressure: Option<Backpressure>,
     pub broker_process: Option<BrokerProcess>,
     pub client_process: ClientProcess,
+    /// Measured acknowledged messages per partition and the skew; null if none was acked.
+    pub partition_balance: Option<crate::keys::PartitionBalance>,
+    /// OMB max-rate search: trajectory and result; null unless `--rate search`.
+    pub rate_search: Option<crate::ratecontrol::RateSearchResult>,
+    /// OMB backlog build and drain; null unless `--backlog`.
+    pub backlog: Option<crate::backlog::BacklogResult>,
+    /// The application batcher's flushes; null when it is off.
+    pub app_batcher: Option<AppBatcher>,
     pub intervals: Vec<IntervalSample>,
     pub errors: BTreeMap<String, u64>,
     pub errors_not_listed: u64,
@@ -204,6 +212,17 @@ pub struct BrokerProcess {
 }
 
 #[derive(Debug, Serialize)]
+pub struct AppBatcher {
+    pub mode: crate::shaping::AppBatchMode,
+    pub linger_ms: u32,
+    pub max_msgs: u32,
+    pub flushes: u64,
+    /// Flushes by the size trigger (the others by the timer or the end of load).
+    pub size_flushes: u64,
+    pub msgs_per_flush_avg: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
 pub struct ClientProcess {
     /// CPU of this bench process over its whole life (clients, generation, sampling).
     pub cpu_s: Option<f64>,
@@ -356,7 +375,9 @@ pub fn build(
         warmup_received: d.warmup_received,
         foreign: d.foreign,
     };
-    let target_rate = (scenario.rate_msg_s > 0).then_some(scenario.rate_msg_s);
+    // The max-rate search has no fixed target (its trajectory is in `rate_search`).
+    let target_rate = (scenario.rate_msg_s > 0 && !scenario.shaping.rate_search)
+        .then_some(scenario.rate_msg_s);
     let produced_msg_s = per_s(c.produced, measure_s);
     let throughput = Throughput {
         target_msg_s: target_rate,
@@ -404,8 +425,7 @@ pub fn build(
             ));
         }
     }
-    let peak_target =
-        (scenario.rate_msg_s > 0).then(|| scenario.rate_msg_s.max(scenario.burst_rate_msg_s));
+    let peak_target = target_rate.map(|r| r.max(scenario.burst_rate_msg_s));
     let consumer_model = ConsumerModel {
         kind: "serial-per-consumer",
         consumers: d.consumers_used,
@@ -469,6 +489,21 @@ pub fn build(
     });
     let client_usage = crate::procstat::client_usage();
     let lag = lag_summary(&d.intervals);
+    if let Some(b) = d.backlog.as_ref().filter(|b| !b.reached && !d.interrupted) {
+        warnings.push(format!(
+            "backlog: only {} of the {} bytes built before the load ended",
+            b.built_bytes, b.target_bytes
+        ));
+    }
+    let sh = &scenario.shaping;
+    let app_batcher = d.app_batch.map(|b| AppBatcher {
+        mode: sh.app_batch_mode,
+        linger_ms: sh.app_batch_linger_ms,
+        max_msgs: sh.app_batch_max,
+        flushes: b.flushes,
+        size_flushes: b.size_flushes,
+        msgs_per_flush_avg: (b.flushes > 0).then(|| b.messages as f64 / b.flushes as f64),
+    });
     Report {
         schema: SCHEMA,
         tool: Tool {
@@ -504,6 +539,10 @@ pub fn build(
             cpu_s: d.client_cpu_s,
             max_rss_mib: client_usage.map(|u| u.max_rss_mib),
         },
+        partition_balance: crate::keys::partition_balance(&d.partition_acked, scenario.partitions),
+        rate_search: d.rate_search.clone(),
+        backlog: d.backlog.clone(),
+        app_batcher,
         intervals: data.intervals,
         errors: data.errors,
         errors_not_listed: data.errors_overflow,
@@ -546,6 +585,75 @@ pub fn gate_lines(gates: &[crate::gate::GateResult]) -> String {
 }
 
 impl Report {
+    /// Human lines for keys and skew, the rate search, the backlog and the app batcher.
+    fn shaping_lines(&self) -> String {
+        let mut o = String::new();
+        let sh = &self.scenario.shaping;
+        if let Some(b) = &self.partition_balance {
+            if sh.keys != crate::shaping::KeyMode::None || b.max_over_mean >= 1.5 {
+                let _ = writeln!(
+                    o,
+                    " partitions         {} of {} used · largest {} with {:.1}% of acked msgs · max/mean {:.2}",
+                    b.partitions_used,
+                    b.per_partition.len(),
+                    b.max_partition,
+                    b.max_share_pct,
+                    b.max_over_mean
+                );
+            }
+        }
+        if let Some(r) = &self.rate_search {
+            let f0 = |v: Option<f64>| v.map(|x| format!("{x:.0}")).unwrap_or_else(|| "-".into());
+            let path: Vec<String> = r
+                .steps
+                .iter()
+                .take(12)
+                .map(|s| format!("{:.0}{}", s.target_msg_s, if s.verdict == "up" { "" } else { "!" }))
+                .collect();
+            let _ = writeln!(
+                o,
+                " rate search        sustainable {} msg/s (highest held {}) · final target {:.0} · {} steps of {:.1} s: {}{}",
+                f0(r.sustainable_msg_s),
+                f0(r.max_sustained_msg_s),
+                r.final_target_msg_s,
+                r.steps.len(),
+                r.period_s,
+                path.join(" → "),
+                if r.steps.len() > 12 { " …" } else { "" }
+            );
+        }
+        if let Some(b) = &self.backlog {
+            let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                o,
+                " backlog            built {:.1} MiB ({} msgs) in {:.1} s{} · drained to ≤{} msgs in {} s at {} msg/s (net {} msg/s)",
+                mib(b.built_bytes),
+                b.built_msgs,
+                b.build_s,
+                if b.reached { "" } else { " (target not reached)" },
+                b.drain_target_msgs,
+                f1(b.drain_s),
+                f1(b.drain_msg_s),
+                f1(b.net_drain_msg_s)
+            );
+        }
+        if let Some(a) = &self.app_batcher {
+            let _ = writeln!(
+                o,
+                " app batcher        {:?} {} ms, max {} · {} flushes ({} by size), {} msgs each on average",
+                a.mode,
+                a.linger_ms,
+                a.max_msgs,
+                a.flushes,
+                a.size_flushes,
+                a.msgs_per_flush_avg
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        o
+    }
+
     /// The flat metric map gates are evaluated against (names in `gate::metric_names`).
     pub fn metrics(&self) -> BTreeMap<String, Option<f64>> {
         let mut m = BTreeMap::new();
@@ -616,7 +724,9 @@ impl Report {
             self.target.kind,
             self.target.bootstrap
         );
-        let rate = if s.rate_msg_s == 0 {
+        let rate = if s.shaping.rate_search {
+            format!("max-rate search from {} msg/s", s.shaping.search_start_msg_s)
+        } else if s.rate_msg_s == 0 {
             "unthrottled".to_string()
         } else {
             format!("{} msg/s", s.rate_msg_s)
@@ -758,6 +868,7 @@ impl Report {
                 self.consumer_model.consumers
             );
         }
+        o.push_str(&self.shaping_lines());
         if let Some(bp) = &self.backpressure {
             let _ = writeln!(
                 o,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::payload::PayloadClass;
+use crate::shaping::{AppBatchMode, Shaping};
 
 /// `acks` of the producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -123,6 +124,9 @@ pub struct Scenario {
     pub bp_poll_ms: Duration,
     /// txmeta payload: entries packed per record (0 for other payloads); decides message_bytes.
     pub entries_per_record: u32,
+    /// Keys, max-rate search, backlog mode, application batcher (flattened into the JSON).
+    #[serde(flatten)]
+    pub shaping: Shaping,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -178,6 +182,7 @@ impl Scenario {
             bp_resume_lag: 0,
             bp_poll_ms: Duration::from_millis(200),
             entries_per_record: 0,
+            shaping: Shaping::default(),
         }
     }
 
@@ -405,23 +410,58 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "sparse-fanout",
         about: "teranode T1: 32 partitions fed one 256 B message every 25 ms (batches never fill); linger.ms 1000 vs 10",
-        apply: |s| {
-            s.rate_msg_s = 40;
-            s.producers = 1;
-            s.consumers = 4;
-            s.partitions = 32;
-            s.message_bytes = 256;
-            s.payload = PayloadClass::Random;
-            s.compression = Codec::None;
-            s.batch_bytes = 1_048_576;
-            s.partitioning = Partitioning::RoundRobin;
-            s.duration_s = Duration::from_secs(5);
-            s.warmup_s = Duration::from_secs(2);
-        },
+        apply: sparse_fanout,
         variants: &[
             variant!("linger-1s", |s| s.linger_ms = 1000),
             variant!("linger-10ms", |s| s.linger_ms = 10),
         ],
+    },
+    Preset {
+        name: "sparse-fanout-stacked",
+        about: "teranode T2: the sparse-fanout feed with linger.ms 1000 behind an application batcher of 1000 ms (stacked) vs 10 ms (decoupled), deadline and debounce flushes; gates e.g. 'p50_e2e_intended_ms@stacked-deadline > 1.3 * p50_e2e_intended_ms@decoupled-deadline', 'p50_e2e_intended_ms@decoupled-deadline < 1500'",
+        apply: |s| {
+            sparse_fanout(s);
+            s.linger_ms = 1000;
+        },
+        variants: &[
+            variant!("stacked-deadline", |s| app_batcher(s, 1000, AppBatchMode::Deadline)),
+            variant!("decoupled-deadline", |s| app_batcher(s, 10, AppBatchMode::Deadline)),
+            variant!("stacked-debounce", |s| app_batcher(s, 1000, AppBatchMode::Debounce)),
+            variant!("decoupled-debounce", |s| app_batcher(s, 10, AppBatchMode::Debounce)),
+        ],
+    },
+    Preset {
+        name: "max-sustainable",
+        about: "OMB max-rate search (producerRate 0): baseline with the target adjusted every 3 s from 10k msg/s (halve the ramp on backlog > 1000, else double it); 30 s + 5 s",
+        apply: |s| s.shaping.rate_search = true,
+        variants: &[],
+    },
+    Preset {
+        name: "omb-backlog",
+        about: "OMB backlog-1-topic-16-partitions-1kb, scaled down: 10k msg/s of 1 KiB, consumers paused until an 8 MiB backlog, then the drain is timed (ratio 1.0); 5 s, no warmup",
+        apply: |s| {
+            s.partitions = 16;
+            s.message_bytes = 1024;
+            s.rate_msg_s = 10_000;
+            s.producers = 1;
+            s.consumers = 1;
+            s.payload = PayloadClass::Random;
+            s.compression = Codec::None;
+            s.duration_s = Duration::from_secs(5);
+            s.warmup_s = Duration::ZERO;
+            s.shaping.backlog_bytes = 8 << 20;
+            s.shaping.backlog_drain_ratio = 1.0;
+        },
+        variants: &[],
+    },
+    Preset {
+        name: "hot-key",
+        about: "keyed skew: baseline with 80% of messages on one key (one hot partition), the rest on 10000 random keys, librdkafka's partitioner",
+        apply: |s| {
+            s.shaping.keys = crate::shaping::KeyMode::Hot;
+            s.shaping.hot_key_pct = 80;
+        },
+        variants: &[],
     },
     Preset {
         name: "packed",
@@ -559,6 +599,29 @@ pub const PRESETS: &[Preset] = &[
         ],
     },
 ];
+
+/// teranode's sparse feed: one 256 B message every 25 ms over 32 partitions (about 1.25
+/// messages per partition per second), so client batches never fill on size.
+fn sparse_fanout(s: &mut Scenario) {
+    s.rate_msg_s = 40;
+    s.producers = 1;
+    s.consumers = 4;
+    s.partitions = 32;
+    s.message_bytes = 256;
+    s.payload = PayloadClass::Random;
+    s.compression = Codec::None;
+    s.batch_bytes = 1_048_576;
+    s.partitioning = Partitioning::RoundRobin;
+    s.duration_s = Duration::from_secs(5);
+    s.warmup_s = Duration::from_secs(2);
+}
+
+/// teranode's application batcher in front of the client (size trigger `flush_messages`).
+fn app_batcher(s: &mut Scenario, linger_ms: u32, mode: AppBatchMode) {
+    s.shaping.app_batch_linger_ms = linger_ms;
+    s.shaping.app_batch_mode = mode;
+    s.shaping.app_batch_max = 10_000;
+}
 
 fn slow_aggr(s: &mut Scenario) {
     s.payload = PayloadClass::Json;
