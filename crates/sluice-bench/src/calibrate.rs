@@ -85,6 +85,8 @@ pub fn scenario(base: &Scenario) -> Scenario {
     s.consumer_jitter_us = std::time::Duration::ZERO;
     s.phase_after_s = None;
     s.bp_max_lag = 0;
+    s.shaping.rate_search = false;
+    s.shaping.backlog_bytes = 0;
     s.duration_s = crate::limits::CALIBRATION_DURATION;
     s.warmup_s = crate::limits::CALIBRATION_WARMUP;
     s

@@ -5,7 +5,12 @@
 //! process's CPU, memory and disk.
 //!
 //! Exit codes: 0 success; 1 the run could not be done (unreachable broker, admin failure);
-//! 2 bad usage; 3 a `--gate` was violated; 130 interrupted by Ctrl-C (report still written).
+//! 2 bad usage; 3 a `--gate` was violated or a metric regressed past `--max-regress`; 130
+//! interrupted by Ctrl-C (report still written).
+//!
+//! Commands: `sluice bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
+//! the presets; `bench run PRESET|FILE` runs a preset or a scenario file; `bench sweep
+//! KEY=V1,V2 ...` runs every combination of the values over the chosen preset or file.
 
 pub mod audit;
 pub mod calibrate;
@@ -21,11 +26,14 @@ pub mod html;
 pub mod keys;
 pub mod limits;
 pub mod nullsink;
+pub mod omb_import;
 pub mod payload;
 pub mod procstat;
 pub mod ratecontrol;
+pub mod regress;
 pub mod report;
 pub mod scenario;
+pub mod scenario_file;
 pub mod shaping;
 pub mod target;
 
@@ -37,7 +45,8 @@ use std::time::Duration;
 
 use crate::gate::Gate;
 use crate::payload::PayloadClass;
-use crate::scenario::{Acks, Codec, Partitioning, Scenario};
+use crate::scenario::{Acks, Codec, Partitioning, Preset, Scenario};
+use crate::scenario_file::ScenarioFile;
 use crate::target::{EmbeddedBroker, Target};
 
 pub const EXIT_ERROR: u8 = 1;
@@ -48,10 +57,30 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// Flags of `sluice bench`. Scenario flags override the chosen preset.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed, 130 interrupted.\n\
-Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'"
+    after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
+Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 130 interrupted.\n\
+Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
+Example: sluice bench run bench/scenarios/sweep-linger.toml --duration 3s\n\
+Example: sluice bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
 )]
 pub struct BenchArgs {
+    /// Optional command: `list`, `run PRESET|FILE` or `sweep KEY=V1,V2,... [KEY=...]`.
+    #[arg(value_name = "COMMAND", num_args = 0..)]
+    pub command: Vec<String>,
+    /// Scenario file (TOML or YAML): a base preset, scenario keys, a sweep and gates; flags
+    /// override it. An OMB workload file is recognised by its fields.
+    #[arg(long, value_name = "FILE", conflicts_with = "omb_workload")]
+    pub scenario: Option<PathBuf>,
+    /// Import an OpenMessaging Benchmark workload YAML as the scenario (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub omb_workload: Option<PathBuf>,
+    /// Compare with a previous report (a run or a set written by sluice bench) and print
+    /// old / new / change of the key metrics per matching run.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 3 if a key metric got worse by more than this (e.g. 10%).
+    #[arg(long, value_name = "PCT", value_parser = regress::parse_pct, requires = "baseline")]
+    pub max_regress: Option<f64>,
     /// Named scenario to start from (see --list-presets).
     #[arg(long, default_value = "baseline")]
     pub preset: String,
@@ -239,17 +268,120 @@ fn parse_message_bytes(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
+/// What `sluice bench` was asked to do (the optional command words).
+#[derive(Debug, Clone)]
+pub enum Action {
+    Bench,
+    List,
+    Run(String),
+    Sweep(scenario_file::Sweep),
+}
+
+/// Where the scenario comes from: a preset, or a file (scenario or OMB workload) over one.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Preset(&'static Preset),
+    File(Box<ScenarioFile>),
+}
+
+impl Source {
+    pub fn preset(&self) -> &'static Preset {
+        match self {
+            Source::Preset(p) => p,
+            Source::File(f) => f.preset,
+        }
+    }
+
+    pub fn file(&self) -> Option<&ScenarioFile> {
+        match self {
+            Source::Preset(_) => None,
+            Source::File(f) => Some(f),
+        }
+    }
+}
+
+const COMMANDS: &str = "list, run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]";
+
+fn unknown_preset(name: &str) -> String {
+    format!(
+        "unknown preset {name:?}; presets are:\n{}",
+        scenario::preset_list()
+    )
+}
+
 impl BenchArgs {
-    /// The preset with this invocation's overrides applied.
+    /// The command words, checked.
+    pub fn action(&self) -> Result<Action, String> {
+        let words: Vec<&str> = self.command.iter().map(String::as_str).collect();
+        match words.as_slice() {
+            [] => Ok(Action::Bench),
+            ["list"] => Ok(Action::List),
+            ["run", target] => Ok(Action::Run(target.to_string())),
+            ["run"] => Err("bench run needs a preset name or a scenario file".into()),
+            ["sweep"] => Err("bench sweep needs KEY=V1,V2,... (e.g. linger_ms=0,5)".into()),
+            ["sweep", kvs @ ..] => kvs
+                .iter()
+                .map(|kv| scenario_file::parse_sweep_arg(kv))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Action::Sweep),
+            [cmd, ..] if matches!(*cmd, "list" | "run") => Err(format!(
+                "bench {cmd}: unexpected {:?}; commands are: {COMMANDS}",
+                words[if *cmd == "run" { 2 } else { 1 }]
+            )),
+            [cmd, ..] => Err(format!(
+                "unknown bench command {cmd:?}; commands are: {COMMANDS}"
+            )),
+        }
+    }
+
+    /// The preset or file this invocation runs: `bench run X`, `--scenario`, `--omb-workload`
+    /// or `--preset`, in that order; giving two of the first three is an error.
+    pub fn source(&self) -> Result<Source, String> {
+        let run = match self.action()? {
+            Action::Run(x) => Some(x),
+            _ => None,
+        };
+        if let Some(x) = run {
+            if self.scenario.is_some() || self.omb_workload.is_some() {
+                return Err(
+                    "give the scenario once: bench run X, or --scenario / --omb-workload".into(),
+                );
+            }
+            let path = std::path::Path::new(&x);
+            let looks_like_file = path.is_file()
+                || [".toml", ".yaml", ".yml", ".json"]
+                    .iter()
+                    .any(|e| x.to_ascii_lowercase().ends_with(e));
+            return if looks_like_file {
+                scenario_file::load(path, false).map(|f| Source::File(Box::new(f)))
+            } else {
+                scenario::find_preset(&x)
+                    .map(Source::Preset)
+                    .ok_or_else(|| unknown_preset(&x))
+            };
+        }
+        if let Some(p) = &self.scenario {
+            return scenario_file::load(p, false).map(|f| Source::File(Box::new(f)));
+        }
+        if let Some(p) = &self.omb_workload {
+            return scenario_file::load(p, true).map(|f| Source::File(Box::new(f)));
+        }
+        scenario::find_preset(&self.preset)
+            .map(Source::Preset)
+            .ok_or_else(|| unknown_preset(&self.preset))
+    }
+
+    /// The preset or file with this invocation's overrides applied.
     pub fn scenario(&self) -> Result<Scenario, String> {
-        let preset = scenario::find_preset(&self.preset).ok_or_else(|| {
-            format!(
-                "unknown preset {:?}; presets are:\n{}",
-                self.preset,
-                scenario::preset_list()
-            )
-        })?;
-        let mut s = preset.scenario();
+        self.scenario_from(&self.source()?)
+    }
+
+    /// `source`'s scenario with this invocation's flags applied over it.
+    pub fn scenario_from(&self, source: &Source) -> Result<Scenario, String> {
+        let mut s = match source {
+            Source::Preset(p) => p.scenario(),
+            Source::File(f) => f.scenario()?.0,
+        };
         macro_rules! set {
             ($($field:ident => $target:ident),*) => {$( if let Some(v) = self.$field.clone() { s.$target = v; } )*};
         }
@@ -267,19 +399,7 @@ impl BenchArgs {
             s.phase_after_s = Some(p);
         }
         self.apply_shaping(&mut s)?;
-        if s.duration_s.is_zero() {
-            return Err("--duration must be above 0".into());
-        }
-        if s.burst_rate_msg_s > 0
-            && (s.rate_msg_s == 0
-                || s.burst_period_s.is_zero()
-                || s.burst_duration_s > s.burst_period_s)
-        {
-            return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
-        }
-        if s.bp_max_lag > 0 && s.bp_resume() > s.bp_max_lag {
-            return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
-        }
+        s.validate()?;
         Ok(s)
     }
 }
@@ -452,23 +572,72 @@ fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), Ex
     }
 }
 
+/// Everything decided before the first run: the runs (label, scenario), the base scenario,
+/// the file's gates and warnings, and the loaded baseline.
+struct Plan {
+    base: Scenario,
+    runs: Vec<(Option<String>, Scenario)>,
+    gates: Vec<Gate>,
+    warnings: Vec<String>,
+    baseline: Option<regress::Baseline>,
+}
+
+fn plan(args: &BenchArgs) -> Result<Plan, String> {
+    let source = args.source()?;
+    let base = args.scenario_from(&source)?;
+    let cli_sweep = match args.action()? {
+        Action::Sweep(s) => s,
+        _ => Vec::new(),
+    };
+    let (gates, warnings, file_sweep) = match source.file() {
+        Some(f) => (f.gates.clone(), f.scenario()?.1, f.sweep.clone()),
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    let variants = source
+        .preset()
+        .expand(&base)
+        .into_iter()
+        .map(|(l, s)| (l.map(str::to_string), s))
+        .collect();
+    let sweep = scenario_file::merge_sweeps(&file_sweep, &cli_sweep);
+    let runs = scenario_file::expand(variants, &sweep)?;
+    let baseline = match &args.baseline {
+        Some(p) => Some(regress::load(p)?),
+        None => None,
+    };
+    Ok(Plan {
+        base,
+        runs,
+        gates,
+        warnings,
+        baseline,
+    })
+}
+
 /// Runs `sluice bench` and returns the process exit code.
-pub fn run(args: BenchArgs) -> ExitCode {
-    if args.list_presets {
+pub fn run(mut args: BenchArgs) -> ExitCode {
+    let list = matches!(args.action(), Ok(Action::List));
+    if args.list_presets || list {
         print!("{}", scenario::preset_list());
         return ExitCode::SUCCESS;
     }
-    let base = match args.scenario() {
-        Ok(s) => s,
+    let Plan {
+        base,
+        runs,
+        gates: file_gates,
+        warnings: file_warnings,
+        baseline,
+    } = match plan(&args) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("sluice bench: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let runs = match scenario::find_preset(&args.preset) {
-        Some(p) => p.expand(&base),
-        None => vec![(None, base.clone())],
-    };
+    args.gates.extend(file_gates);
+    for w in &file_warnings {
+        eprintln!("sluice bench: warning: {w}");
+    }
     let targets: Vec<TargetSpec> = if !args.targets.is_empty() {
         args.targets
             .iter()
@@ -520,7 +689,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
     let mut failed = false;
     'runs: for (label, scenario) in &runs {
         let ceiling = if args.calibrate {
-            match calibrate_client(scenario, *label, &args, &stop) {
+            match calibrate_client(scenario, label.as_deref(), &args, &stop) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     eprintln!("sluice bench: calibration failed: {e}");
@@ -538,15 +707,16 @@ pub fn run(args: BenchArgs) -> ExitCode {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'runs;
             }
-            match run_one(&targets[ti], scenario, *label, &args, &stop) {
+            match run_one(&targets[ti], scenario, label.as_deref(), &args, &stop) {
                 Ok(mut rep) => {
+                    rep.warnings.extend(file_warnings.iter().cloned());
                     if let Some(c) = &ceiling {
                         calibrate::attach(&mut rep, c);
                     }
                     print!("{}", rep.human());
                     print!("{}", calibrate::human(&rep));
                     keys.push(compare::RunKey {
-                        label: label.map(str::to_string),
+                        label: label.clone(),
                         target: targets[ti].name(),
                     });
                     reports.push(rep);
@@ -594,6 +764,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
             return code;
         }
     }
+    // --baseline: both sides read from the JSON form, so old and new files compare alike.
+    let comparison = baseline.as_ref().map(|b| {
+        let new: Vec<regress::RunMetrics> = reports
+            .iter()
+            .map(|r| regress::run_metrics(&serde_json::to_value(r).unwrap_or_default()))
+            .collect();
+        regress::compare(b, &new, args.max_regress)
+    });
     let (json, html_page) = if single && reports.len() == 1 {
         let rep = &mut reports[0];
         if !set_gates.is_empty() {
@@ -601,8 +779,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
             print!("{}", report::gate_lines(&rep.gates));
         }
         let rep = &reports[0];
+        if let Some(c) = &comparison {
+            print!("{}", c.human());
+        }
         (
-            serde_json::to_vec_pretty(rep),
+            serde_json::to_vec_pretty(&regress::WithBaseline {
+                doc: rep,
+                baseline: comparison.as_ref(),
+            }),
             args.html.as_ref().map(|_| html::render(rep)),
         )
     } else {
@@ -616,8 +800,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
             set_gates,
         );
         print!("{}", set.human());
+        if let Some(c) = &comparison {
+            print!("{}", c.human());
+        }
         (
-            serde_json::to_vec_pretty(&set),
+            serde_json::to_vec_pretty(&regress::WithBaseline {
+                doc: &set,
+                baseline: comparison.as_ref(),
+            }),
             args.html.as_ref().map(|_| set.html()),
         )
     };
@@ -644,8 +834,14 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if failed {
         return ExitCode::from(EXIT_ERROR);
     }
-    if gates_failed > 0 {
-        eprintln!("sluice bench: {gates_failed} gate(s) failed");
+    let regressions = comparison.as_ref().map_or(0, |c| c.regressions);
+    if gates_failed > 0 || regressions > 0 {
+        if gates_failed > 0 {
+            eprintln!("sluice bench: {gates_failed} gate(s) failed");
+        }
+        if regressions > 0 {
+            eprintln!("sluice bench: {regressions} metric(s) regressed past --max-regress against the baseline");
+        }
         return ExitCode::from(EXIT_GATE_FAILED);
     }
     ExitCode::SUCCESS

@@ -15,6 +15,20 @@ pub const MIN_MESSAGE_BYTES: usize = crate::payload::HEADER_BYTES;
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// txmeta payload: entries per record (each 301 bytes).
 pub const MAX_ENTRIES_PER_RECORD: u32 = 50_000;
+/// linger.ms accepted in a scenario (librdkafka's own maximum).
+pub const MAX_LINGER_MS: u32 = 900_000;
+/// Runs one sweep may expand to (the product of its value lists, times a preset's variants).
+pub const MAX_SWEEP_RUNS: usize = 64;
+/// Values one sweep key may list.
+pub const MAX_SWEEP_VALUES: usize = 64;
+/// Names of scenarios (a file's `name`, which becomes the report's `scenario.preset`).
+pub const MAX_NAME_BYTES: usize = 100;
+/// Scenario and OMB workload files are small; a bigger one is refused before parsing.
+pub const MAX_SCENARIO_FILE_BYTES: u64 = 1024 * 1024;
+/// Baseline report for --baseline (a long multi-run set with its time series).
+pub const MAX_BASELINE_FILE_BYTES: u64 = 512 * 1024 * 1024;
+/// --max-regress upper bound, percent.
+pub const MAX_REGRESS_PCT: f64 = 1_000_000.0;
 /// --repeats of each (variant, target).
 pub const MAX_REPEATS: u32 = 100;
 /// Aggregate target rate; 0 means unthrottled.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::limits;
 use crate::payload::PayloadClass;
 use crate::shaping::{AppBatchMode, Shaping};
 
@@ -245,6 +246,204 @@ impl Scenario {
             self.rate_msg_s as f64 / self.producers as f64
         }
     }
+}
+
+/// `key=value` settings: the one path by which scenario files, sweeps and OMB imports change a
+/// scenario. Keys are the JSON names of the report's `scenario` object (`rate_msg_s`,
+/// `duration_s`, ...) or the command-line flag names (`rate`, `duration`, `message-size`, ...);
+/// `-` and `_` are interchangeable. A bare number for a duration is in the unit its key names
+/// (`consumer_delay_us = 500` is 500 µs, `bp_poll_ms = 200` is 200 ms, `duration = 5` is 5 s),
+/// so a report's `scenario` object can be fed back key by key; `500us`, `2m` etc. work anywhere.
+impl Scenario {
+    /// Sets one field from text. Unknown keys and bad values are errors naming the key.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let k = key.trim().to_ascii_lowercase().replace('-', "_");
+        let v = value.trim();
+        let bad = |e: String| format!("{key} = {value:?}: {e}");
+        // One arm per field: a field added to `Scenario` needs one line here (the
+        // `every_serialized_field_can_be_set` test fails until it has it).
+        match k.as_str() {
+            "preset" | "name" => self.preset = set_name(v).map_err(bad)?,
+            "rate_msg_s" | "rate" => self.rate_msg_s = parse_rate(v).map_err(bad)?,
+            "duration_s" | "duration" => self.duration_s = set_duration(&k, v).map_err(bad)?,
+            "warmup_s" | "warmup" => self.warmup_s = set_duration(&k, v).map_err(bad)?,
+            "producers" => self.producers = set_int(v, 1, limits::MAX_PRODUCERS).map_err(bad)?,
+            "consumers" => self.consumers = set_int(v, 1, limits::MAX_CONSUMERS).map_err(bad)?,
+            "partitions" => self.partitions = set_int(v, 1, limits::MAX_PARTITIONS).map_err(bad)?,
+            "message_bytes" | "message_size" => {
+                self.message_bytes = crate::parse_message_bytes(v).map_err(bad)?
+            }
+            "payload" => self.payload = set_enum(v).map_err(bad)?,
+            "seed" => self.seed = set_int(v, 0, u64::MAX).map_err(bad)?,
+            "acks" => self.acks = parse_acks(v).map_err(bad)?,
+            "compression" => self.compression = set_enum(v).map_err(bad)?,
+            "linger_ms" => self.linger_ms = set_int(v, 0, limits::MAX_LINGER_MS).map_err(bad)?,
+            "batch_bytes" => self.batch_bytes = set_int(v, 1, i32::MAX as u32).map_err(bad)?,
+            "idempotence" => self.idempotence = set_bool(v).map_err(bad)?,
+            "max_in_flight" => self.max_in_flight = set_int(v, 1, 1_000_000).map_err(bad)?,
+            "partitioning" => self.partitioning = set_enum(v).map_err(bad)?,
+            "consumer_delay_us" | "consumer_delay" => {
+                self.consumer_delay_us = set_duration(&k, v).map_err(bad)?
+            }
+            "consumer_jitter_us" | "consumer_jitter" => {
+                self.consumer_jitter_us = set_duration(&k, v).map_err(bad)?
+            }
+            "phase_after_s" | "phase_after" => {
+                self.phase_after_s = match v {
+                    "" | "none" | "null" | "off" => None,
+                    _ => Some(set_duration(&k, v).map_err(bad)?),
+                }
+            }
+            "phase_delay_us" | "phase_delay" => {
+                self.phase_delay_us = set_duration(&k, v).map_err(bad)?
+            }
+            "burst_rate_msg_s" | "burst_rate" => {
+                self.burst_rate_msg_s = parse_rate(v).map_err(bad)?
+            }
+            "burst_duration_s" | "burst_duration" => {
+                self.burst_duration_s = set_duration(&k, v).map_err(bad)?
+            }
+            "burst_period_s" | "burst_period" => {
+                self.burst_period_s = set_duration(&k, v).map_err(bad)?
+            }
+            "bp_max_lag" => self.bp_max_lag = set_int(v, 0, u64::MAX).map_err(bad)?,
+            "bp_resume_lag" => self.bp_resume_lag = set_int(v, 0, u64::MAX).map_err(bad)?,
+            "bp_poll_ms" | "bp_poll" => self.bp_poll_ms = set_duration(&k, v).map_err(bad)?,
+            "entries_per_record" | "entries" => {
+                self.entries_per_record =
+                    set_int(v, 0, limits::MAX_ENTRIES_PER_RECORD).map_err(bad)?
+            }
+            "keys" => self.shaping.keys = set_enum(v).map_err(bad)?,
+            "key_count" => {
+                self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT).map_err(bad)?
+            }
+            "hot_key_pct" => self.shaping.hot_key_pct = set_int(v, 0, 100).map_err(bad)?,
+            "rate_search" => self.shaping.rate_search = set_bool(v).map_err(bad)?,
+            "search_start_msg_s" | "search_start_rate" => {
+                self.shaping.search_start_msg_s = parse_rate(v).map_err(bad)?
+            }
+            "search_period_ms" | "search_period" => {
+                self.shaping.search_period_ms = set_duration(&k, v).map_err(bad)?
+            }
+            "search_backlog_limit" => {
+                self.shaping.search_backlog_limit = set_int(v, 1, u64::MAX).map_err(bad)?
+            }
+            "backlog_bytes" | "backlog" => {
+                self.shaping.backlog_bytes = crate::shaping::parse_bytes(v).map_err(bad)?
+            }
+            "backlog_drain_ratio" => {
+                self.shaping.backlog_drain_ratio = crate::shaping::parse_ratio(v).map_err(bad)?
+            }
+            "app_batch_linger_ms" => {
+                self.shaping.app_batch_linger_ms =
+                    set_int(v, 0, limits::MAX_LINGER_MS).map_err(bad)?
+            }
+            "app_batch_mode" => self.shaping.app_batch_mode = set_enum(v).map_err(bad)?,
+            "app_batch_max" => self.shaping.app_batch_max = set_int(v, 1, u32::MAX).map_err(bad)?,
+            _ => {
+                return Err(format!(
+                    "unknown scenario key {key:?}; keys are: {}",
+                    scenario_keys().join(", ")
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that hold between fields (each field's own range is checked when it is set).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.duration_s.is_zero() {
+            return Err("--duration must be above 0".into());
+        }
+        if self.burst_rate_msg_s > 0
+            && (self.rate_msg_s == 0
+                || self.burst_period_s.is_zero()
+                || self.burst_duration_s > self.burst_period_s)
+        {
+            return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
+        }
+        if self.bp_max_lag > 0 && self.bp_resume() > self.bp_max_lag {
+            return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
+        }
+        Ok(())
+    }
+}
+
+/// The scenario keys by their JSON names, in report order (what `Scenario::set` accepts besides
+/// the flag-name aliases).
+pub fn scenario_keys() -> Vec<String> {
+    match serde_json::to_value(Scenario::baseline()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn set_name(v: &str) -> Result<String, String> {
+    let ok = !v.is_empty()
+        && v.len() <= limits::MAX_NAME_BYTES
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.=,+".contains(c));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "a name is 1..={} characters of letters, digits and - _ . = , +",
+            limits::MAX_NAME_BYTES
+        ))
+    }
+}
+
+/// A duration: a bare number is in the unit the key ends with (`_us`, `_ms`, else seconds).
+fn set_duration(key: &str, v: &str) -> Result<Duration, String> {
+    let Ok(n) = v.parse::<f64>() else {
+        return parse_duration(v);
+    };
+    let unit_ns = if key.ends_with("_us") {
+        1e3
+    } else if key.ends_with("_ms") {
+        1e6
+    } else {
+        1e9
+    };
+    let ns = n * unit_ns;
+    if !ns.is_finite() || ns < 0.0 || ns > limits::MAX_DURATION.as_nanos() as f64 {
+        return Err(format!(
+            "duration out of range (0 .. {} s)",
+            limits::MAX_DURATION.as_secs()
+        ));
+    }
+    // Rounded to whole nanoseconds so `0.3` s does not come back as 299.999999 ms.
+    Ok(Duration::from_nanos(ns.round() as u64))
+}
+
+fn set_int<T>(v: &str, min: T, max: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    // `5.0` (a number written by a YAML or JSON tool) is accepted as 5.
+    let t = v.strip_suffix(".0").unwrap_or(v).replace('_', "");
+    match t.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        _ => Err(format!("expected a whole number in {min}..={max}")),
+    }
+}
+
+fn set_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+fn set_enum<T: clap::ValueEnum>(v: &str) -> Result<T, String> {
+    T::from_str(v, true).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|x| x.to_possible_value().map(|p| p.get_name().to_string()))
+            .collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 /// A named preset: a description and the changes it makes to the baseline.
@@ -820,5 +1019,87 @@ mod tests {
             }
         }
         assert!(preset_list().contains("baseline"));
+    }
+
+    #[test]
+    fn every_serialized_field_can_be_set() {
+        // Feeding one scenario's JSON object key by key into another reproduces it exactly:
+        // every field has an arm in `set`, and bare numbers use the unit in the key's name.
+        for from in ["baseline", "recovery", "bursty-heavy", "bp-tight", "packed"] {
+            let src = find_preset(from)
+                .map(Preset::scenario)
+                .unwrap_or_else(Scenario::baseline);
+            let want = serde_json::to_value(&src).unwrap_or_default();
+            let serde_json::Value::Object(fields) = &want else {
+                panic!("scenario is not a JSON object")
+            };
+            assert!(fields.len() >= 28, "{}", fields.len());
+            let mut dst = find_preset("sparse-fanout")
+                .map(Preset::scenario)
+                .unwrap_or_else(Scenario::baseline);
+            for (k, v) in fields {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => "none".into(),
+                    other => other.to_string(),
+                };
+                if let Err(e) = dst.set(k, &text) {
+                    panic!("field {k:?} cannot be set from {text:?}: {e}");
+                }
+            }
+            assert_eq!(
+                serde_json::to_value(&dst).unwrap_or_default(),
+                want,
+                "{from}"
+            );
+        }
+    }
+
+    #[test]
+    fn set_accepts_flag_names_and_rejects_bad_input() {
+        let mut s = Scenario::baseline();
+        for (k, v) in [
+            ("rate", "20k"),
+            ("duration", "2s"),
+            ("message-size", "1024"),
+            ("compression", "ZSTD"),
+            ("acks", "-1"),
+            ("linger_ms", "7"),
+            ("consumer_delay", "500us"),
+            ("consumer_delay_us", "250"),
+            ("phase-after", "3"),
+            ("bp_poll", "50ms"),
+            ("idempotence", "yes"),
+            ("partitioning", "round-robin"),
+        ] {
+            assert_eq!(s.set(k, v), Ok(()), "{k}={v}");
+        }
+        assert_eq!(s.rate_msg_s, 20_000);
+        assert_eq!(s.duration_s, Duration::from_secs(2));
+        assert_eq!(s.message_bytes, 1024);
+        assert_eq!(s.compression, Codec::Zstd);
+        assert_eq!(s.acks, Acks::All);
+        assert_eq!(s.linger_ms, 7);
+        assert_eq!(s.consumer_delay_us, Duration::from_micros(250));
+        assert_eq!(s.phase_after_s, Some(Duration::from_secs(3)));
+        assert_eq!(s.bp_poll_ms, Duration::from_millis(50));
+        assert!(s.idempotence);
+        assert_eq!(s.partitioning, Partitioning::RoundRobin);
+        let e = s.set("lingerms", "5").unwrap_err();
+        assert!(e.contains("\"lingerms\"") && e.contains("linger_ms"), "{e}");
+        for (k, v) in [
+            ("producers", "0"),
+            ("producers", "1.5"),
+            ("message_size", "3"),
+            ("compression", "brotli"),
+            ("acks", "2"),
+            ("duration", "-1"),
+            ("consumer_delay_us", "1e30"),
+            ("idempotence", "maybe"),
+            ("preset", "a b"),
+        ] {
+            let e = s.set(k, v).unwrap_err();
+            assert!(e.starts_with(k), "{k}={v}: {e}");
+        }
     }
 }
