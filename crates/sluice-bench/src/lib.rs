@@ -10,8 +10,10 @@
 pub mod audit;
 pub mod clientstats;
 pub mod compare;
+pub mod compression;
 pub mod csv;
 pub mod engine;
+pub mod export;
 pub mod gate;
 pub mod hist;
 pub mod html;
@@ -152,6 +154,14 @@ pub struct BenchArgs {
     /// Write a self-contained HTML report (charts, tables; no network needed) here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write each run as OpenMessaging Benchmark result JSON (10 s windows); several runs
+    /// write FILE-<n>[-<label>].json.
+    #[arg(long, value_name = "FILE")]
+    pub omb_json: Option<PathBuf>,
+    /// Also write each run as SSP kafka-bench result JSON; several runs write
+    /// FILE-<n>[-<label>].json.
+    #[arg(long, value_name = "FILE")]
+    pub ssp_json: Option<PathBuf>,
     /// Write no JSON report unless --json is given.
     #[arg(long)]
     pub no_report: bool,
@@ -340,6 +350,23 @@ fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), Ex
     }
 }
 
+/// `--omb-json` / `--ssp-json`: one file per run (see `export::numbered_path`).
+fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), ExitCode> {
+    let n = reports.len();
+    for (i, r) in reports.iter().enumerate() {
+        let label = r.label.as_deref();
+        if let Some(p) = &args.omb_json {
+            let bytes = serde_json::to_vec_pretty(&export::omb(r)).unwrap_or_default();
+            write_file(&export::numbered_path(p, i, n, label), "OMB result", &bytes)?;
+        }
+        if let Some(p) = &args.ssp_json {
+            let bytes = serde_json::to_vec_pretty(&export::ssp(r)).unwrap_or_default();
+            write_file(&export::numbered_path(p, i, n, label), "SSP result", &bytes)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `sluice bench` and returns the process exit code.
 pub fn run(args: BenchArgs) -> ExitCode {
     if args.list_presets {
@@ -464,6 +491,9 @@ pub fn run(args: BenchArgs) -> ExitCode {
         {
             return code;
         }
+    }
+    if let Err(code) = write_exports(&args, &reports) {
+        return code;
     }
     let (json, html_page) = if single && reports.len() == 1 {
         let rep = &mut reports[0];

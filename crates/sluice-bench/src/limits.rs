@@ -87,3 +87,15 @@ pub const INTERRUPTED_DRAIN_MAX: Duration = Duration::from_secs(2);
 
 /// Distinct client error messages kept for the report (each with a count).
 pub const MAX_DISTINCT_ERRORS: usize = 32;
+
+/// Offline compression table: messages concatenated (SSP's 2000) and the cap on their total
+/// bytes (fewer messages when they are large).
+pub const OFFLINE_COMPRESSION_SAMPLES: usize = 2000;
+pub const OFFLINE_COMPRESSION_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+/// A/B and repeat statistics: bootstrap resamples per confidence interval, and the fixed seed
+/// that makes them reproducible.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+pub const BOOTSTRAP_SEED: u64 = 0x5eed_b007;
+/// OMB's reporting window, in 1-second intervals.
+pub const OMB_WINDOW_INTERVALS: usize = 10;
