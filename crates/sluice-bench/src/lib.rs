@@ -350,6 +350,23 @@ fn write_file(path: &std::path::Path, what: &str, bytes: &[u8]) -> Result<(), Ex
     }
 }
 
+/// Target names for the comparison: the spec, with `#<position>` added when the same spec is
+/// given twice (an A/A run, e.g. `--target embedded --target embedded`, measures the noise).
+fn unique_names(targets: &[TargetSpec]) -> Vec<String> {
+    let names: Vec<String> = targets.iter().map(TargetSpec::name).collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n}#{}", i + 1)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
 /// `--omb-json` / `--ssp-json`: one file per run (see `export::numbered_path`).
 fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), ExitCode> {
     let n = reports.len();
@@ -426,6 +443,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         }
     }
     let started_at = unix_now_s();
+    let target_names = unique_names(&targets);
     let order = compare::abba(targets.len());
     let single = runs.len() == 1 && order.len() == 1 && args.repeats == 1;
     let mut reports = Vec::new();
@@ -445,7 +463,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
                     print!("{}", rep.human());
                     keys.push(compare::RunKey {
                         label: label.map(str::to_string),
-                        target: targets[ti].name(),
+                        target: target_names[ti].clone(),
                     });
                     reports.push(rep);
                 }
@@ -510,7 +528,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
         let set = compare::build(
             &base.preset,
             report::utc_string(started_at),
-            targets.iter().map(TargetSpec::name).collect(),
+            target_names.clone(),
             keys,
             reports,
             interrupted,

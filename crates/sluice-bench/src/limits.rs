@@ -97,5 +97,8 @@ pub const OFFLINE_COMPRESSION_MAX_BYTES: usize = 32 * 1024 * 1024;
 /// that makes them reproducible.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 pub const BOOTSTRAP_SEED: u64 = 0x5eed_b007;
+/// Fewer runs than this on either side of an A/B verdict: the verdict says "(weak: n runs)",
+/// since a percentile bootstrap of so few values understates the spread.
+pub const BOOTSTRAP_SOLID_RUNS: usize = 4;
 /// OMB's reporting window, in 1-second intervals.
 pub const OMB_WINDOW_INTERVALS: usize = 10;
