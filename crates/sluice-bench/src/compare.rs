@@ -682,7 +682,12 @@ impl RunSet {
             .iter()
             .zip(&self.runs)
             .enumerate()
-            .map(|(i, (k, rep))| (format!("{} {}", i + 1, row_name(&k.label, &k.target, 2)), rep))
+            .map(|(i, (k, rep))| {
+                (
+                    format!("{} {}", i + 1, row_name(&k.label, &k.target, 2)),
+                    rep,
+                )
+            })
             .collect();
         b.push_str(&crate::html::overlays(&named));
         for (i, (k, rep)) in self.order.iter().zip(&self.runs).enumerate() {
@@ -746,7 +751,10 @@ mod tests {
         assert!(bhi - blo < (hi - lo) / 2.0, "{} vs {}", bhi - blo, hi - lo);
         assert!(bootstrap_mean_ci(&[1.0], 2000, 42).is_none());
         // Constant data: a zero-width interval at the value.
-        assert_eq!(bootstrap_mean_ci(&[3.0, 3.0, 3.0], 500, 1), Some((3.0, 3.0)));
+        assert_eq!(
+            bootstrap_mean_ci(&[3.0, 3.0, 3.0], 500, 1),
+            Some((3.0, 3.0))
+        );
     }
 
     #[test]
@@ -765,7 +773,10 @@ mod tests {
         let r = Some(mean(&slower) / mean(&a));
         // Latency: B twice as slow means A is faster; throughput: B twice as high is faster.
         assert_eq!(verdict("p99_e2e_ms", &a, &slower, r, Some(ci)), "A faster");
-        assert_eq!(verdict("received_msg_s", &a, &slower, r, Some(ci)), "B faster");
+        assert_eq!(
+            verdict("received_msg_s", &a, &slower, r, Some(ci)),
+            "B faster"
+        );
         assert_eq!(
             verdict("broker_cpu_ms_per_mib", &a, &slower, r, Some(ci)),
             "A better"
@@ -787,7 +798,10 @@ mod tests {
             "inconclusive (1 run)"
         );
         assert!(bootstrap_ratio_ci(&a[..1], &same, 2000, 7).is_none());
-        assert_eq!(verdict("lost", &[0.0, 0.0], &[0.0, 0.0], None, None), "no difference");
+        assert_eq!(
+            verdict("lost", &[0.0, 0.0], &[0.0, 0.0], None, None),
+            "no difference"
+        );
         assert_eq!(verdict("lost", &[], &[0.0], None, None), "n/a");
     }
 }

@@ -91,8 +91,9 @@ fn encode(codec: &str, data: &[u8]) -> Result<Vec<u8>, String> {
             enc.write_all(data).map_err(|e| e.to_string())?;
             enc.finish().map_err(|e| e.to_string())
         }
-        "zstd" => zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL)
-            .map_err(|e| e.to_string()),
+        "zstd" => {
+            zstd::bulk::compress(data, zstd::DEFAULT_COMPRESSION_LEVEL).map_err(|e| e.to_string())
+        }
         other => Err(format!("unknown codec {other}")),
     }
 }
@@ -155,7 +156,11 @@ mod tests {
         let mut out = Vec::new();
         match codec {
             "none" => out = data.to_vec(),
-            "snappy" => out = snap::raw::Decoder::new().decompress_vec(data).unwrap_or_default(),
+            "snappy" => {
+                out = snap::raw::Decoder::new()
+                    .decompress_vec(data)
+                    .unwrap_or_default()
+            }
             "lz4" => {
                 if let Ok(mut d) = lz4::Decoder::new(data) {
                     let _ = d.read_to_end(&mut out);
@@ -185,7 +190,11 @@ mod tests {
         let zeros = table_of(&data, n);
         assert_eq!(zeros.codecs.len(), 5);
         assert_eq!(zeros.codecs["none"].ratio, 1.0);
-        assert!(zeros.codecs["zstd"].ratio > 5.0, "{:?}", zeros.codecs["zstd"]);
+        assert!(
+            zeros.codecs["zstd"].ratio > 5.0,
+            "{:?}",
+            zeros.codecs["zstd"]
+        );
         s.payload = crate::payload::PayloadClass::Random;
         let random = offline(&s);
         // Random bodies barely compress within snappy's 64 KiB blocks (no body repeats there;

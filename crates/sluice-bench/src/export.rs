@@ -102,7 +102,8 @@ impl<T> Windows<T> {
 
     /// Appends one window; `conv` turns µs into the unit of this latency.
     fn push(&mut self, h: &LatencyHist, conv: impl Fn(f64) -> T) {
-        self.avg.push(h.mean_us().map(|v| to_unit_f64(self.prefix, v)));
+        self.avg
+            .push(h.mean_us().map(|v| to_unit_f64(self.prefix, v)));
         for ((p, _), col) in OMB_PCTS.iter().zip(self.pct.iter_mut()) {
             col.push(h.percentile_us(*p).map(|v| conv(v as f64)));
         }
@@ -187,18 +188,17 @@ pub fn omb(r: &Report) -> OmbResult {
         let dur: f64 = w.iter().map(|i| i.interval_s).sum::<f64>().max(1e-9);
         let count = |f: fn(&IntervalSample) -> f64| w.iter().map(f).sum::<f64>() / dur;
         // OMB counts a publish when its callback succeeds: our acks.
-        out.publish_rate.push(count(|i| i.acked_msg_s * i.interval_s));
+        out.publish_rate
+            .push(count(|i| i.acked_msg_s * i.interval_s));
         out.publish_error_rate
             .push(count(|i| (i.ack_errors + i.send_errors) as f64));
         out.consume_rate
             .push(count(|i| i.received_msg_s * i.interval_s));
         out.backlog.push(w.iter().rev().find_map(|i| i.lag_total));
-        out.publish_latency
-            .push(&merged(w, |i| &i.hdr.ack), ms);
+        out.publish_latency.push(&merged(w, |i| &i.hdr.ack), ms);
         out.publish_delay_latency
             .push(&merged(w, |i| &i.hdr.send_delay), us);
-        out.end_to_end_latency
-            .push(&merged(w, |i| &i.hdr.e2e), ms);
+        out.end_to_end_latency.push(&merged(w, |i| &i.hdr.e2e), ms);
     }
     let kinds: [(&str, &LatencySummary, bool); 3] = [
         ("PublishLatency", &r.latency.ack, false),
@@ -239,7 +239,8 @@ pub fn omb(r: &Report) -> OmbResult {
                         .insert(key, v as f64 / 1000.0);
                 }
                 "PublishDelayLatency" => {
-                    out.aggregated_publish_delay_latency_quantiles.insert(key, v);
+                    out.aggregated_publish_delay_latency_quantiles
+                        .insert(key, v);
                 }
                 _ => {
                     out.aggregated_end_to_end_latency_quantiles
@@ -711,7 +712,15 @@ mod tests {
         assert!((g.std_dev - 2.887).abs() < 0.05, "{}", g.std_dev);
         assert_eq!(g.cdf_buckets.iter().sum::<u64>(), 1000);
         let json = serde_json::to_value(&g).unwrap_or_default();
-        for k in ["Min", "StdDev", "P995", "P9999", "MAD", "Count", "CDFBuckets"] {
+        for k in [
+            "Min",
+            "StdDev",
+            "P995",
+            "P9999",
+            "MAD",
+            "Count",
+            "CDFBuckets",
+        ] {
             assert!(json.get(k).is_some(), "{k}");
         }
     }

@@ -378,7 +378,9 @@ mod tests {
         assert!((mad - 2000.0).abs() <= 2000.0 * 0.002, "{mad}");
         assert!(LatencyHist::new().mad_us().is_none());
         let curve = h.quantile_curve_us();
-        assert!(curve.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        assert!(curve
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
         assert_eq!(curve.last().map(|c| c.0), Some(100.0));
     }
 
