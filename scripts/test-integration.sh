@@ -26,6 +26,22 @@ if ! "$ROOT/scripts/java-deps.sh" >/dev/null; then
     exit 1
 fi
 
+# Headless Chromium renders the bench HTML report (tests/integration/test_bench_html.py).
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test-integration: installing chromium (apt-get) for the HTML render test" >&2
+        if ! { apt-get update -qq >/dev/null && \
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
+            echo "test-integration: apt-get could not install chromium (see above)" >&2
+            exit 1
+        fi
+    else
+        echo "test-integration: chromium is required (the bench HTML render test) but is not on PATH;" \
+             "install Debian's chromium package, or run this script as root with apt-get available" >&2
+        exit 1
+    fi
+fi
+
 echo "test-integration: building sluice (release)" >&2
 cargo build --release -p sluice
 

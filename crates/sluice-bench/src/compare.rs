@@ -1,14 +1,23 @@
 //! Several runs in one invocation: a sweep (one run per preset variant), A/B targets (the same
 //! seeded scenario on each broker, in A B B A order so drift over time hits both alike), or
 //! both. Produces the `sluice-bench-set/1` document: every run's full report plus a comparison
-//! of key metrics per (variant, target) — mean, min and max over that pair's runs — and, with
-//! several targets, the ratio of each target's mean to the first target's.
+//! of key metrics per (variant, target) — mean, median, min, max and a 95% bootstrap
+//! confidence interval of the mean over that pair's runs — and, with several targets, the ratio
+//! of each target's mean to the first target's with a bootstrap confidence interval of the ratio
+//! and a verdict per metric ("A faster", "B faster", "no difference", …).
+//!
+//! The bootstrap is deterministic: a fixed seed (`limits::BOOTSTRAP_SEED`, mixed with the metric
+//! name) and `limits::BOOTSTRAP_RESAMPLES` resamples, so the same runs always give the same
+//! intervals. Repeats of A and B are resampled independently (the percentile method); with fewer
+//! than two runs on either side there is no interval and the verdict says so.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::limits;
+use crate::payload::SplitMix64;
 use crate::report::Report;
 
 pub const SET_SCHEMA: &str = "sluice-bench-set/1";
@@ -43,6 +52,12 @@ pub struct Stat {
     pub mean: Option<f64>,
     pub min: Option<f64>,
     pub max: Option<f64>,
+    pub median: Option<f64>,
+    /// 95% bootstrap confidence interval of the mean; null with fewer than 2 values.
+    pub ci95_lo: Option<f64>,
+    pub ci95_hi: Option<f64>,
+    /// Runs that measured this metric.
+    pub n: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -60,6 +75,13 @@ pub struct Ratio {
     pub baseline_target: String,
     /// target mean / baseline target mean; below 1 means smaller (faster for latencies).
     pub ratios: BTreeMap<&'static str, Option<f64>>,
+    /// 95% bootstrap confidence interval of each ratio, `[lo, hi]`; null with fewer than two
+    /// runs on either side.
+    pub ratio_ci95: BTreeMap<&'static str, Option<[f64; 2]>>,
+    /// Per metric, with A the baseline target and B this row's target: "A faster", "B faster"
+    /// (latency, throughput), "A better", "B better" (loss, CPU, memory), "no difference" (the
+    /// interval contains 1), "inconclusive (1 run)", or "n/a" (not measured).
+    pub verdicts: BTreeMap<&'static str, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -86,19 +108,154 @@ pub fn abba(targets: usize) -> Vec<usize> {
     (0..targets).chain((0..targets).rev()).collect()
 }
 
-fn stat(values: &[Option<f64>]) -> Stat {
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    })
+}
+
+/// A per-metric seed, so each metric's resampling is independent yet reproducible.
+fn seed_for(name: &str) -> u64 {
+    // FNV-1a of the name, mixed into the fixed seed.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    limits::BOOTSTRAP_SEED ^ h
+}
+
+fn resample_mean(v: &[f64], rng: &mut SplitMix64) -> f64 {
+    let n = v.len();
+    (0..n).map(|_| v[rng.below(n as u64) as usize]).sum::<f64>() / n as f64
+}
+
+/// The 2.5th and 97.5th percentiles of `stats` (sorted in place).
+fn percentile_interval(stats: &mut [f64]) -> Option<(f64, f64)> {
+    if stats.is_empty() {
+        return None;
+    }
+    stats.sort_by(f64::total_cmp);
+    let last = (stats.len() - 1) as f64;
+    let lo = stats[(0.025 * last).floor() as usize];
+    let hi = stats[(0.975 * last).ceil() as usize];
+    Some((lo, hi))
+}
+
+/// 95% percentile-bootstrap interval of the mean of `v`; None with fewer than 2 values.
+pub fn bootstrap_mean_ci(v: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
+    if v.len() < 2 {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut stats: Vec<f64> = (0..resamples).map(|_| resample_mean(v, &mut rng)).collect();
+    percentile_interval(&mut stats)
+}
+
+/// 95% percentile-bootstrap interval of mean(b) / mean(a), resampling a and b independently;
+/// None with fewer than 2 values on either side or when most resampled means of `a` are 0.
+pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut stats = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let ma = resample_mean(a, &mut rng);
+        let mb = resample_mean(b, &mut rng);
+        if ma != 0.0 {
+            stats.push(mb / ma);
+        }
+    }
+    if stats.len() < resamples / 2 {
+        return None;
+    }
+    percentile_interval(&mut stats)
+}
+
+/// Larger is better for these metrics; smaller for every other compared metric.
+fn higher_is_better(metric: &str) -> bool {
+    metric.ends_with("_msg_s")
+}
+
+/// The verdict of one A/B metric (A = baseline target, B = the compared target); see
+/// `Ratio::verdicts`.
+pub fn verdict(
+    metric: &str,
+    a: &[f64],
+    b: &[f64],
+    ratio: Option<f64>,
+    ci: Option<(f64, f64)>,
+) -> String {
+    if a.is_empty() || b.is_empty() {
+        return "n/a".into();
+    }
+    if a.len() < 2 || b.len() < 2 {
+        return "inconclusive (1 run)".into();
+    }
+    if ratio.is_none() {
+        // Baseline mean 0: equal only if B is all zeros too (e.g. lost == 0 on both).
+        return if b.iter().all(|v| *v == 0.0) && a.iter().all(|v| *v == 0.0) {
+            "no difference".into()
+        } else {
+            "n/a".into()
+        };
+    }
+    let Some((lo, hi)) = ci else {
+        return "n/a".into();
+    };
+    if lo <= 1.0 && 1.0 <= hi {
+        return "no difference".into();
+    }
+    let b_larger = lo > 1.0;
+    let b_wins = b_larger == higher_is_better(metric);
+    let word = if metric.ends_with("_ms") || higher_is_better(metric) {
+        "faster"
+    } else {
+        "better"
+    };
+    // A percentile bootstrap of very few runs gives too narrow an interval; say so.
+    let few = a.len().min(b.len());
+    let caveat = if few < limits::BOOTSTRAP_SOLID_RUNS {
+        format!(" (weak: {few} runs)")
+    } else {
+        String::new()
+    };
+    format!("{} {word}{caveat}", if b_wins { "B" } else { "A" })
+}
+
+fn stat(values: &[Option<f64>], name: &str) -> Stat {
     let v: Vec<f64> = values.iter().flatten().copied().collect();
     if v.is_empty() {
         return Stat {
             mean: None,
             min: None,
             max: None,
+            median: None,
+            ci95_lo: None,
+            ci95_hi: None,
+            n: 0,
         };
     }
+    let ci = bootstrap_mean_ci(&v, limits::BOOTSTRAP_RESAMPLES, seed_for(name));
     Stat {
-        mean: Some(v.iter().sum::<f64>() / v.len() as f64),
+        mean: Some(mean(&v)),
         min: v.iter().copied().reduce(f64::min),
         max: v.iter().copied().reduce(f64::max),
+        median: median(&v),
+        ci95_lo: ci.map(|c| c.0),
+        ci95_hi: ci.map(|c| c.1),
+        n: v.len(),
     }
 }
 
@@ -139,12 +296,25 @@ pub fn build(
                             &ms.iter()
                                 .map(|m| m.get(name).copied().flatten())
                                 .collect::<Vec<_>>(),
+                            name,
                         ),
                     )
                 })
                 .collect(),
         })
         .collect();
+    // The measured values of one metric in a group's runs.
+    let values = |label: &Option<String>, target: &str, name: &str| -> Vec<f64> {
+        groups
+            .iter()
+            .find(|(k, _)| &k.label == label && k.target == target)
+            .map(|(_, ms)| {
+                ms.iter()
+                    .filter_map(|m| m.get(name).copied().flatten())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let mut ratios = Vec::new();
     if let Some(first) = targets.first() {
         for row in rows.iter().filter(|r| &r.target != first) {
@@ -154,7 +324,7 @@ pub fn build(
             else {
                 continue;
             };
-            let ratios_map = COMPARE_METRICS
+            let ratios_map: BTreeMap<&'static str, Option<f64>> = COMPARE_METRICS
                 .iter()
                 .map(|&name| {
                     let r = match (row.metrics[name].mean, base.metrics[name].mean) {
@@ -164,11 +334,23 @@ pub fn build(
                     (name, r)
                 })
                 .collect();
+            let mut ratio_ci95 = BTreeMap::new();
+            let mut verdicts = BTreeMap::new();
+            for &name in &COMPARE_METRICS {
+                let a = values(&row.label, first, name);
+                let b = values(&row.label, &row.target, name);
+                let ci = bootstrap_ratio_ci(&a, &b, limits::BOOTSTRAP_RESAMPLES, seed_for(name));
+                let r: Option<f64> = ratios_map.get(name).copied().flatten();
+                ratio_ci95.insert(name, ci.map(|(lo, hi)| [lo, hi]));
+                verdicts.insert(name, verdict(name, &a, &b, r, ci));
+            }
             ratios.push(Ratio {
                 label: row.label.clone(),
                 target: row.target.clone(),
                 baseline_target: first.clone(),
                 ratios: ratios_map,
+                ratio_ci95,
+                verdicts,
             });
         }
     }
@@ -214,7 +396,48 @@ fn row_name(label: &Option<String>, target: &str, targets: usize) -> String {
     }
 }
 
+fn ci_cell(lo: Option<f64>, hi: Option<f64>) -> String {
+    match (lo, hi) {
+        (Some(a), Some(b)) => format!("[{}, {}]", cell(Some(a)), cell(Some(b))),
+        _ => "-".into(),
+    }
+}
+
+/// One line of the spread table: row name, metric header, and the stat.
+type SpreadLine<'a> = (String, &'static str, &'a Stat);
+/// One line of the verdict table: row name, metric header, ratio, CI, verdict.
+type VerdictLine = (String, &'static str, Option<f64>, Option<[f64; 2]>, String);
+
 impl RunSet {
+    /// Rows with at least two runs, per compared column (the median/CI table).
+    fn spread_lines(&self) -> Vec<SpreadLine<'_>> {
+        let mut out = Vec::new();
+        for r in self.rows.iter().filter(|r| r.runs >= 2) {
+            for (m, h) in TABLE_COLS {
+                if let Some(st) = r.metrics.get(m).filter(|s| s.n > 0) {
+                    out.push((row_name(&r.label, &r.target, self.targets.len()), h, st));
+                }
+            }
+        }
+        out
+    }
+
+    fn verdict_lines(&self) -> Vec<VerdictLine> {
+        let mut out = Vec::new();
+        for r in &self.ratios {
+            for (m, h) in TABLE_COLS {
+                out.push((
+                    row_name(&r.label, &r.target, self.targets.len()),
+                    h,
+                    r.ratios.get(m).copied().flatten(),
+                    r.ratio_ci95.get(m).copied().flatten(),
+                    r.verdicts.get(m).cloned().unwrap_or_else(|| "n/a".into()),
+                ));
+            }
+        }
+        out
+    }
+
     /// The comparison tables for stdout (each run's own summary is printed as it finishes).
     pub fn human(&self) -> String {
         let mut o = String::new();
@@ -280,6 +503,52 @@ impl RunSet {
                 let _ = writeln!(o);
             }
         }
+        let spread = self.spread_lines();
+        if !spread.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n spread over repeats (95% CI: bootstrap of the mean, {} resamples)",
+                limits::BOOTSTRAP_RESAMPLES
+            );
+            let _ = writeln!(
+                o,
+                " {:<name_w$} {:<10} {:>3} {:>10} {:>10} {:>10} {:>10}  95% CI",
+                "run", "metric", "n", "mean", "median", "min", "max"
+            );
+            for (name, h, st) in spread {
+                let _ = writeln!(
+                    o,
+                    " {:<name_w$} {:<10} {:>3} {:>10} {:>10} {:>10} {:>10}  {}",
+                    name,
+                    h,
+                    st.n,
+                    cell(st.mean),
+                    cell(st.median),
+                    cell(st.min),
+                    cell(st.max),
+                    ci_cell(st.ci95_lo, st.ci95_hi)
+                );
+            }
+        }
+        let verdicts = self.verdict_lines();
+        if !verdicts.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n verdicts · A = {}, B = the row's target · ratio = mean(B) / mean(A), 95% bootstrap CI",
+                self.targets[0]
+            );
+            for (name, h, r, ci, v) in verdicts {
+                let _ = writeln!(
+                    o,
+                    " {:<name_w$} {:<10} {:>8} {:>22}  {v}",
+                    name,
+                    h,
+                    r.map(|x| format!("{x:.3}x")).unwrap_or_else(|| "-".into()),
+                    ci.map(|c| format!("[{:.3}, {:.3}]", c[0], c[1]))
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
+        }
         o.push_str(&crate::report::gate_lines(&self.gates));
         let _ = writeln!(o, "{}", "━".repeat(78));
         o
@@ -342,6 +611,53 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        let spread = self.spread_lines();
+        if !spread.is_empty() {
+            let _ = write!(
+                b,
+                "<h2>Spread over repeats</h2><p>95% CI: percentile bootstrap of the mean ({} resamples, fixed seed).</p><table><tr><th>run</th><th>metric</th><th>n</th><th>mean</th><th>median</th><th>min</th><th>max</th><th>95% CI</th></tr>",
+                limits::BOOTSTRAP_RESAMPLES
+            );
+            for (name, h, st) in spread {
+                let _ = write!(
+                    b,
+                    "<tr><td>{}</td><td>{h}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    crate::html::esc(&name),
+                    st.n,
+                    cell(st.mean),
+                    cell(st.median),
+                    cell(st.min),
+                    cell(st.max),
+                    ci_cell(st.ci95_lo, st.ci95_hi)
+                );
+            }
+            b.push_str("</table>");
+        }
+        let verdicts = self.verdict_lines();
+        if !verdicts.is_empty() {
+            let _ = write!(
+                b,
+                "<h2>Verdicts</h2><p>A = <code>{}</code>, B = the row's target; ratio = mean(B) ÷ mean(A) with its 95% bootstrap confidence interval; “no difference” when the interval contains 1.</p><table class=verdicts><tr><th>run</th><th>metric</th><th>ratio</th><th>95% CI</th><th>verdict</th></tr>",
+                crate::html::esc(&self.targets[0])
+            );
+            for (name, h, r, ci, v) in verdicts {
+                let class = if v.starts_with("A ") || v.starts_with("B ") {
+                    "diff"
+                } else {
+                    "same"
+                };
+                let _ = write!(
+                    b,
+                    "<tr><td>{}</td><td>{h}</td><td>{}</td><td>{}</td><td class={class}>{}</td></tr>",
+                    crate::html::esc(&name),
+                    r.map(|x| format!("{x:.3}×")).unwrap_or_else(|| "–".into()),
+                    ci.map(|c| format!("[{:.3}, {:.3}]", c[0], c[1]))
+                        .unwrap_or_else(|| "–".into()),
+                    crate::html::esc(&v)
+                );
+            }
+            b.push_str("</table>");
+        }
         if !self.gates.is_empty() {
             b.push_str("<h2>Cross-run gates</h2><table><tr><th>gate</th><th>value</th><th>against</th><th>result</th></tr>");
             let v = |x: Option<f64>| {
@@ -361,6 +677,19 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        let named: Vec<(String, &Report)> = self
+            .order
+            .iter()
+            .zip(&self.runs)
+            .enumerate()
+            .map(|(i, (k, rep))| {
+                (
+                    format!("{} {}", i + 1, row_name(&k.label, &k.target, 2)),
+                    rep,
+                )
+            })
+            .collect();
+        b.push_str(&crate::html::overlays(&named));
         for (i, (k, rep)) in self.order.iter().zip(&self.runs).enumerate() {
             let _ = write!(
                 b,
@@ -390,8 +719,89 @@ mod tests {
 
     #[test]
     fn stats_skip_missing_values() {
-        let s = stat(&[Some(1.0), None, Some(3.0)]);
+        let s = stat(&[Some(1.0), None, Some(3.0)], "x");
         assert_eq!((s.mean, s.min, s.max), (Some(2.0), Some(1.0), Some(3.0)));
-        assert!(stat(&[None]).mean.is_none());
+        assert_eq!((s.median, s.n), (Some(2.0), 2));
+        assert!(s.ci95_lo.is_some());
+        assert!(stat(&[None], "x").mean.is_none());
+        let one = stat(&[Some(5.0)], "x");
+        assert_eq!((one.median, one.ci95_lo), (Some(5.0), None));
+    }
+
+    /// A deterministic sample around `center` with spread `spread`.
+    fn sample(n: usize, center: f64, spread: f64, seed: u64) -> Vec<f64> {
+        let mut r = SplitMix64::new(seed);
+        (0..n)
+            .map(|_| center + spread * ((r.below(2001) as f64 - 1000.0) / 1000.0))
+            .collect()
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_contains_the_mean_and_narrows() {
+        let small = sample(5, 100.0, 10.0, 1);
+        let big = sample(200, 100.0, 10.0, 1);
+        let a = bootstrap_mean_ci(&small, 2000, 42);
+        assert_eq!(a, bootstrap_mean_ci(&small, 2000, 42));
+        let (lo, hi) = a.unwrap_or((f64::NAN, f64::NAN));
+        let m = mean(&small);
+        assert!(lo <= m && m <= hi, "{lo} {m} {hi}");
+        let (blo, bhi) = bootstrap_mean_ci(&big, 2000, 42).unwrap_or((0.0, f64::MAX));
+        let mb = mean(&big);
+        assert!(blo <= mb && mb <= bhi);
+        assert!(bhi - blo < (hi - lo) / 2.0, "{} vs {}", bhi - blo, hi - lo);
+        assert!(bootstrap_mean_ci(&[1.0], 2000, 42).is_none());
+        // Constant data: a zero-width interval at the value.
+        assert_eq!(
+            bootstrap_mean_ci(&[3.0, 3.0, 3.0], 500, 1),
+            Some((3.0, 3.0))
+        );
+    }
+
+    #[test]
+    fn ratio_interval_and_verdicts() {
+        let a = sample(6, 10.0, 0.5, 2);
+        let same = sample(6, 10.0, 0.5, 3);
+        let slower = sample(6, 20.0, 0.5, 4);
+        // Two runs each: a verdict, flagged as weak.
+        let ci2 = bootstrap_ratio_ci(&a[..2], &slower[..2], 2000, 7);
+        assert_eq!(
+            verdict("p99_e2e_ms", &a[..2], &slower[..2], Some(2.0), ci2),
+            "A faster (weak: 2 runs)"
+        );
+        let ci = bootstrap_ratio_ci(&a, &slower, 2000, 7).unwrap_or((0.0, 0.0));
+        assert!(ci.0 > 1.5 && ci.1 < 2.5, "{ci:?}");
+        let r = Some(mean(&slower) / mean(&a));
+        // Latency: B twice as slow means A is faster; throughput: B twice as high is faster.
+        assert_eq!(verdict("p99_e2e_ms", &a, &slower, r, Some(ci)), "A faster");
+        assert_eq!(
+            verdict("received_msg_s", &a, &slower, r, Some(ci)),
+            "B faster"
+        );
+        assert_eq!(
+            verdict("broker_cpu_ms_per_mib", &a, &slower, r, Some(ci)),
+            "A better"
+        );
+        let inv = bootstrap_ratio_ci(&slower, &a, 2000, 7);
+        assert_eq!(
+            verdict("p99_e2e_ms", &slower, &a, Some(0.5), inv),
+            "B faster"
+        );
+        let ci_same = bootstrap_ratio_ci(&a, &same, 2000, 7);
+        let (lo, hi) = ci_same.unwrap_or((2.0, 2.0));
+        assert!(lo <= 1.0 && 1.0 <= hi, "{lo} {hi}");
+        assert_eq!(
+            verdict("p99_e2e_ms", &a, &same, Some(1.0), ci_same),
+            "no difference"
+        );
+        assert_eq!(
+            verdict("p99_e2e_ms", &a[..1], &same, Some(1.0), None),
+            "inconclusive (1 run)"
+        );
+        assert!(bootstrap_ratio_ci(&a[..1], &same, 2000, 7).is_none());
+        assert_eq!(
+            verdict("lost", &[0.0, 0.0], &[0.0, 0.0], None, None),
+            "no difference"
+        );
+        assert_eq!(verdict("lost", &[], &[0.0], None, None), "n/a");
     }
 }

@@ -344,6 +344,10 @@ pub struct IntervalSample {
     pub client_cpu_pct: Option<f64>,
     /// Producer latency decomposition from librdkafka statistics (null: no emit this interval).
     pub split: Option<LatencySplit>,
+    /// This interval's histograms (V2-encoded; not in the JSON): the OMB export merges them
+    /// into 10-second windows.
+    #[serde(skip)]
+    pub hdr: crate::hist::IntervalHdr,
 }
 
 /// Everything a finished (or interrupted) run measured, before it is turned into a report.
@@ -1238,6 +1242,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             broker_disk_mib: broker_now.and_then(|r| r.disk_bytes).map(mib),
             client_cpu_pct,
             split: acc_split.summary(),
+            hdr: crate::hist::IntervalHdr::of(&acc_p.ack, &acc_p.send_delay, &acc_c.e2e),
         };
         acc_split = SplitAcc::default();
         if job.progress {

@@ -1,7 +1,8 @@
 //! The self-contained HTML report (`--html FILE`): one file, inline CSS and SVG, no script and
 //! no network, so it opens anywhere and can be attached to an issue. Charts are drawn here
 //! from the same `Report` the JSON is made of: time series (throughput, latency, lag, broker
-//! resources, with the warmup shaded) and a latency quantile plot on a log percentile axis.
+//! resources, with the warmup shaded), a per-partition lag heatmap, a latency quantile plot on
+//! a log percentile axis and the offline compression table.
 
 use std::fmt::Write as _;
 
@@ -272,6 +273,176 @@ fn quantile_series(name: &str, l: &LatencySummary) -> Series {
     }
 }
 
+/// Per-partition lag over time: one row per partition (the first
+/// `limits::MAX_PARTITIONS_IN_SERIES`), one column per interval (intervals merged, keeping the
+/// maximum, when there are more than `HEATMAP_MAX_COLS`), darker = more lag relative to the
+/// run's largest partition lag.
+fn lag_heatmap(r: &Report, shade: Option<(f64, f64)>) -> String {
+    const HEATMAP_MAX_COLS: usize = 300;
+    let rows = r
+        .intervals
+        .iter()
+        .map(|i| i.lag_per_partition.len())
+        .max()
+        .unwrap_or(0);
+    let mut o = String::new();
+    let title = "Consumer lag per partition (client view)";
+    if rows == 0 || r.intervals.is_empty() {
+        let _ = write!(
+            o,
+            r#"<svg viewBox="0 0 {W} 60" width="{W}" height="60" role="img"><title>{title}</title><text x="{PAD_L}" y="18" class="t">{title}</text><text x="{PAD_L}" y="44" class="n">no per-partition lag samples</text></svg>"#
+        );
+        return o;
+    }
+    let n = r.intervals.len();
+    let per_col = n.div_ceil(HEATMAP_MAX_COLS);
+    let cols: Vec<(f64, f64, Vec<i64>)> = r
+        .intervals
+        .chunks(per_col)
+        .map(|c| {
+            let t0 = c.first().map(|i| i.elapsed_s - i.interval_s).unwrap_or(0.0);
+            let t1 = c.last().map(|i| i.elapsed_s).unwrap_or(0.0);
+            let mut v = vec![0i64; rows];
+            for i in c {
+                for (p, l) in i.lag_per_partition.iter().enumerate() {
+                    v[p] = v[p].max(*l);
+                }
+            }
+            (t0.max(0.0), t1, v)
+        })
+        .collect();
+    let max = cols
+        .iter()
+        .flat_map(|c| c.2.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let cell_h = (180.0 / rows as f64).clamp(3.0, 14.0);
+    let h = PAD_T + cell_h * rows as f64 + PAD_B;
+    let x_end = cols.last().map(|c| c.1).unwrap_or(1.0).max(1e-9);
+    let px = |x: f64| PAD_L + x / x_end * (W - PAD_L - PAD_R);
+    let _ = write!(
+        o,
+        r#"<svg viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" class="heatmap"><title>{title}</title><text x="{PAD_L}" y="18" class="t">{title}</text><text x="{}" y="34" class="a">{}</text>"#,
+        PAD_L + 8.0,
+        if max > 0 {
+            format!("darkest = {max} messages behind the high watermark")
+        } else {
+            "lag stayed at 0 on every partition".to_string()
+        }
+    );
+    if let Some((a, b)) = shade {
+        let (sa, sb) = (px(a), px(b.min(x_end)));
+        if sb > sa {
+            let _ = write!(
+                o,
+                r##"<rect x="{sa:.1}" y="{PAD_T}" width="{:.1}" height="{:.1}" fill="#eee"/>"##,
+                sb - sa,
+                cell_h * rows as f64
+            );
+        }
+    }
+    for (t0, t1, v) in &cols {
+        let (x0, x1) = (px(*t0), px(*t1));
+        for (p, l) in v.iter().enumerate() {
+            if *l <= 0 || max <= 0 {
+                continue;
+            }
+            let a = 0.12 + 0.88 * (*l as f64 / max as f64);
+            let _ = write!(
+                o,
+                r##"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#d62728" fill-opacity="{a:.2}"><title>p{p} at {t1:.0} s: {l}</title></rect>"##,
+                PAD_T + cell_h * p as f64,
+                (x1 - x0).max(0.5),
+                cell_h
+            );
+        }
+    }
+    // Frame, partition labels and the time axis.
+    let _ = write!(
+        o,
+        r##"<rect x="{PAD_L}" y="{PAD_T}" width="{}" height="{:.1}" fill="none" stroke="#999"/>"##,
+        W - PAD_L - PAD_R,
+        cell_h * rows as f64
+    );
+    let label_every = (rows / 8).max(1);
+    for p in (0..rows).step_by(label_every) {
+        let _ = write!(
+            o,
+            r#"<text x="{}" y="{:.1}" class="a" text-anchor="end">p{p}</text>"#,
+            PAD_L - 4.0,
+            PAD_T + cell_h * (p as f64 + 0.5) + 4.0
+        );
+    }
+    let base = PAD_T + cell_h * rows as f64;
+    for t in nice_ticks(0.0, x_end, 8) {
+        let x = px(t);
+        let _ = write!(
+            o,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{base:.1}" y2="{:.1}" stroke="#999"/><text x="{x:.1}" y="{:.1}" class="a" text-anchor="middle">{}</text>"##,
+            base + 4.0,
+            base + 16.0,
+            fmt_num(t)
+        );
+    }
+    let _ = write!(
+        o,
+        r#"<text x="{}" y="{:.1}" class="a" text-anchor="middle">seconds since load start</text></svg>"#,
+        (PAD_L + W - PAD_R) / 2.0,
+        h - 4.0
+    );
+    o
+}
+
+/// A/B and sweep overlays: per-interval throughput and e2e p99 of several runs on shared axes
+/// (the first `COLORS.len()` runs, so every line keeps its own colour).
+pub fn overlays(runs: &[(String, &Report)]) -> String {
+    let runs = &runs[..runs.len().min(COLORS.len())];
+    let chart = |title, y_label, log_y| Chart {
+        title,
+        x_label: "seconds since load start",
+        y_label,
+        log_y,
+        x_ticks: None,
+        shade: None,
+    };
+    let mut o = String::from("<h2>Runs overlaid (1 s intervals)</h2>");
+    o.push_str(&svg_chart(
+        &chart("Received per interval", "msg/s", false),
+        &runs
+            .iter()
+            .map(|(name, r)| series(r, name, |i| Some(i.received_msg_s)))
+            .collect::<Vec<_>>(),
+    ));
+    o.push_str(&svg_chart(
+        &chart("End-to-end p99 per interval (log)", "ms", true),
+        &runs
+            .iter()
+            .map(|(name, r)| series(r, name, |i| i.e2e_p99_ms))
+            .collect::<Vec<_>>(),
+    ));
+    o
+}
+
+/// SSP's offline compression table for this run's payloads.
+fn compression_table(r: &Report) -> String {
+    let c = &r.compression_offline;
+    let mut o = format!(
+        "<h2>Offline compression</h2><p>{} messages of this run's {} payload ({} bytes), concatenated and compressed once per codec (an upper bound on what per-batch compression achieves).</p><table><tr><th>codec</th><th>compressed bytes</th><th>ratio</th><th>space saved</th><th>encode µs</th></tr>",
+        c.sample_count,
+        r.scenario.payload.name(),
+        c.raw_bytes
+    );
+    for (name, x) in c.rows() {
+        let _ = write!(
+            o,
+            "<tr><td>{name}</td><td>{}</td><td>{:.2}×</td><td>{:.1}%</td><td>{}</td></tr>",
+            x.compressed_bytes, x.ratio, x.space_saved_pct, x.encode_micros
+        );
+    }
+    o.push_str("</table>");
+    o
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into())
 }
@@ -281,7 +452,7 @@ h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd
 table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
 th:first-child,td:first-child{text-align:left}.t{font:600 13px sans-serif}.a{font:11px sans-serif;fill:#444}.n{font:12px sans-serif;fill:#888}
 .warn{color:#a40}.fail{color:#c00;font-weight:600}.pass{color:#080;font-weight:600}code{background:#f4f4f4;padding:1px 4px}
-details{margin:12px 0}summary{font-weight:600;cursor:pointer}";
+details{margin:12px 0}summary{font-weight:600;cursor:pointer}.diff{font-weight:600;color:#05c}.same{color:#666}";
 
 /// Wraps a body into a complete, self-contained document.
 pub fn page(title: &str, body: &str) -> String {
@@ -526,6 +697,7 @@ pub fn body(r: &Report) -> String {
             }),
         ],
     ));
+    o.push_str(&lag_heatmap(r, shade));
     o.push_str(&svg_chart(
         &chart("CPU", "% of one core", false),
         &[
@@ -562,6 +734,8 @@ pub fn body(r: &Report) -> String {
             quantile_series("e2e from intended", &r.latency.e2e_intended),
         ],
     ));
+
+    o.push_str(&compression_table(r));
 
     if !r.errors.is_empty() {
         o.push_str("<h2>Client errors</h2><table>");

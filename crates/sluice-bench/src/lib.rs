@@ -18,8 +18,10 @@ pub mod backlog;
 pub mod batcher;
 pub mod clientstats;
 pub mod compare;
+pub mod compression;
 pub mod csv;
 pub mod engine;
+pub mod export;
 pub mod gate;
 pub mod hist;
 pub mod html;
@@ -223,6 +225,14 @@ pub struct BenchArgs {
     /// Write a self-contained HTML report (charts, tables; no network needed) here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write each run as OpenMessaging Benchmark result JSON (10 s windows); several runs
+    /// write FILE-<n>[-<label>].json.
+    #[arg(long, value_name = "FILE")]
+    pub omb_json: Option<PathBuf>,
+    /// Also write each run as SSP kafka-bench result JSON; several runs write
+    /// FILE-<n>[-<label>].json.
+    #[arg(long, value_name = "FILE")]
+    pub ssp_json: Option<PathBuf>,
     /// Write no JSON report unless --json is given.
     #[arg(long)]
     pub no_report: bool,
@@ -614,6 +624,40 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     })
 }
 
+/// Target names for the comparison: the spec, with `#<position>` added when the same spec is
+/// given twice (an A/A run, e.g. `--target embedded --target embedded`, measures the noise).
+fn unique_names(targets: &[TargetSpec]) -> Vec<String> {
+    let names: Vec<String> = targets.iter().map(TargetSpec::name).collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if names.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n}#{}", i + 1)
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// `--omb-json` / `--ssp-json`: one file per run (see `export::numbered_path`).
+fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), ExitCode> {
+    let n = reports.len();
+    for (i, r) in reports.iter().enumerate() {
+        let label = r.label.as_deref();
+        if let Some(p) = &args.omb_json {
+            let bytes = serde_json::to_vec_pretty(&export::omb(r)).unwrap_or_default();
+            write_file(&export::numbered_path(p, i, n, label), "OMB result", &bytes)?;
+        }
+        if let Some(p) = &args.ssp_json {
+            let bytes = serde_json::to_vec_pretty(&export::ssp(r)).unwrap_or_default();
+            write_file(&export::numbered_path(p, i, n, label), "SSP result", &bytes)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `sluice bench` and returns the process exit code.
 pub fn run(mut args: BenchArgs) -> ExitCode {
     let list = matches!(args.action(), Ok(Action::List));
@@ -682,6 +726,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         }
     }
     let started_at = unix_now_s();
+    let target_names = unique_names(&targets);
     let order = compare::abba(targets.len());
     let single = runs.len() == 1 && order.len() == 1 && args.repeats == 1;
     let mut reports = Vec::new();
@@ -717,7 +762,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
                     print!("{}", calibrate::human(&rep));
                     keys.push(compare::RunKey {
                         label: label.clone(),
-                        target: targets[ti].name(),
+                        target: target_names[ti].clone(),
                     });
                     reports.push(rep);
                 }
@@ -772,6 +817,9 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
             .collect();
         regress::compare(b, &new, args.max_regress)
     });
+    if let Err(code) = write_exports(&args, &reports) {
+        return code;
+    }
     let (json, html_page) = if single && reports.len() == 1 {
         let rep = &mut reports[0];
         if !set_gates.is_empty() {
@@ -793,7 +841,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         let set = compare::build(
             &base.preset,
             report::utc_string(started_at),
-            targets.iter().map(TargetSpec::name).collect(),
+            target_names.clone(),
             keys,
             reports,
             interrupted,

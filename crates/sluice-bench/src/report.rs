@@ -39,6 +39,8 @@ pub struct Report {
     pub lag: LagSummary,
     pub consumer_model: ConsumerModel,
     pub backpressure: Option<Backpressure>,
+    /// SSP's offline codec table for this scenario's payloads (see `compression`).
+    pub compression_offline: crate::compression::CompressionTable,
     pub broker_process: Option<BrokerProcess>,
     pub client_process: ClientProcess,
     /// Measured acknowledged messages per partition and the skew; null if none was acked.
@@ -534,6 +536,7 @@ pub fn build(
         lag,
         consumer_model,
         backpressure,
+        compression_offline: crate::compression::offline(scenario),
         broker_process,
         client_process: ClientProcess {
             cpu_s: d.client_cpu_s,
@@ -876,6 +879,18 @@ impl Report {
                 bp.max_lag, bp.resume_lag, bp.events, bp.paused_s
             );
         }
+        let _ = writeln!(
+            o,
+            " offline compression of {} payload samples ({} B): codec, bytes, ratio, saved, encode",
+            self.compression_offline.sample_count, self.compression_offline.raw_bytes
+        );
+        for (name, c) in self.compression_offline.rows() {
+            let _ = writeln!(
+                o,
+                "   {name:<8} {:>12} B {:>9.2}x {:>7.1}% {:>9} µs",
+                c.compressed_bytes, c.ratio, c.space_saved_pct, c.encode_micros
+            );
+        }
         if let Some(b) = &self.broker_process {
             let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
@@ -940,6 +955,7 @@ mod tests {
             broker_disk_mib: None,
             client_cpu_pct: None,
             split: None,
+            hdr: Default::default(),
         }
     }
 
