@@ -123,6 +123,12 @@ pub struct Scenario {
     pub bp_poll_ms: Duration,
     /// txmeta payload: entries packed per record (0 for other payloads); decides message_bytes.
     pub entries_per_record: u32,
+    /// Fresh topics per run, each with `partitions` partitions (OMB's `topics`). Producer `i`'s
+    /// message `k` goes to topic `(i + k) % topics`; consumers share all topic-partitions.
+    pub topics: u32,
+    /// Consumers store each message's offset when it is handed to them and auto-commit the
+    /// stored offsets this often (SSP: about 1 s); the broker-view lag trails by up to this.
+    pub commit_interval_ms: u32,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -178,6 +184,8 @@ impl Scenario {
             bp_resume_lag: 0,
             bp_poll_ms: Duration::from_millis(200),
             entries_per_record: 0,
+            topics: 1,
+            commit_interval_ms: 1000,
         }
     }
 
