@@ -507,9 +507,10 @@ fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<
     let admin: AdminClient<DefaultClientContext> = base_config(bootstrap, "sluice-bench-admin")
         .create()
         .map_err(|e| format!("cannot create an admin client: {e}"))?;
+    let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
     let opts = AdminOptions::new()
-        .operation_timeout(Some(limits::ADMIN_TIMEOUT))
-        .request_timeout(Some(limits::ADMIN_TIMEOUT));
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
     let new: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
@@ -518,7 +519,7 @@ fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<
     let rt = admin_runtime()?;
     let res = rt.block_on(async {
         tokio::time::timeout(
-            limits::ADMIN_TIMEOUT * 2,
+            timeout * 2,
             admin.create_topics(new.iter(), &opts),
         )
         .await
@@ -537,19 +538,22 @@ fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<
     }
 }
 
-fn delete_topics(bootstrap: &str, topics: &[String]) -> bool {
+fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
+    let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
     let Ok(admin) =
         base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
     else {
         return false;
     };
-    let opts = AdminOptions::new().operation_timeout(Some(limits::ADMIN_TIMEOUT));
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
     let Ok(rt) = admin_runtime() else {
         return false;
     };
     let res = rt.block_on(async {
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-        tokio::time::timeout(limits::ADMIN_TIMEOUT, admin.delete_topics(&names, &opts)).await
+        tokio::time::timeout(timeout * 2, admin.delete_topics(&names, &opts)).await
     });
     matches!(res, Ok(Ok(ref v)) if v.iter().all(|r| r.is_ok()))
 }
@@ -1407,7 +1411,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
     let topic_deleted = if opts.delete_topic {
-        Some(delete_topics(&opts.bootstrap, &topics.names))
+        Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions))
     } else {
         None
     };

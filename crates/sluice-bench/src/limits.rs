@@ -64,7 +64,7 @@ pub const LAG_QUERY_TIMEOUT: Duration = Duration::from_millis(500);
 pub const WATERMARK_SINGLE_QUERY_MAX: usize = 64;
 pub const LAG_BATCH_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// OffsetFetch of the bench group's committed offsets (broker-view lag), once a second.
-pub const COMMITTED_QUERY_TIMEOUT: Duration = Duration::from_millis(500);
+pub const COMMITTED_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Time lag: delivery-report checkpoints (offset, send time) at least this far apart in send
 /// time per topic-partition (the time lag's resolution), at most `TIME_LAG_CHECKPOINTS_TOTAL`
 /// over the run's topic-partitions (16 bytes plus map overhead each), and per partition within
@@ -90,6 +90,14 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 /// Topic create/delete, and waiting until Metadata shows every partition with a leader.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 pub const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Added to the admin timeout per topic-partition created or deleted: brokers create a log
+/// (files, often an fsync) per partition; Sluice takes about 15-20 ms each on a small machine.
+pub const ADMIN_TIMEOUT_PER_PARTITION: Duration = Duration::from_millis(25);
+
+/// The admin (create, delete) timeout for `topic_partitions` partitions.
+pub fn admin_timeout(topic_partitions: usize) -> Duration {
+    ADMIN_TIMEOUT + ADMIN_TIMEOUT_PER_PARTITION * topic_partitions.min(MAX_TOPIC_PARTITIONS) as u32
+}
 
 /// Embedded broker: wait for its "listening" line, and for a clean exit after SIGTERM.
 pub const EMBEDDED_START_TIMEOUT: Duration = Duration::from_secs(15);
