@@ -461,7 +461,10 @@ fn committing_consumer_config(
     c.set("group.id", group)
         .set("enable.auto.commit", "true")
         .set("enable.auto.offset.store", "true")
-        .set("auto.commit.interval.ms", commit_interval_ms.max(1).to_string());
+        .set(
+            "auto.commit.interval.ms",
+            commit_interval_ms.max(1).to_string(),
+        );
     c
 }
 
@@ -518,11 +521,7 @@ fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<
     let topic = topics.first().map(String::as_str).unwrap_or("");
     let rt = admin_runtime()?;
     let res = rt.block_on(async {
-        tokio::time::timeout(
-            timeout * 2,
-            admin.create_topics(new.iter(), &opts),
-        )
-        .await
+        tokio::time::timeout(timeout * 2, admin.create_topics(new.iter(), &opts)).await
     });
     match res {
         Err(_) => Err(format!("CreateTopics for {topic} timed out")),
@@ -1228,6 +1227,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             who: "committed-offsets",
         })
         .map_err(|e| format!("cannot create a client: {e}"))?;
+    // One fetch now, so finding the group coordinator does not delay the first sample.
+    let _ = lagview::committed_offsets(&watcher, &topics);
     let checkpoints = Arc::new(AckCheckpoints::new(topics.len()));
 
     let clock = Clock::new();

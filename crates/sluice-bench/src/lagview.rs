@@ -19,7 +19,7 @@
 //! (a full partition table is thinned to every other checkpoint, coarsening its resolution).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -84,7 +84,11 @@ impl TopicSet {
     }
 
     /// A list of the given flat indexes, each with `offset`.
-    pub fn tpl(&self, flats: impl IntoIterator<Item = usize>, offset: Offset) -> TopicPartitionList {
+    pub fn tpl(
+        &self,
+        flats: impl IntoIterator<Item = usize>,
+        offset: Offset,
+    ) -> TopicPartitionList {
         let mut tpl = TopicPartitionList::new();
         for f in flats {
             let (t, p) = self.split(f);
@@ -102,7 +106,10 @@ impl TopicSet {
 pub fn destination(producer: u32, seq: u64, topics: u32, partitions: i32) -> (usize, i32) {
     let n = topics.max(1) as u64;
     let k = producer as u64 + seq;
-    ((k % n) as usize, ((k / n) % partitions.max(1) as u64) as i32)
+    (
+        (k % n) as usize,
+        ((k / n) % partitions.max(1) as u64) as i32,
+    )
 }
 
 /// High watermarks of every topic-partition, in flat order: one ListOffsets (latest) request
@@ -193,13 +200,22 @@ pub fn positions(table: &[AtomicI64]) -> impl Iterator<Item = i64> + '_ {
 /// Send-time checkpoints by offset, per topic-partition, fed by delivery reports.
 #[derive(Debug)]
 pub struct AckCheckpoints {
-    /// Per flat topic-partition: offset → send time (clock ns), plus the send time of the
-    /// newest checkpoint added (spacing is judged against it, not against the map's last key,
-    /// because reports of several producers interleave).
-    parts: Vec<Mutex<(BTreeMap<i64, u64>, u64)>>,
+    parts: Vec<Checkpoints>,
     per_partition_cap: usize,
     spacing_ns: u64,
 }
+
+/// One topic-partition's checkpoints: offset → send time (clock ns).
+#[derive(Debug)]
+struct Checkpoints {
+    /// Send time of the newest checkpoint added (`NONE_YET` before the first). Spacing is judged
+    /// against it, not against the map's last key, because reports of several producers
+    /// interleave; being atomic, most delivery reports are turned away without the lock.
+    last_ns: AtomicU64,
+    map: Mutex<BTreeMap<i64, u64>>,
+}
+
+const NONE_YET: u64 = u64::MAX;
 
 impl AckCheckpoints {
     pub fn new(topic_partitions: usize) -> AckCheckpoints {
@@ -209,7 +225,10 @@ impl AckCheckpoints {
         );
         AckCheckpoints {
             parts: (0..topic_partitions)
-                .map(|_| Mutex::new((BTreeMap::new(), 0)))
+                .map(|_| Checkpoints {
+                    last_ns: AtomicU64::new(NONE_YET),
+                    map: Mutex::new(BTreeMap::new()),
+                })
                 .collect(),
             per_partition_cap: cap,
             spacing_ns: limits::TIME_LAG_CHECKPOINT_SPACING.as_nanos() as u64,
@@ -222,15 +241,16 @@ impl AckCheckpoints {
         let Some(part) = self.parts.get(flat) else {
             return;
         };
-        if offset < 0 {
+        let too_soon =
+            |last: u64| last != NONE_YET && sent_ns < last.saturating_add(self.spacing_ns);
+        if offset < 0 || too_soon(part.last_ns.load(Ordering::Relaxed)) {
             return;
         }
-        let mut g = part.lock();
-        let (map, last_ns) = &mut *g;
-        if !map.is_empty() && sent_ns < last_ns.saturating_add(self.spacing_ns) {
+        let mut map = part.map.lock();
+        if too_soon(part.last_ns.load(Ordering::Relaxed)) {
             return;
         }
-        *last_ns = sent_ns;
+        part.last_ns.store(sent_ns, Ordering::Relaxed);
         map.insert(offset, sent_ns);
         if map.len() > self.per_partition_cap {
             // Thin out: keep every other checkpoint (the oldest one always stays).
@@ -252,8 +272,7 @@ impl AckCheckpoints {
         if position >= high {
             return Some(0);
         }
-        let mut g = self.parts.get(flat)?.lock();
-        let map = &mut g.0;
+        let mut map = self.parts.get(flat)?.map.lock();
         let (&off, &sent) = map.range(..=position).next_back()?;
         let newer = map.split_off(&off);
         *map = newer;
@@ -307,7 +326,14 @@ mod tests {
     #[test]
     fn lag_is_clamped_and_summed() {
         let f = lag_against(&[10, 5, 0], [4, 7, 0].into_iter());
-        assert_eq!(f, LagFigures { total: 6, max: 6, per_partition: vec![6, 0, 0] });
+        assert_eq!(
+            f,
+            LagFigures {
+                total: 6,
+                max: 6,
+                per_partition: vec![6, 0, 0]
+            }
+        );
     }
 
     #[test]
@@ -340,8 +366,11 @@ mod tests {
         for o in 0..10_000i64 {
             c.note(0, o, o as u64 * spacing);
         }
-        assert!(c.parts[0].lock().0.len() <= limits::TIME_LAG_CHECKPOINTS_MIN_PER_PARTITION);
+        assert!(c.parts[0].map.lock().len() <= limits::TIME_LAG_CHECKPOINTS_MIN_PER_PARTITION);
         // The oldest checkpoint survives thinning: the age is never understated.
-        assert_eq!(c.age_ns(0, 0, 10_000, 20_000 * spacing), Some(20_000 * spacing));
+        assert_eq!(
+            c.age_ns(0, 0, 10_000, 20_000 * spacing),
+            Some(20_000 * spacing)
+        );
     }
 }

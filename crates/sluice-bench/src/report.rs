@@ -198,7 +198,11 @@ fn peak_and_final<T: PartialOrd + Copy>(pts: &[(f64, T)]) -> (Option<T>, Option<
             best = Some((t, v));
         }
     }
-    (best.map(|b| b.1), best.map(|b| b.0), pts.last().map(|p| p.1))
+    (
+        best.map(|b| b.1),
+        best.map(|b| b.0),
+        pts.last().map(|p| p.1),
+    )
 }
 
 /// How the consumers process messages, and what that allows.
@@ -303,14 +307,22 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         .iter()
         .filter_map(|i| i.broker_lag_total.map(|l| (i.elapsed_s, l)))
         .collect();
-    (s.broker_peak_total, s.broker_peak_at_s, s.broker_final_total) = peak_and_final(&broker);
+    (
+        s.broker_peak_total,
+        s.broker_peak_at_s,
+        s.broker_final_total,
+    ) = peak_and_final(&broker);
     s.broker_samples = broker.len();
     s.broker_view = s.broker_final_total;
     let time: Vec<(f64, f64)> = intervals
         .iter()
         .filter_map(|i| i.time_lag_ms.map(|l| (i.elapsed_s, l)))
         .collect();
-    (s.time_lag_peak_ms, s.time_lag_peak_at_s, s.time_lag_final_ms) = peak_and_final(&time);
+    (
+        s.time_lag_peak_ms,
+        s.time_lag_peak_at_s,
+        s.time_lag_final_ms,
+    ) = peak_and_final(&time);
     s.time_lag_samples = time.len();
     // First maximum. (`map_or(true, ..)`: `is_none_or` is newer than the workspace's MSRV.)
     let mut best: Option<usize> = None;
@@ -544,10 +556,7 @@ pub fn build(
         .map(|(i, t)| TopicSummary {
             topic: t.clone(),
             received: d.topic_received.get(i).copied().unwrap_or(0),
-            end_offset_sum: d
-                .topic_end_offsets
-                .as_ref()
-                .and_then(|e| e.get(i).copied()),
+            end_offset_sum: d.topic_end_offsets.as_ref().and_then(|e| e.get(i).copied()),
         })
         .collect();
     Report {
@@ -850,13 +859,18 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            " time lag           peak {} ms at {} s · final {} ms · samples {}",
+            " time lag           peak {} ms at {} s · final {} ms · samples {}{}",
             ms(l.time_lag_peak_ms),
             l.time_lag_peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
             ms(l.time_lag_final_ms),
-            l.time_lag_samples
+            l.time_lag_samples,
+            if s.acks == crate::scenario::Acks::None {
+                " (unknown while behind with acks=0: delivery reports carry no offsets)"
+            } else {
+                ""
+            }
         );
         if let Some(cap) = self.consumer_model.capacity_msg_s {
             let _ = writeln!(
