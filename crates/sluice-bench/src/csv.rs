@@ -9,7 +9,8 @@ const COLUMNS: &str =
     "run,label,target,elapsed_s,interval_s,phase,produced_msg_s,acked_msg_s,received_msg_s,\
 produced_mib_s,received_mib_s,ack_errors,send_errors,queue_full_retries,ack_p50_ms,ack_p99_ms,\
 ack_intended_p99_ms,send_delay_p99_ms,e2e_p50_ms,e2e_p99_ms,e2e_intended_p99_ms,lag_total,\
-lag_max_partition,broker_cpu_pct,broker_rss_mib,broker_disk_mib,client_cpu_pct";
+lag_max_partition,broker_cpu_pct,broker_rss_mib,broker_disk_mib,client_cpu_pct,\
+broker_lag_total,broker_lag_max_partition,time_lag_ms";
 
 fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -33,7 +34,7 @@ pub fn intervals(runs: &[Report]) -> String {
         for i in &r.intervals {
             let _ = writeln!(
                 o,
-                "{},{label},{target},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{label},{target},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 n + 1,
                 i.elapsed_s,
                 i.interval_s,
@@ -59,6 +60,9 @@ pub fn intervals(runs: &[Report]) -> String {
                 num(i.broker_rss_mib),
                 num(i.broker_disk_mib),
                 num(i.client_cpu_pct),
+                num(i.broker_lag_total.map(|v| v as f64)),
+                num(i.broker_lag_max_partition.map(|v| v as f64)),
+                num(i.time_lag_ms),
             );
         }
     }
@@ -74,6 +78,6 @@ mod tests {
         assert_eq!(field("plain"), "plain");
         assert_eq!(field("a:1,b:2"), "\"a:1,b:2\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(COLUMNS.split(',').count(), 27);
+        assert_eq!(COLUMNS.split(',').count(), 30);
     }
 }

@@ -11,7 +11,10 @@
 //!   late it is acknowledged or consumed.
 //! - Every wait is bounded (see `limits`), and every queue is bounded: librdkafka's queues by
 //!   config, our per-thread state by the audit cap and fixed-size histograms.
-//! - No consumer group and no offset commit: consumers `assign()` partitions from the start.
+//! - No group membership (no rebalances): consumers `assign()` topic-partitions from the start.
+//!   They do store and auto-commit offsets to a per-run group id (generation -1, like a
+//!   standalone consumer), so the lag can also be read as the broker sees it (`lagview`); a
+//!   last synchronous commit at consumer shutdown makes the final broker view exact.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -23,12 +26,12 @@ use parking_lot::Mutex;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::statistics::Statistics;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::Offset;
 use serde::Serialize;
 
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
@@ -36,6 +39,7 @@ use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
 use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
+use crate::lagview::{self, AckCheckpoints, LagFigures, TopicSet};
 use crate::limits;
 use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
 use crate::keys::{Key, KeyGen};
@@ -191,6 +195,8 @@ struct ProducerCtx {
     state: Arc<Mutex<ProducerState>>,
     errors: Arc<ErrorLog>,
     counters: Arc<LoadCounters>,
+    topics: Arc<TopicSet>,
+    checkpoints: Arc<AckCheckpoints>,
 }
 
 impl ClientContext for ProducerCtx {
@@ -245,6 +251,9 @@ impl ProducerContext for ProducerCtx {
             return;
         }
         self.counters.acked.fetch_add(1, Ordering::Relaxed);
+        if let Some(f) = self.topics.flat(msg.topic(), msg.partition()) {
+            self.checkpoints.note(f, msg.offset(), h.sent_ns);
+        }
         let ack = now.saturating_sub(h.sent_ns);
         let ack_intended = now.saturating_sub(h.intended_ns);
         let w = &mut s.window;
@@ -282,6 +291,8 @@ struct ConsumerState {
     /// Messages that are not this run's (no bench header, or another run's tag).
     foreign: u64,
     audit: ConsumerAudit,
+    /// Distinct measured messages received, per topic (index into the run's `TopicSet`).
+    topic_received: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -338,6 +349,13 @@ pub struct IntervalSample {
     pub lag_max_partition: Option<i64>,
     /// Per-partition lag for the first `limits::MAX_PARTITIONS_IN_SERIES` partitions.
     pub lag_per_partition: Vec<i64>,
+    /// Broker-view lag: sum over partitions of high watermark - the group's committed offset
+    /// (missing ⇒ 0), and the largest partition's; null when either query failed.
+    pub broker_lag_total: Option<i64>,
+    pub broker_lag_max_partition: Option<i64>,
+    /// Time lag: age of the oldest unconsumed message over all partitions (0 when caught up);
+    /// null when unknown (a query failed, or no delivery report carried an offset: acks=0).
+    pub time_lag_ms: Option<f64>,
     pub broker_cpu_pct: Option<f64>,
     pub broker_rss_mib: Option<f64>,
     pub broker_disk_mib: Option<f64>,
@@ -354,6 +372,12 @@ pub struct IntervalSample {
 #[derive(Debug)]
 pub struct RunData {
     pub topic: String,
+    /// Every topic of the run (the first is `topic`).
+    pub topics: Vec<String>,
+    /// Per topic: distinct measured messages received, and the sum of its partitions' high
+    /// watermarks at the last sample (None if that query failed).
+    pub topic_received: Vec<u64>,
+    pub topic_end_offsets: Option<Vec<i64>>,
     pub run_tag: u32,
     pub interrupted: bool,
     /// Measured window: the schedule's, from the end of warmup to the end of load (shorter after Ctrl-C).
@@ -454,6 +478,31 @@ fn consumer_config(bootstrap: &str, client_id: &str) -> ClientConfig {
     c
 }
 
+/// A bench consumer: like `consumer_config`, but it stores each message's offset as poll()
+/// hands it over and auto-commits the stored offsets every `commit_interval_ms` to `group`
+/// (assign() only, so the commits are standalone ones: generation -1, no member id).
+fn committing_consumer_config(
+    bootstrap: &str,
+    client_id: &str,
+    group: &str,
+    commit_interval_ms: u32,
+) -> ClientConfig {
+    let mut c = consumer_config(bootstrap, client_id);
+    c.set("group.id", group)
+        .set("enable.auto.commit", "true")
+        .set("enable.auto.offset.store", "true")
+        .set(
+            "auto.commit.interval.ms",
+            commit_interval_ms.max(1).to_string(),
+        );
+    c
+}
+
+/// The per-run group id the consumers commit to.
+fn group_id(run_tag: u32) -> String {
+    format!("sluice-bench-{run_tag:08x}")
+}
+
 type Probe = BaseConsumer<ConsumerCtx>;
 
 fn make_probe(bootstrap: &str, errors: &Arc<ErrorLog>) -> Result<Probe, String> {
@@ -487,24 +536,30 @@ fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start a runtime for admin requests: {e}"))
 }
 
-fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), String> {
-    if let Some(done) = crate::calibrate::create_topic(bootstrap, topic, partitions) {
-        return done;
+fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<(), String> {
+    if crate::calibrate::is_null(bootstrap) {
+        for t in topics {
+            if let Some(Err(e)) = crate::calibrate::create_topic(bootstrap, t, partitions) {
+                return Err(e);
+            }
+        }
+        return Ok(());
     }
     let admin: AdminClient<DefaultClientContext> = base_config(bootstrap, "sluice-bench-admin")
         .create()
         .map_err(|e| format!("cannot create an admin client: {e}"))?;
+    let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
     let opts = AdminOptions::new()
-        .operation_timeout(Some(limits::ADMIN_TIMEOUT))
-        .request_timeout(Some(limits::ADMIN_TIMEOUT));
-    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let topic = topics.first().map(String::as_str).unwrap_or("");
     let rt = admin_runtime()?;
     let res = rt.block_on(async {
-        tokio::time::timeout(
-            limits::ADMIN_TIMEOUT * 2,
-            admin.create_topics([&new], &opts),
-        )
-        .await
+        tokio::time::timeout(timeout * 2, admin.create_topics(new.iter(), &opts)).await
     });
     match res {
         Err(_) => Err(format!("CreateTopics for {topic} timed out")),
@@ -520,45 +575,59 @@ fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<(), Str
     }
 }
 
-fn delete_topic(bootstrap: &str, topic: &str) -> bool {
+fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
     if crate::calibrate::is_null(bootstrap) {
         return true; // the null broker's topics go with it
     }
+    let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
     let Ok(admin) =
         base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
     else {
         return false;
     };
-    let opts = AdminOptions::new().operation_timeout(Some(limits::ADMIN_TIMEOUT));
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(timeout))
+        .request_timeout(Some(timeout));
     let Ok(rt) = admin_runtime() else {
         return false;
     };
     let res = rt.block_on(async {
-        tokio::time::timeout(limits::ADMIN_TIMEOUT, admin.delete_topics(&[topic], &opts)).await
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        tokio::time::timeout(timeout * 2, admin.delete_topics(&names, &opts)).await
     });
     matches!(res, Ok(Ok(ref v)) if v.iter().all(|r| r.is_ok()))
 }
 
-/// Waits until Metadata shows `partitions` partitions of `topic`, each with a leader.
-fn wait_topic_ready(probe: &Probe, topic: &str, partitions: i32) -> Result<(), String> {
+/// Waits until Metadata shows `partitions` partitions of every topic, each with a leader.
+fn wait_topics_ready(probe: &Probe, topics: &[String], partitions: i32) -> Result<(), String> {
     let deadline = Instant::now() + limits::TOPIC_READY_TIMEOUT;
     let mut last = String::from("no answer");
+    let mut pending: Vec<&String> = topics.iter().collect();
     while Instant::now() < deadline {
-        match probe.fetch_metadata(Some(topic), Duration::from_secs(2)) {
+        // One topic: ask for it alone; several: one Metadata request for all topics.
+        let which = (pending.len() == 1).then(|| pending[0].as_str());
+        match probe.fetch_metadata(which, Duration::from_secs(2)) {
             Ok(md) => {
-                if let Some(t) = md.topics().iter().find(|t| t.name() == topic) {
+                pending.retain(|topic| {
+                    let Some(t) = md.topics().iter().find(|t| t.name() == topic.as_str()) else {
+                        last = format!("{topic} not visible");
+                        return true;
+                    };
                     let ready = t.error().is_none()
                         && t.partitions().len() == partitions as usize
                         && t.partitions()
                             .iter()
                             .all(|p| p.leader() >= 0 && p.error().is_none());
-                    if ready {
-                        return Ok(());
+                    if !ready {
+                        last = format!(
+                            "{topic}: {} of {partitions} partitions visible",
+                            t.partitions().len()
+                        );
                     }
-                    last = format!(
-                        "{} of {partitions} partitions visible",
-                        t.partitions().len()
-                    );
+                    !ready
+                });
+                if pending.is_empty() {
+                    return Ok(());
                 }
             }
             Err(e) => last = e.to_string(),
@@ -566,7 +635,8 @@ fn wait_topic_ready(probe: &Probe, topic: &str, partitions: i32) -> Result<(), S
         std::thread::sleep(Duration::from_millis(100));
     }
     Err(format!(
-        "topic {topic} not ready within {:?} ({last})",
+        "topic {} not ready within {:?} ({last})",
+        pending.first().map(|t| t.as_str()).unwrap_or(""),
         limits::TOPIC_READY_TIMEOUT
     ))
 }
@@ -596,6 +666,8 @@ struct ProducerJob {
     scenario: Scenario,
     bootstrap: String,
     topic: String,
+    topics: Arc<TopicSet>,
+    checkpoints: Arc<AckCheckpoints>,
     pool: Arc<PayloadPool>,
     clock: Clock,
     sched: Schedule,
@@ -628,6 +700,8 @@ fn producer_thread(job: ProducerJob) -> bool {
         state: job.state.clone(),
         errors: job.errors.clone(),
         counters: job.counters.clone(),
+        topics: job.topics.clone(),
+        checkpoints: job.checkpoints.clone(),
     };
     let producer: ThreadedProducer<ProducerCtx> =
         match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
@@ -852,12 +926,21 @@ impl Sender<'_> {
         loop {
             let now = job.clock.now_ns();
             Header::set_sent_ns(buf, now);
-            let mut record = BaseRecord::<[u8], [u8]>::to(&job.topic).payload(&buf[..]);
+            // Topic (and, for explicit round-robin, partition) from the sequence number, so
+            // several topics share the load evenly (see lagview::destination).
+            let (topic_index, rr_partition) = lagview::destination(
+                job.index,
+                self.seq,
+                job.scenario.topics,
+                job.scenario.partitions,
+            );
+            let mut record =
+                BaseRecord::<[u8], [u8]>::to(&job.topics.names[topic_index]).payload(&buf[..]);
             if key.is_some() {
                 record = record.key(&self.key_buf[..]);
             }
-            if let Some(p) = partition {
-                record = record.partition(p);
+            if partition.is_some() {
+                record = record.partition(rr_partition);
             }
             match self.producer.send(record) {
                 Ok(()) => {
@@ -918,8 +1001,9 @@ impl Sender<'_> {
 
 struct ConsumerJob {
     bootstrap: String,
-    topic: String,
-    partitions: Vec<i32>,
+    topics: Arc<TopicSet>,
+    /// Flat topic-partition indexes (see `TopicSet`) this consumer is assigned.
+    assigned: Vec<usize>,
     clock: Clock,
     run_tag: u32,
     state: Arc<Mutex<ConsumerState>>,
@@ -939,12 +1023,12 @@ fn consumer_thread(job: ConsumerJob) {
         errors: job.errors.clone(),
         who: "consumer",
     };
-    let consumer: BaseConsumer<ConsumerCtx> = match consumer_config(
+    let consumer: BaseConsumer<ConsumerCtx> = match committing_consumer_config(
         &job.bootstrap,
         &format!("sluice-bench-consumer-{}", job.index),
+        &group_id(job.run_tag),
+        job.scenario.commit_interval_ms,
     )
-    // librdkafka refuses assign() without a group.id; it is never joined nor committed to.
-    .set("group.id", format!("sluice-bench-{:08x}", job.run_tag))
     .create_with_context(ctx)
     {
         Ok(c) => c,
@@ -954,12 +1038,9 @@ fn consumer_thread(job: ConsumerJob) {
             return;
         }
     };
-    let mut tpl = TopicPartitionList::new();
-    for &p in &job.partitions {
-        if let Err(e) = tpl.add_partition_offset(&job.topic, p, Offset::Beginning) {
-            job.errors.note(format!("assign: {e}"));
-        }
-    }
+    let tpl = job
+        .topics
+        .tpl(job.assigned.iter().copied(), Offset::Beginning);
     if let Err(e) = consumer.assign(&tpl) {
         job.errors
             .note(format!("consumer {} assign failed: {e}", job.index));
@@ -980,13 +1061,12 @@ fn consumer_thread(job: ConsumerJob) {
             Some(Ok(m)) => m,
         };
         let now = job.clock.now_ns();
-        let partition = msg.partition();
-        if let Some(pos) = usize::try_from(partition)
-            .ok()
-            .and_then(|p| job.positions.get(p))
-        {
+        let flat = job.topics.flat(msg.topic(), msg.partition());
+        if let Some(pos) = flat.and_then(|f| job.positions.get(f)) {
             pos.fetch_max(msg.offset() + 1, Ordering::Relaxed);
         }
+        // The audit judges order per topic-partition: the flat index names one.
+        let partition = flat.map(|f| f as i32).unwrap_or(-1);
         let bytes = msg.payload_len() as u64;
         let header = msg
             .payload()
@@ -1015,6 +1095,12 @@ fn consumer_thread(job: ConsumerJob) {
             continue;
         }
         job.unique_measured.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = flat
+            .map(|f| f / job.topics.partitions as usize)
+            .and_then(|t| s.topic_received.get_mut(t))
+        {
+            *n += 1;
+        }
         s.window.e2e.record_ns(e2e);
         s.window.e2e_intended.record_ns(e2e_intended);
         let m = &mut s.measured;
@@ -1024,6 +1110,15 @@ fn consumer_thread(job: ConsumerJob) {
         m.e2e_intended.record_ns(e2e_intended);
         drop(s);
         consumer_work(&job, now, &mut rng);
+    }
+    // The final commit, synchronously, so the last broker-view sample sees every offset this
+    // consumer handed over. "No offset stored" just means nothing new since the last commit.
+    match consumer.commit_consumer_state(CommitMode::Sync) {
+        Ok(()) => {}
+        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+        Err(e) => job
+            .errors
+            .note(format!("consumer {} final commit: {e}", job.index)),
     }
 }
 
@@ -1041,37 +1136,16 @@ fn consumer_work(job: &ConsumerJob, now_ns: u64, rng: &mut crate::payload::Split
     }
 }
 
-/// Client-view lag per partition (high watermark minus the consumed position): the total, the
-/// largest, and every partition's; None when any watermark query fails.
-fn client_lag(
-    probe: &Probe,
-    topic: &str,
-    partitions: i32,
-    positions: &[AtomicI64],
-) -> Option<(i64, i64, Vec<i64>)> {
-    let mut total = 0i64;
-    let mut max = 0i64;
-    let mut per = Vec::with_capacity(partitions.max(0) as usize);
-    for p in 0..partitions {
-        let (_low, high) = probe
-            .fetch_watermarks(topic, p, limits::LAG_QUERY_TIMEOUT)
-            .ok()?;
-        let pos = positions
-            .get(p as usize)
-            .map(|a| a.load(Ordering::Relaxed))
-            .unwrap_or(0);
-        let lag = (high - pos).max(0);
-        total += lag;
-        max = max.max(lag);
-        per.push(lag);
-    }
-    Some((total, max, per))
+/// Client-view lag per topic-partition (high watermark minus the consumed position); None when
+/// the watermark query fails.
+fn client_lag(probe: &Probe, topics: &TopicSet, positions: &[AtomicI64]) -> Option<LagFigures> {
+    let high = lagview::high_watermarks(probe, topics)?;
+    Some(lagview::lag_against(&high, lagview::positions(positions)))
 }
 
 struct BpJob {
     probe: Probe,
-    topic: String,
-    partitions: i32,
+    topics: Arc<TopicSet>,
     positions: Arc<Vec<AtomicI64>>,
     state: Arc<BpState>,
     max_lag: u64,
@@ -1086,10 +1160,8 @@ struct BpJob {
 fn backpressure_thread(job: BpJob) {
     let mut pause_start = 0u64;
     while !job.stop.load(Ordering::Relaxed) {
-        if let Some((lag, _, _)) =
-            client_lag(&job.probe, &job.topic, job.partitions, &job.positions)
-        {
-            let lag = lag.max(0) as u64;
+        if let Some(lag) = client_lag(&job.probe, &job.topics, &job.positions) {
+            let lag = lag.total.max(0) as u64;
             let paused = job.state.paused.load(Ordering::Relaxed);
             if !paused && lag > job.max_lag {
                 pause_start = job.clock.now_ns();
@@ -1120,14 +1192,18 @@ struct SamplerOut {
     broker_first: Option<ProcReading>,
     broker_last: Option<ProcReading>,
     broker_peak_rss: Option<u64>,
+    /// High watermarks at the last successful sample, per flat topic-partition.
+    last_high: Option<Vec<i64>>,
 }
 
 struct SamplerJob {
     clock: Clock,
     sched: Schedule,
-    topic: String,
-    partitions: i32,
+    topics: Arc<TopicSet>,
     probe: Probe,
+    /// Carries the bench group id, never joins nor commits: reads the committed offsets.
+    watcher: Option<Probe>,
+    checkpoints: Arc<AckCheckpoints>,
     producers: Vec<Arc<Mutex<ProducerState>>>,
     consumers: Vec<Arc<Mutex<ConsumerState>>>,
     positions: Arc<Vec<AtomicI64>>,
@@ -1181,15 +1257,39 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
         let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
         prev_ns = now_ns;
 
-        // Client-view lag: high watermark minus the consumed position, per partition.
-        let (lag_total, lag_max, per_partition) =
-            match client_lag(&job.probe, &job.topic, job.partitions, &job.positions) {
-                Some((t, m, mut per)) => {
-                    per.truncate(limits::MAX_PARTITIONS_IN_SERIES);
-                    (Some(t), m, per)
-                }
-                None => (None, 0, Vec::new()),
-            };
+        // The three lag views against one set of high watermarks. Committed offsets are read
+        // first and positions last: a committed offset is never ahead of the position it was
+        // stored from, so per partition the broker view is never below the client view.
+        let committed = job
+            .watcher
+            .as_ref()
+            .and_then(|w| lagview::committed_offsets(w, &job.topics));
+        let high = lagview::high_watermarks(&job.probe, &job.topics);
+        let pos: Vec<i64> = lagview::positions(&job.positions).collect();
+        let client = high
+            .as_ref()
+            .map(|h| lagview::lag_against(h, pos.iter().copied()));
+        let broker = high
+            .as_ref()
+            .zip(committed)
+            .map(|(h, c)| lagview::lag_against(h, c.into_iter()));
+        let time_lag_ms = high
+            .as_ref()
+            .and_then(|h| job.checkpoints.max_age_ms(h, &pos, job.clock.now_ns()));
+        if high.is_some() {
+            out.last_high = high;
+        }
+        let (lag_total, lag_max, per_partition) = match client {
+            Some(LagFigures {
+                total,
+                max,
+                mut per_partition,
+            }) => {
+                per_partition.truncate(limits::MAX_PARTITIONS_IN_SERIES);
+                (Some(total), max, per_partition)
+            }
+            None => (None, 0, Vec::new()),
+        };
 
         let broker_now = job.broker.as_ref().map(|b| b.sample());
         let broker_cpu_pct = match (
@@ -1237,6 +1337,9 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             lag_total,
             lag_max_partition: lag_total.map(|_| lag_max),
             lag_per_partition: per_partition,
+            broker_lag_total: broker.as_ref().map(|b| b.total),
+            broker_lag_max_partition: broker.as_ref().map(|b| b.max),
+            time_lag_ms,
             broker_cpu_pct,
             broker_rss_mib: broker_now.and_then(|r| r.rss_bytes).map(mib),
             broker_disk_mib: broker_now.and_then(|r| r.disk_bytes).map(mib),
@@ -1308,15 +1411,31 @@ pub fn new_run_tag() -> u32 {
 pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<RunData, String> {
     let errors = Arc::new(ErrorLog::default());
     let run_tag = new_run_tag();
-    let topic = format!("sluice-bench-{}-{run_tag:08x}", s.preset);
-    create_topic(&opts.bootstrap, &topic, s.partitions)?;
+    let topics = Arc::new(TopicSet::new(
+        &format!("sluice-bench-{}-{run_tag:08x}", s.preset),
+        s.topics,
+        s.partitions,
+    ));
+    let topic = topics.names[0].clone();
+    create_topics(&opts.bootstrap, &topics.names, s.partitions)?;
     let probe = make_probe(&opts.bootstrap, &errors)?;
-    wait_topic_ready(&probe, &topic, s.partitions)?;
+    wait_topics_ready(&probe, &topics.names, s.partitions)?;
+    // The committed-offset reader: the bench group id, auto-commit off, never assigned.
+    let watcher = consumer_config(&opts.bootstrap, "sluice-bench-committed")
+        .set("group.id", group_id(run_tag))
+        .create_with_context(ConsumerCtx {
+            errors: errors.clone(),
+            who: "committed-offsets",
+        })
+        .map_err(|e| format!("cannot create a client: {e}"))?;
+    // One fetch now, so finding the group coordinator does not delay the first sample.
+    let _ = lagview::committed_offsets(&watcher, &topics);
+    let checkpoints = Arc::new(AckCheckpoints::new(topics.len()));
 
     let clock = Clock::new();
     let pool = Arc::new(PayloadPool::new(s.payload, s.message_bytes, s.seed));
     let positions: Arc<Vec<AtomicI64>> =
-        Arc::new((0..s.partitions).map(|_| AtomicI64::new(0)).collect());
+        Arc::new((0..topics.len()).map(|_| AtomicI64::new(0)).collect());
     let unique_measured = Arc::new(AtomicU64::new(0));
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let sampler_stop = Arc::new(AtomicBool::new(false));
@@ -1331,21 +1450,22 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         load_end_ns: load_start_ns + (s.warmup_s + s.duration_s).as_nanos() as u64,
     };
 
-    // Consumers, each with a fixed share of the partitions (round-robin).
-    let consumers_used = s.consumers.min(s.partitions.max(1) as u32).max(1);
+    // Consumers, each with a fixed share of the topic-partitions (round-robin).
+    let consumers_used = s.consumers.min(topics.len().max(1) as u32).max(1);
     let mut consumer_states = Vec::new();
     let mut consumer_handles = Vec::new();
     for c in 0..consumers_used {
         let state = Arc::new(Mutex::new(ConsumerState {
             audit: ConsumerAudit::new(s.producers as usize),
+            topic_received: vec![0; topics.names.len()],
             ..Default::default()
         }));
         consumer_states.push(state.clone());
         let job = ConsumerJob {
             bootstrap: opts.bootstrap.clone(),
-            topic: topic.clone(),
-            partitions: (0..s.partitions)
-                .filter(|p| *p as u32 % consumers_used == c)
+            topics: topics.clone(),
+            assigned: (0..topics.len())
+                .filter(|f| *f as u32 % consumers_used == c)
                 .collect(),
             clock,
             run_tag,
@@ -1374,9 +1494,10 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         let job = SamplerJob {
             clock,
             sched,
-            topic: topic.clone(),
-            partitions: s.partitions,
+            topics: topics.clone(),
             probe,
+            watcher: Some(watcher),
+            checkpoints: checkpoints.clone(),
             producers: producer_states.clone(),
             consumers: consumer_states.clone(),
             positions: positions.clone(),
@@ -1392,8 +1513,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         let state = Arc::new(BpState::default());
         let job = BpJob {
             probe: make_probe(&opts.bootstrap, &errors)?,
-            topic: topic.clone(),
-            partitions: s.partitions,
+            topics: topics.clone(),
             positions: positions.clone(),
             state: state.clone(),
             max_lag: s.bp_max_lag,
@@ -1466,6 +1586,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             scenario: s.clone(),
             bootstrap: opts.bootstrap.clone(),
             topic: topic.clone(),
+            topics: topics.clone(),
+            checkpoints: checkpoints.clone(),
             pool: pool.clone(),
             clock,
             sched,
@@ -1545,7 +1667,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
     let topic_deleted = if opts.delete_topic {
-        Some(delete_topic(&opts.bootstrap, &topic))
+        Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions))
     } else {
         None
     };
@@ -1581,8 +1703,12 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut warmup_received = 0;
     let mut foreign = 0;
     let mut audits = Vec::new();
+    let mut topic_received = vec![0u64; topics.names.len()];
     for c in &consumer_states {
         let st = c.lock();
+        for (sum, n) in topic_received.iter_mut().zip(&st.topic_received) {
+            *sum += n;
+        }
         consumed.merge(&st.measured);
         warmup_received += st.warmup_received;
         foreign += st.foreign;
@@ -1590,8 +1716,16 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     }
     let audit = reconcile(&produced_counts, &acked_sets, &audits);
     let (errors, errors_overflow) = errors.snapshot();
+    let topic_end_offsets = sampled.last_high.as_ref().map(|h| {
+        h.chunks(topics.partitions as usize)
+            .map(|c| c.iter().sum())
+            .collect()
+    });
     Ok(RunData {
         topic,
+        topics: topics.names.clone(),
+        topic_received,
+        topic_end_offsets,
         run_tag,
         interrupted,
         measure_s: load_stopped_ns.saturating_sub(sched.warmup_end_ns) as f64 / 1e9,

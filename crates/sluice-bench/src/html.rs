@@ -486,11 +486,17 @@ pub fn body(r: &Report) -> String {
     };
     let _ = write!(
         o,
-        "<p>{} broker <code>{}</code> · topic <code>{}</code> ({} partitions) · {} B {} payload · {rate} from {} producers · {} consumers · acks={} · {} · linger.ms={} · batch.size={}<br>warmup {:.1} s · measured {:.1} s · drain {:.1} s{}</p>",
+        "<p>{} broker <code>{}</code> · topic <code>{}</code>{} ({} partitions{}) · {} B {} payload · {rate} from {} producers · {} consumers · acks={} · {} · linger.ms={} · batch.size={}<br>warmup {:.1} s · measured {:.1} s · drain {:.1} s{}</p>",
         esc(r.target.kind),
         esc(&r.target.bootstrap),
         esc(&r.topic),
+        if r.topics.len() > 1 {
+            format!(" and {} more topics", r.topics.len() - 1)
+        } else {
+            String::new()
+        },
         s.partitions,
+        if r.topics.len() > 1 { " each" } else { "" },
         s.message_bytes,
         s.payload.name(),
         s.producers,
@@ -581,6 +587,35 @@ pub fn body(r: &Report) -> String {
                     .drain_rate_msg_s
                     .map(|d| format!(" · drain {d:.0} msg/s"))
                     .unwrap_or_default()
+            ),
+        ),
+        (
+            "lag (broker view)",
+            format!(
+                "peak {} · final {} · offsets committed every {} ms",
+                r.lag
+                    .broker_peak_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .broker_final_total
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "–".into()),
+                r.lag.commit_interval_ms
+            ),
+        ),
+        (
+            "time lag",
+            format!(
+                "peak {} ms · final {} ms",
+                r.lag
+                    .time_lag_peak_ms
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| "–".into()),
+                r.lag
+                    .time_lag_final_ms
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|| "–".into())
             ),
         ),
     ];
@@ -689,15 +724,30 @@ pub fn body(r: &Report) -> String {
         ],
     ));
     o.push_str(&svg_chart(
-        &chart("Consumer lag (client view)", "messages", false),
+        &chart(
+            "Consumer lag (client view: position; broker view: committed offset)",
+            "messages",
+            false,
+        ),
         &[
             series(r, "total", |i| i.lag_total.map(|v| v as f64)),
             series(r, "max partition", |i| {
                 i.lag_max_partition.map(|v| v as f64)
             }),
+            series(r, "broker view total", |i| {
+                i.broker_lag_total.map(|v| v as f64)
+            }),
         ],
     ));
     o.push_str(&lag_heatmap(r, shade));
+    o.push_str(&svg_chart(
+        &chart(
+            "Time lag (age of the oldest unconsumed message)",
+            "ms",
+            false,
+        ),
+        &[series(r, "time lag", |i| i.time_lag_ms)],
+    ));
     o.push_str(&svg_chart(
         &chart("CPU", "% of one core", false),
         &[

@@ -26,6 +26,7 @@ pub mod gate;
 pub mod hist;
 pub mod html;
 pub mod keys;
+pub mod lagview;
 pub mod limits;
 pub mod nullsink;
 pub mod omb_import;
@@ -149,6 +150,12 @@ pub struct BenchArgs {
     /// Partitions of the (fresh) benchmark topic.
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=limits::MAX_PARTITIONS as i64))]
     pub partitions: Option<i32>,
+    /// Fresh topics per run, each with --partitions partitions (producers rotate over them).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_TOPICS as i64))]
+    pub topics: Option<u32>,
+    /// Consumer offset auto-commit interval in ms (the broker-view lag trails by up to this).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=limits::MAX_COMMIT_INTERVAL_MS as i64))]
+    pub commit_interval_ms: Option<u32>,
     /// Bytes per message, including the 40-byte bench header.
     #[arg(long, value_parser = parse_message_bytes)]
     pub message_size: Option<usize>,
@@ -404,7 +411,8 @@ impl BenchArgs {
              phase_delay => phase_delay_us, burst_rate => burst_rate_msg_s,
              burst_duration => burst_duration_s, burst_period => burst_period_s,
              bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms,
-             entries => entries_per_record);
+             entries => entries_per_record, topics => topics,
+             commit_interval_ms => commit_interval_ms);
         if let Some(p) = self.phase_after {
             s.phase_after_s = Some(p);
         }

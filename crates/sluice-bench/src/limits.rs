@@ -9,6 +9,12 @@ pub const MAX_PRODUCERS: u32 = 256;
 pub const MAX_CONSUMERS: u32 = 256;
 /// Partitions of the benchmark topic.
 pub const MAX_PARTITIONS: i32 = 4096;
+/// Topics per run (`--topics`), and topic-partitions over all of them: every per-partition
+/// table (positions, time-lag checkpoints, watermark queries) is sized by the latter.
+pub const MAX_TOPICS: u32 = 1024;
+pub const MAX_TOPIC_PARTITIONS: usize = 4096;
+/// Consumer offset auto-commit interval (`commit_interval_ms`), the broker-view lag's floor.
+pub const MAX_COMMIT_INTERVAL_MS: u32 = 60_000;
 /// Message size bounds. The lower bound is the bench header (see `payload`), so every message
 /// carries its sequence number and timestamps.
 pub const MIN_MESSAGE_BYTES: usize = crate::payload::HEADER_BYTES;
@@ -67,6 +73,20 @@ pub const CLIENT_STATS_INTERVAL: Duration = Duration::from_secs(1);
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 /// Watermark query per partition in the lag sampler.
 pub const LAG_QUERY_TIMEOUT: Duration = Duration::from_millis(500);
+/// Up to this many topic-partitions the lag sampler asks per partition; above, one batched
+/// ListOffsets (latest) for all, with its own timeout.
+pub const WATERMARK_SINGLE_QUERY_MAX: usize = 64;
+pub const LAG_BATCH_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// OffsetFetch of the bench group's committed offsets (broker-view lag), once a second.
+pub const COMMITTED_QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+/// Time lag: delivery-report checkpoints (offset, send time) at least this far apart in send
+/// time per topic-partition (the time lag's resolution), at most `TIME_LAG_CHECKPOINTS_TOTAL`
+/// over the run's topic-partitions (16 bytes plus map overhead each), and per partition within
+/// the two bounds below.
+pub const TIME_LAG_CHECKPOINT_SPACING: Duration = Duration::from_millis(1);
+pub const TIME_LAG_CHECKPOINTS_TOTAL: usize = 1 << 20;
+pub const TIME_LAG_CHECKPOINTS_MIN_PER_PARTITION: usize = 64;
+pub const TIME_LAG_CHECKPOINTS_MAX_PER_PARTITION: usize = 65_536;
 /// Partitions listed per interval in the JSON per-partition lag (the totals cover all).
 pub const MAX_PARTITIONS_IN_SERIES: usize = 64;
 /// Lag drain rate and time-to-drain are reported only for a real backlog: a peak of at least
@@ -84,6 +104,14 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 /// Topic create/delete, and waiting until Metadata shows every partition with a leader.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 pub const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Added to the admin timeout per topic-partition created or deleted: brokers create a log
+/// (files, often an fsync) per partition; Sluice takes about 15-20 ms each on a small machine.
+pub const ADMIN_TIMEOUT_PER_PARTITION: Duration = Duration::from_millis(25);
+
+/// The admin (create, delete) timeout for `topic_partitions` partitions.
+pub fn admin_timeout(topic_partitions: usize) -> Duration {
+    ADMIN_TIMEOUT + ADMIN_TIMEOUT_PER_PARTITION * topic_partitions.min(MAX_TOPIC_PARTITIONS) as u32
+}
 
 /// Embedded broker: wait for its "listening" line, and for a clean exit after SIGTERM.
 pub const EMBEDDED_START_TIMEOUT: Duration = Duration::from_secs(15);

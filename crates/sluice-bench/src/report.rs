@@ -28,6 +28,10 @@ pub struct Report {
     pub target: TargetInfo,
     pub topic: String,
     pub run_tag: String,
+    /// Every topic of the run (`--topics`); the first is `topic`.
+    pub topics: Vec<String>,
+    /// Per topic, in `topics` order.
+    pub per_topic: Vec<TopicSummary>,
     pub window: Window,
     pub counts: Counts,
     pub audit: AuditResult,
@@ -79,6 +83,16 @@ pub struct TargetInfo {
     pub bootstrap: String,
     pub broker_pid: Option<u32>,
     pub broker_data_dir: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TopicSummary {
+    pub topic: String,
+    /// Distinct measured-window messages consumed from this topic.
+    pub received: u64,
+    /// Sum of its partitions' high watermarks at the last lag sample (every message written,
+    /// warmup included); null when that query failed.
+    pub end_offset_sum: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -167,9 +181,42 @@ pub struct LagSummary {
     pub final_total: Option<i64>,
     pub drain_rate_msg_s: Option<f64>,
     pub time_to_drain_s: Option<f64>,
-    /// The broker view (high watermark minus committed offset) needs consumer groups.
+    /// The broker view's final total (as `broker_final_total`).
     pub broker_view: Option<i64>,
     pub broker_view_note: &'static str,
+    /// Broker view: high watermark minus the bench group's committed offset, per partition,
+    /// summed (first maximum, and the last sample, which follows the final synchronous commit).
+    pub broker_samples: usize,
+    pub broker_peak_total: Option<i64>,
+    pub broker_peak_at_s: Option<f64>,
+    pub broker_final_total: Option<i64>,
+    /// The consumers' auto-commit interval: the broker view trails the client view by up to
+    /// this long's worth of messages.
+    pub commit_interval_ms: u32,
+    /// Time lag: age of the oldest unconsumed message over all partitions (0 when caught up).
+    pub time_lag_samples: usize,
+    pub time_lag_peak_ms: Option<f64>,
+    pub time_lag_peak_at_s: Option<f64>,
+    pub time_lag_final_ms: Option<f64>,
+}
+
+/// (first maximum, its time, last value) of a series of (elapsed_s, value) points.
+fn peak_and_final<T: PartialOrd + Copy>(pts: &[(f64, T)]) -> (Option<T>, Option<f64>, Option<T>) {
+    let mut best: Option<(f64, T)> = None;
+    for &(t, v) in pts {
+        let higher = match best {
+            None => true,
+            Some((_, b)) => v > b,
+        };
+        if higher {
+            best = Some((t, v));
+        }
+    }
+    (
+        best.map(|b| b.1),
+        best.map(|b| b.0),
+        pts.last().map(|p| p.1),
+    )
 }
 
 /// How the consumers process messages, and what that allows.
@@ -270,9 +317,38 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         drain_rate_msg_s: None,
         time_to_drain_s: None,
         broker_view: None,
-        broker_view_note:
-            "needs consumer groups (committed offsets); the bench uses assign() without commits",
+        broker_view_note: "high watermark minus the bench group's committed offset (consumers assign() partitions and auto-commit stored offsets every commit_interval_ms, then commit synchronously at shutdown); missing committed offsets count as 0",
+        broker_samples: 0,
+        broker_peak_total: None,
+        broker_peak_at_s: None,
+        broker_final_total: None,
+        commit_interval_ms: 0,
+        time_lag_samples: 0,
+        time_lag_peak_ms: None,
+        time_lag_peak_at_s: None,
+        time_lag_final_ms: None,
     };
+    let broker: Vec<(f64, i64)> = intervals
+        .iter()
+        .filter_map(|i| i.broker_lag_total.map(|l| (i.elapsed_s, l)))
+        .collect();
+    (
+        s.broker_peak_total,
+        s.broker_peak_at_s,
+        s.broker_final_total,
+    ) = peak_and_final(&broker);
+    s.broker_samples = broker.len();
+    s.broker_view = s.broker_final_total;
+    let time: Vec<(f64, f64)> = intervals
+        .iter()
+        .filter_map(|i| i.time_lag_ms.map(|l| (i.elapsed_s, l)))
+        .collect();
+    (
+        s.time_lag_peak_ms,
+        s.time_lag_peak_at_s,
+        s.time_lag_final_ms,
+    ) = peak_and_final(&time);
+    s.time_lag_samples = time.len();
     // First maximum. (`map_or(true, ..)`: `is_none_or` is newer than the workspace's MSRV.)
     let mut best: Option<usize> = None;
     for (i, p) in pts.iter().enumerate() {
@@ -490,7 +566,6 @@ pub fn build(
         }
     });
     let client_usage = crate::procstat::client_usage();
-    let lag = lag_summary(&d.intervals);
     if let Some(b) = d.backlog.as_ref().filter(|b| !b.reached && !d.interrupted) {
         warnings.push(format!(
             "backlog: only {} of the {} bytes built before the load ended",
@@ -506,6 +581,25 @@ pub fn build(
         size_flushes: b.size_flushes,
         msgs_per_flush_avg: (b.flushes > 0).then(|| b.messages as f64 / b.flushes as f64),
     });
+    let mut lag = lag_summary(&d.intervals);
+    lag.commit_interval_ms = scenario.commit_interval_ms;
+    if let (Some(0), Some(b)) = (lag.final_total, lag.broker_final_total) {
+        if b > 0 && !d.interrupted {
+            warnings.push(format!(
+                "every message was consumed but the broker view still shows {b} messages of lag: the final offset commit did not reach the broker"
+            ));
+        }
+    }
+    let per_topic = d
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TopicSummary {
+            topic: t.clone(),
+            received: d.topic_received.get(i).copied().unwrap_or(0),
+            end_offset_sum: d.topic_end_offsets.as_ref().and_then(|e| e.get(i).copied()),
+        })
+        .collect();
     Report {
         schema: SCHEMA,
         tool: Tool {
@@ -520,6 +614,8 @@ pub fn build(
         target,
         topic: d.topic.clone(),
         run_tag: format!("{:08x}", d.run_tag),
+        topics: d.topics.clone(),
+        per_topic,
         window: Window {
             warmup_s: d.warmup_s,
             measure_s,
@@ -736,8 +832,13 @@ impl Report {
         };
         let _ = writeln!(
             o,
-            " topic {} ({} partitions) · {} B {} payload (seed {}) · {rate} from {} producers",
+            " topic {}{} ({} partitions) · {} B {} payload (seed {}) · {rate} from {} producers",
             self.topic,
+            if self.topics.len() > 1 {
+                format!(" and {} more topics", self.topics.len() - 1)
+            } else {
+                String::new()
+            },
             s.partitions,
             s.message_bytes,
             s.payload.name(),
@@ -864,6 +965,32 @@ impl Report {
                 .map(|r| format!(" · drain {r:.0} msg/s"))
                 .unwrap_or_default()
         );
+        let _ = writeln!(
+            o,
+            " lag (broker view)  peak {} at {} s · final {} · samples {} · commit every {} ms",
+            opt(l.broker_peak_total),
+            l.broker_peak_at_s
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "-".into()),
+            opt(l.broker_final_total),
+            l.broker_samples,
+            l.commit_interval_ms
+        );
+        let _ = writeln!(
+            o,
+            " time lag           peak {} ms at {} s · final {} ms · samples {}{}",
+            ms(l.time_lag_peak_ms),
+            l.time_lag_peak_at_s
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "-".into()),
+            ms(l.time_lag_final_ms),
+            l.time_lag_samples,
+            if s.acks == crate::scenario::Acks::None {
+                " (unknown while behind with acks=0: delivery reports carry no offsets)"
+            } else {
+                ""
+            }
+        );
         if let Some(cap) = self.consumer_model.capacity_msg_s {
             let _ = writeln!(
                 o,
@@ -950,6 +1077,9 @@ mod tests {
             lag_total: Some(lag),
             lag_max_partition: Some(lag),
             lag_per_partition: vec![],
+            broker_lag_total: Some(lag + 7),
+            broker_lag_max_partition: Some(lag + 7),
+            time_lag_ms: Some(lag as f64 / 10.0),
             broker_cpu_pct: None,
             broker_rss_mib: None,
             broker_disk_mib: None,
@@ -978,6 +1108,14 @@ mod tests {
         assert_eq!(s.final_total, Some(0));
         assert_eq!(s.drain_rate_msg_s, Some(1250.0));
         assert_eq!(s.time_to_drain_s, Some(3.0));
+        // The broker view and time lag get their own first maximum and last value.
+        assert_eq!(s.broker_peak_total, Some(5007));
+        assert_eq!(s.broker_peak_at_s, Some(2.0));
+        assert_eq!(s.broker_final_total, Some(7));
+        assert_eq!(s.broker_view, Some(7));
+        assert_eq!(s.broker_samples, 6);
+        assert_eq!(s.time_lag_peak_ms, Some(500.0));
+        assert_eq!(s.time_lag_final_ms, Some(0.0));
         // Ordinary in-flight lag is not a backlog: no drain rate.
         let healthy: Vec<IntervalSample> = [(1.0, 40), (2.0, 900), (3.0, 30)]
             .iter()

@@ -128,6 +128,12 @@ pub struct Scenario {
     /// Keys, max-rate search, backlog mode, application batcher (flattened into the JSON).
     #[serde(flatten)]
     pub shaping: Shaping,
+    /// Fresh topics per run, each with `partitions` partitions (OMB's `topics`). Producer `i`'s
+    /// message `k` goes to topic `(i + k) % topics`; consumers share all topic-partitions.
+    pub topics: u32,
+    /// Consumers store each message's offset when it is handed to them and auto-commit the
+    /// stored offsets this often (SSP: about 1 s); the broker-view lag trails by up to this.
+    pub commit_interval_ms: u32,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -184,6 +190,8 @@ impl Scenario {
             bp_poll_ms: Duration::from_millis(200),
             entries_per_record: 0,
             shaping: Shaping::default(),
+            topics: 1,
+            commit_interval_ms: 1000,
         }
     }
 
@@ -313,6 +321,10 @@ impl Scenario {
                 self.entries_per_record =
                     set_int(v, 0, limits::MAX_ENTRIES_PER_RECORD).map_err(bad)?
             }
+            "topics" => self.topics = set_int(v, 1, limits::MAX_TOPICS).map_err(bad)?,
+            "commit_interval_ms" => {
+                self.commit_interval_ms = set_int(v, 1, 3_600_000).map_err(bad)?
+            }
             "keys" => self.shaping.keys = set_enum(v).map_err(bad)?,
             "key_count" => {
                 self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT).map_err(bad)?
@@ -361,6 +373,13 @@ impl Scenario {
                 || self.burst_duration_s > self.burst_period_s)
         {
             return Err("bursts need a base --rate above 0 and --burst-duration <= --burst-period (period above 0)".into());
+        }
+        let topic_partitions = self.topics as usize * self.partitions.max(1) as usize;
+        if topic_partitions > limits::MAX_TOPIC_PARTITIONS {
+            return Err(format!(
+                "--topics x --partitions is {topic_partitions} topic-partitions; at most {} are supported",
+                limits::MAX_TOPIC_PARTITIONS
+            ));
         }
         if self.bp_max_lag > 0 && self.bp_resume() > self.bp_max_lag {
             return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
