@@ -467,6 +467,7 @@ struct Plan {
     runs: Vec<(Option<String>, Scenario)>,
     gates: Vec<Gate>,
     warnings: Vec<String>,
+    description: Option<String>,
     baseline: Option<regress::Baseline>,
 }
 
@@ -498,6 +499,7 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
         runs,
         gates,
         warnings,
+        description: source.file().and_then(|f| f.description.clone()),
         baseline,
     })
 }
@@ -514,6 +516,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         runs,
         gates: file_gates,
         warnings: file_warnings,
+        description,
         baseline,
     } = match plan(&args) {
         Ok(p) => p,
@@ -523,6 +526,11 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         }
     };
     args.gates.extend(file_gates);
+    if !args.quiet {
+        if let Some(d) = description {
+            eprintln!("sluice bench: scenario {}: {d}", base.preset);
+        }
+    }
     for w in &file_warnings {
         eprintln!("sluice bench: warning: {w}");
     }
