@@ -713,13 +713,20 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
     if failed {
         return ExitCode::from(EXIT_ERROR);
     }
-    let regressions = comparison.as_ref().map_or(0, |c| c.regressions);
-    if gates_failed > 0 || regressions > 0 {
+    let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
+    if gates_failed > 0 || regressed {
         if gates_failed > 0 {
             eprintln!("sluice bench: {gates_failed} gate(s) failed");
         }
-        if regressions > 0 {
-            eprintln!("sluice bench: {regressions} metric(s) regressed past --max-regress against the baseline");
+        if let Some(c) = comparison.as_ref().filter(|c| !c.passed) {
+            if c.rows.is_empty() {
+                eprintln!("sluice bench: no run matched a run of the baseline (by label and target); nothing was compared");
+            } else {
+                eprintln!(
+                    "sluice bench: {} metric(s) regressed past --max-regress against the baseline",
+                    c.regressions
+                );
+            }
         }
         return ExitCode::from(EXIT_GATE_FAILED);
     }
