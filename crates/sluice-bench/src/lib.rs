@@ -53,7 +53,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
 Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 130 interrupted.\n\
 Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
-Example: sluice bench run bench/scenarios/sweep-linger.toml --duration 3s\n\
+Example: sluice bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
 Example: sluice bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
 )]
 pub struct BenchArgs {
