@@ -63,7 +63,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
 Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 130 interrupted.\n\
 Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
-Example: sluice bench run bench/scenarios/sweep-linger.toml --duration 3s\n\
+Example: sluice bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
 Example: sluice bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
 )]
 pub struct BenchArgs {
@@ -597,6 +597,7 @@ struct Plan {
     runs: Vec<(Option<String>, Scenario)>,
     gates: Vec<Gate>,
     warnings: Vec<String>,
+    description: Option<String>,
     baseline: Option<regress::Baseline>,
 }
 
@@ -628,6 +629,7 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
         runs,
         gates,
         warnings,
+        description: source.file().and_then(|f| f.description.clone()),
         baseline,
     })
 }
@@ -678,6 +680,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         runs,
         gates: file_gates,
         warnings: file_warnings,
+        description,
         baseline,
     } = match plan(&args) {
         Ok(p) => p,
@@ -687,6 +690,11 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         }
     };
     args.gates.extend(file_gates);
+    if !args.quiet {
+        if let Some(d) = description {
+            eprintln!("sluice bench: scenario {}: {d}", base.preset);
+        }
+    }
     for w in &file_warnings {
         eprintln!("sluice bench: warning: {w}");
     }
@@ -890,13 +898,20 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
     if failed {
         return ExitCode::from(EXIT_ERROR);
     }
-    let regressions = comparison.as_ref().map_or(0, |c| c.regressions);
-    if gates_failed > 0 || regressions > 0 {
+    let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
+    if gates_failed > 0 || regressed {
         if gates_failed > 0 {
             eprintln!("sluice bench: {gates_failed} gate(s) failed");
         }
-        if regressions > 0 {
-            eprintln!("sluice bench: {regressions} metric(s) regressed past --max-regress against the baseline");
+        if let Some(c) = comparison.as_ref().filter(|c| !c.passed) {
+            if c.rows.is_empty() {
+                eprintln!("sluice bench: no run matched a run of the baseline (by label and target); nothing was compared");
+            } else {
+                eprintln!(
+                    "sluice bench: {} metric(s) regressed past --max-regress against the baseline",
+                    c.regressions
+                );
+            }
         }
         return ExitCode::from(EXIT_GATE_FAILED);
     }

@@ -191,9 +191,11 @@ pub fn import(path: &Path, map: &[(String, Node)]) -> Result<ScenarioFile, Strin
                 note: pending_note("keys", &format!("keyDistributor {keys}")),
             });
         }
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "{shown}: keyDistributor {other:?} is not one of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO"
-        )),
+        ))
+        }
     }
     if topics > 1 {
         optional.push(Optional {

@@ -252,6 +252,7 @@ pub fn compare(base: &Baseline, new: &[RunMetrics], max_regress_pct: Option<f64>
             metrics,
         });
     }
+    let rows_empty = rows.is_empty();
     let regressions = rows
         .iter()
         .flat_map(|r| r.metrics.values())
@@ -264,7 +265,8 @@ pub fn compare(base: &Baseline, new: &[RunMetrics], max_regress_pct: Option<f64>
         rows,
         unmatched,
         regressions,
-        passed: regressions == 0,
+        // Judged with nothing to judge (the wrong baseline file) must not pass silently.
+        passed: regressions == 0 && !(max_regress_pct.is_some() && rows_empty),
     }
 }
 
@@ -306,7 +308,11 @@ impl Comparison {
                 "   {:<22} {:>12} {:>12} {:>9}",
                 "metric", "old", "new", "change"
             );
-            for (name, m) in &r.metrics {
+            // In KEY_METRICS order (throughput, then latencies, then CPU), not by name.
+            for (name, m) in KEY_METRICS
+                .iter()
+                .filter_map(|(n, _, _)| r.metrics.get(n).map(|m| (n, m)))
+            {
                 let _ = writeln!(
                     o,
                     "   {name:<22} {:>12} {:>12} {:>9}{}",
@@ -330,7 +336,9 @@ impl Comparison {
             let _ = writeln!(
                 o,
                 " {}",
-                if self.passed {
+                if self.rows.is_empty() {
+                    "FAIL: no run matched the baseline, nothing was compared".to_string()
+                } else if self.passed {
                     "no regression".to_string()
                 } else {
                     format!("{} metric(s) regressed", self.regressions)
@@ -410,6 +418,11 @@ mod tests {
         assert_eq!(c.rows.len(), 2);
         assert_eq!(c.rows[0].baseline_label.as_deref(), Some("b"));
         assert_eq!(c.unmatched.len(), 1);
+        // Nothing paired: shown either way, a failure only when judged.
+        let other = [run_metrics(&run(Some("z"), 1000.0, 10.0))];
+        assert!(compare(&base, &other, None).passed);
+        let c = compare(&base, &other, Some(10.0));
+        assert!(!c.passed && c.rows.is_empty() && c.human().contains("nothing was compared"));
     }
 
     #[test]

@@ -467,6 +467,27 @@ mod tests {
     }
 
     #[test]
+    fn shipped_examples_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench");
+        let mut n = 0;
+        for dir in ["scenarios", "omb"] {
+            let entries =
+                std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}: {e}"));
+            for e in entries.flatten() {
+                let f = load(&e.path(), false).unwrap_or_else(|err| panic!("{err}"));
+                let (s, _) = f.scenario().unwrap_or_else(|err| panic!("{err}"));
+                assert_eq!(s.validate(), Ok(()), "{}", e.path().display());
+                assert_eq!(
+                    dir == "omb",
+                    f.description.unwrap_or_default().starts_with("OMB")
+                );
+                n += 1;
+            }
+        }
+        assert!(n >= 6, "{n}");
+    }
+
+    #[test]
     fn bad_files_name_the_problem() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         for (name, text, needle) in [
