@@ -321,7 +321,7 @@ fn log_to_errors(errors: &ErrorLog, level: RDKafkaLogLevel, fac: &str, msg: &str
 }
 
 /// One 1-second sample of the time series.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct IntervalSample {
     /// Seconds since the load started, at the end of this interval.
     pub elapsed_s: f64,

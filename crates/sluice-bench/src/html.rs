@@ -278,26 +278,28 @@ fn quantile_series(name: &str, l: &LatencySummary) -> Series {
 /// maximum, when there are more than `HEATMAP_MAX_COLS`), darker = more lag relative to the
 /// run's largest partition lag.
 fn lag_heatmap(r: &Report, shade: Option<(f64, f64)>) -> String {
+    heatmap_of(&r.intervals, shade)
+}
+
+fn heatmap_of(intervals: &[crate::engine::IntervalSample], shade: Option<(f64, f64)>) -> String {
     const HEATMAP_MAX_COLS: usize = 300;
-    let rows = r
-        .intervals
+    let rows = intervals
         .iter()
         .map(|i| i.lag_per_partition.len())
         .max()
         .unwrap_or(0);
     let mut o = String::new();
     let title = "Consumer lag per partition (client view)";
-    if rows == 0 || r.intervals.is_empty() {
+    if rows == 0 || intervals.is_empty() {
         let _ = write!(
             o,
             r#"<svg viewBox="0 0 {W} 60" width="{W}" height="60" role="img"><title>{title}</title><text x="{PAD_L}" y="18" class="t">{title}</text><text x="{PAD_L}" y="44" class="n">no per-partition lag samples</text></svg>"#
         );
         return o;
     }
-    let n = r.intervals.len();
+    let n = intervals.len();
     let per_col = n.div_ceil(HEATMAP_MAX_COLS);
-    let cols: Vec<(f64, f64, Vec<i64>)> = r
-        .intervals
+    let cols: Vec<(f64, f64, Vec<i64>)> = intervals
         .chunks(per_col)
         .map(|c| {
             let t0 = c.first().map(|i| i.elapsed_s - i.interval_s).unwrap_or(0.0);
@@ -440,6 +442,17 @@ fn compression_table(r: &Report) -> String {
         );
     }
     o.push_str("</table>");
+    if let Some(w) = r
+        .latency_split
+        .as_ref()
+        .and_then(|s| s.wire_compression_ratio)
+    {
+        let _ = write!(
+            o,
+            "<p>On the wire ({} batches, librdkafka statistics: message bytes ÷ bytes sent, protocol overhead included): {w:.2}×</p>",
+            r.scenario.compression.config_value()
+        );
+    }
     o
 }
 
@@ -844,6 +857,27 @@ mod tests {
         // Two separate line pieces (the None breaks the line; 0 is skipped on a log axis).
         assert_eq!(svg.matches('M').count(), 2, "{svg}");
         assert!(svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn heatmap_cells_follow_the_per_partition_lag() {
+        let lags: [&[i64]; 3] = [&[0, 5], &[10, 0], &[0, 0]];
+        let intervals: Vec<crate::engine::IntervalSample> = lags
+            .iter()
+            .enumerate()
+            .map(|(i, l)| crate::engine::IntervalSample {
+                elapsed_s: i as f64 + 1.0,
+                interval_s: 1.0,
+                lag_per_partition: l.to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        let svg = heatmap_of(&intervals, None);
+        // One cell per (interval, partition) with lag; the largest is fully opaque.
+        assert_eq!(svg.matches("<rect x=").count() - 1, 2, "{svg}");
+        assert!(svg.contains(r#"fill-opacity="1.00""#));
+        assert!(svg.contains("darkest = 10"));
+        assert!(heatmap_of(&[], None).contains("no per-partition lag"));
     }
 
     #[test]
