@@ -36,9 +36,9 @@ use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
 use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
+use crate::keys::{Key, KeyGen};
 use crate::limits;
 use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
-use crate::keys::{Key, KeyGen};
 use crate::procstat::{self, ProcReading, ProcSampler};
 use crate::ratecontrol::{LoadCounters, RateControl, RateSearchResult, SearchJob};
 use crate::scenario::{Partitioning, Scenario};
@@ -774,7 +774,7 @@ fn producer_thread(job: ProducerJob) -> bool {
             }
             None => {
                 job.pool.fill(&mut buf, &header);
-                if sender.send(&mut buf, header, key, partition) == Sent::Stopped {
+                if sender.send(&mut buf, header, key, partition) == SendOutcome::Stopped {
                     break;
                 }
             }
@@ -804,8 +804,8 @@ fn producer_thread(job: ProducerJob) -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    Sent,
+enum SendOutcome {
+    Accepted,
     /// Refused for a reason other than a full queue: counted as a send error, slot skipped.
     Skipped,
     /// The run was stopped while the client queue was full.
@@ -830,7 +830,7 @@ impl Sender<'_> {
         mut header: Header,
         key: Option<Key>,
         partition: Option<i32>,
-    ) -> Sent {
+    ) -> SendOutcome {
         let job = self.job;
         header.seq = self.seq;
         header.write(buf);
@@ -866,7 +866,7 @@ impl Sender<'_> {
                         st.measured.send_delay.record_ns(delay);
                     }
                     self.seq += 1;
-                    return Sent::Sent;
+                    return SendOutcome::Accepted;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     {
@@ -877,7 +877,7 @@ impl Sender<'_> {
                         }
                     }
                     if job.stop.load(Ordering::Relaxed) {
-                        return Sent::Stopped;
+                        return SendOutcome::Stopped;
                     }
                     std::thread::sleep(limits::QUEUE_FULL_BACKOFF);
                 }
@@ -889,7 +889,7 @@ impl Sender<'_> {
                     }
                     drop(st);
                     job.errors.note(format!("send: {e}"));
-                    return Sent::Skipped;
+                    return SendOutcome::Skipped;
                 }
             }
         }
@@ -898,7 +898,7 @@ impl Sender<'_> {
     /// Sends everything the application batcher holds; true when the run was stopped.
     fn flush(&mut self, b: &mut AppBatcher, by_size: bool) -> bool {
         for mut p in b.take(by_size) {
-            if self.send(&mut p.payload, p.header, p.key, p.partition) == Sent::Stopped {
+            if self.send(&mut p.payload, p.header, p.key, p.partition) == SendOutcome::Stopped {
                 return true;
             }
         }
