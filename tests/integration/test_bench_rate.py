@@ -98,7 +98,7 @@ def test_stacked_linger_deadline_and_debounce(tmp_path):
     # teranode T2 on a 3 s feed (120 messages, one every 25 ms over 32 partitions), client
     # linger 1 s behind an application batcher of 1 s (stacked) or 10 ms (decoupled).
     proc, doc = run_bench(tmp_path, "--preset", "sparse-fanout-stacked", "--duration", "3s", "--warmup", "0s",
-                          "--gate", "p50_e2e_intended_ms@stacked-deadline > 1.3 * p50_e2e_intended_ms@decoupled-deadline")
+                          "--gate", "mean_e2e_intended_ms@stacked-deadline > 1.3 * mean_e2e_intended_ms@decoupled-deadline")
     assert proc.returncode == 0, explain(proc)
     runs = {r["label"]: r for r in doc["runs"]}
     assert set(runs) == {"stacked-deadline", "decoupled-deadline", "stacked-debounce", "decoupled-debounce"}
@@ -106,13 +106,19 @@ def test_stacked_linger_deadline_and_debounce(tmp_path):
         assert_report_sane(r, rate=40, duration_s=3.0)
         assert r["scenario"]["linger_ms"] == 1000
         assert r["app_batcher"]["flushes"] >= 1
-    p50 = {k: r["latency"]["e2e_intended"]["p50_ms"] for k, r in runs.items()}
+    lat = {k: r["latency"]["e2e_intended"] for k, r in runs.items()}
     wait = {k: r["latency"]["send_delay"]["p50_ms"] for k, r in runs.items()}
+    # Debounce (teranode's batcher): stacking holds the whole feed, teranode's p50 gate holds
+    # with a wide margin.
+    assert lat["stacked-debounce"]["p50_ms"] > lat["decoupled-debounce"]["p50_ms"] + 300, lat
+    # Deadline: stacking adds the application's wait (uniform 0..1 s) to every message. The
+    # p50s sit near a mode boundary (a partition's client batch takes the next message 0.8 s
+    # later, and an app flush every 1 s races the 1 s client linger), so the mean and the p99
+    # carry the comparison.
+    assert lat["stacked-deadline"]["mean_ms"] > lat["decoupled-deadline"]["mean_ms"] + 300, lat
+    assert lat["stacked-deadline"]["p99_ms"] > lat["decoupled-deadline"]["p99_ms"] + 300, lat
+    assert lat["stacked-deadline"]["p50_ms"] >= lat["decoupled-deadline"]["p50_ms"], lat
     for mode in ("deadline", "debounce"):
-        # Stacking adds the application's wait on top of the client's linger. The decoupled
-        # p50 lies between ~0.2 s and ~1 s (a partition batch takes the next message 0.8 s
-        # later), so 300 ms is a margin, not the expected difference.
-        assert p50[f"stacked-{mode}"] > p50[f"decoupled-{mode}"] + 300, p50
         # The decoupled batcher hands each message on after about 10 ms, mostly alone (a late
         # wakeup on a busy machine may catch two).
         assert wait[f"decoupled-{mode}"] < 100, wait
@@ -124,9 +130,9 @@ def test_stacked_linger_deadline_and_debounce(tmp_path):
     deb = runs["stacked-debounce"]["app_batcher"]
     assert deb["flushes"] == 1 and deb["msgs_per_flush_avg"] == 120, deb
     assert wait["stacked-debounce"] > 1500, wait
-    assert p50["stacked-debounce"] > p50["stacked-deadline"], p50
+    assert lat["stacked-debounce"]["p50_ms"] > lat["stacked-deadline"]["p50_ms"], lat
     # The e2e from send() starts after the application wait: it shows only the client's part.
-    assert runs["stacked-debounce"]["latency"]["e2e"]["p50_ms"] < p50["stacked-debounce"] - 1000
+    assert runs["stacked-debounce"]["latency"]["e2e"]["p50_ms"] < lat["stacked-debounce"]["p50_ms"] - 1000
     (gate,) = doc["gates"]
     assert gate["passed"] is True
 

@@ -8,10 +8,10 @@
 //! ends, so the run's drain and audit still see every message; a backlog that was not reached
 //! or not drained is reported as such (`reached`, `drained`), never as a number it did not hit.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
 
 use crate::engine::{Clock, ErrorLog};
 use crate::limits;

@@ -39,10 +39,10 @@ use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
 use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
+use crate::keys::{Key, KeyGen};
 use crate::lagview::{self, AckCheckpoints, LagFigures, TopicSet};
 use crate::limits;
 use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
-use crate::keys::{Key, KeyGen};
 use crate::procstat::{self, ProcReading, ProcSampler};
 use crate::ratecontrol::{LoadCounters, RateControl, RateSearchResult, SearchJob};
 use crate::scenario::{Partitioning, Scenario};
@@ -858,7 +858,7 @@ fn producer_thread(job: ProducerJob) -> bool {
             }
             None => {
                 job.pool.fill(&mut buf, &header);
-                if sender.send(&mut buf, header, key, partition) == Sent::Stopped {
+                if sender.send(&mut buf, header, key, partition) == SendOutcome::Stopped {
                     break;
                 }
             }
@@ -888,8 +888,8 @@ fn producer_thread(job: ProducerJob) -> bool {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sent {
-    Sent,
+enum SendOutcome {
+    Accepted,
     /// Refused for a reason other than a full queue: counted as a send error, slot skipped.
     Skipped,
     /// The run was stopped while the client queue was full.
@@ -914,7 +914,7 @@ impl Sender<'_> {
         mut header: Header,
         key: Option<Key>,
         partition: Option<i32>,
-    ) -> Sent {
+    ) -> SendOutcome {
         let job = self.job;
         header.seq = self.seq;
         header.write(buf);
@@ -959,7 +959,7 @@ impl Sender<'_> {
                         st.measured.send_delay.record_ns(delay);
                     }
                     self.seq += 1;
-                    return Sent::Sent;
+                    return SendOutcome::Accepted;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     {
@@ -970,7 +970,7 @@ impl Sender<'_> {
                         }
                     }
                     if job.stop.load(Ordering::Relaxed) {
-                        return Sent::Stopped;
+                        return SendOutcome::Stopped;
                     }
                     std::thread::sleep(limits::QUEUE_FULL_BACKOFF);
                 }
@@ -982,7 +982,7 @@ impl Sender<'_> {
                     }
                     drop(st);
                     job.errors.note(format!("send: {e}"));
-                    return Sent::Skipped;
+                    return SendOutcome::Skipped;
                 }
             }
         }
@@ -991,7 +991,7 @@ impl Sender<'_> {
     /// Sends everything the application batcher holds; true when the run was stopped.
     fn flush(&mut self, b: &mut AppBatcher, by_size: bool) -> bool {
         for mut p in b.take(by_size) {
-            if self.send(&mut p.payload, p.header, p.key, p.partition) == Sent::Stopped {
+            if self.send(&mut p.payload, p.header, p.key, p.partition) == SendOutcome::Stopped {
                 return true;
             }
         }

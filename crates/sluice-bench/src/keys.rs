@@ -154,10 +154,11 @@ pub fn partition_balance(acked: &[u64], partitions: i32) -> Option<PartitionBala
     if total == 0 {
         return None;
     }
-    let (max_partition, &max) = per
-        .iter()
-        .enumerate()
-        .fold((0, &0u64), |best, (i, c)| if *c > *best.1 { (i, c) } else { best });
+    let (max_partition, &max) =
+        per.iter().enumerate().fold(
+            (0, &0u64),
+            |best, (i, c)| if *c > *best.1 { (i, c) } else { best },
+        );
     let mean = total as f64 / n as f64;
     Some(PartitionBalance {
         view: "acked",

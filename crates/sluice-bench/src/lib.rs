@@ -13,9 +13,9 @@
 //! KEY=V1,V2 ...` runs every combination of the values over the chosen preset or file.
 
 pub mod audit;
-pub mod calibrate;
 pub mod backlog;
 pub mod batcher;
+pub mod calibrate;
 pub mod clientstats;
 pub mod compare;
 pub mod compression;

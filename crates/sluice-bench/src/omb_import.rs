@@ -309,9 +309,16 @@ mod tests {
         assert_eq!(s.producers, 16, "producersPerTopic × topics");
         assert_eq!(s.consumers, 8);
         assert_eq!(s.rate_msg_s, 0);
-        assert_eq!(s.partitioning, Partitioning::Client, "keys use the client's partitioner");
+        assert_eq!(
+            s.partitioning,
+            Partitioning::Client,
+            "keys use the client's partitioner"
+        );
         let all = warnings.join("\n");
-        assert!(s.shaping.rate_search, "producerRate 0 is the max-rate search");
+        assert!(
+            s.shaping.rate_search,
+            "producerRate 0 is the max-rate search"
+        );
         for needle in ["subscriptionsPerTopic 2", "payloadFile"] {
             assert!(all.contains(needle), "{needle}: {all}");
         }

@@ -454,8 +454,8 @@ pub fn build(
         foreign: d.foreign,
     };
     // The max-rate search has no fixed target (its trajectory is in `rate_search`).
-    let target_rate = (scenario.rate_msg_s > 0 && !scenario.shaping.rate_search)
-        .then_some(scenario.rate_msg_s);
+    let target_rate =
+        (scenario.rate_msg_s > 0 && !scenario.shaping.rate_search).then_some(scenario.rate_msg_s);
     let produced_msg_s = per_s(c.produced, measure_s);
     let throughput = Throughput {
         target_msg_s: target_rate,
@@ -707,7 +707,13 @@ impl Report {
                 .steps
                 .iter()
                 .take(12)
-                .map(|s| format!("{:.0}{}", s.target_msg_s, if s.verdict == "up" { "" } else { "!" }))
+                .map(|s| {
+                    format!(
+                        "{:.0}{}",
+                        s.target_msg_s,
+                        if s.verdict == "up" { "" } else { "!" }
+                    )
+                })
                 .collect();
             let _ = writeln!(
                 o,
@@ -824,7 +830,10 @@ impl Report {
             self.target.bootstrap
         );
         let rate = if s.shaping.rate_search {
-            format!("max-rate search from {} msg/s", s.shaping.search_start_msg_s)
+            format!(
+                "max-rate search from {} msg/s",
+                s.shaping.search_start_msg_s
+            )
         } else if s.rate_msg_s == 0 {
             "unthrottled".to_string()
         } else {

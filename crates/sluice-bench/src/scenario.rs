@@ -636,7 +636,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "sparse-fanout-stacked",
-        about: "teranode T2: the sparse-fanout feed with linger.ms 1000 behind an application batcher of 1000 ms (stacked) vs 10 ms (decoupled), deadline and debounce flushes; gates e.g. 'p50_e2e_intended_ms@stacked-deadline > 1.3 * p50_e2e_intended_ms@decoupled-deadline', 'p50_e2e_intended_ms@decoupled-deadline < 1500'",
+        about: "teranode T2: the sparse-fanout feed with linger.ms 1000 behind an application batcher of 1000 ms (stacked) vs 10 ms (decoupled), deadline and debounce flushes; gates e.g. 'p50_e2e_intended_ms@stacked-debounce > 1.3 * p50_e2e_intended_ms@decoupled-debounce', 'p50_e2e_intended_ms@decoupled-debounce < 1500' (deadline mode: compare mean_ or p99_)",
         apply: |s| {
             sparse_fanout(s);
             s.linger_ms = 1000;

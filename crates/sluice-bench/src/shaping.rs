@@ -159,7 +159,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "kb" => 1e3,
         "mb" => 1e6,
         "gb" => 1e9,
-        u => return Err(format!("unknown size unit {u:?} in {s:?} (use B, KiB, MiB, GiB, KB, MB, GB)")),
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} in {s:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
     };
     let b = v * mult;
     if !b.is_finite() || b < 0.0 || b > limits::MAX_BACKLOG_BYTES as f64 {
