@@ -626,6 +626,24 @@ pub const PRESETS: &[Preset] = &[
         variants: &[],
     },
     Preset {
+        name: "backpressure",
+        about: "SSP's headline comparison: slow-aggr without backpressure, then bp-loose and bp-tight settings, one table",
+        apply: slow_aggr,
+        variants: &[
+            variant!("bp-off", |s| s.bp_max_lag = 0),
+            variant!("bp-loose", |s| {
+                s.bp_max_lag = 20_000;
+                s.bp_resume_lag = 5_000;
+                s.bp_poll_ms = Duration::from_millis(200);
+            }),
+            variant!("bp-tight", |s| {
+                s.bp_max_lag = 5_000;
+                s.bp_resume_lag = 1_000;
+                s.bp_poll_ms = Duration::from_millis(100);
+            }),
+        ],
+    },
+    Preset {
         name: "sparse-fanout",
         about: "teranode T1: 32 partitions fed one 256 B message every 25 ms (batches never fill); linger.ms 1000 vs 10",
         apply: sparse_fanout,
