@@ -42,7 +42,7 @@ use crate::hist::LatencyHist;
 use crate::keys::{Key, KeyGen};
 use crate::lagview::{self, AckCheckpoints, LagFigures, TopicSet};
 use crate::limits;
-use crate::payload::{Header, PayloadPool, FLAG_WARMUP};
+use crate::payload::{Header, PayloadPool, FLAG_WARMUP, HEADER_BYTES};
 use crate::procstat::{self, ProcReading, ProcSampler};
 use crate::ratecontrol::{LoadCounters, RateControl, RateSearchResult, SearchJob};
 use crate::scenario::{Partitioning, Scenario};
@@ -146,10 +146,18 @@ pub struct ConsumeSide {
     pub e2e: LatencyHist,
     /// Consume time minus the intended send time.
     pub e2e_intended: LatencyHist,
+    /// txmeta payloads: entries parsed, records that failed to parse, entries whose key hash
+    /// another partition owns (see `txmeta`).
+    pub entries: u64,
+    pub bad_records: u64,
+    pub misrouted_entries: u64,
 }
 
 impl ConsumeSide {
     fn merge(&mut self, o: &ConsumeSide) {
+        self.entries += o.entries;
+        self.bad_records += o.bad_records;
+        self.misrouted_entries += o.misrouted_entries;
         self.received += o.received;
         self.received_bytes += o.received_bytes;
         self.duplicates += o.duplicates;
@@ -158,6 +166,9 @@ impl ConsumeSide {
     }
 
     fn reset(&mut self) {
+        self.entries = 0;
+        self.bad_records = 0;
+        self.misrouted_entries = 0;
         self.received = 0;
         self.received_bytes = 0;
         self.duplicates = 0;
@@ -934,11 +945,21 @@ impl Sender<'_> {
                 job.scenario.topics,
                 job.scenario.partitions,
             );
+            if partition.is_some() && job.scenario.payload == crate::payload::PayloadClass::Txmeta {
+                // `packed`: every entry's key hash into this partition's range.
+                crate::txmeta::route(
+                    &mut buf[HEADER_BYTES..],
+                    rr_partition,
+                    job.scenario.partitions,
+                );
+            }
             let mut record =
                 BaseRecord::<[u8], [u8]>::to(&job.topics.names[topic_index]).payload(&buf[..]);
             if key.is_some() {
                 record = record.key(&self.key_buf[..]);
             }
+            // `partition` marks explicit round-robin; its value is taken from the dense sequence
+            // number above, so several topics each get every partition.
             if partition.is_some() {
                 record = record.partition(rr_partition);
             }
@@ -1072,6 +1093,16 @@ fn consumer_thread(job: ConsumerJob) {
             .payload()
             .and_then(Header::read)
             .filter(|h| h.run_tag == job.run_tag);
+        // `packed`: parse every record like the application would (outside the lock).
+        let parsed = (header.is_some()
+            && job.scenario.payload == crate::payload::PayloadClass::Txmeta)
+            .then(|| {
+                let body = msg
+                    .payload()
+                    .and_then(|b| b.get(HEADER_BYTES..))
+                    .unwrap_or(&[]);
+                crate::txmeta::parse(body, partition, job.scenario.partitions)
+            });
         let mut s = job.state.lock();
         let Some(h) = header else {
             s.foreign += 1;
@@ -1108,6 +1139,14 @@ fn consumer_thread(job: ConsumerJob) {
         m.received_bytes += bytes;
         m.e2e.record_ns(e2e);
         m.e2e_intended.record_ns(e2e_intended);
+        match parsed {
+            Some(Ok(p)) => {
+                m.entries += p.entries;
+                m.misrouted_entries += p.misrouted;
+            }
+            Some(Err(_)) => m.bad_records += 1,
+            None => {}
+        }
         drop(s);
         consumer_work(&job, now, &mut rng);
     }

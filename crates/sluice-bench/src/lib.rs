@@ -39,6 +39,7 @@ pub mod scenario;
 pub mod scenario_file;
 pub mod shaping;
 pub mod target;
+pub mod txmeta;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -65,6 +65,26 @@ pub struct Report {
     pub client_ceiling: Option<crate::calibrate::ClientCeiling>,
     /// With --calibrate: whether the client or the broker set the pace (null otherwise).
     pub bottleneck: Option<crate::calibrate::Bottleneck>,
+    /// txmeta payloads (`packed`): what the consumers parsed (null otherwise).
+    pub txmeta: Option<TxmetaSummary>,
+}
+
+/// The consumers' parse of the measured txmeta records.
+#[derive(Debug, Serialize)]
+pub struct TxmetaSummary {
+    pub entries_per_record: u32,
+    /// Entries parsed out of the distinct measured records received.
+    pub entries_received: u64,
+    /// Records that did not parse (each counts none of its entries).
+    pub bad_records: u64,
+    /// Entries whose key hash belongs to another partition's range.
+    pub misrouted_entries: u64,
+    /// End to end per entry: a record's mean end-to-end latency shared by its entries (what
+    /// packing saves each entry).
+    pub ns_per_entry: Option<f64>,
+    /// Measured window ÷ entries received: the inverse of the entry rate (with `--rate max`,
+    /// teranode's ns/tx through a real broker).
+    pub window_ns_per_entry: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -469,7 +489,7 @@ pub fn build(
             .map(|t| produced_msg_s / t as f64 * 100.0),
         delivery_pct: (c.produced > 0).then(|| d.audit.received as f64 / c.produced as f64 * 100.0),
         received_entries_s: (scenario.entries_per_record > 0)
-            .then(|| per_s(c.received, measure_s) * scenario.entries_per_record as f64),
+            .then(|| per_s(d.consumed.entries, measure_s)),
     };
     if let Some(acc) = throughput.rate_accuracy_pct {
         if acc < 95.0 && !d.interrupted {
@@ -600,6 +620,29 @@ pub fn build(
             end_offset_sum: d.topic_end_offsets.as_ref().and_then(|e| e.get(i).copied()),
         })
         .collect();
+    let txmeta = (scenario.entries_per_record > 0).then(|| TxmetaSummary {
+        entries_per_record: scenario.entries_per_record,
+        entries_received: d.consumed.entries,
+        bad_records: d.consumed.bad_records,
+        misrouted_entries: d.consumed.misrouted_entries,
+        ns_per_entry: d
+            .consumed
+            .e2e
+            .summary()
+            .mean_ms
+            .map(|ms| ms * 1e6 / scenario.entries_per_record as f64),
+        window_ns_per_entry: (d.consumed.entries > 0)
+            .then(|| measure_s * 1e9 / d.consumed.entries as f64),
+    });
+    if let Some(t) = txmeta
+        .as_ref()
+        .filter(|t| t.bad_records + t.misrouted_entries > 0)
+    {
+        warnings.push(format!(
+            "txmeta: {} records did not parse and {} entries were in another partition's hash range",
+            t.bad_records, t.misrouted_entries
+        ));
+    }
     Report {
         schema: SCHEMA,
         tool: Tool {
@@ -660,6 +703,7 @@ pub fn build(
         },
         client_ceiling: None,
         bottleneck: None,
+        txmeta,
     }
 }
 
@@ -908,8 +952,19 @@ impl Report {
         if let Some(e) = t.received_entries_s {
             let _ = writeln!(
                 o,
-                " entries   {e:>31.0} entries/s ({} per record)",
+                " entries   {e:>31.0} entries/s ({} per record, parsed by the consumers)",
                 s.entries_per_record
+            );
+        }
+        if let Some(x) = &self.txmeta {
+            let _ = writeln!(
+                o,
+                " txmeta    {} entries parsed · {:.0} ns e2e per entry · {:.0} ns of window per entry · {} bad records · {} misrouted entries",
+                x.entries_received,
+                x.ns_per_entry.unwrap_or(f64::NAN),
+                x.window_ns_per_entry.unwrap_or(f64::NAN),
+                x.bad_records,
+                x.misrouted_entries
             );
         }
         let _ = writeln!(

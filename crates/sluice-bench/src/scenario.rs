@@ -608,9 +608,7 @@ pub const PRESETS: &[Preset] = &[
         about: "SSP bp-on: slow-aggr with backpressure, pause above lag 20000, resume below 5000, poll 200 ms",
         apply: |s| {
             slow_aggr(s);
-            s.bp_max_lag = 20_000;
-            s.bp_resume_lag = 5_000;
-            s.bp_poll_ms = Duration::from_millis(200);
+            bp_loose(s);
         },
         variants: &[],
     },
@@ -619,9 +617,7 @@ pub const PRESETS: &[Preset] = &[
         about: "SSP bp-tight: slow-aggr with backpressure, pause above lag 5000, resume below 1000, poll 100 ms",
         apply: |s| {
             slow_aggr(s);
-            s.bp_max_lag = 5_000;
-            s.bp_resume_lag = 1_000;
-            s.bp_poll_ms = Duration::from_millis(100);
+            bp_tight(s);
         },
         variants: &[],
     },
@@ -631,16 +627,8 @@ pub const PRESETS: &[Preset] = &[
         apply: slow_aggr,
         variants: &[
             variant!("bp-off", |s| s.bp_max_lag = 0),
-            variant!("bp-loose", |s| {
-                s.bp_max_lag = 20_000;
-                s.bp_resume_lag = 5_000;
-                s.bp_poll_ms = Duration::from_millis(200);
-            }),
-            variant!("bp-tight", |s| {
-                s.bp_max_lag = 5_000;
-                s.bp_resume_lag = 1_000;
-                s.bp_poll_ms = Duration::from_millis(100);
-            }),
+            variant!("bp-loose", |s| bp_loose(s)),
+            variant!("bp-tight", |s| bp_tight(s)),
         ],
     },
     Preset {
@@ -701,7 +689,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "packed",
-        about: "teranode T3: txmeta v2 records over 32 partitions, 100k entries/s as 100-entry records (1000/s) vs 1000-entry records (100/s)",
+        about: "teranode T3: txmeta v2 records over 32 partitions (each owns a disjoint key-hash range; consumers parse and count every entry), 100k entries/s as 100-entry records (1000/s) vs 1000-entry records (100/s)",
         apply: |s| {
             s.payload = PayloadClass::Txmeta;
             s.producers = 4;
@@ -857,6 +845,20 @@ fn app_batcher(s: &mut Scenario, linger_ms: u32, mode: AppBatchMode) {
     s.shaping.app_batch_linger_ms = linger_ms;
     s.shaping.app_batch_mode = mode;
     s.shaping.app_batch_max = 10_000;
+}
+
+/// SSP's "bp-on" controller settings: pause above lag 20000, resume below 5000, poll 200 ms.
+fn bp_loose(s: &mut Scenario) {
+    s.bp_max_lag = 20_000;
+    s.bp_resume_lag = 5_000;
+    s.bp_poll_ms = Duration::from_millis(200);
+}
+
+/// SSP's "bp-tight": pause above lag 5000, resume below 1000, poll 100 ms.
+fn bp_tight(s: &mut Scenario) {
+    s.bp_max_lag = 5_000;
+    s.bp_resume_lag = 1_000;
+    s.bp_poll_ms = Duration::from_millis(100);
 }
 
 fn slow_aggr(s: &mut Scenario) {
