@@ -460,6 +460,11 @@ fn ms(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into())
 }
 
+/// A count, or a dash when it was not measured.
+fn count(v: Option<i64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "–".into())
+}
+
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}
@@ -588,14 +593,8 @@ pub fn body(r: &Report) -> String {
             "lag (client view)",
             format!(
                 "peak {} · final {}{}",
-                r.lag
-                    .peak_total
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "–".into()),
-                r.lag
-                    .final_total
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "–".into()),
+                count(r.lag.peak_total),
+                count(r.lag.final_total),
                 r.lag
                     .drain_rate_msg_s
                     .map(|d| format!(" · drain {d:.0} msg/s"))
@@ -606,14 +605,8 @@ pub fn body(r: &Report) -> String {
             "lag (broker view)",
             format!(
                 "peak {} · final {} · offsets committed every {} ms",
-                r.lag
-                    .broker_peak_total
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "–".into()),
-                r.lag
-                    .broker_final_total
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "–".into()),
+                count(r.lag.broker_peak_total),
+                count(r.lag.broker_final_total),
                 r.lag.commit_interval_ms
             ),
         ),

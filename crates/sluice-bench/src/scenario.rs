@@ -664,13 +664,8 @@ pub const PRESETS: &[Preset] = &[
         name: "omb-backlog",
         about: "OMB backlog-1-topic-16-partitions-1kb, scaled down: 10k msg/s of 1 KiB, consumers paused until an 8 MiB backlog, then the drain is timed (ratio 1.0); 5 s, no warmup",
         apply: |s| {
+            omb_workload(s);
             s.partitions = 16;
-            s.message_bytes = 1024;
-            s.rate_msg_s = 10_000;
-            s.producers = 1;
-            s.consumers = 1;
-            s.payload = PayloadClass::Random;
-            s.compression = Codec::None;
             s.duration_s = Duration::from_secs(5);
             s.warmup_s = Duration::ZERO;
             s.shaping.backlog_bytes = 8 << 20;
@@ -714,31 +709,16 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "omb-simple",
         about: "OMB simple-workload: 1 topic, 10 partitions, 1 KiB, 10k msg/s, 1 producer, 1 consumer, 60 s + 10 s (no key)",
-        apply: |s| {
-            s.partitions = 10;
-            s.message_bytes = 1024;
-            s.producers = 1;
-            s.consumers = 1;
-            s.payload = PayloadClass::Random;
-            s.compression = Codec::None;
-            s.duration_s = Duration::from_secs(60);
-            s.warmup_s = Duration::from_secs(10);
-        },
+        apply: omb_workload,
         variants: &[],
     },
     Preset {
         name: "omb-1-topic-16-partitions-1kb",
         about: "OMB 1-topic-16-partitions-1kb: 16 partitions, 1 KiB, 50k msg/s, 1 producer, 1 consumer, 60 s + 10 s",
         apply: |s| {
+            omb_workload(s);
             s.partitions = 16;
-            s.message_bytes = 1024;
             s.rate_msg_s = 50_000;
-            s.producers = 1;
-            s.consumers = 1;
-            s.payload = PayloadClass::Random;
-            s.compression = Codec::None;
-            s.duration_s = Duration::from_secs(60);
-            s.warmup_s = Duration::from_secs(10);
         },
         variants: &[],
     },
@@ -746,17 +726,10 @@ pub const PRESETS: &[Preset] = &[
         name: "omb-latency",
         about: "OMB Kafka latency driver settings on the simple workload: acks=all, linger.ms=1, batch.size 128 KiB",
         apply: |s| {
-            s.partitions = 10;
-            s.message_bytes = 1024;
-            s.producers = 1;
-            s.consumers = 1;
-            s.payload = PayloadClass::Random;
-            s.compression = Codec::None;
+            omb_workload(s);
             s.acks = Acks::All;
             s.linger_ms = 1;
             s.batch_bytes = 131_072;
-            s.duration_s = Duration::from_secs(60);
-            s.warmup_s = Duration::from_secs(10);
         },
         variants: &[],
     },
@@ -823,6 +796,20 @@ pub const PRESETS: &[Preset] = &[
         ],
     },
 ];
+
+/// OMB's simple-workload shape, the base of the OMB presets: 1 topic of 10 partitions, 1 KiB
+/// random payloads uncompressed, 10k msg/s (the baseline's) from 1 producer to 1 consumer,
+/// 60 s after 10 s of warmup.
+fn omb_workload(s: &mut Scenario) {
+    s.partitions = 10;
+    s.message_bytes = 1024;
+    s.producers = 1;
+    s.consumers = 1;
+    s.payload = PayloadClass::Random;
+    s.compression = Codec::None;
+    s.duration_s = Duration::from_secs(60);
+    s.warmup_s = Duration::from_secs(10);
+}
 
 /// teranode's sparse feed: one 256 B message every 25 ms over 32 partitions (about 1.25
 /// messages per partition per second), so client batches never fill on size.
