@@ -7,14 +7,18 @@
 //! - [`codec`]: request decode and response encode for a negotiated version, including the
 //!   ApiVersions v0 fallback that clients rely on.
 //! - [`alloc_guard`]: the allocator guard against hostile array counts (see its docs).
+//! - [`record_walk`]: the bounded, streaming walk over one record batch's records (framing
+//!   checks and decompression with a cap), for produce validation and ListOffsets by time.
 //!
-//! Record batches are never decoded here: Produce and Fetch carry them as raw `Bytes`.
+//! Record batches are never decoded into records here: Produce and Fetch carry them as raw
+//! `Bytes`; the record walk only reads them.
 
 pub mod alloc_guard;
 pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod header;
+pub mod record_walk;
 pub mod registry;
 
 pub use error::ProtocolError;
