@@ -24,6 +24,10 @@ pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub const INVALID_RECORD: i16 = 87;
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const INVALID_TXN_STATE: i16 = 48;
+pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 pub const RESOURCE_NOT_FOUND: i16 = 91;
 pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
@@ -88,6 +92,9 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::InvalidRecord(_) => INVALID_RECORD,
         LogError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         LogError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        // Retriable and "not persisted" for both Java and librdkafka producers: they retry
+        // the same batch, which succeeds once a slot frees up (see producer_state).
+        LogError::ProducerStateFull { .. } => NOT_ENOUGH_REPLICAS,
         // Retriable: the client reconnects and retries once the broker is back.
         LogError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
     }

@@ -14,6 +14,8 @@
 //! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
 //!   parked requests, timers and the internal `__consumer_offsets` partition).
 //! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
+//! - [`record_validation`]: what Kafka's LogValidator refuses, checked on the produce path
+//!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //!
 //! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
@@ -26,6 +28,7 @@ pub mod groups;
 mod handlers;
 pub mod limits;
 pub mod producer_ids;
+pub mod record_validation;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

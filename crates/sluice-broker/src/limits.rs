@@ -39,6 +39,29 @@ const _: () = assert!(
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);
 
+// ---- record validation (see `record_validation`) ----
+
+/// Most bytes one record batch may decompress to. The walk stops one byte past it, so a
+/// decompression bomb costs at most this much CPU and no memory beyond the walk's fixed
+/// buffers. Kafka has no such cap; legitimate batches (batch.size at most a few MiB before
+/// compression) stay far below it. Refused with MESSAGE_TOO_LARGE.
+pub const RECORD_BATCH_DECOMPRESSED_BYTES_MAX: usize = 64 * 1024 * 1024;
+/// Largest zstd window (log2 bytes) a batch may ask for; the decoder allocates the window.
+/// 2^23 = 8 MiB covers every level up to 19 as Java and librdkafka write them (level 3, the
+/// default, needs 2^21); levels 20-22 ("ultra") are refused as INVALID_RECORD.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 23;
+/// Compressed batches walked at once across the broker (produce validation and ListOffsets
+/// by time). Each walk holds a zstd window or a raw snappy output, so this bounds the memory
+/// of decompression to about `DECOMPRESSIONS_CONCURRENT_MAX` * 64 MiB in the worst case
+/// (raw snappy of a very large batch), 8 MiB each for zstd, under 100 KiB for gzip and lz4.
+pub const DECOMPRESSIONS_CONCURRENT_MAX: usize = 4;
+/// Uncompressed records up to this size per partition are walked on the async worker (a
+/// framing walk of well under a millisecond); larger ones go to the blocking pool.
+pub const RECORDS_INLINE_WALK_BYTES_MAX: usize = 256 * 1024;
+
+const _: () = assert!(DECOMPRESSIONS_CONCURRENT_MAX >= 1);
+const _: () = assert!(ZSTD_WINDOW_LOG_MAX >= 21, "zstd's default level needs 2^21");
+
 // ---- group coordinator (see `groups`) ----
 
 /// Segment size of the internal `__consumer_offsets` partition: small, so that moving its

@@ -1,11 +1,17 @@
 //! Producer ids for InitProducerId, unique across restarts: ids are handed out of blocks
 //! whose end is written to `<data_dir>/meta/producer_ids` (atomically, fsync'd) before the
 //! first id of the block is used. A crash skips the rest of a block; it never reuses an id.
+//!
+//! Every id ever handed out is below the durable block end, so [`ProducerIds::is_issued`]
+//! (a lock-free check on the produce path) tells ids this broker issued from ids a client
+//! made up. It may also accept the unused rest of a block, never an id above it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use parking_lot::Mutex;
 use sluice_coordinator::{ProducerId, ProducerIdAllocator};
+use sluice_log::ProducerId as LogProducerId;
 
 const FILE_NAME: &str = "producer_ids";
 
@@ -13,6 +19,9 @@ const FILE_NAME: &str = "producer_ids";
 pub struct ProducerIds {
     allocator: Mutex<ProducerIdAllocator>,
     meta_dir: PathBuf,
+    /// The durable block end: every id handed out is below it. Raised only after the new
+    /// end is on disk and before any id of the new block is handed out.
+    issued_end: AtomicI64,
     /// Serializes block writes (blocking threads only).
     write: std::sync::Mutex<()>,
 }
@@ -35,6 +44,7 @@ impl ProducerIds {
         Ok(Self {
             allocator: Mutex::new(ProducerIdAllocator::new(block_end)),
             meta_dir,
+            issued_end: AtomicI64::new(block_end.max(0)),
             write: std::sync::Mutex::new(()),
         })
     }
@@ -56,7 +66,36 @@ impl ProducerIds {
                 FILE_NAME,
                 format!("{end}\n").as_bytes(),
             )?;
+            self.issued_end.fetch_max(end, Ordering::Release);
             self.allocator.lock().block_persisted(end);
         }
+    }
+
+    /// Whether `producer_id` may have been handed out by this broker (now or before a
+    /// restart). Non-blocking.
+    pub fn is_issued(&self, producer_id: LogProducerId) -> bool {
+        producer_id.0 >= 0 && producer_id.0 < self.issued_end.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ids_below_the_durable_block_end_are_issued() {
+        // Goal: an id handed out is issued, before and after a restart; ids past the durable
+        // block end and negative ids are not.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ids = ProducerIds::open(dir.path()).expect("open");
+        assert!(!ids.is_issued(LogProducerId(0)), "nothing issued yet");
+        let first = ids.next().expect("id");
+        assert!(ids.is_issued(LogProducerId(first.0)));
+        assert!(!ids.is_issued(LogProducerId(-1)));
+        assert!(!ids.is_issued(LogProducerId(first.0 + 1_000_000)));
+        drop(ids);
+        let reopened = ProducerIds::open(dir.path()).expect("reopen");
+        assert!(reopened.is_issued(LogProducerId(first.0)));
+        assert!(!reopened.is_issued(LogProducerId(first.0 + 1_000_000)));
     }
 }

@@ -16,6 +16,14 @@ pub const JOURNAL_FILES_RECYCLED_MAX: usize = 4;
 pub const PRODUCER_BATCHES_CACHED_MAX: usize = 5;
 const _: () = assert!(PRODUCER_BATCHES_CACHED_MAX >= 1 && PRODUCER_BATCHES_CACHED_MAX <= 255);
 
+/// A producer's state is evicted to make room for a new producer id only once it has been
+/// idle this long (see `producer_state`). It outlasts the retry window of every client
+/// default: Java's `delivery.timeout.ms` (120 s) and librdkafka's `message.timeout.ms`
+/// (300 s); a client configured to retry for longer is protected only while the table
+/// has room. New producers arriving at a table full of more recently active ones are refused
+/// (retriably) until some become idle or expire.
+pub const PRODUCER_EVICTION_IDLE_MS_MIN: i64 = 600_000;
+
 /// When a partition's producer snapshot cannot be used (missing, damaged, or newer than
 /// what recovery found), its producer state is rebuilt by walking the batch headers of at
 /// most this many of its newest segments. Older producers are forgotten and therefore
@@ -104,8 +112,9 @@ pub struct LogManagerConfig {
     /// producer ids are expired on the same schedule.
     pub retention_check_interval_ms: u64,
     /// Idempotent producers tracked per partition. When a new producer id arrives at a
-    /// full partition, the least recently active one is forgotten (it is then accepted
-    /// with any sequence, like an expired one). Each costs about 200 bytes of memory and
+    /// full partition, the least recently active one is forgotten if it has been idle for
+    /// [`PRODUCER_EVICTION_IDLE_MS_MIN`] (it is then accepted with any sequence, like an
+    /// expired one); otherwise the new producer is refused with `ProducerStateFull`. Each costs about 200 bytes of memory and
     /// of the partition's producer snapshot. Minimum 1.
     pub producer_ids_per_partition_max: usize,
     /// Kafka's `producer.id.expiration.ms`: a producer id with no append to a partition for

@@ -53,6 +53,14 @@ pub enum LogError {
         expected: i32,
         received: i32,
     },
+    /// A new idempotent producer at a partition whose producer table is full of producers
+    /// active too recently to be evicted (their retries may still come). Nothing of the
+    /// request was written; the producer may retry later.
+    #[error("producer {producer_id:?}: partition already tracks {producers_max} recently active producers")]
+    ProducerStateFull {
+        producer_id: ProducerId,
+        producers_max: usize,
+    },
     /// The log is shutting down and accepts no more appends.
     #[error("log is shutting down")]
     ShuttingDown,

@@ -17,6 +17,15 @@
 //! so the order in which batches are checked is the order in which they get offsets; the
 //! checkpointer reads it under the same two locks; expiry takes only the table's mutex.
 //!
+//! Bound and eviction: a partition tracks at most `producer_ids_per_partition_max` producers.
+//! A new producer id arriving at a full table takes the slot of the least recently active
+//! producer only if that one has been idle for [`PRODUCER_EVICTION_IDLE_MS_MIN`] or longer
+//! (longer than any client keeps retrying a batch, so its retries are over). Otherwise the
+//! new producer's request is refused with `ProducerStateFull` and nothing is written: a flood
+//! of producer ids can delay new producers, but it can never make an active producer's
+//! retry look new and be written twice. (Recovery and snapshot loading still evict the
+//! oldest unconditionally: they replay what was admitted before.)
+//!
 //! Memory: entries live in one dense `Vec` of slots, linked from least to most recently
 //! active, plus an id -> slot map. Each entry's cached batches are a fixed ring. Checking
 //! and recording a batch of a known producer allocates nothing; evicting the least recently
@@ -27,7 +36,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::batch::{BatchHeader, BatchIter};
-use crate::config::PRODUCER_BATCHES_CACHED_MAX;
+use crate::config::{PRODUCER_BATCHES_CACHED_MAX, PRODUCER_EVICTION_IDLE_MS_MIN};
 use crate::error::LogError;
 use crate::types::{Offset, ProducerEpoch, ProducerId};
 
@@ -155,6 +164,8 @@ pub(crate) struct Staged {
     producer_id: ProducerId,
     epoch: ProducerEpoch,
     last_seq: i32,
+    /// Producers of the request so far that the table does not hold (each needs a slot).
+    new_producers: usize,
 }
 
 /// The snapshot file that holds a table's contents: written at log end `offset` when the
@@ -238,10 +249,14 @@ impl ProducerStateTable {
     /// Checks one batch of a request against the table and against `staged` (what the
     /// earlier batches of the same request would change; the caller clears it per
     /// request). `Ok(Some(original))` means the batch is a retry of `original`.
+    ///
+    /// A producer the table does not hold must also find a slot (see the module header);
+    /// `now_ms` is the wall-clock time its idle check uses.
     pub(crate) fn check(
         &self,
         batch: &ProducerBatch,
         staged: &mut Vec<Staged>,
+        now_ms: i64,
     ) -> Result<Option<BatchMetadata>, LogError> {
         let entry = self.get(batch.producer_id);
         // Duplicates are looked for among what is written, as Kafka does.
@@ -258,15 +273,45 @@ impl ProducerStateTable {
             Some(s) => Some((s.epoch, Some(s.last_seq))),
             None => entry.map(|e| (e.epoch, e.newest_batch().map(|b| b.last_seq))),
         };
-        if let Some((epoch, last_seq)) = current {
-            check_sequence(batch, epoch, last_seq)?;
+        let mut new_producers = staged.last().map_or(0, |s| s.new_producers);
+        match current {
+            Some((epoch, last_seq)) => check_sequence(batch, epoch, last_seq)?,
+            None => {
+                new_producers += 1;
+                self.check_room(batch.producer_id, new_producers, now_ms)?;
+            }
         }
         staged.push(Staged {
             producer_id: batch.producer_id,
             epoch: batch.epoch,
             last_seq: batch.last_seq,
+            new_producers,
         });
         Ok(None)
+    }
+
+    /// Whether `new_producers` more producers fit: in free slots, or in the slots of the
+    /// least recently active producers that are idle for at least the eviction bound.
+    fn check_room(
+        &self,
+        producer_id: ProducerId,
+        new_producers: usize,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let evictions = (self.slots.len() + new_producers).saturating_sub(self.producer_ids_max);
+        if evictions == 0 {
+            return Ok(());
+        }
+        // The activity list is ordered, so only the last producer to be evicted needs a look.
+        let last_evicted = self.by_activity().nth(evictions - 1);
+        let idle_ms = last_evicted.map(|(_, e)| now_ms.saturating_sub(e.last_activity_ms));
+        if idle_ms.is_some_and(|idle| idle >= PRODUCER_EVICTION_IDLE_MS_MIN) {
+            return Ok(());
+        }
+        Err(LogError::ProducerStateFull {
+            producer_id,
+            producers_max: self.producer_ids_max,
+        })
     }
 
     /// Checks every tracked batch of one append request, in order, as one unit (Kafka's
@@ -279,11 +324,12 @@ impl ProducerStateTable {
         staged: &mut Vec<Staged>,
     ) -> Result<Option<BatchMetadata>, LogError> {
         staged.clear();
+        let now_ms = crate::segment::now_ms();
         for batch in BatchIter::new(records.clone()) {
             let batch = batch?;
             let header = BatchHeader::parse(&batch)?;
             if let Some(producer) = ProducerBatch::from_header(&header) {
-                if let Some(original) = self.check(&producer, staged)? {
+                if let Some(original) = self.check(&producer, staged, now_ms)? {
                     return Ok(Some(original));
                 }
             }
@@ -511,7 +557,7 @@ mod tests {
     /// Checks then records, as the committer does for a one-batch request.
     fn append(table: &mut ProducerStateTable, b: ProducerBatch, offset: i64, now: i64) {
         let mut staged = Vec::new();
-        assert_eq!(table.check(&b, &mut staged).expect("accepted"), None);
+        assert_eq!(table.check(&b, &mut staged, now).expect("accepted"), None);
         table.record(&b, written(&b, offset), now);
     }
 
@@ -519,7 +565,7 @@ mod tests {
         table: &ProducerStateTable,
         b: ProducerBatch,
     ) -> Result<Option<BatchMetadata>, LogError> {
-        table.check(&b, &mut Vec::new())
+        table.check(&b, &mut Vec::new(), 1)
     }
 
     #[test]
@@ -594,47 +640,61 @@ mod tests {
         append(&mut table, batch(1, 0, 0, 1), 0, 1);
         let mut staged = Vec::new();
         assert_eq!(
-            table.check(&batch(1, 0, 1, 2), &mut staged).expect("ok"),
+            table.check(&batch(1, 0, 1, 2), &mut staged, 1).expect("ok"),
             None
         );
         assert_eq!(
-            table.check(&batch(1, 0, 3, 1), &mut staged).expect("ok"),
+            table.check(&batch(1, 0, 3, 1), &mut staged, 1).expect("ok"),
             None
         );
-        assert!(table.check(&batch(1, 0, 3, 1), &mut staged).is_err());
+        assert!(table.check(&batch(1, 0, 3, 1), &mut staged, 1).is_err());
         let mut staged = Vec::new();
         assert_eq!(
-            table.check(&batch(1, 1, 0, 2), &mut staged).expect("ok"),
+            table.check(&batch(1, 1, 0, 2), &mut staged, 1).expect("ok"),
             None
         );
         assert_eq!(
-            table.check(&batch(1, 1, 2, 1), &mut staged).expect("ok"),
+            table.check(&batch(1, 1, 2, 1), &mut staged, 1).expect("ok"),
             None
         );
     }
 
     #[test]
-    fn full_table_evicts_least_recently_active() {
-        // Goal: with room for 3, a fourth producer evicts the one idle longest, and slot
-        // bookkeeping stays consistent through many inserts, touches and removals.
+    fn full_table_evicts_only_producers_idle_long_enough() {
+        // Goal: with room for 3, a new producer evicts the one idle longest when it has been
+        // idle for the eviction bound, and is refused (nothing recorded) when even the
+        // oldest is more recent; slot bookkeeping stays consistent through many rounds.
+        let idle = PRODUCER_EVICTION_IDLE_MS_MIN;
         let mut table = ProducerStateTable::new(3);
         for id in 1..=3 {
-            append(&mut table, batch(id, 0, 0, 1), id * 10, 1);
+            append(&mut table, batch(id, 0, 0, 1), id * 10, 0);
         }
-        append(&mut table, batch(1, 0, 1, 1), 40, 2); // 1 is now the most recent.
-        append(&mut table, batch(4, 0, 0, 1), 50, 3);
-        assert!(
-            table.get(ProducerId(2)).is_none(),
-            "2 was the least recently active"
-        );
+        append(&mut table, batch(1, 0, 1, 1), 40, idle); // 1 is now the most recent.
+        append(&mut table, batch(4, 0, 0, 1), 50, idle);
+        assert!(table.get(ProducerId(2)).is_none(), "2 was idle longest");
         let order: Vec<i64> = table.by_activity().map(|(id, _)| id.0).collect();
         assert_eq!(order, vec![3, 1, 4]);
+        // 3 is idle for the bound, but 1 is not: room for one newcomer, not two.
+        let mut staged = Vec::new();
+        assert!(table.check(&batch(5, 0, 0, 1), &mut staged, idle).is_ok());
+        let second = table.check(&batch(6, 0, 0, 1), &mut staged, idle);
+        assert!(matches!(second, Err(LogError::ProducerStateFull { .. })));
+        append(&mut table, batch(5, 0, 0, 1), 60, idle);
+        let refused = check(&table, batch(6, 0, 0, 1));
+        assert!(matches!(refused, Err(LogError::ProducerStateFull { .. })));
+        assert!(
+            table.get(ProducerId(1)).is_some(),
+            "an active producer is never evicted"
+        );
+        // Retries and known producers are unaffected by a full table.
+        assert!(check(&table, batch(1, 0, 1, 1)).expect("ok").is_some());
         for round in 0..200i64 {
-            let id = 5 + round % 7;
+            let id = 7 + round % 7;
+            let now = idle * (round + 2);
             let seq = table
                 .get(ProducerId(id))
                 .map_or(0, |e| e.newest_batch().unwrap().last_seq + 1);
-            append(&mut table, batch(id, 0, seq, 1), 100 + round, 10 + round);
+            append(&mut table, batch(id, 0, seq, 1), 100 + round, now);
             assert!(table.len() <= 3);
             let listed: Vec<_> = table.by_activity().map(|(id, _)| id).collect();
             assert_eq!(listed.len(), table.len());

@@ -1,21 +1,28 @@
 //! ListOffsets (key 2), v1-10: earliest (-2), latest (-1), max timestamp (-3), earliest local
 //! (-4, the same as earliest without tiered storage), and offsets by timestamp.
 //!
-//! The log finds the candidate batch by its max timestamp; this handler decodes that one batch
-//! (decompressing if needed) to find the exact first record at or after the target time, as
-//! Kafka does. Lookups by time run on the blocking pool.
-
+//! The log finds the candidate batch by its max timestamp; this handler walks that one batch
+//! with the bounded record walk (`sluice_protocol::record_walk`: streaming decompression with
+//! a cap, offsets and timestamps only, no record is materialised) to find the exact record,
+//! as Kafka does. Lookups by time run on the blocking pool, holding one of the broker's
+//! decompression permits. A stored batch that cannot be walked (a decompression bomb or
+//! garbage written before records were validated) answers from its header instead: its base
+//! offset and max timestamp, a position at or before the exact record, so a consumer that
+//! seeks there misses nothing.
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use kafka_protocol::records::RecordBatchDecoder;
+use std::ops::ControlFlow;
+
 use sluice_log::batch::BatchHeader;
 use sluice_log::{LogError, LogManager, PartitionKey};
+use sluice_protocol::record_walk::{self, RecordMeta};
 
 use super::{Ctx, Reply};
 use crate::error_code;
+use crate::record_validation::{self, WALK_LIMITS};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -28,7 +35,18 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let version = ctx.version;
+    let by_time = req.topics.iter().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| p.timestamp >= 0 || p.timestamp == MAX_TIMESTAMP)
+    });
+    // Walks may decompress: they share the broker's bound on concurrent decompressions.
+    let permit = match by_time {
+        true => record_validation::decompression_permit().await,
+        false => None,
+    };
     ctx.respond_blocking(move |b| {
+        let _permit = permit;
         let mut resp = ListOffsetsResponse::default();
         for t in req.topics {
             let topic = b.topics.get(&t.name.0);
@@ -100,29 +118,63 @@ fn log_append_time(batch: &Bytes) -> Option<(i64, i64)> {
         .then(|| (h.base_offset().0, h.max_timestamp()))
 }
 
+/// The answer from the header alone, for a batch the walk refuses: its base offset (at or
+/// before every record in it) and its max timestamp.
+fn from_header(batch: &Bytes, why: &record_walk::WalkError) -> Option<(i64, i64)> {
+    let h = BatchHeader::parse(batch).ok()?;
+    tracing::warn!(
+        base_offset = h.base_offset().0,
+        error = %why,
+        "stored batch cannot be walked; ListOffsets answers from its header"
+    );
+    Some((h.base_offset().0, h.max_timestamp()))
+}
+
+/// Walks the records of `batch`, calling `visit` with each record's (offset, timestamp).
+fn walk(
+    batch: &Bytes,
+    mut visit: impl FnMut(i64, i64) -> ControlFlow<()>,
+) -> Result<(), record_walk::WalkError> {
+    let base = BatchHeader::parse(batch).map_or(0, |h| h.base_offset().0);
+    record_walk::walk(batch, &WALK_LIMITS, |m: RecordMeta| {
+        visit(base.saturating_add(i64::from(m.offset_delta)), m.timestamp)
+    })
+    .map(|_| ())
+}
+
 /// The first record in the batch whose timestamp is >= `target`.
-fn first_at_or_after(mut batch: Bytes, target: i64) -> Option<(i64, i64)> {
+fn first_at_or_after(batch: Bytes, target: i64) -> Option<(i64, i64)> {
     if let Some((offset, ts)) = log_append_time(&batch) {
         return (ts >= target).then_some((offset, ts));
     }
-    let set = RecordBatchDecoder::decode(&mut batch).ok()?;
-    set.records
-        .iter()
-        .find(|r| r.timestamp >= target)
-        .map(|r| (r.offset, r.timestamp))
+    let mut found = None;
+    let walked = walk(&batch, |offset, ts| {
+        if ts < target {
+            return ControlFlow::Continue(());
+        }
+        found = Some((offset, ts));
+        ControlFlow::Break(())
+    });
+    match walked {
+        Ok(()) => found,
+        Err(e) => from_header(&batch, &e),
+    }
 }
 
 /// The record with the largest timestamp in the batch (the first one on ties, as Kafka).
-fn max_record(mut batch: Bytes) -> Option<(i64, i64)> {
+fn max_record(batch: Bytes) -> Option<(i64, i64)> {
     if let Some(found) = log_append_time(&batch) {
         return Some(found);
     }
-    let set = RecordBatchDecoder::decode(&mut batch).ok()?;
     let mut best: Option<(i64, i64)> = None;
-    for r in &set.records {
-        if best.is_none_or(|(_, ts)| r.timestamp > ts) {
-            best = Some((r.offset, r.timestamp));
+    let walked = walk(&batch, |offset, ts| {
+        if best.is_none_or(|(_, best_ts)| ts > best_ts) {
+            best = Some((offset, ts));
         }
+        ControlFlow::Continue(())
+    });
+    match walked {
+        Ok(()) => best,
+        Err(e) => from_header(&batch, &e),
     }
-    best
 }

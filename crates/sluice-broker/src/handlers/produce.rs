@@ -1,8 +1,10 @@
 //! Produce (key 0), v3-13.
 //!
-//! [`start`] runs in the connection's arrival order: it decodes the request and hands every
-//! partition's record batches to the log, which validates them (CRC-32C, size, offsets) and
-//! queues them for group commit. The returned future then waits, concurrently with later
+//! [`start`] runs in the connection's arrival order: it decodes the request, validates every
+//! partition's records (`record_validation`: framing, codecs, decompression with a cap,
+//! control/transactional batches, producer ids never issued) and hands them to the log, which
+//! checks the header again (CRC-32C, size against max.message.bytes, offsets) and queues them
+//! for group commit. A refused partition stores nothing; the others of the request go on. The returned future then waits, concurrently with later
 //! requests, until the log reports the appends durable (acks=1 and acks=all are the same on
 //! one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
@@ -10,11 +12,11 @@
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
-use sluice_log::AppendWaiter;
+use sluice_log::{AppendWaiter, PartitionKey};
 use uuid::Uuid;
 
 use super::{boxed, str_bytes, Ctx, Pending, Reply};
-use crate::error_code;
+use crate::{error_code, record_validation};
 
 /// One partition's outcome so far: queued, or failed before queueing.
 enum Queued {
@@ -60,10 +62,7 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
                     (Some(_), None) => {
                         Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into()))
                     }
-                    (Some(key), Some(records)) => match ctx.broker.log.append(key, records).await {
-                        Ok(w) => Queued::Waiting(w),
-                        Err(e) => Queued::Failed(error_code::from_log(&e), Some(e.to_string())),
-                    },
+                    (Some(key), Some(records)) => append(&ctx, key, records).await,
                 }
             };
             partitions.push((p.index, queued));
@@ -79,6 +78,21 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
         return boxed(async { Reply::NoResponse });
     }
     boxed(finish(ctx, topics))
+}
+
+/// Validates one partition's records, then queues them. Awaited in arrival order, so a slow
+/// validation (a large compressed batch) holds back only this connection's later requests.
+async fn append(ctx: &Ctx, key: &PartitionKey, records: Bytes) -> Queued {
+    let broker = &ctx.broker;
+    if let Err(refusal) = record_validation::validate_produce(&broker.producer_ids, &records).await
+    {
+        tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
+        return Queued::Failed(refusal.error_code, Some(refusal.message));
+    }
+    match broker.log.append(key, records).await {
+        Ok(w) => Queued::Waiting(w),
+        Err(e) => Queued::Failed(error_code::from_log(&e), Some(e.to_string())),
+    }
 }
 
 async fn finish(ctx: Ctx, topics: Vec<TopicQueued>) -> Reply {

@@ -1,0 +1,159 @@
+//! Record validation on the produce path: what Kafka's `LogValidator` refuses, checked before
+//! a batch reaches `log.append` (the log itself only checks the v2 header, CRC and size).
+//!
+//! For every batch of a partition's records, in order, the first failing check answers the
+//! partition (nothing of it is stored):
+//! 1. header, magic, CRC-32C, lastOffsetDelta = recordsCount - 1 (`sluice-log`'s
+//!    `batch::validate`): CORRUPT_MESSAGE / INVALID_RECORD;
+//! 2. a control batch from a client: INVALID_RECORD (Kafka: "Clients are not allowed to write
+//!    control records"); a transactional batch: INVALID_TXN_STATE (Sluice has no
+//!    transactions, so it is never part of an ongoing one, Kafka's wording);
+//! 3. a producer id that this broker never issued: UNKNOWN_PRODUCER_ID (Java and librdkafka
+//!    clients recover by asking InitProducerId for a new id);
+//! 4. the records themselves, by the bounded walk of `sluice_protocol::record_walk`: codec
+//!    ids 5-7 get UNSUPPORTED_COMPRESSION_TYPE, framing INVALID_RECORD, and a batch that
+//!    expands past [`limits::RECORD_BATCH_DECOMPRESSED_BYTES_MAX`] MESSAGE_TOO_LARGE.
+//!
+//! Guarantees: memory per walk is fixed (see `record_walk`), at most
+//! [`limits::DECOMPRESSIONS_CONCURRENT_MAX`] compressed batches are walked at once across the
+//! broker, and walks of compressed or large data run on the blocking pool, never on an async
+//! worker. Small uncompressed requests are walked in place on the caller (a framing walk, no
+//! copy), which keeps the common produce path free of a thread hop.
+
+use bytes::Bytes;
+use sluice_log::batch::{self, BatchHeader, BatchIter};
+use sluice_log::ProducerId;
+use sluice_protocol::record_walk::{self, Compression, WalkError, WalkLimits};
+use tokio::sync::Semaphore;
+
+use crate::producer_ids::ProducerIds;
+use crate::{error_code, limits};
+
+/// The walk's bounds, from [`limits`].
+pub const WALK_LIMITS: WalkLimits = WalkLimits {
+    decompressed_bytes_max: limits::RECORD_BATCH_DECOMPRESSED_BYTES_MAX,
+    zstd_window_log_max: limits::ZSTD_WINDOW_LOG_MAX,
+};
+
+/// Permits for concurrent walks of compressed batches (produce and ListOffsets share them).
+pub static DECOMPRESSION_PERMITS: Semaphore =
+    Semaphore::const_new(limits::DECOMPRESSIONS_CONCURRENT_MAX);
+
+/// Why a partition's records were refused: the Kafka error code and a message for the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub error_code: i16,
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(error_code: i16, message: impl Into<String>) -> Self {
+        Self {
+            error_code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The code for a refused walk.
+pub fn walk_error_code(e: &WalkError) -> i16 {
+    match e {
+        WalkError::UnsupportedCompression(_) => error_code::UNSUPPORTED_COMPRESSION_TYPE,
+        WalkError::InvalidRecord(_) => error_code::INVALID_RECORD,
+        WalkError::DecompressedTooLarge { .. } => error_code::MESSAGE_TOO_LARGE,
+    }
+}
+
+/// Validates one partition's produced records. Cheap header checks run here; the record
+/// walk runs here for small uncompressed requests, else on the blocking pool.
+pub async fn validate_produce(producer_ids: &ProducerIds, records: &Bytes) -> Result<(), Refusal> {
+    let compressed = check_headers(producer_ids, records)?;
+    if !compressed && records.len() <= limits::RECORDS_INLINE_WALK_BYTES_MAX {
+        return walk_all(records);
+    }
+    // A permit only for compressed data: uncompressed walks use no decoder memory.
+    let permit = match compressed {
+        true => Some(
+            DECOMPRESSION_PERMITS
+                .acquire()
+                .await
+                .map_err(|_| Refusal::new(error_code::NOT_LEADER_OR_FOLLOWER, "shutting down"))?,
+        ),
+        false => None,
+    };
+    let owned = records.clone();
+    let walked = tokio::task::spawn_blocking(move || walk_all(&owned)).await;
+    drop(permit);
+    walked.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "record validation task failed");
+        Err(Refusal::new(
+            error_code::INVALID_RECORD,
+            "record validation failed",
+        ))
+    })
+}
+
+/// Steps 1-3 of the module header for every batch; returns whether any batch is compressed.
+fn check_headers(producer_ids: &ProducerIds, records: &Bytes) -> Result<bool, Refusal> {
+    let mut compressed = false;
+    for b in BatchIter::new(records.clone()) {
+        let b = b.map_err(log_refusal)?;
+        // Size is checked by the log against the partition's max.message.bytes.
+        let header = batch::validate(&b, u32::MAX).map_err(log_refusal)?;
+        check_header(producer_ids, &header)?;
+        compressed |= header.compression() != 0;
+    }
+    Ok(compressed)
+}
+
+fn log_refusal(e: sluice_log::LogError) -> Refusal {
+    Refusal::new(error_code::from_log(&e), e.to_string())
+}
+
+fn check_header(producer_ids: &ProducerIds, header: &BatchHeader<'_>) -> Result<(), Refusal> {
+    if header.is_control() {
+        return Err(Refusal::new(
+            error_code::INVALID_RECORD,
+            "clients are not allowed to write control records",
+        ));
+    }
+    if header.is_transactional() {
+        return Err(Refusal::new(
+            error_code::INVALID_TXN_STATE,
+            "record was not part of an ongoing transaction (transactions are not supported)",
+        ));
+    }
+    Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;
+    let producer_id = ProducerId(header.producer_id());
+    if producer_id.is_idempotent() && !producer_ids.is_issued(producer_id) {
+        return Err(Refusal::new(
+            error_code::UNKNOWN_PRODUCER_ID,
+            format!(
+                "producer id {} was never issued by this broker",
+                producer_id.0
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn walk_refusal(e: &WalkError) -> Refusal {
+    Refusal::new(walk_error_code(e), e.to_string())
+}
+
+/// Step 4: walks every batch's records. Blocking for compressed data (decompression).
+fn walk_all(records: &Bytes) -> Result<(), Refusal> {
+    for b in BatchIter::new(records.clone()) {
+        let b = b.map_err(log_refusal)?;
+        record_walk::validate(&b, &WALK_LIMITS).map_err(|e| walk_refusal(&e))?;
+    }
+    Ok(())
+}
+
+/// Keeps the shared permits type nameable for handlers that hold one across blocking work.
+pub type DecompressionPermit = tokio::sync::SemaphorePermit<'static>;
+
+/// Takes a decompression permit (for ListOffsets by time, which may decompress one batch).
+pub async fn decompression_permit() -> Option<DecompressionPermit> {
+    DECOMPRESSION_PERMITS.acquire().await.ok()
+}
