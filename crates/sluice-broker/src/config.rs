@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use sluice_coordinator::GroupConfig;
 use sluice_log::{FsyncPolicy, TimestampType};
 
-use crate::limits;
+use crate::{config_security, limits};
 
 /// Defaults for new topics (Kafka's `log.*` broker settings). Each is also reported by
 /// DescribeConfigs, with STATIC_BROKER_CONFIG as the source when it was set explicitly.
@@ -64,6 +64,10 @@ pub struct BrokerConfig {
     pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idle idempotent-producer state is dropped after this.
     pub producer_id_expiration_ms: u64,
+    /// The served listener's name (`PLAINTEXT` in `PLAINTEXT://host:port`), if it had one.
+    pub listener_name: Option<String>,
+    /// `listener.security.protocol.map`: listener name to security protocol.
+    pub listener_security_protocol_map: BTreeMap<String, String>,
 }
 
 impl Default for BrokerConfig {
@@ -83,6 +87,8 @@ impl Default for BrokerConfig {
             queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
             group: GroupConfig::default(),
             producer_id_expiration_ms: 86_400_000,
+            listener_name: None,
+            listener_security_protocol_map: BTreeMap::new(),
         }
     }
 }
@@ -118,9 +124,16 @@ impl BrokerConfig {
     /// returned as `Ok(false)` so the caller can warn about them.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
         let v = value.trim();
+        config_security::check_setting(key, v)?;
         let d = &mut self.topic_defaults;
         match key {
-            "listeners" => self.listen = strip_listener_scheme(v),
+            "listeners" => {
+                self.listen = strip_listener_scheme(v);
+                self.listener_name = config_security::listener_name(v);
+            }
+            "listener.security.protocol.map" => {
+                self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
+            }
             "advertised.listeners" => self.advertised_listener = Some(strip_listener_scheme(v)),
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,
             "log.dirs" | "log.dir" => {
@@ -196,6 +209,10 @@ impl BrokerConfig {
             value,
             reason: reason.into(),
         };
+        config_security::check_listener(
+            self.listener_name.as_deref(),
+            &self.listener_security_protocol_map,
+        )?;
         let d = &self.topic_defaults;
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&d.partitions) {
             return Err(bad(

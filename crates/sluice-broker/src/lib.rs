@@ -22,6 +22,7 @@
 //! blocking pool, never on the async workers; no lock is held across an `.await`.
 
 pub mod config;
+mod config_security;
 mod connection;
 pub mod error_code;
 pub mod groups;

@@ -1,144 +1,162 @@
-//! Fuzz harness for the record walk (batch validation and decompression), on stable Rust.
+//! Fuzz harness for the record walk (batch validation and decompression), on stable Rust,
+//! driven by proptest.
 //!
-//! Each case draws bytes from a seeded generator and lets `arbitrary` turn them into a
-//! [`Case`]: a list of records, a codec, and a mutation applied to the encoded batch. The
-//! harness then checks these invariants:
+//! Each case is a list of records, a codec (none, gzip, snappy framed or raw, lz4, zstd), a
+//! base timestamp and a mutation applied to the encoded batch. The harness checks:
 //! 1. the walk never panics, whatever the bytes;
 //! 2. an unmutated batch of any codec walks `Ok`, visiting exactly its records, with offset
 //!    deltas 0.. and the timestamps it was built with (pair check: encode, then walk back);
-//! 3. a batch whose record framing was broken (count changed, bytes appended or cut) is
-//!    refused, never accepted with a different record count;
-//! 4. whatever is accepted visited exactly `recordsCount` records, and never read more than
-//!    the decompression cap.
+//! 3. a batch whose record framing was broken (count changed; bytes appended or cut from
+//!    uncompressed records) is refused, never accepted with another record count;
+//! 4. whatever is accepted visited exactly `recordsCount` records, in order, and never read
+//!    more than the decompression cap.
 //!
-//! A bounded run is part of `cargo test` ([`CASES_DEFAULT`] cases, at most
-//! [`SECONDS_DEFAULT`] seconds). Longer runs: `SLUICE_FUZZ_CASES=1000000
-//! SLUICE_FUZZ_SECONDS=600 SLUICE_FUZZ_SEED=7 cargo test --release -p sluice-protocol fuzz`.
-//! A failure prints the seed and case number, which replay it exactly.
+//! A bounded run is part of `cargo test` ([`CASES_DEFAULT`] cases, well under a second in
+//! release). `SLUICE_FUZZ_CASES=1000000 cargo test --release -p sluice-protocol record_walk`
+//! runs longer; proptest prints the shrunk failing case.
 
 use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
 
-use arbitrary::{Arbitrary, Unstructured};
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
 
 use super::tests::{batch, compress, encode_records, Rec, LIMITS};
 use super::*;
 
-const CASES_DEFAULT: u64 = 30_000;
-const SECONDS_DEFAULT: u64 = 15;
+const CASES_DEFAULT: u32 = 20_000;
 
-/// A record as the fuzzer draws it (small, so cases stay fast).
-#[derive(Debug, Arbitrary)]
-struct FuzzRecord {
-    timestamp_delta: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+fn config() -> ProptestConfig {
+    let cases = std::env::var("SLUICE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CASES_DEFAULT);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
-#[derive(Debug, Arbitrary)]
+#[derive(Debug, Clone)]
 enum Mutation {
     None,
     /// Claim a different record count (the framing no longer matches).
     Count(i32),
-    /// Flip one byte of the record area (compressed or not).
+    /// Flip bits of one byte of the record area (compressed or not).
     Flip {
-        at: u32,
+        at: usize,
         xor: u8,
     },
-    /// Cut the record area short.
-    Truncate(u32),
+    /// Cut the record area short by this many bytes (at least 1).
+    Truncate(usize),
     /// Append bytes after the records.
     Append(Vec<u8>),
     /// Replace the record area with arbitrary bytes.
     Replace(Vec<u8>),
 }
 
-#[derive(Debug, Arbitrary)]
+#[derive(Debug, Clone)]
 struct Case {
-    codec: u8,
+    codec: i16,
     xerial: bool,
     base_timestamp: i64,
-    records: Vec<FuzzRecord>,
+    records: Vec<Rec>,
     mutation: Mutation,
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+    vec(any::<u8>(), 0..max)
 }
 
-/// splitmix64: a tiny, seedable source of bytes for `arbitrary`.
-fn fill(seed: &mut u64, out: &mut [u8]) {
-    for chunk in out.chunks_mut(8) {
-        *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
-    }
-}
-
-fn to_recs(records: &[FuzzRecord]) -> Vec<Rec> {
-    records
-        .iter()
-        .map(|r| Rec {
-            timestamp_delta: r.timestamp_delta,
-            key: r.key.clone(),
-            value: r.value.clone(),
-            headers: r.headers.clone(),
+fn record() -> impl Strategy<Value = Rec> {
+    let headers = vec((bytes(8), option::of(bytes(8))), 0..3);
+    (
+        any::<i64>(),
+        option::of(bytes(16)),
+        option::of(bytes(200)),
+        headers,
+    )
+        .prop_map(|(timestamp_delta, key, value, headers)| Rec {
+            timestamp_delta,
+            key,
+            value,
+            headers,
         })
-        .collect()
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        3 => Just(Mutation::None),
+        1 => prop_oneof![any::<i32>(), -2..12i32].prop_map(Mutation::Count),
+        2 => (any::<usize>(), 1..=255u8).prop_map(|(at, xor)| Mutation::Flip { at, xor }),
+        1 => (1..64usize).prop_map(Mutation::Truncate),
+        1 => vec(any::<u8>(), 1..32).prop_map(Mutation::Append),
+        1 => bytes(300).prop_map(Mutation::Replace),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        0..5i16,
+        any::<bool>(),
+        any::<i64>(),
+        vec(record(), 0..8),
+        mutation(),
+    )
+        .prop_map(|(codec, xerial, base_timestamp, records, mutation)| Case {
+            codec,
+            xerial,
+            base_timestamp,
+            records,
+            mutation,
+        })
 }
 
 /// Builds the case's batch; returns it and whether its framing was deliberately broken.
 fn build(case: &Case) -> (Vec<u8>, bool) {
-    let codec = i16::from(case.codec % 5);
-    let recs = to_recs(&case.records);
-    let mut count = recs.len() as i32;
-    let mut payload = compress(codec, &encode_records(&recs), case.xerial);
+    let mut count = case.records.len() as i32;
+    let mut payload = compress(case.codec, &encode_records(&case.records), case.xerial);
     let mut broken = false;
+    let plain = case.codec == 0;
     match &case.mutation {
         Mutation::None => {}
         Mutation::Count(c) => {
-            broken = *c != count;
+            broken = *c != count && *c >= 1;
             count = *c;
         }
         Mutation::Flip { at, xor } if !payload.is_empty() => {
-            let at = *at as usize % payload.len();
+            let at = at % payload.len();
             payload[at] ^= xor;
         }
         Mutation::Truncate(n) if !payload.is_empty() => {
-            let cut = (*n as usize % payload.len()).max(1);
+            let cut = (*n).min(payload.len());
             payload.truncate(payload.len() - cut);
-            broken = codec == 0;
+            broken = plain;
         }
-        Mutation::Append(extra) if !extra.is_empty() => {
+        Mutation::Append(extra) => {
             payload.extend_from_slice(extra);
-            broken = codec == 0;
+            broken = plain;
         }
-        Mutation::Replace(bytes) => payload = bytes.clone(),
+        Mutation::Replace(raw) => payload = raw.clone(),
         _ => {}
     }
+    let broken = broken && !case.records.is_empty();
     (
-        batch(codec, count.max(1), case.base_timestamp, &payload),
-        broken && count >= 1,
+        batch(case.codec, count.max(1), case.base_timestamp, &payload),
+        broken,
     )
 }
 
-/// Runs one case and checks the invariants of the module header; returns whether the walk
-/// accepted the batch.
-fn check(case: &Case) -> bool {
+/// Runs one case and checks the invariants of the module header.
+fn check(case: &Case) {
     let (b, broken) = build(case);
     let mut seen = Vec::new();
     let result = walk(&b, &LIMITS, |m| {
         seen.push(m);
         ControlFlow::Continue(())
     });
-    let claimed = i32::from_be_bytes(b[57..61].try_into().unwrap());
+    let claimed = i32::from_be_bytes(b[57..61].try_into().expect("4 bytes"));
     if let Ok(summary) = &result {
         assert_eq!(
             summary.records, claimed,
@@ -154,74 +172,46 @@ fn check(case: &Case) -> bool {
         let summary = result.as_ref().expect("an unmutated batch walks");
         assert_eq!(summary.records as usize, case.records.len());
         for (m, r) in seen.iter().zip(&case.records) {
-            assert_eq!(
-                m.timestamp,
-                case.base_timestamp.wrapping_add(r.timestamp_delta)
-            );
+            let expected = case.base_timestamp.wrapping_add(r.timestamp_delta);
+            assert_eq!(m.timestamp, expected);
         }
     }
     if broken {
-        assert!(result.is_err(), "broken framing accepted: {case:?}");
+        assert!(result.is_err(), "broken framing accepted");
     }
-    result.is_ok()
 }
 
-#[test]
-fn fuzz_record_walk_bounded() {
-    // Goal: the invariants of the module header hold for a bounded run of random cases.
-    let cases = env_u64("SLUICE_FUZZ_CASES", CASES_DEFAULT);
-    let deadline =
-        Instant::now() + Duration::from_secs(env_u64("SLUICE_FUZZ_SECONDS", SECONDS_DEFAULT));
-    let seed0 = env_u64("SLUICE_FUZZ_SEED", 0x5111CE);
-    let mut raw = vec![0u8; 4096];
-    let (mut ran, mut accepted) = (0u64, 0u64);
-    for n in 0..cases {
-        if Instant::now() > deadline {
-            break;
-        }
-        let mut seed = seed0 ^ n.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        let len = 16 + (n as usize * 37) % (raw.len() - 16);
-        fill(&mut seed, &mut raw[..len]);
-        let Ok(case) = Case::arbitrary(&mut Unstructured::new(&raw[..len])) else {
-            continue;
-        };
-        let outcome = std::panic::catch_unwind(|| check(&case));
-        let Ok(ok) = outcome else {
-            panic!("fuzz case failed: seed {seed0:#x} case {n}");
-        };
-        ran += 1;
-        accepted += u64::from(ok);
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn fuzz_record_walk(case in case()) {
+        // Goal: the invariants of the module header hold for every generated case.
+        check(&case);
     }
-    eprintln!("record walk fuzz: {ran} cases, {accepted} accepted");
-    // Both outcomes must be exercised, or the generator has gone blind.
-    assert!(
-        ran > 0 && accepted > 0 && accepted < ran,
-        "{ran} cases, {accepted} accepted"
-    );
 }
 
 #[test]
 fn fuzz_harness_canary_catches_a_broken_walk() {
-    // Goal: the harness can fail. A walk that ignores leftover bytes would accept a batch
-    // with bytes appended; invariant 3 must reject exactly that case.
+    // Goal: the harness can fail. A walk that ignored leftover bytes would accept a batch
+    // with bytes appended; the case is marked broken, and the real walk refuses it.
     let case = Case {
         codec: 0,
         xerial: false,
         base_timestamp: 0,
-        records: vec![FuzzRecord {
+        records: vec![Rec {
             timestamp_delta: 1,
-            key: None,
             value: Some(b"v".to_vec()),
-            headers: Vec::new(),
+            ..Rec::default()
         }],
         mutation: Mutation::Append(vec![0; 9]),
     };
     let (b, broken) = build(&case);
-    assert!(broken);
+    assert!(broken, "appending to plain records breaks the framing");
     assert!(
         validate(&b, &LIMITS).is_err(),
         "leftover bytes must be refused"
     );
-    let lenient = validate(&b[..b.len() - 9], &LIMITS);
-    assert!(lenient.is_ok(), "without the extra bytes the batch is fine");
+    let trimmed = validate(&b[..b.len() - 9], &LIMITS);
+    assert!(trimmed.is_ok(), "without the extra bytes the batch is fine");
 }
