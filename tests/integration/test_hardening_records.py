@@ -21,6 +21,7 @@ from confluent_kafka.admin import OffsetSpec
 
 import kwire
 from helpers import Msg, ck_admin, create_topic, family, producer_conf
+from java_client import java_cp, run, seq_values  # noqa: F401 (java_cp is a fixture)
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -253,6 +254,25 @@ def test_bomb_already_on_disk_cannot_crash_list_offsets(sluice_factory, topic_na
     print(f"broker VmHWM growth: {growth} KiB")
     assert growth < HWM_GROWTH_KIB_MAX, f"peak RSS grew by {growth} KiB"
     assert b.alive()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_java_compressed_batches_pass_validation(broker, topic_name, java_cp, codec):
+    """Goal: the record walk accepts every codec as the Java client frames it (xerial
+    snappy, Kafka's lz4 frames, streaming zstd, gzip), with the client's defaults
+    (idempotent, acks=all), and ListOffsets by max timestamp walks those batches.
+    Method: the Java producer sends 500 records with compression.type=<codec>; every one is
+    acknowledged at offsets 0..499, librdkafka reads them back, and max timestamp names a
+    record of the partition (Java stamps CreateTime, non-decreasing)."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    r = run("produce", "--bootstrap", broker.bootstrap, "--topic", topic_name, "--count", 500,
+            "--partition", 0, "--conf", f"compression.type={codec}", "--conf", "linger.ms=20")
+    assert r.ok, r.summary()
+    assert r["results"] == [[0, i] for i in range(500)], "not every record was accepted in order"
+    recs = family("confluent", broker.bootstrap).consume(topic_name, 0, 0, 500, timeout=30)
+    assert [rec.value.decode() for rec in recs] == seq_values(0, 500)
+    offset, ts = max_timestamp(broker.bootstrap, topic_name)
+    assert 0 <= offset < 500 and ts == max(rec.timestamp for rec in recs)
 
 
 # ---------------------------------------------------------------------------
