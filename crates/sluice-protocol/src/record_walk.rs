@@ -155,8 +155,9 @@ fn be_i32(bytes: &[u8]) -> i32 {
 }
 
 /// Refuses counts that cannot be true before reading anything: every record takes at least
-/// [`RECORD_BYTES_MIN`] bytes, so a huge `recordsCount` over a few bytes is a lie
-/// (uncompressed) or cannot fit under the cap (compressed).
+/// [`RECORD_BYTES_MIN`] bytes, so a huge `recordsCount` over a few bytes (uncompressed), or
+/// over more bytes than the cap lets a batch expand to (compressed), is refused as invalid,
+/// the answer Kafka gives once the records run out.
 fn check_count(
     header: &Header,
     compression: Compression,
@@ -171,15 +172,12 @@ fn check_count(
         Compression::None => data_bytes,
         _ => limits.decompressed_bytes_max,
     };
-    if count.saturating_mul(RECORD_BYTES_MIN) <= room {
-        return Ok(());
+    if count.saturating_mul(RECORD_BYTES_MIN) > room {
+        return Err(WalkError::InvalidRecord(
+            "recordsCount exceeds what the batch can hold",
+        ));
     }
-    Err(match compression {
-        Compression::None => WalkError::InvalidRecord("recordsCount exceeds what the batch holds"),
-        _ => WalkError::DecompressedTooLarge {
-            max: limits.decompressed_bytes_max,
-        },
-    })
+    Ok(())
 }
 
 /// Where record bytes come from: the batch itself, or a decompressor.

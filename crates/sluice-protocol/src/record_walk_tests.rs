@@ -195,6 +195,11 @@ fn framing_errors_are_invalid_record() {
         invalid(&batch(0, i32::MAX, 0, &raw)),
         "2^31-1 records claimed"
     );
+    let zstd = compress(4, &raw, true);
+    assert!(
+        invalid(&batch(4, i32::MAX, 0, &zstd)),
+        "2^31-1 compressed records claimed"
+    );
     assert!(invalid(&batch(0, 0, 0, &raw)), "no records");
     assert!(invalid(&batch(0, 2, 0, &raw[..raw.len() - 1])), "truncated");
     let mut swapped = encode_records(&sample(1));
