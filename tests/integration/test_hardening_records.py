@@ -16,6 +16,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import zstandard
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
@@ -28,6 +29,7 @@ GIB = 1 << 30
 # Kafka error codes.
 NONE = 0
 MESSAGE_TOO_LARGE = 10
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 NOT_ENOUGH_REPLICAS = 19
 INVALID_TXN_STATE = 48
 UNKNOWN_PRODUCER_ID = 59
@@ -123,8 +125,26 @@ def gzip_bomb(expanded: int) -> bytes:
     return _GZIP_BOMB[expanded]
 
 
-def produce(bootstrap: str, topic: str, batch: bytes) -> kwire.ProduceV3Partition:
-    return kwire.produce_v3(bootstrap, topic, 0, batch)
+def produce(bootstrap: str, topic: str, batch: bytes, version: int = 7,
+            transactional_id: str | None = None) -> kwire.ProduceV3Partition:
+    """One batch to partition 0 with Produce v3 or v7 (the same request layout; zstd needs
+    v7), acks=-1. Returns the partition's result."""
+    body = (
+        kwire.string(transactional_id)
+        + kwire.i16(-1)
+        + kwire.i32(10000)
+        + kwire.i32(1) + kwire.string(topic)
+        + kwire.i32(1) + kwire.i32(0) + kwire.i32(len(batch)) + batch
+    )
+    req = kwire.frame(kwire.header_v1(kwire.PRODUCE, version, 5151) + body)
+    r = kwire.Reader(kwire.roundtrip(bootstrap, req, timeout=30))
+    assert r.i32() == 5151
+    assert r.array_len() == 1 and r.string() == topic and r.array_len() == 1
+    assert r.i32() == 0
+    err, base, _append_time = r.i16(), r.i64(), r.i64()
+    if version >= 5:
+        r.i64()  # log_start_offset
+    return kwire.ProduceV3Partition(err, base, -1)
 
 
 def high_watermark(bootstrap: str, topic: str) -> int:
@@ -285,8 +305,10 @@ def bad_batches() -> dict[str, tuple[bytes, int]]:
         "random-bytes": (v2_batch(bytes(range(7, 250)) * 3, 3), INVALID_RECORD),
         "codec-7": (v2_batch(one, 1, attributes=7), UNSUPPORTED_COMPRESSION_TYPE),
         "control-batch": (v2_batch(one, 1, attributes=0x20), INVALID_RECORD),
-        "transactional": (v2_batch(one, 1, attributes=0x10, producer_id=0, epoch=0, base_seq=0),
-                          INVALID_TXN_STATE),
+        "transactional-no-transactional-id": (
+            v2_batch(one, 1, attributes=0x10, producer_id=0, epoch=0, base_seq=0),
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        "zstd-in-produce-v3": (v2_batch(zstandard.ZstdCompressor().compress(one), 1, attributes=4), UNSUPPORTED_COMPRESSION_TYPE),
         "never-issued-producer-id": (v2_batch(one, 1, producer_id=987_654_321, epoch=0, base_seq=0),
                                      UNKNOWN_PRODUCER_ID),
         "count-2^31-1-one-record": (v2_batch(one, 2**31 - 1), INVALID_RECORD),
@@ -307,11 +329,23 @@ def test_invalid_batches_are_refused_and_clients_keep_working(broker, topic_name
     create_topic(broker.bootstrap, topic_name)
     ck = family("confluent", broker.bootstrap)
     assert ck.produce(topic_name, [Msg(b"v0"), Msg(b"v1")]) == [0, 1]
-    r = produce(broker.bootstrap, topic_name, batch)
+    r = produce(broker.bootstrap, topic_name, batch, version=3 if case == "zstd-in-produce-v3" else 7)
     assert r.error_code == code, f"{case}: got {r.error_code}, want {code}"
     assert high_watermark(broker.bootstrap, topic_name) == 2
     assert ck.produce(topic_name, [Msg(b"v2"), Msg(b"v3")]) == [2, 3]
     assert_clients_read(broker.bootstrap, topic_name, [b"v0", b"v1", b"v2", b"v3"])
+
+
+def test_transactional_batch_with_a_transactional_id_is_refused(broker, topic_name):
+    """Goal: a transactional batch in a request that names a transactional id gets
+    INVALID_TXN_STATE (Sluice has no transactions, so none is ongoing) and is not stored.
+    Method: raw Produce v7 with transactional_id set; high watermark before and after."""
+    create_topic(broker.bootstrap, topic_name)
+    [pid] = new_producer_ids(broker.bootstrap, 1)
+    batch = v2_batch(record(b"t"), 1, attributes=0x10, producer_id=pid, epoch=0, base_seq=0)
+    r = produce(broker.bootstrap, topic_name, batch, transactional_id="tx-1")
+    assert r.error_code == INVALID_TXN_STATE, r
+    assert high_watermark(broker.bootstrap, topic_name) == 0
 
 
 # ---------------------------------------------------------------------------

@@ -6,8 +6,11 @@
 //! 1. header, magic, CRC-32C, lastOffsetDelta = recordsCount - 1 (`sluice-log`'s
 //!    `batch::validate`): CORRUPT_MESSAGE / INVALID_RECORD;
 //! 2. a control batch from a client: INVALID_RECORD (Kafka: "Clients are not allowed to write
-//!    control records"); a transactional batch: INVALID_TXN_STATE (Sluice has no
-//!    transactions, so it is never part of an ongoing one, Kafka's wording);
+//!    control records"); a transactional batch in a request without a transactional id:
+//!    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's answer), with one: INVALID_TXN_STATE
+//!    (Sluice has no transactions, so it is never part of an ongoing one, Kafka's wording);
+//!    zstd in a Produce request older than v7: UNSUPPORTED_COMPRESSION_TYPE (Kafka's rule:
+//!    clients that old cannot read zstd);
 //! 3. a producer id that this broker never issued: UNKNOWN_PRODUCER_ID (Java and librdkafka
 //!    clients recover by asking InitProducerId for a new id);
 //! 4. the records themselves, by the bounded walk of `sluice_protocol::record_walk`: codec
@@ -39,6 +42,18 @@ pub const WALK_LIMITS: WalkLimits = WalkLimits {
 pub static DECOMPRESSION_PERMITS: Semaphore =
     Semaphore::const_new(limits::DECOMPRESSIONS_CONCURRENT_MAX);
 
+/// What the request says about its records (the same for every partition of it).
+#[derive(Debug, Clone, Copy)]
+pub struct ProduceContext {
+    /// The Produce request's version (zstd needs v7 or later).
+    pub version: i16,
+    /// Whether the request carries a transactional id.
+    pub transactional_id: bool,
+}
+
+/// First Produce version that may carry zstd batches (Kafka's `ProduceRequest`).
+const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
+
 /// Why a partition's records were refused: the Kafka error code and a message for the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -66,20 +81,25 @@ pub fn walk_error_code(e: &WalkError) -> i16 {
 
 /// Validates one partition's produced records. Cheap header checks run here; the record
 /// walk runs here for small uncompressed requests, else on the blocking pool.
-pub async fn validate_produce(producer_ids: &ProducerIds, records: &Bytes) -> Result<(), Refusal> {
-    let compressed = check_headers(producer_ids, records)?;
+pub async fn validate_produce(
+    producer_ids: &ProducerIds,
+    request: ProduceContext,
+    records: &Bytes,
+) -> Result<(), Refusal> {
+    let compressed = check_headers(producer_ids, request, records)?;
     if !compressed && records.len() <= limits::RECORDS_INLINE_WALK_BYTES_MAX {
         return walk_all(records);
     }
-    // A permit only for compressed data: uncompressed walks use no decoder memory.
-    let permit = match compressed {
-        true => Some(
-            DECOMPRESSION_PERMITS
-                .acquire()
-                .await
+    // A permit only for compressed data: uncompressed walks use no decoder memory. The
+    // semaphore is never closed, so acquiring fails only in theory.
+    let permit = if compressed {
+        let permit = DECOMPRESSION_PERMITS.acquire().await;
+        Some(
+            permit
                 .map_err(|_| Refusal::new(error_code::NOT_LEADER_OR_FOLLOWER, "shutting down"))?,
-        ),
-        false => None,
+        )
+    } else {
+        None
     };
     let owned = records.clone();
     let walked = tokio::task::spawn_blocking(move || walk_all(&owned)).await;
@@ -94,13 +114,17 @@ pub async fn validate_produce(producer_ids: &ProducerIds, records: &Bytes) -> Re
 }
 
 /// Steps 1-3 of the module header for every batch; returns whether any batch is compressed.
-fn check_headers(producer_ids: &ProducerIds, records: &Bytes) -> Result<bool, Refusal> {
+fn check_headers(
+    producer_ids: &ProducerIds,
+    request: ProduceContext,
+    records: &Bytes,
+) -> Result<bool, Refusal> {
     let mut compressed = false;
     for b in BatchIter::new(records.clone()) {
         let b = b.map_err(log_refusal)?;
         // Size is checked by the log against the partition's max.message.bytes.
         let header = batch::validate(&b, u32::MAX).map_err(log_refusal)?;
-        check_header(producer_ids, &header)?;
+        check_header(producer_ids, request, &header)?;
         compressed |= header.compression() != 0;
     }
     Ok(compressed)
@@ -110,7 +134,11 @@ fn log_refusal(e: sluice_log::LogError) -> Refusal {
     Refusal::new(error_code::from_log(&e), e.to_string())
 }
 
-fn check_header(producer_ids: &ProducerIds, header: &BatchHeader<'_>) -> Result<(), Refusal> {
+fn check_header(
+    producer_ids: &ProducerIds,
+    request: ProduceContext,
+    header: &BatchHeader<'_>,
+) -> Result<(), Refusal> {
     if header.is_control() {
         return Err(Refusal::new(
             error_code::INVALID_RECORD,
@@ -118,12 +146,26 @@ fn check_header(producer_ids: &ProducerIds, header: &BatchHeader<'_>) -> Result<
         ));
     }
     if header.is_transactional() {
+        return Err(if request.transactional_id {
+            Refusal::new(
+                error_code::INVALID_TXN_STATE,
+                "record was not part of an ongoing transaction (transactions are not supported)",
+            )
+        } else {
+            Refusal::new(
+                error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactional records in a request without a transactional id",
+            )
+        });
+    }
+    let compression =
+        Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;
+    if compression == Compression::Zstd && request.version < ZSTD_PRODUCE_VERSION_MIN {
         return Err(Refusal::new(
-            error_code::INVALID_TXN_STATE,
-            "record was not part of an ongoing transaction (transactions are not supported)",
+            error_code::UNSUPPORTED_COMPRESSION_TYPE,
+            "zstd needs Produce v7 or later",
         ));
     }
-    Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;
     let producer_id = ProducerId(header.producer_id());
     if producer_id.is_idempotent() && !producer_ids.is_issued(producer_id) {
         return Err(Refusal::new(

@@ -298,6 +298,7 @@ impl ProducerStateTable {
         new_producers: usize,
         now_ms: i64,
     ) -> Result<(), LogError> {
+        debug_assert!(self.slots.len() <= self.producer_ids_max && new_producers >= 1);
         let evictions = (self.slots.len() + new_producers).saturating_sub(self.producer_ids_max);
         if evictions == 0 {
             return Ok(());

@@ -271,6 +271,7 @@ impl<'a> StreamInput<'a> {
                 max: self.produced_max,
             });
         }
+        assert!(self.produced <= self.produced_max, "never past the cap");
         self.at = 0;
         self.filled = n;
         Ok(n > 0)
@@ -325,6 +326,7 @@ where
             return Ok(summary(index + 1, input));
         }
     }
+    debug_assert!(input.consumed() >= count as usize * RECORD_BYTES_MIN);
     if !input.at_end()? {
         return Err(WalkError::InvalidRecord(
             "incorrect declared batch size, records still remaining",
@@ -509,6 +511,7 @@ impl XerialReader<'_> {
         if out_len > self.bytes_max - self.produced {
             return Err(std::io::Error::other(CapExceeded));
         }
+        debug_assert!(self.produced + out_len <= self.bytes_max);
         self.block.resize(out_len, 0);
         snap::raw::Decoder::new()
             .decompress(compressed, &mut self.block)

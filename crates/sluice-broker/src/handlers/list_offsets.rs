@@ -41,9 +41,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .any(|p| p.timestamp >= 0 || p.timestamp == MAX_TIMESTAMP)
     });
     // Walks may decompress: they share the broker's bound on concurrent decompressions.
-    let permit = match by_time {
-        true => record_validation::decompression_permit().await,
-        false => None,
+    let permit = if by_time {
+        record_validation::decompression_permit().await
+    } else {
+        None
     };
     ctx.respond_blocking(move |b| {
         let _permit = permit;

@@ -36,6 +36,10 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
         Err(reply) => return boxed(async move { reply }),
     };
     let acks = req.acks;
+    let request = record_validation::ProduceContext {
+        version: ctx.version,
+        transactional_id: req.transactional_id.is_some(),
+    };
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
         let by_id = ctx.version >= 13;
@@ -62,7 +66,7 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
                     (Some(_), None) => {
                         Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into()))
                     }
-                    (Some(key), Some(records)) => append(&ctx, key, records).await,
+                    (Some(key), Some(records)) => append(&ctx, request, key, records).await,
                 }
             };
             partitions.push((p.index, queued));
@@ -82,10 +86,16 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
 
 /// Validates one partition's records, then queues them. Awaited in arrival order, so a slow
 /// validation (a large compressed batch) holds back only this connection's later requests.
-async fn append(ctx: &Ctx, key: &PartitionKey, records: Bytes) -> Queued {
+async fn append(
+    ctx: &Ctx,
+    request: record_validation::ProduceContext,
+    key: &PartitionKey,
+    records: Bytes,
+) -> Queued {
     let broker = &ctx.broker;
-    if let Err(refusal) = record_validation::validate_produce(&broker.producer_ids, &records).await
-    {
+    let validated =
+        record_validation::validate_produce(&broker.producer_ids, request, &records).await;
+    if let Err(refusal) = validated {
         tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
         return Queued::Failed(refusal.error_code, Some(refusal.message));
     }
