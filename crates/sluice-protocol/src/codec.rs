@@ -3,7 +3,7 @@
 //! Responses are written into one reusable buffer per connection: size prefix, response
 //! header at the version the API requires (ApiVersions is always header v0), then the body.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -15,10 +15,19 @@ use crate::registry;
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
-/// Decodes a request body. The whole body must be consumed by the decoder's view of it;
-/// decode failures become [`ProtocolError::Malformed`].
+/// Decodes a request body. The decoder must consume the whole body: bytes left after it are
+/// refused like any other malformed body (Kafka closes the connection too). Accepting them
+/// would let a padded request of a few useful bytes occupy a frame's worth of memory for
+/// nothing. Decode failures become [`ProtocolError::Malformed`].
 pub fn decode_request<R: Decodable>(body: &mut Bytes, version: i16) -> Result<R, ProtocolError> {
-    R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))
+    let decoded = R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    if body.has_remaining() {
+        return Err(ProtocolError::Malformed(format!(
+            "{} bytes left after the request body",
+            body.remaining()
+        )));
+    }
+    Ok(decoded)
 }
 
 /// Appends one framed response (size prefix, header, body) to `out`.
@@ -79,7 +88,19 @@ pub fn encode_api_versions_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Buf;
+    use kafka_protocol::messages::ApiVersionsRequest;
+
+    // Goal: a body that decodes but has bytes after it is refused, naming the leftover.
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut body = BytesMut::new();
+        ApiVersionsRequest::default().encode(&mut body, 0).unwrap();
+        let exact = body.clone().freeze();
+        assert!(decode_request::<ApiVersionsRequest>(&mut exact.clone(), 0).is_ok());
+        body.put_slice(&[0; 7]);
+        let err = decode_request::<ApiVersionsRequest>(&mut body.freeze(), 0).unwrap_err();
+        assert!(err.to_string().contains("7 bytes left"), "{err}");
+    }
 
     // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.
     #[test]

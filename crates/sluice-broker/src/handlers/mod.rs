@@ -43,6 +43,7 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::{codec, header::Request};
 
+use crate::memory::Reservation;
 use crate::Broker;
 
 /// What the connection writes for one request.
@@ -50,6 +51,8 @@ use crate::Broker;
 pub(crate) enum Reply {
     /// A framed response.
     Frame(BytesMut),
+    /// A framed response charged to the request-memory budget until it is written (fetch).
+    Charged(BytesMut, Reservation),
     /// Nothing (acks=0 produce).
     NoResponse,
     /// Close the connection after the responses before this one.
@@ -71,7 +74,8 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Decodes the request body; a malformed body is logged and closes the connection.
+    /// Decodes the request body; a malformed body (including one with bytes left over after
+    /// it) is logged and closes the connection.
     pub fn decode<R: Decodable>(&self, mut body: Bytes) -> Result<R, Reply> {
         codec::decode_request(&mut body, self.version).map_err(|e| {
             tracing::warn!(api = ?self.api_key, version = self.version, error = %e, "malformed request; closing connection");
