@@ -299,6 +299,16 @@ struct InFlight {
     _overdraft: Option<Overdraft>,
 }
 
+async fn write_frame(wr: &mut OwnedWriteHalf, bytes: &[u8], peer: SocketAddr) -> bool {
+    match wr.write_all(bytes).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "write failed");
+            false
+        }
+    }
+}
+
 async fn write_loop(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<InFlight>,
@@ -315,14 +325,12 @@ async fn write_loop(
             }
         };
         let written = match outcome {
-            Ok(Reply::Frame(bytes)) | Ok(Reply::Charged(bytes, _)) => {
-                match wr.write_all(&bytes).await {
-                    Ok(()) => true,
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "write failed");
-                        false
-                    }
-                }
+            Ok(Reply::Frame(bytes)) => write_frame(&mut wr, &bytes, peer).await,
+            Ok(Reply::Charged(bytes, charge)) => {
+                let ok = write_frame(&mut wr, &bytes, peer).await;
+                debug_assert!(charge.units() <= memory::units(bytes.len()));
+                drop((bytes, charge));
+                ok
             }
             Ok(Reply::NoResponse) => true,
             Ok(Reply::Close) => false,
