@@ -127,9 +127,7 @@ impl Reader<'_> {
             if let Err(stop) = self.charge_next_read(&mut shutdown).await {
                 return stop;
             }
-            if self.buf.capacity() - self.buf.len() < limits::READ_CHUNK_BYTES {
-                self.buf.reserve(limits::READ_CHUNK_BYTES);
-            }
+            self.make_room();
             let mut limited = (&mut self.buf).limit(limits::READ_CHUNK_BYTES);
             tokio::select! {
                 n = self.rd.read_buf(&mut limited) => match n {
@@ -157,19 +155,31 @@ impl Reader<'_> {
         }
     }
 
-    /// A frame's size prefix has arrived: start its body deadline, and give a frame bigger
-    /// than one chunk a buffer of exactly its size (address space only until bytes arrive),
-    /// so it is never copied while growing and leaves with the frame.
+    /// A frame's size prefix has arrived: its body must arrive in time.
     fn start_frame(&mut self) {
         self.frame_deadline =
             Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
-        let b = &self.buf;
-        // frame::check accepted the prefix, so the size is positive and within the limit.
-        let size = i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        let total = frame::SIZE_PREFIX_BYTES + size;
-        if total > limits::READ_CHUNK_BYTES && self.buf.capacity() < total {
-            self.buf.reserve(total - self.buf.len());
+    }
+
+    /// Makes room to read one chunk. A frame that outgrows the first chunk gets a buffer of
+    /// exactly its size (committed by the kernel only as bytes arrive), so it is never copied
+    /// while growing and leaves with the frame. Nothing is allocated on a bare size prefix.
+    fn make_room(&mut self) {
+        let (len, capacity) = (self.buf.len(), self.buf.capacity());
+        if capacity - len >= limits::READ_CHUNK_BYTES {
+            return;
         }
+        let frame_total =
+            (self.frame_deadline.is_some() && len >= frame::SIZE_PREFIX_BYTES).then(|| {
+                let b = &self.buf;
+                // frame::check accepted the prefix: positive and within the limit.
+                frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+            });
+        let additional = match frame_total {
+            Some(total) if total > len + limits::READ_CHUNK_BYTES => total - len,
+            _ => limits::READ_CHUNK_BYTES,
+        };
+        self.buf.reserve(additional);
     }
 
     /// Before reading up to one chunk more, charges the budget for every buffered byte beyond
