@@ -238,17 +238,21 @@ def test_fetch_responses_are_charged_to_the_request_memory_budget(sluice_factory
 # item 3: read buffers kept after a big request; trailing bytes
 # ---------------------------------------------------------------------------
 def test_big_request_buffers_are_not_kept(broker):
-    """Goal: a connection that once sent a big request does not keep a big read buffer.
-    Method: 20 connections each send one valid 20 MiB ApiVersions v3 (a 20 MiB client
-    software name), read the answer and stay open, idle. Before the fix each kept its
-    buffer (VmRSS +400 MiB or more); now VmRSS grows by less than 100 MiB."""
+    """Goal: a connection that once sent a big request does not keep a big read buffer,
+    whether the request was big for real or padded (bytes after the body are ignored, as
+    Kafka ignores them, but charged and freed like the rest of the frame).
+    Method: 20 connections each send one 20 MiB request, read the answer and stay open,
+    idle: 10 send a valid ApiVersions v3 with a 20 MiB client software name, 10 an
+    ApiVersions v0 padded with 20 MiB of zeros (the issue's case). Before the fix each kept
+    its buffer (VmRSS +400 MiB); now VmRSS grows by less than 100 MiB."""
     pid = broker.proc.pid
     rss_before = proc_kb(pid, "VmRSS")
-    req = api_versions_v3_big(21, 20 * MIB)
+    big = api_versions_v3_big(21, 20 * MIB)
+    padded = kwire.frame(kwire.header_v1(kwire.API_VERSIONS, 0, 21) + b"\x00" * (20 * MIB))
     socks = []
-    for _ in range(20):
+    for i in range(20):
         s = kwire.connect(broker.bootstrap, timeout=30)
-        s.sendall(req)
+        s.sendall(big if i % 2 else padded)
         corr, err = struct.unpack(">ih", kwire.read_frame(s)[:6])
         assert corr == 21 and err == 0
         socks.append(s)
@@ -259,25 +263,6 @@ def test_big_request_buffers_are_not_kept(broker):
     for s in socks:
         s.close()
     assert broker.alive()
-
-
-def test_trailing_bytes_after_a_request_close_the_connection(broker):
-    """Goal: a request whose body has bytes left after decoding is refused by closing the
-    connection (as Kafka does), so padding cannot ride on a cheap request.
-    Method: ApiVersions v0 padded with 1 MiB of zeros gets no answer and a closed socket
-    (before the fix it was answered); an unpadded one on a new connection is answered."""
-    padded = kwire.header_v1(kwire.API_VERSIONS, 0, 31) + b"\x00" * MIB
-    with kwire.connect(broker.bootstrap) as s:
-        s.sendall(kwire.frame(padded))
-        s.settimeout(5)
-        try:
-            data = s.recv(4)
-        except ConnectionResetError:
-            data = b""
-        assert data == b"", "a padded request was answered"
-    with kwire.connect(broker.bootstrap) as s:
-        s.sendall(kwire.api_versions_request(0, 32))
-        assert kwire.parse_api_versions_v0(kwire.read_frame(s)).error_code == 0
 
 
 # ---------------------------------------------------------------------------

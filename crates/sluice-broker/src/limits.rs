@@ -60,7 +60,7 @@ const _: () = assert!(
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(CONNECTIONS_PER_IP_MAX_DEFAULT <= CONNECTIONS_MAX_DEFAULT);
 const _: () = assert!(FETCH_MAX_BYTES_DEFAULT * 2 <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
-const _: () = assert!(READ_CHUNK_BYTES % REQUEST_MEMORY_UNIT_BYTES == 0);
+const _: () = assert!(READ_CHUNK_BYTES.is_multiple_of(REQUEST_MEMORY_UNIT_BYTES));
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);
 
 // ---- group coordinator (see `groups`) ----

@@ -3,7 +3,7 @@
 //! Responses are written into one reusable buffer per connection: size prefix, response
 //! header at the version the API requires (ApiVersions is always header v0), then the body.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -15,19 +15,15 @@ use crate::registry;
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
-/// Decodes a request body. The decoder must consume the whole body: bytes left after it are
-/// refused like any other malformed body (Kafka closes the connection too). Accepting them
-/// would let a padded request of a few useful bytes occupy a frame's worth of memory for
-/// nothing. Decode failures become [`ProtocolError::Malformed`].
+/// Decodes a request body; decode failures become [`ProtocolError::Malformed`].
+///
+/// Bytes left after the body are ignored, as Kafka ignores them: librdkafka 2.x writes a
+/// 4-byte null array into Metadata v9+ "all topics" requests where the schema has a 1-byte
+/// varint, so refusing leftovers would refuse a real client. Leftovers cost nothing extra:
+/// the frame is charged to the request-memory budget like any other until its response is
+/// written, and no buffer outlives it.
 pub fn decode_request<R: Decodable>(body: &mut Bytes, version: i16) -> Result<R, ProtocolError> {
-    let decoded = R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    if body.has_remaining() {
-        return Err(ProtocolError::Malformed(format!(
-            "{} bytes left after the request body",
-            body.remaining()
-        )));
-    }
-    Ok(decoded)
+    R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))
 }
 
 /// Appends one framed response (size prefix, header, body) to `out`.
@@ -88,18 +84,17 @@ pub fn encode_api_versions_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::messages::ApiVersionsRequest;
+    use bytes::Buf;
 
-    // Goal: a body that decodes but has bytes after it is refused, naming the leftover.
+    // Goal: leftover bytes after a body are tolerated (Kafka and librdkafka rely on it):
+    // the Metadata v13 "all topics" request librdkafka 2.x really sends decodes.
     #[test]
-    fn trailing_bytes_are_refused() {
-        let mut body = BytesMut::new();
-        ApiVersionsRequest::default().encode(&mut body, 0).unwrap();
-        let exact = body.clone().freeze();
-        assert!(decode_request::<ApiVersionsRequest>(&mut exact.clone(), 0).is_ok());
-        body.put_slice(&[0; 7]);
-        let err = decode_request::<ApiVersionsRequest>(&mut body.freeze(), 0).unwrap_err();
-        assert!(err.to_string().contains("7 bytes left"), "{err}");
+    fn trailing_bytes_are_tolerated() {
+        use kafka_protocol::messages::MetadataRequest;
+        let mut body = Bytes::from_static(&[0, 0, 0, 0, 1, 0, 0]);
+        let req = decode_request::<MetadataRequest>(&mut body, 13).unwrap();
+        assert!(req.topics.is_none());
+        assert_eq!(body.len(), 3);
     }
 
     // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.

@@ -74,8 +74,7 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Decodes the request body; a malformed body (including one with bytes left over after
-    /// it) is logged and closes the connection.
+    /// Decodes the request body; a malformed body is logged and closes the connection.
     pub fn decode<R: Decodable>(&self, mut body: Bytes) -> Result<R, Reply> {
         codec::decode_request(&mut body, self.version).map_err(|e| {
             tracing::warn!(api = ?self.api_key, version = self.version, error = %e, "malformed request; closing connection");
