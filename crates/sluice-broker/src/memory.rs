@@ -142,3 +142,43 @@ impl Reservation {
 pub(crate) struct Overdraft {
     _permit: Option<OwnedSemaphorePermit>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: reservations split, merge and shrink without losing or inventing units, and the
+    // budget gets every unit back when they are dropped.
+    #[tokio::test]
+    async fn reservations_add_up() {
+        let m = RequestMemory::new(64 * limits::REQUEST_MEMORY_UNIT_BYTES);
+        assert_eq!(m.total_units(), 64);
+        let mut a = m.try_reserve(40).expect("free");
+        assert!(m.try_reserve(30).is_none(), "over the budget");
+        let b = a.take(15);
+        assert_eq!((a.units(), b.units()), (25, 15));
+        a.merge(b);
+        a.merge(m.reserve(10).await);
+        assert_eq!(a.units(), 50);
+        a.shrink_to(5);
+        assert_eq!(a.units(), 5);
+        assert_eq!(m.available_units(), 59);
+        let all = a.take(99);
+        assert_eq!((all.units(), a.units()), (5, 0));
+        drop(all);
+        assert_eq!(m.available_units(), 64);
+        // A request larger than the whole budget is capped so it can be granted.
+        assert_eq!(m.reserve(1000).await.units(), 64);
+    }
+
+    // Goal: one overdraft at a time.
+    #[tokio::test]
+    async fn one_overdraft_at_a_time() {
+        let m = RequestMemory::new(1024);
+        let first = m.overdraft().await;
+        let second = tokio::time::timeout(std::time::Duration::from_millis(50), m.overdraft());
+        assert!(second.await.is_err());
+        drop(first);
+        let _again = m.overdraft().await;
+    }
+}

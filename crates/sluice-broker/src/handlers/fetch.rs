@@ -414,3 +414,18 @@ fn response(topics: &[TopicParts], results: Vec<PartResult>) -> FetchResponse {
         .collect();
     resp
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: max_bytes <= 0 means the broker cap; a request may only lower it.
+    #[test]
+    fn response_cap_is_min_of_request_and_fetch_max_bytes() {
+        assert_eq!(response_cap(1000, 0), 1000);
+        assert_eq!(response_cap(1000, -5), 1000);
+        assert_eq!(response_cap(1000, 10), 10);
+        assert_eq!(response_cap(1000, i32::MAX), 1000);
+        assert_eq!(response_cap(usize::MAX, 0), i32::MAX as usize);
+    }
+}
