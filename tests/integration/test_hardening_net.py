@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import kwire
 from helpers import ck_producer, create_topic, wait_until
@@ -381,6 +384,7 @@ def test_idle_connections_are_closed(sluice_factory, topic_name):
     b = sluice_factory(["--max-connections", "16", "--override", "connections.max.idle.ms=1500"])
     create_topic(b.bootstrap, topic_name)
     p = warm_producer(b.bootstrap, topic_name)
+    rss_before = proc_kb(b.proc.pid, "VmRSS")
     idle = []
     while len(idle) < 32:
         s = connect_from(b.bootstrap, "127.0.0.3")
@@ -397,6 +401,7 @@ def test_idle_connections_are_closed(sluice_factory, topic_name):
     with kwire.connect(b.bootstrap) as s:
         s.sendall(kwire.api_versions_request(0, 91))
         assert kwire.parse_api_versions_v0(kwire.read_frame(s)).error_code == 0
+    assert (proc_kb(b.proc.pid, "VmRSS") - rss_before) / 1024 < 64
     for s in idle:
         s.close()
 
@@ -425,9 +430,11 @@ def test_parked_fetches_stop_when_their_client_closes(broker, topic_name):
     fds_before = open_fds(pid)
     socks = park_fetches(broker.bootstrap, topic_name, 500)
     wait_until(lambda: open_fds(pid) >= fds_before + 500, 10, what="parked connections")
+    rss_parked = proc_kb(pid, "VmRSS")
     for s in socks:
         s.close()
     wait_until(lambda: open_fds(pid) <= fds_before + 10, 3, what="parked fetches released")
+    assert proc_kb(pid, "VmRSS") <= rss_parked + 16 * 1024
     assert broker.alive()
 
 
@@ -455,14 +462,27 @@ def test_commits_wake_only_fetches_of_their_partition(broker):
         return cpu_ticks(pid) - t0, sorted(lat)
 
     quiet_ticks, quiet_lat = run()
-    socks = park_fetches(broker.bootstrap, "idle", 2000)
-    wait_until(lambda: open_fds(pid) >= 2000, 20, what="parked fetches")
-    time.sleep(0.5)
-    herd_ticks, herd_lat = run()
+    rss_before = proc_kb(pid, "VmRSS")
+    # The parked sockets live in another process, so they cannot slow this client down.
+    parker = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; sys.path.insert(0, sys.argv[1]); import test_hardening_net as t; "
+         "s = t.park_fetches(sys.argv[2], 'idle', 2000); print('parked', flush=True); time.sleep(600)",
+         str(Path(__file__).parent), broker.bootstrap],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert parker.stdout.readline().startswith("parked")
+        wait_until(lambda: open_fds(pid) >= 2000, 20, what="parked fetches")
+        time.sleep(0.5)
+        herd_ticks, herd_lat = run()
+    finally:
+        parker.kill()
+        parker.wait()
+    grown_mib = (proc_kb(pid, "VmRSS") - rss_before) / 1024
+    print(f"2,000 parked fetches: VmRSS +{grown_mib:.0f} MiB")
+    assert grown_mib < 200, f"VmRSS grew {grown_mib:.0f} MiB for 2,000 parked fetches"
     print(f"broker CPU for 300 acks=all records: {quiet_ticks} ticks alone, "
           f"{herd_ticks} ticks with 2,000 parked fetches")
     print(latency_line("ack latency, no parked fetches", quiet_lat))
     print(latency_line("ack latency, 2,000 parked fetches on another topic", herd_lat))
-    for s in socks:
-        s.close()
     assert herd_ticks <= 2 * quiet_ticks + 20, (quiet_ticks, herd_ticks)
