@@ -19,6 +19,7 @@
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sluice_log::{CommitWaker, LogError, Offset, PartitionKey};
+use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -90,10 +92,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     loop {
         // Arm every wake-up before reading, so a commit during the read wakes us.
         changes.borrow_and_update();
-        let mut commits: Vec<_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
-        for c in &mut commits {
-            c.as_mut().enable();
-        }
+        let mut commits = armed(&wakers);
         let (results, charge) = if has_data_or_error(&ctx.broker, &flat) {
             match read_charged(&ctx, &flat, cap, deadline).await {
                 Some(r) => r,
@@ -112,21 +111,39 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             return respond_charged(&ctx, &topics, results, charge);
         }
         drop((results, charge));
-        let any_commit = std::future::poll_fn(|cx| {
-            for c in &mut commits {
-                if c.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(());
-                }
-            }
-            Poll::Pending
-        });
         tokio::select! {
-            _ = any_commit => {}
+            _ = any_commit(&mut commits) => {}
             _ = changes.changed() => {}
             _ = tokio::time::sleep_until(deadline) => {}
             _ = shutdown.wait_for(|s| *s) => {}
         }
     }
+}
+
+type Armed<'a> = Vec<Pin<Box<Notified<'a>>>>;
+
+/// One enabled wait per partition: a commit from now on completes it, even one that happens
+/// before it is polled.
+fn armed(wakers: &[CommitWaker]) -> Armed<'_> {
+    let mut commits: Armed<'_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+    for c in &mut commits {
+        c.as_mut().enable();
+    }
+    commits
+}
+
+/// Completes when a commit moved any of the partitions' high watermarks (never when there
+/// are none).
+async fn any_commit(commits: &mut Armed<'_>) {
+    std::future::poll_fn(|cx| {
+        for c in commits.iter_mut() {
+            if c.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// The response size limit: the request's `max_bytes` (zero or negative: no limit of its
