@@ -29,6 +29,10 @@ pub const CONNECTIONS_IDLE_MS_DEFAULT: u64 = 600_000;
 pub const FETCH_MAX_BYTES_DEFAULT: usize = 55 * 1024 * 1024;
 /// Smallest `fetch.max.bytes` accepted (Kafka's lower bound).
 pub const FETCH_MAX_BYTES_MIN: usize = 1024;
+/// A fetch reads at most 1/this of the request-memory budget (and is charged twice that, for
+/// the records and their encoded copy), so its charge can be granted even while other
+/// requests, its own included, hold part of the budget.
+pub const FETCH_READ_BUDGET_DIVISOR: usize = 4;
 /// How long a fetch with data waits for response memory at least, even when its own
 /// `max_wait_ms` is shorter; after its wait it answers without records (the client simply
 /// fetches again). The wait is bounded so fetches pipelined on one connection, whose
@@ -59,7 +63,11 @@ const _: () = assert!(
 );
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
 const _: () = assert!(CONNECTIONS_PER_IP_MAX_DEFAULT <= CONNECTIONS_MAX_DEFAULT);
-const _: () = assert!(FETCH_MAX_BYTES_DEFAULT * 2 <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
+const _: () = assert!(
+    FETCH_MAX_BYTES_DEFAULT * FETCH_READ_BUDGET_DIVISOR <= QUEUED_REQUEST_BYTES_MAX_DEFAULT,
+    "by default the budget does not lower fetch.max.bytes"
+);
+const _: () = assert!(FETCH_READ_BUDGET_DIVISOR > 2);
 const _: () = assert!(READ_CHUNK_BYTES.is_multiple_of(REQUEST_MEMORY_UNIT_BYTES));
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);
 

@@ -160,8 +160,8 @@ fn response_cap(fetch_max_bytes: usize, request_max_bytes: i32) -> usize {
 /// charge is twice the read limit (the records read, then their copy in the encoded
 /// response) and shrinks to the encoded size once encoded. The read limit is the smaller of
 /// `cap` and the sum of the partition limits of the partitions that have data, and at most
-/// a quarter of the budget, so the charge (at most half the budget) can be granted even
-/// while other requests hold some of it. When it cannot be granted in time
+/// a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so the charge can be
+/// granted even while other requests hold some of it. When it cannot be granted in time
 /// the answer carries no records. None when the blocking read failed.
 async fn read_charged(
     ctx: &Ctx,
@@ -170,11 +170,11 @@ async fn read_charged(
     deadline: Instant,
 ) -> Option<(Vec<PartResult>, Option<Reservation>)> {
     let memory = &ctx.broker.request_memory;
-    // The request itself holds some of the budget: asking for all of it could never succeed.
-    let budget_quarter = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES / 4;
+    let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
+        / limits::FETCH_READ_BUDGET_DIVISOR;
     let limit = partition_limits_with_data(&ctx.broker, flat)
         .min(cap)
-        .min(budget_quarter);
+        .min(budget_share);
     let want = memory::units(limit.saturating_mul(2));
     let mut charge = match memory.try_reserve(want) {
         Some(c) => c,
