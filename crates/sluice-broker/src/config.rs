@@ -3,6 +3,7 @@
 //! command-line flags win over the file, and the file wins over defaults.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sluice_coordinator::GroupConfig;
@@ -59,6 +60,14 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     /// `queued.max.request.bytes`: request bytes buffered across all connections.
     pub queued_max_request_bytes: usize,
+    /// `max.connections.per.ip`.
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`: `ip:count` pairs that replace the per-IP limit.
+    pub max_connections_per_ip_overrides: BTreeMap<IpAddr, usize>,
+    /// `connections.max.idle.ms`.
+    pub connections_max_idle_ms: u64,
+    /// `fetch.max.bytes`: the largest fetch response.
+    pub fetch_max_bytes: usize,
     /// Group coordinator settings (`group.*`, `offsets.retention.minutes`,
     /// `offset.metadata.max.bytes`).
     pub group: GroupConfig,
@@ -85,6 +94,10 @@ impl Default for BrokerConfig {
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
             queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
+            max_connections_per_ip: limits::CONNECTIONS_PER_IP_MAX_DEFAULT,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            connections_max_idle_ms: limits::CONNECTIONS_IDLE_MS_DEFAULT,
+            fetch_max_bytes: limits::FETCH_MAX_BYTES_DEFAULT,
             group: GroupConfig::default(),
             producer_id_expiration_ms: 86_400_000,
             listener_name: None,
@@ -154,6 +167,12 @@ impl BrokerConfig {
             "max.connections" => self.max_connections = parse(key, v)?,
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
+            "max.connections.per.ip" => self.max_connections_per_ip = parse(key, v)?,
+            "max.connections.per.ip.overrides" => {
+                self.max_connections_per_ip_overrides = parse_ip_overrides(key, v)?
+            }
+            "connections.max.idle.ms" => self.connections_max_idle_ms = parse(key, v)?,
+            "fetch.max.bytes" => self.fetch_max_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
             "group.min.session.timeout.ms" => {
                 self.group.group_min_session_timeout_ms = parse(key, v)?
@@ -252,6 +271,29 @@ impl BrokerConfig {
                 "must be at least socket.request.max.bytes",
             ));
         }
+        if self.max_connections_per_ip == 0 {
+            return Err(bad(
+                "max.connections.per.ip",
+                "0".into(),
+                "must be positive",
+            ));
+        }
+        if self.connections_max_idle_ms == 0 {
+            return Err(bad(
+                "connections.max.idle.ms",
+                "0".into(),
+                "must be positive",
+            ));
+        }
+        if self.fetch_max_bytes < limits::FETCH_MAX_BYTES_MIN
+            || self.fetch_max_bytes > i32::MAX as usize
+        {
+            return Err(bad(
+                "fetch.max.bytes",
+                self.fetch_max_bytes.to_string(),
+                "must be between 1024 and 2147483647",
+            ));
+        }
         let g = &self.group;
         if g.group_min_session_timeout_ms < 0
             || g.group_min_session_timeout_ms > g.group_max_session_timeout_ms
@@ -291,6 +333,15 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// The connection limit for one client address (`max.connections.per.ip` unless
+    /// `max.connections.per.ip.overrides` names the address).
+    pub fn connections_per_ip_max(&self, ip: IpAddr) -> usize {
+        self.max_connections_per_ip_overrides
+            .get(&ip)
+            .copied()
+            .unwrap_or(self.max_connections_per_ip)
+    }
+
     /// The group coordinator's settings.
     pub fn group_config(&self) -> GroupConfig {
         self.group.clone()
@@ -307,6 +358,30 @@ pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigE
             reason: "expected CreateTime or LogAppendTime".into(),
         }),
     }
+}
+
+/// Parses `max.connections.per.ip.overrides`: comma-separated `ip:count` (IPv6 addresses in
+/// brackets, `[::1]:10`). Kafka also accepts host names; we take addresses only, so the limit
+/// never depends on a DNS answer.
+fn parse_ip_overrides(key: &str, v: &str) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
+    let bad = |reason: &str| ConfigError {
+        key: key.into(),
+        value: v.into(),
+        reason: reason.into(),
+    };
+    let mut out = BTreeMap::new();
+    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (host, count) = item
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected ip:count pairs"))?;
+        let ip: IpAddr = host
+            .trim_matches(['[', ']'])
+            .parse()
+            .map_err(|_| bad("not an IP address (host names are not supported)"))?;
+        let count: usize = count.trim().parse().map_err(|_| bad("bad count"))?;
+        out.insert(ip, count);
+    }
+    Ok(out)
 }
 
 fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
@@ -338,5 +413,24 @@ mod tests {
         assert_eq!(unknown, vec!["foo.bar".to_string()]);
         assert!(c.explicit.contains_key("num.partitions"));
         assert!(c.apply_properties("num.partitions=x").is_err());
+    }
+
+    // Goal: the network limits parse under Kafka's names, overrides by address.
+    #[test]
+    fn network_limits() {
+        let mut c = BrokerConfig::default();
+        c.apply_properties("max.connections.per.ip=5\nmax.connections.per.ip.overrides=127.0.0.2:1, [::1]:7\nconnections.max.idle.ms=1000\nfetch.max.bytes=2048\n")
+            .unwrap();
+        assert_eq!(c.connections_per_ip_max("127.0.0.1".parse().unwrap()), 5);
+        assert_eq!(c.connections_per_ip_max("127.0.0.2".parse().unwrap()), 1);
+        assert_eq!(c.connections_per_ip_max("::1".parse().unwrap()), 7);
+        assert_eq!(c.connections_max_idle_ms, 1000);
+        assert_eq!(c.fetch_max_bytes, 2048);
+        c.validate().unwrap();
+        assert!(c
+            .set("max.connections.per.ip.overrides", "localhost:3")
+            .is_err());
+        c.fetch_max_bytes = 10;
+        assert!(c.validate().is_err());
     }
 }

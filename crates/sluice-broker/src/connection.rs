@@ -3,106 +3,260 @@
 //!
 //! The two halves are joined by a bounded channel of spawned request tasks. Its capacity is
 //! the in-flight limit: when it is full the reader stops reading, and TCP pushes back on the
-//! client. Before reading a frame's body (or, for a frame that arrived whole, before handling
-//! it) the reader reserves the frame's size from the broker-wide `queued.max.request.bytes`
-//! budget; the writer frees it after the response. A body must arrive within
-//! [`limits::FRAME_READ_TIMEOUT_MS`], so stalled clients cannot hold the budget forever.
+//! client.
+//!
+//! Memory (see [`crate::memory`]): the reader charges bytes to the broker-wide budget as they
+//! arrive, beyond the first [`limits::READ_CHUNK_BYTES`] it may buffer; a bare size prefix
+//! charges nothing, so prefixes alone cannot starve other clients. A complete frame carries
+//! its charge until its response is written. A frame bigger than one chunk is read into a
+//! buffer of exactly its size, which leaves with the frame: no connection keeps a big buffer
+//! after a big request. Once a frame's size prefix has arrived, its body must arrive within
+//! [`limits::FRAME_READ_TIMEOUT_MS`].
+//!
+//! Lifetime: a connection with no bytes received and no response owed for
+//! `connections.max.idle.ms` is closed. When the client goes away (end of stream, read or
+//! write error, idle close), the requests still in flight are aborted: parked fetches and
+//! produce waits stop at once instead of running to their deadlines. (A produce's appends
+//! were queued before its task started, so aborting only drops the answer nobody reads.)
 //!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
 //! already owed are written; no other connection is affected.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::{codec, frame, header, ProtocolError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
 use crate::handlers::{self, Reply};
+use crate::memory::{self, Overdraft, Reservation};
 use crate::{limits, Broker};
+
+/// Why the reader stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Bad input or shutdown: write the responses already owed, then close.
+    Drain,
+    /// The client is gone (or idle): nobody reads the answers, abort what is in flight.
+    Abort,
+}
 
 pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
-    let writer = tokio::spawn(write_loop(wr, rx, peer));
-    let mut shutdown = broker.shutdown.clone();
-    let mut buf = BytesMut::with_capacity(limits::READ_CHUNK_BYTES);
-    // The budget reserved for the frame being read, taken once its size prefix has arrived.
-    let mut reserved: Option<OwnedSemaphorePermit> = None;
-    // When the frame being read must be complete.
-    let mut frame_deadline: Option<Instant> = None;
-    loop {
-        match frame::check(&buf, broker.config.max_request_bytes) {
-            Ok(Some(len)) => {
-                // A frame that arrived whole still reserves its bytes before it is handled.
-                if reserved.is_none() {
-                    reserved = match reserve(&broker, len, &mut shutdown).await {
-                        Some(p) => Some(p),
-                        None => break,
-                    };
-                }
-                let body = buf
-                    .split_to(frame::SIZE_PREFIX_BYTES + len)
-                    .freeze()
-                    .slice(frame::SIZE_PREFIX_BYTES..);
-                let (task, keep_going) = start_request(&broker, body, peer).await;
-                frame_deadline = None;
-                let in_flight = InFlight {
-                    task,
-                    _memory: reserved.take(),
-                };
-                if tx.send(in_flight).await.is_err() || !keep_going {
-                    break;
-                }
-                continue;
-            }
-            Ok(None) if reserved.is_none() && buf.len() >= frame::SIZE_PREFIX_BYTES => {
-                // The size is valid here: frame::check rejected bad lengths already.
-                let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-                reserved = match reserve(&broker, size, &mut shutdown).await {
-                    Some(p) => Some(p),
-                    None => break,
-                };
-                frame_deadline =
-                    Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "bad frame; closing connection");
-                break;
-            }
-        }
-        if buf.capacity() - buf.len() < limits::READ_CHUNK_BYTES {
-            buf.reserve(limits::READ_CHUNK_BYTES);
-        }
-        tokio::select! {
-            n = rd.read_buf(&mut buf) => match n {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "read failed");
-                    break;
-                }
-            },
-            _ = shutdown.wait_for(|s| *s) => break,
-            _ = until(frame_deadline) => {
-                tracing::warn!(%peer, "request body not received in time; closing connection");
-                break;
-            }
-        }
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let owed = Arc::new(AtomicUsize::new(0));
+    let writer = tokio::spawn(write_loop(wr, rx, peer, abort_rx, owed.clone()));
+    let mut reader = Reader {
+        broker: &broker,
+        rd,
+        peer,
+        buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
+        held: broker.request_memory.empty(),
+        overdraft: None,
+        frame_deadline: None,
+        owed,
+    };
+    let stop = reader.run(&tx).await;
+    if stop == Stop::Abort {
+        let _ = abort_tx.send(true);
     }
     // Dropping the sender lets the writer finish the responses already owed, then stop.
     drop(tx);
     let _ = writer.await;
+}
+
+struct Reader<'a> {
+    broker: &'a Arc<Broker>,
+    rd: OwnedReadHalf,
+    peer: SocketAddr,
+    buf: BytesMut,
+    /// Budget charged for the bytes in `buf` beyond the free first chunk.
+    held: Reservation,
+    /// Held while the frame being read is finished without budget (see `memory`).
+    overdraft: Option<Overdraft>,
+    /// When the frame being read must be complete.
+    frame_deadline: Option<Instant>,
+    /// Requests started whose responses are not yet written (the writer decrements).
+    owed: Arc<AtomicUsize>,
+}
+
+impl Reader<'_> {
+    async fn run(&mut self, tx: &mpsc::Sender<InFlight>) -> Stop {
+        let broker = self.broker;
+        let mut shutdown = broker.shutdown.clone();
+        let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
+        let mut idle_deadline = Instant::now() + idle;
+        loop {
+            match frame::check(&self.buf, broker.config.max_request_bytes) {
+                Ok(Some(len)) => {
+                    let in_flight = match self.split_frame(len, &mut shutdown).await {
+                        Some(f) => f,
+                        None => return Stop::Drain,
+                    };
+                    self.owed.fetch_add(1, Ordering::AcqRel);
+                    let keep_going = in_flight.keep_going;
+                    if tx.send(in_flight).await.is_err() {
+                        return Stop::Abort;
+                    }
+                    if !keep_going {
+                        return Stop::Drain;
+                    }
+                    continue;
+                }
+                Ok(None) => {
+                    if self.frame_deadline.is_none() && self.buf.len() >= frame::SIZE_PREFIX_BYTES {
+                        self.start_frame();
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(peer = %self.peer, error = %e, "bad frame; closing connection");
+                    return Stop::Drain;
+                }
+            }
+            if let Err(stop) = self.charge_next_read(&mut shutdown).await {
+                return stop;
+            }
+            self.make_room();
+            let mut limited = (&mut self.buf).limit(limits::READ_CHUNK_BYTES);
+            tokio::select! {
+                n = self.rd.read_buf(&mut limited) => match n {
+                    Ok(0) => return Stop::Abort,
+                    Ok(_) => idle_deadline = Instant::now() + idle,
+                    Err(e) => {
+                        tracing::debug!(peer = %self.peer, error = %e, "read failed");
+                        return Stop::Abort;
+                    }
+                },
+                _ = shutdown.wait_for(|s| *s) => return Stop::Drain,
+                _ = until(self.frame_deadline) => {
+                    tracing::warn!(peer = %self.peer, "request body not received in time; closing connection");
+                    return Stop::Drain;
+                }
+                _ = tokio::time::sleep_until(idle_deadline), if self.frame_deadline.is_none() => {
+                    if self.owed.load(Ordering::Acquire) == 0 {
+                        tracing::info!(peer = %self.peer, idle_ms = idle.as_millis() as u64, "connection idle; closing it (connections.max.idle.ms)");
+                        return Stop::Abort;
+                    }
+                    // A response is still owed (a long poll): not idle.
+                    idle_deadline = Instant::now() + idle;
+                }
+            }
+        }
+    }
+
+    /// A frame's size prefix has arrived: its body must arrive in time.
+    fn start_frame(&mut self) {
+        self.frame_deadline =
+            Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
+    }
+
+    /// Makes room to read one chunk. A frame that outgrows the first chunk gets a buffer of
+    /// exactly its size (committed by the kernel only as bytes arrive), so it is never copied
+    /// while growing and leaves with the frame. Nothing is allocated on a bare size prefix.
+    fn make_room(&mut self) {
+        let (len, capacity) = (self.buf.len(), self.buf.capacity());
+        if capacity - len >= limits::READ_CHUNK_BYTES {
+            return;
+        }
+        let frame_total =
+            (self.frame_deadline.is_some() && len >= frame::SIZE_PREFIX_BYTES).then(|| {
+                let b = &self.buf;
+                // frame::check accepted the prefix: positive and within the limit.
+                frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+            });
+        let additional = match frame_total {
+            Some(total) if total > len + limits::READ_CHUNK_BYTES => total - len,
+            _ => limits::READ_CHUNK_BYTES,
+        };
+        self.buf.reserve(additional);
+    }
+
+    /// Before reading up to one chunk more, charges the budget for every buffered byte beyond
+    /// the free first chunk. When the budget is exhausted, waits for it, or (while a frame is
+    /// partly read) for the overdraft, so partly read frames cannot all wait on each other.
+    async fn charge_next_read(&mut self, shutdown: &mut watch::Receiver<bool>) -> Result<(), Stop> {
+        if self.overdraft.is_some() {
+            return Ok(());
+        }
+        let need = memory::units(self.buf.len());
+        let Some(missing) = need.checked_sub(self.held.units()).filter(|m| *m > 0) else {
+            return Ok(());
+        };
+        let memory = &self.broker.request_memory;
+        if let Some(r) = memory.try_reserve(missing) {
+            self.held.merge(r);
+            return Ok(());
+        }
+        let partial = self.frame_deadline.is_some();
+        tokio::select! {
+            r = memory.reserve(missing) => self.held.merge(r),
+            o = memory.overdraft(), if partial => {
+                tracing::debug!(peer = %self.peer, "request memory exhausted; finishing this frame on the overdraft");
+                self.overdraft = Some(o);
+            }
+            _ = shutdown.wait_for(|s| *s) => return Err(Stop::Drain),
+            _ = until(self.frame_deadline) => {
+                tracing::warn!(peer = %self.peer, "request body not received in time; closing connection");
+                return Err(Stop::Drain);
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits the complete frame of body length `len` off the buffer with its charge, and
+    /// starts its request. None on shutdown.
+    async fn split_frame(
+        &mut self,
+        len: usize,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<InFlight> {
+        let total = frame::SIZE_PREFIX_BYTES + len;
+        let need = memory::units(total);
+        let mut charge = self.held.take(need);
+        let overdraft = self.overdraft.take();
+        if overdraft.is_none() && charge.units() < need {
+            // Arrived within the free first chunk: charge it now, before it is handled.
+            let missing = need - charge.units();
+            tokio::select! {
+                r = self.broker.request_memory.reserve(missing) => charge.merge(r),
+                _ = shutdown.wait_for(|s| *s) => return None,
+            }
+        }
+        debug_assert!(
+            overdraft.is_some()
+                || charge.units() >= need.min(self.broker.request_memory.total_units())
+        );
+        let body = self
+            .buf
+            .split_to(total)
+            .freeze()
+            .slice(frame::SIZE_PREFIX_BYTES..);
+        if total > limits::READ_CHUNK_BYTES {
+            // The frame had a buffer of its own; what was read past it is at most one chunk.
+            let mut fresh = BytesMut::with_capacity(limits::READ_CHUNK_BYTES);
+            fresh.extend_from_slice(&self.buf);
+            self.buf = fresh;
+        }
+        self.frame_deadline = None;
+        let (task, keep_going) = start_request(self.broker, body, self.peer).await;
+        Some(InFlight {
+            task,
+            keep_going,
+            _memory: charge,
+            _overdraft: overdraft,
+        })
+    }
 }
 
 /// Parses one frame and starts its request. Returns the task that yields the response, and
@@ -139,20 +293,6 @@ async fn start_request(
     }
 }
 
-/// Waits for `size` bytes (plus the prefix) of the request-memory budget; None on shutdown.
-async fn reserve(
-    broker: &Broker,
-    size: usize,
-    shutdown: &mut tokio::sync::watch::Receiver<bool>,
-) -> Option<OwnedSemaphorePermit> {
-    let units = (size + frame::SIZE_PREFIX_BYTES).div_ceil(limits::REQUEST_MEMORY_UNIT_BYTES);
-    let budget = broker.request_memory.clone();
-    tokio::select! {
-        permit = budget.acquire_many_owned(u32::try_from(units).unwrap_or(u32::MAX)) => permit.ok(),
-        _ = shutdown.wait_for(|s| *s) => None,
-    }
-}
-
 /// Sleeps until `deadline`, or forever when there is none.
 async fn until(deadline: Option<Instant>) {
     match deadline {
@@ -164,25 +304,62 @@ async fn until(deadline: Option<Instant>) {
 /// A started request and the request memory it holds until its response is written.
 struct InFlight {
     task: JoinHandle<Reply>,
-    _memory: Option<OwnedSemaphorePermit>,
+    keep_going: bool,
+    _memory: Reservation,
+    _overdraft: Option<Overdraft>,
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<InFlight>, peer: SocketAddr) {
-    while let Some(InFlight { task, _memory }) = rx.recv().await {
-        match task.await {
-            Ok(Reply::Frame(bytes)) => {
-                if let Err(e) = wr.write_all(&bytes).await {
-                    tracing::debug!(%peer, error = %e, "write failed");
-                    break;
-                }
-            }
-            Ok(Reply::NoResponse) => {}
-            Ok(Reply::Close) => break,
-            Err(e) => {
-                tracing::error!(%peer, error = %e, "request task failed; closing connection");
+async fn write_frame(wr: &mut OwnedWriteHalf, bytes: &[u8], peer: SocketAddr) -> bool {
+    match wr.write_all(bytes).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "write failed");
+            false
+        }
+    }
+}
+
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<InFlight>,
+    peer: SocketAddr,
+    mut abort: watch::Receiver<bool>,
+    owed: Arc<AtomicUsize>,
+) {
+    while let Some(mut item) = rx.recv().await {
+        let outcome = tokio::select! {
+            r = &mut item.task => r,
+            _ = abort.wait_for(|a| *a) => {
+                item.task.abort();
                 break;
             }
+        };
+        let written = match outcome {
+            Ok(Reply::Frame(bytes)) => write_frame(&mut wr, &bytes, peer).await,
+            Ok(Reply::Charged(bytes, charge)) => {
+                let ok = write_frame(&mut wr, &bytes, peer).await;
+                debug_assert!(charge.units() <= memory::units(bytes.len()));
+                drop((bytes, charge));
+                ok
+            }
+            Ok(Reply::NoResponse) => true,
+            Ok(Reply::Close) => false,
+            Err(e) => {
+                tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                false
+            }
+        };
+        // The response (and with it the request's charge) is released here.
+        drop(item);
+        owed.fetch_sub(1, Ordering::AcqRel);
+        if !written {
+            break;
         }
+    }
+    // Whatever is still queued will never be answered: stop it rather than let it run on.
+    rx.close();
+    while let Some(item) = rx.recv().await {
+        item.task.abort();
     }
     let _ = wr.shutdown().await;
 }

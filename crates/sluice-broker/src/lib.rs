@@ -17,6 +17,7 @@
 //! - [`record_validation`]: what Kafka's LogValidator refuses, checked on the produce path
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
+//! - [`memory`]: the request-memory budget every large network buffer is charged to.
 //!
 //! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
 //! blocking pool, never on the async workers; no lock is held across an `.await`.
@@ -28,6 +29,7 @@ pub mod error_code;
 pub mod groups;
 mod handlers;
 pub mod limits;
+pub mod memory;
 pub mod producer_ids;
 pub mod record_validation;
 pub mod server;
@@ -55,8 +57,9 @@ pub struct Broker {
     pub advertised_port: i32,
     /// Flips to true when shutdown starts; long-polls and readers watch it.
     pub shutdown: watch::Receiver<bool>,
-    /// The `queued.max.request.bytes` budget, in [`limits::REQUEST_MEMORY_UNIT_BYTES`] permits.
-    pub request_memory: Arc<tokio::sync::Semaphore>,
+    /// The `queued.max.request.bytes` budget: request bytes, read buffers beyond their first
+    /// chunk, and fetch responses in flight (see [`memory`]).
+    pub request_memory: memory::RequestMemory,
 }
 
 impl Broker {

@@ -3,10 +3,10 @@
 
 /// Largest request frame accepted (`socket.request.max.bytes`, Kafka's default 100 MiB).
 pub const REQUEST_BYTES_MAX_DEFAULT: usize = 100 * 1024 * 1024;
-/// Bytes of requests buffered or being handled across all connections
-/// (`queued.max.request.bytes`). A frame reserves its size before its body is read and frees
-/// it when its response is written, so memory for requests stays bounded however many
-/// connections send large requests at once.
+/// Bytes of requests and fetch responses held across all connections
+/// (`queued.max.request.bytes`; see `memory`). Request bytes are reserved as they arrive
+/// (beyond each connection's first [`READ_CHUNK_BYTES`]) and freed when the response is
+/// written; a fetch reserves its response before reading and holds it until it is written.
 pub const QUEUED_REQUEST_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
 /// Unit of the request-memory budget (semaphore permits are counted in KiB).
 pub const REQUEST_MEMORY_UNIT_BYTES: usize = 1024;
@@ -16,6 +16,28 @@ pub const REQUEST_MEMORY_UNIT_BYTES: usize = 1024;
 pub const FRAME_READ_TIMEOUT_MS: u64 = 30_000;
 /// Concurrent client connections (`max.connections`); connections beyond it are closed at once.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
+/// Concurrent connections from one IP address (`max.connections.per.ip`). Kafka's default is
+/// unlimited, so ours is [`CONNECTIONS_MAX_DEFAULT`]: the idle timeout below is what frees
+/// slots by default; operators facing untrusted networks set this lower.
+pub const CONNECTIONS_PER_IP_MAX_DEFAULT: usize = CONNECTIONS_MAX_DEFAULT;
+/// A connection with no bytes received and no response owed for this long is closed
+/// (`connections.max.idle.ms`, Kafka's default 10 minutes), so idle sockets cannot hold
+/// `max.connections` slots forever.
+pub const CONNECTIONS_IDLE_MS_DEFAULT: u64 = 600_000;
+/// Largest fetch response (`fetch.max.bytes`, Kafka's default 55 MiB). A request's own
+/// `max_bytes` only lowers it; zero or negative means this cap.
+pub const FETCH_MAX_BYTES_DEFAULT: usize = 55 * 1024 * 1024;
+/// Smallest `fetch.max.bytes` accepted (Kafka's lower bound).
+pub const FETCH_MAX_BYTES_MIN: usize = 1024;
+/// A fetch reads at most 1/this of the request-memory budget (and is charged twice that, for
+/// the records and their encoded copy), so its charge can be granted even while other
+/// requests, its own included, hold part of the budget.
+pub const FETCH_READ_BUDGET_DIVISOR: usize = 4;
+/// How long a fetch with data waits for response memory at least, even when its own
+/// `max_wait_ms` is shorter; after its wait it answers without records (the client simply
+/// fetches again). The wait is bounded so fetches pipelined on one connection, whose
+/// responses go out in order, cannot hold the budget against each other forever.
+pub const FETCH_MEMORY_WAIT_MS_MIN: u64 = 500;
 /// Requests read from one connection whose responses are not yet written. When reached, the
 /// broker stops reading from that socket until a response goes out (TCP pushes back).
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 64;
@@ -29,7 +51,10 @@ pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// How long shutdown waits for in-flight requests before closing connections anyway.
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
-/// Read buffer growth step per connection.
+/// Bytes read from a socket at a time, and the part of each connection's read buffer that is
+/// not charged to the request-memory budget (bounded by `max.connections` instead). A frame
+/// larger than this gets a buffer of exactly its size, dropped as soon as the frame is
+/// split off, so no connection keeps a big buffer after a big request.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 const _: () = assert!(
@@ -37,6 +62,13 @@ const _: () = assert!(
     "producers pipeline at least 5 requests"
 );
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
+const _: () = assert!(CONNECTIONS_PER_IP_MAX_DEFAULT <= CONNECTIONS_MAX_DEFAULT);
+const _: () = assert!(
+    FETCH_MAX_BYTES_DEFAULT * FETCH_READ_BUDGET_DIVISOR <= QUEUED_REQUEST_BYTES_MAX_DEFAULT,
+    "by default the budget does not lower fetch.max.bytes"
+);
+const _: () = assert!(FETCH_READ_BUDGET_DIVISOR > 2);
+const _: () = assert!(READ_CHUNK_BYTES.is_multiple_of(REQUEST_MEMORY_UNIT_BYTES));
 const _: () = assert!(PARTITIONS_PER_TOPIC_MAX as usize <= PARTITIONS_TOTAL_MAX);
 
 // ---- record validation (see `record_validation`) ----

@@ -1,18 +1,22 @@
 //! The listener and the process lifecycle: open the log, reconcile topic metadata, bind,
-//! accept up to `max.connections`, and on shutdown stop accepting, let in-flight requests
+//! accept up to `max.connections` (and `max.connections.per.ip` from one address; a
+//! connection over either limit is closed at once, as Kafka does), and on shutdown stop accepting, let in-flight requests
 //! finish (bounded by [`limits::SHUTDOWN_DRAIN_MS_MAX`]), then shut the log down cleanly.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use sluice_log::{fs::StdFs, LogManager, LogManagerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::config::BrokerConfig;
 use crate::groups::{self, GroupService};
+use crate::memory::RequestMemory;
 use crate::producer_ids::ProducerIds;
 use crate::topics::TopicRegistry;
 use crate::{connection, limits, Broker};
@@ -94,11 +98,7 @@ impl Server {
             "sluice broker started"
         );
         let (shutdown_tx, shutdown) = watch::channel(false);
-        let request_memory = Arc::new(Semaphore::new(
-            config
-                .queued_max_request_bytes
-                .div_ceil(limits::REQUEST_MEMORY_UNIT_BYTES),
-        ));
+        let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
             request_memory,
             config,
@@ -134,6 +134,7 @@ impl Server {
             shutdown_tx,
         } = self;
         let slots = Arc::new(Semaphore::new(broker.config.max_connections));
+        let per_ip: PerIp = Arc::new(Mutex::new(HashMap::new()));
         // Every connection holds a clone of `alive_tx`; when all are dropped, `alive_rx`
         // returns None and we know every connection has finished.
         let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
@@ -144,7 +145,12 @@ impl Server {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let Ok(permit) = slots.clone().try_acquire_owned() else {
-                            tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection");
+                            tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection (max.connections)");
+                            drop(stream);
+                            continue;
+                        };
+                        let Some(per_ip) = PerIpSlot::take(&per_ip, &broker.config, peer.ip()) else {
+                            tracing::warn!(%peer, max = broker.config.connections_per_ip_max(peer.ip()), "connection limit for this address reached; closing new connection (max.connections.per.ip)");
                             drop(stream);
                             continue;
                         };
@@ -152,6 +158,7 @@ impl Server {
                         let alive = alive_tx.clone();
                         tokio::spawn(async move {
                             connection::serve(broker, stream, peer).await;
+                            drop(per_ip);
                             drop(permit);
                             drop(alive);
                         });
@@ -191,6 +198,50 @@ impl Server {
             }
         }
         Ok(())
+    }
+}
+
+/// Open connections per client address. Entries are removed at zero, so the map holds only
+/// addresses with open connections (at most `max.connections` entries).
+type PerIp = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// One connection's place in the per-address count; given back when dropped.
+struct PerIpSlot {
+    map: PerIp,
+    ip: IpAddr,
+}
+
+impl PerIpSlot {
+    /// Counts a new connection from `ip`, or None when the address is at its limit
+    /// (`max.connections.per.ip`, or its entry in `max.connections.per.ip.overrides`).
+    fn take(map: &PerIp, config: &BrokerConfig, ip: IpAddr) -> Option<PerIpSlot> {
+        let max = config.connections_per_ip_max(ip);
+        let mut counts = map.lock();
+        let n = counts.entry(ip).or_insert(0);
+        if *n >= max {
+            if *n == 0 {
+                counts.remove(&ip);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(PerIpSlot {
+            map: map.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PerIpSlot {
+    fn drop(&mut self) {
+        let mut counts = self.map.lock();
+        if let Some(n) = counts.get_mut(&self.ip) {
+            debug_assert!(*n > 0);
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
     }
 }
 

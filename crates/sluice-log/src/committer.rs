@@ -425,7 +425,9 @@ impl Committer {
     }
 
     /// After the sync: segment bytes first, then high watermarks, so a reader that sees a
-    /// new high watermark finds its bytes committed.
+    /// new high watermark finds its bytes committed. Each partition wakes only its own long
+    /// polls; the global counter is not bumped, so a commit costs idle waiters elsewhere
+    /// nothing.
     fn publish(&mut self) {
         for write in self.writes.drain(..) {
             write.segment.publish(write.end(), write.next_offset);
@@ -433,7 +435,6 @@ impl Committer {
         for partition in self.touched.drain(..) {
             partition.publish_high_watermark(partition.log_end());
         }
-        self.engine.bump_commits();
     }
 
     fn fail_with_io(&mut self, what: &'static str, error: io::Error) {

@@ -46,6 +46,7 @@ pub mod types;
 pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{
-    AppendInfo, AppendWaiter, LogManager, LogStats, PartitionOffsets, ReadResult, RecoveryReport,
+    AppendInfo, AppendWaiter, CommitWaker, LogManager, LogStats, PartitionOffsets, ReadResult,
+    RecoveryReport,
 };
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

@@ -19,6 +19,7 @@ use crate::config::{LogConfig, LogManagerConfig, TimestampType};
 use crate::engine::Engine;
 use crate::error::LogError;
 use crate::fs::Fs;
+use crate::partition::Partition;
 use crate::recovery;
 use crate::retention;
 use crate::segment::now_ms;
@@ -116,6 +117,18 @@ pub struct RecoveryReport {
     pub bytes_truncated: u64,
     /// Human-readable lines, one per action taken (also emitted through `tracing`).
     pub actions: Vec<String>,
+}
+
+/// Wakes its holder when one partition's high watermark rises. Create the future from
+/// [`CommitWaker::notified`] and `enable` it *before* checking the watermark, so a commit in
+/// between is not missed.
+#[derive(Debug, Clone)]
+pub struct CommitWaker(Arc<Partition>);
+
+impl CommitWaker {
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.0.commit_notify().notified()
+    }
 }
 
 /// The three watermarks of a partition.
@@ -327,10 +340,16 @@ impl LogManager {
         Ok(self.engine().partition(key)?.offsets())
     }
 
-    /// A counter bumped after every commit round that advanced a high watermark, and after
-    /// deletes; long-polling fetches wait on it and re-check their partitions.
+    /// A counter bumped after changes that are not commits but change what a fetch sees:
+    /// partition deletion, retention and DeleteRecords moving the log start. Long-polling
+    /// fetches wait on it besides their partitions' [`CommitWaker`]s.
     pub fn subscribe_commits(&self) -> tokio::sync::watch::Receiver<u64> {
         self.engine().subscribe_commits()
+    }
+
+    /// A handle that wakes when `key`'s high watermark rises.
+    pub fn commit_waker(&self, key: &PartitionKey) -> Result<CommitWaker, LogError> {
+        Ok(CommitWaker(self.engine().partition(key)?))
     }
 
     /// The first durable batch whose max timestamp is >= `timestamp_ms` (ListOffsets by

@@ -4,7 +4,8 @@
 //! - The segment list sits behind an `RwLock` held only to clone or edit the list; readers
 //!   then work on their own `Arc<Segment>` copies without any lock.
 //! - Watermarks are atomics. `log_end` is raised by the appender; `high_watermark` is
-//!   raised (Release) by the committer after the journal sync that made the data durable;
+//!   raised (Release) by the committer after the journal sync that made the data durable,
+//!   which then wakes this partition's long polls (`commit_notify`);
 //!   `log_start` only grows (retention, DeleteRecords) and never passes the high watermark.
 //! - `append_lock` serializes everything that writes the active segment or replaces it:
 //!   the committer (per request), rolls from retention, recovery, deletion.
@@ -59,6 +60,8 @@ pub(crate) struct Partition {
     pub(crate) snapshot_lock: Mutex<()>,
     /// Committer-only bookkeeping: the commit round that last touched this partition.
     pub(crate) round_mark: AtomicU64,
+    /// Notified when the high watermark rises (long-polling fetches wait on it).
+    commit_notify: tokio::sync::Notify,
 }
 
 impl Partition {
@@ -92,6 +95,7 @@ impl Partition {
             producers: Mutex::new(ProducerStateTable::new(producer_ids_max)),
             snapshot_lock: Mutex::new(()),
             round_mark: AtomicU64::new(0),
+            commit_notify: tokio::sync::Notify::new(),
         }
     }
 
@@ -121,9 +125,18 @@ impl Partition {
     pub(crate) fn set_log_end(&self, offset: Offset) {
         self.log_end.store(offset.0, Ordering::Release);
     }
-    /// Committer only, after the journal sync covering everything below `offset`.
+    /// Committer only, after the journal sync covering everything below `offset`. Wakes the
+    /// long polls waiting on this partition, only when the high watermark moved: waiters on
+    /// other partitions are never woken by this one's commits.
     pub(crate) fn publish_high_watermark(&self, offset: Offset) {
-        self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
+        let previous = self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
+        if offset.0 > previous {
+            self.commit_notify.notify_waiters();
+        }
+    }
+    /// Woken after every rise of the high watermark (see [`crate::manager::CommitWaker`]).
+    pub(crate) fn commit_notify(&self) -> &tokio::sync::Notify {
+        &self.commit_notify
     }
     /// Raises the log start offset (never lowers it). Returns the value now in force.
     pub(crate) fn advance_log_start(&self, offset: Offset) -> Offset {

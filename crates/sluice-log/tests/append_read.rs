@@ -351,9 +351,44 @@ async fn partition_lifecycle() {
     ));
     create(&log, &k);
     assert_eq!(log.offsets(&k).expect("offsets").log_end_offset, Offset(0));
-    let commits = log.subscribe_commits();
+    let waker = log.commit_waker(&k).expect("waker");
+    let woken = waker.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
     append(&log, &k, bytes(1, 1, 1)).await;
-    assert!(commits.has_changed().expect("sender alive"));
+    tokio::time::timeout(std::time::Duration::from_secs(5), woken)
+        .await
+        .expect("a commit wakes its partition's waker");
+}
+
+#[tokio::test]
+async fn commit_wakes_only_its_own_partition() {
+    // Goal: long polls wait per partition: a commit to one partition wakes its waiters and
+    // not those of another partition (nor bumps the global counter, kept for deletions).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = open(dir.path());
+    let (a, b) = (key("t", 0), key("t", 1));
+    create(&log, &a);
+    create(&log, &b);
+    let global = log.subscribe_commits();
+    let (wa, wb) = (
+        log.commit_waker(&a).expect("a"),
+        log.commit_waker(&b).expect("b"),
+    );
+    let (na, nb) = (wa.notified(), wb.notified());
+    tokio::pin!(na);
+    tokio::pin!(nb);
+    na.as_mut().enable();
+    nb.as_mut().enable();
+    append(&log, &a, bytes(1, 1, 1)).await;
+    tokio::time::timeout(std::time::Duration::from_secs(5), na)
+        .await
+        .expect("a's commit wakes a");
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(200), nb).await;
+    assert!(quiet.is_err(), "a's commit woke b's waiter");
+    assert!(!global.has_changed().expect("sender alive"));
+    log.delete_partition(&b).expect("delete");
+    assert!(global.has_changed().expect("sender alive"));
 }
 
 #[tokio::test]

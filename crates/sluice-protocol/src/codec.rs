@@ -15,8 +15,13 @@ use crate::registry;
 /// Kafka's UNSUPPORTED_VERSION error code.
 pub const UNSUPPORTED_VERSION: i16 = 35;
 
-/// Decodes a request body. The whole body must be consumed by the decoder's view of it;
-/// decode failures become [`ProtocolError::Malformed`].
+/// Decodes a request body; decode failures become [`ProtocolError::Malformed`].
+///
+/// Bytes left after the body are ignored, as Kafka ignores them: librdkafka 2.x writes a
+/// 4-byte null array into Metadata v9+ "all topics" requests where the schema has a 1-byte
+/// varint, so refusing leftovers would refuse a real client. Leftovers cost nothing extra:
+/// the frame is charged to the request-memory budget like any other until its response is
+/// written, and no buffer outlives it.
 pub fn decode_request<R: Decodable>(body: &mut Bytes, version: i16) -> Result<R, ProtocolError> {
     R::decode(body, version).map_err(|e| ProtocolError::Malformed(e.to_string()))
 }
@@ -80,6 +85,17 @@ pub fn encode_api_versions_fallback(
 mod tests {
     use super::*;
     use bytes::Buf;
+
+    // Goal: leftover bytes after a body are tolerated (Kafka and librdkafka rely on it):
+    // the Metadata v13 "all topics" request librdkafka 2.x really sends decodes.
+    #[test]
+    fn trailing_bytes_are_tolerated() {
+        use kafka_protocol::messages::MetadataRequest;
+        let mut body = Bytes::from_static(&[0, 0, 0, 0, 1, 0, 0]);
+        let req = decode_request::<MetadataRequest>(&mut body, 13).unwrap();
+        assert!(req.topics.is_none());
+        assert_eq!(body.len(), 3);
+    }
 
     // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.
     #[test]

@@ -1,25 +1,39 @@
 //! Fetch (key 1), v4-18.
 //!
 //! Reads whole batches up to each partition's high watermark, bounded by `max_bytes` overall
-//! and `partition_max_bytes` per partition, always returning at least one batch of the first
+//! (never above the broker's `fetch.max.bytes`; zero or negative means that cap) and
+//! `partition_max_bytes` per partition, always returning at least one batch of the first
 //! partition with data (KIP-74) so a batch larger than the limits cannot stall a consumer.
-//! When fewer than `min_bytes` are available the request long-polls: it sleeps on the log's
-//! commit counter and wakes as soon as a commit advances a high watermark, until `max_wait_ms`
-//! (capped by [`crate::limits::FETCH_WAIT_MS_MAX`]) or shutdown.
+//! A partition listed twice is fetched once. The response is charged to the request-memory
+//! budget before its records are read and until it is written (see `read_charged`), so
+//! concurrent fetches cannot hold more memory than the budget.
+//!
+//! When fewer than `min_bytes` are available the request long-polls: it sleeps on its own
+//! partitions' commit wakers (a commit elsewhere does not wake it) and on the log's counter
+//! of deletions and log-start moves, until `max_wait_ms` (capped by
+//! [`crate::limits::FETCH_WAIT_MS_MAX`]) or shutdown. If the client disconnects, the
+//! connection aborts the parked request.
 //!
 //! Fetch sessions (KIP-227) are answered without a session: session id 0 tells the client to
 //! keep sending full requests. Reads run on the blocking pool.
 
+use std::collections::hash_map::{Entry, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use sluice_log::{LogError, Offset, PartitionKey};
+use kafka_protocol::protocol::StrBytes;
+use sluice_log::{CommitWaker, LogError, Offset, PartitionKey};
+use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Ctx, Reply};
+use crate::memory::{self, Reservation};
 use crate::{error_code, limits, Broker};
 
 /// One requested partition, resolved against the registry.
@@ -61,29 +75,31 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         return session_error(&ctx, INVALID_FETCH_SESSION_EPOCH);
     }
     let topics = resolve(&ctx, &req);
-    let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX
-    } else {
-        req.max_bytes
-    };
+    let flat: Vec<Part> = topics
+        .iter()
+        .flat_map(|t| t.parts.iter().cloned())
+        .collect();
+    let cap = response_cap(ctx.broker.config.fetch_max_bytes, req.max_bytes);
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, limits::FETCH_WAIT_MS_MAX) as u64);
     let deadline = Instant::now() + wait;
-    let mut commits = ctx.broker.log.subscribe_commits();
+    let log = &ctx.broker.log;
+    let wakers: Vec<CommitWaker> = flat
+        .iter()
+        .filter_map(|p| p.key.as_ref().and_then(|k| log.commit_waker(k).ok()))
+        .collect();
+    let mut changes = log.subscribe_commits();
     let mut shutdown = ctx.broker.shutdown.clone();
     loop {
-        // Mark the counter seen before reading, so a commit during the read wakes us.
-        commits.borrow_and_update();
-        let flat: Vec<Part> = topics
-            .iter()
-            .flat_map(|t| t.parts.iter().cloned())
-            .collect();
-        let results = if has_data_or_error(&ctx.broker, &flat) {
-            match ctx.blocking(move |b| read_all(b, &flat, max_bytes)).await {
+        // Arm every wake-up before reading, so a commit during the read wakes us.
+        changes.borrow_and_update();
+        let mut commits = armed(&wakers);
+        let (results, charge) = if has_data_or_error(&ctx.broker, &flat) {
+            match read_charged(&ctx, &flat, cap, deadline).await {
                 Some(r) => r,
                 None => return Reply::Close,
             }
         } else {
-            offsets_only(&ctx.broker, &flat)
+            (offsets_only(&ctx.broker, &flat), None)
         };
         let bytes: usize = results.iter().map(|r| r.records.len()).sum();
         let errors = results.iter().any(|r| r.error_code != error_code::NONE);
@@ -92,13 +108,136 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             || Instant::now() >= deadline
             || *shutdown.borrow();
         if done {
-            return ctx.respond(&response(&topics, results));
+            return respond_charged(&ctx, &topics, results, charge);
         }
+        drop((results, charge));
         tokio::select! {
-            _ = commits.changed() => {}
+            _ = any_commit(&mut commits) => {}
+            _ = changes.changed() => {}
             _ = tokio::time::sleep_until(deadline) => {}
             _ = shutdown.wait_for(|s| *s) => {}
         }
+    }
+}
+
+type Armed<'a> = Vec<Pin<Box<Notified<'a>>>>;
+
+/// One enabled wait per partition: a commit from now on completes it, even one that happens
+/// before it is polled.
+fn armed(wakers: &[CommitWaker]) -> Armed<'_> {
+    let mut commits: Armed<'_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+    for c in &mut commits {
+        c.as_mut().enable();
+    }
+    commits
+}
+
+/// Completes when a commit moved any of the partitions' high watermarks (never when there
+/// are none).
+async fn any_commit(commits: &mut Armed<'_>) {
+    std::future::poll_fn(|cx| {
+        for c in commits.iter_mut() {
+            if c.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The response size limit: the request's `max_bytes` (zero or negative: no limit of its
+/// own), never above the broker's `fetch.max.bytes`.
+fn response_cap(fetch_max_bytes: usize, request_max_bytes: i32) -> usize {
+    let cap = fetch_max_bytes.min(i32::MAX as usize);
+    match usize::try_from(request_max_bytes) {
+        Ok(n) if n > 0 => n.min(cap),
+        _ => cap,
+    }
+}
+
+/// Reads the partitions with the response charged to the request-memory budget first. The
+/// charge is twice the read limit (the records read, then their copy in the encoded
+/// response) and shrinks to the encoded size once encoded. The read limit is the smaller of
+/// `cap` and the sum of the partition limits of the partitions that have data, and at most
+/// a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so the charge can be
+/// granted even while other requests hold some of it. When it cannot be granted in time
+/// the answer carries no records. None when the blocking read failed.
+async fn read_charged(
+    ctx: &Ctx,
+    flat: &[Part],
+    cap: usize,
+    deadline: Instant,
+) -> Option<(Vec<PartResult>, Option<Reservation>)> {
+    let memory = &ctx.broker.request_memory;
+    let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
+        / limits::FETCH_READ_BUDGET_DIVISOR;
+    let limit = partition_limits_with_data(&ctx.broker, flat)
+        .min(cap)
+        .min(budget_share);
+    let want = memory::units(limit.saturating_mul(2));
+    let mut charge = match memory.try_reserve(want) {
+        Some(c) => c,
+        None => {
+            let wait_until = deadline
+                .max(Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN));
+            match tokio::time::timeout_at(wait_until, memory.reserve(want)).await {
+                Ok(c) => c,
+                Err(_) => {
+                    tracing::debug!(peer = %ctx.peer, bytes = limit, "no request memory for a fetch response in time; answering without records");
+                    return Some((offsets_only(&ctx.broker, flat), None));
+                }
+            }
+        }
+    };
+    let parts = flat.to_vec();
+    let results = ctx
+        .blocking(move |b| read_all(b, &parts, limit as i32))
+        .await?;
+    let read: usize = results.iter().map(|r| r.records.len()).sum();
+    if read > limit {
+        // KIP-74: the first batch is returned even when it is larger than the limits.
+        let extra = memory::units((read - limit).saturating_mul(2));
+        let wait_until = Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN);
+        if let Ok(more) = tokio::time::timeout_at(wait_until, memory.reserve(extra)).await {
+            charge.merge(more);
+        }
+    }
+    Some((results, Some(charge)))
+}
+
+/// Sum of `partition_max_bytes` over the partitions that have records to read (atomics only).
+fn partition_limits_with_data(b: &Broker, parts: &[Part]) -> usize {
+    parts
+        .iter()
+        .filter(|p| {
+            p.key
+                .as_ref()
+                .and_then(|k| b.log.offsets(k).ok())
+                .is_some_and(|o| p.fetch_offset != o.high_watermark.0)
+        })
+        .map(|p| p.max_bytes.max(0) as usize)
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Encodes the response; its charge shrinks to the encoded size and travels with it until
+/// the connection has written it.
+fn respond_charged(
+    ctx: &Ctx,
+    topics: &[TopicParts],
+    results: Vec<PartResult>,
+    charge: Option<Reservation>,
+) -> Reply {
+    let resp = response(topics, results);
+    let reply = ctx.respond(&resp);
+    // The records' own copy goes now; only the encoded frame stays charged.
+    drop(resp);
+    match (reply, charge) {
+        (Reply::Frame(out), Some(mut charge)) => {
+            charge.shrink_to(memory::units(out.len()));
+            Reply::Charged(out, charge)
+        }
+        (reply, _) => reply,
     }
 }
 
@@ -108,41 +247,75 @@ fn session_error(ctx: &Ctx, code: i16) -> Reply {
     ctx.respond(&resp)
 }
 
+/// Resolves the requested partitions against the registry. A partition listed more than
+/// once is fetched once: like Kafka, which keys a request's fetch data by topic-partition,
+/// the last listing's offset and limit win and the partition keeps its first position, so
+/// repeating a partition cannot multiply the work or the response.
 fn resolve(ctx: &Ctx, req: &FetchRequest) -> Vec<TopicParts> {
     let by_id = ctx.version >= 13;
-    req.topics
-        .iter()
-        .map(|t| {
-            let topic = if by_id {
-                ctx.broker.topics.get_by_id(t.topic_id)
+    let mut seen: HashMap<(Uuid, StrBytes, i32), (usize, usize)> = HashMap::new();
+    let mut out: Vec<TopicParts> = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let topic = if by_id {
+            ctx.broker.topics.get_by_id(t.topic_id)
+        } else {
+            ctx.broker.topics.get(&t.topic.0)
+        };
+        let unknown_code = match (&topic, by_id) {
+            (None, true) => error_code::UNKNOWN_TOPIC_ID,
+            _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        };
+        let ti = out.len();
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let part = Part {
+                key: topic
+                    .as_ref()
+                    .and_then(|tp| tp.partition(p.partition))
+                    .cloned(),
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+                unknown_code,
+            };
+            let name = if by_id {
+                StrBytes::default()
             } else {
-                ctx.broker.topics.get(&t.topic.0)
+                t.topic.0.clone()
             };
-            let unknown_code = match (&topic, by_id) {
-                (None, true) => error_code::UNKNOWN_TOPIC_ID,
-                _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
-            };
-            let parts = t
-                .partitions
-                .iter()
-                .map(|p| Part {
-                    key: topic
-                        .as_ref()
-                        .and_then(|tp| tp.partition(p.partition))
-                        .cloned(),
-                    partition: p.partition,
-                    fetch_offset: p.fetch_offset,
-                    max_bytes: p.partition_max_bytes,
-                    unknown_code,
-                })
-                .collect();
-            TopicParts {
-                name: t.topic.clone(),
-                topic_id: t.topic_id,
-                parts,
+            let id = if by_id { t.topic_id } else { Uuid::nil() };
+            match seen.entry((id, name, p.partition)) {
+                Entry::Occupied(e) => {
+                    let (i, j) = *e.get();
+                    let earlier = if i == ti {
+                        &mut parts[j]
+                    } else {
+                        &mut out[i].parts[j]
+                    };
+                    *earlier = part;
+                }
+                Entry::Vacant(e) => {
+                    e.insert((ti, parts.len()));
+                    parts.push(part);
+                }
             }
-        })
-        .collect()
+        }
+        if parts.is_empty() && !t.partitions.is_empty() {
+            // Every partition of this listing was already listed: nothing left to answer.
+            continue;
+        }
+        out.push(TopicParts {
+            name: t.topic.clone(),
+            topic_id: t.topic_id,
+            parts,
+        });
+    }
+    debug_assert_eq!(
+        out.iter().map(|t| t.parts.len()).sum::<usize>(),
+        seen.len(),
+        "every distinct partition is fetched exactly once"
+    );
+    out
 }
 
 /// True when some partition has bytes to read or an error to report (checked with atomics,
@@ -257,4 +430,19 @@ fn response(topics: &[TopicParts], results: Vec<PartResult>) -> FetchResponse {
         })
         .collect();
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: max_bytes <= 0 means the broker cap; a request may only lower it.
+    #[test]
+    fn response_cap_is_min_of_request_and_fetch_max_bytes() {
+        assert_eq!(response_cap(1000, 0), 1000);
+        assert_eq!(response_cap(1000, -5), 1000);
+        assert_eq!(response_cap(1000, 10), 10);
+        assert_eq!(response_cap(1000, i32::MAX), 1000);
+        assert_eq!(response_cap(usize::MAX, 0), i32::MAX as usize);
+    }
 }

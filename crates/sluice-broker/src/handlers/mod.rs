@@ -43,6 +43,7 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::{codec, header::Request};
 
+use crate::memory::Reservation;
 use crate::Broker;
 
 /// What the connection writes for one request.
@@ -50,6 +51,8 @@ use crate::Broker;
 pub(crate) enum Reply {
     /// A framed response.
     Frame(BytesMut),
+    /// A framed response charged to the request-memory budget until it is written (fetch).
+    Charged(BytesMut, Reservation),
     /// Nothing (acks=0 produce).
     NoResponse,
     /// Close the connection after the responses before this one.
