@@ -447,11 +447,7 @@ impl SimFs {
                     dir.unsynced.clear();
                     dir.entries = dir.durable.clone();
                 }
-                Some(Node::File(file)) => {
-                    if crash_file(file, writeback, rng) {
-                        torn_files += 1;
-                    }
-                }
+                Some(Node::File(file)) => torn_files += u64::from(crash_file(file, writeback, rng)),
                 None => {}
             }
         }
