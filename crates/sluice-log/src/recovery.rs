@@ -30,7 +30,7 @@
 //!
 //! Every action is logged through `tracing` and listed in the [`RecoveryReport`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ use crate::partition::Partition;
 use crate::producer_snapshot;
 use crate::producer_state::{ProducerStateTable, SnapshotMark};
 use crate::segment::{self, now_ms, open_segment, Segment, SegmentPaths};
-use crate::types::{Offset, PartitionKey, TopicId};
+use crate::types::{Offset, PartitionKey, ProducerId, TopicId};
 
 /// Gap reports per partition beyond which replay only counts.
 const GAP_REPORTS_MAX: u32 = 3;
@@ -606,6 +606,7 @@ impl Recovery<'_> {
         for partition in self.engine.partitions_snapshot() {
             let (mut table, from) = self.producer_state_start(&partition);
             let (now, mut replayed) = (self.now_ms, 0u64);
+            let mut walked = HashSet::new();
             for segment in partition.segments() {
                 if segment.next_offset() <= from {
                     continue;
@@ -614,9 +615,11 @@ impl Recovery<'_> {
                     let base = header.base_offset();
                     if base >= from && table.record_header(header, base, now) {
                         replayed += 1;
+                        walked.insert(ProducerId(header.producer_id()));
                     }
                 })?;
             }
+            self.forget_producers_of_deleted_batches(&partition, from, &mut table, &walked);
             if replayed > 0 {
                 let name = format!("{}-{}", partition.key.topic, partition.key.partition);
                 self.info(format!(
@@ -628,6 +631,32 @@ impl Recovery<'_> {
             *partition.producers.lock() = table;
         }
         Ok(())
+    }
+
+    /// When retention or DeleteRecords deleted segments above the offset the state is as
+    /// of, the batches in between are gone and the state may be behind for any producer
+    /// that wrote there: answering its next sequence with OutOfOrderSequence would stall a
+    /// healthy producer. Producers the walk did not see are therefore forgotten (accepted
+    /// at any sequence, the safe direction); those it saw have their newest batches right.
+    fn forget_producers_of_deleted_batches(
+        &mut self,
+        partition: &Partition,
+        from: Offset,
+        table: &mut ProducerStateTable,
+        walked: &HashSet<ProducerId>,
+    ) {
+        let first_base = partition.segments()[0].base_offset;
+        if from >= first_base {
+            return;
+        }
+        let forgotten = table.retain(|producer_id, _| walked.contains(&producer_id));
+        if forgotten > 0 {
+            let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+            self.warn(format!(
+                "{name}: segments from offset {} to {} were deleted after the producer state was taken; forgot {forgotten} producers not seen since",
+                from.0, first_base.0
+            ));
+        }
     }
 
     /// The producer state to start from, and the offset from which batches must be

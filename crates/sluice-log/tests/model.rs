@@ -1,0 +1,863 @@
+//! The seeded crash-model test: random operations against a `LogManager` on the simulated
+//! file system (`SimFs`), checked against an in-memory model after every reopen.
+//!
+//! Each case draws, from its seed, a sequence of appends (several partitions, varied batch
+//! sizes, idempotent producers and plain ones, single and pipelined), retries of acked
+//! idempotent batches, segment rolls (small `segment.bytes`), checkpoints, retention,
+//! DeleteRecords, partition creates and deletes, power cuts at a random later file-system
+//! operation, injected ENOSPC / EIO, crashes and clean shutdowns. After every reopen it
+//! reads every partition back and checks:
+//! - every acknowledged append at or above the log start is present exactly once, at the
+//!   offset it was acknowledged with, with identical bytes;
+//! - nothing is invented: every batch read is one the test sent; one whose append was not
+//!   answered may be there or not, but whole, once, and in offset order; once a reopen has
+//!   shown it absent it never comes back;
+//! - offsets are contiguous from the log start to the high watermark, which equals the log
+//!   end; the log start is at least every acknowledged DeleteRecords offset and at most
+//!   what DeleteRecords or retention asked for;
+//! - producer state: the retry of any of an idempotent producer's last 5 batches still in
+//!   the log is answered as a duplicate with its original offsets, and the producer's next
+//!   sequence is accepted, whatever crashes came in between;
+//! - partitions: acknowledged creates and deletes hold; interrupted ones may go either way.
+//!
+//! Every case is deterministic from its seed (the committer's rounds are lined up with the
+//! file system's gate), so a failure replays: it prints `SLUICE_MODEL_SEED=<seed>` and the
+//! last operations. `SLUICE_MODEL_CASES=<n>` runs n cases from a fresh random base seed.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sluice_log::batch::{BatchHeader, BatchIter};
+use sluice_log::fs::FaultOp;
+use sluice_log::sim_fs::{SimFs, SimRng};
+use sluice_log::{
+    AppendInfo, LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey, TopicId,
+};
+
+const DATA_DIR: &str = "/data";
+/// Cases in the default run (fixed seeds, so CI runs are repeatable).
+const DEFAULT_CASES: u64 = 48;
+const OPS_PER_CASE: usize = 300;
+const TOPICS: [&str; 3] = ["alpha", "beta", "gamma-x"];
+const PARTITIONS_MAX: usize = 4;
+const PRODUCERS_PER_PARTITION: usize = 2;
+/// How many of a producer's batches the log remembers (PRODUCER_BATCHES_CACHED_MAX).
+const PRODUCER_BATCHES_CACHED: usize = 5;
+const TRACE_LEN: usize = 40;
+
+#[derive(Debug, Clone)]
+struct Sent {
+    tag: i64,
+    bytes: Bytes,
+    records: i64,
+    /// (producer index in its partition, first sequence) for idempotent batches.
+    producer: Option<(usize, i32)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Live,
+    /// The create was not answered: may exist (empty) after the next reopen, or not.
+    MaybeCreated,
+    /// The delete was not answered: may be gone, or intact.
+    MaybeDeleted,
+}
+
+#[derive(Debug)]
+struct Producer {
+    producer_id: i64,
+    next_seq: i32,
+    /// Base offsets of its batches present in the log, oldest first.
+    history: Vec<i64>,
+}
+
+#[derive(Debug)]
+struct PartModel {
+    key: PartitionKey,
+    config: LogConfig,
+    status: Status,
+    /// Batches known present (acknowledged, or seen by a reopen), by base offset. Never
+    /// pruned: retention and DeleteRecords may be undone by a crash, and whatever comes
+    /// back must be the same bytes.
+    batches: BTreeMap<i64, Sent>,
+    /// Sent but not answered: may or may not be in the log after the next reopen.
+    unknown: Vec<Sent>,
+    /// The next offset the log will assign.
+    log_end: i64,
+    log_start_min: i64,
+    log_start_max: i64,
+    producers: Vec<Producer>,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Acked(AppendInfo),
+    /// No answer, or a storage failure: the append may or may not be in the log.
+    Unknown,
+    Refused(LogError),
+}
+
+fn classify(result: Result<AppendInfo, LogError>) -> Outcome {
+    match result {
+        Ok(info) => Outcome::Acked(info),
+        Err(LogError::Io(_) | LogError::Poisoned | LogError::ShuttingDown) => Outcome::Unknown,
+        Err(error) => Outcome::Refused(error),
+    }
+}
+
+struct World {
+    seed: u64,
+    rng: SimRng,
+    fs: SimFs,
+    rt: tokio::runtime::Runtime,
+    log: Option<LogManager>,
+    parts: Vec<PartModel>,
+    next_tag: i64,
+    next_topic_id: u8,
+    next_producer_id: i64,
+    trace: VecDeque<String>,
+    reopens: u64,
+}
+
+fn log_config() -> LogManagerConfig {
+    let mut config = LogManagerConfig::new(DATA_DIR);
+    // Background threads stay idle: checkpoints and retention run when the test says, so
+    // the sequence of file-system operations is a function of the seed.
+    config.checkpoint_interval_ms = 3_600_000;
+    config.checkpoint_bytes = u64::MAX / 2;
+    config.retention_check_interval_ms = 3_600_000;
+    // Small journal files: rolls, end markers and recycled files come up often.
+    config.journal_file_bytes_max = 32 * 1024;
+    // Rounds stay far below the parallel segment-write threshold (one thread writes).
+    config.commit_bytes_max = 16 * 1024;
+    config.append_queue_len = 64;
+    config
+}
+
+fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i32)>) -> Bytes {
+    let mut batch = common::batch(count, value_len, tag);
+    if let Some((producer_id, base_sequence)) = producer {
+        batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+        batch[51..53].copy_from_slice(&0i16.to_be_bytes());
+        batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+        common::fix_crc(&mut batch);
+    }
+    Bytes::from(batch)
+}
+
+impl World {
+    fn new(seed: u64) -> Self {
+        let fs = SimFs::new();
+        fs.create_dir_all_durable(Path::new(DATA_DIR))
+            .expect("data dir");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        Self {
+            seed,
+            rng: SimRng::new(seed),
+            fs,
+            rt,
+            log: None,
+            parts: Vec::new(),
+            next_tag: 1,
+            next_topic_id: 1,
+            next_producer_id: 1000,
+            trace: VecDeque::new(),
+            reopens: 0,
+        }
+    }
+
+    fn note(&mut self, what: String) {
+        // A replayed seed keeps the whole trace.
+        let keep = match std::env::var("SLUICE_MODEL_SEED") {
+            Ok(_) => usize::MAX,
+            Err(_) => TRACE_LEN,
+        };
+        if self.trace.len() >= keep {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(what);
+    }
+
+    fn log(&self) -> &LogManager {
+        self.log.as_ref().expect("log open")
+    }
+
+    fn live(&self) -> Vec<usize> {
+        (0..self.parts.len())
+            .filter(|&i| self.parts[i].status == Status::Live)
+            .collect()
+    }
+
+    fn pick_live(&mut self) -> Option<usize> {
+        let live = self.live();
+        (!live.is_empty()).then(|| live[self.rng.below(live.len() as u64) as usize])
+    }
+
+    /// True when the log can no longer be trusted to act (power cut or poisoned).
+    fn broken(&self) -> bool {
+        self.fs.is_power_cut() || self.log.as_ref().is_some_and(|l| l.is_poisoned())
+    }
+
+    // ----- operations -----
+
+    fn new_sent(&mut self, part: usize, idempotent: bool) -> Sent {
+        let count = self.rng.range(1, 8) as i32;
+        let value_len = [0, 10, 100, 700, 3000][self.rng.below(5) as usize];
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let producer = match idempotent {
+            true => {
+                let index = self.rng.below(PRODUCERS_PER_PARTITION as u64) as usize;
+                let p = &mut self.parts[part].producers[index];
+                let seq = p.next_seq;
+                p.next_seq += count;
+                Some((index, seq, p.producer_id))
+            }
+            false => None,
+        };
+        Sent {
+            tag,
+            bytes: batch_bytes(count, value_len, tag, producer.map(|(_, s, id)| (id, s))),
+            records: i64::from(count),
+            producer: producer.map(|(index, seq, _)| (index, seq)),
+        }
+    }
+
+    fn append_one(&mut self, part: usize, bytes: Bytes) -> Outcome {
+        let log = self.log().clone();
+        let key = self.parts[part].key.clone();
+        classify(self.rt.block_on(async move {
+            match log.append(&key, bytes).await {
+                Ok(waiter) => waiter.wait().await,
+                Err(error) => Err(error),
+            }
+        }))
+    }
+
+    /// Records the outcome of a fresh (not retried) append.
+    fn settle_append(&mut self, part: usize, sent: Sent, outcome: Outcome, after_unknown: bool) {
+        let seed = self.seed;
+        let model = &mut self.parts[part];
+        match outcome {
+            Outcome::Acked(info) => {
+                assert!(
+                    !after_unknown,
+                    "seed {seed}: an append was acked after an earlier one failed"
+                );
+                assert!(
+                    !info.duplicate,
+                    "seed {seed}: fresh batch answered as duplicate"
+                );
+                assert_eq!(
+                    info.base_offset.0, model.log_end,
+                    "seed {seed}: acked at an unexpected offset"
+                );
+                assert_eq!(info.last_offset.0, model.log_end + sent.records - 1);
+                if let Some((index, _)) = sent.producer {
+                    model.producers[index].history.push(model.log_end);
+                }
+                model.log_end += sent.records;
+                model.batches.insert(info.base_offset.0, sent);
+            }
+            Outcome::Unknown => model.unknown.push(sent),
+            Outcome::Refused(error) => panic!("seed {seed}: append refused: {error}"),
+        }
+    }
+
+    fn op_append(&mut self, idempotent: bool) {
+        let Some(part) = self.pick_live() else {
+            return self.op_create();
+        };
+        let sent = self.new_sent(part, idempotent);
+        self.note(format!(
+            "append {} tag {} ({} records, {} bytes, producer {:?}) at {}",
+            self.parts[part].key.topic,
+            sent.tag,
+            sent.records,
+            sent.bytes.len(),
+            sent.producer,
+            self.parts[part].log_end
+        ));
+        let outcome = self.append_one(part, sent.bytes.clone());
+        self.settle_append(part, sent, outcome, false);
+    }
+
+    /// Several appends in flight at once. The gate holds the committer inside the first
+    /// request's round until the rest are queued, so they form the next round whatever
+    /// the thread timing: the run stays a function of the seed.
+    fn op_burst(&mut self) {
+        let count = self.rng.range(2, 8) as usize;
+        let mut planned = Vec::new();
+        for _ in 0..count {
+            let Some(part) = self.pick_live() else {
+                return self.op_create();
+            };
+            let idempotent = self.rng.chance(40);
+            planned.push((part, self.new_sent(part, idempotent)));
+        }
+        let tags: Vec<i64> = planned.iter().map(|(_, s)| s.tag).collect();
+        self.note(format!("burst of {count}: tags {tags:?}"));
+        let log = self.log().clone();
+        self.fs.pause();
+        let mut handles = Vec::new();
+        for (part, sent) in &planned {
+            let key = self.parts[*part].key.clone();
+            let queued = self.rt.block_on(log.append(&key, sent.bytes.clone()));
+            let handle = match queued {
+                Ok(waiter) => Some(self.rt.spawn(waiter.wait())),
+                Err(error) => {
+                    handles.push(Err(error));
+                    continue;
+                }
+            };
+            let handle = handle.expect("spawned");
+            // Until the committer is held at the gate, let each request settle alone.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.fs.blocked() == 0 && !handle.is_finished() {
+                assert!(Instant::now() < deadline, "seed {}: burst stuck", self.seed);
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            handles.push(Ok(handle));
+        }
+        self.fs.resume();
+        let mut after_unknown = false;
+        for ((part, sent), handle) in planned.into_iter().zip(handles) {
+            let result = match handle {
+                Ok(handle) => self.rt.block_on(handle).expect("waiter task"),
+                Err(error) => Err(error),
+            };
+            let outcome = classify(result);
+            let unknown = matches!(outcome, Outcome::Unknown);
+            self.settle_append(part, sent, outcome, after_unknown);
+            after_unknown |= unknown;
+        }
+    }
+
+    /// Resends one of a producer's last 5 batches still in the log: it must be answered
+    /// as a duplicate with its original offsets, and nothing written.
+    fn op_retry(&mut self) {
+        let Some(part) = self.pick_live() else {
+            return;
+        };
+        let log_start = match self.log().offsets(&self.parts[part].key) {
+            Ok(offsets) => offsets.log_start_offset.0,
+            Err(_) => return,
+        };
+        let index = self.rng.below(PRODUCERS_PER_PARTITION as u64) as usize;
+        let history = &self.parts[part].producers[index].history;
+        let recent = &history[history.len().saturating_sub(PRODUCER_BATCHES_CACHED)..];
+        let candidates: Vec<i64> = recent.iter().copied().filter(|&b| b >= log_start).collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let base = candidates[self.rng.below(candidates.len() as u64) as usize];
+        let sent = self.parts[part].batches[&base].clone();
+        self.note(format!(
+            "retry {} tag {} (base {base}, producer {index})",
+            self.parts[part].key.topic, sent.tag
+        ));
+        match self.append_one(part, sent.bytes.clone()) {
+            Outcome::Acked(info) => {
+                assert!(
+                    info.duplicate,
+                    "seed {}: retry of tag {} at {base} was written again (at {:?})",
+                    self.seed, sent.tag, info.base_offset
+                );
+                assert_eq!(
+                    (info.base_offset.0, info.last_offset.0),
+                    (base, base + sent.records - 1),
+                    "seed {}: duplicate answered with other offsets",
+                    self.seed
+                );
+            }
+            Outcome::Unknown => {}
+            Outcome::Refused(error) => panic!(
+                "seed {}: retry of tag {} at {base} refused: {error}",
+                self.seed, sent.tag
+            ),
+        }
+    }
+
+    fn op_checkpoint(&mut self) {
+        self.note("checkpoint".into());
+        let _ = self.log().checkpoint_now();
+    }
+
+    fn op_retention(&mut self) {
+        let Some(part) = self.pick_live() else {
+            return;
+        };
+        let key = self.parts[part].key.clone();
+        let before = match self.log().offsets(&key) {
+            Ok(offsets) => offsets,
+            Err(_) => return,
+        };
+        let mut config = self.parts[part].config.clone();
+        config.retention_bytes = [0, 4096, 20_000][self.rng.below(3) as usize];
+        self.note(format!(
+            "retention {} retention.bytes {} (hw {})",
+            key.topic, config.retention_bytes, before.high_watermark.0
+        ));
+        self.log().set_config(&key, config).expect("set config");
+        let result = self.log().enforce_retention(common_now_ms());
+        self.log()
+            .set_config(&key, self.parts[part].config.clone())
+            .expect("restore config");
+        let model = &mut self.parts[part];
+        match result {
+            Ok(()) => {
+                let after = self
+                    .log
+                    .as_ref()
+                    .expect("log")
+                    .offsets(&key)
+                    .expect("offsets");
+                model.log_start_max = model.log_start_max.max(after.log_start_offset.0);
+            }
+            // Interrupted: retention may have moved the start to any segment boundary below
+            // the high watermark it saw.
+            Err(_) => model.log_start_max = model.log_start_max.max(before.high_watermark.0),
+        }
+    }
+
+    fn op_delete_records(&mut self) {
+        let Some(part) = self.pick_live() else {
+            return;
+        };
+        let key = self.parts[part].key.clone();
+        let Ok(offsets) = self.log().offsets(&key) else {
+            return;
+        };
+        let (start, hw) = (offsets.log_start_offset.0, offsets.high_watermark.0);
+        let target = match self.rng.below(4) {
+            0 => -1,
+            _ => self.rng.range(start as u64, hw as u64) as i64,
+        };
+        self.note(format!(
+            "delete_records {} to {target} (start {start}, hw {hw})",
+            key.topic
+        ));
+        let result = self.log().delete_records(&key, Offset(target));
+        let model = &mut self.parts[part];
+        let target = if target == -1 { hw } else { target };
+        match result {
+            Ok(now) => {
+                assert!(
+                    now.0 >= target,
+                    "seed {}: log start below the request",
+                    self.seed
+                );
+                model.log_start_min = model.log_start_min.max(now.0);
+                model.log_start_max = model.log_start_max.max(now.0);
+            }
+            Err(LogError::Io(_) | LogError::Poisoned) => {
+                model.log_start_max = model.log_start_max.max(target);
+            }
+            Err(error) => panic!("seed {}: delete_records refused: {error}", self.seed),
+        }
+    }
+
+    fn op_create(&mut self) {
+        if self.parts.len() >= PARTITIONS_MAX {
+            return;
+        }
+        let taken: HashSet<(String, i32)> = self
+            .parts
+            .iter()
+            .map(|p| (p.key.topic.to_string(), p.key.partition))
+            .collect();
+        let topic = TOPICS[self.rng.below(TOPICS.len() as u64) as usize];
+        let partition = self.rng.below(2) as i32;
+        if taken.contains(&(topic.to_owned(), partition)) {
+            return;
+        }
+        let mut id = [0u8; 16];
+        id[0] = self.next_topic_id;
+        id[1..].copy_from_slice(&[0xA5; 15]);
+        self.next_topic_id = self.next_topic_id.wrapping_add(1);
+        let key = PartitionKey {
+            topic_id: TopicId(id),
+            topic: Arc::from(topic),
+            partition,
+        };
+        let config = LogConfig {
+            segment_bytes: [2048, 8192, 65_536][self.rng.below(3) as usize],
+            retention_ms: -1,
+            ..LogConfig::default()
+        };
+        self.note(format!(
+            "create {topic}-{partition} id {} segment.bytes {}",
+            id[0], config.segment_bytes
+        ));
+        let status = match self.log().create_partition(key.clone(), config.clone()) {
+            Ok(()) => Status::Live,
+            Err(LogError::Io(_) | LogError::Poisoned) => Status::MaybeCreated,
+            Err(error) => panic!("seed {}: create refused: {error}", self.seed),
+        };
+        let producers = (0..PRODUCERS_PER_PARTITION)
+            .map(|_| {
+                self.next_producer_id += 1;
+                Producer {
+                    producer_id: self.next_producer_id,
+                    next_seq: 0,
+                    history: Vec::new(),
+                }
+            })
+            .collect();
+        self.parts.push(PartModel {
+            key,
+            config,
+            status,
+            batches: BTreeMap::new(),
+            unknown: Vec::new(),
+            log_end: 0,
+            log_start_min: 0,
+            log_start_max: 0,
+            producers,
+        });
+    }
+
+    fn op_delete_partition(&mut self) {
+        let Some(part) = self.pick_live() else {
+            return;
+        };
+        let key = self.parts[part].key.clone();
+        self.note(format!("delete partition {}-{}", key.topic, key.partition));
+        match self.log().delete_partition(&key) {
+            Ok(()) => {
+                self.parts.remove(part);
+            }
+            Err(LogError::Io(_) | LogError::Poisoned) => {
+                self.parts[part].status = Status::MaybeDeleted;
+            }
+            Err(error) => panic!("seed {}: delete refused: {error}", self.seed),
+        }
+    }
+
+    fn op_arm_power_cut(&mut self) {
+        if self.fs.is_cut_armed() {
+            return;
+        }
+        let ops = self.rng.below(120);
+        self.note(format!("power cut armed after {ops} operations"));
+        self.fs.cut_power_after(ops);
+    }
+
+    fn op_arm_fault(&mut self) {
+        let op = match self.rng.chance(50) {
+            true => FaultOp::Write,
+            false => FaultOp::Sync,
+        };
+        let paths = [
+            None,
+            Some(".wal"),
+            Some(".log"),
+            Some("checkpoint"),
+            Some(".snapshot"),
+            Some(".index"),
+        ];
+        let path = paths[self.rng.below(paths.len() as u64) as usize];
+        let after = self.rng.below(30);
+        self.note(format!("fault {op:?} after {after} on {path:?}"));
+        self.fs.arm(op, after, path);
+    }
+
+    // ----- restarts -----
+
+    /// Stops the log without a clean shutdown (the threads are joined, nothing more is
+    /// written), loses power, and reopens.
+    fn crash_and_reopen(&mut self, why: &str) {
+        self.note(format!("crash ({why})"));
+        self.fs.resume();
+        self.log = None;
+        self.fs.crash(&mut self.rng);
+        self.reopen();
+    }
+
+    fn clean_restart(&mut self) {
+        self.note("clean shutdown".into());
+        let result = self.log().shutdown();
+        self.log = None;
+        if result.is_err() || self.rng.chance(50) {
+            // Power lost right after the shutdown: a clean shutdown left everything durable.
+            self.note("crash after shutdown".into());
+            self.fs.crash(&mut self.rng);
+        }
+        self.reopen();
+    }
+
+    /// Opens the log (crashing again whenever an injected failure stops recovery itself)
+    /// and checks it against the model.
+    fn reopen(&mut self) {
+        loop {
+            self.reopens += 1;
+            if self.rng.chance(15) {
+                let ops = self.rng.below(60);
+                self.note(format!("power cut armed during recovery after {ops}"));
+                self.fs.cut_power_after(ops);
+            }
+            let fs: Arc<dyn sluice_log::fs::Fs> = Arc::new(self.fs.clone());
+            match LogManager::open(log_config(), fs) {
+                Ok((log, report)) if !self.fs.is_power_cut() => {
+                    self.log = Some(log);
+                    let found: Vec<(PartitionKey, sluice_log::PartitionOffsets)> =
+                        report.partitions.clone();
+                    self.note(format!("reopened: {:?}", report.actions));
+                    self.reconcile(&found);
+                    return;
+                }
+                Ok((log, _)) => drop(log),
+                Err(error) => self.note(format!("open failed: {error}")),
+            }
+            self.fs.crash(&mut self.rng);
+        }
+    }
+
+    /// Checks the reopened log against the model, then makes the model what the log now
+    /// durably holds.
+    fn reconcile(&mut self, found: &[(PartitionKey, sluice_log::PartitionOffsets)]) {
+        let seed = self.seed;
+        let mut present: HashMap<PartitionKey, sluice_log::PartitionOffsets> =
+            found.iter().cloned().collect();
+        let mut parts = std::mem::take(&mut self.parts);
+        parts.retain(|model| {
+            let exists = present.contains_key(&model.key);
+            match model.status {
+                Status::Live => assert!(
+                    exists,
+                    "seed {seed}: partition {}-{} lost",
+                    model.key.topic, model.key.partition
+                ),
+                Status::MaybeCreated | Status::MaybeDeleted => {}
+            }
+            exists
+        });
+        for model in &mut parts {
+            let offsets = present.remove(&model.key).expect("present");
+            if model.status == Status::MaybeCreated {
+                assert_eq!(
+                    (offsets.log_start_offset.0, offsets.log_end_offset.0),
+                    (0, 0),
+                    "seed {seed}: an unfinished create has data"
+                );
+            }
+            model.status = Status::Live;
+            self.log()
+                .set_config(&model.key, model.config.clone())
+                .expect("set config");
+            check_partition(seed, self.log(), model);
+        }
+        assert!(
+            present.is_empty(),
+            "seed {seed}: partitions the model does not know: {:?}",
+            present.keys().collect::<Vec<_>>()
+        );
+        self.parts = parts;
+    }
+
+    fn step(&mut self) {
+        match self.rng.below(100) {
+            0..=29 => self.op_append(false),
+            30..=47 => self.op_append(true),
+            48..=56 => self.op_burst(),
+            57..=63 => self.op_retry(),
+            64..=71 => self.op_checkpoint(),
+            72..=75 => self.op_retention(),
+            76..=79 => self.op_delete_records(),
+            80..=82 => self.op_create(),
+            83 => self.op_delete_partition(),
+            84..=87 => self.crash_and_reopen("now"),
+            88..=92 => self.op_arm_power_cut(),
+            93..=94 => self.op_arm_fault(),
+            _ => self.clean_restart(),
+        }
+        if self.broken() {
+            self.crash_and_reopen("storage failed");
+        }
+    }
+}
+
+fn common_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Reads one partition from its log start to its high watermark and checks it against
+/// the model (see the module header); then the model becomes what was read.
+fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) {
+    let name = format!("{}-{}", model.key.topic, model.key.partition);
+    let offsets = log.offsets(&model.key).expect("offsets");
+    let (start, hw) = (offsets.log_start_offset.0, offsets.high_watermark.0);
+    assert_eq!(
+        hw, offsets.log_end_offset.0,
+        "seed {seed}: {name}: hw != log end after open"
+    );
+    assert!(
+        start >= model.log_start_min,
+        "seed {seed}: {name}: log start {start} below an acknowledged DeleteRecords {}",
+        model.log_start_min
+    );
+    assert!(
+        start <= model.log_start_max.max(model.log_start_min),
+        "seed {seed}: {name}: log start {start} beyond anything asked for ({})",
+        model.log_start_max
+    );
+    let unknown: HashMap<i64, Sent> = model.unknown.drain(..).map(|s| (s.tag, s)).collect();
+    let mut seen_tags = HashSet::new();
+    let mut promoted = Vec::new();
+    let mut next = start;
+    let mut expected_base: Option<i64> = None;
+    while next < hw {
+        let read = log
+            .read(&model.key, Offset(next), 256 * 1024, true)
+            .unwrap_or_else(|e| panic!("seed {seed}: {name}: read at {next}: {e}"));
+        assert!(
+            !read.records.is_empty(),
+            "seed {seed}: {name}: empty read at {next} below hw {hw}"
+        );
+        for batch in BatchIter::new(read.records) {
+            let batch = batch.unwrap_or_else(|e| panic!("seed {seed}: {name}: torn batch: {e}"));
+            let header = BatchHeader::parse(&batch).expect("header");
+            let base = header.base_offset().0;
+            let tag = header.base_timestamp();
+            if let Some(expected) = expected_base {
+                assert_eq!(
+                    base, expected,
+                    "seed {seed}: {name}: offsets not contiguous"
+                );
+            } else {
+                assert!(
+                    base <= start,
+                    "seed {seed}: {name}: first batch {base} after log start {start}"
+                );
+            }
+            assert!(
+                seen_tags.insert(tag),
+                "seed {seed}: {name}: tag {tag} present twice"
+            );
+            let sent = match model.batches.get(&base) {
+                Some(sent) => {
+                    assert_eq!(
+                        sent.tag, tag,
+                        "seed {seed}: {name}: acked tag {} at {base} replaced by tag {tag}",
+                        sent.tag
+                    );
+                    sent.clone()
+                }
+                None => {
+                    let sent = unknown.get(&tag).unwrap_or_else(|| {
+                        panic!("seed {seed}: {name}: batch tag {tag} at {base} was never sent or was already gone")
+                    });
+                    promoted.push((base, sent.clone()));
+                    sent.clone()
+                }
+            };
+            assert_eq!(
+                &batch[8..],
+                &sent.bytes[8..],
+                "seed {seed}: {name}: bytes of tag {tag} at {base} differ"
+            );
+            assert_eq!(header.last_offset().0, base + sent.records - 1);
+            expected_base = Some(base + sent.records);
+            next = base + sent.records;
+        }
+    }
+    if let Some(end) = expected_base {
+        assert_eq!(
+            end, hw,
+            "seed {seed}: {name}: last batch does not end at hw"
+        );
+    }
+    for (&base, sent) in model.batches.range(start..) {
+        assert!(
+            base < hw && seen_tags.contains(&sent.tag),
+            "seed {seed}: {name}: acknowledged tag {} at {base} lost (log {start}..{hw})",
+            sent.tag
+        );
+    }
+    // A batch acked below the log start but whose records reach past it is still there.
+    if let Some((&base, sent)) = model.batches.range(..start).next_back() {
+        if base + sent.records > start {
+            assert!(
+                seen_tags.contains(&sent.tag),
+                "seed {seed}: {name}: batch at log start lost"
+            );
+        }
+    }
+    // Batches above the recovered log end that the model held are gone for good only if
+    // they were never acknowledged (checked above); drop them from the model.
+    model.batches.retain(|&base, _| base < hw);
+    for (base, sent) in promoted {
+        if let Some((index, _)) = sent.producer {
+            model.producers[index].history.push(base);
+        }
+        model.batches.insert(base, sent);
+    }
+    for producer in &mut model.producers {
+        producer.history.retain(|base| *base < hw);
+        producer.history.sort_unstable();
+        producer.next_seq = match producer.history.last() {
+            Some(base) => {
+                let sent = &model.batches[base];
+                sent.producer.expect("idempotent").1 + sent.records as i32
+            }
+            None => 0,
+        };
+    }
+    model.log_end = hw;
+}
+
+/// Runs one case; on failure prints the seed and the last operations, then fails.
+fn run_case(seed: u64) {
+    let mut world = World::new(seed);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        world.reopen();
+        for _ in 0..2 {
+            world.op_create();
+        }
+        for _ in 0..OPS_PER_CASE {
+            world.step();
+        }
+        world.crash_and_reopen("end of case");
+    }));
+    world.fs.resume();
+    world.log = None;
+    if let Err(panic) = result {
+        eprintln!("crash-model test failed; last operations:");
+        for line in &world.trace {
+            eprintln!("  {line}");
+        }
+        eprintln!("crash-model test failed: replay with SLUICE_MODEL_SEED={seed}");
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn crash_model() {
+    if let Ok(seed) = std::env::var("SLUICE_MODEL_SEED") {
+        let seed: u64 = seed.parse().expect("SLUICE_MODEL_SEED is a number");
+        return run_case(seed);
+    }
+    let (base, cases) = match std::env::var("SLUICE_MODEL_CASES") {
+        Ok(cases) => {
+            let base = common_now_ms() as u64 * 1000;
+            eprintln!("crash-model test: base seed {base}");
+            (base, cases.parse().expect("SLUICE_MODEL_CASES is a number"))
+        }
+        Err(_) => (0, DEFAULT_CASES),
+    };
+    let started = Instant::now();
+    for seed in base..base + cases {
+        run_case(seed);
+    }
+    eprintln!("crash-model test: {cases} cases in {:?}", started.elapsed());
+}
