@@ -232,9 +232,8 @@ pub(crate) fn delete_records(
             high_watermark: offsets.high_watermark,
         });
     }
-    if target <= offsets.log_start_offset {
-        return Ok(offsets.log_start_offset);
-    }
+    // Persisted even when the log start is already there: retention moves it in memory
+    // only (its deletes become durable later), and the answer promises it durably.
     let now_in_force = partition.advance_log_start(target);
     engine.persist_log_starts()?;
     let segments = partition.segments();
