@@ -121,6 +121,8 @@ struct World {
     next_topic_id: u8,
     next_producer_id: i64,
     trace: VecDeque<String>,
+    /// Lines of `trace` kept (all of them when a seed is replayed).
+    trace_len: usize,
     reopens: u64,
 }
 
@@ -170,17 +172,16 @@ impl World {
             next_topic_id: 1,
             next_producer_id: 1000,
             trace: VecDeque::new(),
+            trace_len: match std::env::var("SLUICE_MODEL_SEED") {
+                Ok(_) => usize::MAX,
+                Err(_) => TRACE_LEN,
+            },
             reopens: 0,
         }
     }
 
     fn note(&mut self, what: String) {
-        // A replayed seed keeps the whole trace.
-        let keep = match std::env::var("SLUICE_MODEL_SEED") {
-            Ok(_) => usize::MAX,
-            Err(_) => TRACE_LEN,
-        };
-        if self.trace.len() >= keep {
+        if self.trace.len() >= self.trace_len {
             self.trace.pop_front();
         }
         self.trace.push_back(what);
@@ -817,8 +818,13 @@ fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) {
 }
 
 /// Runs one case; on failure prints the seed and the last operations, then fails.
-fn run_case(seed: u64) {
-    let mut world = World::new(seed);
+/// Returns the world for the caller to inspect.
+fn run_case(seed: u64) -> World {
+    run_case_with(World::new(seed))
+}
+
+fn run_case_with(mut world: World) -> World {
+    let seed = world.seed;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         world.reopen();
         for _ in 0..2 {
@@ -839,13 +845,15 @@ fn run_case(seed: u64) {
         eprintln!("crash-model test failed: replay with SLUICE_MODEL_SEED={seed}");
         std::panic::resume_unwind(panic);
     }
+    world
 }
 
 #[test]
 fn crash_model() {
     if let Ok(seed) = std::env::var("SLUICE_MODEL_SEED") {
         let seed: u64 = seed.parse().expect("SLUICE_MODEL_SEED is a number");
-        return run_case(seed);
+        run_case(seed);
+        return;
     }
     let (base, cases) = match std::env::var("SLUICE_MODEL_CASES") {
         Ok(cases) => {
@@ -860,4 +868,29 @@ fn crash_model() {
         run_case(seed);
     }
     eprintln!("crash-model test: {cases} cases in {:?}", started.elapsed());
+}
+
+#[test]
+fn a_seed_replays_identically() {
+    // Goal: a case is a function of its seed (same operations, same file-system operations,
+    // same crashes), so a failing seed printed by `crash_model` replays exactly.
+    let run = |seed| {
+        let mut world = World::new(seed);
+        world.trace_len = usize::MAX;
+        let world = run_case_with(world);
+        (world.fs.stats(), world.trace.clone())
+    };
+    for seed in [3, 11] {
+        let (first, second) = (run(seed), run(seed));
+        assert_eq!(
+            first.0, second.0,
+            "seed {seed}: file-system counters differ"
+        );
+        assert!(first.1 == second.1, "seed {seed}: operation traces differ");
+        assert!(
+            first.0.crashes > 3,
+            "seed {seed}: the case crashed only {} times",
+            first.0.crashes
+        );
+    }
 }
