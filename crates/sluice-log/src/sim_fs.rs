@@ -22,7 +22,8 @@
 //!
 //! Test hooks: [`SimFs::cut_power_after`] freezes the disk after a number of mutating
 //! operations (every later operation fails with `EIO`, so the log stops exactly there);
-//! [`SimFs::arm`] injects `ENOSPC` on writes or `EIO` on syncs like `FaultyFs`;
+//! [`SimFs::arm`] injects `ENOSPC` on writes (after one short write) or `EIO` on syncs,
+//! like `FaultyFs`;
 //! [`SimFs::pause`] holds every operation at a gate so a test can line requests up in the
 //! log's queue deterministically. Everything random comes from [`SimRng`], so a run is
 //! reproducible from its seed (given the same sequence of operations).
@@ -78,6 +79,16 @@ impl SimRng {
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+}
+
+/// What a crash keeps beyond the durable state (see the module header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Only synced state, plus maybe a torn part of each file's last unsynced write.
+    Drop,
+    /// Also any of the dirty sectors, either file size, and a prefix of each
+    /// directory's unsynced changes (the kernel flushed some of it on its own).
+    Writeback,
 }
 
 type NodeId = u64;
@@ -140,6 +151,9 @@ struct Fault {
     op: FaultOp,
     remaining_ops: u64,
     path_contains: Option<String>,
+    /// A write fault first lets half of one write through (a short write, as a real
+    /// disk filling up gives), then fails.
+    short_write_done: bool,
 }
 
 /// Counters a test can print or assert on.
@@ -430,8 +444,17 @@ impl SimFs {
     /// stale, and the power, the fault and the cut are reset. The caller must have stopped
     /// the log (it is a new boot).
     pub fn crash(&self, rng: &mut SimRng) {
+        let mode = match rng.chance(50) {
+            true => CrashMode::Writeback,
+            false => CrashMode::Drop,
+        };
+        self.crash_with(rng, mode);
+    }
+
+    /// [`Self::crash`] in the given mode (for tests that need one outcome).
+    pub fn crash_with(&self, rng: &mut SimRng, mode: CrashMode) {
         let mut state = self.shared.state.lock();
-        let writeback = rng.chance(50);
+        let writeback = mode == CrashMode::Writeback;
         let ids: Vec<NodeId> = state.nodes.keys().copied().collect();
         let mut torn_files = 0;
         for id in ids {
@@ -497,6 +520,7 @@ impl SimFs {
             op,
             remaining_ops: after_ops,
             path_contains: path_contains.map(str::to_owned),
+            short_write_done: false,
         });
     }
 
@@ -601,7 +625,15 @@ impl FsFile for SimFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         let mut state = self.state()?;
         state.mutate()?;
-        state.check_fault(FaultOp::Write, &self.path)?;
+        let mut buf = buf;
+        if let Err(error) = state.check_fault(FaultOp::Write, &self.path) {
+            let fault = state.fault.as_mut().expect("the fault that fired");
+            if fault.short_write_done || buf.len() < 2 {
+                return Err(error);
+            }
+            fault.short_write_done = true;
+            buf = &buf[..buf.len() / 2];
+        }
         state.stats.writes += 1;
         let file = state.file_mut(self.id)?;
         let start = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
@@ -881,7 +913,8 @@ mod tests {
     #[test]
     fn power_cut_and_faults_fail_operations() {
         // Goal: once the armed cut fires every operation fails with EIO; an armed fault
-        // fails only its operation kind; a failed sync makes nothing durable.
+        // fails only its operation kind; a failed sync makes nothing durable; a write fault
+        // lets half of one write through, then fails with ENOSPC.
         let fs = fs_with_dir();
         let file = fs
             .open(Path::new("/d/f"), OpenMode::CreateNew)
@@ -891,6 +924,10 @@ mod tests {
         let err = file.sync_data().unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EIO));
         assert_eq!(fs.durable_len(Path::new("/d/f")), Some(0));
+        fs.arm(FaultOp::Write, 0, None);
+        assert_eq!(file.write_at(b"wxyz", 3).expect("a short write first"), 2);
+        let err = file.write_at(b"yz", 5).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
         fs.disarm();
         fs.cut_power_after(1);
         file.sync_data().expect("one more operation");
@@ -901,7 +938,7 @@ mod tests {
         let mut rng = SimRng::new(1);
         fs.crash(&mut rng);
         assert!(!fs.is_power_cut());
-        assert_eq!(fs.stats().faults_injected, 1);
+        assert_eq!(fs.stats().faults_injected, 3);
     }
 
     #[test]

@@ -41,7 +41,7 @@ use sluice_log::{
 
 const DATA_DIR: &str = "/data";
 /// Cases in the default run (fixed seeds, so CI runs are repeatable).
-const DEFAULT_CASES: u64 = 48;
+const DEFAULT_CASES: u64 = 128;
 const OPS_PER_CASE: usize = 300;
 const TOPICS: [&str; 3] = ["alpha", "beta", "gamma-x"];
 const PARTITIONS_MAX: usize = 4;
@@ -55,8 +55,16 @@ struct Sent {
     tag: i64,
     bytes: Bytes,
     records: i64,
-    /// (producer index in its partition, first sequence) for idempotent batches.
-    producer: Option<(usize, i32)>,
+    /// Idempotent batches: who sent it, with which epoch and first sequence.
+    producer: Option<ProducerFields>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProducerFields {
+    /// Index of the producer in its partition's model.
+    index: usize,
+    epoch: i16,
+    first_seq: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +79,8 @@ enum Status {
 #[derive(Debug)]
 struct Producer {
     producer_id: i64,
+    /// The epoch the producer sends with (bumped now and then, as a new session would).
+    epoch: i16,
     next_seq: i32,
     /// Base offsets of its batches present in the log, oldest first.
     history: Vec<i64>,
@@ -110,6 +120,34 @@ fn classify(result: Result<AppendInfo, LogError>) -> Outcome {
     }
 }
 
+/// What a run exercised, printed at the end so a weak run is visible.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    ops: u64,
+    acked: u64,
+    /// Appends with no answer (power cut, fault) ...
+    unknown: u64,
+    /// ... of which found in the log after the reopen.
+    unknown_present: u64,
+    duplicates_checked: u64,
+    zombies_fenced: u64,
+    reopens: u64,
+    clean_shutdowns: u64,
+}
+
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, o: Self) {
+        self.ops += o.ops;
+        self.acked += o.acked;
+        self.unknown += o.unknown;
+        self.unknown_present += o.unknown_present;
+        self.duplicates_checked += o.duplicates_checked;
+        self.zombies_fenced += o.zombies_fenced;
+        self.reopens += o.reopens;
+        self.clean_shutdowns += o.clean_shutdowns;
+    }
+}
+
 struct World {
     seed: u64,
     rng: SimRng,
@@ -123,7 +161,7 @@ struct World {
     trace: VecDeque<String>,
     /// Lines of `trace` kept (all of them when a seed is replayed).
     trace_len: usize,
-    reopens: u64,
+    totals: Totals,
 }
 
 fn log_config() -> LogManagerConfig {
@@ -141,11 +179,11 @@ fn log_config() -> LogManagerConfig {
     config
 }
 
-fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i32)>) -> Bytes {
+fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     let mut batch = common::batch(count, value_len, tag);
-    if let Some((producer_id, base_sequence)) = producer {
+    if let Some((producer_id, epoch, base_sequence)) = producer {
         batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-        batch[51..53].copy_from_slice(&0i16.to_be_bytes());
+        batch[51..53].copy_from_slice(&epoch.to_be_bytes());
         batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
         common::fix_crc(&mut batch);
     }
@@ -176,7 +214,7 @@ impl World {
                 Ok(_) => usize::MAX,
                 Err(_) => TRACE_LEN,
             },
-            reopens: 0,
+            totals: Totals::default(),
         }
     }
 
@@ -214,21 +252,33 @@ impl World {
         let value_len = [0, 10, 100, 700, 3000][self.rng.below(5) as usize];
         let tag = self.next_tag;
         self.next_tag += 1;
+        let mut producer_id = -1;
         let producer = match idempotent {
             true => {
                 let index = self.rng.below(PRODUCERS_PER_PARTITION as u64) as usize;
                 let p = &mut self.parts[part].producers[index];
-                let seq = p.next_seq;
+                if self.rng.chance(5) {
+                    // A new session of the same producer id (InitProducerId bumps the epoch).
+                    p.epoch += 1;
+                    p.next_seq = 0;
+                }
+                let fields = ProducerFields {
+                    index,
+                    epoch: p.epoch,
+                    first_seq: p.next_seq,
+                };
                 p.next_seq += count;
-                Some((index, seq, p.producer_id))
+                producer_id = p.producer_id;
+                Some(fields)
             }
             false => None,
         };
+        let header = producer.map(|f| (producer_id, f.epoch, f.first_seq));
         Sent {
             tag,
-            bytes: batch_bytes(count, value_len, tag, producer.map(|(_, s, id)| (id, s))),
+            bytes: batch_bytes(count, value_len, tag, header),
             records: i64::from(count),
-            producer: producer.map(|(index, seq, _)| (index, seq)),
+            producer,
         }
     }
 
@@ -262,13 +312,17 @@ impl World {
                     "seed {seed}: acked at an unexpected offset"
                 );
                 assert_eq!(info.last_offset.0, model.log_end + sent.records - 1);
-                if let Some((index, _)) = sent.producer {
-                    model.producers[index].history.push(model.log_end);
+                if let Some(fields) = sent.producer {
+                    model.producers[fields.index].history.push(model.log_end);
                 }
                 model.log_end += sent.records;
+                self.totals.acked += 1;
                 model.batches.insert(info.base_offset.0, sent);
             }
-            Outcome::Unknown => model.unknown.push(sent),
+            Outcome::Unknown => {
+                model.unknown.push(sent);
+                self.totals.unknown += 1;
+            }
             Outcome::Refused(error) => panic!("seed {seed}: append refused: {error}"),
         }
     }
@@ -288,7 +342,23 @@ impl World {
             self.parts[part].log_end
         ));
         let outcome = self.append_one(part, sent.bytes.clone());
+        let acked = matches!(outcome, Outcome::Acked(_));
         self.settle_append(part, sent, outcome, false);
+        if acked {
+            self.check_high_watermark(part);
+        }
+    }
+
+    /// An acknowledged append is visible: the high watermark covers it at once.
+    fn check_high_watermark(&self, part: usize) {
+        let model = &self.parts[part];
+        let offsets = self.log().offsets(&model.key).expect("offsets");
+        assert_eq!(
+            (offsets.high_watermark.0, offsets.log_end_offset.0),
+            (model.log_end, model.log_end),
+            "seed {}: high watermark or log end after an acked append",
+            self.seed
+        );
     }
 
     /// Several appends in flight at once. The gate holds the committer inside the first
@@ -353,11 +423,29 @@ impl World {
             Err(_) => return,
         };
         let index = self.rng.below(PRODUCERS_PER_PARTITION as u64) as usize;
-        let history = &self.parts[part].producers[index].history;
-        let recent = &history[history.len().saturating_sub(PRODUCER_BATCHES_CACHED)..];
+        let model = &self.parts[part];
+        let epoch_of = |base: &i64| model.batches[base].producer.expect("idempotent").epoch;
+        let producer = &model.producers[index];
+        // The log keeps the last 5 batches of the epoch it last saw written.
+        let written_epoch = producer.history.last().map(epoch_of);
+        let same_epoch: Vec<i64> = producer
+            .history
+            .iter()
+            .copied()
+            .filter(|b| Some(epoch_of(b)) == written_epoch)
+            .collect();
+        let recent = &same_epoch[same_epoch.len().saturating_sub(PRODUCER_BATCHES_CACHED)..];
         let candidates: Vec<i64> = recent.iter().copied().filter(|&b| b >= log_start).collect();
         if candidates.is_empty() {
             return;
+        }
+        let zombie = producer
+            .history
+            .iter()
+            .copied()
+            .find(|b| Some(epoch_of(b)) < written_epoch);
+        if let Some(old) = zombie.filter(|_| self.rng.chance(30)) {
+            return self.op_zombie(part, old);
         }
         let base = candidates[self.rng.below(candidates.len() as u64) as usize];
         let sent = self.parts[part].batches[&base].clone();
@@ -385,6 +473,26 @@ impl World {
                 self.seed, sent.tag
             ),
         }
+        self.totals.duplicates_checked += 1;
+    }
+
+    /// Resends a batch of an older epoch of a producer whose newer epoch has a batch in
+    /// the log (at or above the log start, so its state cannot have been forgotten): the
+    /// old session is fenced (InvalidProducerEpoch), whatever crashes came in between.
+    fn op_zombie(&mut self, part: usize, base: i64) {
+        let sent = self.parts[part].batches[&base].clone();
+        self.note(format!(
+            "zombie resend {} tag {} (base {base}, {:?})",
+            self.parts[part].key.topic, sent.tag, sent.producer
+        ));
+        match self.append_one(part, sent.bytes.clone()) {
+            Outcome::Refused(LogError::InvalidProducerEpoch { .. }) | Outcome::Unknown => {}
+            other => panic!(
+                "seed {}: a fenced epoch's batch (tag {}) got {other:?}",
+                self.seed, sent.tag
+            ),
+        }
+        self.totals.zombies_fenced += 1;
     }
 
     fn op_checkpoint(&mut self) {
@@ -508,6 +616,7 @@ impl World {
                 self.next_producer_id += 1;
                 Producer {
                     producer_id: self.next_producer_id,
+                    epoch: 0,
                     next_seq: 0,
                     history: Vec::new(),
                 }
@@ -585,6 +694,7 @@ impl World {
 
     fn clean_restart(&mut self) {
         self.note("clean shutdown".into());
+        self.totals.clean_shutdowns += 1;
         let result = self.log().shutdown();
         self.log = None;
         if result.is_err() || self.rng.chance(50) {
@@ -599,7 +709,7 @@ impl World {
     /// and checks it against the model.
     fn reopen(&mut self) {
         loop {
-            self.reopens += 1;
+            self.totals.reopens += 1;
             if self.rng.chance(15) {
                 let ops = self.rng.below(60);
                 self.note(format!("power cut armed during recovery after {ops}"));
@@ -654,7 +764,7 @@ impl World {
             self.log()
                 .set_config(&model.key, model.config.clone())
                 .expect("set config");
-            check_partition(seed, self.log(), model);
+            self.totals.unknown_present += check_partition(seed, self.log(), model) as u64;
         }
         assert!(
             present.is_empty(),
@@ -665,6 +775,7 @@ impl World {
     }
 
     fn step(&mut self) {
+        self.totals.ops += 1;
         match self.rng.below(100) {
             0..=29 => self.op_append(false),
             30..=47 => self.op_append(true),
@@ -694,7 +805,8 @@ fn common_now_ms() -> i64 {
 
 /// Reads one partition from its log start to its high watermark and checks it against
 /// the model (see the module header); then the model becomes what was read.
-fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) {
+/// Returns how many unanswered appends turned out to be in the log.
+fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) -> usize {
     let name = format!("{}-{}", model.key.topic, model.key.partition);
     let offsets = log.offsets(&model.key).expect("offsets");
     let (start, hw) = (offsets.log_start_offset.0, offsets.high_watermark.0);
@@ -797,24 +909,28 @@ fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) {
     // Batches above the recovered log end that the model held are gone for good only if
     // they were never acknowledged (checked above); drop them from the model.
     model.batches.retain(|&base, _| base < hw);
+    let promoted_count = promoted.len();
     for (base, sent) in promoted {
-        if let Some((index, _)) = sent.producer {
-            model.producers[index].history.push(base);
+        if let Some(fields) = sent.producer {
+            model.producers[fields.index].history.push(base);
         }
         model.batches.insert(base, sent);
     }
     for producer in &mut model.producers {
         producer.history.retain(|base| *base < hw);
         producer.history.sort_unstable();
-        producer.next_seq = match producer.history.last() {
-            Some(base) => {
-                let sent = &model.batches[base];
-                sent.producer.expect("idempotent").1 + sent.records as i32
+        // Continue after the newest batch the log holds; a session whose first batch was
+        // lost starts again at sequence 0.
+        let newest = producer.history.last().map(|base| &model.batches[base]);
+        producer.next_seq = match newest {
+            Some(sent) if sent.producer.expect("idempotent").epoch == producer.epoch => {
+                sent.producer.expect("idempotent").first_seq + sent.records as i32
             }
-            None => 0,
+            _ => 0,
         };
     }
     model.log_end = hw;
+    promoted_count
 }
 
 /// Runs one case; on failure prints the seed and the last operations, then fails.
@@ -864,10 +980,24 @@ fn crash_model() {
         Err(_) => (0, DEFAULT_CASES),
     };
     let started = Instant::now();
+    let (mut totals, mut fs) = (Totals::default(), sluice_log::sim_fs::SimStats::default());
     for seed in base..base + cases {
-        run_case(seed);
+        let world = run_case(seed);
+        totals += world.totals;
+        let stats = world.fs.stats();
+        fs.crashes += stats.crashes;
+        fs.torn_files += stats.torn_files;
+        fs.faults_injected += stats.faults_injected;
+        fs.file_syncs += stats.file_syncs;
     }
-    eprintln!("crash-model test: {cases} cases in {:?}", started.elapsed());
+    eprintln!(
+        "crash-model test: {cases} cases in {:?}: {totals:?}; file system: {fs:?}",
+        started.elapsed()
+    );
+    assert!(
+        totals.unknown_present > 0 && totals.duplicates_checked > 0 && fs.torn_files > 0,
+        "the run exercised too little: {totals:?} {fs:?}"
+    );
 }
 
 #[test]
