@@ -589,7 +589,8 @@ impl Recovery<'_> {
                 .count();
             for segment in partition.remove_leading(below) {
                 segment.delete_files(self.fs)?;
-                self.dirs_to_sync.push(partition.dir.clone());
+                // Oldest first, one directory sync each: see `retention::remove_segments`.
+                self.fs.sync_dir(&partition.dir)?;
                 self.info(format!(
                     "{name}: deleted segment {} below the log start offset",
                     segment.base_offset.0

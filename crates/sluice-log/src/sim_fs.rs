@@ -14,7 +14,8 @@
 //!   survive torn (a random prefix of it, or random 512-byte sectors of it); *writeback*
 //!   models the kernel having flushed some dirty pages on its own: a random subset of each
 //!   file's dirty sectors survives, the size is the old or the new one (the gap reads as
-//!   zeros), and each directory keeps a random prefix of its unsynced changes, in order.
+//!   zeros), and each directory keeps a random prefix of its unsynced changes (in order,
+//!   as a journaling file system commits them) or, half the time, any subset of them.
 //!
 //! What it cannot model: lying disk caches, bit rot, reordering inside one `sync_data`
 //! (it is all or nothing), the kernel's own ordering guarantees (ext4 commits metadata in
@@ -86,8 +87,8 @@ impl SimRng {
 pub enum CrashMode {
     /// Only synced state, plus maybe a torn part of each file's last unsynced write.
     Drop,
-    /// Also any of the dirty sectors, either file size, and a prefix of each
-    /// directory's unsynced changes (the kernel flushed some of it on its own).
+    /// Also any of the dirty sectors, either file size, and a prefix or any subset of
+    /// each directory's unsynced changes (the kernel flushed some of it on its own).
     Writeback,
 }
 
@@ -460,12 +461,21 @@ impl SimFs {
         for id in ids {
             match state.nodes.get_mut(&id) {
                 Some(Node::Dir(dir)) => {
-                    let keep = match writeback {
-                        true => rng.range(0, dir.unsynced.len() as u64) as usize,
-                        false => 0,
-                    };
-                    for op in &dir.unsynced[..keep] {
-                        op.apply(&mut dir.durable);
+                    // Writeback keeps a prefix of the changes (in order, as a journaling
+                    // file system commits them) or, half the time, any subset of them
+                    // (POSIX promises no order without a directory sync).
+                    let len = dir.unsynced.len();
+                    let prefix = rng.range(0, len as u64) as usize;
+                    let any_subset = rng.chance(50);
+                    for (i, op) in dir.unsynced.iter().enumerate() {
+                        let kept = match (writeback, any_subset) {
+                            (false, _) => false,
+                            (true, false) => i < prefix,
+                            (true, true) => rng.chance(50),
+                        };
+                        if kept {
+                            op.apply(&mut dir.durable);
+                        }
                     }
                     dir.unsynced.clear();
                     dir.entries = dir.durable.clone();
