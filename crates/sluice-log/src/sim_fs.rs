@@ -15,7 +15,8 @@
 //!   models the kernel having flushed some dirty pages on its own: a random subset of each
 //!   file's dirty sectors survives, the size is the old or the new one (the gap reads as
 //!   zeros), and each directory keeps a random prefix of its unsynced changes (in order,
-//!   as a journaling file system commits them) or, half the time, any subset of them.
+//!   as a journaling file system commits them) or, half the time, any subset of them that
+//!   keeps each name's own changes in order.
 //!
 //! What it cannot model: lying disk caches, bit rot, reordering inside one `sync_data`
 //! (it is all or nothing), the kernel's own ordering guarantees (ext4 commits metadata in
@@ -105,6 +106,14 @@ enum DirOp {
 }
 
 impl DirOp {
+    /// The names this change touches.
+    fn names(&self) -> [Option<&str>; 2] {
+        match self {
+            DirOp::Insert(name, _) | DirOp::Remove(name) => [Some(name), None],
+            DirOp::Rename(from, to, _) => [Some(from), Some(to)],
+        }
+    }
+
     fn apply(&self, entries: &mut BTreeMap<String, NodeId>) {
         match self {
             DirOp::Insert(name, id) => {
@@ -463,18 +472,27 @@ impl SimFs {
                 Some(Node::Dir(dir)) => {
                     // Writeback keeps a prefix of the changes (in order, as a journaling
                     // file system commits them) or, half the time, any subset of them
-                    // (POSIX promises no order without a directory sync).
+                    // (POSIX promises no order without a directory sync) in which each
+                    // name's own changes stay in order: a rename never lands without the
+                    // change that created its source name.
                     let len = dir.unsynced.len();
                     let prefix = rng.range(0, len as u64) as usize;
                     let any_subset = rng.chance(50);
+                    let mut blocked: BTreeSet<&str> = BTreeSet::new();
                     for (i, op) in dir.unsynced.iter().enumerate() {
+                        let names = op.names();
                         let kept = match (writeback, any_subset) {
                             (false, _) => false,
                             (true, false) => i < prefix,
-                            (true, true) => rng.chance(50),
+                            (true, true) => {
+                                !names.iter().flatten().any(|n| blocked.contains(n))
+                                    && rng.chance(50)
+                            }
                         };
                         if kept {
                             op.apply(&mut dir.durable);
+                        } else {
+                            blocked.extend(names.into_iter().flatten());
                         }
                     }
                     dir.unsynced.clear();
@@ -490,9 +508,13 @@ impl SimFs {
         while let Some(id) = todo.pop() {
             if let Some(dir) = state.dir(id) {
                 for &child in dir.entries.values() {
-                    if reachable.insert(child) {
-                        todo.push(child);
-                    }
+                    // The API has no hard links: a node with two names would mean the
+                    // crash kept a change without the change it depends on.
+                    assert!(
+                        reachable.insert(child),
+                        "a node has two names after a crash"
+                    );
+                    todo.push(child);
                 }
             }
         }
@@ -810,13 +832,16 @@ impl Fs for SimFs {
             .and_then(|d| d.entries.get(&from_name))
             .copied()
             .ok_or_else(|| not_found(from))?;
-        state.mutate()?;
-        if from_dir == to_dir {
-            state.change_dir(from_dir, DirOp::Rename(from_name, to_name, id));
-        } else {
-            state.change_dir(from_dir, DirOp::Remove(from_name));
-            state.change_dir(to_dir, DirOp::Insert(to_name, id));
+        if from_dir != to_dir {
+            // The log renames within a directory only; an atomic rename across two
+            // directories' unsynced changes is not modeled.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "rename across directories",
+            ));
         }
+        state.mutate()?;
+        state.change_dir(from_dir, DirOp::Rename(from_name, to_name, id));
         Ok(())
     }
 

@@ -42,6 +42,8 @@ use sluice_log::{
 const DATA_DIR: &str = "/data";
 /// Cases in the default run (fixed seeds, so CI runs are repeatable).
 const DEFAULT_CASES: u64 = 128;
+/// Cases with the checkpointer running on its own (timing-dependent, fewer).
+const BACKGROUND_CASES: u64 = 32;
 const OPS_PER_CASE: usize = 300;
 const TOPICS: [&str; 3] = ["alpha", "beta", "gamma-x"];
 const PARTITIONS_MAX: usize = 4;
@@ -162,14 +164,27 @@ struct World {
     /// Lines of `trace` kept (all of them when a seed is replayed).
     trace_len: usize,
     totals: Totals,
+    /// The checkpointer runs on its own (see `log_config_for`).
+    background: bool,
 }
 
 fn log_config() -> LogManagerConfig {
+    log_config_for(false)
+}
+
+/// With `background`, the checkpointer thread runs on its own every few milliseconds, in
+/// parallel with appends (closer to production, but the order of file operations then
+/// depends on thread timing and a seed no longer replays exactly).
+fn log_config_for(background: bool) -> LogManagerConfig {
     let mut config = LogManagerConfig::new(DATA_DIR);
-    // Background threads stay idle: checkpoints and retention run when the test says, so
-    // the sequence of file-system operations is a function of the seed.
+    // Otherwise background threads stay idle: checkpoints and retention run when the test
+    // says, so the sequence of file-system operations is a function of the seed.
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
+    if background {
+        config.checkpoint_interval_ms = 3;
+        config.checkpoint_bytes = 48 * 1024;
+    }
     config.retention_check_interval_ms = 3_600_000;
     // Small journal files: rolls, end markers and recycled files come up often.
     config.journal_file_bytes_max = 32 * 1024;
@@ -191,7 +206,7 @@ fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i1
 }
 
 impl World {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, background: bool) -> Self {
         let fs = SimFs::new();
         fs.create_dir_all_durable(Path::new(DATA_DIR))
             .expect("data dir");
@@ -215,6 +230,7 @@ impl World {
                 Err(_) => TRACE_LEN,
             },
             totals: Totals::default(),
+            background,
         }
     }
 
@@ -716,7 +732,7 @@ impl World {
                 self.fs.cut_power_after(ops);
             }
             let fs: Arc<dyn sluice_log::fs::Fs> = Arc::new(self.fs.clone());
-            match LogManager::open(log_config(), fs) {
+            match LogManager::open(log_config_for(self.background), fs) {
                 Ok((log, report)) if !self.fs.is_power_cut() => {
                     self.log = Some(log);
                     let found: Vec<(PartitionKey, sluice_log::PartitionOffsets)> =
@@ -935,8 +951,8 @@ fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) -> usize 
 
 /// Runs one case; on failure prints the seed and the last operations, then fails.
 /// Returns the world for the caller to inspect.
-fn run_case(seed: u64) -> World {
-    run_case_with(World::new(seed))
+fn run_case(seed: u64, background: bool) -> World {
+    run_case_with(World::new(seed, background))
 }
 
 fn run_case_with(mut world: World) -> World {
@@ -958,17 +974,24 @@ fn run_case_with(mut world: World) -> World {
         for line in &world.trace {
             eprintln!("  {line}");
         }
-        eprintln!("crash-model test failed: replay with SLUICE_MODEL_SEED={seed}");
+        let how = match world.background {
+            true => " crash_model_with_background_checkpoints (timing-dependent: may not replay exactly)",
+            false => " crash_model",
+        };
+        eprintln!(
+            "crash-model test failed: replay with SLUICE_MODEL_SEED={seed} and the test{how}"
+        );
         std::panic::resume_unwind(panic);
     }
     world
 }
 
-#[test]
-fn crash_model() {
+/// Runs the default cases (fixed seeds), or `SLUICE_MODEL_CASES` from a random base seed,
+/// or the one `SLUICE_MODEL_SEED`; prints what the run exercised.
+fn run_cases(background: bool, default_cases: u64) {
     if let Ok(seed) = std::env::var("SLUICE_MODEL_SEED") {
         let seed: u64 = seed.parse().expect("SLUICE_MODEL_SEED is a number");
-        run_case(seed);
+        run_case(seed, background);
         return;
     }
     let (base, cases) = match std::env::var("SLUICE_MODEL_CASES") {
@@ -977,21 +1000,23 @@ fn crash_model() {
             eprintln!("crash-model test: base seed {base}");
             (base, cases.parse().expect("SLUICE_MODEL_CASES is a number"))
         }
-        Err(_) => (0, DEFAULT_CASES),
+        Err(_) => (0, default_cases),
     };
     let started = Instant::now();
     let (mut totals, mut fs) = (Totals::default(), sluice_log::sim_fs::SimStats::default());
     for seed in base..base + cases {
-        let world = run_case(seed);
+        let world = run_case(seed, background);
         totals += world.totals;
         let stats = world.fs.stats();
+        fs.writes += stats.writes;
+        fs.file_syncs += stats.file_syncs;
+        fs.dir_syncs += stats.dir_syncs;
         fs.crashes += stats.crashes;
         fs.torn_files += stats.torn_files;
         fs.faults_injected += stats.faults_injected;
-        fs.file_syncs += stats.file_syncs;
     }
     eprintln!(
-        "crash-model test: {cases} cases in {:?}: {totals:?}; file system: {fs:?}",
+        "crash-model test (background checkpoints: {background}): {cases} cases in {:?}: {totals:?}; file system: {fs:?}",
         started.elapsed()
     );
     assert!(
@@ -1001,11 +1026,23 @@ fn crash_model() {
 }
 
 #[test]
+fn crash_model() {
+    run_cases(false, DEFAULT_CASES);
+}
+
+#[test]
+fn crash_model_with_background_checkpoints() {
+    // The same checks with the checkpointer thread running on its own in parallel with
+    // appends, so checkpoints also overlap commit rounds in flight.
+    run_cases(true, BACKGROUND_CASES);
+}
+
+#[test]
 fn a_seed_replays_identically() {
     // Goal: a case is a function of its seed (same operations, same file-system operations,
     // same crashes), so a failing seed printed by `crash_model` replays exactly.
     let run = |seed| {
-        let mut world = World::new(seed);
+        let mut world = World::new(seed, false);
         world.trace_len = usize::MAX;
         let world = run_case_with(world);
         (world.fs.stats(), world.trace.clone())
