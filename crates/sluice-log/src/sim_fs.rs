@@ -977,6 +977,29 @@ mod tests {
     }
 
     #[test]
+    fn chained_renames_keep_exactly_one_name() {
+        // Goal: a file renamed twice without a directory sync (a journal file retired to
+        // the pool, then taken as a new file) has exactly one of its three names after any
+        // crash: a rename never lands without the one that created its source name.
+        for seed in 0..128 {
+            let fs = fs_with_dir();
+            let file = fs
+                .open(Path::new("/d/a.wal"), OpenMode::CreateNew)
+                .expect("create");
+            write_all_at(file.as_ref(), b"x", 0).expect("write");
+            file.sync_data().expect("sync");
+            fs.sync_dir(Path::new("/d")).expect("sync dir");
+            fs.rename(Path::new("/d/a.wal"), Path::new("/d/a.free"))
+                .expect("retire");
+            fs.rename(Path::new("/d/a.free"), Path::new("/d/b.wal"))
+                .expect("take");
+            fs.crash_with(&mut SimRng::new(seed), CrashMode::Writeback);
+            let names = fs.read_dir(Path::new("/d")).expect("list");
+            assert_eq!(names.len(), 1, "seed {seed}: {names:?}");
+        }
+    }
+
+    #[test]
     fn crashes_are_deterministic_from_the_seed() {
         // Goal: the same operations and the same seed give the same surviving bytes.
         let run = |seed| {
