@@ -93,6 +93,9 @@ pub(crate) fn recover(engine: &Engine) -> Result<(JournalWriter, RecoveryReport)
         snapshot_files: HashMap::new(),
         now_ms: now_ms(),
     };
+    // The journal directory may have just been created (first start, or after a crash
+    // lost its entry): its name must be durable before the checkpoint in it counts.
+    recovery.dirs_to_sync.push(engine.config.data_dir.clone());
     recovery.read_checkpoint()?;
     recovery.load_partitions()?;
     let last_seq = recovery.replay_journal()?;

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sluice_log::batch::{BatchHeader, BatchIter};
-use sluice_log::fs::FaultOp;
+use sluice_log::fs::{FaultOp, Fs};
 use sluice_log::sim_fs::{CrashMode, SimFs, SimRng};
 use sluice_log::{
     AppendInfo, LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey, TopicId,
@@ -1214,4 +1214,33 @@ fn retention_never_leaves_a_hole_after_a_crash() {
         let header = BatchHeader::parse(&read.records).expect("batch");
         assert_eq!(header.base_timestamp(), 5, "seed {seed}");
     }
+}
+
+#[test]
+fn a_recreated_journal_directory_is_durable() {
+    // Goal (found by the crash model, seed 1795517020469372): when recovery creates the
+    // journal directory while partitions already exist (a crash during the first
+    // partition create lost its entry; here it is removed by hand to get there), the
+    // directory's name is made durable, so appends acknowledged from its journal and the
+    // checkpoints written into it survive the next crash.
+    let fs = sim_with_data_dir();
+    let log = open_sim(&fs);
+    let key = fixed_key();
+    log.create_partition(key.clone(), small_segments())
+        .expect("create");
+    log.shutdown().expect("shutdown");
+    drop(log);
+    fs.remove_dir_all(Path::new("/data/journal"))
+        .expect("remove");
+    fs.sync_dir(Path::new(DATA_DIR)).expect("sync");
+    let log = open_sim(&fs);
+    append_now(&log, &key, batch_bytes(3, 100, 1, None)).expect("append");
+    drop(log);
+    fs.crash_with(&mut SimRng::new(1), CrashMode::Drop);
+    let log = open_sim(&fs);
+    assert_eq!(
+        log.offsets(&key).expect("offsets").high_watermark,
+        Offset(3),
+        "the acknowledged append survives"
+    );
 }
