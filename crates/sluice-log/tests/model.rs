@@ -16,13 +16,19 @@
 //!   end; the log start is at least every acknowledged DeleteRecords offset and at most
 //!   what DeleteRecords or retention asked for;
 //! - producer state: the retry of any of an idempotent producer's last 5 batches still in
-//!   the log is answered as a duplicate with its original offsets, and the producer's next
-//!   sequence is accepted, whatever crashes came in between;
-//! - partitions: acknowledged creates and deletes hold; interrupted ones may go either way.
+//!   the log is answered as a duplicate with its original offsets, a batch of an epoch the
+//!   producer has moved past is fenced, and the producer's next sequence is accepted,
+//!   whatever crashes came in between;
+//! - partitions: acknowledged creates and deletes hold; interrupted ones may go either way;
+//! - between crashes, the high watermark covers every acknowledged append at once.
 //!
-//! Every case is deterministic from its seed (the committer's rounds are lined up with the
-//! file system's gate), so a failure replays: it prints `SLUICE_MODEL_SEED=<seed>` and the
-//! last operations. `SLUICE_MODEL_CASES=<n>` runs n cases from a fresh random base seed.
+//! A `crash_model` case is deterministic from its seed (background threads idle, the
+//! committer's rounds lined up at the file system's gate), so a failure replays: it prints
+//! `SLUICE_MODEL_SEED=<seed>` and the last operations (all of them when replaying).
+//! `SLUICE_MODEL_CASES=<n>` runs n cases from a fresh random base seed.
+//! `crash_model_with_background_checkpoints` runs the same with the checkpointer on its own
+//! (closer to production, replays only approximately). The fixed cases at the end are the
+//! bugs the model found, each failing without its fix.
 
 mod common;
 
@@ -532,7 +538,7 @@ impl World {
             key.topic, config.retention_bytes, before.high_watermark.0
         ));
         self.log().set_config(&key, config).expect("set config");
-        let result = self.log().enforce_retention(common_now_ms());
+        let result = self.log().enforce_retention(wall_clock_ms());
         self.log()
             .set_config(&key, self.parts[part].config.clone())
             .expect("restore config");
@@ -813,7 +819,7 @@ impl World {
     }
 }
 
-fn common_now_ms() -> i64 {
+fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -996,7 +1002,7 @@ fn run_cases(background: bool, default_cases: u64) {
     }
     let (base, cases) = match std::env::var("SLUICE_MODEL_CASES") {
         Ok(cases) => {
-            let base = common_now_ms() as u64 * 1000;
+            let base = wall_clock_ms() as u64 * 1000;
             eprintln!("crash-model test: base seed {base}");
             (base, cases.parse().expect("SLUICE_MODEL_CASES is a number"))
         }
@@ -1119,7 +1125,7 @@ fn delete_records_holds_after_retention_and_a_crash() {
         ..small_segments()
     };
     log.set_config(&key, retain_nothing).expect("config");
-    log.enforce_retention(common_now_ms()).expect("retention");
+    log.enforce_retention(wall_clock_ms()).expect("retention");
     assert_eq!(
         log.offsets(&key).expect("offsets").log_start_offset,
         Offset(3)
@@ -1200,7 +1206,7 @@ fn retention_never_leaves_a_hole_after_a_crash() {
             ..small_segments()
         };
         log.set_config(&key, retain_nothing).expect("config");
-        log.enforce_retention(common_now_ms()).expect("retention");
+        log.enforce_retention(wall_clock_ms()).expect("retention");
         drop(log);
         fs.crash_with(&mut SimRng::new(seed), CrashMode::Writeback);
         let log = open_sim(&fs);
