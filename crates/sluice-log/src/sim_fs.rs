@@ -594,7 +594,7 @@ impl SimFs {
         Ok(())
     }
 
-    /// Durable contents of a file (what a crash now would keep at least), for tests.
+    /// Length of a file as durable now (what a crash would keep at least), for tests.
     pub fn durable_len(&self, path: &Path) -> Option<usize> {
         let state = self.shared.state.lock();
         let id = state.lookup(&components(path).ok()?)?;
