@@ -20,7 +20,8 @@
 //!   producer has moved past is fenced, and the producer's next sequence is accepted,
 //!   whatever crashes came in between;
 //! - partitions: acknowledged creates and deletes hold; interrupted ones may go either way;
-//! - between crashes, the high watermark covers every acknowledged append at once.
+//! - between crashes, the high watermark covers every acknowledged append at once;
+//! - LogAppendTime partitions store the append time they answered (duplicates too).
 //!
 //! A `crash_model` case is deterministic from its seed (background threads idle, the
 //! committer's rounds lined up at the file system's gate), so a failure replays: it prints
@@ -42,7 +43,8 @@ use sluice_log::batch::{BatchHeader, BatchIter};
 use sluice_log::fs::{FaultOp, Fs};
 use sluice_log::sim_fs::{CrashMode, SimFs, SimRng};
 use sluice_log::{
-    AppendInfo, LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey, TopicId,
+    AppendInfo, LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey,
+    TimestampType, TopicId,
 };
 
 const DATA_DIR: &str = "/data";
@@ -65,6 +67,8 @@ struct Sent {
     records: i64,
     /// Idempotent batches: who sent it, with which epoch and first sequence.
     producer: Option<ProducerFields>,
+    /// On a LogAppendTime partition, the append time the log answered (or stored).
+    append_time_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +305,7 @@ impl World {
             bytes: batch_bytes(count, value_len, tag, header),
             records: i64::from(count),
             producer,
+            append_time_ms: None,
         }
     }
 
@@ -316,11 +321,24 @@ impl World {
     }
 
     /// Records the outcome of a fresh (not retried) append.
-    fn settle_append(&mut self, part: usize, sent: Sent, outcome: Outcome, after_unknown: bool) {
+    fn settle_append(
+        &mut self,
+        part: usize,
+        mut sent: Sent,
+        outcome: Outcome,
+        after_unknown: bool,
+    ) {
         let seed = self.seed;
         let model = &mut self.parts[part];
         match outcome {
             Outcome::Acked(info) => {
+                let log_append_time = model.config.timestamp_type == TimestampType::LogAppendTime;
+                assert_eq!(
+                    info.log_append_time_ms >= 0,
+                    log_append_time,
+                    "seed {seed}: append time answered iff LogAppendTime"
+                );
+                sent.append_time_ms = log_append_time.then_some(info.log_append_time_ms);
                 assert!(
                     !after_unknown,
                     "seed {seed}: an append was acked after an earlier one failed"
@@ -488,6 +506,12 @@ impl World {
                     "seed {}: duplicate answered with other offsets",
                     self.seed
                 );
+                assert_eq!(
+                    info.log_append_time_ms,
+                    sent.append_time_ms.unwrap_or(-1),
+                    "seed {}: duplicate answered with another append time",
+                    self.seed
+                );
             }
             Outcome::Unknown => {}
             Outcome::Refused(error) => panic!(
@@ -619,14 +643,19 @@ impl World {
             topic: Arc::from(topic),
             partition,
         };
+        let timestamp_type = match self.rng.chance(25) {
+            true => TimestampType::LogAppendTime,
+            false => TimestampType::CreateTime,
+        };
         let config = LogConfig {
             segment_bytes: [2048, 8192, 65_536][self.rng.below(3) as usize],
             retention_ms: -1,
+            timestamp_type,
             ..LogConfig::default()
         };
         self.note(format!(
-            "create {topic}-{partition} id {} segment.bytes {}",
-            id[0], config.segment_bytes
+            "create {topic}-{partition} id {} segment.bytes {} {:?}",
+            id[0], config.segment_bytes, config.timestamp_type
         ));
         let status = match self.log().create_partition(key.clone(), config.clone()) {
             Ok(()) => Status::Live,
@@ -827,6 +856,42 @@ fn wall_clock_ms() -> i64 {
 
 /// Reads one partition from its log start to its high watermark and checks it against
 /// the model (see the module header); then the model becomes what was read.
+/// The batch read is the one sent, stamped: identical after the base offset, except that
+/// on a LogAppendTime partition the log sets the timestamp-type bit and the max timestamp
+/// (to the append time it answered) and recomputes the CRC.
+fn assert_same_batch(seed: u64, name: &str, read: &[u8], sent: &Sent, log_append_time: bool) {
+    let tag = sent.tag;
+    if !log_append_time {
+        assert!(
+            read[8..] == sent.bytes[8..],
+            "seed {seed}: {name}: bytes of tag {tag} differ"
+        );
+        return;
+    }
+    let header = sluice_log::batch::validate(read, u32::MAX)
+        .unwrap_or_else(|e| panic!("seed {seed}: {name}: tag {tag}: {e}"));
+    assert!(
+        header.is_log_append_time(),
+        "seed {seed}: {name}: tag {tag} lacks the LogAppendTime bit"
+    );
+    if let Some(append_time) = sent.append_time_ms {
+        assert_eq!(
+            header.max_timestamp(),
+            append_time,
+            "seed {seed}: {name}: tag {tag} stored with another append time than answered"
+        );
+    }
+    // Attributes other than bit 3, and everything outside CRC, attributes, max timestamp.
+    let attributes = |b: &[u8]| i16::from_be_bytes([b[21], b[22]]) & !0x08;
+    assert!(
+        read[8..17] == sent.bytes[8..17]
+            && attributes(read) == attributes(&sent.bytes)
+            && read[23..35] == sent.bytes[23..35]
+            && read[43..] == sent.bytes[43..],
+        "seed {seed}: {name}: bytes of tag {tag} differ"
+    );
+}
+
 /// Returns how many unanswered appends turned out to be in the log.
 fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) -> usize {
     let name = format!("{}-{}", model.key.topic, model.key.partition);
@@ -847,6 +912,7 @@ fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) -> usize 
         model.log_start_max
     );
     let unknown: HashMap<i64, Sent> = model.unknown.drain(..).map(|s| (s.tag, s)).collect();
+    let log_append_time = model.config.timestamp_type == TimestampType::LogAppendTime;
     let mut seen_tags = HashSet::new();
     let mut promoted = Vec::new();
     let mut next = start;
@@ -889,18 +955,17 @@ fn check_partition(seed: u64, log: &LogManager, model: &mut PartModel) -> usize 
                     sent.clone()
                 }
                 None => {
-                    let sent = unknown.get(&tag).unwrap_or_else(|| {
+                    let mut sent = unknown.get(&tag).cloned().unwrap_or_else(|| {
                         panic!("seed {seed}: {name}: batch tag {tag} at {base} was never sent or was already gone")
                     });
+                    if log_append_time {
+                        sent.append_time_ms = Some(header.max_timestamp());
+                    }
                     promoted.push((base, sent.clone()));
-                    sent.clone()
+                    sent
                 }
             };
-            assert_eq!(
-                &batch[8..],
-                &sent.bytes[8..],
-                "seed {seed}: {name}: bytes of tag {tag} at {base} differ"
-            );
+            assert_same_batch(seed, &name, &batch, &sent, log_append_time);
             assert_eq!(header.last_offset().0, base + sent.records - 1);
             expected_base = Some(base + sent.records);
             next = base + sent.records;
