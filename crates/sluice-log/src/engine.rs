@@ -217,8 +217,14 @@ impl Engine {
         }
     }
 
+    /// Every live partition, in creation order, so that checkpoints, retention and
+    /// recovery touch files in the same order every run (the crash-model test replays a
+    /// seed exactly).
     pub(crate) fn partitions_snapshot(&self) -> Vec<Arc<Partition>> {
-        self.partitions.read().values().cloned().collect()
+        let mut partitions: Vec<Arc<Partition>> =
+            self.partitions.read().values().cloned().collect();
+        partitions.sort_unstable_by_key(|p| p.uid);
+        partitions
     }
 
     pub(crate) fn partitions_by_id(&self) -> HashMap<(TopicId, i32), Arc<Partition>> {

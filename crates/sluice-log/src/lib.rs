@@ -15,6 +15,8 @@
 //! # Layout
 //! - [`batch`]: zero-copy view of a v2 record batch header, CRC-32C validation.
 //! - [`fs`]: the small file-system trait all I/O goes through, so tests can inject faults.
+//! - `sim_fs`: an in-memory [`fs::Fs`] that keeps written and synced bytes apart and can
+//!   crash, for the seeded crash-model test (`tests/model.rs`).
 //! - [`config`]: per-partition [`LogConfig`] and process-wide [`LogManagerConfig`].
 //! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
 //! - `journal`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
@@ -41,6 +43,9 @@ mod producer_state;
 mod recovery;
 mod retention;
 mod segment;
+/// Test support: the simulated file system of the crash-model test (not used by the log).
+#[doc(hidden)]
+pub mod sim_fs;
 pub mod types;
 
 pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};

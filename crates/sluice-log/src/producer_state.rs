@@ -402,19 +402,29 @@ impl ProducerStateTable {
     /// `producer.id.expiration.ms`). Returns how many were dropped.
     pub(crate) fn expire(&mut self, now_ms: i64, expiration_ms: u64) -> usize {
         let expiration_ms = i64::try_from(expiration_ms).unwrap_or(i64::MAX);
+        self.retain(|_, entry| now_ms.saturating_sub(entry.last_activity_ms) < expiration_ms)
+    }
+
+    /// Forgets every producer for which `keep` is false. Returns how many were dropped.
+    pub(crate) fn retain(
+        &mut self,
+        mut keep: impl FnMut(ProducerId, &ProducerEntry) -> bool,
+    ) -> usize {
         let before = self.slots.len();
         // Backwards: removing slot i moves the last slot, already visited, into i.
         for slot in (0..self.slots.len()).rev() {
-            let idle_ms = now_ms.saturating_sub(self.slots[slot].entry.last_activity_ms);
-            if idle_ms >= expiration_ms {
+            let Slot {
+                producer_id, entry, ..
+            } = &self.slots[slot];
+            if !keep(*producer_id, entry) {
                 self.remove_slot(slot as u32);
             }
         }
-        let expired = before - self.slots.len();
-        if expired > 0 {
+        let dropped = before - self.slots.len();
+        if dropped > 0 {
             self.version += 1;
         }
-        expired
+        dropped
     }
 
     /// Takes a slot for a new producer, evicting the least recently active one when the

@@ -30,7 +30,7 @@
 //!
 //! Every action is logged through `tracing` and listed in the [`RecoveryReport`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ use crate::partition::Partition;
 use crate::producer_snapshot;
 use crate::producer_state::{ProducerStateTable, SnapshotMark};
 use crate::segment::{self, now_ms, open_segment, Segment, SegmentPaths};
-use crate::types::{Offset, PartitionKey, TopicId};
+use crate::types::{Offset, PartitionKey, ProducerId, TopicId};
 
 /// Gap reports per partition beyond which replay only counts.
 const GAP_REPORTS_MAX: u32 = 3;
@@ -93,6 +93,9 @@ pub(crate) fn recover(engine: &Engine) -> Result<(JournalWriter, RecoveryReport)
         snapshot_files: HashMap::new(),
         now_ms: now_ms(),
     };
+    // The journal directory may have just been created (first start, or after a crash
+    // lost its entry): its name must be durable before the checkpoint in it counts.
+    recovery.dirs_to_sync.push(engine.config.data_dir.clone());
     recovery.read_checkpoint()?;
     recovery.load_partitions()?;
     let last_seq = recovery.replay_journal()?;
@@ -589,7 +592,8 @@ impl Recovery<'_> {
                 .count();
             for segment in partition.remove_leading(below) {
                 segment.delete_files(self.fs)?;
-                self.dirs_to_sync.push(partition.dir.clone());
+                // Oldest first, one directory sync each: see `retention::remove_segments`.
+                self.fs.sync_dir(&partition.dir)?;
                 self.info(format!(
                     "{name}: deleted segment {} below the log start offset",
                     segment.base_offset.0
@@ -606,6 +610,7 @@ impl Recovery<'_> {
         for partition in self.engine.partitions_snapshot() {
             let (mut table, from) = self.producer_state_start(&partition);
             let (now, mut replayed) = (self.now_ms, 0u64);
+            let mut walked = HashSet::new();
             for segment in partition.segments() {
                 if segment.next_offset() <= from {
                     continue;
@@ -614,9 +619,11 @@ impl Recovery<'_> {
                     let base = header.base_offset();
                     if base >= from && table.record_header(header, base, now) {
                         replayed += 1;
+                        walked.insert(ProducerId(header.producer_id()));
                     }
                 })?;
             }
+            self.forget_producers_of_deleted_batches(&partition, from, &mut table, &walked);
             if replayed > 0 {
                 let name = format!("{}-{}", partition.key.topic, partition.key.partition);
                 self.info(format!(
@@ -628,6 +635,32 @@ impl Recovery<'_> {
             *partition.producers.lock() = table;
         }
         Ok(())
+    }
+
+    /// When retention or DeleteRecords deleted segments above the offset the state is as
+    /// of, the batches in between are gone and the state may be behind for any producer
+    /// that wrote there: answering its next sequence with OutOfOrderSequence would stall a
+    /// healthy producer. Producers the walk did not see are therefore forgotten (accepted
+    /// at any sequence, the safe direction); those it saw have their newest batches right.
+    fn forget_producers_of_deleted_batches(
+        &mut self,
+        partition: &Partition,
+        from: Offset,
+        table: &mut ProducerStateTable,
+        walked: &HashSet<ProducerId>,
+    ) {
+        let first_base = partition.segments()[0].base_offset;
+        if from >= first_base {
+            return;
+        }
+        let forgotten = table.retain(|producer_id, _| walked.contains(&producer_id));
+        if forgotten > 0 {
+            let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+            self.warn(format!(
+                "{name}: segments from offset {} to {} were deleted after the producer state was taken; forgot {forgotten} producers not seen since",
+                from.0, first_base.0
+            ));
+        }
     }
 
     /// The producer state to start from, and the offset from which batches must be

@@ -19,7 +19,8 @@
 //! Guarantees: the log start offset moves to the new first segment's base offset before any
 //! file is unlinked, so a reader never sees an offset the log no longer holds as in range;
 //! the partition directory is fsynced before unlinking, so a crash cannot leave the old
-//! segments gone while a newer segment's creation is lost.
+//! segments gone while a newer segment's creation is lost, and after each segment's
+//! unlink, so a crash keeps only the removal of the oldest ones (never a hole).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -194,6 +195,13 @@ pub(crate) fn remove_segments(
             // Not a durability problem: the segment is out of the log either way.
             tracing::warn!(%error, path = %segment.paths.log.display(), "could not delete segment files");
         }
+        // Oldest first, with a directory sync after each: POSIX does not order unsynced
+        // unlinks, and a crash that kept a newer segment's removal but not an older one's
+        // would leave a hole, which recovery must take for damage (it cuts the log there).
+        engine.guard(
+            "partition directory sync",
+            engine.fs.sync_dir(&partition.dir),
+        )?;
     }
     tracing::info!(
         topic = %partition.key.topic,
@@ -232,9 +240,8 @@ pub(crate) fn delete_records(
             high_watermark: offsets.high_watermark,
         });
     }
-    if target <= offsets.log_start_offset {
-        return Ok(offsets.log_start_offset);
-    }
+    // Persisted even when the log start is already there: retention moves it in memory
+    // only (its deletes become durable later), and the answer promises it durably.
     let now_in_force = partition.advance_log_start(target);
     engine.persist_log_starts()?;
     let segments = partition.segments();
