@@ -53,7 +53,7 @@ impl Server {
         let started = Instant::now();
         let cfg = config.clone();
         let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-            std::fs::create_dir_all(&cfg.data_dir)?;
+            sluice_log::fs::create_private_dir_all(&cfg.data_dir)?;
             let (log, report) =
                 LogManager::open(log_config(&cfg), Arc::new(StdFs)).map_err(|error| {
                     StartError::Log {
@@ -71,7 +71,8 @@ impl Server {
                 .map(|(k, _)| k.clone())
                 .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
                 .collect();
-            let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, &cfg)?;
+            let on_disk = report.partitions.len();
+            let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, on_disk, &cfg)?;
             let groups =
                 GroupService::open(&log, cfg.group_config()).map_err(|error| StartError::Log {
                     dir: cfg.data_dir.display().to_string(),

@@ -39,6 +39,9 @@ struct Inner {
     sender: mpsc::Sender<Message>,
     /// `None` once shut down (or stopped by drop).
     threads: Mutex<Option<Threads>>,
+    /// The data directory's `.lock`, held until the threads have stopped (declared last, so
+    /// it is released last).
+    _lock: crate::fs::DataDirLock,
 }
 
 #[derive(Debug)]
@@ -229,6 +232,10 @@ impl LogManager {
         config: LogManagerConfig,
         fs: Arc<dyn Fs>,
     ) -> Result<(LogManager, RecoveryReport), LogError> {
+        // Nothing is read before the lock is held: another broker on this directory would
+        // otherwise see (and later overwrite) files in the middle of being changed.
+        fs.create_dir_all(&config.data_dir)?;
+        let lock = fs.lock_data_dir(&config.data_dir)?;
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
         let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
@@ -238,6 +245,7 @@ impl LogManager {
             engine,
             sender,
             threads: Mutex::new(Some(threads)),
+            _lock: lock,
         };
         Ok((
             LogManager {
