@@ -39,9 +39,9 @@ struct Inner {
     sender: mpsc::Sender<Message>,
     /// `None` once shut down (or stopped by drop).
     threads: Mutex<Option<Threads>>,
-    /// The data directory's `.lock`, held until the threads have stopped (declared last, so
-    /// it is released last).
-    _lock: crate::fs::DataDirLock,
+    /// The data directory's `.lock`: released by `shutdown` once the final checkpoint is
+    /// written, or on drop after the threads have stopped (declared last, dropped last).
+    lock: Mutex<Option<crate::fs::DataDirLock>>,
 }
 
 #[derive(Debug)]
@@ -245,7 +245,7 @@ impl LogManager {
             engine,
             sender,
             threads: Mutex::new(Some(threads)),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         };
         Ok((
             LogManager {
@@ -409,8 +409,13 @@ impl LogManager {
         let threads = self.inner.threads.lock().take();
         if let Some(threads) = threads {
             self.inner.stop_threads(threads);
-            self.engine().check_writable()?;
-            checkpointer::shutdown_checkpoint(self.engine())?;
+            let result = self
+                .engine()
+                .check_writable()
+                .and_then(|()| checkpointer::shutdown_checkpoint(self.engine()));
+            // The log writes nothing more: the next process may take the directory.
+            drop(self.inner.lock.lock().take());
+            result?;
             tracing::info!(data_dir = %self.engine().config.data_dir.display(), "log shut down cleanly");
             return Ok(());
         }

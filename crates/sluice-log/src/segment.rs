@@ -90,8 +90,12 @@ pub(crate) struct Segment {
 /// How a segment looked after [`Segment::open`] checked it.
 #[derive(Debug, Default)]
 pub(crate) struct OpenOutcome {
-    /// Bytes cut from a torn or corrupt tail, and why.
+    /// Bytes cut from a torn or corrupt tail (after the trusted part), and why.
     pub(crate) truncated: Option<(u64, &'static str)>,
+    /// Damage inside the trusted part (durable before the checkpoint, so media damage, not
+    /// a torn write), when the caller asked to keep it: the byte position and offset where
+    /// the intact prefix ends, and why. The file is left as it is; only the prefix is used.
+    pub(crate) damaged: Option<(u64, Offset, &'static str)>,
     /// The index files were missing or inconsistent and were rebuilt from the segment.
     pub(crate) index_rebuilt: bool,
     /// Bytes that were CRC-checked (the part after the recovery point).
@@ -262,16 +266,32 @@ impl Segment {
         Ok(())
     }
 
+    /// The error for damage found while reading: logged here, so every occurrence is
+    /// reported where it is found.
+    fn damaged(&self, offset: Offset, position: u64, why: &'static str) -> LogError {
+        tracing::error!(
+            segment = %self.paths.log.display(), position, offset = offset.0, why,
+            "stored data is damaged; reads of these offsets fail (CORRUPT_MESSAGE)"
+        );
+        LogError::Damaged { offset, why }
+    }
+
     /// Reads the v2 header at `position`, checked for a sane length within `limit`.
     fn header_at(&self, position: u64, limit: u64) -> Result<[u8; HEADER_LEN], LogError> {
         let mut raw = [0u8; HEADER_LEN];
         if position + HEADER_LEN as u64 > limit {
-            return Err(LogError::CorruptBatch("segment ends inside a batch header"));
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment ends inside a batch header",
+            ));
         }
         let read = fs::read_full_at(self.file.as_ref(), &mut raw, position)?;
         if read < HEADER_LEN {
-            return Err(LogError::CorruptBatch(
-                "segment shorter than its committed length",
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment file shorter than its committed length",
             ));
         }
         Ok(raw)
@@ -281,8 +301,10 @@ impl Segment {
         let mut buf = vec![0u8; len];
         let read = fs::read_full_at(self.file.as_ref(), &mut buf, position)?;
         if read < len {
-            return Err(LogError::CorruptBatch(
-                "segment shorter than its committed length",
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment file shorter than its committed length",
             ));
         }
         Ok(Bytes::from(buf))
@@ -290,6 +312,9 @@ impl Segment {
 
     /// Walks committed batch headers from `position`; returns the position and header of the
     /// first batch `stop` accepts, or `None` at the committed end (or at `high_watermark`).
+    /// Every header must be a v2 header whose batch lies within the committed bytes and
+    /// whose base offset continues the previous batch: a walk never jumps over offsets, so
+    /// a damaged length is reported (`Damaged`) instead of silently skipping data.
     fn walk_until(
         &self,
         mut position: u64,
@@ -297,12 +322,25 @@ impl Segment {
         mut stop: impl FnMut(&BatchHeader<'_>) -> bool,
     ) -> Result<Option<(u64, usize)>, LogError> {
         let limit = self.committed_len();
+        let mut expected: Option<Offset> = None;
         while position < limit {
             let raw = self.header_at(position, limit)?;
             let header = BatchHeader::parse(&raw)?;
-            let size = header
-                .total_size()
-                .ok_or(LogError::CorruptBatch("bad batch length in segment"))?;
+            let at = expected.unwrap_or(header.base_offset());
+            let size = match header.total_size() {
+                Some(size) if position + size as u64 <= limit => size,
+                _ => return Err(self.damaged(at, position, "bad batch length in segment")),
+            };
+            let continues = expected.is_none_or(|e| e == header.base_offset());
+            let in_segment = header.base_offset() >= self.base_offset
+                && header.base_offset() <= header.last_offset();
+            if header.magic() != MAGIC_V2 || !continues || !in_segment {
+                return Err(self.damaged(
+                    at,
+                    position,
+                    "batch header does not continue the segment",
+                ));
+            }
             if header.base_offset() >= high_watermark {
                 return Ok(None);
             }
@@ -310,6 +348,7 @@ impl Segment {
                 return Ok(Some((position, size)));
             }
             position += size as u64;
+            expected = Some(header.next_offset());
         }
         Ok(None)
     }
@@ -422,15 +461,24 @@ impl Segment {
     }
 }
 
-/// Length of the prefix of `chunk` made of whole batches below `high_watermark`.
+/// Length of the prefix of `chunk` made of whole v2 batches below `high_watermark` with
+/// consecutive offsets. A batch that breaks the sequence ends the prefix; the next read
+/// starts there and reports the damage.
 fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
     let mut end = 0;
+    let mut expected: Option<Offset> = None;
     while let Some(len) = batch::batch_len_within(&chunk[end..]) {
-        let below =
-            BatchHeader::parse(&chunk[end..]).is_ok_and(|h| h.base_offset() < high_watermark);
-        if !below {
+        let fits = BatchHeader::parse(&chunk[end..]).is_ok_and(|h| {
+            h.base_offset() < high_watermark
+                && h.magic() == MAGIC_V2
+                && expected.is_none_or(|e| e == h.base_offset())
+        });
+        if !fits {
             break;
         }
+        expected = BatchHeader::parse(&chunk[end..])
+            .ok()
+            .map(|h| h.next_offset());
         end += len;
     }
     end
@@ -598,13 +646,18 @@ impl<'a> Scanner<'a> {
 
 /// Opens an existing segment for recovery: trusts its first `trusted_len` bytes (walking
 /// only headers, or reusing valid index files), CRC-checks the rest, and truncates the file
-/// at the first damaged batch.
+/// at the first damaged batch after the trusted part (a torn write the journal repairs).
+/// Damage inside the trusted part is media damage: with `keep_damaged_trusted` the file is
+/// left untouched and only the intact prefix is used (`OpenOutcome::damaged`); otherwise
+/// it is cut like a torn tail. Either way the index files are deleted, so the next open
+/// scans the segment again and finds the damage again.
 pub(crate) fn open_segment(
     fs: &dyn Fs,
     dir: &Path,
     base_offset: Offset,
     trusted_len: u64,
     interval_bytes: u32,
+    keep_damaged_trusted: bool,
 ) -> io::Result<(Arc<Segment>, OpenOutcome)> {
     let paths = SegmentPaths::new(dir, base_offset);
     let file = fs.open(&paths.log, OpenMode::Existing)?;
@@ -641,6 +694,7 @@ pub(crate) fn open_segment(
             &mut outcome,
         )?,
     };
+    let damage_in_trusted = trusted_end.damage.is_some();
     let end = match trusted_end.damage {
         Some(_) => trusted_end,
         None => {
@@ -658,9 +712,14 @@ pub(crate) fn open_segment(
     };
     drop(scanner);
     if let Some(why) = end.damage {
-        file.set_len(end.position)?;
-        outcome.truncated = Some((file_len - end.position, why));
-        // The index files may describe the bytes just cut; they are rewritten when needed.
+        if damage_in_trusted && keep_damaged_trusted {
+            outcome.damaged = Some((end.position, end.next_offset, why));
+        } else {
+            file.set_len(end.position)?;
+            outcome.truncated = Some((file_len - end.position, why));
+        }
+        // The index files may describe the bytes past the damage; they are rewritten when
+        // needed (never for a damaged segment kept as it is).
         remove_if_exists(fs, &paths.index)?;
         remove_if_exists(fs, &paths.timeindex)?;
     }
@@ -778,7 +837,7 @@ mod tests {
             .expect("open");
         file.set_len(len + 100).expect("extend with zeros");
         let (segment, outcome) =
-            open_segment(&StdFs, dir.path(), Offset(10), 0, 256).expect("open");
+            open_segment(&StdFs, dir.path(), Offset(10), 0, 256, false).expect("open");
         assert_eq!(outcome.truncated.map(|t| t.0), Some(100));
         assert!(outcome.index_rebuilt);
         assert_eq!(segment.written_len(), len);
