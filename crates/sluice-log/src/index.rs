@@ -95,6 +95,12 @@ impl SegmentIndex {
         self.bytes_since_entry += batch.size;
     }
 
+    /// Makes the next batch get an offset entry whatever the interval (recovery: the first
+    /// intact batch after a damaged stretch, so lookups past the damage start there).
+    pub(crate) fn force_entry(&mut self) {
+        self.bytes_since_entry = u64::MAX / 2;
+    }
+
     /// Adds a time entry for the current max when it grew since the last entry.
     fn push_time_entry(&mut self) {
         let grew = self

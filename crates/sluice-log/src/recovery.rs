@@ -373,8 +373,15 @@ impl Recovery<'_> {
             // The last segment keeps its damaged file only when the checkpoint says where
             // the log went on after it (a new segment then starts there).
             let keep = !is_last || point.is_some_and(|p| p.segment_base >= base && p.offset > base);
-            let (segment, outcome) = open_segment(self.fs, dir, base, trusted, interval, keep)?;
-            let damaged = outcome.damaged.is_some();
+            // Batches proven intact after damage must lie below the next segment (or below
+            // the checkpoint's log end, for the last one).
+            let below = match bases.get(i + 1) {
+                Some(&next) => next,
+                None => point.map_or(Offset(i64::MAX), |p| p.offset),
+            };
+            let (segment, outcome) =
+                open_segment(self.fs, dir, base, trusted, interval, keep, below)?;
+            let damaged = !outcome.damaged.is_empty();
             if outcome.index_rebuilt && !is_last && trusted > 0 && !damaged {
                 self.info(format!(
                     "{name}: rebuilt index of segment {} by scanning it",
@@ -391,14 +398,23 @@ impl Recovery<'_> {
                 ));
                 self.to_sync.push(Arc::clone(&segment));
             }
-            if let Some((position, offset, why)) = outcome.damaged {
-                self.note_loss(dir, offset);
+            for range in &outcome.damaged {
+                self.note_loss(dir, range.offset);
+                let resumes = if range.resume_position > range.position {
+                    format!(
+                        "intact batches resume at byte {} (offset {}); fetches of offsets {}..{} fail with CORRUPT_MESSAGE",
+                        range.resume_position, range.resume_offset.0, range.offset.0, range.resume_offset.0
+                    )
+                } else {
+                    format!(
+                        "nothing after it proves intact; fetches from offset {} to the next segment fail with CORRUPT_MESSAGE",
+                        range.offset.0
+                    )
+                };
                 self.error(format!(
-                    "{name}: segment {} is damaged at byte {position} (offset {}: {why}); \
-                     the batches before it are served, the file is left unchanged, later \
-                     segments are kept, and fetches from offset {} to the next intact \
-                     segment fail with CORRUPT_MESSAGE",
-                    base.0, offset.0, offset.0
+                    "{name}: segment {} is damaged at byte {} (offset {}: {}); {resumes}; \
+                     the file is left unchanged and later segments are kept",
+                    base.0, range.position, range.offset.0, range.why
                 ));
             }
             segments.push(segment);
@@ -712,9 +728,11 @@ impl Recovery<'_> {
                 log_start.0, log_end.0
             ));
         } else {
-            let below = segments[..segments.len() - 1]
-                .iter()
-                .take_while(|s| s.next_offset() <= log_start)
+            // A segment goes when the next one starts at or below the log start: its own
+            // end may be short of that when it is damaged.
+            let below = segments
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset <= log_start)
                 .count();
             for segment in partition.remove_leading(below) {
                 segment.delete_files(self.fs)?;

@@ -238,9 +238,11 @@ pub(crate) fn delete_records(
     let now_in_force = partition.advance_log_start(target);
     engine.persist_log_starts()?;
     let segments = partition.segments();
-    let below = segments[..segments.len() - 1]
-        .iter()
-        .take_while(|s| s.next_offset() <= target)
+    // Judged by the next segment's base, so a damaged segment whose intact part ends
+    // early is not dropped while part of its range is still at or above the target.
+    let below = segments
+        .windows(2)
+        .take_while(|pair| pair[1].base_offset <= target)
         .count();
     remove_segments(engine, partition, below, "DeleteRecords")?;
     engine.bump_commits();

@@ -85,6 +85,22 @@ pub(crate) struct Segment {
     pub(crate) dirty: AtomicBool,
     /// True once the files are deleted; guards index-file writes that could resurrect them.
     deleted: Mutex<bool>,
+    /// Byte ranges recovery found damaged inside this segment (sorted, set once at open).
+    /// Reads stop at them with `Damaged`; header walks jump over them.
+    damaged: Vec<DamagedRange>,
+}
+
+/// A damaged stretch of a segment found on open: bytes `[position, resume_position)`,
+/// which held offsets `[offset, resume_offset)`. Intact batches resume at
+/// `resume_position` (proven by their CRC-32C); `resume_position` is the written length
+/// when nothing after the damage could be proven intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DamagedRange {
+    pub(crate) position: u64,
+    pub(crate) offset: Offset,
+    pub(crate) resume_position: u64,
+    pub(crate) resume_offset: Offset,
+    pub(crate) why: &'static str,
 }
 
 /// How a segment looked after [`Segment::open`] checked it.
@@ -93,9 +109,10 @@ pub(crate) struct OpenOutcome {
     /// Bytes cut from a torn or corrupt tail (after the trusted part), and why.
     pub(crate) truncated: Option<(u64, &'static str)>,
     /// Damage inside the trusted part (durable before the checkpoint, so media damage, not
-    /// a torn write), when the caller asked to keep it: the byte position and offset where
-    /// the intact prefix ends, and why. The file is left as it is; only the prefix is used.
-    pub(crate) damaged: Option<(u64, Offset, &'static str)>,
+    /// a torn write), when the caller asked to keep it. The file is left as it is; the
+    /// batches before each range, and those after it that prove intact, are used. A last
+    /// range whose `resume_offset` equals its `offset` found nothing intact after it.
+    pub(crate) damaged: Vec<DamagedRange>,
     /// The index files were missing or inconsistent and were rebuilt from the segment.
     pub(crate) index_rebuilt: bool,
     /// Bytes that were CRC-checked (the part after the recovery point).
@@ -140,6 +157,7 @@ impl Segment {
             index: RwLock::new(index),
             dirty: AtomicBool::new(false),
             deleted: Mutex::new(false),
+            damaged: Vec::new(),
         }
     }
 
@@ -324,6 +342,9 @@ impl Segment {
         let limit = self.committed_len();
         let mut expected: Option<Offset> = None;
         while position < limit {
+            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
+                return Err(self.damaged(range.offset, position, range.why));
+            }
             let raw = self.header_at(position, limit)?;
             let header = BatchHeader::parse(&raw)?;
             let at = expected.unwrap_or(header.base_offset());
@@ -353,6 +374,28 @@ impl Segment {
         Ok(None)
     }
 
+    /// The committed batch holding `fetch_offset`, walking from `position`.
+    fn locate(
+        &self,
+        position: u64,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+    ) -> Result<Option<(u64, usize)>, LogError> {
+        let mut base = fetch_offset;
+        let found = self.walk_until(position, high_watermark, |h| {
+            base = h.base_offset();
+            h.last_offset() >= fetch_offset
+        })?;
+        if found.is_some() && base > fetch_offset {
+            return Err(self.damaged(
+                fetch_offset,
+                position,
+                "the batch holding this offset is missing",
+            ));
+        }
+        Ok(found)
+    }
+
     /// Whole committed batches starting with the one that contains `fetch_offset`, at most
     /// `max_bytes` (or exactly the first batch when it alone is larger and `min_one_batch`).
     /// `None` when no committed batch here reaches `fetch_offset`.
@@ -363,13 +406,26 @@ impl Segment {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, LogError> {
-        let start = self.index.read().lookup_position(fetch_offset);
-        let Some((start, first_len)) =
-            self.walk_until(start, high_watermark, |h| h.last_offset() >= fetch_offset)?
-        else {
+        let indexed = self.index.read().lookup_position(fetch_offset);
+        let found = match self.locate(indexed, fetch_offset, high_watermark) {
+            // The index files are derived data and only spot-checked on open: when a walk
+            // from an entry fails, walk from the start before calling the data damaged.
+            Err(LogError::Damaged { .. }) if indexed > 0 => {
+                tracing::warn!(segment = %self.paths.log.display(), position = indexed, "index entry does not lead to the batch; walking the segment from its start");
+                self.locate(0, fetch_offset, high_watermark)?
+            }
+            other => other?,
+        };
+        let Some((start, first_len)) = found else {
             return Ok(None);
         };
-        let limit = self.committed_len();
+        // A read never runs into a damaged range: it ends before it.
+        let limit = self
+            .damaged
+            .iter()
+            .map(|d| d.position)
+            .filter(|&p| p > start)
+            .fold(self.committed_len(), u64::min);
         if start + first_len as u64 > limit {
             return Ok(None);
         }
@@ -381,7 +437,18 @@ impl Segment {
             };
         }
         let chunk = self.read_bytes(start, budget as usize)?;
-        let whole = whole_batches_len(&chunk, high_watermark);
+        let (mut whole, last) = whole_batches_len(&chunk, high_watermark);
+        if whole < chunk.len() && breaks_sequence(&chunk, whole, last) {
+            // What follows the last batch is not the next batch: that batch's length may be
+            // the damaged field. Serve it only if its CRC proves it intact.
+            if batch::validate(&chunk[last..whole], u32::MAX).is_err() {
+                whole = last;
+            }
+            if whole == 0 {
+                let offset = BatchHeader::parse(&chunk).map_or(fetch_offset, |h| h.base_offset());
+                return Err(self.damaged(offset, start, "batch fails its CRC-32C"));
+            }
+        }
         Ok(Some(chunk.slice(..whole)))
     }
 
@@ -444,6 +511,10 @@ impl Segment {
         let mut position = self.index.read().lookup_position(from);
         let mut scanner = Scanner::new(self.file.as_ref());
         while position < limit {
+            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
+                position = range.resume_position;
+                continue;
+            }
             let Some(raw) = scanner.bytes(position, HEADER_LEN, limit, SCAN_WINDOW_HEADER_BYTES)?
             else {
                 return Err(invalid("segment ends inside a batch header"));
@@ -462,26 +533,39 @@ impl Segment {
 }
 
 /// Length of the prefix of `chunk` made of whole v2 batches below `high_watermark` with
-/// consecutive offsets. A batch that breaks the sequence ends the prefix; the next read
-/// starts there and reports the damage.
-fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
-    let mut end = 0;
+/// consecutive offsets, and where the last of them starts. A batch that breaks the
+/// sequence ends the prefix; the next read starts there and reports the damage.
+fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> (usize, usize) {
+    let (mut end, mut last) = (0, 0);
     let mut expected: Option<Offset> = None;
     while let Some(len) = batch::batch_len_within(&chunk[end..]) {
-        let fits = BatchHeader::parse(&chunk[end..]).is_ok_and(|h| {
-            h.base_offset() < high_watermark
-                && h.magic() == MAGIC_V2
-                && expected.is_none_or(|e| e == h.base_offset())
-        });
+        let Ok(header) = BatchHeader::parse(&chunk[end..]) else {
+            break;
+        };
+        let fits = header.base_offset() < high_watermark
+            && header.magic() == MAGIC_V2
+            && expected.is_none_or(|e| e == header.base_offset());
         if !fits {
             break;
         }
-        expected = BatchHeader::parse(&chunk[end..])
-            .ok()
-            .map(|h| h.next_offset());
+        expected = Some(header.next_offset());
+        last = end;
         end += len;
     }
-    end
+    (end, last)
+}
+
+/// Whether a whole header at `end` exists and does not continue the batch at `last`
+/// (bad magic or offsets): a sign that the length of the batch at `last` is damaged.
+fn breaks_sequence(chunk: &[u8], end: usize, last: usize) -> bool {
+    let (Ok(previous), Some(next)) = (BatchHeader::parse(&chunk[last..]), chunk.get(end..)) else {
+        return false;
+    };
+    if next.len() < HEADER_LEN || end == 0 {
+        return false;
+    }
+    BatchHeader::parse(next)
+        .is_ok_and(|h| h.magic() != MAGIC_V2 || h.base_offset() != previous.next_offset())
 }
 
 fn remove_if_exists(fs: &dyn Fs, path: &Path) -> io::Result<()> {
@@ -597,6 +681,44 @@ impl<'a> Scanner<'a> {
         })
     }
 
+    /// Looks for the first position after `from` where a whole batch proves intact: a v2
+    /// header whose base offset lies in `[after, below)`, whose length fits in `limit`,
+    /// and whose CRC-32C matches. Byte by byte, so it costs a pass over the damaged
+    /// stretch; it runs only when damage was found.
+    fn resync(
+        &mut self,
+        from: u64,
+        limit: u64,
+        after: Offset,
+        below: Offset,
+    ) -> io::Result<Option<(u64, Offset)>> {
+        let mut position = from;
+        while position + HEADER_LEN as u64 <= limit {
+            let candidate = match self.bytes(position, HEADER_LEN, limit, SCAN_WINDOW_CRC_BYTES)? {
+                Some(raw) => BatchHeader::parse(raw).ok().and_then(|h| {
+                    let base = h.base_offset();
+                    let plausible = h.magic() == MAGIC_V2
+                        && base >= after
+                        && h.next_offset() <= below
+                        && base <= h.last_offset();
+                    h.total_size()
+                        .filter(|_| plausible)
+                        .map(|size| (size, base))
+                }),
+                None => None,
+            };
+            if let Some((size, base)) = candidate {
+                if let Some(whole) = self.bytes(position, size, limit, SCAN_WINDOW_CRC_BYTES)? {
+                    if batch::validate(whole, u32::MAX).is_ok() {
+                        return Ok(Some((position, base)));
+                    }
+                }
+            }
+            position += 1;
+        }
+        Ok(None)
+    }
+
     /// Checks the batch at `position`: (size, max timestamp, next offset) or why it is bad.
     #[allow(clippy::type_complexity)]
     fn check_batch(
@@ -658,6 +780,7 @@ pub(crate) fn open_segment(
     trusted_len: u64,
     interval_bytes: u32,
     keep_damaged_trusted: bool,
+    offsets_below: Offset,
 ) -> io::Result<(Arc<Segment>, OpenOutcome)> {
     let paths = SegmentPaths::new(dir, base_offset);
     let file = fs.open(&paths.log, OpenMode::Existing)?;
@@ -695,7 +818,23 @@ pub(crate) fn open_segment(
         )?,
     };
     let damage_in_trusted = trusted_end.damage.is_some();
-    let end = match trusted_end.damage {
+    let keep = damage_in_trusted && keep_damaged_trusted;
+    let mut end = match trusted_end.damage {
+        // Media damage: a header walk trusts lengths, so the batch before the damage may
+        // be the damaged one. Trust nothing here: CRC-check the whole segment.
+        Some(_) if keep => {
+            index = SegmentIndex::new(base_offset);
+            outcome.index_rebuilt = true;
+            outcome.bytes_verified = file_len;
+            scanner.scan(
+                ScanMode::Verify,
+                0,
+                file_len,
+                base_offset,
+                &mut index,
+                interval_bytes,
+            )?
+        }
         Some(_) => trusted_end,
         None => {
             outcome.bytes_verified = file_len - trusted_end.position;
@@ -710,10 +849,41 @@ pub(crate) fn open_segment(
             )?
         }
     };
+    while let (Some(why), true) = (end.damage, keep) {
+        // Media damage: keep every batch after it that proves intact.
+        let (from, after) = (end.position, end.next_offset);
+        let Some((position, offset)) = scanner.resync(from + 1, file_len, after, offsets_below)?
+        else {
+            outcome.damaged.push(DamagedRange {
+                position: from,
+                offset: after,
+                resume_position: from,
+                resume_offset: after,
+                why,
+            });
+            break;
+        };
+        outcome.damaged.push(DamagedRange {
+            position: from,
+            offset: after,
+            resume_position: position,
+            resume_offset: offset,
+            why,
+        });
+        index.force_entry();
+        end = scanner.scan(
+            ScanMode::Verify,
+            position,
+            file_len,
+            offset,
+            &mut index,
+            interval_bytes,
+        )?;
+    }
     drop(scanner);
     if let Some(why) = end.damage {
-        if damage_in_trusted && keep_damaged_trusted {
-            outcome.damaged = Some((end.position, end.next_offset, why));
+        if keep {
+            // Recorded above; the file stays as it is.
         } else {
             file.set_len(end.position)?;
             outcome.truncated = Some((file_len - end.position, why));
@@ -723,7 +893,7 @@ pub(crate) fn open_segment(
         remove_if_exists(fs, &paths.index)?;
         remove_if_exists(fs, &paths.timeindex)?;
     }
-    let segment = Segment::from_parts(
+    let mut segment = Segment::from_parts(
         paths,
         file,
         base_offset,
@@ -731,6 +901,7 @@ pub(crate) fn open_segment(
         end.position,
         end.next_offset,
     );
+    segment.damaged.clone_from(&outcome.damaged);
     Ok((Arc::new(segment), outcome))
 }
 
@@ -836,8 +1007,16 @@ mod tests {
             )
             .expect("open");
         file.set_len(len + 100).expect("extend with zeros");
-        let (segment, outcome) =
-            open_segment(&StdFs, dir.path(), Offset(10), 0, 256, false).expect("open");
+        let (segment, outcome) = open_segment(
+            &StdFs,
+            dir.path(),
+            Offset(10),
+            0,
+            256,
+            false,
+            Offset(i64::MAX),
+        )
+        .expect("open");
         assert_eq!(outcome.truncated.map(|t| t.0), Some(100));
         assert!(outcome.index_rebuilt);
         assert_eq!(segment.written_len(), len);
