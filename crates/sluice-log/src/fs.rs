@@ -107,6 +107,41 @@ pub fn lock_dir(dir: &Path) -> io::Result<DataDirLock> {
     Ok(DataDirLock { _file: Some(file) })
 }
 
+/// A failed `fdatasync` / directory fsync. Wrapped so that its errno is never mistaken for
+/// a refused write (see [`is_retryable`]): after a failed sync the kernel may have dropped
+/// dirty pages, so it always poisons the log, whatever the errno says.
+#[derive(Debug)]
+pub struct SyncFailed(pub io::Error);
+
+impl std::fmt::Display for SyncFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sync failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for SyncFailed {}
+
+/// Wraps a sync error (see [`SyncFailed`]).
+pub fn sync_failed(error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), SyncFailed(error))
+}
+
+/// Whether `error` is a write or open the system refused before changing anything durable:
+/// no space (`ENOSPC`, `EDQUOT`) or no file descriptor (`EMFILE`, `ENFILE`). Such a failure
+/// is undone and answered with an error, and later requests try again; it does not poison
+/// the log. A failed sync never counts (it is wrapped in [`SyncFailed`] and has no errno).
+pub fn is_retryable(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EMFILE | libc::ENFILE)
+    )
+}
+
+/// Whether `error` is the process or system running out of file descriptors.
+pub fn is_file_limit(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// How [`Fs::open`] treats an existing or missing file. Files are always opened read+write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
@@ -236,7 +271,7 @@ impl FsFile for StdFile {
         self.0.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+        self.0.sync_data().map_err(sync_failed)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
@@ -287,7 +322,7 @@ impl Fs for StdFs {
         std::fs::rename(from, to)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        File::open(path)?.sync_all()
+        File::open(path)?.sync_all().map_err(sync_failed)
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
@@ -301,6 +336,8 @@ pub enum FaultOp {
     Write,
     /// `sync_data` (and directory syncs) fail with `EIO`.
     Sync,
+    /// `open` of a file fails with `EMFILE` (out of file descriptors).
+    Open,
 }
 
 /// An armed fault: the operation fails once `after_ops` matching operations have passed,
@@ -341,7 +378,8 @@ impl FaultState {
         self.injected.fetch_add(1, Ordering::Relaxed);
         Err(match op {
             FaultOp::Write => io::Error::from_raw_os_error(libc::ENOSPC),
-            FaultOp::Sync => io::Error::from_raw_os_error(libc::EIO),
+            FaultOp::Sync => sync_failed(io::Error::from_raw_os_error(libc::EIO)),
+            FaultOp::Open => io::Error::from_raw_os_error(libc::EMFILE),
         })
     }
 }
@@ -420,6 +458,7 @@ impl FsFile for FaultyFile {
 
 impl Fs for FaultyFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        self.state.check(FaultOp::Open, path)?;
         let inner = self.inner.open(path, mode)?;
         Ok(Box::new(FaultyFile {
             inner,

@@ -200,6 +200,16 @@ impl Partition {
         segments.drain(..count).collect()
     }
 
+    /// Drops the segments after the first `count` (rolled by a commit round that is being
+    /// undone) and returns them; their files are deleted by the caller. Caller holds
+    /// `append_lock`.
+    pub(crate) fn truncate_segments(&self, count: usize) -> Vec<Arc<Segment>> {
+        let mut segments = self.segments.write();
+        assert!(count >= 1, "a partition always has an active segment");
+        let keep = count.min(segments.len());
+        segments.split_off(keep)
+    }
+
     /// Replaces the whole segment list (recovery only, before the threads start).
     pub(crate) fn replace_segments(&self, segments: Vec<Arc<Segment>>) {
         assert!(!segments.is_empty());

@@ -207,6 +207,15 @@ pub(crate) fn remove_segments(
     Ok(())
 }
 
+/// How many leading segments lie wholly below `target` (judged by the next segment's base).
+fn segments_below(partition: &Partition, target: Offset) -> usize {
+    partition
+        .segments()
+        .windows(2)
+        .take_while(|pair| pair[1].base_offset <= target)
+        .count()
+}
+
 /// Moves the log start offset to `offset` (DeleteRecords), durably, then deletes segments
 /// wholly below it. Returns the log start offset now in force.
 pub(crate) fn delete_records(
@@ -236,15 +245,32 @@ pub(crate) fn delete_records(
         return Ok(offsets.log_start_offset);
     }
     let now_in_force = partition.advance_log_start(target);
-    engine.persist_log_starts()?;
-    let segments = partition.segments();
+    match engine.persist_log_starts() {
+        Ok(()) => {}
+        // A full disk: the checkpoint cannot be rewritten until space is freed, and freeing
+        // space is what the caller asked for. Delete the segments first (as retention
+        // always does), then write the checkpoint. A crash in between keeps the old log
+        // start, raised to the first remaining segment.
+        Err(LogError::Io(error)) if crate::fs::is_retryable(&error) => {
+            tracing::warn!(%error, "DeleteRecords on a full disk: deleting segments before rewriting the checkpoint");
+            remove_segments(
+                engine,
+                partition,
+                segments_below(partition, target),
+                "DeleteRecords",
+            )?;
+            engine.persist_log_starts()?;
+        }
+        Err(other) => return Err(other),
+    }
     // Judged by the next segment's base, so a damaged segment whose intact part ends
     // early is not dropped while part of its range is still at or above the target.
-    let below = segments
-        .windows(2)
-        .take_while(|pair| pair[1].base_offset <= target)
-        .count();
-    remove_segments(engine, partition, below, "DeleteRecords")?;
+    remove_segments(
+        engine,
+        partition,
+        segments_below(partition, target),
+        "DeleteRecords",
+    )?;
     engine.bump_commits();
     Ok(now_in_force)
 }

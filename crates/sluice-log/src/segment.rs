@@ -213,6 +213,23 @@ impl Segment {
         position
     }
 
+    /// Takes back every reservation from byte `len` (offset `next_offset`) on, and cuts
+    /// the file there, durably: a commit round whose writes were refused is undone, and
+    /// no batch of it may be found past the segment's end after a crash (recovery would
+    /// take a whole one for data). Caller: the appender, holding the append lock; nothing
+    /// from `len` on was published.
+    pub(crate) fn undo_to(&self, len: u64, next_offset: Offset) -> io::Result<()> {
+        debug_assert!(len >= self.committed_len());
+        self.index.write().truncate(len, next_offset);
+        self.written_len.store(len, Ordering::Release);
+        self.next_offset.store(next_offset.0, Ordering::Release);
+        if len == 0 {
+            self.first_append_ms.store(-1, Ordering::Release);
+        }
+        self.file.set_len(len)?;
+        self.file.sync_data()
+    }
+
     /// Writes reserved bytes. Any thread; positions come from [`Self::reserve`].
     pub(crate) fn write_at(&self, bytes: &[u8], position: u64) -> io::Result<()> {
         fs::write_all_at(self.file.as_ref(), bytes, position)
