@@ -30,6 +30,8 @@ import kwire
 from conftest import SluiceBroker
 from helpers import create_topic
 
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
 SEGMENT_BYTES = 4096
 BATCHES = 60
 RECORDS_PER_BATCH = 10
@@ -243,3 +245,153 @@ def test_deleted_segment_file_keeps_every_later_segment(sluice_factory, topic_na
     assert segments(broker, topic_name) == files[:2] + files[3:]
     assert_confined(broker, topic_name, firsts, lost)
     assert "are missing" in broker.stderr_text()
+
+
+# ---------------------------------------------------------------------------------------
+# Item 5: file descriptors
+# ---------------------------------------------------------------------------------------
+OPEN_FILES = 600
+MAX_CONNECTIONS = 40
+
+
+@pytest.fixture
+def low_fd_broker(sluice_factory, tmp_path, monkeypatch):
+    """A broker whose RLIMIT_NOFILE is OPEN_FILES (soft and hard), through prlimit."""
+    import conftest
+    real = conftest.sluice_bin()
+    wrapper = tmp_path / "sluice-low-fd"
+    wrapper.write_text(f"#!/bin/sh\nexec prlimit --nofile={OPEN_FILES}:{OPEN_FILES} {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "sluice_bin", lambda: wrapper)
+    return sluice_factory(["--retention-check-interval-ms", "60000", "--max-connections", str(MAX_CONNECTIONS)])
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_file_descriptor_exhaustion_refuses_requests_not_the_log(low_fd_broker, topic_name):
+    """Goal: running out of file descriptors never poisons the log or starves accept().
+    Method: a broker limited to 600 descriptors with max.connections 40 (segment budget
+    600 - 40 - 256 = 304). CreateTopics of 250 partitions succeeds; a second one of 250 is
+    refused cleanly (POLICY_VIOLATION) before any partition is made. A topic with
+    segment.bytes=1024 fed ~1 KiB batches rolls until the budget is used up: that produce
+    gets KAFKA_STORAGE_ERROR, while produce to other partitions, new connections and
+    Metadata keep working, and the descriptors in use stay below the limit. DeleteRecords
+    frees segments and the refused partition takes writes again; a restart works."""
+    from admin_facade import CkAdmin
+    b = low_fd_broker
+    admin = CkAdmin(b.bootstrap)
+    assert admin.create(f"{topic_name}-a", 250) == 0
+    assert admin.create(f"{topic_name}-b", 250) == POLICY_VIOLATION
+    assert not b.partition_dir(f"{topic_name}-b", 0).exists(), "a refused create made partitions"
+    small = f"{topic_name}-c"
+    assert admin.create(small, 1, {"segment.bytes": 1024}) == 0
+    refused = None
+    acked = 0
+    for i in range(400):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"z" * 900)])
+        res = kwire.produce_v3(b.bootstrap, small, 0, batch)
+        if res.error_code != 0:
+            refused = res.error_code
+            break
+        acked += 1
+    assert refused == KAFKA_STORAGE_ERROR, f"no refusal after {acked} rolls (got {refused})"
+    assert open_fds(b.proc.pid) < OPEN_FILES - MAX_CONNECTIONS, open_fds(b.proc.pid)
+    # The log is not poisoned: other partitions take writes; new connections are served.
+    ok = kwire.produce_v3(b.bootstrap, f"{topic_name}-a", 7, kwire.record_batch([kwire.RawRecord(b"fine")]))
+    assert ok.error_code == 0, ok
+    for _ in range(20):
+        md = kwire.parse_metadata(kwire.roundtrip(b.bootstrap, kwire.metadata_request_v1(1, [small])), 1)
+        assert md.topics[small][0] == 0
+    # Freeing segments through the API lets the refused partition go on.
+    code, low = admin.delete_records(small, 0, acked)
+    assert (code, low) == (0, acked), (code, low)
+    again = kwire.produce_v3(b.bootstrap, small, 0, kwire.record_batch([kwire.RawRecord(b"again")]))
+    assert again.error_code == 0 and again.base_offset == acked, again
+    b.restart()
+    part = kwire.fetch_v4(b.bootstrap, small, 0, acked)
+    assert part.error_code == 0 and part.batches()[0].base_offset == acked
+
+
+# ---------------------------------------------------------------------------------------
+# Item 14: disk full
+# ---------------------------------------------------------------------------------------
+TMPFS_MB = 16
+RECORD_BYTES = 64 * 1024
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount tmpfs here (needs root)")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_disk_full_recovers_by_itself_after_delete_records(small_disk, tmp_path, request):
+    """Goal: a full disk fails produce with KAFKA_STORAGE_ERROR but does not poison the log:
+    DeleteRecords frees space through the API, produce resumes by itself (no restart) at the
+    next offset, and after a restart every acknowledged record is there exactly once.
+    Method: a 16 MiB tmpfs (real ENOSPC from the kernel), 64 KiB records, acks=all, no
+    client retries, 1 MiB segments; fill until a delivery fails; DeleteRecords up to the
+    last acked offset; produce 5 more records; restart; read everything back by key."""
+    from confluent_kafka import Producer
+    from admin_facade import CkAdmin
+    broker = SluiceBroker(tmp_path / "b", ["--retention-check-interval-ms", "60000"])
+    broker.data_dir = small_disk / "data"
+    request.node._sluice_brokers = [broker]
+    broker.start()
+    topic = "disk-full-recovers"
+    create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": str(2 * RECORD_BYTES),
+                                              "segment.bytes": str(1 << 20)})
+    acked: dict[str, int] = {}
+    errors: list[KafkaError] = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[msg.key().decode()] = msg.offset()
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0,
+                  "message.timeout.ms": 10000, "batch.size": RECORD_BYTES + 1024})
+    seq = 0
+    deadline = time.monotonic() + 60
+    while not errors and time.monotonic() < deadline:
+        p.produce(topic, key=f"a{seq}".encode(), value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
+        seq += 1
+        p.flush(10)
+    assert errors and errors[0].code() == KafkaError.KAFKA_STORAGE_ERROR, errors
+    assert len(acked) > 10
+    last = max(acked.values())
+    # Still full: still refused, and the broker is alive.
+    p.produce(topic, key=b"refused", value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
+    p.flush(10)
+    assert errors[-1].code() == KafkaError.KAFKA_STORAGE_ERROR
+    assert broker.alive()
+    code, low = CkAdmin(broker.bootstrap).delete_records(topic, 0, last + 1)
+    assert (code, low) == (0, last + 1), (code, low)
+    for i in range(5):
+        p.produce(topic, key=f"b{i}".encode(), value=b"y" * RECORD_BYTES, on_delivery=on_delivery)
+        p.flush(10)
+    assert [acked.get(f"b{i}") for i in range(5)] == [last + 1 + i for i in range(5)], (acked, errors[-3:])
+    broker.restart()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                  "max.partition.fetch.bytes": 4 * RECORD_BYTES})
+    c.assign([TopicPartition(topic, 0, last + 1)])
+    seen: dict[str, int] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(seen) < 5:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        k = m.key().decode()
+        assert k not in seen, f"{k} delivered twice"
+        seen[k] = m.offset()
+    c.close()
+    assert seen == {f"b{i}": last + 1 + i for i in range(5)}, seen
+    assert "refused" not in acked

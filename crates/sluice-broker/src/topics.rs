@@ -326,6 +326,7 @@ impl TopicRegistry {
     ) -> Result<Arc<Topic>, AdminError> {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         self.check_create(name, partitions, &configs)?;
+        check_file_budget(log, partitions)?;
         let topic = Arc::new(build_topic(name, Uuid::new_v4(), partitions, configs));
         let lc = topic_config::log_config(&topic.configs, broker);
         for k in &topic.partitions {
@@ -400,6 +401,7 @@ impl TopicRegistry {
                 "partition limit exceeded",
             ));
         }
+        check_file_budget(log, count - current)?;
         if validate_only {
             return Ok(());
         }
@@ -461,6 +463,25 @@ impl TopicRegistry {
             by_id: m.by_id.clone(),
         }
     }
+}
+
+/// Refuses a create that would need more segment files than the descriptor budget has
+/// left (one per new partition), before any partition is made. Without it, a create of
+/// thousands of partitions would fail half way and leave the broker without descriptors
+/// for connections.
+fn check_file_budget(log: &LogManager, partitions: i32) -> Result<(), AdminError> {
+    let needed = usize::try_from(partitions).unwrap_or(0);
+    let available = log.segment_files_available();
+    if needed > available {
+        return Err(AdminError::new(
+            error_code::POLICY_VIOLATION,
+            format!(
+                "not enough file descriptors: {needed} new partitions need a segment file each, \
+                 {available} are left (raise the open-file limit, RLIMIT_NOFILE)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn reconcile_topic(

@@ -236,6 +236,7 @@ impl LogManager {
         // otherwise see (and later overwrite) files in the middle of being changed.
         fs.create_dir_all(&config.data_dir)?;
         let lock = fs.lock_data_dir(&config.data_dir)?;
+        crate::segment::set_segment_files_max(config.segment_files_max);
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
         let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
@@ -391,6 +392,15 @@ impl LogManager {
             return Err(LogError::ShuttingDown);
         }
         checkpointer::checkpoint(self.engine(), false).map(|_| ())
+    }
+
+    /// How many more segment files may be opened now (`segment_files_max` minus the files
+    /// open in the process): each new partition needs one.
+    pub fn segment_files_available(&self) -> usize {
+        self.engine()
+            .config
+            .segment_files_max
+            .saturating_sub(crate::segment::segment_files_open())
     }
 
     /// True once a write or sync has failed.

@@ -189,6 +189,15 @@ pub(crate) fn remove_segments(
         "partition directory sync",
         engine.fs.sync_dir(&partition.dir),
     )?;
+    {
+        // The checkpointer need not sync or index deleted segments; dropping them from its
+        // lists now closes their files at once instead of at the next checkpoint, so the
+        // descriptors are free for new segments (a refused roll can go on).
+        let is_removed = |s: &Arc<Segment>| removed.iter().any(|r| Arc::ptr_eq(r, s));
+        let mut handoff = engine.handoff.lock();
+        handoff.dirty.retain(|s| !is_removed(s));
+        handoff.sealed.retain(|s| !is_removed(s));
+    }
     for segment in &removed {
         if let Err(error) = segment.delete_files(engine.fs.as_ref()) {
             // Not a durability problem: the segment is out of the log either way.

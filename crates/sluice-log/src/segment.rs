@@ -15,7 +15,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,6 +33,21 @@ const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
 /// Bytes read at a time when a scan only walks headers: one page, so small batches share
 /// a read and large ones cost one small read each.
 const SCAN_WINDOW_HEADER_BYTES: usize = 4096;
+
+/// Segment files open in this process (each `Segment` holds its file open until dropped).
+static SEGMENT_FILES_OPEN: AtomicUsize = AtomicUsize::new(0);
+/// `LogManagerConfig::segment_files_max`, set when a log is opened.
+static SEGMENT_FILES_MAX: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Sets the process-wide bound on open segment files (`LogManager::open`).
+pub(crate) fn set_segment_files_max(max: usize) {
+    SEGMENT_FILES_MAX.store(max, Ordering::Relaxed);
+}
+
+/// Segment files open in this process now.
+pub(crate) fn segment_files_open() -> usize {
+    SEGMENT_FILES_OPEN.load(Ordering::Relaxed)
+}
 
 /// The three file paths of a segment.
 #[derive(Debug, Clone)]
@@ -90,6 +105,12 @@ pub(crate) struct Segment {
     damaged: Vec<DamagedRange>,
 }
 
+impl Drop for Segment {
+    fn drop(&mut self) {
+        SEGMENT_FILES_OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A damaged stretch of a segment found on open: bytes `[position, resume_position)`,
 /// which held offsets `[offset, resume_offset)`. Intact batches resume at
 /// `resume_position` (proven by their CRC-32C); `resume_position` is the written length
@@ -120,8 +141,22 @@ pub(crate) struct OpenOutcome {
 }
 
 impl Segment {
-    /// Creates an empty segment file (truncating any stale file of that name).
+    /// Creates an empty segment file (truncating any stale file of that name). Refused with
+    /// `EMFILE` when `segment_files_max` files are open already: new segments (a roll, a
+    /// new partition) wait for descriptors, segments that exist are always opened.
     pub(crate) fn create(fs: &dyn Fs, dir: &Path, base_offset: Offset) -> io::Result<Self> {
+        let (open, max) = (
+            segment_files_open(),
+            SEGMENT_FILES_MAX.load(Ordering::Relaxed),
+        );
+        if open >= max {
+            tracing::warn!(
+                open,
+                max,
+                "segment file limit reached; the new segment is refused"
+            );
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
         let paths = SegmentPaths::new(dir, base_offset);
         for stale in [&paths.index, &paths.timeindex] {
             remove_if_exists(fs, stale)?;
@@ -145,6 +180,7 @@ impl Segment {
         len: u64,
         next_offset: Offset,
     ) -> Self {
+        SEGMENT_FILES_OPEN.fetch_add(1, Ordering::Relaxed);
         Self {
             base_offset,
             paths,
