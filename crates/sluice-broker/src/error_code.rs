@@ -89,6 +89,10 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::PartitionExists => TOPIC_ALREADY_EXISTS,
         LogError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
         LogError::CorruptBatch(_) => CORRUPT_MESSAGE,
+        // Kafka answers a read of corrupt stored data with CORRUPT_MESSAGE too; clients
+        // surface it to the application instead of retrying silently.
+        LogError::Damaged { .. } => CORRUPT_MESSAGE,
+        LogError::FileLimit(_) => KAFKA_STORAGE_ERROR,
         LogError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
         LogError::InvalidRecord(_) => INVALID_RECORD,
         LogError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -49,6 +49,15 @@ pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// File descriptors kept back from segment files for everything else: the listener, the
+/// journal and its recycled files, checkpoint, index, snapshot and metadata writes, and
+/// runtime internals. Client connections (`max.connections`) are reserved on top, so the
+/// segment-file budget is `RLIMIT_NOFILE - max.connections - this`.
+pub const FILE_DESCRIPTORS_RESERVED: u64 = 256;
+/// The segment-file budget never goes below this (the broker's own partitions need a
+/// few); when the descriptor limit is too low for it, connections pay.
+pub const SEGMENT_FILES_MIN: u64 = 64;
+
 /// How long shutdown waits for in-flight requests before closing connections anyway.
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// Bytes read from a socket at a time, and the part of each connection's read buffer that is

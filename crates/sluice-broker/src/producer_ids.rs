@@ -30,7 +30,7 @@ impl ProducerIds {
     /// Reads the durable block end. Blocking.
     pub fn open(data_dir: &Path) -> std::io::Result<Self> {
         let meta_dir = data_dir.join("meta");
-        std::fs::create_dir_all(&meta_dir)?;
+        sluice_log::fs::create_private_dir_all(&meta_dir)?;
         let block_end = match std::fs::read_to_string(meta_dir.join(FILE_NAME)) {
             Ok(text) => text.trim().parse::<i64>().map_err(|e| {
                 std::io::Error::new(

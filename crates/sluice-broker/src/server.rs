@@ -47,7 +47,42 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.fsync = config.fsync;
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
+    lc.segment_files_max = segment_files_budget(config);
     lc
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (every segment keeps its file open,
+/// as in Kafka, whose operators raise the limit for the same reason) and returns the
+/// soft limit in force.
+fn raise_file_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        tracing::info!(from = soft, to = hard, "raised the open-file limit");
+        return hard;
+    }
+    soft
+}
+
+/// Segment files the log may keep open: the descriptor limit minus one per allowed
+/// connection and [`limits::FILE_DESCRIPTORS_RESERVED`], so that accept() and the journal
+/// never starve because of segments.
+fn segment_files_budget(config: &BrokerConfig) -> usize {
+    let limit = raise_file_limit();
+    let reserved = limits::FILE_DESCRIPTORS_RESERVED + config.max_connections as u64;
+    let budget = limit.saturating_sub(reserved);
+    if budget < limits::SEGMENT_FILES_MIN {
+        tracing::warn!(limit, reserved, "open-file limit too low for max.connections; connections may be refused before segments are");
+    }
+    let budget = budget.max(limits::SEGMENT_FILES_MIN);
+    tracing::info!(
+        open_files_limit = limit,
+        segment_files_max = budget,
+        "file descriptor budget"
+    );
+    usize::try_from(budget).unwrap_or(usize::MAX)
 }
 
 impl Server {
@@ -57,7 +92,7 @@ impl Server {
         let started = Instant::now();
         let cfg = config.clone();
         let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
-            std::fs::create_dir_all(&cfg.data_dir)?;
+            sluice_log::fs::create_private_dir_all(&cfg.data_dir)?;
             let (log, report) =
                 LogManager::open(log_config(&cfg), Arc::new(StdFs)).map_err(|error| {
                     StartError::Log {
@@ -75,7 +110,8 @@ impl Server {
                 .map(|(k, _)| k.clone())
                 .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
                 .collect();
-            let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, &cfg)?;
+            let on_disk = report.partitions.len();
+            let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, on_disk, &cfg)?;
             let groups =
                 GroupService::open(&log, cfg.group_config()).map_err(|error| StartError::Log {
                     dir: cfg.data_dir.display().to_string(),

@@ -7,9 +7,14 @@
 //! create = log partitions first, then the metadata file, then the in-memory map (orphan
 //! partition directories are deleted on start); delete = the in-memory map first, then the
 //! file, then the log partitions (again, orphans are deleted on start).
+//!
+//! A missing metadata file is never taken for an empty one: when the log holds partitions
+//! but `topics.json` is gone, the broker refuses to start (Kafka refuses to start on a log
+//! directory whose metadata is missing rather than reformatting it). Treating the missing
+//! file as "no topics" would delete every partition as an orphan.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -140,26 +145,29 @@ fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, 
 
 pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = File::create(&tmp)?;
+    let mut f = sluice_log::fs::create_private_file(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     fs::rename(&tmp, dir.join(name))?;
-    File::open(dir)?.sync_all()
+    fs::File::open(dir)?.sync_all()
 }
 
 const META_FILE: &str = "topics.json";
 
 impl TopicRegistry {
     /// Loads the metadata file (creating a new cluster id on first start) and reconciles it
-    /// with the partitions the log recovered. Blocking.
+    /// with the partitions the log recovered. `partitions_on_disk` counts every partition the
+    /// log found, internal ones included: with any, a missing metadata file is an error.
+    /// Blocking.
     pub fn open(
         data_dir: &Path,
         log: &LogManager,
         recovered: &[PartitionKey],
+        partitions_on_disk: usize,
         broker: &BrokerConfig,
     ) -> std::io::Result<Self> {
         let meta_dir = data_dir.join("meta");
-        fs::create_dir_all(&meta_dir)?;
+        sluice_log::fs::create_private_dir_all(&meta_dir)?;
         let path = meta_dir.join(META_FILE);
         let meta: MetaFile = match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
@@ -168,6 +176,17 @@ impl TopicRegistry {
                     format!("{}: {e}", path.display()),
                 )
             })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && partitions_on_disk > 0 => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "{} is missing but the data directory holds {partitions_on_disk} partitions; \
+                         refusing to start rather than deleting them. Restore the file from a backup \
+                         (each partition's partition.metadata names its topic id, topic and partition)",
+                        path.display()
+                    ),
+                ));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let m = MetaFile {
                     format_version: 1,
@@ -307,6 +326,7 @@ impl TopicRegistry {
     ) -> Result<Arc<Topic>, AdminError> {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         self.check_create(name, partitions, &configs)?;
+        check_file_budget(log, partitions)?;
         let topic = Arc::new(build_topic(name, Uuid::new_v4(), partitions, configs));
         let lc = topic_config::log_config(&topic.configs, broker);
         for k in &topic.partitions {
@@ -381,6 +401,7 @@ impl TopicRegistry {
                 "partition limit exceeded",
             ));
         }
+        check_file_budget(log, count - current)?;
         if validate_only {
             return Ok(());
         }
@@ -442,6 +463,25 @@ impl TopicRegistry {
             by_id: m.by_id.clone(),
         }
     }
+}
+
+/// Refuses a create that would need more segment files than the descriptor budget has
+/// left (one per new partition), before any partition is made. Without it, a create of
+/// thousands of partitions would fail half way and leave the broker without descriptors
+/// for connections.
+fn check_file_budget(log: &LogManager, partitions: i32) -> Result<(), AdminError> {
+    let needed = usize::try_from(partitions).unwrap_or(0);
+    let available = log.segment_files_available();
+    if needed > available {
+        return Err(AdminError::new(
+            error_code::POLICY_VIOLATION,
+            format!(
+                "not enough file descriptors: {needed} new partitions need a segment file each, \
+                 {available} are left (raise the open-file limit, RLIMIT_NOFILE)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn reconcile_topic(

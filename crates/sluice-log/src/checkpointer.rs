@@ -107,10 +107,14 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     // durable by the time the snapshots are written.
     let mut captures = capture_producer_states(engine);
     for segment in &taken.sealed {
-        engine.guard(
-            "write index files",
-            segment.write_index_files(engine.fs.as_ref()),
-        )?;
+        match segment.write_index_files(engine.fs.as_ref()) {
+            // Index files are derived data (rebuilt on open when missing or short); a full
+            // disk must not stop the segment syncs below, which the handoff now owns.
+            Err(error) if crate::fs::is_retryable(&error) => {
+                tracing::warn!(%error, segment = %segment.paths.log.display(), "index files not written; they are rebuilt on open");
+            }
+            result => engine.guard("write index files", result)?,
+        }
     }
     for segment in &taken.dirty {
         engine.guard("segment sync", segment.sync())?;

@@ -20,9 +20,18 @@
 //! batches are placed, so a later request of the same round sees it.
 //!
 //! Guarantees: a waiter is answered Ok only after the sync covering its batches returned
-//! (a duplicate's original was covered by this round's sync or an earlier one); any write
-//! or sync error poisons the log, fails every waiter of the round and every later append,
-//! and nothing is retried.
+//! (a duplicate's original was covered by this round's sync or an earlier one); a sync
+//! error, or any other write error, poisons the log, fails every waiter of the round and
+//! every later append, and nothing is retried.
+//!
+//! Refused writes are the exception: when the system refuses a write or an open with no
+//! space or no file descriptor (`fs::is_retryable`) before the sync, nothing of the round
+//! was acknowledged or published, so the round is undone instead: every touched
+//! partition's log end, segments (rolled ones deleted, written ones cut back, durably),
+//! in-memory index and producer state are put back as they were before the round, the
+//! journal is cut back to where the round started, and every waiter of the round gets
+//! the error (KAFKA_STORAGE_ERROR). The next round tries again, so appends resume by
+//! themselves once space is freed, with nothing lost and nothing written twice.
 //!
 //! Steady state allocates nothing per request beyond the channel message: the round's
 //! vectors and journal buffer are reused, and segments are written from the journal buffer.
@@ -42,9 +51,9 @@ use crate::error::LogError;
 use crate::journal::{self, JournalWriter};
 use crate::manager::AppendInfo;
 use crate::partition::Partition;
-use crate::producer_state::{BatchMetadata, Staged};
+use crate::producer_state::{BatchMetadata, ProducerEntry, Staged};
 use crate::segment::{now_ms, Segment};
-use crate::types::Offset;
+use crate::types::{Offset, ProducerId};
 
 /// A queued append: already validated on the caller's thread.
 #[derive(Debug)]
@@ -106,6 +115,20 @@ fn write_segments(buf: &[u8], writes: &[SegmentWrite]) -> io::Result<()> {
     Ok(())
 }
 
+/// A partition as it was before the current round first touched it, to put it back if
+/// the round's writes are refused.
+#[derive(Debug)]
+struct RoundUndo {
+    partition: Arc<Partition>,
+    log_end: Offset,
+    segment_count: usize,
+    active: Arc<Segment>,
+    active_len: u64,
+    active_next: Offset,
+    /// Producer entries as they were (see `ProducerStateTable::record_header_undoable`).
+    producers: Vec<(ProducerId, Option<ProducerEntry>)>,
+}
+
 /// Why a request could not be applied.
 enum Failure {
     /// The request alone fails (e.g. its partition was deleted).
@@ -126,6 +149,8 @@ pub(crate) struct Committer {
     journal_buf: Vec<u8>,
     writes: Vec<SegmentWrite>,
     touched: Vec<Arc<Partition>>,
+    /// One per touched partition, in the order of `touched`.
+    undo: Vec<RoundUndo>,
     sealed: Vec<Arc<Segment>>,
     new_files: Vec<Arc<Partition>>,
     /// Scratch for the producer checks of one request (reused: no allocation per request).
@@ -151,6 +176,7 @@ impl Committer {
             journal_buf: Vec::with_capacity(buf_capacity),
             writes: Vec::new(),
             touched: Vec::new(),
+            undo: Vec::new(),
             sealed: Vec::new(),
             new_files: Vec::new(),
             staged: Vec::new(),
@@ -220,6 +246,8 @@ impl Committer {
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
         if let Err(error) = self.journal.reserve(self.round_journal_bytes) {
+            // Nothing of the round is placed yet; a refused roll leaves the writer on its
+            // current file (a new round writes over an end marker that may be there).
             return self.fail_with_io("journal roll", error);
         }
         for i in 0..self.round.len() {
@@ -289,6 +317,19 @@ impl Committer {
         if partition.is_deleted() {
             return Err(Failure::Request(LogError::UnknownPartition));
         }
+        if partition.round_mark.swap(self.round_id, Ordering::Relaxed) != self.round_id {
+            let active = partition.active();
+            self.undo.push(RoundUndo {
+                partition: Arc::clone(&partition),
+                log_end: partition.log_end(),
+                segment_count: partition.segments().len(),
+                active_len: active.written_len(),
+                active_next: active.next_offset(),
+                active,
+                producers: Vec::new(),
+            });
+            self.touched.push(Arc::clone(&partition));
+        }
         let mut producers = None;
         if self.round[i].request.idempotent {
             let table = partition.producers.lock();
@@ -325,7 +366,14 @@ impl Committer {
                 now,
             );
             if let Some(table) = producers.as_mut() {
-                table.record_header(&header, next, now);
+                let undo = self
+                    .undo
+                    .iter_mut()
+                    .rfind(|u| u.partition.uid == partition.uid)
+                    .map(|u| &mut u.producers);
+                debug_assert!(undo.is_some(), "a touched partition has its undo record");
+                let mut scratch = Vec::new();
+                table.record_header_undoable(&header, next, now, undo.unwrap_or(&mut scratch));
             }
             next = Offset(last.0 + 1);
             partition.set_log_end(next);
@@ -336,9 +384,6 @@ impl Committer {
                 next_offset: next,
             });
             Stats::add(&self.engine.stats.batches_appended, 1);
-        }
-        if partition.round_mark.swap(self.round_id, Ordering::Relaxed) != self.round_id {
-            self.touched.push(Arc::clone(&partition));
         }
         let log_append_time_ms = self.round[i].request.log_append_time_ms;
         let log_start_offset = partition.log_start();
@@ -438,11 +483,67 @@ impl Committer {
     }
 
     fn fail_with_io(&mut self, what: &'static str, error: io::Error) {
+        if crate::fs::is_retryable(&error) {
+            return self.refuse_round(what, error);
+        }
         self.engine.poison(what, &error);
         self.fail_round(Some(error));
         self.writes.clear();
         self.touched.clear();
+        self.undo.clear();
         self.finish_round();
+    }
+
+    /// The system refused a write or an open of this round (no space, no descriptor):
+    /// undo the round and fail its waiters with that error; later rounds try again. If
+    /// the undo itself fails the log is poisoned, since then the files may not match
+    /// memory.
+    fn refuse_round(&mut self, what: &'static str, error: io::Error) {
+        self.writes.clear();
+        self.touched.clear();
+        let undone = self.undo_round();
+        let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
+        let file_limit = crate::fs::is_file_limit(&error);
+        let mut first = Some(crate::engine::refused(what, error));
+        // Every request not already failed on its own fails, duplicates included (their
+        // original may be in this very round).
+        for pending in &mut self.round {
+            if matches!(pending.outcome, Some(Err(_))) {
+                continue;
+            }
+            let again = io::Error::from_raw_os_error(errno);
+            let error = first.take().unwrap_or(match file_limit {
+                true => LogError::FileLimit(again),
+                false => LogError::Io(again),
+            });
+            pending.outcome = Some(Err(error));
+        }
+        if let Err(error) = undone {
+            self.engine.poison("undo of a refused commit round", &error);
+        }
+        self.finish_round();
+    }
+
+    /// Puts every partition the round touched back as it was before the round, and cuts
+    /// the journal back to where the round started. Each partition's append lock is held
+    /// while it is put back, so no reader or other appender sees a half state.
+    fn undo_round(&mut self) -> io::Result<()> {
+        let fs = Arc::clone(&self.engine.fs);
+        let mut result = self.journal.discard_unwritten();
+        for undo in self.undo.drain(..).rev() {
+            let partition = &undo.partition;
+            let _append = partition.append_lock.lock();
+            for rolled in partition.truncate_segments(undo.segment_count) {
+                result = result.and(rolled.delete_files(fs.as_ref()));
+            }
+            result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
+            partition.set_log_end(undo.log_end);
+            if !undo.producers.is_empty() {
+                partition.producers.lock().undo(undo.producers);
+            }
+            debug_assert!(partition.high_watermark() <= partition.log_end());
+        }
+        result
     }
 
     /// Every request of the round not already failed on its own gets an error: the first
@@ -472,5 +573,6 @@ impl Committer {
         self.round_journal_bytes = 0;
         self.sealed.clear();
         self.new_files.clear();
+        self.undo.clear();
     }
 }

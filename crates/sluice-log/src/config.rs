@@ -120,6 +120,12 @@ pub struct LogManagerConfig {
     /// Kafka's `producer.id.expiration.ms`: a producer id with no append to a partition for
     /// this long is forgotten there. Default 86_400_000 (one day).
     pub producer_id_expiration_ms: u64,
+    /// Most segment files open at once in the process (every segment keeps its file open,
+    /// as in Kafka). Creating a partition or rolling a segment beyond it is refused with
+    /// `LogError::FileLimit` (the log is not poisoned), so the descriptors left over for
+    /// the journal, checkpoints, index files and client connections never run out. The
+    /// broker sets it from `RLIMIT_NOFILE` minus its reserve; default: no limit.
+    pub segment_files_max: usize,
 }
 
 impl LogManagerConfig {
@@ -135,6 +141,7 @@ impl LogManagerConfig {
             retention_check_interval_ms: 30_000,
             producer_ids_per_partition_max: 10_000,
             producer_id_expiration_ms: 86_400_000,
+            segment_files_max: usize::MAX,
         }
     }
 }

@@ -32,6 +32,17 @@ use crate::types::{Offset, PartitionKey, TopicId};
 
 pub(crate) const JOURNAL_DIR: &str = "journal";
 
+/// The error for a write or open the system refused (see `Engine::guard`), logged once
+/// here: `FileLimit` for descriptors, `Io` (KAFKA_STORAGE_ERROR) for space.
+pub(crate) fn refused(what: &str, error: io::Error) -> LogError {
+    tracing::warn!(%error, what, "storage refused the operation; it was undone and later requests try again");
+    if fs::is_file_limit(&error) {
+        LogError::FileLimit(error)
+    } else {
+        LogError::Io(error)
+    }
+}
+
 /// What the committer has written since the checkpointer last looked. Guarded by
 /// `Engine::handoff`; the committer fills it at the end of each round's write phase.
 #[derive(Debug, Default)]
@@ -183,9 +194,15 @@ impl Engine {
         }
     }
 
-    /// Runs a write-path operation, poisoning the log if it fails.
+    /// Runs a write-path operation, poisoning the log if it fails, unless the system
+    /// refused the write or open before anything durable changed (no space, no file
+    /// descriptor: `fs::is_retryable`). Callers undo what they started; later requests try
+    /// again, so the log recovers by itself once space or descriptors are free.
     pub(crate) fn guard<T>(&self, what: &str, result: io::Result<T>) -> Result<T, LogError> {
         result.map_err(|error| {
+            if fs::is_retryable(&error) {
+                return refused(what, error);
+            }
             self.poison(what, &error);
             LogError::Io(error)
         })
@@ -288,7 +305,16 @@ impl Engine {
         if exists || self.fs.exists(&dir) {
             return Err(LogError::PartitionExists);
         }
-        let segment = self.guard("create partition", self.create_partition_files(&key, &dir))?;
+        let created = self.create_partition_files(&key, &dir);
+        if created.as_ref().is_err_and(fs::is_retryable) {
+            // Nothing of the partition is in use yet: take the half-made directory away so
+            // the create can be retried (a crash here leaves it without metadata, which
+            // recovery removes).
+            if let Err(error) = self.fs.remove_dir_all(&dir) {
+                tracing::warn!(%error, dir = %dir.display(), "could not remove a half-created partition directory");
+            }
+        }
+        let segment = self.guard("create partition", created)?;
         let point = RecoveryPoint {
             offset: Offset(0),
             segment_base: Offset(0),

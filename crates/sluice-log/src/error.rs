@@ -61,6 +61,16 @@ pub enum LogError {
         producer_id: ProducerId,
         producers_max: usize,
     },
+    /// Stored data that was acknowledged cannot be served: a segment is damaged (its bytes
+    /// do not form consecutive, well-formed batches) or a segment file is missing. Raised
+    /// instead of skipping the offsets, so the loss is never silent; the broker answers
+    /// CORRUPT_MESSAGE, which clients report to the application.
+    #[error("stored data is damaged at offset {offset:?}: {why}")]
+    Damaged { offset: Offset, why: &'static str },
+    /// A file could not be opened because the process or system is out of file
+    /// descriptors (EMFILE / ENFILE). Nothing was written; the request may be retried.
+    #[error("out of file descriptors: {0}")]
+    FileLimit(std::io::Error),
     /// The log is shutting down and accepts no more appends.
     #[error("log is shutting down")]
     ShuttingDown,

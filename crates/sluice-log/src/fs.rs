@@ -11,16 +11,136 @@
 //!
 //! Files are shared by threads (the committer writes, readers `pread`, the checkpointer
 //! syncs), so every [`FsFile`] method takes `&self` and uses positional I/O only.
+//!
+//! Permissions: a data store is private to its owner. [`StdFs`] creates directories with
+//! mode 0700 ([`DIR_MODE`]) and files with mode 0600 ([`FILE_MODE`]), whatever the umask
+//! would allow; the broker's own metadata files use the same helpers.
+//!
+//! The data directory lock ([`Fs::lock_data_dir`]): an exclusive `flock` on
+//! `<data_dir>/.lock` (Kafka's `log.dir` lock file), held for the life of the process, so a
+//! second broker on the same directory refuses to start instead of overwriting the first
+//! one's files. The kernel drops the lock when the process dies, so a crash never leaves a
+//! stale lock behind.
 
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+/// Mode of every directory the log (and the broker) creates: owner only.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file the log (and the broker) creates: owner read/write only.
+pub const FILE_MODE: u32 = 0o600;
+/// Name of the lock file in the data directory (Kafka's `.lock`).
+pub const LOCK_FILE_NAME: &str = ".lock";
+
+/// Creates `path` and its missing parents with mode [`DIR_MODE`]. Directories that already
+/// exist keep their mode.
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
+}
+
+/// Creates (or truncates) a file with mode [`FILE_MODE`] for writing.
+pub fn create_private_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
+/// The held data directory lock; dropping it (or the process ending) releases it.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: Option<File>,
+}
+
+impl DataDirLock {
+    /// A lock that holds nothing, for file systems that are not the real one.
+    pub fn none() -> Self {
+        Self { _file: None }
+    }
+}
+
+/// Takes an exclusive, non-blocking `flock` on `<dir>/.lock` and writes our process id into
+/// it (for the message the next contender prints). Fails with `WouldBlock` naming the
+/// holder's process id when another process holds it.
+pub fn lock_dir(dir: &Path) -> io::Result<DataDirLock> {
+    let path = dir.join(LOCK_FILE_NAME);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(&path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let holder = if holder.is_empty() { "unknown" } else { holder };
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "{} is locked by another process (pid {holder}); is another broker running on this data directory?",
+                    path.display()
+                ),
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    file.set_len(0)?;
+    file.seek(io::SeekFrom::Start(0))?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(DataDirLock { _file: Some(file) })
+}
+
+/// A failed `fdatasync` / directory fsync. Wrapped so that its errno is never mistaken for
+/// a refused write (see [`is_retryable`]): after a failed sync the kernel may have dropped
+/// dirty pages, so it always poisons the log, whatever the errno says.
+#[derive(Debug)]
+pub struct SyncFailed(pub io::Error);
+
+impl std::fmt::Display for SyncFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sync failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for SyncFailed {}
+
+/// Wraps a sync error (see [`SyncFailed`]).
+pub fn sync_failed(error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), SyncFailed(error))
+}
+
+/// Whether `error` is a write or open the system refused before changing anything durable:
+/// no space (`ENOSPC`, `EDQUOT`) or no file descriptor (`EMFILE`, `ENFILE`). Such a failure
+/// is undone and answered with an error, and later requests try again; it does not poison
+/// the log. A failed sync never counts (it is wrapped in [`SyncFailed`] and has no errno).
+pub fn is_retryable(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EMFILE | libc::ENFILE)
+    )
+}
+
+/// Whether `error` is the process or system running out of file descriptors.
+pub fn is_file_limit(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
 
 /// How [`Fs::open`] treats an existing or missing file. Files are always opened read+write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +189,11 @@ pub trait Fs: Send + Sync + Debug {
     /// fsyncs a directory so that entries created, renamed or removed in it are durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
+    /// Takes the data directory's exclusive lock for the life of the returned guard. The
+    /// real implementation is [`lock_dir`]; a simulated file system may hold nothing.
+    fn lock_data_dir(&self, dir: &Path) -> io::Result<DataDirLock> {
+        lock_dir(dir)
+    }
 }
 
 /// Writes all of `buf` at `offset`, looping over short writes.
@@ -146,7 +271,7 @@ impl FsFile for StdFile {
         self.0.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
-        self.0.sync_data()
+        self.0.sync_data().map_err(sync_failed)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
@@ -159,7 +284,7 @@ impl FsFile for StdFile {
 impl Fs for StdFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
         let mut options = OpenOptions::new();
-        options.read(true).write(true);
+        options.read(true).write(true).mode(FILE_MODE);
         match mode {
             OpenMode::Existing => {}
             OpenMode::CreateNew => {
@@ -172,7 +297,7 @@ impl Fs for StdFs {
         Ok(Box::new(StdFile(options.open(path)?)))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(path)
+        create_private_dir_all(path)
     }
     fn read_dir(&self, path: &Path) -> io::Result<Vec<DirEntry>> {
         let mut entries = Vec::new();
@@ -197,7 +322,7 @@ impl Fs for StdFs {
         std::fs::rename(from, to)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        File::open(path)?.sync_all()
+        File::open(path)?.sync_all().map_err(sync_failed)
     }
     fn exists(&self, path: &Path) -> bool {
         path.exists()
@@ -211,6 +336,8 @@ pub enum FaultOp {
     Write,
     /// `sync_data` (and directory syncs) fail with `EIO`.
     Sync,
+    /// `open` of a file fails with `EMFILE` (out of file descriptors).
+    Open,
 }
 
 /// An armed fault: the operation fails once `after_ops` matching operations have passed,
@@ -251,7 +378,8 @@ impl FaultState {
         self.injected.fetch_add(1, Ordering::Relaxed);
         Err(match op {
             FaultOp::Write => io::Error::from_raw_os_error(libc::ENOSPC),
-            FaultOp::Sync => io::Error::from_raw_os_error(libc::EIO),
+            FaultOp::Sync => sync_failed(io::Error::from_raw_os_error(libc::EIO)),
+            FaultOp::Open => io::Error::from_raw_os_error(libc::EMFILE),
         })
     }
 }
@@ -330,6 +458,7 @@ impl FsFile for FaultyFile {
 
 impl Fs for FaultyFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        self.state.check(FaultOp::Open, path)?;
         let inner = self.inner.open(path, mode)?;
         Ok(Box::new(FaultyFile {
             inner,

@@ -95,6 +95,25 @@ impl SegmentIndex {
         self.bytes_since_entry += batch.size;
     }
 
+    /// Forgets the batches from byte `position` (offset `offset`) on: a commit round whose
+    /// writes were refused is undone. The tracked max timestamp is kept (it can only be
+    /// too high, which keeps the segment longer and makes a max-timestamp lookup walk).
+    pub(crate) fn truncate(&mut self, position: u64, offset: Offset) {
+        let relative = self.relative(offset);
+        self.offsets.retain(|e| u64::from(e.position) < position);
+        self.times.retain(|e| e.relative_offset < relative);
+        debug_assert!(self
+            .offsets
+            .last()
+            .is_none_or(|e| e.relative_offset < relative));
+    }
+
+    /// Makes the next batch get an offset entry whatever the interval (recovery: the first
+    /// intact batch after a damaged stretch, so lookups past the damage start there).
+    pub(crate) fn force_entry(&mut self) {
+        self.bytes_since_entry = u64::MAX / 2;
+    }
+
     /// Adds a time entry for the current max when it grew since the last entry.
     fn push_time_entry(&mut self) {
         let grew = self

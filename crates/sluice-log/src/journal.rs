@@ -370,6 +370,15 @@ impl JournalWriter {
         Ok(())
     }
 
+    /// After a refused append (no space): cuts whatever part of the round reached the
+    /// file and syncs the cut, so that no whole entry of the failed round can follow the
+    /// next round's entries after a crash (its CRC would be valid: same file sequence
+    /// number). The next round is written at the same position.
+    pub(crate) fn discard_unwritten(&mut self) -> io::Result<()> {
+        self.file.set_len(self.len)?;
+        self.file.sync_data()
+    }
+
     /// `fdatasync` of the current file: covers every round appended since the last sync.
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()

@@ -40,6 +40,9 @@ struct Inner {
     sender: mpsc::Sender<Message>,
     /// `None` once shut down (or stopped by drop).
     threads: Mutex<Option<Threads>>,
+    /// The data directory's `.lock`: released by `shutdown` once the final checkpoint is
+    /// written, or on drop after the threads have stopped (declared last, dropped last).
+    lock: Mutex<Option<crate::fs::DataDirLock>>,
 }
 
 #[derive(Debug)]
@@ -242,6 +245,11 @@ impl LogManager {
         config: LogManagerConfig,
         fs: Arc<dyn Fs>,
     ) -> Result<(LogManager, RecoveryReport), LogError> {
+        // Nothing is read before the lock is held: another broker on this directory would
+        // otherwise see (and later overwrite) files in the middle of being changed.
+        fs.create_dir_all(&config.data_dir)?;
+        let lock = fs.lock_data_dir(&config.data_dir)?;
+        crate::segment::set_segment_files_max(config.segment_files_max);
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
         let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
@@ -251,6 +259,7 @@ impl LogManager {
             engine,
             sender,
             threads: Mutex::new(Some(threads)),
+            lock: Mutex::new(Some(lock)),
         };
         Ok((
             LogManager {
@@ -404,6 +413,15 @@ impl LogManager {
         checkpointer::checkpoint(self.engine(), false).map(|_| ())
     }
 
+    /// How many more segment files may be opened now (`segment_files_max` minus the files
+    /// open in the process): each new partition needs one.
+    pub fn segment_files_available(&self) -> usize {
+        self.engine()
+            .config
+            .segment_files_max
+            .saturating_sub(crate::segment::segment_files_open())
+    }
+
     /// True once a write or sync has failed.
     pub fn is_poisoned(&self) -> bool {
         self.engine().is_poisoned()
@@ -420,8 +438,13 @@ impl LogManager {
         let threads = self.inner.threads.lock().take();
         if let Some(threads) = threads {
             self.inner.stop_threads(threads);
-            self.engine().check_writable()?;
-            checkpointer::shutdown_checkpoint(self.engine())?;
+            let result = self
+                .engine()
+                .check_writable()
+                .and_then(|()| checkpointer::shutdown_checkpoint(self.engine()));
+            // The log writes nothing more: the next process may take the directory.
+            drop(self.inner.lock.lock().take());
+            result?;
             tracing::info!(data_dir = %self.engine().config.data_dir.display(), "log shut down cleanly");
             return Ok(());
         }

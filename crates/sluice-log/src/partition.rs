@@ -213,6 +213,16 @@ impl Partition {
         segments.drain(..count).collect()
     }
 
+    /// Drops the segments after the first `count` (rolled by a commit round that is being
+    /// undone) and returns them; their files are deleted by the caller. Caller holds
+    /// `append_lock`.
+    pub(crate) fn truncate_segments(&self, count: usize) -> Vec<Arc<Segment>> {
+        let mut segments = self.segments.write();
+        assert!(count >= 1, "a partition always has an active segment");
+        let keep = count.min(segments.len());
+        segments.split_off(keep)
+    }
+
     /// Replaces the whole segment list (recovery only, before the threads start).
     pub(crate) fn replace_segments(&self, segments: Vec<Arc<Segment>>) {
         assert!(!segments.is_empty());
@@ -251,6 +261,20 @@ impl Partition {
             // Retention removed the segment after the range check: report the new start.
             return Err(out_of_range(self.log_start()));
         }
+        let holder = &segments[first - 1];
+        if first < segments.len() && fetch_offset >= holder.committed_next_offset() {
+            // Offsets are contiguous from the log start, so a gap between two segments is
+            // data recovery found damaged or missing: say so rather than skip to the next.
+            tracing::error!(
+                topic = %self.key.topic, partition = self.key.partition, offset = fetch_offset.0,
+                missing_from = holder.committed_next_offset().0, missing_to = segments[first].base_offset.0,
+                "fetch of offsets that recovery found damaged or missing"
+            );
+            return Err(LogError::Damaged {
+                offset: fetch_offset,
+                why: "the segment holding this offset is damaged or missing",
+            });
+        }
         for segment in &segments[first - 1..] {
             if let Some(records) = segment.read(
                 fetch_offset,
@@ -258,6 +282,13 @@ impl Partition {
                 max_bytes,
                 min_one_batch,
             )? {
+                let base = crate::batch::BatchHeader::parse(&records).map(|h| h.base_offset());
+                if base.is_ok_and(|base| base > fetch_offset) {
+                    return Err(LogError::Damaged {
+                        offset: fetch_offset,
+                        why: "the batch holding this offset is missing",
+                    });
+                }
                 return Ok(ReadResult { records, offsets });
             }
         }

@@ -363,6 +363,51 @@ impl ProducerStateTable {
         true
     }
 
+    /// [`Self::record_header`], first saving into `undo` what [`Self::undo`] needs to put
+    /// the table back: the producer's entry as it was (or `None` when it is new) and the
+    /// entry a new producer evicts. Only the first change of each producer id is saved.
+    pub(crate) fn record_header_undoable(
+        &mut self,
+        header: &BatchHeader<'_>,
+        base_offset: Offset,
+        now_ms: i64,
+        undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
+    ) -> bool {
+        let Some(batch) = ProducerBatch::from_header(header) else {
+            return false;
+        };
+        let mut save = |id: ProducerId, entry: Option<ProducerEntry>| {
+            if !undo.iter().any(|(saved, _)| *saved == id) {
+                undo.push((id, entry));
+            }
+        };
+        save(batch.producer_id, self.get(batch.producer_id).cloned());
+        let evicts = !self.by_id.contains_key(&batch.producer_id)
+            && self.slots.len() >= self.producer_ids_max
+            && self.oldest != NIL;
+        if evicts {
+            let oldest = &self.slots[self.oldest as usize];
+            save(oldest.producer_id, Some(oldest.entry.clone()));
+        }
+        self.record_header(header, base_offset, now_ms)
+    }
+
+    /// Puts back the entries saved by [`Self::record_header_undoable`] (a commit round
+    /// whose writes were refused). The restored entries count as the most recently active.
+    pub(crate) fn undo(&mut self, saved: Vec<(ProducerId, Option<ProducerEntry>)>) {
+        for (producer_id, _) in &saved {
+            if let Some(&slot) = self.by_id.get(producer_id) {
+                self.remove_slot(slot);
+            }
+        }
+        for (producer_id, entry) in saved.into_iter().rev() {
+            if let Some(entry) = entry {
+                self.insert_loaded(producer_id, entry);
+            }
+        }
+        self.version += 1;
+    }
+
     /// Records a written batch: a new epoch restarts the producer's entry. No check here
     /// (the committer checked first; recovery replays what the log holds, as Kafka does).
     pub(crate) fn record(&mut self, batch: &ProducerBatch, written: BatchMetadata, now_ms: i64) {

@@ -71,6 +71,10 @@ struct Recovery<'a> {
     gaps: HashMap<u64, u32>,
     /// Producer snapshot files found per partition directory, sorted by offset.
     snapshot_files: HashMap<PathBuf, Vec<Offset>>,
+    /// Per partition directory: the lowest offset of durable data found missing or damaged.
+    /// Offsets from there on no longer all hold their batches, so producer state beyond it
+    /// is not used (it could answer a retry as a duplicate of data that is gone).
+    lost_from: HashMap<PathBuf, Offset>,
     now_ms: i64,
 }
 
@@ -91,6 +95,7 @@ pub(crate) fn recover(engine: &Engine) -> Result<(JournalWriter, RecoveryReport)
         dirs_to_sync: Vec::new(),
         gaps: HashMap::new(),
         snapshot_files: HashMap::new(),
+        lost_from: HashMap::new(),
         now_ms: now_ms(),
     };
     // The journal directory may have just been created (first start, or after a crash
@@ -120,6 +125,17 @@ impl Recovery<'_> {
 
     fn warn(&mut self, action: String) {
         tracing::warn!("recovery: {action}");
+        self.report.actions.push(action);
+    }
+
+    fn note_loss(&mut self, dir: &Path, from: Offset) {
+        let lost = self.lost_from.entry(dir.to_owned()).or_insert(from);
+        *lost = (*lost).min(from);
+    }
+
+    /// Damage to data that was durable: an error, never silent.
+    fn error(&mut self, action: String) {
+        tracing::error!("recovery: {action}");
         self.report.actions.push(action);
     }
 
@@ -237,9 +253,21 @@ impl Recovery<'_> {
         let checkpoint = self.checkpoints.get(&(key.topic_id, number)).cloned();
         let mut segments = self.load_segments(dir, &key, checkpoint.as_ref())?;
         if segments.is_empty() {
-            let base = checkpoint
+            let log_start = checkpoint
                 .as_ref()
                 .map_or(Offset(0), |c| c.log_start_offset);
+            let durable_end = checkpoint
+                .as_ref()
+                .and_then(|c| c.recovery)
+                .map_or(Offset(0), |p| p.offset);
+            let base = log_start.max(durable_end);
+            if base > log_start {
+                self.note_loss(dir, log_start);
+                self.error(format!(
+                    "{topic}-{number}: every segment file is missing; offsets {}..{} are lost",
+                    log_start.0, base.0
+                ));
+            }
             segments.push(Arc::new(Segment::create(self.fs, dir, base)?));
             self.dirs_to_sync.push(dir.to_owned());
             self.warn(format!(
@@ -311,29 +339,59 @@ impl Recovery<'_> {
         let bases = self.list_segments(dir)?;
         let clean =
             self.checkpoint.as_ref().is_some_and(|c| c.clean_shutdown) && checkpoint.is_some();
+        let point = checkpoint.and_then(|c| c.recovery);
         let interval = LogConfig::default().index_interval_bytes;
         let name = format!("{}-{}", key.topic, key.partition);
         let mut segments: Vec<Arc<Segment>> = Vec::new();
         for (i, &base) in bases.iter().enumerate() {
-            let follows = segments.last().is_none_or(|s| s.next_offset() == base);
-            if !follows {
-                self.warn(format!(
-                    "{name}: segment {} does not follow the previous segment",
-                    base.0
-                ));
-                self.delete_segment_files(dir, &bases[i..], &name)?;
-                break;
-            }
-            let trusted = trusted_len(clean, checkpoint.and_then(|c| c.recovery), base);
-            let (segment, outcome) = open_segment(self.fs, dir, base, trusted, interval)?;
             let is_last = i + 1 == bases.len();
-            if outcome.index_rebuilt && !is_last && trusted > 0 {
+            if let Some(previous) = segments.last() {
+                let (end, durable) = (previous.next_offset(), previous.base_offset);
+                // Whether the previous segment was wholly durable at the checkpoint: then a
+                // gap or overlap after it is damage to durable data (the journal cannot
+                // repair it) and nothing after it may be deleted.
+                let trusted = trusted_len(clean, point, durable) == u64::MAX;
+                if base != end && !trusted {
+                    self.warn(format!(
+                        "{name}: segment {} does not follow the previous segment",
+                        base.0
+                    ));
+                    self.delete_segment_files(dir, &bases[i..], &name)?;
+                    break;
+                }
+                if base < end {
+                    self.set_aside_overlapping(dir, base, end, &name)?;
+                    continue;
+                }
+                if base > end {
+                    self.note_loss(dir, end);
+                    self.error(format!(
+                        "{name}: offsets {}..{} are missing (a segment file is missing or was cut); \
+                         later segments are kept and fetches of the missing offsets fail with CORRUPT_MESSAGE",
+                        end.0, base.0
+                    ));
+                }
+            }
+            let trusted = trusted_len(clean, point, base);
+            // The last segment keeps its damaged file only when the checkpoint says where
+            // the log went on after it (a new segment then starts there).
+            let keep = !is_last || point.is_some_and(|p| p.segment_base >= base && p.offset > base);
+            // Batches proven intact after damage must lie below the next segment (or below
+            // the checkpoint's log end, for the last one).
+            let below = match bases.get(i + 1) {
+                Some(&next) => next,
+                None => point.map_or(Offset(i64::MAX), |p| p.offset),
+            };
+            let (segment, outcome) =
+                open_segment(self.fs, dir, base, trusted, interval, keep, below)?;
+            let damaged = !outcome.damaged.is_empty();
+            if outcome.index_rebuilt && !is_last && trusted > 0 && !damaged {
                 self.info(format!(
                     "{name}: rebuilt index of segment {} by scanning it",
                     base.0
                 ));
             }
-            if !is_last && (outcome.index_rebuilt || outcome.truncated.is_some()) {
+            if !is_last && !damaged && (outcome.index_rebuilt || outcome.truncated.is_some()) {
                 self.to_index.push(Arc::clone(&segment));
             }
             if outcome.bytes_verified > 0 || outcome.truncated.is_some() {
@@ -342,6 +400,25 @@ impl Recovery<'_> {
                     outcome.bytes_verified, base.0
                 ));
                 self.to_sync.push(Arc::clone(&segment));
+            }
+            for range in &outcome.damaged {
+                self.note_loss(dir, range.offset);
+                let resumes = if range.resume_position > range.position {
+                    format!(
+                        "intact batches resume at byte {} (offset {}); fetches of offsets {}..{} fail with CORRUPT_MESSAGE",
+                        range.resume_position, range.resume_offset.0, range.offset.0, range.resume_offset.0
+                    )
+                } else {
+                    format!(
+                        "nothing after it proves intact; fetches from offset {} to the next segment fail with CORRUPT_MESSAGE",
+                        range.offset.0
+                    )
+                };
+                self.error(format!(
+                    "{name}: segment {} is damaged at byte {} (offset {}: {}); {resumes}; \
+                     the file is left unchanged and later segments are kept",
+                    base.0, range.position, range.offset.0, range.why
+                ));
             }
             segments.push(segment);
             if let Some((bytes, why)) = outcome.truncated {
@@ -355,7 +432,68 @@ impl Recovery<'_> {
                 break;
             }
         }
+        self.continue_after_lost_tail(dir, &name, point, &mut segments)?;
         Ok(segments)
+    }
+
+    /// When the segments end before the checkpoint's recovery point, data that was durable
+    /// is gone (a cut or missing file, or damage kept as it is): the log goes on at the
+    /// recovery point in a new segment, so offsets that were acknowledged are never handed
+    /// out again and the journal replays onto the right offset. The missing range is
+    /// reported and fetches of it fail.
+    fn continue_after_lost_tail(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        point: Option<RecoveryPoint>,
+        segments: &mut Vec<Arc<Segment>>,
+    ) -> Result<(), LogError> {
+        let Some(point) = point else {
+            return Ok(());
+        };
+        let end = segments.last().map(|s| s.next_offset());
+        if end.is_some_and(|end| end >= point.offset) || segments.is_empty() {
+            return Ok(());
+        }
+        let end = end.unwrap_or(point.offset);
+        self.note_loss(dir, end);
+        self.error(format!(
+            "{name}: the log ends at offset {} but offsets up to {} were durable at the checkpoint; \
+             offsets {}..{} are missing and fetches of them fail with CORRUPT_MESSAGE; the log continues at {}",
+            end.0, point.offset.0, end.0, point.offset.0, point.offset.0
+        ));
+        segments.push(Arc::new(Segment::create(self.fs, dir, point.offset)?));
+        self.dirs_to_sync.push(dir.to_owned());
+        Ok(())
+    }
+
+    /// A segment that starts inside the previous (durable) one cannot be placed: it is
+    /// renamed to `<name>.damaged`, out of the log's way but kept for the operator.
+    fn set_aside_overlapping(
+        &mut self,
+        dir: &Path,
+        base: Offset,
+        end: Offset,
+        name: &str,
+    ) -> Result<(), LogError> {
+        let paths = SegmentPaths::new(dir, base);
+        let aside = PathBuf::from(format!("{}.damaged", paths.log.display()));
+        self.fs.rename(&paths.log, &aside)?;
+        for index in [&paths.index, &paths.timeindex] {
+            if let Err(e) = self.fs.remove_file(index) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    return Err(e.into());
+                }
+            }
+        }
+        self.dirs_to_sync.push(dir.to_owned());
+        self.error(format!(
+            "{name}: segment {} starts inside the previous segment (which ends at {}); moved aside to {}",
+            base.0,
+            end.0,
+            aside.display()
+        ));
+        Ok(())
     }
 
     /// Deletes whole segments that follow a damaged point.
@@ -557,9 +695,16 @@ impl Recovery<'_> {
             let checkpointed = self
                 .checkpoints
                 .get(&(partition.key.topic_id, partition.key.partition));
-            let log_start = checkpointed
-                .map_or(Offset(0), |c| c.log_start_offset)
-                .max(segments[0].base_offset);
+            let checkpointed_start = checkpointed.map_or(Offset(0), |c| c.log_start_offset);
+            if checkpointed.is_some() && checkpointed_start < segments[0].base_offset {
+                let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+                self.warn(format!(
+                    "{name}: offsets {}..{} below the first segment are gone (deleted by retention \
+                     after the last checkpoint, or a segment file is missing); the log starts at {}",
+                    checkpointed_start.0, segments[0].base_offset.0, segments[0].base_offset.0
+                ));
+            }
+            let log_start = checkpointed_start.max(segments[0].base_offset);
             self.settle_log_start(&partition, log_start)?;
         }
         Ok(())
@@ -586,9 +731,11 @@ impl Recovery<'_> {
                 log_start.0, log_end.0
             ));
         } else {
-            let below = segments[..segments.len() - 1]
-                .iter()
-                .take_while(|s| s.next_offset() <= log_start)
+            // A segment goes when the next one starts at or below the log start: its own
+            // end may be short of that when it is damaged.
+            let below = segments
+                .windows(2)
+                .take_while(|pair| pair[1].base_offset <= log_start)
                 .count();
             for segment in partition.remove_leading(below) {
                 segment.delete_files(self.fs)?;
@@ -667,7 +814,11 @@ impl Recovery<'_> {
     /// re-applied to it.
     fn producer_state_start(&mut self, partition: &Partition) -> (ProducerStateTable, Offset) {
         let name = format!("{}-{}", partition.key.topic, partition.key.partition);
-        let log_end = partition.log_end();
+        // Offsets below this hold exactly the batches they held when any state was taken.
+        let log_end = match self.lost_from.get(&partition.dir) {
+            Some(&lost) => partition.log_end().min(lost),
+            None => partition.log_end(),
+        };
         let checkpointed = self
             .checkpoints
             .get(&(partition.key.topic_id, partition.key.partition))

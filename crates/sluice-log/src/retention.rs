@@ -190,6 +190,15 @@ pub(crate) fn remove_segments(
         "partition directory sync",
         engine.fs.sync_dir(&partition.dir),
     )?;
+    {
+        // The checkpointer need not sync or index deleted segments; dropping them from its
+        // lists now closes their files at once instead of at the next checkpoint, so the
+        // descriptors are free for new segments (a refused roll can go on).
+        let is_removed = |s: &Arc<Segment>| removed.iter().any(|r| Arc::ptr_eq(r, s));
+        let mut handoff = engine.handoff.lock();
+        handoff.dirty.retain(|s| !is_removed(s));
+        handoff.sealed.retain(|s| !is_removed(s));
+    }
     for segment in &removed {
         if let Err(error) = segment.delete_files(engine.fs.as_ref()) {
             // Not a durability problem: the segment is out of the log either way.
@@ -213,6 +222,15 @@ pub(crate) fn remove_segments(
     );
     engine.bump_commits();
     Ok(())
+}
+
+/// How many leading segments lie wholly below `target` (judged by the next segment's base).
+fn segments_below(partition: &Partition, target: Offset) -> usize {
+    partition
+        .segments()
+        .windows(2)
+        .take_while(|pair| pair[1].base_offset <= target)
+        .count()
 }
 
 /// Moves the log start offset to `offset` (DeleteRecords), durably, then deletes segments
@@ -243,13 +261,32 @@ pub(crate) fn delete_records(
     // Persisted even when the log start is already there: retention moves it in memory
     // only (its deletes become durable later), and the answer promises it durably.
     let now_in_force = partition.advance_log_start(target);
-    engine.persist_log_starts()?;
-    let segments = partition.segments();
-    let below = segments[..segments.len() - 1]
-        .iter()
-        .take_while(|s| s.next_offset() <= target)
-        .count();
-    remove_segments(engine, partition, below, "DeleteRecords")?;
+    match engine.persist_log_starts() {
+        Ok(()) => {}
+        // A full disk: the checkpoint cannot be rewritten until space is freed, and freeing
+        // space is what the caller asked for. Delete the segments first (as retention
+        // always does), then write the checkpoint. A crash in between keeps the old log
+        // start, raised to the first remaining segment.
+        Err(LogError::Io(error)) if crate::fs::is_retryable(&error) => {
+            tracing::warn!(%error, "DeleteRecords on a full disk: deleting segments before rewriting the checkpoint");
+            remove_segments(
+                engine,
+                partition,
+                segments_below(partition, target),
+                "DeleteRecords",
+            )?;
+            engine.persist_log_starts()?;
+        }
+        Err(other) => return Err(other),
+    }
+    // Judged by the next segment's base, so a damaged segment whose intact part ends
+    // early is not dropped while part of its range is still at or above the target.
+    remove_segments(
+        engine,
+        partition,
+        segments_below(partition, target),
+        "DeleteRecords",
+    )?;
     engine.bump_commits();
     Ok(now_in_force)
 }

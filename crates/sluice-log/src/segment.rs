@@ -15,7 +15,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,6 +33,21 @@ const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
 /// Bytes read at a time when a scan only walks headers: one page, so small batches share
 /// a read and large ones cost one small read each.
 const SCAN_WINDOW_HEADER_BYTES: usize = 4096;
+
+/// Segment files open in this process (each `Segment` holds its file open until dropped).
+static SEGMENT_FILES_OPEN: AtomicUsize = AtomicUsize::new(0);
+/// `LogManagerConfig::segment_files_max`, set when a log is opened.
+static SEGMENT_FILES_MAX: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Sets the process-wide bound on open segment files (`LogManager::open`).
+pub(crate) fn set_segment_files_max(max: usize) {
+    SEGMENT_FILES_MAX.store(max, Ordering::Relaxed);
+}
+
+/// Segment files open in this process now.
+pub(crate) fn segment_files_open() -> usize {
+    SEGMENT_FILES_OPEN.load(Ordering::Relaxed)
+}
 
 /// The three file paths of a segment.
 #[derive(Debug, Clone)]
@@ -85,13 +100,40 @@ pub(crate) struct Segment {
     pub(crate) dirty: AtomicBool,
     /// True once the files are deleted; guards index-file writes that could resurrect them.
     deleted: Mutex<bool>,
+    /// Byte ranges recovery found damaged inside this segment (sorted, set once at open).
+    /// Reads stop at them with `Damaged`; header walks jump over them.
+    damaged: Vec<DamagedRange>,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        SEGMENT_FILES_OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A damaged stretch of a segment found on open: bytes `[position, resume_position)`,
+/// which held offsets `[offset, resume_offset)`. Intact batches resume at
+/// `resume_position` (proven by their CRC-32C); `resume_position` is the written length
+/// when nothing after the damage could be proven intact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DamagedRange {
+    pub(crate) position: u64,
+    pub(crate) offset: Offset,
+    pub(crate) resume_position: u64,
+    pub(crate) resume_offset: Offset,
+    pub(crate) why: &'static str,
 }
 
 /// How a segment looked after [`Segment::open`] checked it.
 #[derive(Debug, Default)]
 pub(crate) struct OpenOutcome {
-    /// Bytes cut from a torn or corrupt tail, and why.
+    /// Bytes cut from a torn or corrupt tail (after the trusted part), and why.
     pub(crate) truncated: Option<(u64, &'static str)>,
+    /// Damage inside the trusted part (durable before the checkpoint, so media damage, not
+    /// a torn write), when the caller asked to keep it. The file is left as it is; the
+    /// batches before each range, and those after it that prove intact, are used. A last
+    /// range whose `resume_offset` equals its `offset` found nothing intact after it.
+    pub(crate) damaged: Vec<DamagedRange>,
     /// The index files were missing or inconsistent and were rebuilt from the segment.
     pub(crate) index_rebuilt: bool,
     /// Bytes that were CRC-checked (the part after the recovery point).
@@ -99,8 +141,22 @@ pub(crate) struct OpenOutcome {
 }
 
 impl Segment {
-    /// Creates an empty segment file (truncating any stale file of that name).
+    /// Creates an empty segment file (truncating any stale file of that name). Refused with
+    /// `EMFILE` when `segment_files_max` files are open already: new segments (a roll, a
+    /// new partition) wait for descriptors, segments that exist are always opened.
     pub(crate) fn create(fs: &dyn Fs, dir: &Path, base_offset: Offset) -> io::Result<Self> {
+        let (open, max) = (
+            segment_files_open(),
+            SEGMENT_FILES_MAX.load(Ordering::Relaxed),
+        );
+        if open >= max {
+            tracing::warn!(
+                open,
+                max,
+                "segment file limit reached; the new segment is refused"
+            );
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
         let paths = SegmentPaths::new(dir, base_offset);
         for stale in [&paths.index, &paths.timeindex] {
             remove_if_exists(fs, stale)?;
@@ -124,6 +180,7 @@ impl Segment {
         len: u64,
         next_offset: Offset,
     ) -> Self {
+        SEGMENT_FILES_OPEN.fetch_add(1, Ordering::Relaxed);
         Self {
             base_offset,
             paths,
@@ -136,6 +193,7 @@ impl Segment {
             index: RwLock::new(index),
             dirty: AtomicBool::new(false),
             deleted: Mutex::new(false),
+            damaged: Vec::new(),
         }
     }
 
@@ -189,6 +247,23 @@ impl Segment {
             self.first_append_ms.store(now_ms, Ordering::Release);
         }
         position
+    }
+
+    /// Takes back every reservation from byte `len` (offset `next_offset`) on, and cuts
+    /// the file there, durably: a commit round whose writes were refused is undone, and
+    /// no batch of it may be found past the segment's end after a crash (recovery would
+    /// take a whole one for data). Caller: the appender, holding the append lock; nothing
+    /// from `len` on was published.
+    pub(crate) fn undo_to(&self, len: u64, next_offset: Offset) -> io::Result<()> {
+        debug_assert!(len >= self.committed_len());
+        self.index.write().truncate(len, next_offset);
+        self.written_len.store(len, Ordering::Release);
+        self.next_offset.store(next_offset.0, Ordering::Release);
+        if len == 0 {
+            self.first_append_ms.store(-1, Ordering::Release);
+        }
+        self.file.set_len(len)?;
+        self.file.sync_data()
     }
 
     /// Writes reserved bytes. Any thread; positions come from [`Self::reserve`].
@@ -262,16 +337,32 @@ impl Segment {
         Ok(())
     }
 
+    /// The error for damage found while reading: logged here, so every occurrence is
+    /// reported where it is found.
+    fn damaged(&self, offset: Offset, position: u64, why: &'static str) -> LogError {
+        tracing::error!(
+            segment = %self.paths.log.display(), position, offset = offset.0, why,
+            "stored data is damaged; reads of these offsets fail (CORRUPT_MESSAGE)"
+        );
+        LogError::Damaged { offset, why }
+    }
+
     /// Reads the v2 header at `position`, checked for a sane length within `limit`.
     fn header_at(&self, position: u64, limit: u64) -> Result<[u8; HEADER_LEN], LogError> {
         let mut raw = [0u8; HEADER_LEN];
         if position + HEADER_LEN as u64 > limit {
-            return Err(LogError::CorruptBatch("segment ends inside a batch header"));
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment ends inside a batch header",
+            ));
         }
         let read = fs::read_full_at(self.file.as_ref(), &mut raw, position)?;
         if read < HEADER_LEN {
-            return Err(LogError::CorruptBatch(
-                "segment shorter than its committed length",
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment file shorter than its committed length",
             ));
         }
         Ok(raw)
@@ -281,8 +372,10 @@ impl Segment {
         let mut buf = vec![0u8; len];
         let read = fs::read_full_at(self.file.as_ref(), &mut buf, position)?;
         if read < len {
-            return Err(LogError::CorruptBatch(
-                "segment shorter than its committed length",
+            return Err(self.damaged(
+                self.base_offset,
+                position,
+                "segment file shorter than its committed length",
             ));
         }
         Ok(Bytes::from(buf))
@@ -290,6 +383,9 @@ impl Segment {
 
     /// Walks committed batch headers from `position`; returns the position and header of the
     /// first batch `stop` accepts, or `None` at the committed end (or at `high_watermark`).
+    /// Every header must be a v2 header whose batch lies within the committed bytes and
+    /// whose base offset continues the previous batch: a walk never jumps over offsets, so
+    /// a damaged length is reported (`Damaged`) instead of silently skipping data.
     fn walk_until(
         &self,
         mut position: u64,
@@ -297,12 +393,28 @@ impl Segment {
         mut stop: impl FnMut(&BatchHeader<'_>) -> bool,
     ) -> Result<Option<(u64, usize)>, LogError> {
         let limit = self.committed_len();
+        let mut expected: Option<Offset> = None;
         while position < limit {
+            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
+                return Err(self.damaged(range.offset, position, range.why));
+            }
             let raw = self.header_at(position, limit)?;
             let header = BatchHeader::parse(&raw)?;
-            let size = header
-                .total_size()
-                .ok_or(LogError::CorruptBatch("bad batch length in segment"))?;
+            let at = expected.unwrap_or(header.base_offset());
+            let size = match header.total_size() {
+                Some(size) if position + size as u64 <= limit => size,
+                _ => return Err(self.damaged(at, position, "bad batch length in segment")),
+            };
+            let continues = expected.is_none_or(|e| e == header.base_offset());
+            let in_segment = header.base_offset() >= self.base_offset
+                && header.base_offset() <= header.last_offset();
+            if header.magic() != MAGIC_V2 || !continues || !in_segment {
+                return Err(self.damaged(
+                    at,
+                    position,
+                    "batch header does not continue the segment",
+                ));
+            }
             if header.base_offset() >= high_watermark {
                 return Ok(None);
             }
@@ -310,8 +422,31 @@ impl Segment {
                 return Ok(Some((position, size)));
             }
             position += size as u64;
+            expected = Some(header.next_offset());
         }
         Ok(None)
+    }
+
+    /// The committed batch holding `fetch_offset`, walking from `position`.
+    fn locate(
+        &self,
+        position: u64,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+    ) -> Result<Option<(u64, usize)>, LogError> {
+        let mut base = fetch_offset;
+        let found = self.walk_until(position, high_watermark, |h| {
+            base = h.base_offset();
+            h.last_offset() >= fetch_offset
+        })?;
+        if found.is_some() && base > fetch_offset {
+            return Err(self.damaged(
+                fetch_offset,
+                position,
+                "the batch holding this offset is missing",
+            ));
+        }
+        Ok(found)
     }
 
     /// Whole committed batches starting with the one that contains `fetch_offset`, at most
@@ -324,13 +459,26 @@ impl Segment {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, LogError> {
-        let start = self.index.read().lookup_position(fetch_offset);
-        let Some((start, first_len)) =
-            self.walk_until(start, high_watermark, |h| h.last_offset() >= fetch_offset)?
-        else {
+        let indexed = self.index.read().lookup_position(fetch_offset);
+        let found = match self.locate(indexed, fetch_offset, high_watermark) {
+            // The index files are derived data and only spot-checked on open: when a walk
+            // from an entry fails, walk from the start before calling the data damaged.
+            Err(LogError::Damaged { .. }) if indexed > 0 => {
+                tracing::warn!(segment = %self.paths.log.display(), position = indexed, "index entry does not lead to the batch; walking the segment from its start");
+                self.locate(0, fetch_offset, high_watermark)?
+            }
+            other => other?,
+        };
+        let Some((start, first_len)) = found else {
             return Ok(None);
         };
-        let limit = self.committed_len();
+        // A read never runs into a damaged range: it ends before it.
+        let limit = self
+            .damaged
+            .iter()
+            .map(|d| d.position)
+            .filter(|&p| p > start)
+            .fold(self.committed_len(), u64::min);
         if start + first_len as u64 > limit {
             return Ok(None);
         }
@@ -342,7 +490,18 @@ impl Segment {
             };
         }
         let chunk = self.read_bytes(start, budget as usize)?;
-        let whole = whole_batches_len(&chunk, high_watermark);
+        let (mut whole, last) = whole_batches_len(&chunk, high_watermark);
+        if whole < chunk.len() && breaks_sequence(&chunk, whole, last) {
+            // What follows the last batch is not the next batch: that batch's length may be
+            // the damaged field. Serve it only if its CRC proves it intact.
+            if batch::validate(&chunk[last..whole], u32::MAX).is_err() {
+                whole = last;
+            }
+            if whole == 0 {
+                let offset = BatchHeader::parse(&chunk).map_or(fetch_offset, |h| h.base_offset());
+                return Err(self.damaged(offset, start, "batch fails its CRC-32C"));
+            }
+        }
         Ok(Some(chunk.slice(..whole)))
     }
 
@@ -405,6 +564,10 @@ impl Segment {
         let mut position = self.index.read().lookup_position(from);
         let mut scanner = Scanner::new(self.file.as_ref());
         while position < limit {
+            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
+                position = range.resume_position;
+                continue;
+            }
             let Some(raw) = scanner.bytes(position, HEADER_LEN, limit, SCAN_WINDOW_HEADER_BYTES)?
             else {
                 return Err(invalid("segment ends inside a batch header"));
@@ -422,18 +585,40 @@ impl Segment {
     }
 }
 
-/// Length of the prefix of `chunk` made of whole batches below `high_watermark`.
-fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
-    let mut end = 0;
+/// Length of the prefix of `chunk` made of whole v2 batches below `high_watermark` with
+/// consecutive offsets, and where the last of them starts. A batch that breaks the
+/// sequence ends the prefix; the next read starts there and reports the damage.
+fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> (usize, usize) {
+    let (mut end, mut last) = (0, 0);
+    let mut expected: Option<Offset> = None;
     while let Some(len) = batch::batch_len_within(&chunk[end..]) {
-        let below =
-            BatchHeader::parse(&chunk[end..]).is_ok_and(|h| h.base_offset() < high_watermark);
-        if !below {
+        let Ok(header) = BatchHeader::parse(&chunk[end..]) else {
+            break;
+        };
+        let fits = header.base_offset() < high_watermark
+            && header.magic() == MAGIC_V2
+            && expected.is_none_or(|e| e == header.base_offset());
+        if !fits {
             break;
         }
+        expected = Some(header.next_offset());
+        last = end;
         end += len;
     }
-    end
+    (end, last)
+}
+
+/// Whether a whole header at `end` exists and does not continue the batch at `last`
+/// (bad magic or offsets): a sign that the length of the batch at `last` is damaged.
+fn breaks_sequence(chunk: &[u8], end: usize, last: usize) -> bool {
+    let (Ok(previous), Some(next)) = (BatchHeader::parse(&chunk[last..]), chunk.get(end..)) else {
+        return false;
+    };
+    if next.len() < HEADER_LEN || end == 0 {
+        return false;
+    }
+    BatchHeader::parse(next)
+        .is_ok_and(|h| h.magic() != MAGIC_V2 || h.base_offset() != previous.next_offset())
 }
 
 fn remove_if_exists(fs: &dyn Fs, path: &Path) -> io::Result<()> {
@@ -549,6 +734,44 @@ impl<'a> Scanner<'a> {
         })
     }
 
+    /// Looks for the first position after `from` where a whole batch proves intact: a v2
+    /// header whose base offset lies in `[after, below)`, whose length fits in `limit`,
+    /// and whose CRC-32C matches. Byte by byte, so it costs a pass over the damaged
+    /// stretch; it runs only when damage was found.
+    fn resync(
+        &mut self,
+        from: u64,
+        limit: u64,
+        after: Offset,
+        below: Offset,
+    ) -> io::Result<Option<(u64, Offset)>> {
+        let mut position = from;
+        while position + HEADER_LEN as u64 <= limit {
+            let candidate = match self.bytes(position, HEADER_LEN, limit, SCAN_WINDOW_CRC_BYTES)? {
+                Some(raw) => BatchHeader::parse(raw).ok().and_then(|h| {
+                    let base = h.base_offset();
+                    let plausible = h.magic() == MAGIC_V2
+                        && base >= after
+                        && h.next_offset() <= below
+                        && base <= h.last_offset();
+                    h.total_size()
+                        .filter(|_| plausible)
+                        .map(|size| (size, base))
+                }),
+                None => None,
+            };
+            if let Some((size, base)) = candidate {
+                if let Some(whole) = self.bytes(position, size, limit, SCAN_WINDOW_CRC_BYTES)? {
+                    if batch::validate(whole, u32::MAX).is_ok() {
+                        return Ok(Some((position, base)));
+                    }
+                }
+            }
+            position += 1;
+        }
+        Ok(None)
+    }
+
     /// Checks the batch at `position`: (size, max timestamp, next offset) or why it is bad.
     #[allow(clippy::type_complexity)]
     fn check_batch(
@@ -598,13 +821,19 @@ impl<'a> Scanner<'a> {
 
 /// Opens an existing segment for recovery: trusts its first `trusted_len` bytes (walking
 /// only headers, or reusing valid index files), CRC-checks the rest, and truncates the file
-/// at the first damaged batch.
+/// at the first damaged batch after the trusted part (a torn write the journal repairs).
+/// Damage inside the trusted part is media damage: with `keep_damaged_trusted` the file is
+/// left untouched and only the intact prefix is used (`OpenOutcome::damaged`); otherwise
+/// it is cut like a torn tail. Either way the index files are deleted, so the next open
+/// scans the segment again and finds the damage again.
 pub(crate) fn open_segment(
     fs: &dyn Fs,
     dir: &Path,
     base_offset: Offset,
     trusted_len: u64,
     interval_bytes: u32,
+    keep_damaged_trusted: bool,
+    offsets_below: Offset,
 ) -> io::Result<(Arc<Segment>, OpenOutcome)> {
     let paths = SegmentPaths::new(dir, base_offset);
     let file = fs.open(&paths.log, OpenMode::Existing)?;
@@ -641,7 +870,24 @@ pub(crate) fn open_segment(
             &mut outcome,
         )?,
     };
-    let end = match trusted_end.damage {
+    let damage_in_trusted = trusted_end.damage.is_some();
+    let keep = damage_in_trusted && keep_damaged_trusted;
+    let mut end = match trusted_end.damage {
+        // Media damage: a header walk trusts lengths, so the batch before the damage may
+        // be the damaged one. Trust nothing here: CRC-check the whole segment.
+        Some(_) if keep => {
+            index = SegmentIndex::new(base_offset);
+            outcome.index_rebuilt = true;
+            outcome.bytes_verified = file_len;
+            scanner.scan(
+                ScanMode::Verify,
+                0,
+                file_len,
+                base_offset,
+                &mut index,
+                interval_bytes,
+            )?
+        }
         Some(_) => trusted_end,
         None => {
             outcome.bytes_verified = file_len - trusted_end.position;
@@ -656,15 +902,51 @@ pub(crate) fn open_segment(
             )?
         }
     };
+    while let (Some(why), true) = (end.damage, keep) {
+        // Media damage: keep every batch after it that proves intact.
+        let (from, after) = (end.position, end.next_offset);
+        let Some((position, offset)) = scanner.resync(from + 1, file_len, after, offsets_below)?
+        else {
+            outcome.damaged.push(DamagedRange {
+                position: from,
+                offset: after,
+                resume_position: from,
+                resume_offset: after,
+                why,
+            });
+            break;
+        };
+        outcome.damaged.push(DamagedRange {
+            position: from,
+            offset: after,
+            resume_position: position,
+            resume_offset: offset,
+            why,
+        });
+        index.force_entry();
+        end = scanner.scan(
+            ScanMode::Verify,
+            position,
+            file_len,
+            offset,
+            &mut index,
+            interval_bytes,
+        )?;
+    }
     drop(scanner);
     if let Some(why) = end.damage {
-        file.set_len(end.position)?;
-        outcome.truncated = Some((file_len - end.position, why));
-        // The index files may describe the bytes just cut; they are rewritten when needed.
+        if keep {
+            // Recorded above; the file stays as it is.
+        } else {
+            file.set_len(end.position)?;
+            outcome.truncated = Some((file_len - end.position, why));
+        }
+        // The index files may describe the bytes past the damage; they are rewritten when
+        // needed (never for a damaged segment kept as it is).
         remove_if_exists(fs, &paths.index)?;
         remove_if_exists(fs, &paths.timeindex)?;
     }
-    let segment = Segment::from_parts(
+    let mut segment = Segment::from_parts(
         paths,
         file,
         base_offset,
@@ -672,6 +954,7 @@ pub(crate) fn open_segment(
         end.position,
         end.next_offset,
     );
+    segment.damaged.clone_from(&outcome.damaged);
     Ok((Arc::new(segment), outcome))
 }
 
@@ -777,8 +1060,16 @@ mod tests {
             )
             .expect("open");
         file.set_len(len + 100).expect("extend with zeros");
-        let (segment, outcome) =
-            open_segment(&StdFs, dir.path(), Offset(10), 0, 256).expect("open");
+        let (segment, outcome) = open_segment(
+            &StdFs,
+            dir.path(),
+            Offset(10),
+            0,
+            256,
+            false,
+            Offset(i64::MAX),
+        )
+        .expect("open");
         assert_eq!(outcome.truncated.map(|t| t.0), Some(100));
         assert!(outcome.index_rebuilt);
         assert_eq!(segment.written_len(), len);

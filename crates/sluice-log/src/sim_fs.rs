@@ -352,6 +352,7 @@ impl State {
         Err(match op {
             FaultOp::Write => io::Error::from_raw_os_error(libc::ENOSPC),
             FaultOp::Sync => io::Error::from_raw_os_error(libc::EIO),
+            FaultOp::Open => io::Error::from_raw_os_error(libc::EMFILE),
         })
     }
 
@@ -707,6 +708,7 @@ impl FsFile for SimFile {
 impl Fs for SimFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
         let mut state = self.state();
+        state.check_fault(FaultOp::Open, path)?;
         let (parent, name) = state.parent_of(path)?;
         let existing = state
             .dir(parent)
@@ -859,6 +861,12 @@ impl Fs for SimFs {
         dir.unsynced.clear();
         state.stats.dir_syncs += 1;
         Ok(())
+    }
+
+    /// The simulated directory lives in this process only: there is no other process to
+    /// keep out, and an abandoned (crashed) log must not hold it against its own reopen.
+    fn lock_data_dir(&self, _dir: &Path) -> io::Result<crate::fs::DataDirLock> {
+        Ok(crate::fs::DataDirLock::none())
     }
 
     fn exists(&self, path: &Path) -> bool {

@@ -1,12 +1,15 @@
-//! Injected I/O faults (FaultyFs): a failed write or sync poisons the log, fails the waiters
-//! in flight and every later append, is never retried, and loses nothing acknowledged.
+//! Injected I/O faults (FaultyFs): a failed sync (or any other failed write) poisons the
+//! log, fails the waiters in flight and every later append, is never retried, and loses
+//! nothing acknowledged. A write or open the system refuses (no space, no descriptor) is
+//! undone instead: the round fails, the log is not poisoned, and appends resume by
+//! themselves once the fault is gone, with nothing lost or written twice.
 
 mod common;
 
 use std::sync::Arc;
 
 use common::*;
-use sluice_log::fs::{FaultOp, FaultyFs};
+use sluice_log::fs::{FaultOp, FaultyFs, SyncFailed};
 use sluice_log::{LogError, LogManager, Offset, PartitionKey};
 
 async fn setup(dir: &std::path::Path) -> (LogManager, FaultyFs, PartitionKey) {
@@ -59,61 +62,65 @@ async fn journal_sync_failure_poisons() {
         .wait()
         .await;
     assert!(
-        matches!(result, Err(LogError::Io(ref e)) if e.raw_os_error() == Some(libc::EIO)),
+        matches!(result, Err(LogError::Io(ref e))
+            if e.get_ref().and_then(|i| i.downcast_ref::<SyncFailed>()).is_some_and(|f| f.0.raw_os_error() == Some(libc::EIO))),
         "{result:?}"
     );
     assert_eq!(fs.injected(), 1);
     assert_poisoned_and_recoverable(log, &k, dir.path()).await;
 }
 
-#[tokio::test]
-async fn journal_write_enospc_poisons_every_waiter() {
-    // Goal: ENOSPC on the journal write fails every waiter of the round (the first with Io,
-    // the rest Poisoned).
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (log, fs, k) = setup(dir.path()).await;
-    fs.arm(FaultOp::Write, 0, Some(".wal"));
-    // Queued together they share a round; any the committer has not taken before the fault
-    // are refused at once with Poisoned.
-    let mut waiters = Vec::new();
-    let mut refused = 0;
-    for tag in 3..13 {
-        match log.append(&k, bytes(1, 10, tag)).await {
-            Ok(waiter) => waiters.push(waiter),
-            Err(LogError::Poisoned) => refused += 1,
-            Err(other) => panic!("unexpected {other:?}"),
-        }
-    }
-    let mut io_errors = 0;
-    for waiter in waiters {
-        match waiter.wait().await {
-            Err(LogError::Io(e)) => {
-                assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
-                io_errors += 1;
-            }
-            Err(LogError::Poisoned) => {}
-            other => panic!("expected a failure, got {other:?}"),
-        }
-    }
-    assert!(refused < 10);
-    assert_eq!(io_errors, 1, "one waiter carries the I/O error");
-    assert!(log.is_poisoned());
-    // The fault hit the journal, whose bytes are not in the segments' committed view, so the
-    // later rounds never wrote anything: check only the common assertions.
-    let dir = dir.path().to_owned();
-    assert!(matches!(
-        log.append(&k, bytes(1, 1, 9)).await,
-        Err(LogError::Poisoned)
-    ));
+/// After a refused round: not poisoned, and once the fault is disarmed appends resume at
+/// the offset the failed round would have used; after a reopen every acknowledged batch is
+/// there exactly once and nothing of the failed round is.
+async fn assert_resumes(log: LogManager, fs: &FaultyFs, k: &PartitionKey, dir: &std::path::Path) {
+    assert!(
+        !log.is_poisoned(),
+        "a refused write must not poison the log"
+    );
+    fs.disarm();
+    let next = append(&log, k, bytes(1, 10, 50)).await;
+    assert_eq!(
+        next.base_offset,
+        Offset(6),
+        "the failed round's offsets were given back"
+    );
     drop(log);
-    let (log, _) = open(&dir);
-    let tags: Vec<i64> = read_all(&log, &k).iter().take(3).map(|s| s.tag).collect();
-    assert_eq!(tags, vec![0, 1, 2]);
+    let (log, _) = open(dir);
+    let tags: Vec<i64> = read_all(&log, k).iter().map(|s| s.tag).collect();
+    assert_eq!(
+        tags,
+        vec![0, 1, 2, 50],
+        "acked batches once each, nothing of the failed round"
+    );
 }
 
 #[tokio::test]
-async fn segment_write_failure_poisons() {
-    // Goal: ENOSPC while writing a segment poisons the log like a journal failure.
+async fn journal_write_enospc_fails_the_round_and_resumes() {
+    // Goal: ENOSPC on the journal write fails every waiter of the round with Io (ENOSPC),
+    // undoes the round (segment bytes cut back, offsets given back), does not poison, and
+    // later appends succeed once there is space again.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, fs, k) = setup(dir.path()).await;
+    fs.arm(FaultOp::Write, 0, Some(".wal"));
+    let mut waiters = Vec::new();
+    for tag in 3..13 {
+        waiters.push(log.append(&k, bytes(1, 10, tag)).await.expect("queued"));
+    }
+    for waiter in waiters {
+        match waiter.wait().await {
+            Err(LogError::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC)),
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+    }
+    assert_eq!(log.offsets(&k).expect("offsets").log_end_offset, Offset(6));
+    assert_resumes(log, &fs, &k, dir.path()).await;
+}
+
+#[tokio::test]
+async fn segment_write_enospc_fails_the_round_and_resumes() {
+    // Goal: ENOSPC while writing a segment is undone like a journal refusal: the segment is
+    // cut back, nothing is poisoned, appends resume.
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, fs, k) = setup(dir.path()).await;
     fs.arm(FaultOp::Write, 0, Some(".log"));
@@ -123,8 +130,81 @@ async fn segment_write_failure_poisons() {
         .expect("queued")
         .wait()
         .await;
-    assert!(matches!(result, Err(LogError::Io(_))), "{result:?}");
-    assert_poisoned_and_recoverable(log, &k, dir.path()).await;
+    assert!(
+        matches!(result, Err(LogError::Io(ref e)) if e.raw_os_error() == Some(libc::ENOSPC)),
+        "{result:?}"
+    );
+    assert_resumes(log, &fs, &k, dir.path()).await;
+}
+
+#[tokio::test]
+async fn emfile_on_segment_roll_refuses_the_request_only() {
+    // Goal: running out of file descriptors when a segment must be rolled fails that
+    // request with FileLimit (KAFKA_STORAGE_ERROR), poisons nothing, and the roll happens
+    // on a later append once descriptors are free.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let k = key("fds", 0);
+    let config = sluice_log::LogConfig {
+        segment_bytes: 300,
+        ..sluice_log::LogConfig::default()
+    };
+    log.create_partition(k.clone(), config).expect("create");
+    for tag in 0..3 {
+        append(&log, &k, bytes(2, 30, tag)).await;
+    }
+    fs.arm(FaultOp::Open, 0, Some(".log"));
+    let mut refused = 0;
+    for tag in 3..6 {
+        match try_append(&log, &k, bytes(2, 30, tag)).await {
+            Err(LogError::FileLimit(_)) => refused += 1,
+            Ok(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(refused > 0, "no append needed a new segment");
+    assert!(!log.is_poisoned());
+    fs.disarm();
+    let next = append(&log, &k, bytes(2, 30, 9)).await;
+    drop(log);
+    let (log, _) = open(dir.path());
+    let seen = read_all(&log, &k);
+    assert_eq!(
+        seen.last().map(|s| (s.tag, s.base_offset)),
+        Some((9, next.base_offset.0))
+    );
+    assert_eq!(
+        seen.len() as i64 * 2,
+        next.base_offset.0 + 2,
+        "no gap, nothing twice"
+    );
+}
+
+#[tokio::test]
+async fn refused_round_gives_back_idempotent_producer_state() {
+    // Goal: an idempotent producer's batch in a refused round is forgotten with the round:
+    // its retry is accepted as new (not answered as a duplicate of data that was never
+    // written, not refused as out of order) and lands once.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let k = key("idem", 0);
+    create(&log, &k);
+    append(&log, &k, idempotent_batch(7, 0, 0, 2, 0)).await;
+    fs.arm(FaultOp::Write, 0, Some(".wal"));
+    let failed = try_append(&log, &k, idempotent_batch(7, 0, 2, 2, 1)).await;
+    assert!(matches!(failed, Err(LogError::Io(_))), "{failed:?}");
+    fs.disarm();
+    let retried = append(&log, &k, idempotent_batch(7, 0, 2, 2, 1)).await;
+    assert!(!retried.duplicate);
+    assert_eq!(retried.base_offset, Offset(2));
+    let again = append(&log, &k, idempotent_batch(7, 0, 2, 2, 1)).await;
+    assert!(
+        again.duplicate,
+        "a second retry is a duplicate of the written one"
+    );
+    assert_eq!(again.base_offset, Offset(2));
 }
 
 #[tokio::test]

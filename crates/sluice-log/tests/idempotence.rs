@@ -465,9 +465,16 @@ async fn state_beyond_recovered_data_is_never_used() {
         "{:?}",
         report.actions
     );
-    assert_eq!(log_end(&log, &k), Offset(1));
+    // Offsets 1 and 2 were durable at the checkpoint: they are reported missing and never
+    // handed out again, so the log goes on at 3.
+    assert!(
+        has_action(&report, "offsets 1..3 are missing"),
+        "{:?}",
+        report.actions
+    );
+    assert_eq!(log_end(&log, &k), Offset(3));
     let again = produce(&log, &k, P, 0, 1, 1).await;
-    assert_eq!(again.base_offset, Offset(1));
+    assert_eq!(again.base_offset, Offset(3));
     expect_duplicate(&log, &k, (P, 0, 0, 1), 0, 0).await;
 }
 
@@ -658,9 +665,10 @@ async fn retry_below_log_start_is_still_a_duplicate() {
 
 #[tokio::test]
 async fn failed_snapshot_write_poisons_and_loses_nothing() {
-    // Goal: an I/O error writing a producer snapshot poisons the log like any write-path
+    // Goal: an I/O error syncing a producer snapshot poisons the log like any write-path
     // failure; after reopening, every acknowledged batch is still a duplicate at its offset
-    // (the previous snapshot plus the batches re-applied from the log).
+    // (the previous snapshot plus the batches re-applied from the log). A full disk while
+    // writing it (ENOSPC) only fails that checkpoint: nothing is poisoned.
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = FaultyFs::new();
     let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
@@ -672,14 +680,21 @@ async fn failed_snapshot_write_poisons_and_loses_nothing() {
     produce(&log, &k, P, 0, 2, 1).await;
     fs.arm(FaultOp::Write, 0, Some(".snapshot"));
     assert!(matches!(log.checkpoint_now(), Err(LogError::Io(_))));
+    assert!(
+        !log.is_poisoned(),
+        "a refused write only fails the checkpoint"
+    );
+    fs.arm(FaultOp::Sync, 0, Some(".snapshot"));
+    produce(&log, &k, P, 0, 3, 1).await;
+    assert!(matches!(log.checkpoint_now(), Err(LogError::Io(_))));
     assert!(log.is_poisoned());
     assert!(fs.injected() > 0);
     drop(log);
     let (log, _) = open(dir.path());
-    for seq in 0..3 {
+    for seq in 0..4 {
         expect_duplicate(&log, &k, (P, 0, seq, 1), i64::from(seq), i64::from(seq)).await;
     }
-    assert_eq!(produce(&log, &k, P, 0, 3, 1).await.base_offset, Offset(3));
+    assert_eq!(produce(&log, &k, P, 0, 4, 1).await.base_offset, Offset(4));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

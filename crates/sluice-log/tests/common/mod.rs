@@ -212,10 +212,18 @@ pub fn journal_files(data: &Path) -> Vec<PathBuf> {
 }
 
 /// Copies a directory tree (used to snapshot a running log, as a crash would see it).
+/// The `journal` directory (with the checkpoint) is copied first: a crash image never holds
+/// a checkpoint newer than the segment data it vouches for, while a file-by-file copy
+/// taken the other way round can, and recovery rightly reports that as durable data
+/// missing (damage) rather than a crash.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
+    let mut entries: Vec<_> = std::fs::read_dir(from)
+        .expect("read dir")
+        .map(|e| e.expect("entry"))
+        .collect();
+    entries.sort_by_key(|e| e.file_name() != "journal");
+    for entry in entries {
         let target = to.join(entry.file_name());
         if entry.file_type().expect("type").is_dir() {
             copy_dir(&entry.path(), &target);

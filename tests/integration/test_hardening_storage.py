@@ -1,0 +1,397 @@
+"""Storage and operator hardening (issue 10, items 5, 6, 7, 12, 14, 15), each against a real
+`sluice serve` process: over the wire with real clients, or by damaging its data directory
+while it is stopped and starting it again.
+
+- a second broker on the same data directory refuses to start (the `.lock` flock);
+- a missing `meta/topics.json` refuses the start instead of deleting every partition;
+- the data directory is private (directories 0700, files 0600);
+- damage to sealed segments (a flipped batchLength, 100 bytes cut, a deleted file) is
+  reported and confined: fetches of the damaged offsets fail with CORRUPT_MESSAGE, every
+  intact segment after it is kept and served, nothing is skipped silently;
+- running out of file descriptors refuses the requests that need a new file, never poisons
+  the log, and the broker keeps serving;
+- a full disk fails the round with KAFKA_STORAGE_ERROR, lets DeleteRecords free space, and
+  produce resumes by itself, with nothing acknowledged lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+import kwire
+from conftest import SluiceBroker
+from helpers import create_topic
+
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
+SEGMENT_BYTES = 4096
+BATCHES = 60
+RECORDS_PER_BATCH = 10
+
+
+def produce_batches(bootstrap: str, topic: str, batches: int = BATCHES) -> dict[int, bytes]:
+    """Produces `batches` raw batches of RECORDS_PER_BATCH records (acks=all); returns each
+    batch's first value by base offset."""
+    firsts = {}
+    for b in range(batches):
+        values = [f"b{b:04d}-r{r:02d}-".encode() + b"v" * 90 for r in range(RECORDS_PER_BATCH)]
+        res = kwire.produce_v3(bootstrap, topic, 0, kwire.record_batch([kwire.RawRecord(v) for v in values]))
+        assert res.error_code == 0, res
+        firsts[res.base_offset] = values[0]
+    return firsts
+
+
+def segment_batches(path: Path) -> list[tuple[int, int, int, int]]:
+    """(position, length, base offset, last offset) of each batch in a segment file."""
+    data = path.read_bytes()
+    out, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack(">qi", data[pos:pos + 12])
+        last_delta = struct.unpack(">i", data[pos + 23:pos + 27])[0]
+        out.append((pos, 12 + length, base, base + last_delta))
+        pos += 12 + length
+    return out
+
+
+def segments(broker: SluiceBroker, topic: str) -> list[Path]:
+    return sorted(broker.partition_dir(topic).glob("*.log"))
+
+
+def fetch_map(bootstrap: str, topic: str, bases: list[int]) -> dict[int, object]:
+    """Fetches at each base offset: the base offset of the first batch returned, or the
+    error code."""
+    out = {}
+    for base in bases:
+        part = kwire.fetch_v4(bootstrap, topic, 0, base)
+        if part.error_code != 0:
+            out[base] = ("error", part.error_code)
+        else:
+            batches = part.batches()
+            out[base] = batches[0].base_offset if batches else None
+    return out
+
+
+def damaged_topic(sluice_factory, topic: str):
+    """A broker with a topic of ~20 small sealed segments, stopped cleanly."""
+    broker = sluice_factory(["--retention-check-interval-ms", "60000"])
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": str(SEGMENT_BYTES)})
+    firsts = produce_batches(broker.bootstrap, topic)
+    broker.stop()
+    files = segments(broker, topic)
+    assert len(files) >= 8, files
+    return broker, firsts, files
+
+
+def assert_confined(broker: SluiceBroker, topic: str, firsts: dict[int, bytes], lost: set[int]) -> None:
+    """Every batch not in `lost` is served at its offset; every batch in `lost` gets
+    CORRUPT_MESSAGE (never a later batch: no silent skip)."""
+    got = fetch_map(broker.bootstrap, topic, sorted(firsts))
+    for base in sorted(firsts):
+        if base in lost:
+            assert got[base] == ("error", kwire.CORRUPT_MESSAGE), f"damaged batch {base}: {got[base]}"
+        else:
+            assert got[base] == base, f"intact batch {base}: {got[base]}"
+    hw = kwire.fetch_v4(broker.bootstrap, topic, 0, 0).high_watermark
+    assert hw == BATCHES * RECORDS_PER_BATCH, "the log end did not move"
+
+
+# ---------------------------------------------------------------------------------------
+# Item 6: data directory lock
+# ---------------------------------------------------------------------------------------
+def test_second_broker_on_same_data_dir_refuses_to_start(sluice_factory, tmp_path, topic_name):
+    """Goal: two brokers never share a data directory (Kafka's log.dir .lock). Method: start a
+    broker, acknowledge 200 records, start a second `sluice serve` on the same directory: it
+    must exit non-zero naming the lock; the first keeps serving and, after a restart, every
+    acknowledged record is there."""
+    first = sluice_factory(["--retention-check-interval-ms", "60000"])
+    create_topic(first.bootstrap, topic_name, 1)
+    firsts = produce_batches(first.bootstrap, topic_name, 20)
+    second = SluiceBroker(tmp_path / "second", name="second")
+    second.data_dir = first.data_dir
+    with pytest.raises(AssertionError) as refused:
+        second.start()
+    assert ".lock is locked by another process" in str(refused.value), refused.value
+    assert first.alive()
+    produce_batches(first.bootstrap, topic_name, 1)
+    first.restart()
+    part = kwire.fetch_v4(first.bootstrap, topic_name, 0, 0)
+    assert part.high_watermark == 21 * RECORDS_PER_BATCH
+    assert fetch_map(first.bootstrap, topic_name, sorted(firsts)) == {b: b for b in firsts}
+
+
+# ---------------------------------------------------------------------------------------
+# Item 7: missing topics.json
+# ---------------------------------------------------------------------------------------
+def test_missing_topics_json_refuses_to_start_and_deletes_nothing(sluice_factory, topic_name):
+    """Goal: a missing meta/topics.json never deletes partitions. Method: acknowledge records,
+    stop, remove the file, start: the broker must refuse with a message naming the file, and
+    the partition directory must still hold its segments; restoring the file brings every
+    record back."""
+    broker = sluice_factory(["--retention-check-interval-ms", "60000"])
+    create_topic(broker.bootstrap, topic_name, 2)
+    firsts = produce_batches(broker.bootstrap, topic_name, 10)
+    broker.stop()
+    meta = broker.data_dir / "meta" / "topics.json"
+    saved = meta.read_bytes()
+    meta.unlink()
+    before = sorted(p.name for p in broker.partition_dir(topic_name).iterdir())
+    with pytest.raises(AssertionError) as refused:
+        broker.start()
+    assert "topics.json is missing" in str(refused.value), refused.value
+    assert sorted(p.name for p in broker.partition_dir(topic_name).iterdir()) == before
+    meta.write_bytes(saved)
+    broker.start()
+    assert fetch_map(broker.bootstrap, topic_name, sorted(firsts)) == {b: b for b in firsts}
+
+
+# ---------------------------------------------------------------------------------------
+# Item 15: permissions
+# ---------------------------------------------------------------------------------------
+def test_data_dir_is_private(sluice_factory, tmp_path, topic_name):
+    """Goal: a data store is private: every directory the broker creates is 0700 and every
+    file 0600, whatever the umask. Method: a broker on a not-yet-existing directory with a
+    permissive umask, a topic, records, a group commit and a restart; then stat everything."""
+    old = os.umask(0o000)
+    try:
+        broker = SluiceBroker(tmp_path / "private", ["--retention-check-interval-ms", "60000"], name="private")
+        broker.data_dir = tmp_path / "private" / "fresh" / "data"
+        broker.data_dir.parent.mkdir(parents=True)
+        broker.start()
+    finally:
+        os.umask(old)
+    try:
+        create_topic(broker.bootstrap, topic_name, 2, {"segment.bytes": "1024"})
+        produce_batches(broker.bootstrap, topic_name, 5)
+        broker.restart()
+        wrong = []
+        for path in [broker.data_dir, *broker.data_dir.rglob("*")]:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            want = 0o700 if path.is_dir() else 0o600
+            if path == broker.data_dir:
+                continue  # created by the test fixture, not by the broker
+            if mode != want:
+                wrong.append(f"{oct(mode)} {path}")
+        assert not wrong, "\n".join(wrong)
+    finally:
+        broker.teardown()
+
+
+# ---------------------------------------------------------------------------------------
+# Item 12: damage to sealed segments
+# ---------------------------------------------------------------------------------------
+def test_flipped_batch_length_in_sealed_segment_is_reported_and_confined(sluice_factory, topic_name):
+    """Goal: a flipped batchLength in a sealed segment costs that batch only: its offsets get
+    CORRUPT_MESSAGE, every other batch (the rest of that segment and every later segment) is
+    served, nothing is skipped silently and no file is deleted. Method: 60 acked batches over
+    ~20 segments, stop, flip a bit of the length of the 2nd batch of the 4th segment, start,
+    fetch at every batch's base offset over the wire; the broker log reports the damage."""
+    broker, firsts, files = damaged_topic(sluice_factory, topic_name)
+    pos, _, base, _ = segment_batches(files[3])[1]
+    data = bytearray(files[3].read_bytes())
+    data[pos + 10] ^= 0x01  # batchLength +- 256
+    files[3].write_bytes(bytes(data))
+    broker.start()
+    assert segments(broker, topic_name) == files, "no segment file deleted"
+    assert_confined(broker, topic_name, firsts, {base})
+    assert "is damaged at byte" in broker.stderr_text()
+    # A librdkafka consumer reading from the start stops at the damage with an error the
+    # application sees; it never delivers a record past it as if nothing were missing.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic_name, 0, 0)])
+    seen, errors = [], []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not errors:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            errors.append(m.error())
+        else:
+            seen.append(m.offset())
+    c.close()
+    assert errors, "the consumer never reported the damaged batch"
+    assert seen == list(range(base)), "records delivered past the damage, or missing before it"
+
+
+def test_cut_sealed_segment_keeps_every_later_segment(sluice_factory, topic_name):
+    """Goal: 100 bytes cut from a sealed segment lose only the batch(es) those bytes held;
+    every later segment is kept and served. Method: cut the 3rd segment, start, fetch every
+    batch's base offset."""
+    broker, firsts, files = damaged_topic(sluice_factory, topic_name)
+    size = files[2].stat().st_size
+    lost = {b for (pos, length, b, _) in segment_batches(files[2]) if pos + length > size - 100}
+    with open(files[2], "r+b") as f:
+        f.truncate(size - 100)
+    broker.start()
+    assert segments(broker, topic_name) == files, "no segment file deleted"
+    assert_confined(broker, topic_name, firsts, lost)
+
+
+def test_deleted_segment_file_keeps_every_later_segment(sluice_factory, topic_name):
+    """Goal: a deleted segment file loses only its own offsets: later segments are kept, the
+    missing offsets get CORRUPT_MESSAGE. Method: delete the 3rd segment, start, fetch."""
+    broker, firsts, files = damaged_topic(sluice_factory, topic_name)
+    lost = {b for (_, _, b, _) in segment_batches(files[2])}
+    files[2].unlink()
+    broker.start()
+    assert segments(broker, topic_name) == files[:2] + files[3:]
+    assert_confined(broker, topic_name, firsts, lost)
+    assert "are missing" in broker.stderr_text()
+
+
+# ---------------------------------------------------------------------------------------
+# Item 5: file descriptors
+# ---------------------------------------------------------------------------------------
+OPEN_FILES = 600
+MAX_CONNECTIONS = 40
+
+
+@pytest.fixture
+def low_fd_broker(sluice_factory, tmp_path, monkeypatch):
+    """A broker whose RLIMIT_NOFILE is OPEN_FILES (soft and hard), through prlimit."""
+    import conftest
+    real = conftest.sluice_bin()
+    wrapper = tmp_path / "sluice-low-fd"
+    wrapper.write_text(f"#!/bin/sh\nexec prlimit --nofile={OPEN_FILES}:{OPEN_FILES} {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "sluice_bin", lambda: wrapper)
+    return sluice_factory(["--retention-check-interval-ms", "60000", "--max-connections", str(MAX_CONNECTIONS)])
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_file_descriptor_exhaustion_refuses_requests_not_the_log(low_fd_broker, topic_name):
+    """Goal: running out of file descriptors never poisons the log or starves accept().
+    Method: a broker limited to 600 descriptors with max.connections 40 (segment budget
+    600 - 40 - 256 = 304). CreateTopics of 250 partitions succeeds; a second one of 250 is
+    refused cleanly (POLICY_VIOLATION) before any partition is made. A topic with
+    segment.bytes=1024 fed ~1 KiB batches rolls until the budget is used up: that produce
+    gets KAFKA_STORAGE_ERROR, while produce to other partitions, new connections and
+    Metadata keep working, and the descriptors in use stay below the limit. DeleteRecords
+    frees segments and the refused partition takes writes again; a restart works."""
+    from admin_facade import CkAdmin
+    b = low_fd_broker
+    admin = CkAdmin(b.bootstrap)
+    assert admin.create(f"{topic_name}-a", 250) == 0
+    assert admin.create(f"{topic_name}-b", 250) == POLICY_VIOLATION
+    assert not b.partition_dir(f"{topic_name}-b", 0).exists(), "a refused create made partitions"
+    small = f"{topic_name}-c"
+    assert admin.create(small, 1, {"segment.bytes": 1024}) == 0
+    refused = None
+    acked = 0
+    for i in range(400):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"z" * 900)])
+        res = kwire.produce_v3(b.bootstrap, small, 0, batch)
+        if res.error_code != 0:
+            refused = res.error_code
+            break
+        acked += 1
+    assert refused == KAFKA_STORAGE_ERROR, f"no refusal after {acked} rolls (got {refused})"
+    assert open_fds(b.proc.pid) < OPEN_FILES - MAX_CONNECTIONS, open_fds(b.proc.pid)
+    # The log is not poisoned: other partitions take writes; new connections are served.
+    ok = kwire.produce_v3(b.bootstrap, f"{topic_name}-a", 7, kwire.record_batch([kwire.RawRecord(b"fine")]))
+    assert ok.error_code == 0, ok
+    for _ in range(20):
+        md = kwire.parse_metadata(kwire.roundtrip(b.bootstrap, kwire.metadata_request_v1(1, [small])), 1)
+        assert md.topics[small][0] == 0
+    # Freeing segments through the API lets the refused partition go on.
+    code, low = admin.delete_records(small, 0, acked)
+    assert (code, low) == (0, acked), (code, low)
+    again = kwire.produce_v3(b.bootstrap, small, 0, kwire.record_batch([kwire.RawRecord(b"again")]))
+    assert again.error_code == 0 and again.base_offset == acked, again
+    b.restart()
+    part = kwire.fetch_v4(b.bootstrap, small, 0, acked)
+    assert part.error_code == 0 and part.batches()[0].base_offset == acked
+
+
+# ---------------------------------------------------------------------------------------
+# Item 14: disk full
+# ---------------------------------------------------------------------------------------
+TMPFS_MB = 16
+RECORD_BYTES = 64 * 1024
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount tmpfs here (needs root)")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_disk_full_recovers_by_itself_after_delete_records(small_disk, tmp_path, request):
+    """Goal: a full disk fails produce with KAFKA_STORAGE_ERROR but does not poison the log:
+    DeleteRecords frees space through the API, produce resumes by itself (no restart) at the
+    next offset, and after a restart every acknowledged record is there exactly once.
+    Method: a 16 MiB tmpfs (real ENOSPC from the kernel), 64 KiB records, acks=all, no
+    client retries, 1 MiB segments; fill until a delivery fails; DeleteRecords up to the
+    last acked offset; produce 5 more records; restart; read everything back by key."""
+    from confluent_kafka import Producer
+    from admin_facade import CkAdmin
+    broker = SluiceBroker(tmp_path / "b", ["--retention-check-interval-ms", "60000"])
+    broker.data_dir = small_disk / "data"
+    request.node._sluice_brokers = [broker]
+    broker.start()
+    topic = "disk-full-recovers"
+    create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": str(2 * RECORD_BYTES),
+                                              "segment.bytes": str(1 << 20)})
+    acked: dict[str, int] = {}
+    errors: list[KafkaError] = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            acked[msg.key().decode()] = msg.offset()
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0,
+                  "message.timeout.ms": 10000, "batch.size": RECORD_BYTES + 1024})
+    seq = 0
+    deadline = time.monotonic() + 60
+    while not errors and time.monotonic() < deadline:
+        p.produce(topic, key=f"a{seq}".encode(), value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
+        seq += 1
+        p.flush(10)
+    assert errors and errors[0].code() == KafkaError.KAFKA_STORAGE_ERROR, errors
+    assert len(acked) > 10
+    last = max(acked.values())
+    # Still full: still refused, and the broker is alive.
+    p.produce(topic, key=b"refused", value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
+    p.flush(10)
+    assert errors[-1].code() == KafkaError.KAFKA_STORAGE_ERROR
+    assert broker.alive()
+    code, low = CkAdmin(broker.bootstrap).delete_records(topic, 0, last + 1)
+    assert (code, low) == (0, last + 1), (code, low)
+    for i in range(5):
+        p.produce(topic, key=f"b{i}".encode(), value=b"y" * RECORD_BYTES, on_delivery=on_delivery)
+        p.flush(10)
+    assert [acked.get(f"b{i}") for i in range(5)] == [last + 1 + i for i in range(5)], (acked, errors[-3:])
+    broker.restart()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                  "max.partition.fetch.bytes": 4 * RECORD_BYTES})
+    c.assign([TopicPartition(topic, 0, last + 1)])
+    seen: dict[str, int] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(seen) < 5:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        k = m.key().decode()
+        assert k not in seen, f"{k} delivered twice"
+        seen[k] = m.offset()
+    c.close()
+    assert seen == {f"b{i}": last + 1 + i for i in range(5)}, seen
+    assert "refused" not in acked
