@@ -485,7 +485,7 @@ fn check(clean: bool, damage: &[Damage], segments_only: bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, max_shrink_iters: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_any_file_clean_stop(damage in prop::collection::vec(damage(), 1..6)) {
