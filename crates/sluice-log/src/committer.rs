@@ -322,7 +322,7 @@ impl Committer {
             self.undo.push(RoundUndo {
                 partition: Arc::clone(&partition),
                 log_end: partition.log_end(),
-                segment_count: partition.segments().len(),
+                segment_count: partition.segment_count(),
                 active_len: active.written_len(),
                 active_next: active.next_offset(),
                 active,

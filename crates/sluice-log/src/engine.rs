@@ -35,7 +35,18 @@ pub(crate) const JOURNAL_DIR: &str = "journal";
 /// The error for a write or open the system refused (see `Engine::guard`), logged once
 /// here: `FileLimit` for descriptors, `Io` (KAFKA_STORAGE_ERROR) for space.
 pub(crate) fn refused(what: &str, error: io::Error) -> LogError {
-    tracing::warn!(%error, what, "storage refused the operation; it was undone and later requests try again");
+    // At most one line a second: a full disk refuses every round, and the log file may
+    // well live on the same disk.
+    static LAST_LOGGED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = crate::segment::now_ms();
+    let last = LAST_LOGGED_MS.load(Ordering::Relaxed);
+    if now - last >= 1000
+        && LAST_LOGGED_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(%error, what, "storage refused the operation; it was undone and later requests try again");
+    }
     if fs::is_file_limit(&error) {
         LogError::FileLimit(error)
     } else {

@@ -161,6 +161,9 @@ impl Partition {
     pub(crate) fn segments(&self) -> Vec<Arc<Segment>> {
         self.segments.read().clone()
     }
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segments.read().len()
+    }
     pub(crate) fn active(&self) -> Arc<Segment> {
         let segments = self.segments.read();
         Arc::clone(&segments[segments.len() - 1])

@@ -10,7 +10,8 @@
 //! whose bytes were not touched is still served.
 //!
 //! The fuzzing runs on stable Rust with proptest, bounded to `SLUICE_FUZZ_CASES` cases per
-//! property (default 24), so it is part of `cargo test --workspace --release`.
+//! property (default 24) from a fixed seed (`SLUICE_FUZZ_SEED`, default 1; `random` for
+//! exploration), so it is part of `cargo test --workspace --release` and reproducible.
 
 mod common;
 
@@ -422,6 +423,16 @@ fn fuzz_cases() -> u32 {
         .unwrap_or(24)
 }
 
+/// The bounded run in the test suite uses a fixed seed (`SLUICE_FUZZ_SEED`, default 1), so
+/// it is reproducible; set another seed, or `random`, for exploratory runs.
+fn fuzz_seed() -> proptest::test_runner::RngSeed {
+    match std::env::var("SLUICE_FUZZ_SEED").ok().as_deref() {
+        Some("random") => proptest::test_runner::RngSeed::Random,
+        Some(seed) => proptest::test_runner::RngSeed::Fixed(seed.parse().unwrap_or(1)),
+        None => proptest::test_runner::RngSeed::Fixed(1),
+    }
+}
+
 /// Copies the base log, damages it, opens it and checks the properties. With
 /// `segments_only`, damage was restricted to segment and index files of a cleanly stopped
 /// log, and every untouched batch must still be served.
@@ -485,7 +496,7 @@ fn check(clean: bool, damage: &[Damage], segments_only: bool) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: fuzz_cases(), failure_persistence: None, max_shrink_iters: 64, rng_seed: fuzz_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_any_file_clean_stop(damage in prop::collection::vec(damage(), 1..6)) {
