@@ -376,12 +376,11 @@ impl Recovery<'_> {
             // The last segment keeps its damaged file only when the checkpoint says where
             // the log went on after it (a new segment then starts there).
             let keep = !is_last || point.is_some_and(|p| p.segment_base >= base && p.offset > base);
-            // Batches proven intact after damage must lie below the next segment (or below
-            // the checkpoint's log end, for the last one).
-            let below = match bases.get(i + 1) {
-                Some(&next) => next,
-                None => point.map_or(Offset(i64::MAX), |p| p.offset),
-            };
+            // A segment's batches lie below the next segment's base (a batch claiming more
+            // is damaged, and batches proven intact after damage must too). The last
+            // segment is not bounded: after an unclean stop it may hold batches written
+            // after the checkpoint.
+            let below = bases.get(i + 1).copied().unwrap_or(Offset(i64::MAX));
             let (segment, outcome) =
                 open_segment(self.fs, dir, base, trusted, interval, keep, below)?;
             let damaged = !outcome.damaged.is_empty();

@@ -657,6 +657,9 @@ struct Scanner<'a> {
     file: &'a dyn FsFile,
     window: Vec<u8>,
     window_start: u64,
+    /// Offsets of this segment lie below this (the next segment's base, when known): a
+    /// batch claiming more is damaged, even where its header walk looks fine.
+    offsets_below: Offset,
 }
 
 impl<'a> Scanner<'a> {
@@ -665,6 +668,7 @@ impl<'a> Scanner<'a> {
             file,
             window: Vec::new(),
             window_start: 0,
+            offsets_below: Offset(i64::MAX),
         }
     }
 
@@ -804,6 +808,9 @@ impl<'a> Scanner<'a> {
         if base != expected {
             return Ok(Err("batch offset does not follow the previous batch"));
         }
+        if next > self.offsets_below || next <= base {
+            return Ok(Err("batch offsets run past the next segment"));
+        }
         if position + size as u64 > limit {
             return Ok(Err("torn batch"));
         }
@@ -841,6 +848,7 @@ pub(crate) fn open_segment(
     let trusted_len = trusted_len.min(file_len);
     let mut outcome = OpenOutcome::default();
     let mut scanner = Scanner::new(file.as_ref());
+    scanner.offsets_below = offsets_below;
     let (mut index, trusted_end) = match load_index_files(fs, &paths, base_offset, trusted_len) {
         Some(loaded) => {
             let (mut index, from, next) = loaded;
