@@ -153,6 +153,9 @@ pub(crate) struct Committer {
     undo: Vec<RoundUndo>,
     sealed: Vec<Arc<Segment>>,
     new_files: Vec<Arc<Partition>>,
+    /// The journal position before the current round (after any roll), where a refused
+    /// round cuts the journal back to.
+    round_start: journal::JournalPosition,
     /// Scratch for the producer checks of one request (reused: no allocation per request).
     staged: Vec<Staged>,
     round_id: u64,
@@ -179,6 +182,7 @@ impl Committer {
             undo: Vec::new(),
             sealed: Vec::new(),
             new_files: Vec::new(),
+            round_start: journal::JournalPosition::default(),
             staged: Vec::new(),
             round_id: 0,
             stop_requested: false,
@@ -245,11 +249,13 @@ impl Committer {
         self.journal_buf.clear();
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
+        self.round_start = self.journal.position();
         if let Err(error) = self.journal.reserve(self.round_journal_bytes) {
             // Nothing of the round is placed yet; a refused roll leaves the writer on its
             // current file (a new round writes over an end marker that may be there).
             return self.fail_with_io("journal roll", error);
         }
+        self.round_start = self.journal.position();
         for i in 0..self.round.len() {
             match self.apply(i, now) {
                 Ok(info) => self.round[i].outcome = Some(Ok(info)),
@@ -529,7 +535,7 @@ impl Committer {
     /// while it is put back, so no reader or other appender sees a half state.
     fn undo_round(&mut self) -> io::Result<()> {
         let fs = Arc::clone(&self.engine.fs);
-        let mut result = self.journal.discard_unwritten();
+        let mut result = self.journal.discard_round(self.round_start);
         for undo in self.undo.drain(..).rev() {
             let partition = &undo.partition;
             let _append = partition.append_lock.lock();

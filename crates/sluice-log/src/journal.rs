@@ -370,11 +370,16 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// After a refused append (no space): cuts whatever part of the round reached the
-    /// file and syncs the cut, so that no whole entry of the failed round can follow the
-    /// next round's entries after a crash (its CRC would be valid: same file sequence
-    /// number). The next round is written at the same position.
-    pub(crate) fn discard_unwritten(&mut self) -> io::Result<()> {
+    /// After a refused round (no space): cuts the file back to `round_start` (the
+    /// position before the round) and syncs the cut. The round may have reached the file
+    /// in part, or whole and synced (when its segment writes were the ones refused); no
+    /// entry of it may survive a crash, since the next round reuses its offsets and its
+    /// CRC would be valid (same file sequence number). The next round is written at
+    /// `round_start`.
+    pub(crate) fn discard_round(&mut self, round_start: JournalPosition) -> io::Result<()> {
+        debug_assert_eq!(round_start.seq, self.seq, "a round never spans two files");
+        debug_assert!(round_start.offset <= self.len);
+        self.len = round_start.offset;
         self.file.set_len(self.len)?;
         self.file.sync_data()
     }

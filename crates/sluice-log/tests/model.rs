@@ -121,12 +121,20 @@ enum Outcome {
     Acked(AppendInfo),
     /// No answer, or a storage failure: the append may or may not be in the log.
     Unknown,
+    /// Its commit round was refused for space (or descriptors) and undone, and the log
+    /// is not poisoned: the append is not in the log, and later appends go on.
+    Undone,
     Refused(LogError),
 }
 
-fn classify(result: Result<AppendInfo, LogError>) -> Outcome {
+fn classify(log: &LogManager, result: Result<AppendInfo, LogError>) -> Outcome {
     match result {
         Ok(info) => Outcome::Acked(info),
+        Err(LogError::Io(e) | LogError::FileLimit(e))
+            if sluice_log::fs::is_retryable(&e) && !log.is_poisoned() =>
+        {
+            Outcome::Undone
+        }
         Err(LogError::Io(_) | LogError::Poisoned | LogError::ShuttingDown) => Outcome::Unknown,
         Err(error) => Outcome::Refused(error),
     }
@@ -141,6 +149,8 @@ struct Totals {
     unknown: u64,
     /// ... of which found in the log after the reopen.
     unknown_present: u64,
+    /// Appends refused for space and undone, the log going on.
+    undone: u64,
     duplicates_checked: u64,
     zombies_fenced: u64,
     reopens: u64,
@@ -153,6 +163,7 @@ impl std::ops::AddAssign for Totals {
         self.acked += o.acked;
         self.unknown += o.unknown;
         self.unknown_present += o.unknown_present;
+        self.undone += o.undone;
         self.duplicates_checked += o.duplicates_checked;
         self.zombies_fenced += o.zombies_fenced;
         self.reopens += o.reopens;
@@ -312,24 +323,29 @@ impl World {
     fn append_one(&mut self, part: usize, bytes: Bytes) -> Outcome {
         let log = self.log().clone();
         let key = self.parts[part].key.clone();
-        classify(self.rt.block_on(async move {
+        let result = self.rt.block_on(async move {
             match log.append(&key, bytes).await {
                 Ok(waiter) => waiter.wait().await,
                 Err(error) => Err(error),
             }
-        }))
+        });
+        classify(self.log(), result)
     }
 
-    /// Records the outcome of a fresh (not retried) append.
+    /// Records the outcome of a fresh (not retried) append. `undone` lists the producers
+    /// (partition, index, epoch) with an undone batch earlier in the same burst: their
+    /// later batches are refused for the sequence gap.
     fn settle_append(
         &mut self,
         part: usize,
         mut sent: Sent,
         outcome: Outcome,
         after_unknown: bool,
+        undone: &mut Vec<(usize, usize, i16)>,
     ) {
         let seed = self.seed;
         let model = &mut self.parts[part];
+        let producer = sent.producer.map(|f| (part, f.index, f.epoch));
         match outcome {
             Outcome::Acked(info) => {
                 let log_append_time = model.config.timestamp_type == TimestampType::LogAppendTime;
@@ -363,6 +379,27 @@ impl World {
                 model.unknown.push(sent);
                 self.totals.unknown += 1;
             }
+            Outcome::Undone => {
+                self.totals.undone += 1;
+                if let Some(fields) = sent.producer {
+                    // Not in the log: the producer's next batch starts at this one's
+                    // sequence again (a client retries it).
+                    let p = &mut model.producers[fields.index];
+                    if p.epoch == fields.epoch {
+                        p.next_seq = p.next_seq.min(fields.first_seq);
+                    }
+                    undone.extend(producer);
+                }
+            }
+            Outcome::Refused(LogError::OutOfOrderSequence { .. })
+                if producer.is_some_and(|p| undone.contains(&p)) =>
+            {
+                let fields = sent.producer.expect("idempotent");
+                let p = &mut model.producers[fields.index];
+                if p.epoch == fields.epoch {
+                    p.next_seq = p.next_seq.min(fields.first_seq);
+                }
+            }
             Outcome::Refused(error) => panic!("seed {seed}: append refused: {error}"),
         }
     }
@@ -383,7 +420,7 @@ impl World {
         ));
         let outcome = self.append_one(part, sent.bytes.clone());
         let acked = matches!(outcome, Outcome::Acked(_));
-        self.settle_append(part, sent, outcome, false);
+        self.settle_append(part, sent, outcome, false, &mut Vec::new());
         if acked {
             self.check_high_watermark(part);
         }
@@ -440,14 +477,15 @@ impl World {
         }
         self.fs.resume();
         let mut after_unknown = false;
+        let mut undone = Vec::new();
         for ((part, sent), handle) in planned.into_iter().zip(handles) {
             let result = match handle {
                 Ok(handle) => self.rt.block_on(handle).expect("waiter task"),
                 Err(error) => Err(error),
             };
-            let outcome = classify(result);
+            let outcome = classify(self.log(), result);
             let unknown = matches!(outcome, Outcome::Unknown);
-            self.settle_append(part, sent, outcome, after_unknown);
+            self.settle_append(part, sent, outcome, after_unknown, &mut undone);
             after_unknown |= unknown;
         }
     }
@@ -513,7 +551,7 @@ impl World {
                     self.seed
                 );
             }
-            Outcome::Unknown => {}
+            Outcome::Unknown | Outcome::Undone => {}
             Outcome::Refused(error) => panic!(
                 "seed {}: retry of tag {} at {base} refused: {error}",
                 self.seed, sent.tag
@@ -532,7 +570,9 @@ impl World {
             self.parts[part].key.topic, sent.tag, sent.producer
         ));
         match self.append_one(part, sent.bytes.clone()) {
-            Outcome::Refused(LogError::InvalidProducerEpoch { .. }) | Outcome::Unknown => {}
+            Outcome::Refused(LogError::InvalidProducerEpoch { .. })
+            | Outcome::Unknown
+            | Outcome::Undone => {}
             other => panic!(
                 "seed {}: a fenced epoch's batch (tag {}) got {other:?}",
                 self.seed, sent.tag
