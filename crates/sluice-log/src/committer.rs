@@ -530,17 +530,24 @@ impl Committer {
         self.finish_round();
     }
 
-    /// Puts every partition the round touched back as it was before the round, and cuts
-    /// the journal back to where the round started. Each partition's append lock is held
-    /// while it is put back, so no reader or other appender sees a half state.
+    /// Puts every partition the round touched back as it was before the round (durably:
+    /// segments cut back and synced, rolled ones deleted and their directory synced), and
+    /// cuts the journal back to where the round started. Each partition's append lock is
+    /// held while it is put back, so no reader or other appender sees a half state.
     fn undo_round(&mut self) -> io::Result<()> {
         let fs = Arc::clone(&self.engine.fs);
         let mut result = self.journal.discard_round(self.round_start);
         for undo in self.undo.drain(..).rev() {
             let partition = &undo.partition;
             let _append = partition.append_lock.lock();
-            for rolled in partition.truncate_segments(undo.segment_count) {
-                result = result.and(rolled.delete_files(fs.as_ref()));
+            let rolled = partition.truncate_segments(undo.segment_count);
+            for segment in &rolled {
+                result = result.and(segment.delete_files(fs.as_ref()));
+            }
+            if !rolled.is_empty() {
+                // The unlinks must be durable: a rolled segment a crash brought back would
+                // be taken for data by recovery (its batches pass their CRC).
+                result = result.and(fs.sync_dir(&partition.dir));
             }
             result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
             partition.set_log_end(undo.log_end);
