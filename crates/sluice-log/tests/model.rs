@@ -333,8 +333,9 @@ impl World {
     }
 
     /// Records the outcome of a fresh (not retried) append. `undone` lists the producers
-    /// (partition, index, epoch) with an undone batch earlier in the same burst: their
-    /// later batches are refused for the sequence gap.
+    /// (partition, index, epoch) with an undone (or unknown: maybe undone before the log
+    /// was poisoned) batch earlier in the same burst: their later batches may be refused
+    /// for the sequence gap.
     fn settle_append(
         &mut self,
         part: usize,
@@ -378,6 +379,7 @@ impl World {
             Outcome::Unknown => {
                 model.unknown.push(sent);
                 self.totals.unknown += 1;
+                undone.extend(producer);
             }
             Outcome::Undone => {
                 self.totals.undone += 1;
