@@ -261,6 +261,16 @@ pub(crate) fn delete_records(
     // Persisted even when the log start is already there: retention moves it in memory
     // only (its deletes become durable later), and the answer promises it durably.
     let now_in_force = partition.advance_log_start(target);
+    // Judged by the next segment's base, so a damaged segment whose intact part ends
+    // early is not dropped while part of its range is still at or above the target.
+    let delete_below_target = || {
+        remove_segments(
+            engine,
+            partition,
+            segments_below(partition, target),
+            "DeleteRecords",
+        )
+    };
     match engine.persist_log_starts() {
         Ok(()) => {}
         // A full disk: the checkpoint cannot be rewritten until space is freed, and freeing
@@ -269,24 +279,12 @@ pub(crate) fn delete_records(
         // start, raised to the first remaining segment.
         Err(LogError::Io(error)) if crate::fs::is_retryable(&error) => {
             tracing::warn!(%error, "DeleteRecords on a full disk: deleting segments before rewriting the checkpoint");
-            remove_segments(
-                engine,
-                partition,
-                segments_below(partition, target),
-                "DeleteRecords",
-            )?;
+            delete_below_target()?;
             engine.persist_log_starts()?;
         }
         Err(other) => return Err(other),
     }
-    // Judged by the next segment's base, so a damaged segment whose intact part ends
-    // early is not dropped while part of its range is still at or above the target.
-    remove_segments(
-        engine,
-        partition,
-        segments_below(partition, target),
-        "DeleteRecords",
-    )?;
+    delete_below_target()?;
     engine.bump_commits();
     Ok(now_in_force)
 }

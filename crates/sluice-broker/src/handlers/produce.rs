@@ -4,9 +4,9 @@
 //! partition's records (`record_validation`: framing, codecs, decompression with a cap,
 //! control/transactional batches, producer ids never issued) and hands them to the log, which
 //! checks the header again (CRC-32C, size against max.message.bytes, offsets) and queues them
-//! for group commit. A refused partition stores nothing; the others of the request go on. The returned future then waits, concurrently with later
-//! requests, until the log reports the appends durable (acks=1 and acks=all are the same on
-//! one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
+//! for group commit. A refused partition stores nothing; the others of the request go on. The
+//! returned future then waits, concurrently with later requests, until the log reports the
+//! appends durable (acks=1 and acks=all are the same on one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
 
 use bytes::Bytes;
