@@ -1,22 +1,25 @@
-//! The checkpointer thread: makes segment data durable in the background so journal files
-//! can be deleted, without ever holding a lock the committer waits on during a sync.
+//! The checkpointer thread: persists the segments' extent lists in the background so the
+//! journal need not be replayed from the start, and retires journal files no segment points
+//! into, without ever holding a lock the committer waits on during a sync.
 //!
 //! A checkpoint, every `checkpoint_interval_ms` or after `checkpoint_bytes` of journal:
 //! 1. take the handoff (under its lock, briefly): journal position P up to which segments
-//!    are written, segments written since the last checkpoint, sealed segments, partition
+//!    have their extents in memory, segments written since the last checkpoint, sealed segments, partition
 //!    directories that got new files, and each partition's recovery point at P;
 //! 2. take each partition's producer state together with the log end L it is as of (under
 //!    the partition's append lock, so no request is half applied), encoding it only when it
 //!    changed since its last snapshot file;
 //! 3. write the index files of sealed segments and fsync them;
-//! 4. `fdatasync` every segment written since the last checkpoint, fsync new directories;
+//! 4. persist the extents of every segment written since the last checkpoint (the records of
+//!    its committed bytes, appended to `<base>.extents` and `fdatasync`ed), fsync new
+//!    directories;
 //! 5. wait until each partition's high watermark reaches its L (the append in flight, if
 //!    any, is covered by a journal sync), then write the changed producer snapshots
 //!    `<L>.snapshot`;
 //! 6. atomically replace the checkpoint file (P, log start offsets, recovery points,
 //!    producer state points);
 //! 7. delete producer snapshots the new checkpoint no longer names, and retire journal
-//!    files wholly before P (recycled or deleted).
+//!    files before P's file that no segment points into (recycled or deleted).
 //!
 //! Guarantees: the checkpoint file never claims more than what was synced before it was
 //! written; a producer snapshot never describes a batch that a crash could take away, so
@@ -111,7 +114,7 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
             // Index files are derived data (rebuilt on open when missing or short); a full
             // disk must not stop the segment syncs below, which the handoff now owns.
             Err(error) if crate::fs::is_retryable(&error) => {
-                tracing::warn!(%error, segment = %segment.paths.log.display(), "index files not written; they are rebuilt on open");
+                tracing::warn!(%error, segment = %segment.paths.extents.display(), "index files not written; they are rebuilt on open");
             }
             result => engine.guard("write index files", result)?,
         }

@@ -2,16 +2,16 @@
 //!
 //! One round: block for the first queued request, drain more without waiting up to
 //! `commit_bytes_max`, then for each request stamp base offsets (the partition's log end),
-//! roll the active segment if needed, encode the journal entry into the round buffer and
-//! reserve (and index) the batch's place in its segment. Then, in parallel, a helper thread
-//! writes the stamped batches from the round buffer to their segments (page cache only)
-//! while the committer writes the round buffer to the journal in one write and issues ONE
-//! `fdatasync` of it. Once both are done the round is handed to the checkpointer, the new
-//! committed segment lengths and high watermarks are published, and the waiters answered.
-//! A round costs one sync however many partitions it touched, because the journal alone
-//! makes it durable; splitting the two page-cache copies over two threads keeps the
-//! committer from being CPU-bound on them.
-//!
+//! roll the active segment if needed, lay the request out as one journal entry and place
+//! its batches in the segment (indexed, with the journal position they will have). The
+//! round is then written to the journal with one `pwritev` straight from the request
+//! buffers (entry headers and 8-byte stamped base offsets are the only bytes the committer
+//! produces: no record byte is copied in user space) and ONE `fdatasync` covers it. Then
+//! the segments' committed lengths are published, the round is handed to the checkpointer,
+//! the high watermarks are published and the waiters answered. A round costs one write and
+//! one sync however many partitions it touched, and every byte reaches the disk once: the
+//! journal is the segments' only copy.
+
 //! Idempotent producers: a request whose batches carry a producer id is checked against
 //! the partition's producer state (see `producer_state`) under the partition's append lock,
 //! before any of its batches gets an offset, so the order of the checks is the order of the
@@ -34,21 +34,22 @@
 //! themselves once space is freed, with nothing lost and nothing written twice.
 //!
 //! Steady state allocates nothing per request beyond the channel message: the round's
-//! vectors and journal buffer are reused, and segments are written from the journal buffer.
+//! vectors are reused; the one allocation per round is the slice list handed to `pwritev`.
 
-use std::io;
+use std::io::{self, IoSlice};
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::batch::{BatchHeader, BatchIter};
+use crate::batch::{self, BatchHeader};
 use crate::checkpoint::RecoveryPoint;
 use crate::config::FsyncPolicy;
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
-use crate::journal::{self, JournalWriter};
+use crate::journal::{self, EntryHeader, JournalWriter, ENTRY_HEADER_LEN};
 use crate::manager::AppendInfo;
 use crate::partition::Partition;
 use crate::producer_state::{BatchMetadata, ProducerEntry, Staged};
@@ -83,36 +84,30 @@ struct Pending {
     outcome: Option<Result<AppendInfo, LogError>>,
 }
 
-/// Rounds whose segment bytes are at least this large write them on a helper thread in
-/// parallel with the journal write and sync; smaller rounds (mostly latency-bound) write
-/// them inline, which is cheaper than starting a thread.
-const PARALLEL_SEGMENT_WRITE_BYTES_MIN: usize = 256 * 1024;
+/// One slice of the round as written to the journal, in order.
+#[derive(Debug, Clone)]
+enum Piece {
+    /// `Committer::headers[i]`: an entry header.
+    Header(usize),
+    /// `Committer::stamps[i]`: a batch's stamped base offset (its first 8 bytes).
+    Stamp(usize),
+    /// Bytes `range` of request `i`'s records: a batch after its first 8 bytes.
+    Body(usize, Range<usize>),
+}
 
-/// A batch placed in a segment this round: written from the round buffer, published after
-/// the sync.
+/// The entry being built for the request being applied.
 #[derive(Debug)]
-struct SegmentWrite {
+struct OpenEntry {
+    header: EntryHeader,
+    slot: usize,
+}
+
+/// A segment placed into this round: published after the sync.
+#[derive(Debug)]
+struct SegmentPublish {
     segment: Arc<Segment>,
-    /// Where the stamped batch sits in the round's journal buffer.
-    source: std::ops::Range<usize>,
-    position: u64,
+    len: u64,
     next_offset: Offset,
-}
-
-impl SegmentWrite {
-    fn end(&self) -> u64 {
-        self.position + self.source.len() as u64
-    }
-}
-
-/// Writes every placed batch from the round buffer to its segment.
-fn write_segments(buf: &[u8], writes: &[SegmentWrite]) -> io::Result<()> {
-    for write in writes {
-        write
-            .segment
-            .write_at(&buf[write.source.clone()], write.position)?;
-    }
-    Ok(())
 }
 
 /// A partition as it was before the current round first touched it, to put it back if
@@ -144,10 +139,17 @@ pub(crate) struct Committer {
     journal: JournalWriter,
     round: Vec<Pending>,
     round_bytes: usize,
-    /// Journal bytes the round can take at most (records plus one entry header per batch).
+    /// Journal bytes the round can take at most (records plus one entry header per request).
     round_journal_bytes: u64,
-    journal_buf: Vec<u8>,
-    writes: Vec<SegmentWrite>,
+    /// The round as laid out in the journal: pieces referring to `headers`, `stamps` and
+    /// the requests' own buffers, written with one `pwritev` (no copy in user space).
+    pieces: Vec<Piece>,
+    headers: Vec<[u8; ENTRY_HEADER_LEN]>,
+    stamps: Vec<[u8; 8]>,
+    /// Journal bytes laid out so far in this round.
+    round_len: u64,
+    entry: Option<OpenEntry>,
+    publishes: Vec<SegmentPublish>,
     touched: Vec<Arc<Partition>>,
     /// One per touched partition, in the order of `touched`.
     undo: Vec<RoundUndo>,
@@ -168,7 +170,6 @@ impl Committer {
         receiver: mpsc::Receiver<Message>,
         journal: JournalWriter,
     ) -> Self {
-        let buf_capacity = engine.config.commit_bytes_max.saturating_mul(2);
         Self {
             engine,
             receiver,
@@ -176,8 +177,12 @@ impl Committer {
             round: Vec::new(),
             round_bytes: 0,
             round_journal_bytes: 0,
-            journal_buf: Vec::with_capacity(buf_capacity),
-            writes: Vec::new(),
+            pieces: Vec::new(),
+            headers: Vec::new(),
+            stamps: Vec::new(),
+            round_len: 0,
+            entry: None,
+            publishes: Vec::new(),
             touched: Vec::new(),
             undo: Vec::new(),
             sealed: Vec::new(),
@@ -215,8 +220,8 @@ impl Committer {
         match message {
             Message::Append(request) => {
                 self.round_bytes += request.records.len();
-                let headers = request.batch_count * journal::ENTRY_HEADER_LEN;
-                self.round_journal_bytes += (request.records.len() + headers) as u64;
+                self.round_journal_bytes += (request.records.len() + ENTRY_HEADER_LEN) as u64;
+                self.pieces.reserve(1 + 2 * request.batch_count);
                 self.round.push(Pending {
                     request,
                     outcome: None,
@@ -246,7 +251,6 @@ impl Committer {
             return self.finish_round();
         }
         let now = now_ms();
-        self.journal_buf.clear();
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
         self.round_start = self.journal.position();
@@ -257,59 +261,103 @@ impl Committer {
         }
         self.round_start = self.journal.position();
         for i in 0..self.round.len() {
-            match self.apply(i, now) {
+            let applied = self.apply(i, now);
+            self.close_entry();
+            match applied {
                 Ok(info) => self.round[i].outcome = Some(Ok(info)),
                 Err(Failure::Request(error)) => self.round[i].outcome = Some(Err(error)),
                 Err(Failure::Io(what, error)) => return self.fail_with_io(what, error),
             }
         }
-        if !self.journal_buf.is_empty() {
+        if self.round_len > 0 {
             match self.write_round() {
-                Ok(position) => self.hand_off(position),
+                Ok(position) => {
+                    // Segment lengths first: the checkpointer may persist extents up to
+                    // them as soon as it sees the handoff.
+                    self.publish_segments();
+                    self.hand_off(position);
+                }
                 Err((what, error)) => return self.fail_with_io(what, error),
             }
         }
-        self.publish();
+        self.publish_high_watermarks();
         self.finish_round();
     }
 
-    /// Writes the round's segment bytes and its journal bytes (in parallel when the round is
-    /// large), then syncs the journal. Returns the journal position after the round.
+    /// Writes the round to the journal straight from the request buffers (one `pwritev`
+    /// of entry headers, stamped base offsets and batch bodies), then syncs it. Returns the
+    /// journal position after the round.
     fn write_round(&mut self) -> Result<journal::JournalPosition, (&'static str, io::Error)> {
-        let (buf, writes, journal) = (&self.journal_buf, &self.writes, &mut self.journal);
         let sync = self.engine.config.fsync == FsyncPolicy::Always;
-        let write_journal = |journal: &mut JournalWriter| -> io::Result<journal::JournalPosition> {
-            let position = journal.append(buf)?;
-            if sync {
-                journal.sync()?;
-            }
-            Ok(position)
-        };
-        let (journal_result, segments_result) = std::thread::scope(|scope| {
-            let helper = (buf.len() >= PARALLEL_SEGMENT_WRITE_BYTES_MIN)
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("sluice-segwrite".into())
-                        .spawn_scoped(scope, || write_segments(buf, writes))
-                })
-                .and_then(Result::ok);
-            let journal_result = write_journal(journal);
-            let segments_result = match helper {
-                Some(handle) => handle
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("segment writer panicked"))),
-                None => write_segments(buf, writes),
-            };
-            (journal_result, segments_result)
-        });
-        segments_result.map_err(|e| ("segment write", e))?;
-        let position = journal_result.map_err(|e| ("journal write or sync", e))?;
+        let (headers, stamps, round) = (&self.headers, &self.stamps, &self.round);
+        let mut slices: Vec<IoSlice<'_>> = self
+            .pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Header(k) => IoSlice::new(&headers[*k]),
+                Piece::Stamp(k) => IoSlice::new(&stamps[*k]),
+                Piece::Body(i, range) => IoSlice::new(&round[*i].request.records[range.clone()]),
+            })
+            .collect();
+        debug_assert_eq!(
+            slices.iter().map(|s| s.len() as u64).sum::<u64>(),
+            self.round_len
+        );
+        let position = self
+            .journal
+            .append_vectored(&mut slices, self.round_len)
+            .map_err(|e| ("journal write", e))?;
+        if sync {
+            self.journal.sync().map_err(|e| ("journal sync", e))?;
+        }
         let stats = &self.engine.stats;
-        Stats::add(&stats.journal_bytes, self.journal_buf.len() as u64);
+        Stats::add(&stats.journal_bytes, self.round_len);
         if sync {
             Stats::add(&stats.journal_syncs, 1);
         }
         Ok(position)
+    }
+
+    /// Starts an entry for request `i`'s partition if none is open.
+    fn open_entry(&mut self, partition: &Partition) {
+        if self.entry.is_some() {
+            return;
+        }
+        let key = &partition.key;
+        let header = EntryHeader::begin(self.journal.seq(), key.topic_id, key.partition);
+        let slot = self.headers.len();
+        self.headers.push([0u8; ENTRY_HEADER_LEN]);
+        self.pieces.push(Piece::Header(slot));
+        self.round_len += ENTRY_HEADER_LEN as u64;
+        self.entry = Some(OpenEntry { header, slot });
+    }
+
+    /// Encodes the open entry's header now that its batches are known.
+    fn close_entry(&mut self) {
+        if let Some(entry) = self.entry.take() {
+            debug_assert!(!entry.header.is_empty(), "an entry is opened for a batch");
+            self.headers[entry.slot] = entry.header.encode();
+        }
+    }
+
+    /// Lays out one batch (`records[range]`, to be stamped with `base`) at the end of the
+    /// round and returns its position in the journal file.
+    fn lay_out_batch(
+        &mut self,
+        i: usize,
+        records: &Bytes,
+        range: Range<usize>,
+        base: Offset,
+    ) -> u64 {
+        let stamp = base.0.to_be_bytes();
+        let entry = self.entry.as_mut().expect("an entry is open");
+        entry.header.add_batch(&stamp, &records[range.clone()]);
+        let position = self.round_start.offset + self.round_len;
+        self.stamps.push(stamp);
+        self.pieces.push(Piece::Stamp(self.stamps.len() - 1));
+        self.pieces.push(Piece::Body(i, range.start + 8..range.end));
+        self.round_len += range.len() as u64;
+        position
     }
 
     /// Places one request's batches: checks idempotent producers, stamps offsets, encodes
@@ -348,26 +396,24 @@ impl Committer {
         let config = partition.config();
         let first = partition.log_end();
         let mut next = first;
-        for batch in BatchIter::new(records) {
-            let batch = batch.map_err(Failure::Request)?;
-            let header = BatchHeader::parse(&batch).map_err(Failure::Request)?;
+        let mut at = 0usize;
+        while at < records.len() {
+            let len = batch::batch_len_within(&records[at..]).ok_or(Failure::Request(
+                LogError::CorruptBatch("batch length is invalid or exceeds the buffer"),
+            ))?;
+            let range = at..at + len;
+            at += len;
+            let header = BatchHeader::parse(&records[range.clone()]).map_err(Failure::Request)?;
             let last = Offset(next.0 + i64::from(header.last_offset_delta()));
-            let active = self.active_for(&partition, batch.len() as u64, last, &config, now)?;
-            let key = &partition.key;
-            let seq = self.journal.seq();
-            let source = journal::encode_entry(
-                &mut self.journal_buf,
-                seq,
-                key.topic_id,
-                key.partition,
-                &batch,
+            let active = self.active_for(&partition, len as u64, last, &config, now)?;
+            self.open_entry(&partition);
+            let file_position = self.lay_out_batch(i, &records, range, next);
+            active.place(
                 next,
-            );
-            let stamped =
-                BatchHeader::parse(&self.journal_buf[source.clone()]).map_err(Failure::Request)?;
-            let position = active.reserve(
-                &stamped,
-                source.len() as u64,
+                &header,
+                self.journal.current(),
+                file_position,
+                len as u64,
                 config.index_interval_bytes,
                 now,
             );
@@ -383,12 +429,7 @@ impl Committer {
             }
             next = Offset(last.0 + 1);
             partition.set_log_end(next);
-            self.writes.push(SegmentWrite {
-                segment: active,
-                source,
-                position,
-                next_offset: next,
-            });
+            self.note_publish(active, next);
             Stats::add(&self.engine.stats.batches_appended, 1);
         }
         let log_append_time_ms = self.round[i].request.log_append_time_ms;
@@ -450,10 +491,10 @@ impl Committer {
     fn hand_off(&mut self, position: journal::JournalPosition) {
         let mut handoff = self.engine.handoff.lock();
         handoff.written_to = position;
-        handoff.journal_bytes += self.journal_buf.len() as u64;
-        for write in &self.writes {
-            if !write.segment.dirty.swap(true, Ordering::AcqRel) {
-                handoff.dirty.push(Arc::clone(&write.segment));
+        handoff.journal_bytes += self.round_len;
+        for publish in &self.publishes {
+            if !publish.segment.dirty.swap(true, Ordering::AcqRel) {
+                handoff.dirty.push(Arc::clone(&publish.segment));
             }
         }
         for partition in &self.touched {
@@ -475,14 +516,36 @@ impl Committer {
         }
     }
 
-    /// After the sync: segment bytes first, then high watermarks, so a reader that sees a
-    /// new high watermark finds its bytes committed. Each partition wakes only its own long
-    /// polls; the global counter is not bumped, so a commit costs idle waiters elsewhere
-    /// nothing.
-    fn publish(&mut self) {
-        for write in self.writes.drain(..) {
-            write.segment.publish(write.end(), write.next_offset);
+    /// Remembers that `segment` now ends (in this round) at its written length and at
+    /// offset `next_offset`, for publishing after the sync.
+    fn note_publish(&mut self, segment: Arc<Segment>, next_offset: Offset) {
+        let len = segment.written_len();
+        match self.publishes.last_mut() {
+            Some(last) if Arc::ptr_eq(&last.segment, &segment) => {
+                last.len = len;
+                last.next_offset = next_offset;
+            }
+            _ => self.publishes.push(SegmentPublish {
+                segment,
+                len,
+                next_offset,
+            }),
         }
+    }
+
+    /// After the sync, first: each segment's committed length, so readers may read the
+    /// bytes and the checkpointer may persist their extents.
+    fn publish_segments(&mut self) {
+        for publish in &self.publishes {
+            publish.segment.publish(publish.len, publish.next_offset);
+        }
+    }
+
+    /// Then the high watermarks, so a reader that sees a new high watermark finds its bytes
+    /// committed. Each partition wakes only its own long polls; the global counter is not
+    /// bumped, so a commit costs idle waiters elsewhere nothing.
+    fn publish_high_watermarks(&mut self) {
+        self.publishes.clear();
         for partition in self.touched.drain(..) {
             partition.publish_high_watermark(partition.log_end());
         }
@@ -494,7 +557,7 @@ impl Committer {
         }
         self.engine.poison(what, &error);
         self.fail_round(Some(error));
-        self.writes.clear();
+        self.publishes.clear();
         self.touched.clear();
         self.undo.clear();
         self.finish_round();
@@ -505,7 +568,7 @@ impl Committer {
     /// the undo itself fails the log is poisoned, since then the files may not match
     /// memory.
     fn refuse_round(&mut self, what: &'static str, error: io::Error) {
-        self.writes.clear();
+        self.publishes.clear();
         self.touched.clear();
         let undone = self.undo_round();
         let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
@@ -584,6 +647,11 @@ impl Committer {
         }
         self.round_bytes = 0;
         self.round_journal_bytes = 0;
+        self.entry = None;
+        self.pieces.clear();
+        self.headers.clear();
+        self.stamps.clear();
+        self.round_len = 0;
         self.sealed.clear();
         self.new_files.clear();
         self.undo.clear();

@@ -23,7 +23,7 @@ use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, ProducerStatePoin
 use crate::config::{LogConfig, LogManagerConfig};
 use crate::error::LogError;
 use crate::fs::{self, Fs};
-use crate::journal::{self, FreePool, JournalPosition};
+use crate::journal::{FreePool, JournalFiles, JournalPosition};
 use crate::manager::LogStats;
 use crate::metadata::{self, PartitionMetadata};
 use crate::partition::Partition;
@@ -147,6 +147,8 @@ pub(crate) struct Engine {
     pub(crate) journal_dir: PathBuf,
     /// Retired journal files kept for reuse (filled by checkpoints, drained by rolls).
     pub(crate) journal_pool: Arc<FreePool>,
+    /// Every journal file segments may point into (the data itself).
+    pub(crate) journal_files: Arc<JournalFiles>,
     partitions: RwLock<HashMap<MapKey, Arc<Partition>>>,
     next_uid: AtomicU64,
     poisoned: AtomicBool,
@@ -173,6 +175,7 @@ impl Engine {
             fs,
             journal_dir,
             journal_pool: Arc::new(FreePool::default()),
+            journal_files: Arc::new(JournalFiles::default()),
             partitions: RwLock::new(HashMap::new()),
             next_uid: AtomicU64::new(1),
             poisoned: AtomicBool::new(false),
@@ -449,13 +452,11 @@ impl Engine {
         self.guard("write checkpoint for DeleteRecords", result)
     }
 
-    /// Retires journal files wholly before `position` (the checkpoint no longer needs
-    /// them): recycled for later use or deleted.
+    /// Retires the journal files before `position`'s file (which the checkpoint no longer
+    /// needs for replay) that no segment points into any more: recycled for later use or
+    /// deleted. A file still holding live data waits until its last segment is deleted.
     pub(crate) fn retire_journal_files_before(&self, position: JournalPosition) -> io::Result<()> {
-        for seq in journal::list_files(self.fs.as_ref(), &self.journal_dir)? {
-            if seq >= position.seq {
-                break;
-            }
+        for seq in self.journal_files.take_unreferenced_before(position.seq) {
             self.journal_pool
                 .retire(self.fs.as_ref(), &self.journal_dir, seq)?;
         }

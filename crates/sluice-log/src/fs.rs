@@ -159,6 +159,19 @@ pub trait FsFile: Send + Sync + Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes at `offset`; may write fewer bytes than given.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Writes the slices back to back at `offset` (`pwritev`); may write fewer bytes than
+    /// given. The default writes slice by slice and stops at the first short write.
+    fn write_vectored_at(&self, bufs: &[io::IoSlice<'_>], offset: u64) -> io::Result<usize> {
+        let mut written = 0usize;
+        for buf in bufs {
+            let n = self.write_at(buf, offset + written as u64)?;
+            written += n;
+            if n < buf.len() {
+                break;
+            }
+        }
+        Ok(written)
+    }
     /// `fdatasync`: data and the metadata needed to read it back are durable on return.
     fn sync_data(&self) -> io::Result<()>;
     /// Truncates or extends the file.
@@ -208,6 +221,31 @@ pub fn write_all_at(file: &dyn FsFile, mut buf: &[u8], mut offset: u64) -> io::R
     }
     Ok(())
 }
+
+/// Writes all of `bufs` back to back at `offset`, looping over short writes. The slices are
+/// advanced in place (the caller's array is consumed).
+pub fn write_all_vectored_at(
+    file: &dyn FsFile,
+    mut bufs: &mut [io::IoSlice<'_>],
+    mut offset: u64,
+) -> io::Result<()> {
+    io::IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        let batch = bufs.len().min(IOV_MAX);
+        let written = match file.write_vectored_at(&bufs[..batch], offset) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        offset += written as u64;
+        io::IoSlice::advance_slices(&mut bufs, written);
+    }
+    Ok(())
+}
+
+/// Most slices one `pwritev` takes (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
 
 /// Fills as much of `buf` as the file holds from `offset`; returns the bytes read
 /// (less than `buf.len()` only at end of file).
@@ -269,6 +307,12 @@ impl FsFile for StdFile {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.0.write_at(buf, offset)
+    }
+    fn write_vectored_at(&self, bufs: &[io::IoSlice<'_>], offset: u64) -> io::Result<usize> {
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        let bufs = &bufs[..bufs.len().min(IOV_MAX)];
+        nix::sys::uio::pwritev(&self.0, bufs, offset).map_err(io::Error::from)
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data().map_err(sync_failed)

@@ -1,17 +1,24 @@
-//! The shared write-ahead journal: `<data_dir>/journal/<seq:020>.wal`.
+//! The journal: `<data_dir>/journal/<seq:020>.wal`, the only copy of every record batch.
 //!
-//! Every appended batch of every partition is written here first, in commit order, and one
+//! Every appended batch of every partition is written here, in commit order, and one
 //! `fdatasync` of the current journal file makes a whole commit round durable, however many
-//! partitions it touched. Segments are written behind it (page cache only) and synced later
-//! by the checkpointer, which then retires journal files it no longer needs.
+//! partitions it touched. Nothing copies the batches anywhere else: a partition's segments
+//! are lists of extents (byte ranges) in these files (see `extents`), so every byte
+//! produced is written to the page cache once and flushed to disk once. A file stays while
+//! any live segment points into it, or while the checkpoint still needs it for replay;
+//! then it is retired.
 //!
 //! File layout (big-endian):
-//! - header, 16 bytes: magic `SLUICEJ1` (8), file sequence number u64 (8);
+//! - header, 16 bytes: magic `SLUICEJ2` (8), file sequence number u64 (8);
 //! - entries, back to back:
 //!   `entry_length u32` (bytes after this field) · `crc u32` · `topic_id [16]` ·
-//!   `partition i32` · the stamped batch bytes. The CRC-32C covers the file's sequence
-//!   number (8 bytes, not stored in the entry) followed by every entry byte after the crc
-//!   field, so an entry left over from a recycled file's previous life never validates;
+//!   `partition i32` · one or more stamped batches of that partition, consecutive offsets.
+//!   The CRC-32C covers the file's sequence number (8 bytes, not stored), the topic id,
+//!   the partition, the first 21 bytes of each batch (base offset, length, leader epoch,
+//!   magic and the batch's own CRC, which covers the rest of the batch) and, last, the
+//!   entry length. So the writer checksums 21 bytes per batch instead of the whole batch,
+//!   and an entry left over from a recycled file's previous life never validates; a reader
+//!   that replays an entry also checks each batch's own CRC;
 //! - when the writer moves on to the next file it ends this one with an end marker: an entry
 //!   of length 24 with an all-zero topic id and partition -1 (no batch), synced before
 //!   anything in the next file is acknowledged.
@@ -23,11 +30,14 @@
 //!
 //! Guarantees: [`JournalWriter`] only appends; a new file is set up (directory fsynced)
 //! before anything in it is acknowledged. [`read_entries`] stops at the end marker, or at the
-//! first entry that is short, has an insane length or fails its CRC (a torn write, damage,
-//! or a recycled file's stale bytes): everything before it is intact.
+//! first entry that is short, has an insane length, fails its CRC or holds a batch that
+//! fails its own (a torn write, damage, or a recycled file's stale bytes): everything
+//! before it is intact. [`JournalFiles`] retires a file only when no segment (and no
+//! reader holding a segment) refers to it any more, so a reader never sees a recycled
+//! file's new bytes.
 
+use std::collections::BTreeMap;
 use std::io;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -36,14 +46,19 @@ use parking_lot::Mutex;
 use crate::batch::{self, HEADER_LEN};
 use crate::config::JOURNAL_FILES_RECYCLED_MAX;
 use crate::fs::{self, Fs, FsFile, OpenMode};
-use crate::types::{Offset, TopicId};
+use crate::types::TopicId;
 
-pub(crate) const FILE_MAGIC: &[u8; 8] = b"SLUICEJ1";
+pub(crate) const FILE_MAGIC: &[u8; 8] = b"SLUICEJ2";
+/// The magic of the format before the journal became the only copy (segments held the
+/// data then): such a data directory is refused with a clear message.
+pub(crate) const FILE_MAGIC_V1: &[u8; 8] = b"SLUICEJ1";
 pub(crate) const FILE_HEADER_LEN: u64 = 16;
 /// entry_length (4) + crc (4) + topic id (16) + partition (4).
 pub(crate) const ENTRY_HEADER_LEN: usize = 28;
 const ENTRY_LENGTH_FIELD: usize = 4;
-const CRC_FIELD_END: usize = 8;
+/// Bytes of each batch the entry CRC covers: everything up to and including the batch's
+/// own CRC field.
+const BATCH_PREFIX_CHECKED: usize = 21;
 /// entry_length of the end marker: crc (4) + topic id (16) + partition (4), no batch.
 const END_MARKER_LENGTH: usize = 24;
 const END_MARKER_PARTITION: i32 = -1;
@@ -90,56 +105,83 @@ pub(crate) fn list_files(fs: &dyn Fs, dir: &Path) -> io::Result<Vec<u64>> {
     Ok(seqs)
 }
 
-/// Appends one journal entry for `batch` (stamped with `base_offset`) to `buf` and returns
-/// the range of the stamped batch inside `buf`, which the committer then writes to the
-/// segment: the journal copy is the only copy the produce path makes.
-pub(crate) fn encode_entry(
-    buf: &mut Vec<u8>,
-    seq: u64,
+/// Builds one entry's header while its batches are added (the committer writes the
+/// batches straight from the request buffers, so the header is all it encodes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryHeader {
     topic_id: TopicId,
     partition: i32,
-    batch: &[u8],
-    base_offset: Offset,
-) -> Range<usize> {
-    debug_assert!(batch.len() >= HEADER_LEN);
-    let start = buf.len();
-    let entry_length = (ENTRY_HEADER_LEN - ENTRY_LENGTH_FIELD + batch.len()) as u32;
-    buf.extend_from_slice(&entry_length.to_be_bytes());
-    buf.extend_from_slice(&[0u8; 4]);
-    buf.extend_from_slice(&topic_id.0);
-    buf.extend_from_slice(&partition.to_be_bytes());
-    let batch_start = buf.len();
-    buf.extend_from_slice(&base_offset.0.to_be_bytes());
-    buf.extend_from_slice(&batch[8..]);
-    let crc = entry_crc(seq, &buf[start + CRC_FIELD_END..]);
-    buf[start + ENTRY_LENGTH_FIELD..start + CRC_FIELD_END].copy_from_slice(&crc.to_be_bytes());
-    batch_start..buf.len()
+    crc: u32,
+    /// Bytes of batches added so far.
+    batches_len: usize,
 }
 
-fn entry_crc(seq: u64, after_crc_field: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&seq.to_be_bytes()), after_crc_field)
+impl EntryHeader {
+    pub(crate) fn begin(seq: u64, topic_id: TopicId, partition: i32) -> Self {
+        let crc = crc32c::crc32c(&seq.to_be_bytes());
+        let crc = crc32c::crc32c_append(crc, &topic_id.0);
+        let crc = crc32c::crc32c_append(crc, &partition.to_be_bytes());
+        Self {
+            topic_id,
+            partition,
+            crc,
+            batches_len: 0,
+        }
+    }
+
+    /// Adds a batch whose first 8 bytes (the base offset) are `stamp` instead of what
+    /// `batch` holds there.
+    pub(crate) fn add_batch(&mut self, stamp: &[u8; 8], batch: &[u8]) {
+        debug_assert!(batch.len() >= HEADER_LEN);
+        self.crc = crc32c::crc32c_append(self.crc, stamp);
+        self.crc = crc32c::crc32c_append(self.crc, &batch[8..BATCH_PREFIX_CHECKED]);
+        self.batches_len += batch.len();
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batches_len == 0
+    }
+
+    /// The entry's bytes on disk, header and batches.
+    pub(crate) fn entry_len(&self) -> usize {
+        ENTRY_HEADER_LEN + self.batches_len
+    }
+
+    pub(crate) fn encode(&self) -> [u8; ENTRY_HEADER_LEN] {
+        let length = (self.entry_len() - ENTRY_LENGTH_FIELD) as u32;
+        let crc = crc32c::crc32c_append(self.crc, &length.to_be_bytes());
+        let mut out = [0u8; ENTRY_HEADER_LEN];
+        out[..4].copy_from_slice(&length.to_be_bytes());
+        out[4..8].copy_from_slice(&crc.to_be_bytes());
+        out[8..24].copy_from_slice(&self.topic_id.0);
+        out[24..28].copy_from_slice(&self.partition.to_be_bytes());
+        out
+    }
 }
 
 /// The marker that ends a file the writer has moved on from.
-fn encode_end_marker(seq: u64) -> Vec<u8> {
-    let mut marker = Vec::with_capacity(ENTRY_LENGTH_FIELD + END_MARKER_LENGTH);
-    marker.extend_from_slice(&(END_MARKER_LENGTH as u32).to_be_bytes());
-    marker.extend_from_slice(&[0u8; 4]);
-    marker.extend_from_slice(&[0u8; 16]);
-    marker.extend_from_slice(&END_MARKER_PARTITION.to_be_bytes());
-    let crc = entry_crc(seq, &marker[CRC_FIELD_END..]);
-    marker[ENTRY_LENGTH_FIELD..CRC_FIELD_END].copy_from_slice(&crc.to_be_bytes());
-    marker
+fn encode_end_marker(seq: u64) -> [u8; ENTRY_HEADER_LEN] {
+    let mut header = EntryHeader::begin(seq, TopicId([0; 16]), END_MARKER_PARTITION);
+    header.batches_len = END_MARKER_LENGTH + ENTRY_LENGTH_FIELD - ENTRY_HEADER_LEN;
+    header.encode()
 }
 
-/// One decoded entry, borrowing the batch bytes from the file buffer.
+/// One decoded entry, borrowing its batches from the file buffer.
 #[derive(Debug)]
 pub(crate) struct Entry<'a> {
     pub(crate) topic_id: TopicId,
     pub(crate) partition: i32,
-    pub(crate) batch: &'a [u8],
+    /// The entry's batches, back to back, each checked against its own CRC.
+    pub(crate) batches: &'a [u8],
     /// Position of the entry's first byte in its file.
     pub(crate) position: u64,
+}
+
+impl Entry<'_> {
+    /// Position of the first batch in the file.
+    pub(crate) fn batches_position(&self) -> u64 {
+        self.position + ENTRY_HEADER_LEN as u64
+    }
 }
 
 /// How a scan of a journal file ended.
@@ -151,7 +193,7 @@ pub(crate) enum FileEnd {
     Eof,
     /// An entry is cut short (a torn write, or a recycled file's stale bytes).
     Torn,
-    /// The length field is impossible or the CRC does not match (damage, or stale bytes).
+    /// The length field is impossible or a CRC does not match (damage, or stale bytes).
     Corrupt,
 }
 
@@ -161,27 +203,30 @@ enum Decoded<'a> {
     Marker,
 }
 
-/// Decodes entries of file `seq` from byte `from` on. Calls `apply` for each intact entry
-/// and returns where the intact part ends and how it ended.
+/// Decodes entries of file `seq` from byte `from` on, where `data` is the file's content
+/// starting at byte `data_start`. Calls `apply` for each intact entry and returns where
+/// the intact part ends and how it ended.
 pub(crate) fn read_entries(
     data: &[u8],
+    data_start: u64,
     seq: u64,
     from: u64,
     mut apply: impl FnMut(Entry<'_>),
 ) -> (u64, FileEnd) {
-    let mut position = usize::try_from(from).unwrap_or(usize::MAX).min(data.len());
+    let skip = from.saturating_sub(data_start);
+    let mut position = usize::try_from(skip).unwrap_or(usize::MAX).min(data.len());
     while position < data.len() {
         match decode_entry(&data[position..], seq) {
             Ok(Decoded::Entry(entry_len, mut entry)) => {
-                entry.position = position as u64;
+                entry.position = data_start + position as u64;
                 apply(entry);
                 position += entry_len;
             }
-            Ok(Decoded::Marker) => return (position as u64, FileEnd::Marker),
-            Err(end) => return (position as u64, end),
+            Ok(Decoded::Marker) => return (data_start + position as u64, FileEnd::Marker),
+            Err(end) => return (data_start + position as u64, end),
         }
     }
-    (position as u64, FileEnd::Eof)
+    (data_start + position as u64, FileEnd::Eof)
 }
 
 fn decode_entry(data: &[u8], seq: u64) -> Result<Decoded<'_>, FileEnd> {
@@ -194,34 +239,49 @@ fn decode_entry(data: &[u8], seq: u64) -> Result<Decoded<'_>, FileEnd> {
     if !is_marker && length < ENTRY_HEADER_LEN - ENTRY_LENGTH_FIELD + HEADER_LEN {
         return Err(FileEnd::Corrupt);
     }
-    if data.len() < total {
+    if data.len() < ENTRY_HEADER_LEN {
         return Err(FileEnd::Torn);
-    }
-    let stored_crc = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
-    if entry_crc(seq, &data[CRC_FIELD_END..total]) != stored_crc {
-        return Err(FileEnd::Corrupt);
     }
     let mut topic_id = [0u8; 16];
     topic_id.copy_from_slice(&data[8..24]);
     let partition = i32::from_be_bytes([data[24], data[25], data[26], data[27]]);
+    let mut header = EntryHeader::begin(seq, TopicId(topic_id), partition);
     if is_marker {
+        header.batches_len = END_MARKER_LENGTH + ENTRY_LENGTH_FIELD - ENTRY_HEADER_LEN;
         let well_formed = partition == END_MARKER_PARTITION && topic_id == [0u8; 16];
-        return if well_formed {
-            Ok(Decoded::Marker)
-        } else {
-            Err(FileEnd::Corrupt)
+        return match well_formed && header.encode()[..] == data[..ENTRY_HEADER_LEN] {
+            true => Ok(Decoded::Marker),
+            false => Err(FileEnd::Corrupt),
         };
     }
-    let batch = &data[ENTRY_HEADER_LEN..total];
-    if batch::batch_len_within(batch) != Some(batch.len()) {
+    let batches = data.get(ENTRY_HEADER_LEN..total).ok_or(FileEnd::Torn)?;
+    let mut rest = batches;
+    while !rest.is_empty() {
+        let len = batch::batch_len_within(rest).ok_or(FileEnd::Corrupt)?;
+        let mut stamp = [0u8; 8];
+        stamp.copy_from_slice(&rest[..8]);
+        header.add_batch(&stamp, &rest[..len]);
+        rest = &rest[len..];
+    }
+    if header.encode()[..] != data[..ENTRY_HEADER_LEN] {
         return Err(FileEnd::Corrupt);
+    }
+    let mut rest = batches;
+    while !rest.is_empty() {
+        let len = batch::batch_len_within(rest).ok_or(FileEnd::Corrupt)?;
+        if batch::validate(&rest[..len], u32::MAX).is_err() {
+            // The header and every batch prefix were written, the body was not (a torn
+            // write), or the bytes were damaged since.
+            return Err(FileEnd::Corrupt);
+        }
+        rest = &rest[len..];
     }
     Ok(Decoded::Entry(
         total,
         Entry {
             topic_id: TopicId(topic_id),
             partition,
-            batch,
+            batches,
             position: 0,
         },
     ))
@@ -290,6 +350,59 @@ impl FreePool {
     }
 }
 
+/// One journal file, shared by the writer, the segments whose extents point into it and
+/// the readers holding those segments. The `Arc` count is the reference count:
+/// [`JournalFiles`] retires a file only when it holds the last one.
+#[derive(Debug)]
+pub(crate) struct JournalFile {
+    pub(crate) seq: u64,
+    pub(crate) file: Box<dyn FsFile>,
+}
+
+/// Every journal file the log may read, by sequence number.
+#[derive(Debug, Default)]
+pub(crate) struct JournalFiles {
+    files: Mutex<BTreeMap<u64, Arc<JournalFile>>>,
+    /// Files holding data of partitions recovery could not load (a damaged
+    /// `partition.metadata`, a segment set aside): kept until restart, never retired, so
+    /// an operator who repairs the directory finds its data.
+    pinned: Mutex<Vec<Arc<JournalFile>>>,
+}
+
+impl JournalFiles {
+    pub(crate) fn insert(&self, file: Arc<JournalFile>) {
+        self.files.lock().insert(file.seq, file);
+    }
+
+    pub(crate) fn get(&self, seq: u64) -> Option<Arc<JournalFile>> {
+        self.files.lock().get(&seq).cloned()
+    }
+
+    /// Keeps file `seq` (if present) from being retired while the process runs.
+    pub(crate) fn pin(&self, seq: u64) {
+        if let Some(file) = self.get(seq) {
+            self.pinned.lock().push(file);
+        }
+    }
+
+    /// Removes and returns the sequence numbers below `before` that nothing refers to any
+    /// more: no segment, no reader, not the writer. Nothing can take a new reference to
+    /// such a file (references come from this map, under its lock, or from clones of
+    /// existing ones), so the caller may delete or recycle it.
+    pub(crate) fn take_unreferenced_before(&self, before: u64) -> Vec<u64> {
+        let mut files = self.files.lock();
+        let unreferenced: Vec<u64> = files
+            .range(..before)
+            .filter(|(_, file)| Arc::strong_count(file) == 1)
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in &unreferenced {
+            files.remove(seq);
+        }
+        unreferenced
+    }
+}
+
 /// The journal's append side. Owned by the committer thread (or by `open` before the
 /// committer starts); not shared.
 #[derive(Debug)]
@@ -297,8 +410,8 @@ pub(crate) struct JournalWriter {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     pool: Arc<FreePool>,
-    seq: u64,
-    file: Box<dyn FsFile>,
+    files: Arc<JournalFiles>,
+    current: Arc<JournalFile>,
     /// Bytes written to the current file, header included.
     len: u64,
     file_bytes_max: u64,
@@ -307,21 +420,23 @@ pub(crate) struct JournalWriter {
 impl JournalWriter {
     /// Sets up journal file `seq` (a recycled file if the pool has one), writes its header
     /// and fsyncs the directory, so the file survives a crash before anything in it is
-    /// acknowledged.
+    /// acknowledged. The file is registered in `files` for readers.
     pub(crate) fn create(
         fs: Arc<dyn Fs>,
         dir: &Path,
         pool: Arc<FreePool>,
+        files: Arc<JournalFiles>,
         seq: u64,
         file_bytes_max: u64,
     ) -> io::Result<Self> {
-        let file = open_file(fs.as_ref(), dir, &pool, seq)?;
+        let current = open_file(fs.as_ref(), dir, &pool, seq)?;
+        files.insert(Arc::clone(&current));
         Ok(Self {
             fs,
             dir: dir.to_owned(),
             pool,
-            seq,
-            file,
+            files,
+            current,
             len: FILE_HEADER_LEN,
             file_bytes_max,
         })
@@ -329,14 +444,19 @@ impl JournalWriter {
 
     pub(crate) fn position(&self) -> JournalPosition {
         JournalPosition {
-            seq: self.seq,
+            seq: self.current.seq,
             offset: self.len,
         }
     }
 
     /// The sequence number entries of the next round must be encoded with.
     pub(crate) fn seq(&self) -> u64 {
-        self.seq
+        self.current.seq
+    }
+
+    /// The file the next round goes to (extents of its batches point into it).
+    pub(crate) fn current(&self) -> &Arc<JournalFile> {
+        &self.current
     }
 
     /// Called before a round of at most `round_bytes` is encoded: moves to a new file when
@@ -350,9 +470,22 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// Appends a whole commit round (encoded with [`Self::seq`]).
+    /// Appends a whole commit round (encoded with [`Self::seq`]), written straight from
+    /// the slices (`pwritev`): entry headers, stamped base offsets and the request bytes.
+    pub(crate) fn append_vectored(
+        &mut self,
+        round: &mut [io::IoSlice<'_>],
+        round_len: u64,
+    ) -> io::Result<JournalPosition> {
+        fs::write_all_vectored_at(self.current.file.as_ref(), round, self.len)?;
+        self.len += round_len;
+        Ok(self.position())
+    }
+
+    /// Appends bytes already laid out as entries (tests).
+    #[cfg(test)]
     pub(crate) fn append(&mut self, round: &[u8]) -> io::Result<JournalPosition> {
-        fs::write_all_at(self.file.as_ref(), round, self.len)?;
+        fs::write_all_at(self.current.file.as_ref(), round, self.len)?;
         self.len += round.len() as u64;
         Ok(self.position())
     }
@@ -360,11 +493,12 @@ impl JournalWriter {
     /// Ends the current file with the end marker and syncs it (so replay knows to go on to
     /// the next file even if this one was recycled), then moves to file `seq + 1`.
     fn roll(&mut self) -> io::Result<()> {
-        fs::write_all_at(self.file.as_ref(), &encode_end_marker(self.seq), self.len)?;
-        self.file.sync_data()?;
-        let next = self.seq + 1;
-        self.file = open_file(self.fs.as_ref(), &self.dir, &self.pool, next)?;
-        self.seq = next;
+        let marker = encode_end_marker(self.current.seq);
+        fs::write_all_at(self.current.file.as_ref(), &marker, self.len)?;
+        self.current.file.sync_data()?;
+        let next = self.current.seq + 1;
+        self.current = open_file(self.fs.as_ref(), &self.dir, &self.pool, next)?;
+        self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
         tracing::debug!(seq = next, "journal rolled to a new file");
         Ok(())
@@ -372,38 +506,69 @@ impl JournalWriter {
 
     /// After a refused round (no space): cuts the file back to `round_start` (the
     /// position before the round) and syncs the cut. The round may have reached the file
-    /// in part, or whole and synced (when its segment writes were the ones refused); no
-    /// entry of it may survive a crash, since the next round reuses its offsets and its
-    /// CRC would be valid (same file sequence number). The next round is written at
-    /// `round_start`.
+    /// in part, or whole; no entry of it may survive a crash, since the next round reuses
+    /// its offsets and its CRC would be valid (same file sequence number). The next round
+    /// is written at `round_start`.
     pub(crate) fn discard_round(&mut self, round_start: JournalPosition) -> io::Result<()> {
-        debug_assert_eq!(round_start.seq, self.seq, "a round never spans two files");
+        debug_assert_eq!(
+            round_start.seq, self.current.seq,
+            "a round never spans two files"
+        );
         debug_assert!(round_start.offset <= self.len);
         self.len = round_start.offset;
-        self.file.set_len(self.len)?;
-        self.file.sync_data()
+        self.current.file.set_len(self.len)?;
+        self.current.file.sync_data()
     }
 
     /// `fdatasync` of the current file: covers every round appended since the last sync.
     pub(crate) fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
+        self.current.file.sync_data()
     }
 }
 
-fn open_file(fs: &dyn Fs, dir: &Path, pool: &FreePool, seq: u64) -> io::Result<Box<dyn FsFile>> {
+fn open_file(fs: &dyn Fs, dir: &Path, pool: &FreePool, seq: u64) -> io::Result<Arc<JournalFile>> {
     let file = match pool.take(fs, dir, seq)? {
         Some(recycled) => recycled,
         None => fs.open(&dir.join(file_name(seq)), OpenMode::CreateTruncate)?,
     };
     fs::write_all_at(file.as_ref(), &encode_header(seq), 0)?;
     fs.sync_dir(dir)?;
-    Ok(file)
+    Ok(Arc::new(JournalFile { seq, file }))
+}
+
+/// Opens an existing journal file for reading (recovery).
+pub(crate) fn open_existing(fs: &dyn Fs, dir: &Path, seq: u64) -> io::Result<Arc<JournalFile>> {
+    let file = fs.open(&dir.join(file_name(seq)), OpenMode::Existing)?;
+    Ok(Arc::new(JournalFile { seq, file }))
+}
+
+/// Encodes one entry holding `batch` stamped with `base_offset` into `buf` (tests; the
+/// committer lays entries out with [`EntryHeader`] and writes them vectored). Returns the
+/// range of the stamped batch.
+#[cfg(test)]
+pub(crate) fn encode_entry(
+    buf: &mut Vec<u8>,
+    seq: u64,
+    topic_id: TopicId,
+    partition: i32,
+    batch: &[u8],
+    base_offset: crate::types::Offset,
+) -> std::ops::Range<usize> {
+    let stamp = base_offset.0.to_be_bytes();
+    let mut header = EntryHeader::begin(seq, topic_id, partition);
+    header.add_batch(&stamp, batch);
+    buf.extend_from_slice(&header.encode());
+    let start = buf.len();
+    buf.extend_from_slice(&stamp);
+    buf.extend_from_slice(&batch[8..]);
+    start..buf.len()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::batch::test_batches::batch;
+    use crate::types::Offset;
 
     #[test]
     fn entries_round_trip_and_stop_at_damage() {
@@ -415,17 +580,17 @@ mod tests {
         encode_entry(&mut buf, 9, TopicId([7; 16]), 4, &b, Offset(0));
         assert_eq!(&buf[first.start..first.start + 8], &40i64.to_be_bytes());
         let mut seen = Vec::new();
-        let (end, how) = read_entries(&buf, 9, 0, |e| seen.push((e.partition, e.batch.len())));
+        let (end, how) = read_entries(&buf, 0, 9, 0, |e| seen.push((e.partition, e.batches.len())));
         assert_eq!((end as usize, how), (buf.len(), FileEnd::Eof));
         assert_eq!(seen, vec![(3, b.len()), (4, b.len())]);
 
-        let (end, how) = read_entries(&buf[..buf.len() - 3], 9, 0, |_| {});
+        let (end, how) = read_entries(&buf[..buf.len() - 3], 0, 9, 0, |_| {});
         assert_eq!((end as usize, how), (first.end, FileEnd::Torn));
         let mut flipped = buf.clone();
         flipped[first.end + 40] ^= 0x10;
-        let (end, how) = read_entries(&flipped, 9, 0, |_| {});
+        let (end, how) = read_entries(&flipped, 0, 9, 0, |_| {});
         assert_eq!((end as usize, how), (first.end, FileEnd::Corrupt));
-        let (end, how) = read_entries(&buf, 10, 0, |_| {});
+        let (end, how) = read_entries(&buf, 0, 10, 0, |_| {});
         assert_eq!(
             (end, how),
             (0, FileEnd::Corrupt),
@@ -435,7 +600,7 @@ mod tests {
         let mut ended = buf.clone();
         ended.extend_from_slice(&encode_end_marker(9));
         ended.extend_from_slice(&[0xAB; 100]);
-        let (end, how) = read_entries(&ended, 9, 0, |_| {});
+        let (end, how) = read_entries(&ended, 0, 9, 0, |_| {});
         assert_eq!((end as usize, how), (buf.len(), FileEnd::Marker));
     }
 
@@ -455,9 +620,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let fs: Arc<dyn Fs> = Arc::new(crate::fs::StdFs);
         let pool = Arc::new(FreePool::default());
-        let mut writer =
-            JournalWriter::create(Arc::clone(&fs), dir.path(), Arc::clone(&pool), 1, 4096)
-                .expect("create");
+        let mut writer = JournalWriter::create(
+            Arc::clone(&fs),
+            dir.path(),
+            Arc::clone(&pool),
+            Arc::default(),
+            1,
+            4096,
+        )
+        .expect("create");
         let mut round = Vec::new();
         encode_entry(
             &mut round,
@@ -470,6 +641,7 @@ mod tests {
         writer.append(&round).expect("append");
         writer.reserve(round.len() as u64).expect("roll");
         assert_eq!(writer.seq(), 2);
+        writer.files.take_unreferenced_before(2);
         pool.retire(fs.as_ref(), dir.path(), 1).expect("retire");
         assert!(!fs.exists(&dir.path().join(file_name(1))));
         writer.reserve(1 << 20).expect("no roll for an empty file");
@@ -493,13 +665,13 @@ mod tests {
             recycled.len() > FILE_HEADER_LEN as usize,
             "recycled file keeps its blocks"
         );
-        let (_, how) = read_entries(&recycled, 3, FILE_HEADER_LEN, |_| {
+        let (_, how) = read_entries(&recycled, 0, 3, FILE_HEADER_LEN, |_| {
             panic!("stale entry accepted")
         });
         assert_ne!(how, FileEnd::Marker);
         let second = fs::read_file(fs.as_ref(), &dir.path().join(file_name(2))).expect("read");
         let mut entries = 0;
-        let (_, how) = read_entries(&second, 2, FILE_HEADER_LEN, |_| entries += 1);
+        let (_, how) = read_entries(&second, 0, 2, FILE_HEADER_LEN, |_| entries += 1);
         assert_eq!((entries, how), (1, FileEnd::Marker));
     }
 }

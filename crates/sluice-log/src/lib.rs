@@ -2,10 +2,11 @@
 //!
 //! It stores Kafka record batches (magic v2) exactly as received, stamps base offsets,
 //! and makes them durable with group commit: every append waiting at one moment is written
-//! to one shared write-ahead journal and covered by a single `fdatasync`, however many
-//! partitions they touch. Per-partition segment files (with offset and time indexes) are
-//! written behind the journal and checkpointed by a separate thread, so the number of
-//! syncs on the produce path does not grow with the number of partitions.
+//! to one shared journal and covered by a single `fdatasync`, however many partitions they
+//! touch. The journal is the only copy of the data: a partition's segments are lists of
+//! extents in journal files (with offset and time indexes), persisted by a separate
+//! checkpointer thread, so every byte is written once and the number of syncs on the
+//! produce path does not grow with the number of partitions.
 //!
 //! The crate knows nothing of the Kafka wire protocol: it sees batches only as bytes with
 //! the v2 header layout (see [`batch`]). All file I/O happens on the log's own threads or on
@@ -19,7 +20,7 @@
 //!   crash, for the seeded crash-model test (`tests/model.rs`).
 //! - [`config`]: per-partition [`LogConfig`] and process-wide [`LogManagerConfig`].
 //! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
-//! - `journal`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
+//! - `journal`, `extents`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
 //!   `recovery`, `retention`, `metadata`, `engine`: the engine behind [`LogManager`].
 //! - `producer_state`, `producer_snapshot`: idempotent-producer sequence tracking per
 //!   partition (duplicates answered with their original offsets, gaps and stale epochs
@@ -32,6 +33,7 @@ mod committer;
 pub mod config;
 mod engine;
 pub mod error;
+mod extents;
 pub mod fs;
 mod index;
 mod journal;

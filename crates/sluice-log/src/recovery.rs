@@ -41,8 +41,9 @@ use crate::checkpointer;
 use crate::config::{LogConfig, PRODUCER_STATE_REBUILD_SEGMENTS_MAX};
 use crate::engine::Engine;
 use crate::error::LogError;
+use crate::extents;
 use crate::fs::{self, Fs};
-use crate::journal::{self, Entry, FileEnd, JournalPosition, JournalWriter};
+use crate::journal::{self, Entry, FileEnd, JournalFile, JournalPosition, JournalWriter};
 use crate::manager::RecoveryReport;
 use crate::metadata::{self, PartitionMetadata};
 use crate::partition::Partition;
@@ -78,12 +79,45 @@ struct Recovery<'a> {
     now_ms: i64,
 }
 
+/// Registers every journal file for reading: segments point into them. A data directory
+/// of the earlier format (segments held the data, the journal only a copy) is refused.
+fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
+    let fs = engine.fs.as_ref();
+    for seq in journal::list_files(fs, &engine.journal_dir)? {
+        let file = journal::open_existing(fs, &engine.journal_dir, seq)?;
+        let mut magic = [0u8; 8];
+        let read = fs::read_full_at(file.file.as_ref(), &mut magic, 0)?;
+        if read == magic.len() && &magic == journal::FILE_MAGIC_V1 {
+            return Err(older_format(
+                &engine.journal_dir.join(journal::file_name(seq)),
+            ));
+        }
+        engine.journal_files.insert(file);
+    }
+    Ok(())
+}
+
+/// The error for a data directory written by the storage format before the journal became
+/// the only copy of the data.
+fn older_format(path: &Path) -> LogError {
+    LogError::Io(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} was written by an older Sluice storage format (segment .log files); this \
+             version stores record batches only in the journal and cannot read it: start \
+             with an empty data directory, or re-produce the data with the version that wrote it",
+            path.display()
+        ),
+    ))
+}
+
 /// Recovers the data dir into `engine` and returns the journal writer for the committer.
 pub(crate) fn recover(engine: &Engine) -> Result<(JournalWriter, RecoveryReport), LogError> {
     let fs = engine.fs.as_ref();
     fs.create_dir_all(&engine.config.data_dir)?;
     fs.create_dir_all(&engine.journal_dir)?;
     engine.journal_pool.load(fs, &engine.journal_dir)?;
+    open_journal_files(engine)?;
     let mut recovery = Recovery {
         engine,
         fs,
@@ -206,13 +240,29 @@ impl Recovery<'_> {
         match meta {
             Some(meta) if meta.topic == topic && meta.partition == partition => Ok(Some(meta)),
             _ => {
+                self.pin_journal_files_of(dir)?;
                 self.warn(format!(
-                    "skipped {}: partition.metadata is unreadable or names another partition",
+                    "skipped {}: partition.metadata is unreadable or names another partition; \
+                     the journal files its segments point into are kept",
                     dir.display()
                 ));
                 Ok(None)
             }
         }
+    }
+
+    /// Keeps the journal files the segments in `dir` point into (a directory recovery
+    /// cannot load, kept for the operator to repair).
+    fn pin_journal_files_of(&mut self, dir: &Path) -> Result<(), LogError> {
+        for entry in self.fs.read_dir(dir)? {
+            if entry.is_dir || !entry.name.ends_with(extents::FILE_SUFFIX) {
+                continue;
+            }
+            for seq in extents::referenced_seqs(self.fs, &dir.join(&entry.name))? {
+                self.engine.journal_files.pin(seq);
+            }
+        }
+        Ok(())
     }
 
     /// A partition directory without metadata is an unfinished create or delete. It is
@@ -300,9 +350,12 @@ impl Recovery<'_> {
             .filter(|e| !e.is_dir)
             .map(|e| e.name)
             .collect();
+        if let Some(old) = names.iter().find(|n| is_older_segment_name(n)) {
+            return Err(older_format(&dir.join(old)));
+        }
         let mut bases: Vec<Offset> = names
             .iter()
-            .filter_map(|n| segment::parse_log_name(n))
+            .filter_map(|n| segment::parse_segment_name(n))
             .collect();
         bases.sort();
         let mut snapshots: Vec<Offset> = names
@@ -318,7 +371,8 @@ impl Recovery<'_> {
             let stem = name
                 .strip_suffix(".index")
                 .or_else(|| name.strip_suffix(".timeindex"));
-            let orphan = stem.and_then(|s| segment::parse_log_name(&format!("{s}.log")));
+            let orphan = stem
+                .and_then(|s| segment::parse_segment_name(&format!("{s}{}", extents::FILE_SUFFIX)));
             if orphan.is_some_and(|base| bases.binary_search(&base).is_err()) {
                 self.fs.remove_file(&dir.join(name))?;
                 self.info(format!(
@@ -381,8 +435,15 @@ impl Recovery<'_> {
             // segment is not bounded: after an unclean stop it may hold batches written
             // after the checkpoint.
             let below = bases.get(i + 1).copied().unwrap_or(Offset(i64::MAX));
+            let files = &self.engine.journal_files;
             let (segment, outcome) =
-                open_segment(self.fs, dir, base, trusted, interval, keep, below)?;
+                open_segment(self.fs, files, dir, base, trusted, interval, keep, below)?;
+            if let Some(why) = outcome.extents_cut {
+                self.warn(format!(
+                    "{name}: the extent list of segment {} ends early ({why}); it is cut there",
+                    base.0
+                ));
+            }
             let damaged = !outcome.damaged.is_empty();
             if outcome.index_rebuilt && !is_last && trusted > 0 && !damaged {
                 self.info(format!(
@@ -476,8 +537,11 @@ impl Recovery<'_> {
         name: &str,
     ) -> Result<(), LogError> {
         let paths = SegmentPaths::new(dir, base);
-        let aside = PathBuf::from(format!("{}.damaged", paths.log.display()));
-        self.fs.rename(&paths.log, &aside)?;
+        let aside = PathBuf::from(format!("{}.damaged", paths.extents.display()));
+        for seq in extents::referenced_seqs(self.fs, &paths.extents)? {
+            self.engine.journal_files.pin(seq);
+        }
+        self.fs.rename(&paths.extents, &aside)?;
         for index in [&paths.index, &paths.timeindex] {
             if let Err(e) = self.fs.remove_file(index) {
                 if e.kind() != io::ErrorKind::NotFound {
@@ -504,12 +568,8 @@ impl Recovery<'_> {
     ) -> Result<(), LogError> {
         for &base in bases {
             let paths = SegmentPaths::new(dir, base);
-            let len = self
-                .fs
-                .open(&paths.log, fs::OpenMode::Existing)
-                .and_then(|f| f.len())
-                .unwrap_or(0);
-            for path in [&paths.index, &paths.timeindex, &paths.log] {
+            let len = extents::stored_len(self.fs, &paths.extents).unwrap_or(0);
+            for path in [&paths.index, &paths.timeindex, &paths.extents] {
                 match self.fs.remove_file(path) {
                     Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
                     _ => {}
@@ -543,9 +603,14 @@ impl Recovery<'_> {
                 ));
                 continue;
             }
-            let data = fs::read_file(self.fs, &path)?;
-            if !journal::header_ok(&data, seq) {
-                damaged = self.bad_journal_header(seq, data.len() as u64);
+            let Some(file) = self.engine.journal_files.get(seq) else {
+                continue;
+            };
+            let file_len = file.file.len()?;
+            let mut header = [0u8; journal::FILE_HEADER_LEN as usize];
+            let read = fs::read_full_at(file.file.as_ref(), &mut header, 0)?;
+            if !journal::header_ok(&header[..read], seq) {
+                damaged = self.bad_journal_header(seq, file_len);
                 continue;
             }
             let from = if seq == start.seq {
@@ -553,7 +618,11 @@ impl Recovery<'_> {
             } else {
                 journal::FILE_HEADER_LEN
             };
-            damaged = self.replay_file(seq, &path, &data, from, &partitions)?;
+            // Only the part after the checkpoint is read: the rest is in the segments.
+            let mut data = vec![0u8; usize::try_from(file_len.saturating_sub(from)).unwrap_or(0)];
+            let read = fs::read_full_at(file.file.as_ref(), &mut data, from)?;
+            data.truncate(read);
+            damaged = self.replay_file(&file, &path, &data, from, &partitions)?;
         }
         let replayed = self.report.journal_entries_replayed;
         if replayed > 0 {
@@ -580,16 +649,17 @@ impl Recovery<'_> {
     /// A file ends cleanly at its end marker (the writer moved on) or at its last byte.
     fn replay_file(
         &mut self,
-        seq: u64,
+        file: &Arc<JournalFile>,
         path: &Path,
         data: &[u8],
         from: u64,
         partitions: &HashMap<(TopicId, i32), Arc<Partition>>,
     ) -> Result<bool, LogError> {
+        let seq = file.seq;
         let mut failure: Option<io::Error> = None;
-        let (end, how) = journal::read_entries(data, seq, from, |entry| {
+        let (end, how) = journal::read_entries(data, from, seq, from, |entry| {
             if failure.is_none() {
-                failure = self.apply_entry(&entry, partitions).err();
+                failure = self.apply_entry(&entry, file, partitions).err();
             }
         });
         if let Some(error) = failure {
@@ -598,7 +668,7 @@ impl Recovery<'_> {
         if matches!(how, FileEnd::Marker | FileEnd::Eof) {
             return Ok(false);
         }
-        let cut = data.len() as u64 - end;
+        let cut = from + data.len() as u64 - end;
         let file = self.fs.open(path, fs::OpenMode::Existing)?;
         file.set_len(end)?;
         file.sync_data()?;
@@ -609,34 +679,38 @@ impl Recovery<'_> {
         Ok(true)
     }
 
+    /// Places the entry's batches that continue their partition's log (pointing into the
+    /// journal: nothing is copied), skips those already present, reports a gap.
     fn apply_entry(
         &mut self,
         entry: &Entry<'_>,
+        file: &Arc<JournalFile>,
         partitions: &HashMap<(TopicId, i32), Arc<Partition>>,
     ) -> io::Result<()> {
         let Some(partition) = partitions.get(&(entry.topic_id, entry.partition)) else {
             return Ok(()); // The topic was deleted (or re-created with a new id).
         };
-        let header = BatchHeader::parse(entry.batch)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let log_end = partition.log_end();
-        if header.base_offset() < log_end {
-            return Ok(()); // Already in the segment.
+        let mut position = entry.batches_position();
+        let mut rest = entry.batches;
+        while !rest.is_empty() {
+            // `read_entries` checked that the batches tile the entry and pass their CRCs.
+            let len = batch::batch_len_within(rest)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "batch length"))?;
+            let bytes = &rest[..len];
+            let header = BatchHeader::parse(bytes)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let log_end = partition.log_end();
+            if header.base_offset() > log_end {
+                self.report_gap(partition, header.base_offset(), log_end);
+                return Ok(());
+            }
+            if header.base_offset() == log_end {
+                self.append_replayed(partition, bytes, &header, file, position)?;
+                self.report.journal_entries_replayed += 1;
+            }
+            position += len as u64;
+            rest = &rest[len..];
         }
-        if header.base_offset() > log_end {
-            self.report_gap(partition, header.base_offset(), log_end);
-            return Ok(());
-        }
-        if batch::validate(entry.batch, u32::MAX).is_err() {
-            // The entry CRC matched, so this is a bug, not a torn write: keep the log as is.
-            self.warn(format!(
-                "journal entry at byte {} holds an invalid batch; skipped",
-                entry.position
-            ));
-            return Ok(());
-        }
-        self.append_replayed(partition, entry.batch, &header)?;
-        self.report.journal_entries_replayed += 1;
         Ok(())
     }
 
@@ -658,6 +732,8 @@ impl Recovery<'_> {
         partition: &Partition,
         bytes: &[u8],
         header: &BatchHeader<'_>,
+        file: &Arc<JournalFile>,
+        file_position: u64,
     ) -> io::Result<()> {
         let config = partition.config();
         let _append = partition.append_lock.lock();
@@ -675,7 +751,13 @@ impl Recovery<'_> {
             self.dirs_to_sync.push(partition.dir.clone());
             active = partition.active();
         }
-        active.append(bytes, config.index_interval_bytes, self.now_ms)?;
+        active.append(
+            bytes,
+            file,
+            file_position,
+            config.index_interval_bytes,
+            self.now_ms,
+        )?;
         partition.set_log_end(header.next_offset());
         if !self.to_sync.last().is_some_and(|s| Arc::ptr_eq(s, &active)) {
             self.to_sync.push(active);
@@ -944,6 +1026,7 @@ impl Recovery<'_> {
             Arc::clone(&engine.fs),
             dir,
             pool,
+            Arc::clone(&engine.journal_files),
             seq,
             engine.config.journal_file_bytes_max,
         )?;
@@ -1001,7 +1084,7 @@ fn trusted_len(clean_shutdown: bool, recovery: Option<RecoveryPoint>, base: Offs
 /// Files the log itself puts in a partition directory.
 fn is_log_file_name(name: &str) -> bool {
     let stem = name
-        .strip_suffix(".log")
+        .strip_suffix(extents::FILE_SUFFIX)
         .or_else(|| name.strip_suffix(".index"))
         .or_else(|| name.strip_suffix(".timeindex"));
     let segment_file = stem.is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()));
@@ -1010,6 +1093,12 @@ fn is_log_file_name(name: &str) -> bool {
         || is_snapshot_tmp_name(name)
         || name == metadata::FILE_NAME
         || name == fs::tmp_path(Path::new(metadata::FILE_NAME)).to_string_lossy()
+}
+
+/// A segment file of the storage format before the journal held the only copy.
+fn is_older_segment_name(name: &str) -> bool {
+    name.strip_suffix(".log")
+        .is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A producer snapshot being written (`<offset:020>.snapshot.tmp`) when the log stopped.

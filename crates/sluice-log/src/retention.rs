@@ -202,7 +202,7 @@ pub(crate) fn remove_segments(
     for segment in &removed {
         if let Err(error) = segment.delete_files(engine.fs.as_ref()) {
             // Not a durability problem: the segment is out of the log either way.
-            tracing::warn!(%error, path = %segment.paths.log.display(), "could not delete segment files");
+            tracing::warn!(%error, path = %segment.paths.extents.display(), "could not delete segment files");
         }
         // Oldest first, with a directory sync after each: POSIX does not order unsynced
         // unlinks, and a crash that kept a newer segment's removal but not an older one's

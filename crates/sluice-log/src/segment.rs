@@ -1,12 +1,14 @@
-//! One segment of a partition: `<base_offset:020>.log` holding whole batches back to back,
-//! with its in-memory [`SegmentIndex`] and, once sealed, its `.index` / `.timeindex` files.
+//! One segment of a partition: whole batches back to back, stored as extents of the
+//! journal (`<base_offset:020>.extents`, see `extents`), with its in-memory
+//! [`SegmentIndex`] and, once sealed, its `.index` / `.timeindex` files. Positions are
+//! positions in the segment, as if it were one file; only `extents` knows where the bytes
+//! physically are.
 //!
 //! Concurrency contract:
 //! - Appends come from one appender at a time (the committer, or recovery before the
-//!   threads start), serialized by the partition's append lock. An append first reserves
-//!   its bytes at `written_len` (indexing the batch), then the bytes are written there with
-//!   positional I/O, possibly by a helper thread of the same commit round. Bytes already
-//!   written never move.
+//!   threads start), serialized by the partition's append lock. An append reserves its
+//!   bytes at `written_len` (indexing the batch) and records where the journal holds them.
+//!   Bytes already placed never move.
 //! - Readers (fetch threads) may run at any time. They read only below `committed_len`,
 //!   which the committer raises after the journal sync that covers the bytes, so a reader
 //!   never sees bytes that are not durable.
@@ -23,8 +25,10 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::batch::{self, BatchHeader, HEADER_LEN, MAGIC_V2};
 use crate::error::LogError;
+use crate::extents::{self, ExtentFile};
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::index::{BatchMeta, SegmentIndex};
+use crate::journal::{JournalFile, JournalFiles};
 use crate::types::Offset;
 
 /// Bytes read at a time when a recovery scan checks CRCs (a batch larger than this is
@@ -52,7 +56,7 @@ pub(crate) fn segment_files_open() -> usize {
 /// The three file paths of a segment.
 #[derive(Debug, Clone)]
 pub(crate) struct SegmentPaths {
-    pub(crate) log: PathBuf,
+    pub(crate) extents: PathBuf,
     pub(crate) index: PathBuf,
     pub(crate) timeindex: PathBuf,
 }
@@ -61,16 +65,16 @@ impl SegmentPaths {
     pub(crate) fn new(dir: &Path, base_offset: Offset) -> Self {
         let stem = format!("{:020}", base_offset.0);
         Self {
-            log: dir.join(format!("{stem}.log")),
+            extents: dir.join(format!("{stem}{}", extents::FILE_SUFFIX)),
             index: dir.join(format!("{stem}.index")),
             timeindex: dir.join(format!("{stem}.timeindex")),
         }
     }
 }
 
-/// Parses `<base_offset:020>.log`.
-pub(crate) fn parse_log_name(name: &str) -> Option<Offset> {
-    let digits = name.strip_suffix(".log")?;
+/// Parses `<base_offset:020>.extents`.
+pub(crate) fn parse_segment_name(name: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(extents::FILE_SUFFIX)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -81,7 +85,8 @@ pub(crate) fn parse_log_name(name: &str) -> Option<Offset> {
 pub(crate) struct Segment {
     pub(crate) base_offset: Offset,
     pub(crate) paths: SegmentPaths,
-    file: Box<dyn FsFile>,
+    /// The segment's bytes: extents of journal files.
+    file: ExtentFile,
     /// Bytes reserved by the appender: written (maybe only to the page cache) once the
     /// commit round that reserved them finished its writes. Raised by the appender only.
     written_len: AtomicU64,
@@ -138,6 +143,8 @@ pub(crate) struct OpenOutcome {
     pub(crate) index_rebuilt: bool,
     /// Bytes that were CRC-checked (the part after the recovery point).
     pub(crate) bytes_verified: u64,
+    /// The extents file ended early (a torn append, damage, a missing journal file), why.
+    pub(crate) extents_cut: Option<&'static str>,
 }
 
 impl Segment {
@@ -161,7 +168,7 @@ impl Segment {
         for stale in [&paths.index, &paths.timeindex] {
             remove_if_exists(fs, stale)?;
         }
-        let file = fs.open(&paths.log, OpenMode::CreateTruncate)?;
+        let file = ExtentFile::create(fs, &paths.extents)?;
         Ok(Self::from_parts(
             paths,
             file,
@@ -174,7 +181,7 @@ impl Segment {
 
     fn from_parts(
         paths: SegmentPaths,
-        file: Box<dyn FsFile>,
+        file: ExtentFile,
         base_offset: Offset,
         index: SegmentIndex,
         len: u64,
@@ -220,28 +227,33 @@ impl Segment {
         self.index.read().max_timestamp()
     }
 
-    /// Reserves space for one stamped batch at the end of the segment and indexes it.
-    /// Caller: the partition's single appender, holding the partition's append lock; the
-    /// bytes must then be written at the returned position with [`Self::write_at`] before
-    /// they are published. Returns the position.
-    pub(crate) fn reserve(
+    /// Places one batch, stamped with `base_offset` and stored at `file_position` of
+    /// `journal`, at the end of the segment and indexes it. Caller: the partition's single
+    /// appender, holding the partition's append lock; the bytes are readable once
+    /// published. Returns the batch's position in the segment.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn place(
         &self,
+        base_offset: Offset,
         header: &BatchHeader<'_>,
+        journal: &Arc<JournalFile>,
+        file_position: u64,
         size: u64,
         interval_bytes: u32,
         now_ms: i64,
     ) -> u64 {
         let position = self.written_len.load(Ordering::Acquire);
-        debug_assert_eq!(header.base_offset(), self.next_offset());
+        assert_eq!(base_offset, self.next_offset(), "offsets are consecutive");
+        let next = Offset(base_offset.0 + i64::from(header.last_offset_delta()) + 1);
         let meta = BatchMeta {
-            base_offset: header.base_offset(),
+            base_offset,
             position,
             size,
             max_timestamp: header.max_timestamp(),
         };
         self.index.write().on_append(meta, interval_bytes);
-        self.next_offset
-            .store(header.next_offset().0, Ordering::Release);
+        self.file.add(journal, file_position, size);
+        self.next_offset.store(next.0, Ordering::Release);
         self.written_len.store(position + size, Ordering::Release);
         if self.first_append_ms.load(Ordering::Acquire) < 0 {
             self.first_append_ms.store(now_ms, Ordering::Release);
@@ -266,23 +278,36 @@ impl Segment {
         self.file.sync_data()
     }
 
-    /// Writes reserved bytes. Any thread; positions come from [`Self::reserve`].
-    pub(crate) fn write_at(&self, bytes: &[u8], position: u64) -> io::Result<()> {
-        fs::write_all_at(self.file.as_ref(), bytes, position)
-    }
-
-    /// Reserves and writes one stamped batch (recovery and tests). Returns the new length.
-    pub(crate) fn append(&self, bytes: &[u8], interval_bytes: u32, now_ms: i64) -> io::Result<u64> {
+    /// Places one stamped batch the journal holds at `file_position` (recovery's replay
+    /// and tests). Returns the new length.
+    pub(crate) fn append(
+        &self,
+        bytes: &[u8],
+        journal: &Arc<JournalFile>,
+        file_position: u64,
+        interval_bytes: u32,
+        now_ms: i64,
+    ) -> io::Result<u64> {
         let header =
             BatchHeader::parse(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let position = self.reserve(&header, bytes.len() as u64, interval_bytes, now_ms);
-        self.write_at(bytes, position)?;
-        Ok(position + bytes.len() as u64)
+        let size = bytes.len() as u64;
+        let position = self.place(
+            header.base_offset(),
+            &header,
+            journal,
+            file_position,
+            size,
+            interval_bytes,
+            now_ms,
+        );
+        Ok(position + size)
     }
 
     /// Makes bytes up to `len` (ending at `next_offset`) visible to readers. Called after the
     /// journal sync that covers them; values only grow.
     pub(crate) fn publish(&self, len: u64, next_offset: Offset) {
+        debug_assert!(len <= self.written_len());
+        self.file.set_durable(len);
         self.committed_len.fetch_max(len, Ordering::AcqRel);
         self.committed_next_offset
             .fetch_max(next_offset.0, Ordering::AcqRel);
@@ -293,6 +318,7 @@ impl Segment {
         self.publish(self.written_len(), self.next_offset());
     }
 
+    /// Persists the extents of the committed bytes not yet on disk (`fdatasync`).
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
@@ -331,7 +357,11 @@ impl Segment {
     pub(crate) fn delete_files(&self, fs: &dyn Fs) -> io::Result<()> {
         let mut deleted = self.deleted.lock();
         *deleted = true;
-        for path in [&self.paths.index, &self.paths.timeindex, &self.paths.log] {
+        for path in [
+            &self.paths.index,
+            &self.paths.timeindex,
+            &self.paths.extents,
+        ] {
             remove_if_exists(fs, path)?;
         }
         Ok(())
@@ -341,7 +371,7 @@ impl Segment {
     /// reported where it is found.
     fn damaged(&self, offset: Offset, position: u64, why: &'static str) -> LogError {
         tracing::error!(
-            segment = %self.paths.log.display(), position, offset = offset.0, why,
+            segment = %self.paths.extents.display(), position, offset = offset.0, why,
             "stored data is damaged; reads of these offsets fail (CORRUPT_MESSAGE)"
         );
         LogError::Damaged { offset, why }
@@ -357,7 +387,7 @@ impl Segment {
                 "segment ends inside a batch header",
             ));
         }
-        let read = fs::read_full_at(self.file.as_ref(), &mut raw, position)?;
+        let read = fs::read_full_at(&self.file, &mut raw, position)?;
         if read < HEADER_LEN {
             return Err(self.damaged(
                 self.base_offset,
@@ -370,7 +400,7 @@ impl Segment {
 
     fn read_bytes(&self, position: u64, len: usize) -> Result<Bytes, LogError> {
         let mut buf = vec![0u8; len];
-        let read = fs::read_full_at(self.file.as_ref(), &mut buf, position)?;
+        let read = fs::read_full_at(&self.file, &mut buf, position)?;
         if read < len {
             return Err(self.damaged(
                 self.base_offset,
@@ -464,7 +494,7 @@ impl Segment {
             // The index files are derived data and only spot-checked on open: when a walk
             // from an entry fails, walk from the start before calling the data damaged.
             Err(LogError::Damaged { .. }) if indexed > 0 => {
-                tracing::warn!(segment = %self.paths.log.display(), position = indexed, "index entry does not lead to the batch; walking the segment from its start");
+                tracing::warn!(segment = %self.paths.extents.display(), position = indexed, "index entry does not lead to the batch; walking the segment from its start");
                 self.locate(0, fetch_offset, high_watermark)?
             }
             other => other?,
@@ -562,7 +592,7 @@ impl Segment {
         let invalid = |why: &'static str| io::Error::new(io::ErrorKind::InvalidData, why);
         let limit = self.written_len();
         let mut position = self.index.read().lookup_position(from);
-        let mut scanner = Scanner::new(self.file.as_ref());
+        let mut scanner = Scanner::new(&self.file);
         while position < limit {
             if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
                 position = range.resume_position;
@@ -833,8 +863,10 @@ impl<'a> Scanner<'a> {
 /// left untouched and only the intact prefix is used (`OpenOutcome::damaged`); otherwise
 /// it is cut like a torn tail. Either way the index files are deleted, so the next open
 /// scans the segment again and finds the damage again.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn open_segment(
     fs: &dyn Fs,
+    files: &JournalFiles,
     dir: &Path,
     base_offset: Offset,
     trusted_len: u64,
@@ -843,11 +875,14 @@ pub(crate) fn open_segment(
     offsets_below: Offset,
 ) -> io::Result<(Arc<Segment>, OpenOutcome)> {
     let paths = SegmentPaths::new(dir, base_offset);
-    let file = fs.open(&paths.log, OpenMode::Existing)?;
+    let (file, loaded) = ExtentFile::open(fs, &paths.extents, files)?;
     let file_len = file.len()?;
     let trusted_len = trusted_len.min(file_len);
-    let mut outcome = OpenOutcome::default();
-    let mut scanner = Scanner::new(file.as_ref());
+    let mut outcome = OpenOutcome {
+        extents_cut: loaded.stopped,
+        ..OpenOutcome::default()
+    };
+    let mut scanner = Scanner::new(&file);
     scanner.offsets_below = offsets_below;
     let (mut index, trusted_end) = match load_index_files(fs, &paths, base_offset, trusted_len) {
         Some(loaded) => {
@@ -1015,11 +1050,33 @@ mod tests {
     use crate::batch::test_batches::batch;
     use crate::fs::StdFs;
 
-    fn append_n(segment: &Segment, n: i64, base: i64) {
+    /// A journal file holding `n` stamped two-record batches from offset `base`, followed
+    /// by `zeros` zero bytes; returns it and each batch's (bytes, position).
+    fn journal_with(
+        dir: &Path,
+        n: i64,
+        base: i64,
+        zeros: usize,
+    ) -> (Arc<JournalFile>, Vec<(Vec<u8>, u64)>) {
+        let file = StdFs
+            .open(&dir.join("1.wal"), OpenMode::CreateTruncate)
+            .expect("journal");
+        let (mut at, mut batches) = (0u64, Vec::new());
         for i in 0..n {
             let mut b = batch(2, 100, 1000 + i);
             batch::stamp_base_offset(&mut b, Offset(base + 2 * i));
-            segment.append(&b, 256, 1).expect("append");
+            fs::write_all_at(file.as_ref(), &b, at).expect("write");
+            let len = b.len() as u64;
+            batches.push((b, at));
+            at += len;
+        }
+        fs::write_all_at(file.as_ref(), &vec![0u8; zeros], at).expect("zeros");
+        (Arc::new(JournalFile { seq: 1, file }), batches)
+    }
+
+    fn append_all(segment: &Segment, journal: &Arc<JournalFile>, batches: &[(Vec<u8>, u64)]) {
+        for (b, at) in batches {
+            segment.append(b, journal, *at, 256, 1).expect("append");
         }
     }
 
@@ -1027,8 +1084,9 @@ mod tests {
     fn reads_stop_at_committed_length() {
         // Goal: readers see only published bytes and whole batches within max_bytes.
         let dir = tempfile::tempdir().expect("tempdir");
+        let (journal, batches) = journal_with(dir.path(), 5, 0, 0);
         let segment = Segment::create(&StdFs, dir.path(), Offset(0)).expect("create");
-        append_n(&segment, 5, 0);
+        append_all(&segment, &journal, &batches);
         assert!(segment
             .read(Offset(0), Offset(10), 1 << 20, true)
             .expect("read")
@@ -1040,6 +1098,10 @@ mod tests {
             .expect("read")
             .expect("some");
         assert_eq!(got.len() as u64, one * 3);
+        assert_eq!(
+            &got[..],
+            &[&batches[0].0[..], &batches[1].0[..], &batches[2].0[..]].concat()[..]
+        );
         let got = segment
             .read(Offset(2), Offset(6), (one + 10) as u32, false)
             .expect("read")
@@ -1054,34 +1116,43 @@ mod tests {
 
     #[test]
     fn reopen_rebuilds_index_and_truncates_garbage() {
-        // Goal: open_segment rebuilds the index from the file and cuts a zero-filled tail.
+        // Goal: open_segment rebuilds the index from the extents and cuts a zero-filled
+        // tail past the trusted part, durably (the extents file is cut too).
         let dir = tempfile::tempdir().expect("tempdir");
+        let (journal, batches) = journal_with(dir.path(), 20, 10, 100);
+        let files = JournalFiles::default();
+        files.insert(Arc::clone(&journal));
         let segment = Segment::create(&StdFs, dir.path(), Offset(10)).expect("create");
-        append_n(&segment, 20, 10);
+        append_all(&segment, &journal, &batches);
         let len = segment.written_len();
+        segment.file.add(&journal, len, 100);
         let expected = segment.index.read().lookup_position(Offset(33));
+        segment.file.set_durable(len + 100);
+        segment.sync().expect("persist extents");
         drop(segment);
-        let file = StdFs
-            .open(
-                &SegmentPaths::new(dir.path(), Offset(10)).log,
-                OpenMode::Existing,
+        let open = || {
+            open_segment(
+                &StdFs,
+                &files,
+                dir.path(),
+                Offset(10),
+                0,
+                256,
+                false,
+                Offset(i64::MAX),
             )
-            .expect("open");
-        file.set_len(len + 100).expect("extend with zeros");
-        let (segment, outcome) = open_segment(
-            &StdFs,
-            dir.path(),
-            Offset(10),
-            0,
-            256,
-            false,
-            Offset(i64::MAX),
-        )
-        .expect("open");
+            .expect("open")
+        };
+        let (segment, outcome) = open();
         assert_eq!(outcome.truncated.map(|t| t.0), Some(100));
         assert!(outcome.index_rebuilt);
         assert_eq!(segment.written_len(), len);
         assert_eq!(segment.next_offset(), Offset(50));
         assert_eq!(segment.index.read().lookup_position(Offset(33)), expected);
+        segment.sync().expect("sync the cut");
+        drop(segment);
+        let (segment, outcome) = open();
+        assert_eq!(outcome.truncated, None, "the cut was persisted");
+        assert_eq!(segment.written_len(), len);
     }
 }

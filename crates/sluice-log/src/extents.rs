@@ -1,0 +1,477 @@
+//! A segment's data: an ordered list of extents, byte ranges in journal files, presented
+//! to the segment code as one contiguous read-only file ([`ExtentFile`] implements
+//! [`FsFile`]). The batches are written once, to the journal; a segment only records where
+//! its bytes are.
+//!
+//! The list is kept in memory and persisted in `<base_offset:020>.extents` in the
+//! partition directory, one 32-byte record per extent:
+//! `start u64` (position in the segment) · `journal file seq u64` · `position in that file
+//! u64` · `length u32` · `crc u32` (CRC-32C of the 28 bytes before it). Records tile the
+//! segment from position 0: each starts where the previous one ended.
+//!
+//! Guarantees:
+//! - Only durable bytes are persisted: [`ExtentFile::sync_data`] writes the records of the
+//!   bytes below the limit the committer publishes after each journal sync
+//!   ([`ExtentFile::set_durable`]), appends them after the records already there, and
+//!   `fdatasync`s. A record is never rewritten in place, except by a truncation
+//!   ([`FsFile::set_len`]) that cuts records past the cut point: records ending at or
+//!   before it are never touched, so a crash during a cut loses nothing before it.
+//! - Loading stops at the first record that is short, fails its CRC, does not continue
+//!   the previous one or names a journal file that is gone; the file is cut there.
+//! - A reader holds the journal file it reads through an `Arc`, so the file cannot be
+//!   retired (recycled) under it; no lock is held during I/O.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::fs::{self, Fs, FsFile, OpenMode};
+use crate::journal::{JournalFile, JournalFiles};
+
+pub(crate) const FILE_SUFFIX: &str = ".extents";
+const RECORD_LEN: usize = 32;
+const RECORD_CHECKED: usize = 28;
+
+/// One byte range of the segment, stored in a journal file.
+#[derive(Debug, Clone)]
+struct Extent {
+    /// Position of the first byte in the segment.
+    start: u64,
+    file: Arc<JournalFile>,
+    file_position: u64,
+    len: u64,
+}
+
+impl Extent {
+    fn end(&self) -> u64 {
+        self.start + self.len
+    }
+}
+
+/// A record as stored: the extent without its file handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    start: u64,
+    seq: u64,
+    file_position: u64,
+    len: u32,
+}
+
+impl Record {
+    fn encode(&self) -> [u8; RECORD_LEN] {
+        let mut out = [0u8; RECORD_LEN];
+        out[..8].copy_from_slice(&self.start.to_be_bytes());
+        out[8..16].copy_from_slice(&self.seq.to_be_bytes());
+        out[16..24].copy_from_slice(&self.file_position.to_be_bytes());
+        out[24..28].copy_from_slice(&self.len.to_be_bytes());
+        let crc = crc32c::crc32c(&out[..RECORD_CHECKED]);
+        out[28..].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    fn decode(raw: &[u8]) -> Option<Self> {
+        let raw: &[u8; RECORD_LEN] = raw.try_into().ok()?;
+        let crc = u32::from_be_bytes([raw[28], raw[29], raw[30], raw[31]]);
+        if crc32c::crc32c(&raw[..RECORD_CHECKED]) != crc {
+            return None;
+        }
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&raw[at..at + 8]);
+            u64::from_be_bytes(b)
+        };
+        Some(Self {
+            start: u64_at(0),
+            seq: u64_at(8),
+            file_position: u64_at(16),
+            len: u32::from_be_bytes([raw[24], raw[25], raw[26], raw[27]]),
+        })
+    }
+}
+
+/// What is on disk already.
+#[derive(Debug, Default)]
+struct Persisted {
+    records: u64,
+    /// Segment bytes the records cover.
+    len: u64,
+    /// A cut changed the file since its last sync.
+    unsynced: bool,
+}
+
+/// How loading an extents file went.
+#[derive(Debug, Default)]
+pub(crate) struct LoadOutcome {
+    /// Why loading stopped before the end of the file, if it did.
+    pub(crate) stopped: Option<&'static str>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ExtentFile {
+    file: Box<dyn FsFile>,
+    extents: RwLock<Vec<Extent>>,
+    len: AtomicU64,
+    /// Bytes covered by a journal sync: what `sync_data` may persist.
+    durable: AtomicU64,
+    persisted: Mutex<Persisted>,
+}
+
+impl ExtentFile {
+    /// A new, empty extents file at `path` (an existing one is truncated).
+    pub(crate) fn create(fs: &dyn Fs, path: &Path) -> io::Result<Self> {
+        let file = fs.open(path, OpenMode::CreateTruncate)?;
+        Ok(Self::from_parts(file, Vec::new(), Persisted::default()))
+    }
+
+    fn from_parts(file: Box<dyn FsFile>, extents: Vec<Extent>, persisted: Persisted) -> Self {
+        let len = extents.last().map_or(0, Extent::end);
+        Self {
+            file,
+            extents: RwLock::new(extents),
+            len: AtomicU64::new(len),
+            durable: AtomicU64::new(len),
+            persisted: Mutex::new(persisted),
+        }
+    }
+
+    /// Loads `path`, resolving journal files through `files`. The valid prefix is used and
+    /// the file is cut after it (a torn append, or damage: the caller sees a shorter
+    /// segment and treats it as such).
+    pub(crate) fn open(
+        fs: &dyn Fs,
+        path: &Path,
+        files: &JournalFiles,
+    ) -> io::Result<(Self, LoadOutcome)> {
+        let file = fs.open(path, OpenMode::Existing)?;
+        let raw = read_all(file.as_ref())?;
+        let mut outcome = LoadOutcome::default();
+        let mut extents: Vec<Extent> = Vec::with_capacity(raw.len() / RECORD_LEN);
+        let mut end = 0u64;
+        for chunk in raw.chunks(RECORD_LEN) {
+            let Some(record) = Record::decode(chunk) else {
+                outcome.stopped = Some(match chunk.len() {
+                    RECORD_LEN => "extent record fails its CRC",
+                    _ => "extent record is torn",
+                });
+                break;
+            };
+            if record.start != end || record.len == 0 {
+                outcome.stopped = Some("extent record does not continue the previous one");
+                break;
+            }
+            let Some(journal) = files.get(record.seq) else {
+                outcome.stopped = Some("extent points into a journal file that is missing");
+                break;
+            };
+            extents.push(Extent {
+                start: record.start,
+                file: journal,
+                file_position: record.file_position,
+                len: u64::from(record.len),
+            });
+            end += u64::from(record.len);
+        }
+        let records = extents.len() as u64;
+        if raw.len() as u64 > records * RECORD_LEN as u64 {
+            file.set_len(records * RECORD_LEN as u64)?;
+        }
+        let persisted = Persisted {
+            records,
+            len: end,
+            unsynced: false,
+        };
+        Ok((Self::from_parts(file, extents, persisted), outcome))
+    }
+
+    /// Appends `len` bytes stored at `file_position` of `journal` to the segment. Caller:
+    /// the partition's single appender. Contiguous bytes of the same file extend the last
+    /// extent.
+    pub(crate) fn add(&self, journal: &Arc<JournalFile>, file_position: u64, len: u64) {
+        debug_assert!(len > 0 && len <= u64::from(u32::MAX));
+        let mut extents = self.extents.write();
+        let start = self.len.load(Ordering::Acquire);
+        match extents.last_mut() {
+            Some(last)
+                if Arc::ptr_eq(&last.file, journal)
+                    && last.file_position + last.len == file_position
+                    && last.len + len <= u64::from(u32::MAX) =>
+            {
+                last.len += len;
+            }
+            _ => extents.push(Extent {
+                start,
+                file: Arc::clone(journal),
+                file_position,
+                len,
+            }),
+        }
+        self.len.store(start + len, Ordering::Release);
+    }
+
+    /// Bytes below `len` are covered by a journal sync (values only grow).
+    pub(crate) fn set_durable(&self, len: u64) {
+        self.durable.fetch_max(len, Ordering::AcqRel);
+    }
+
+    /// Journal files this segment refers to.
+    #[cfg(test)]
+    pub(crate) fn journal_seqs(&self) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self.extents.read().iter().map(|e| e.file.seq).collect();
+        seqs.dedup();
+        seqs
+    }
+
+    /// The records for segment bytes `[from, to)`.
+    fn records_between(&self, from: u64, to: u64) -> Vec<Record> {
+        let extents = self.extents.read();
+        let first = extents.partition_point(|e| e.end() <= from);
+        extents[first..]
+            .iter()
+            .take_while(|e| e.start < to)
+            .map(|e| {
+                let start = e.start.max(from);
+                let end = e.end().min(to);
+                Record {
+                    start,
+                    seq: e.file.seq,
+                    file_position: e.file_position + (start - e.start),
+                    len: (end - start) as u32,
+                }
+            })
+            .collect()
+    }
+
+    /// Cuts the records on disk back to `len`: records ending at or before it stay as they
+    /// are, the one holding it is replaced by its part below `len`.
+    fn cut_persisted(&self, persisted: &mut Persisted, len: u64) -> io::Result<()> {
+        let raw = read_all(self.file.as_ref())?;
+        let mut keep = 0u64;
+        let mut kept_len = 0u64;
+        for chunk in raw.chunks(RECORD_LEN) {
+            match Record::decode(chunk) {
+                Some(r) if r.start == kept_len && kept_len + u64::from(r.len) <= len => {
+                    keep += 1;
+                    kept_len += u64::from(r.len);
+                }
+                _ => break,
+            }
+        }
+        self.file.set_len(keep * RECORD_LEN as u64)?;
+        let tail = self.records_between(kept_len, len);
+        self.write_records(keep, &tail)?;
+        persisted.records = keep + tail.len() as u64;
+        persisted.len = len;
+        persisted.unsynced = true;
+        Ok(())
+    }
+
+    fn write_records(&self, slot: u64, records: &[Record]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(records.len() * RECORD_LEN);
+        for record in records {
+            buf.extend_from_slice(&record.encode());
+        }
+        fs::write_all_at(self.file.as_ref(), &buf, slot * RECORD_LEN as u64)
+    }
+}
+
+fn read_all(file: &dyn FsFile) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
+    let mut raw = vec![0u8; len];
+    let read = fs::read_full_at(file, &mut raw, 0)?;
+    raw.truncate(read);
+    Ok(raw)
+}
+
+/// The journal files an extents file names (its valid prefix), without opening them:
+/// recovery pins them for partitions it cannot load.
+pub(crate) fn referenced_seqs(fs: &dyn Fs, path: &Path) -> io::Result<Vec<u64>> {
+    let raw = fs::read_file(fs, path)?;
+    let mut seqs: Vec<u64> = raw
+        .chunks(RECORD_LEN)
+        .map_while(Record::decode)
+        .map(|r| r.seq)
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    Ok(seqs)
+}
+
+/// Segment bytes an extents file describes (its valid prefix), for reports.
+pub(crate) fn stored_len(fs: &dyn Fs, path: &Path) -> io::Result<u64> {
+    let raw = fs::read_file(fs, path)?;
+    Ok(raw
+        .chunks(RECORD_LEN)
+        .map_while(Record::decode)
+        .map(|r| u64::from(r.len))
+        .sum())
+}
+
+impl FsFile for ExtentFile {
+    /// Reads from the extent holding `offset`, at most to its end (a short read; callers
+    /// loop with `read_full_at`). No lock is held during the read.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let (journal, position, available) = {
+            let extents = self.extents.read();
+            let at = extents.partition_point(|e| e.start <= offset);
+            let Some(extent) = at.checked_sub(1).map(|i| &extents[i]) else {
+                return Ok(0);
+            };
+            if offset >= extent.end() {
+                return Ok(0);
+            }
+            let delta = offset - extent.start;
+            (
+                Arc::clone(&extent.file),
+                extent.file_position + delta,
+                extent.len - delta,
+            )
+        };
+        let want = buf
+            .len()
+            .min(usize::try_from(available).unwrap_or(usize::MAX));
+        journal.file.read_at(&mut buf[..want], position)
+    }
+
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<usize> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "segment data is written to the journal, never to the segment",
+        ))
+    }
+
+    /// Persists the records of the durable bytes not yet on disk, then `fdatasync`s.
+    fn sync_data(&self) -> io::Result<()> {
+        let mut persisted = self.persisted.lock();
+        let limit = self
+            .durable
+            .load(Ordering::Acquire)
+            .min(self.len.load(Ordering::Acquire));
+        if limit <= persisted.len {
+            if persisted.unsynced {
+                self.file.sync_data()?;
+                persisted.unsynced = false;
+            }
+            return Ok(());
+        }
+        let records = self.records_between(persisted.len, limit);
+        self.write_records(persisted.records, &records)?;
+        self.file.sync_data()?;
+        persisted.unsynced = false;
+        persisted.records += records.len() as u64;
+        persisted.len = limit;
+        Ok(())
+    }
+
+    /// Drops the bytes from `len` on (a refused round undone, a torn tail cut by
+    /// recovery). Records already on disk past `len` are cut now (not yet synced).
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut persisted = self.persisted.lock();
+        {
+            let mut extents = self.extents.write();
+            let current = self.len.load(Ordering::Acquire);
+            if len > current {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a segment grows only by appends",
+                ));
+            }
+            let keep = extents.partition_point(|e| e.start < len);
+            extents.truncate(keep);
+            if let Some(last) = extents.last_mut() {
+                last.len = last.len.min(len - last.start);
+            }
+            self.len.store(len, Ordering::Release);
+            let durable = self.durable.load(Ordering::Acquire).min(len);
+            self.durable.store(durable, Ordering::Release);
+        }
+        if len < persisted.len {
+            self.cut_persisted(&mut persisted, len)?;
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::StdFs;
+
+    fn journal_file(dir: &Path, seq: u64, bytes: &[u8]) -> Arc<JournalFile> {
+        let file = StdFs
+            .open(&dir.join(format!("{seq}.wal")), OpenMode::CreateTruncate)
+            .expect("open");
+        fs::write_all_at(file.as_ref(), bytes, 0).expect("write");
+        Arc::new(JournalFile { seq, file })
+    }
+
+    #[test]
+    fn reads_span_extents_and_persist_only_durable_bytes() {
+        // Goal: a segment made of ranges of two journal files reads back as one file; only
+        // bytes below the durable limit are persisted, and a reload sees exactly them.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = journal_file(dir.path(), 1, b"xxABCDEFyy");
+        let b = journal_file(dir.path(), 2, b"GHIJ");
+        let files = JournalFiles::default();
+        files.insert(Arc::clone(&a));
+        files.insert(Arc::clone(&b));
+        let path = dir.path().join("0.extents");
+        let extents = ExtentFile::create(&StdFs, &path).expect("create");
+        extents.add(&a, 2, 3);
+        extents.add(&a, 5, 3); // contiguous: merged
+        extents.add(&b, 0, 4);
+        let mut buf = [0u8; 10];
+        assert_eq!(fs::read_full_at(&extents, &mut buf, 0).expect("read"), 10);
+        assert_eq!(&buf, b"ABCDEFGHIJ");
+        assert_eq!(extents.journal_seqs(), vec![1, 2]);
+        extents.set_durable(6);
+        extents.sync_data().expect("sync");
+        drop(extents);
+        let (loaded, outcome) = ExtentFile::open(&StdFs, &path, &files).expect("open");
+        assert!(outcome.stopped.is_none());
+        assert_eq!(loaded.len().expect("len"), 6);
+        let mut buf = [0u8; 6];
+        fs::read_full_at(&loaded, &mut buf, 0).expect("read");
+        assert_eq!(&buf, b"ABCDEF");
+    }
+
+    #[test]
+    fn a_cut_keeps_the_records_before_it_and_a_torn_record_ends_the_load() {
+        // Goal: set_len below the persisted length rewrites only the cut record; a torn
+        // trailing record is dropped on load.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = journal_file(dir.path(), 1, &[7u8; 100]);
+        let files = JournalFiles::default();
+        files.insert(Arc::clone(&a));
+        let path = dir.path().join("0.extents");
+        let extents = ExtentFile::create(&StdFs, &path).expect("create");
+        for i in 0..4 {
+            extents.add(&a, i * 20, 10); // gaps: four records
+        }
+        extents.set_durable(40);
+        extents.sync_data().expect("sync");
+        extents.set_len(25).expect("cut");
+        extents.sync_data().expect("sync");
+        drop(extents);
+        let raw = fs::read_file(&StdFs, &path).expect("read");
+        assert_eq!(raw.len(), 3 * RECORD_LEN);
+        let (loaded, _) = ExtentFile::open(&StdFs, &path, &files).expect("open");
+        assert_eq!(loaded.len().expect("len"), 25);
+        drop(loaded);
+        let file = StdFs.open(&path, OpenMode::Existing).expect("open");
+        fs::write_all_at(file.as_ref(), &[1u8; 10], 3 * RECORD_LEN as u64).expect("torn");
+        let (loaded, outcome) = ExtentFile::open(&StdFs, &path, &files).expect("open");
+        assert_eq!(loaded.len().expect("len"), 25);
+        assert_eq!(outcome.stopped, Some("extent record is torn"));
+        assert_eq!(file.len().expect("len"), 3 * RECORD_LEN as u64);
+    }
+}
