@@ -103,7 +103,13 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     let mut state = engine.checkpoints.lock();
     engine.check_writable()?;
     let taken = take_handoff(engine);
-    if !clean_shutdown && !taken.is_news_to(&state) {
+    // Segments deleted since the last checkpoint (retention, a deleted topic) may have
+    // left journal files nothing points into: a checkpoint (with the log start offsets as
+    // they are now) retires them even when nothing was written.
+    let retirable = engine
+        .journal_files
+        .any_unreferenced_before(state.journal.seq);
+    if !clean_shutdown && !taken.is_news_to(&state) && !retirable {
         return Ok(false);
     }
     // Taken before the syncs below, so the append in flight has most likely become

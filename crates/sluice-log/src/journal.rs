@@ -385,6 +385,14 @@ impl JournalFiles {
         }
     }
 
+    /// Whether [`Self::take_unreferenced_before`] would retire anything now.
+    pub(crate) fn any_unreferenced_before(&self, before: u64) -> bool {
+        let files = self.files.lock();
+        files
+            .range(..before)
+            .any(|(_, file)| Arc::strong_count(file) == 1)
+    }
+
     /// Removes and returns the sequence numbers below `before` that nothing refers to any
     /// more: no segment, no reader, not the writer. Nothing can take a new reference to
     /// such a file (references come from this map, under its lock, or from clones of
