@@ -112,13 +112,42 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     if !clean_shutdown && !taken.is_news_to(&state) && !retirable {
         return Ok(false);
     }
+    let result = write_checkpoint(engine, &mut state, &taken, clean_shutdown);
+    if result.is_err() {
+        // A refused write (no space) failed this checkpoint without poisoning the log:
+        // what it took from the handoff goes back, so the next checkpoint persists it.
+        give_back(engine, taken);
+    }
+    result.map(|()| true)
+}
+
+/// Returns what a failed checkpoint took to the handoff (segments whose extents were
+/// persisted meanwhile cost nothing the next time).
+fn give_back(engine: &Engine, taken: Taken) {
+    let mut handoff = engine.handoff.lock();
+    for segment in taken.dirty {
+        if !segment.dirty.swap(true, Ordering::AcqRel) {
+            handoff.dirty.push(segment);
+        }
+    }
+    handoff.sealed.extend(taken.sealed);
+    handoff.new_files.extend(taken.new_files);
+}
+
+/// Steps 2-7 of the module header, for what `taken` holds.
+fn write_checkpoint(
+    engine: &Engine,
+    state: &mut CheckpointState,
+    taken: &Taken,
+    clean_shutdown: bool,
+) -> Result<(), LogError> {
     // Taken before the syncs below, so the append in flight has most likely become
     // durable by the time the snapshots are written.
     let mut captures = capture_producer_states(engine);
     for segment in &taken.sealed {
         match segment.write_index_files(engine.fs.as_ref()) {
             // Index files are derived data (rebuilt on open when missing or short); a full
-            // disk must not stop the segment syncs below, which the handoff now owns.
+            // disk must not stop the extents below, which the handoff now owns.
             Err(error) if crate::fs::is_retryable(&error) => {
                 tracing::warn!(%error, segment = %segment.paths.extents.display(), "index files not written; they are rebuilt on open");
             }
@@ -126,10 +155,10 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
         }
     }
     for segment in &taken.dirty {
-        engine.guard("segment sync", segment.sync())?;
+        engine.guard("persist segment extents", segment.sync())?;
         Stats::add(&engine.stats.segment_syncs, 1);
     }
-    sync_new_dirs(engine, taken.new_files)?;
+    sync_new_dirs(engine, &taken.new_files)?;
     let producer_points = write_producer_snapshots(engine, &mut captures, &state.producer_points)?;
     let written = engine.write_checkpoint_file(
         taken.written_to,
@@ -142,17 +171,18 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     state.producer_points = producer_points;
     state.journal = taken.written_to;
     state.journal_bytes = taken.journal_bytes;
-    state.recovery_points = taken.recovery_points;
+    state.recovery_points = taken.recovery_points.clone();
     engine.set_checkpoints_journal_bytes(taken.journal_bytes);
     if let Err(error) = engine.retire_journal_files_before(taken.written_to) {
-        // Harmless: replay skips entries already in the segments; the next checkpoint retries.
+        // Harmless: the files stay until the next checkpoint retries.
         tracing::warn!(%error, "could not retire old journal files");
     }
-    Ok(true)
+    Ok(())
 }
 
 /// fsyncs each partition directory that got a new segment file, so the file survives.
-fn sync_new_dirs(engine: &Engine, mut partitions: Vec<Arc<Partition>>) -> Result<(), LogError> {
+fn sync_new_dirs(engine: &Engine, partitions: &[Arc<Partition>]) -> Result<(), LogError> {
+    let mut partitions = partitions.to_vec();
     partitions.sort_by_key(|p| p.uid);
     partitions.dedup_by_key(|p| p.uid);
     for partition in partitions {

@@ -150,6 +150,9 @@ impl ExtentFile {
         let mut outcome = LoadOutcome::default();
         let mut extents: Vec<Extent> = Vec::with_capacity(raw.len() / RECORD_LEN);
         let mut end = 0u64;
+        // Journal file lengths, looked up once per file.
+        let mut lengths: Vec<(u64, u64)> = Vec::new();
+        let mut clipped = false;
         for chunk in raw.chunks(RECORD_LEN) {
             let Some(record) = Record::decode(chunk) else {
                 outcome.stopped = Some(match chunk.len() {
@@ -166,22 +169,52 @@ impl ExtentFile {
                 outcome.stopped = Some("extent points into a journal file that is missing");
                 break;
             };
-            extents.push(Extent {
-                start: record.start,
-                file: journal,
-                file_position: record.file_position,
-                len: u64::from(record.len),
-            });
-            end += u64::from(record.len);
+            let journal_len = match lengths.iter().find(|(seq, _)| *seq == record.seq) {
+                Some(&(_, len)) => len,
+                None => {
+                    let len = journal.file.len()?;
+                    lengths.push((record.seq, len));
+                    len
+                }
+            };
+            // A journal file cut short (media, operator) keeps the bytes before the cut.
+            let available = journal_len.saturating_sub(record.file_position);
+            let len = u64::from(record.len).min(available);
+            if len > 0 {
+                extents.push(Extent {
+                    start: record.start,
+                    file: journal,
+                    file_position: record.file_position,
+                    len,
+                });
+                end += len;
+            }
+            if len < u64::from(record.len) {
+                outcome.stopped = Some("extent runs past the end of its journal file");
+                clipped = len > 0;
+                break;
+            }
         }
         let records = extents.len() as u64;
-        if raw.len() as u64 > records * RECORD_LEN as u64 {
+        if let (true, Some(last)) = (clipped, extents.last()) {
+            // The last record names bytes the journal no longer has: rewrite it as kept,
+            // so records appended after it continue it.
+            let record = Record {
+                start: last.start,
+                seq: last.file.seq,
+                file_position: last.file_position,
+                len: last.len as u32,
+            };
+            fs::write_all_at(file.as_ref(), &record.encode(), (records - 1) * RECORD_LEN as u64)?;
+        }
+        let cut = raw.len() as u64 > records * RECORD_LEN as u64;
+        if cut {
             file.set_len(records * RECORD_LEN as u64)?;
         }
         let persisted = Persisted {
             records,
             len: end,
-            unsynced: false,
+            unsynced: cut || clipped,
         };
         Ok((Self::from_parts(file, extents, persisted), outcome))
     }

@@ -443,6 +443,7 @@ impl Recovery<'_> {
                     "{name}: the extent list of segment {} ends early ({why}); it is cut there",
                     base.0
                 ));
+                self.to_sync.push(Arc::clone(&segment));
             }
             let damaged = !outcome.damaged.is_empty();
             if outcome.index_rebuilt && !is_last && trusted > 0 && !damaged {
