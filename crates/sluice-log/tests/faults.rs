@@ -265,3 +265,42 @@ async fn fault_after_countdown_keeps_earlier_appends() {
         assert_eq!((seen[i].tag, Offset(seen[i].base_offset)), (*tag, *offset));
     }
 }
+
+#[tokio::test]
+#[ignore = "lead: a checkpoint whose .extents write gets ENOSPC drops the handoff's dirty segments (checkpointer.rs: guard does not poison, dirty flags already cleared), so their extents are never persisted and a clean restart loses acknowledged data"]
+async fn enospc_on_extents_in_a_checkpoint_loses_nothing() {
+    // Goal: a checkpoint whose write of a segment's extent list is refused for space fails
+    // without poisoning (the system refused it; nothing acknowledged depends on it), and a
+    // later checkpoint persists every segment it could not: after a clean shutdown and a
+    // reopen every acknowledged batch is there. Found by the crash model (seed 43 with
+    // write faults on ".extents").
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let k = key("extfull", 0);
+    let config = sluice_log::LogConfig {
+        segment_bytes: 400,
+        ..sluice_log::LogConfig::default()
+    };
+    log.create_partition(k.clone(), config).expect("create");
+    for tag in 0..12 {
+        append(&log, &k, bytes(2, 30, tag)).await;
+    }
+    assert!(segment_files(&partition_dir(dir.path(), &k)).len() >= 3);
+    fs.arm(FaultOp::Write, 0, Some(".extents"));
+    let refused = log.checkpoint_now();
+    assert!(
+        matches!(refused, Err(LogError::Io(ref e)) if e.raw_os_error() == Some(libc::ENOSPC)),
+        "{refused:?}"
+    );
+    assert!(!log.is_poisoned(), "a refused write does not poison");
+    fs.disarm();
+    append(&log, &k, bytes(2, 30, 12)).await;
+    log.checkpoint_now()
+        .expect("checkpoint once there is space");
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let (log, report) = open(dir.path());
+    let tags: Vec<i64> = read_all(&log, &k).iter().map(|s| s.tag).collect();
+    assert_eq!(tags, (0..13).collect::<Vec<_>>(), "{:?}", report.actions);
+}
