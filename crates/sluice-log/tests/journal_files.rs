@@ -421,29 +421,24 @@ async fn readers_never_see_a_retired_file_reused() {
     assert_same_batch(&first, &common::batch(2, 100, 0));
 }
 
+/// Per partition: its log start and (tag, base offset) of each batch it must hold.
+type Expected = BTreeMap<i32, (i64, Vec<(i64, i64)>)>;
+
 /// Builds a log over several small journal files, some of them retired: three partitions
 /// appended to in turn, then the first alone (filling journal files no other partition
 /// points into), which DeleteRecords then trims, then all three again (a checkpoint
 /// retires the trimmed files early on, and later journal files reuse them). Returns what each partition must
 /// hold: its log start and (tag, offset) of each batch from there.
-async fn spread_over_journal_files(
-    log: &LogManager,
-    keys: &[PartitionKey],
-) -> BTreeMap<i32, (i64, Vec<(i64, i64)>)> {
+async fn spread_over_journal_files(log: &LogManager, keys: &[PartitionKey]) -> Expected {
     for k in keys {
         log.create_partition(k.clone(), segments_of(1024))
             .expect("create");
     }
-    let mut expected: BTreeMap<i32, (i64, Vec<(i64, i64)>)> = keys
+    let mut expected: Expected = keys
         .iter()
         .map(|k| (k.partition, (0, Vec::new())))
         .collect();
-    async fn add(
-        log: &LogManager,
-        expected: &mut BTreeMap<i32, (i64, Vec<(i64, i64)>)>,
-        k: &PartitionKey,
-        tag: i64,
-    ) -> Offset {
+    async fn add(log: &LogManager, expected: &mut Expected, k: &PartitionKey, tag: i64) -> Offset {
         let offset = append(log, k, bytes(2, 100, tag)).await.base_offset;
         let entry = expected.get_mut(&k.partition).expect("partition");
         entry.1.push((tag, offset.0));
