@@ -1,13 +1,16 @@
-//! Damage to files the log wrote, found while it was stopped: sealed segments with a
-//! flipped length, cut short or missing, and a fuzzing harness that applies arbitrary
-//! damage (flipped bytes, cuts, zeroed stretches, removed files) to every kind of file
-//! (segments, indexes, journal, checkpoint, metadata) and reopens.
+//! Damage to files the log wrote, found while it was stopped: a sealed segment's batch with
+//! a flipped length (in the journal file that holds it), a sealed segment's extent list
+//! cut short or missing, and a fuzzing harness that applies arbitrary damage (flipped
+//! bytes, cuts, zeroed stretches, removed files) to every kind of file (journal files,
+//! `.extents`, indexes, checkpoint, metadata, producer snapshots) and reopens.
 //!
 //! What must hold: open never panics; nothing is invented (every batch served with a valid
 //! CRC is byte for byte a batch that was appended at that offset); damage is reported and
 //! confined (a fetch of damaged offsets fails with `Damaged`, never skips them silently);
-//! and when only segment or index files of a cleanly stopped log are damaged, every batch
-//! whose bytes were not touched is still served.
+//! when only index files of a cleanly stopped log are damaged, every batch is served; and
+//! when journal, extents or index files of a cleanly stopped log are damaged, every batch
+//! whose bytes and extent record (and the records before it in its segment) were not
+//! touched is still served.
 //!
 //! The fuzzing runs on stable Rust with proptest, bounded to `SLUICE_FUZZ_CASES` cases per
 //! property (default 24) from a fixed seed (`SLUICE_FUZZ_SEED`, default 1; `random` for
@@ -25,15 +28,27 @@ use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey};
 
 const SEGMENT_BYTES: u64 = 1200;
 const BATCHES: i64 = 40;
+/// Small journal files, so the batches are spread over several of them.
+const JOURNAL_FILE_BYTES: u64 = 4096;
 
-/// A batch as it sits in a segment file.
+/// Where a batch is stored: its bytes in a journal file, and the extent record of its
+/// segment that points at them.
 #[derive(Debug, Clone)]
 struct Stored {
+    /// The journal file holding the batch's bytes.
     file: PathBuf,
+    /// Position of the batch in that journal file.
     position: u64,
     len: u64,
     base: i64,
     last: i64,
+    /// The segment's `.extents` file.
+    extents: PathBuf,
+    /// Index of the batch's record in it.
+    slot: u64,
+    /// Journal files named by the records before it in the same extents file (loading
+    /// stops at a record naming a missing file).
+    earlier_files: Vec<PathBuf>,
 }
 
 fn partition() -> PartitionKey {
@@ -41,9 +56,13 @@ fn partition() -> PartitionKey {
 }
 
 /// Builds a log of `BATCHES` batches of 2 records over about 7 segments of
-/// `SEGMENT_BYTES`. A clean stop, or (unclean) a checkpoint half way and a drop.
+/// `SEGMENT_BYTES`, in journal files of `JOURNAL_FILE_BYTES`. A clean stop, or (unclean) a
+/// checkpoint half way and a drop.
 async fn build(dir: &Path, clean: bool) -> BTreeMap<i64, Vec<u8>> {
-    let (log, _) = open(dir);
+    let mut manager_config = config(dir);
+    manager_config.journal_file_bytes_max = JOURNAL_FILE_BYTES;
+    let (log, _) =
+        LogManager::open(manager_config, std::sync::Arc::new(sluice_log::fs::StdFs)).expect("open");
     let k = partition();
     let config = LogConfig {
         segment_bytes: SEGMENT_BYTES,
@@ -81,23 +100,33 @@ fn raw_batches(log: &LogManager, k: &PartitionKey) -> BTreeMap<i64, Vec<u8>> {
     out
 }
 
-/// The batches in the segment files of `dir`, parsed straight from the files.
-fn stored_batches(dir: &Path) -> Vec<Stored> {
+/// The batches of every segment of the partition in `data`, located through the persisted
+/// extent records and parsed straight from the journal files.
+fn stored_batches(data: &Path) -> Vec<Stored> {
     let mut out = Vec::new();
-    for file in files_with(dir, ".log") {
-        let data = std::fs::read(&file).expect("read segment");
-        let mut position = 0usize;
-        while position + 61 <= data.len() {
-            let h = header(&data[position..]);
-            let len = h.total_size().expect("length") as u64;
+    for extents in segment_files(&partition_dir(data, &partition())) {
+        let records = extent_records(&extents);
+        for (segment_position, seq, position, len) in segment_batches(data, &extents) {
+            let slot = records
+                .iter()
+                .position(|r| r.start <= segment_position && segment_position < r.start + r.len)
+                .expect("a record holds the batch");
+            let earlier_files = records[..slot]
+                .iter()
+                .map(|r| journal_path(data, r.seq))
+                .collect();
+            let journal = std::fs::read(journal_path(data, seq)).expect("journal");
+            let h = header(&journal[position as usize..]);
             out.push(Stored {
-                file: file.clone(),
-                position: position as u64,
+                file: journal_path(data, seq),
+                position,
                 len,
                 base: h.base_offset().0,
                 last: h.last_offset().0,
+                extents: extents.clone(),
+                slot: slot as u64,
+                earlier_files,
             });
-            position += len as usize;
         }
     }
     out
@@ -161,8 +190,17 @@ fn served(
     out
 }
 
-fn segment_files(data: &Path) -> Vec<PathBuf> {
-    files_with(&partition_dir(data, &partition()), ".log")
+/// The partition's segments (`.extents` files) in `data`.
+fn segments(data: &Path) -> Vec<PathBuf> {
+    segment_files(&partition_dir(data, &partition()))
+}
+
+/// The stored batches of segment file `extents`, in order.
+fn batches_in(data: &Path, extents: &Path) -> Vec<Stored> {
+    stored_batches(data)
+        .into_iter()
+        .filter(|s| s.extents == extents)
+        .collect()
 }
 
 fn has_action(report: &sluice_log::RecoveryReport, needle: &str) -> bool {
@@ -199,21 +237,19 @@ fn assert_confined(log: &LogManager, originals: &BTreeMap<i64, Vec<u8>>, lost: &
 
 #[tokio::test]
 async fn flipped_batch_length_in_sealed_segment_loses_only_that_batch() {
-    // Goal: a flipped batchLength in a sealed segment (found while stopped) costs exactly
-    // that batch: it is reported, fetches of its offsets fail, every other batch (before
-    // and after it in the segment, and in later segments) is served, no file is deleted,
-    // and new appends continue at the old log end.
+    // Goal: a flipped batchLength of a batch of a sealed segment (in the journal file that
+    // holds it; found while stopped) costs exactly that batch: it is reported, fetches of
+    // its offsets fail, every other batch (before and after it in the segment, and in later
+    // segments) is served, no segment file is deleted, and new appends continue at the old
+    // log end.
     let dir = tempfile::tempdir().expect("tempdir");
     let originals = build(dir.path(), true).await;
-    let files = segment_files(dir.path());
+    let files = segments(dir.path());
     assert!(files.len() >= 5, "{files:?}");
-    let stored = stored_batches(&partition_dir(dir.path(), &partition()));
-    let target = stored
-        .iter()
-        .filter(|s| s.file == files[2])
+    let target = batches_in(dir.path(), &files[2])
+        .into_iter()
         .nth(1)
-        .expect("batch")
-        .clone();
+        .expect("batch");
     flip_bit(&target.file, target.position + 10); // batchLength += or -= 256
     let (log, report) = open(dir.path());
     assert!(
@@ -221,7 +257,7 @@ async fn flipped_batch_length_in_sealed_segment_loses_only_that_batch() {
         "{:?}",
         report.actions
     );
-    assert_eq!(segment_files(dir.path()), files, "no segment file deleted");
+    assert_eq!(segments(dir.path()), files, "no segment file deleted");
     assert_confined(&log, &originals, &[&target]);
     let next = append(&log, &partition(), bytes(1, 10, 99)).await;
     assert_eq!(next.base_offset, Offset(BATCHES * 2));
@@ -229,53 +265,51 @@ async fn flipped_batch_length_in_sealed_segment_loses_only_that_batch() {
 
 #[tokio::test]
 async fn cut_sealed_segment_keeps_every_later_segment() {
-    // Goal: 100 bytes cut from a sealed segment lose only the batches those bytes held;
-    // later segments are kept and served, the missing offsets are answered Damaged.
+    // Goal: a sealed segment's extent list cut short (40 bytes: one whole record and part of
+    // the one before) loses only the batches those records described; later segments are
+    // kept and served, the missing offsets are answered Damaged.
     let dir = tempfile::tempdir().expect("tempdir");
     let originals = build(dir.path(), true).await;
-    let files = segment_files(dir.path());
-    let len = std::fs::metadata(&files[1]).expect("meta").len();
-    truncate_by(&files[1], 100);
+    let files = segments(dir.path());
+    let stored = batches_in(dir.path(), &files[1]);
+    let records = std::fs::metadata(&files[1]).expect("meta").len() / EXTENT_RECORD_BYTES;
+    truncate_by(&files[1], EXTENT_RECORD_BYTES + 8);
     let (log, report) = open(dir.path());
-    assert!(
-        has_action(&report, "damaged") || has_action(&report, "missing"),
-        "{:?}",
-        report.actions
-    );
-    assert_eq!(segment_files(dir.path()), files, "no segment file deleted");
-    let cut_from = len - 100;
-    let lost: Vec<Stored> = batches_of(&originals, &files[1], dir.path())
-        .into_iter()
-        .filter(|s| s.position + s.len > cut_from)
-        .collect();
+    assert!(has_action(&report, "ends early"), "{:?}", report.actions);
+    assert!(has_action(&report, "are missing"), "{:?}", report.actions);
+    assert_eq!(segments(dir.path()), files, "no segment file deleted");
+    let lost: Vec<&Stored> = stored.iter().filter(|s| s.slot >= records - 2).collect();
     assert!(!lost.is_empty());
-    assert_confined(&log, &originals, &lost.iter().collect::<Vec<_>>());
+    assert!(lost.len() < stored.len(), "the batches before the cut stay");
+    assert_confined(&log, &originals, &lost);
 }
 
 #[tokio::test]
 async fn missing_sealed_segment_keeps_every_later_segment() {
-    // Goal: a deleted segment file loses only its own offsets; later segments are kept.
+    // Goal: a deleted segment (its `.extents` file) loses only its own offsets; later
+    // segments are kept.
     let dir = tempfile::tempdir().expect("tempdir");
     let originals = build(dir.path(), true).await;
-    let files = segment_files(dir.path());
-    let lost = batches_of(&originals, &files[2], dir.path());
+    let files = segments(dir.path());
+    let lost = batches_in(dir.path(), &files[2]);
     std::fs::remove_file(&files[2]).expect("remove");
     let (log, report) = open(dir.path());
     assert!(has_action(&report, "are missing"), "{:?}", report.actions);
-    assert_eq!(segment_files(dir.path()).len(), files.len() - 1);
+    assert_eq!(segments(dir.path()).len(), files.len() - 1);
     assert_confined(&log, &originals, &lost.iter().collect::<Vec<_>>());
 }
 
 #[tokio::test]
 async fn damaged_last_segment_never_reuses_offsets() {
-    // Goal: damage in the last segment's durable part keeps the log end where it was
-    // (the checkpoint's recovery point): new appends never reuse acknowledged offsets.
+    // Goal: damage in the last segment's durable part (its first batch's bytes in the
+    // journal) keeps the log end where it was (the checkpoint's recovery point): new
+    // appends never reuse acknowledged offsets.
     let dir = tempfile::tempdir().expect("tempdir");
     let originals = build(dir.path(), true).await;
-    let files = segment_files(dir.path());
+    let files = segments(dir.path());
     let last = files.last().expect("last").clone();
-    let lost = batches_of(&originals, &last, dir.path());
-    flip_bit(&last, lost[0].position + 10);
+    let lost = batches_in(dir.path(), &last);
+    flip_bit(&lost[0].file, lost[0].position + 10);
     let (log, report) = open(dir.path());
     assert!(
         has_action(&report, "is damaged at byte"),
@@ -287,31 +321,41 @@ async fn damaged_last_segment_never_reuses_offsets() {
     assert_eq!(next.base_offset, Offset(BATCHES * 2));
 }
 
-/// The batches `file` held when the log was built, from the originals' layout (segments
-/// hold batches back to back, so positions follow from the sizes).
-fn batches_of(originals: &BTreeMap<i64, Vec<u8>>, file: &Path, _data: &Path) -> Vec<Stored> {
-    let name = file.file_name().unwrap().to_string_lossy().into_owned();
-    let base: i64 = name.trim_end_matches(".log").parse().expect("segment name");
-    let mut position = 0u64;
-    let mut out = Vec::new();
-    for (&b, batch) in originals.range(base..) {
-        let h = header(batch);
-        if b != base && position == 0 {
-            break;
-        }
-        out.push(Stored {
-            file: file.to_owned(),
-            position,
-            len: batch.len() as u64,
-            base: b,
-            last: h.last_offset().0,
-        });
-        position += batch.len() as u64;
-        if position + batch.len() as u64 > SEGMENT_BYTES {
-            break;
-        }
-    }
-    out
+#[tokio::test]
+#[ignore = "lead: open never checks extents against their journal file length (header walk skipped or partial with valid index files), and segment.rs read_bytes fails the whole chunk on a short read, so a journal file cut after a segment's intact batches makes reads of them fail Damaged (offset 0 here); the data-files fuzzer hits this with random seeds"]
+async fn cut_journal_file_keeps_the_batches_before_the_cut() {
+    // Goal: a journal file cut short (media damage found while stopped) loses only the
+    // batches whose bytes were cut: a sealed segment's batches before the cut are served,
+    // fetches of the cut ones fail with Damaged, and segments in later journal files are
+    // kept. Found by `fuzz_data_files_keep_every_untouched_batch` with a random seed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let originals = build(dir.path(), true).await;
+    let stored = stored_batches(dir.path());
+    // The last batch of a sealed segment (not its first), in the first journal file, with
+    // a later journal file holding data too. The cut keeps its header: a header walk sees
+    // nothing wrong with it.
+    let target = stored
+        .windows(2)
+        .find(|w| w[0].slot > 0 && w[1].slot == 0 && w[0].file == stored[0].file)
+        .map(|w| w[0].clone())
+        .expect("the last batch of a segment");
+    assert!(
+        stored.iter().any(|s| s.file != target.file),
+        "several journal files"
+    );
+    let keep = target.position + target.len - 20;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&target.file)
+        .expect("open")
+        .set_len(keep)
+        .expect("cut the journal file");
+    let (log, _report) = open(dir.path());
+    let lost: Vec<&Stored> = stored
+        .iter()
+        .filter(|s| s.file == target.file && s.position + s.len > keep)
+        .collect();
+    assert_confined(&log, &originals, &lost);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -433,63 +477,98 @@ fn fuzz_seed() -> proptest::test_runner::RngSeed {
     }
 }
 
-/// Copies the base log, damages it, opens it and checks the properties. With
-/// `segments_only`, damage was restricted to segment and index files of a cleanly stopped
-/// log, and every untouched batch must still be served.
-fn check(clean: bool, damage: &[Damage], segments_only: bool) {
+/// Which files a fuzz case may damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every file of the data directory: only "never panics, never invents" is checked.
+    AnyFile,
+    /// `.index` / `.timeindex` of a cleanly stopped log: every batch must be served.
+    IndexFiles,
+    /// Journal files, `.extents`, `.index` and `.timeindex` of a cleanly stopped log: every
+    /// batch that damage did not reach must be served.
+    DataFiles,
+}
+
+impl Scope {
+    fn includes(self, path: &Path) -> bool {
+        let name = path.to_string_lossy();
+        let index = name.ends_with(".index") || name.ends_with(".timeindex");
+        match self {
+            Scope::AnyFile => true,
+            Scope::IndexFiles => index,
+            Scope::DataFiles => index || name.ends_with(".extents") || name.ends_with(".wal"),
+        }
+    }
+}
+
+/// Whether damage reached `stored`: its bytes in the journal, its extent record or one
+/// before it in the same extents file (loading stops at the first bad record), or a
+/// journal file an earlier record names (loading stops there too).
+fn reached(stored: &Stored, touched: &Touched) -> bool {
+    let overlaps = |path: &Path, from: u64, to: u64| {
+        touched
+            .get(path)
+            .is_some_and(|ranges| ranges.iter().any(|&(a, b)| a < to && from < b))
+    };
+    let record_end = (stored.slot + 1) * EXTENT_RECORD_BYTES;
+    overlaps(&stored.file, stored.position, stored.position + stored.len)
+        || overlaps(&stored.extents, 0, record_end)
+        || stored
+            .earlier_files
+            .iter()
+            .chain(std::iter::once(&stored.file))
+            .any(|f| !f.exists())
+}
+
+/// Copies the base log, damages files in `scope`, opens it and checks the properties.
+fn check(clean: bool, damage: &[Damage], scope: Scope) {
     let base = base(clean);
     let work = tempfile::tempdir().expect("tempdir");
     copy_dir(base.dir.path(), work.path());
-    let pdir = partition_dir(work.path(), &partition());
-    let files: Vec<PathBuf> = if segments_only {
-        all_files(&pdir)
-            .into_iter()
-            .filter(|p| {
-                let name = p.to_string_lossy();
-                name.ends_with(".log") || name.ends_with(".index") || name.ends_with(".timeindex")
-            })
-            .collect()
-    } else {
-        all_files(work.path())
-    };
-    let layout = stored_batches(&pdir);
+    let files: Vec<PathBuf> = all_files(work.path())
+        .into_iter()
+        .filter(|p| scope.includes(p))
+        .collect();
+    let layout = stored_batches(work.path());
     let touched = apply(&files, damage);
     // A panic here fails the case (proptest reports the damage that caused it).
     let opened = LogManager::open(
         config(work.path()),
         std::sync::Arc::new(sluice_log::fs::StdFs),
     );
-    let (log, _report) = match opened {
+    let (log, report) = match opened {
         Ok(opened) => opened,
         // Refusing to open is allowed (never silently wrong); only panics are not.
-        Err(_) if !segments_only => return,
-        Err(e) => panic!("open failed after segment damage {damage:?}: {e}"),
+        Err(_) if scope == Scope::AnyFile => return,
+        Err(e) => panic!("open failed after {scope:?} damage {damage:?}: {e}"),
     };
     let k = partition();
     let Ok(_) = log.offsets(&k) else {
-        assert!(!segments_only, "partition gone after {damage:?}");
+        assert_eq!(scope, Scope::AnyFile, "partition gone after {damage:?}");
         return; // partition.metadata damaged: the partition is skipped, with a warning
     };
     let got = served(&log, &k, &base.originals);
-    if !segments_only {
+    if scope == Scope::AnyFile {
         return;
     }
+    assert_eq!(
+        layout.len() as i64,
+        BATCHES,
+        "every batch has a stored place"
+    );
     for stored in &layout {
-        let hit = touched.get(&stored.file).is_some_and(|ranges| {
-            ranges
-                .iter()
-                .any(|&(from, to)| from < stored.position + stored.len && stored.position < to)
-        });
-        if hit {
+        if scope == Scope::DataFiles && reached(stored, &touched) {
             continue;
         }
         for offset in stored.base..=stored.last {
             assert_eq!(
                 got.get(&offset),
                 Some(&Served::Intact(stored.base)),
-                "untouched batch {}..={} not served at {offset} after {damage:?}",
+                "untouched batch {}..={} not served at {offset} after {damage:?}: \
+                 damaged {touched:?}; recovery: {:?}",
                 stored.base,
-                stored.last
+                stored.last,
+                report.actions
             );
         }
     }
@@ -500,16 +579,21 @@ proptest! {
 
     #[test]
     fn fuzz_any_file_clean_stop(damage in prop::collection::vec(damage(), 1..6)) {
-        check(true, &damage, false);
+        check(true, &damage, Scope::AnyFile);
     }
 
     #[test]
     fn fuzz_any_file_unclean_stop(damage in prop::collection::vec(damage(), 1..6)) {
-        check(false, &damage, false);
+        check(false, &damage, Scope::AnyFile);
     }
 
     #[test]
-    fn fuzz_segments_keep_every_untouched_batch(damage in prop::collection::vec(damage(), 1..4)) {
-        check(true, &damage, true);
+    fn fuzz_index_files_keep_every_batch(damage in prop::collection::vec(damage(), 1..4)) {
+        check(true, &damage, Scope::IndexFiles);
+    }
+
+    #[test]
+    fn fuzz_data_files_keep_every_untouched_batch(damage in prop::collection::vec(damage(), 1..4)) {
+        check(true, &damage, Scope::DataFiles);
     }
 }

@@ -118,23 +118,40 @@ async fn journal_write_enospc_fails_the_round_and_resumes() {
 }
 
 #[tokio::test]
-async fn segment_write_enospc_fails_the_round_and_resumes() {
-    // Goal: ENOSPC while writing a segment is undone like a journal refusal: the segment is
-    // cut back, nothing is poisoned, appends resume.
+async fn enospc_in_a_round_that_rolled_a_segment_deletes_the_new_segment_and_resumes() {
+    // Goal: ENOSPC on the journal write of a round that rolled the active segment is undone
+    // like any refusal: the segment the round created (its `.extents` file) is deleted
+    // again, the old active segment is not sealed by it, nothing is poisoned, and appends
+    // resume (rolling again) with nothing lost or written twice.
     let dir = tempfile::tempdir().expect("tempdir");
-    let (log, fs, k) = setup(dir.path()).await;
-    fs.arm(FaultOp::Write, 0, Some(".log"));
-    let result = log
-        .append(&k, bytes(2, 30, 3))
-        .await
-        .expect("queued")
-        .wait()
-        .await;
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let k = key("rollfull", 0);
+    let size = batch(2, 30, 0).len() as u64;
+    let config = sluice_log::LogConfig {
+        segment_bytes: 3 * size,
+        ..sluice_log::LogConfig::default()
+    };
+    log.create_partition(k.clone(), config).expect("create");
+    for tag in 0..3 {
+        append(&log, &k, bytes(2, 30, tag)).await;
+    }
+    let pdir = partition_dir(dir.path(), &k);
+    let before = segment_files(&pdir);
+    assert_eq!(before.len(), 1, "three batches fill exactly one segment");
+    fs.arm(FaultOp::Write, 0, Some(".wal"));
+    let result = try_append(&log, &k, bytes(2, 30, 3)).await;
     assert!(
         matches!(result, Err(LogError::Io(ref e)) if e.raw_os_error() == Some(libc::ENOSPC)),
         "{result:?}"
     );
+    assert_eq!(segment_files(&pdir), before, "the rolled segment is undone");
     assert_resumes(log, &fs, &k, dir.path()).await;
+    assert_eq!(
+        segment_files(&pdir).len(),
+        2,
+        "the roll happened on the retry"
+    );
 }
 
 #[tokio::test]
@@ -154,7 +171,8 @@ async fn emfile_on_segment_roll_refuses_the_request_only() {
     for tag in 0..3 {
         append(&log, &k, bytes(2, 30, tag)).await;
     }
-    fs.arm(FaultOp::Open, 0, Some(".log"));
+    // Rolling creates the new segment's `.extents` file: that open is refused.
+    fs.arm(FaultOp::Open, 0, Some(".extents"));
     let mut refused = 0;
     for tag in 3..6 {
         match try_append(&log, &k, bytes(2, 30, tag)).await {
@@ -209,11 +227,11 @@ async fn refused_round_gives_back_idempotent_producer_state() {
 
 #[tokio::test]
 async fn segment_sync_failure_in_checkpoint_poisons() {
-    // Goal: EIO while the checkpoint syncs a segment poisons the log and leaves the previous
-    // checkpoint in force (the journal still covers the data).
+    // Goal: EIO while the checkpoint syncs a segment's extent list (`.extents`) poisons the
+    // log and leaves the previous checkpoint in force (the journal still covers the data).
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, fs, k) = setup(dir.path()).await;
-    fs.arm(FaultOp::Sync, 0, Some(".log"));
+    fs.arm(FaultOp::Sync, 0, Some(".extents"));
     assert!(matches!(log.checkpoint_now(), Err(LogError::Io(_))));
     assert_poisoned_and_recoverable(log, &k, dir.path()).await;
 }
@@ -246,4 +264,43 @@ async fn fault_after_countdown_keeps_earlier_appends() {
     for (i, (tag, offset)) in acked.iter().enumerate() {
         assert_eq!((seen[i].tag, Offset(seen[i].base_offset)), (*tag, *offset));
     }
+}
+
+#[tokio::test]
+#[ignore = "lead: a checkpoint whose .extents write gets ENOSPC drops the handoff's dirty segments (checkpointer.rs: guard does not poison, dirty flags already cleared), so their extents are never persisted and a clean restart loses acknowledged data"]
+async fn enospc_on_extents_in_a_checkpoint_loses_nothing() {
+    // Goal: a checkpoint whose write of a segment's extent list is refused for space fails
+    // without poisoning (the system refused it; nothing acknowledged depends on it), and a
+    // later checkpoint persists every segment it could not: after a clean shutdown and a
+    // reopen every acknowledged batch is there. Found by the crash model (seed 43 with
+    // write faults on ".extents").
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let k = key("extfull", 0);
+    let config = sluice_log::LogConfig {
+        segment_bytes: 400,
+        ..sluice_log::LogConfig::default()
+    };
+    log.create_partition(k.clone(), config).expect("create");
+    for tag in 0..12 {
+        append(&log, &k, bytes(2, 30, tag)).await;
+    }
+    assert!(segment_files(&partition_dir(dir.path(), &k)).len() >= 3);
+    fs.arm(FaultOp::Write, 0, Some(".extents"));
+    let refused = log.checkpoint_now();
+    assert!(
+        matches!(refused, Err(LogError::Io(ref e)) if e.raw_os_error() == Some(libc::ENOSPC)),
+        "{refused:?}"
+    );
+    assert!(!log.is_poisoned(), "a refused write does not poison");
+    fs.disarm();
+    append(&log, &k, bytes(2, 30, 12)).await;
+    log.checkpoint_now()
+        .expect("checkpoint once there is space");
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let (log, report) = open(dir.path());
+    let tags: Vec<i64> = read_all(&log, &k).iter().map(|s| s.tag).collect();
+    assert_eq!(tags, (0..13).collect::<Vec<_>>(), "{:?}", report.actions);
 }

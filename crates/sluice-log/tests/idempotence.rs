@@ -110,8 +110,9 @@ fn concat(batches: &[Bytes]) -> Bytes {
     out.freeze()
 }
 
+/// A partition's segments: its `.extents` files, in base-offset order.
 fn segment_logs(data: &Path, k: &PartitionKey) -> Vec<PathBuf> {
-    files_with(&partition_dir(data, k), ".log")
+    segment_files(&partition_dir(data, k))
 }
 
 fn snapshots(data: &Path, k: &PartitionKey) -> Vec<PathBuf> {
@@ -410,22 +411,34 @@ async fn dedup_survives_unclean_stop() {
 
 #[tokio::test]
 async fn torn_tail_after_snapshot_is_refilled_with_its_producer_state() {
-    // Goal: a segment tail torn after the checkpoint (and its producer snapshot) is cut and
-    // refilled from the journal; retries of the refilled batch and of the one before it are
-    // duplicates at their original offsets, and the sequence continues after them.
+    // Goal: a segment's extent list torn after the checkpoint in force (and its producer
+    // snapshot) is cut and the lost batch refilled from the journal; retries of the
+    // refilled batch and of the one before it are duplicates at their original offsets, and
+    // the sequence continues after them. The torn records were persisted by a later
+    // checkpoint that crashed before replacing the checkpoint file (its checkpoint file and
+    // snapshot are rolled back to simulate that).
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, k) = setup(dir.path(), "torn");
     produce(&log, &k, P, 0, 0, 2).await;
     produce(&log, &k, P, 0, 2, 2).await;
     log.checkpoint_now().expect("checkpoint");
-    assert_eq!(snapshots(dir.path(), &k).len(), 1);
+    let old_snapshots = snapshots(dir.path(), &k);
+    assert_eq!(old_snapshots.len(), 1);
+    let saved_snapshot = std::fs::read(&old_snapshots[0]).expect("snapshot");
+    let checkpoint = dir.path().join("journal").join("checkpoint");
+    let saved_checkpoint = std::fs::read(&checkpoint).expect("checkpoint");
     produce(&log, &k, P, 0, 4, 2).await;
     produce(&log, &k, P, 0, 6, 2).await;
+    log.checkpoint_now().expect("second checkpoint");
     drop(log);
-    truncate_by(&segment_logs(dir.path(), &k)[0], 7);
+    std::fs::write(&checkpoint, saved_checkpoint).expect("roll back the checkpoint");
+    std::fs::write(&old_snapshots[0], saved_snapshot).expect("and its snapshot");
+    let extents = &segment_logs(dir.path(), &k)[0];
+    assert_eq!(extent_records(extents).len(), 4);
+    truncate_by(extents, 7);
     let (log, report) = open(dir.path());
     assert!(
-        has_action(&report, "truncated segment"),
+        has_action(&report, "extent record is torn"),
         "{:?}",
         report.actions
     );
@@ -448,17 +461,18 @@ async fn state_beyond_recovered_data_is_never_used() {
     }
     log.checkpoint_now().expect("checkpoint");
     drop(log);
-    let segment = &segment_logs(dir.path(), &k)[0];
-    let len = std::fs::metadata(segment).expect("meta").len();
+    // The journal holds the only copy of the batches: losing its tail after the first
+    // entry loses batches 1 and 2 although the segment's extents still name them.
+    let journals = journal_files(dir.path());
+    assert_eq!(journals.len(), 1);
+    let entries = extent_records(&segment_logs(dir.path(), &k)[0]);
+    assert_eq!(entries.len(), 3);
     std::fs::OpenOptions::new()
         .write(true)
-        .open(segment)
+        .open(&journals[0])
         .expect("open")
-        .set_len(len / 3)
-        .expect("cut to the first batch");
-    for journal in journal_files(dir.path()) {
-        std::fs::remove_file(journal).expect("lose the journal");
-    }
+        .set_len(entries[1].file_position - 28)
+        .expect("cut the journal after the first entry");
     let (log, report) = open(dir.path());
     assert!(
         has_action(&report, "beyond the recovered log end"),
@@ -655,7 +669,7 @@ async fn retry_below_log_start_is_still_a_duplicate() {
     assert_eq!(start, Offset(9));
     assert!(!segment_logs(dir.path(), &k)
         .iter()
-        .any(|p| p.ends_with("00000000000000000000.log")));
+        .any(|p| p.ends_with("00000000000000000000.extents")));
     expect_duplicate(&log, &k, (P, 0, 2, 1), 2, 2).await;
     drop(log);
     let (log, _) = open(dir.path());

@@ -1,5 +1,6 @@
 //! Recovery: every acknowledged append survives an unclean stop exactly once at its offset;
-//! torn and corrupt tails are cut; the journal refills segment data the disk lost.
+//! torn and corrupt tails (of the journal, of a segment's extent list) are cut; the journal
+//! refills the extents a checkpoint had not persisted yet.
 
 mod common;
 
@@ -39,8 +40,19 @@ fn tags(log: &LogManager, k: &PartitionKey) -> Vec<i64> {
     seen.iter().map(|s| s.tag).collect()
 }
 
+/// A partition's segments: its `.extents` files, in base-offset order.
 fn segment_logs(data: &Path, k: &PartitionKey) -> Vec<PathBuf> {
-    files_with(&partition_dir(data, k), ".log")
+    segment_files(&partition_dir(data, k))
+}
+
+fn checkpoint_file(data: &Path) -> PathBuf {
+    data.join("journal").join("checkpoint")
+}
+
+/// Puts back a checkpoint file saved earlier: the disk as a crash would leave it when a later
+/// checkpoint persisted extents (step 4) but died before replacing the checkpoint file.
+fn restore_checkpoint(data: &Path, saved: &[u8]) {
+    std::fs::write(checkpoint_file(data), saved).expect("restore checkpoint");
 }
 
 #[tokio::test]
@@ -124,9 +136,10 @@ async fn drop_without_shutdown_keeps_acked_appends_once() {
 
 #[tokio::test]
 async fn journal_refills_segment_data_lost_from_page_cache() {
-    // Goal: when segment bytes written after the last checkpoint never reached the disk
-    // (simulated by cutting the segment back to its checkpointed length), reopening replays
-    // them from the journal, exactly once.
+    // Goal: the extents of batches written after the last checkpoint are not on disk (only a
+    // checkpoint persists them; anything a crash could leave past them is cut back here to
+    // the checkpointed records); reopening replays those batches from the journal, exactly
+    // once.
     let dir = tempfile::tempdir().expect("tempdir");
     let k = key("lost", 0);
     let (log, _) = open(dir.path());
@@ -137,6 +150,12 @@ async fn journal_refills_segment_data_lost_from_page_cache() {
         .into_iter()
         .map(|p| (p.clone(), std::fs::metadata(&p).expect("meta").len()))
         .collect();
+    assert_eq!(checkpointed.len(), 1);
+    assert_eq!(
+        checkpointed[0].1,
+        5 * EXTENT_RECORD_BYTES,
+        "one record per batch"
+    );
     written.extend(append_tags(&log, &k, 5, 7, 2).await);
     drop(log);
     for (path, len) in &checkpointed {
@@ -154,9 +173,9 @@ async fn journal_refills_segment_data_lost_from_page_cache() {
 
 #[tokio::test]
 async fn torn_journal_tail_is_cut() {
-    // Goal: a journal whose last entry is torn (and whose segment lost the same data) is cut
-    // at the last whole entry; everything before it is back, the torn batch is not, and new
-    // appends continue right after.
+    // Goal: a journal whose last entry is torn (and whose segment has no persisted extents:
+    // no checkpoint ran) is cut at the last whole entry; everything before it is back, the
+    // torn batch is not, and new appends continue right after.
     let dir = tempfile::tempdir().expect("tempdir");
     let k = key("torn", 0);
     let (log, _) = open(dir.path());
@@ -165,7 +184,8 @@ async fn torn_journal_tail_is_cut() {
     drop(log);
     let journal = journal_files(dir.path()).pop().expect("journal file");
     truncate_by(&journal, 13);
-    std::fs::write(&segment_logs(dir.path(), &k)[0], b"").expect("lose segment data");
+    let extents = &segment_logs(dir.path(), &k)[0];
+    assert_eq!(std::fs::metadata(extents).expect("meta").len(), 0);
     let (log, report) = open(dir.path());
     assert!(report.bytes_truncated > 0);
     assert!(
@@ -186,26 +206,37 @@ async fn torn_journal_tail_is_cut() {
 
 #[tokio::test]
 async fn torn_segment_tail_is_cut_and_refilled() {
-    // Goal: a segment whose tail is torn after the checkpoint is cut back to whole batches and
-    // the missing batch comes back from the journal.
+    // Goal: a segment whose extent list has a torn last record, persisted after the
+    // checkpoint in force (a crash before the next checkpoint file was written), is cut back
+    // to whole records, and the batch it lost comes back from the journal, once.
     let dir = tempfile::tempdir().expect("tempdir");
     let k = key("tornseg", 0);
     let (log, _) = open(dir.path());
     create(&log, &k);
     let mut written = append_tags(&log, &k, 0, 3, 2).await;
     log.checkpoint_now().expect("checkpoint");
+    let saved = std::fs::read(checkpoint_file(dir.path())).expect("checkpoint");
     written.extend(append_tags(&log, &k, 3, 3, 2).await);
+    log.checkpoint_now()
+        .expect("second checkpoint persists 3 more records");
     drop(log);
-    truncate_by(&segment_logs(dir.path(), &k)[0], 7);
+    restore_checkpoint(dir.path(), &saved);
+    let extents = &segment_logs(dir.path(), &k)[0];
+    assert_eq!(extent_records(extents).len(), 6);
+    truncate_by(extents, 7);
     let (log, report) = open(dir.path());
-    assert!(report.bytes_truncated > 0);
     assert!(
         report
             .actions
             .iter()
-            .any(|a| a.contains("truncated segment")),
+            .any(|a| a.contains("extent list of segment 0 ends early")),
         "{:?}",
         report.actions
+    );
+    assert_eq!(
+        std::fs::metadata(extents).expect("meta").len() % EXTENT_RECORD_BYTES,
+        0,
+        "the torn record is cut off"
     );
     assert_eq!(report.journal_entries_replayed, 1);
     assert_eq!(tags(&log, &k), written);
@@ -213,9 +244,10 @@ async fn torn_segment_tail_is_cut_and_refilled() {
 
 #[tokio::test]
 async fn flipped_bit_in_segment_after_checkpoint_truncates_there() {
-    // Goal: a CRC failure in a segment batch written after the checkpoint cuts the segment at
-    // that batch (and deletes later segments); the journal then restores every batch from
-    // there, each once.
+    // Goal: a CRC failure in a segment's extent record persisted after the checkpoint in
+    // force (a later checkpoint persisted it, then crashed before its checkpoint file) cuts
+    // the segment's extent list at that record and deletes the later segments; the journal
+    // then restores every batch from there, each once.
     let dir = tempfile::tempdir().expect("tempdir");
     let k = key("flip", 0);
     let (log, _) = open(dir.path());
@@ -226,15 +258,25 @@ async fn flipped_bit_in_segment_after_checkpoint_truncates_there() {
     log.create_partition(k.clone(), config).expect("create");
     let mut written = append_tags(&log, &k, 0, 4, 2).await;
     log.checkpoint_now().expect("checkpoint");
+    let saved = std::fs::read(checkpoint_file(dir.path())).expect("checkpoint");
     written.extend(append_tags(&log, &k, 4, 10, 2).await);
+    log.checkpoint_now().expect("second checkpoint");
     drop(log);
+    restore_checkpoint(dir.path(), &saved);
     let logs = segment_logs(dir.path(), &k);
     assert!(logs.len() >= 3, "{logs:?}");
     let victim = &logs[logs.len() - 2];
-    flip_bit(victim, 100);
+    assert!(
+        segment_base(victim) > 4 * 2,
+        "written after the first checkpoint"
+    );
+    flip_bit(victim, EXTENT_RECORD_BYTES + 20);
     let (log, report) = open(dir.path());
     assert!(
-        report.actions.iter().any(|a| a.contains("CRC-32C")),
+        report
+            .actions
+            .iter()
+            .any(|a| a.contains("extent record fails its CRC")),
         "{:?}",
         report.actions
     );
@@ -249,25 +291,26 @@ async fn flipped_bit_in_segment_after_checkpoint_truncates_there() {
 
 #[tokio::test]
 async fn flipped_bit_in_journal_ends_replay() {
-    // Goal: a corrupt journal entry ends replay there and is cut; data before it is replayed
-    // and data the segment already holds stays.
+    // Goal: a corrupt journal entry after the checkpoint ends replay there and is cut; the
+    // entries before it are replayed and the batches the segment's persisted extents already
+    // hold stay.
     let dir = tempfile::tempdir().expect("tempdir");
     let k = key("jflip", 0);
     let (log, _) = open(dir.path());
     create(&log, &k);
-    let written = append_tags(&log, &k, 0, 6, 2).await;
+    let mut written = append_tags(&log, &k, 0, 2, 2).await;
+    log.checkpoint_now().expect("checkpoint");
+    written.extend(append_tags(&log, &k, 2, 4, 2).await);
     drop(log);
     let journal = journal_files(dir.path()).pop().expect("journal file");
     let entry_len = (std::fs::metadata(&journal).expect("meta").len() - 16) / 6;
     flip_bit(&journal, 16 + 3 * entry_len + 40);
     let segment = &segment_logs(dir.path(), &k)[0];
-    let keep = std::fs::metadata(segment).expect("meta").len() / 6 * 2;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(segment)
-        .expect("open")
-        .set_len(keep)
-        .expect("cut");
+    assert_eq!(
+        extent_records(segment).len(),
+        2,
+        "the checkpoint persisted two"
+    );
     let (log, report) = open(dir.path());
     assert!(
         report.actions.iter().any(|a| a.contains("Corrupt")),
@@ -365,7 +408,8 @@ async fn deleted_topic_entries_are_not_replayed() {
     create(&log, &new);
     append_tags(&log, &new, 50, 2, 1).await;
     drop(log);
-    std::fs::write(&segment_logs(dir.path(), &new)[0], b"").expect("lose segment data");
+    // No checkpoint ran: the new partition's data comes back only by replay.
+    assert_eq!(segment_len(&segment_logs(dir.path(), &new)[0]), 0);
     let (log, report) = open(dir.path());
     assert_eq!(report.journal_entries_replayed, 2);
     assert_eq!(tags(&log, &new), vec![50, 51]);
@@ -428,31 +472,34 @@ async fn snapshot_of_running_log_keeps_acked_appends() {
 
 #[tokio::test]
 async fn replay_crosses_recycled_journal_files() {
-    // Goal: with small journal files that checkpoints retire and the writer reuses (stale
-    // bytes after each file's live entries), replay still walks every file via its end
-    // marker and restores all segment data lost since the last checkpoint.
+    // Goal: with small journal files that checkpoints retire once DeleteRecords removed the
+    // segments pointing into them, and that the writer reuses (stale bytes after each file's
+    // live entries), replay still walks every file via its end marker and restores every
+    // batch whose extents were not persisted since the last checkpoint.
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = config(dir.path());
     config.journal_file_bytes_max = 4096;
     let (log, _) = LogManager::open(config.clone(), Arc::new(StdFs)).expect("open");
     let k = key("recycle", 0);
-    create(&log, &k);
-    let mut written = append_tags(&log, &k, 0, 30, 4).await;
+    log.create_partition(
+        k.clone(),
+        LogConfig {
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        },
+    )
+    .expect("create");
+    append_tags(&log, &k, 0, 30, 4).await;
+    log.delete_records(&k, Offset(120)).expect("delete records");
     log.checkpoint_now().expect("checkpoint");
     let free = files_with(&dir.path().join("journal"), ".free");
     assert!(!free.is_empty(), "retired journal files are kept for reuse");
-    let checkpointed = std::fs::metadata(&segment_logs(dir.path(), &k)[0])
-        .expect("meta")
-        .len();
-    written.extend(append_tags(&log, &k, 30, 30, 4).await);
+    let written = append_tags(&log, &k, 30, 30, 4).await;
+    assert!(
+        files_with(&dir.path().join("journal"), ".free").len() < free.len(),
+        "the writer reused recycled files"
+    );
     drop(log);
-    let segment = &segment_logs(dir.path(), &k)[0];
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(segment)
-        .expect("open")
-        .set_len(checkpointed)
-        .expect("cut");
     let (log, report) = LogManager::open(config, Arc::new(StdFs)).expect("reopen");
     assert_eq!(report.journal_entries_replayed, 30, "{:?}", report.actions);
     assert_eq!(tags(&log, &k), written);

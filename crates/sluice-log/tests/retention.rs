@@ -27,7 +27,8 @@ fn small_segments() -> LogConfig {
 #[tokio::test]
 async fn segments_roll_by_size() {
     // Goal: the active segment rolls before a batch would push it past segment.bytes; every
-    // segment file is named by its base offset and reads cross segment boundaries.
+    // segment (its `.extents` file) is named by its base offset, its persisted extents
+    // cover exactly its batches, and reads cross segment boundaries.
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, _) = open(dir.path());
     let k = key("roll", 0);
@@ -37,21 +38,22 @@ async fn segments_roll_by_size() {
     for tag in 0..10 {
         append(&log, &k, bytes(2, 100, tag)).await;
     }
-    let logs = files_with(&partition_dir(dir.path(), &k), ".log");
+    log.checkpoint_now()
+        .expect("checkpoint persists the extents");
+    let logs = segment_files(&partition_dir(dir.path(), &k));
     let per_segment = 1000 / size;
     assert_eq!(logs.len() as u64, 10_u64.div_ceil(per_segment));
     for path in &logs[..logs.len() - 1] {
-        assert_eq!(
-            std::fs::metadata(path).expect("meta").len(),
-            per_segment * size
-        );
+        assert_eq!(segment_len(path), per_segment * size, "{path:?}");
     }
+    let last = logs.last().expect("active segment");
+    assert_eq!(segment_len(last), (10 % per_segment) * size);
     let second = logs[1]
         .file_name()
         .expect("name")
         .to_string_lossy()
         .to_string();
-    assert_eq!(second, format!("{:020}.log", per_segment * 2));
+    assert_eq!(second, format!("{:020}.extents", per_segment * 2));
     assert_eq!(read_all(&log, &k).len(), 10);
 }
 
@@ -69,13 +71,13 @@ async fn segments_roll_by_time() {
     log.create_partition(k.clone(), config).expect("create");
     let pdir = partition_dir(dir.path(), &k);
     append(&log, &k, bytes(1, 10, 0)).await;
-    assert_eq!(files_with(&pdir, ".log").len(), 1);
+    assert_eq!(segment_files(&pdir).len(), 1);
     tokio::time::sleep(Duration::from_millis(150)).await;
     append(&log, &k, bytes(1, 10, 1)).await;
-    assert_eq!(files_with(&pdir, ".log").len(), 2);
+    assert_eq!(segment_files(&pdir).len(), 2);
     log.enforce_retention(now_ms() + 1_000)
         .expect("retention pass");
-    assert_eq!(files_with(&pdir, ".log").len(), 3);
+    assert_eq!(segment_files(&pdir).len(), 3);
     assert_eq!(read_all(&log, &k).len(), 2);
 }
 
@@ -93,7 +95,7 @@ async fn retention_by_time_moves_log_start() {
         append(&log, &k, bytes(2, 100, base_ts + i * 1000)).await;
     }
     let pdir = partition_dir(dir.path(), &k);
-    let before = files_with(&pdir, ".log").len();
+    let before = segment_files(&pdir).len();
     let config = LogConfig {
         retention_ms: 5_000,
         ..small_segments()
@@ -107,7 +109,7 @@ async fn retention_by_time_moves_log_start() {
         seen.iter().all(|s| s.tag >= base_ts + 5_000 - 3_000),
         "{seen:?}"
     );
-    assert!(files_with(&pdir, ".log").len() < before);
+    assert!(segment_files(&pdir).len() < before);
     assert!(matches!(
         log.read(&k, Offset(0), 100, true),
         Err(LogError::OffsetOutOfRange { .. })
@@ -161,17 +163,14 @@ async fn retention_by_bytes_keeps_the_limit() {
         append(&log, &k, bytes(2, 100, tag)).await;
     }
     let pdir = partition_dir(dir.path(), &k);
-    let total = |files: &[std::path::PathBuf]| {
-        files
-            .iter()
-            .map(|f| std::fs::metadata(f).expect("meta").len())
-            .sum::<u64>()
-    };
+    let total = |files: &[std::path::PathBuf]| files.iter().map(|f| segment_len(f)).sum::<u64>();
     log.enforce_retention(now_ms()).expect("retention");
-    let logs = files_with(&pdir, ".log");
+    // The segment sizes are read from the persisted extents, which a checkpoint writes.
+    log.checkpoint_now().expect("checkpoint");
+    let logs = segment_files(&pdir);
     let remaining = total(&logs);
     assert!(remaining >= 2500, "{remaining}");
-    let oldest = std::fs::metadata(&logs[0]).expect("meta").len();
+    let oldest = segment_len(&logs[0]);
     assert!(
         remaining - oldest < 2500,
         "one more segment could have gone"
@@ -194,12 +193,12 @@ async fn delete_records_removes_segments_below() {
         append(&log, &k, bytes(2, 100, tag)).await;
     }
     let pdir = partition_dir(dir.path(), &k);
-    let before = files_with(&pdir, ".log").len();
+    let before = segment_files(&pdir).len();
     assert_eq!(
         log.delete_records(&k, Offset(9)).expect("delete"),
         Offset(9)
     );
-    let logs = files_with(&pdir, ".log");
+    let logs = segment_files(&pdir);
     assert!(logs.len() < before);
     let first = read_all(&log, &k)[0].clone();
     assert!(first.base_offset <= 9 && 9 <= first.last_offset);

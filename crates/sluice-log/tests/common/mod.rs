@@ -248,3 +248,96 @@ pub fn flip_bit(path: &Path, at: u64) {
     data[at as usize] ^= 0x01;
     std::fs::write(path, data).expect("write");
 }
+
+/// One record of a `<base>.extents` file (see the module header of `extents.rs`): `len`
+/// bytes of the segment, from position `start`, stored at `file_position` of journal file
+/// `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtentRecord {
+    pub start: u64,
+    pub seq: u64,
+    pub file_position: u64,
+    pub len: u64,
+}
+
+/// Size of one extents record on disk.
+pub const EXTENT_RECORD_BYTES: u64 = 32;
+
+/// The valid leading records of an extents file (parsing stops at the first record that is
+/// short or fails its CRC, as loading does).
+pub fn extent_records(path: &Path) -> Vec<ExtentRecord> {
+    let data = std::fs::read(path).expect("read extents");
+    let mut out = Vec::new();
+    for raw in data.chunks_exact(EXTENT_RECORD_BYTES as usize) {
+        let crc = u32::from_be_bytes(raw[28..32].try_into().unwrap());
+        if crc32c::crc32c(&raw[..28]) != crc {
+            break;
+        }
+        let u64_at = |at: usize| u64::from_be_bytes(raw[at..at + 8].try_into().unwrap());
+        out.push(ExtentRecord {
+            start: u64_at(0),
+            seq: u64_at(8),
+            file_position: u64_at(16),
+            len: u64::from(u32::from_be_bytes(raw[24..28].try_into().unwrap())),
+        });
+    }
+    out
+}
+
+/// A segment's logical size as persisted: the sum of its extent records' lengths. Only
+/// bytes a checkpoint (or a clean shutdown) persisted are counted.
+pub fn segment_len(extents: &Path) -> u64 {
+    extent_records(extents).iter().map(|r| r.len).sum()
+}
+
+/// A segment's files, as the new layout names them: one `.extents` file per segment.
+pub fn segment_files(pdir: &Path) -> Vec<PathBuf> {
+    files_with(pdir, ".extents")
+}
+
+/// The base offset in a segment file's name.
+pub fn segment_base(path: &Path) -> i64 {
+    let name = path.file_name().expect("name").to_string_lossy();
+    name[..20].parse().expect("segment name")
+}
+
+/// The path of journal file `seq`.
+pub fn journal_path(data: &Path, seq: u64) -> PathBuf {
+    data.join("journal").join(format!("{seq:020}.wal"))
+}
+
+/// The sequence number in a journal file's name (`.wal` or `.free`).
+pub fn journal_seq(path: &Path) -> u64 {
+    let name = path.file_name().expect("name").to_string_lossy();
+    name[..20].parse().expect("journal name")
+}
+
+/// Total size of the files in `paths`.
+pub fn total_len(paths: &[PathBuf]) -> u64 {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("meta").len())
+        .sum()
+}
+
+/// Where each batch of a segment lies: (position in the segment, journal seq, position in
+/// that journal file, length), walked from the segment's extents and the journal bytes.
+pub fn segment_batches(data: &Path, extents: &Path) -> Vec<(u64, u64, u64, u64)> {
+    let records = extent_records(extents);
+    let mut out = Vec::new();
+    let mut journals: std::collections::HashMap<u64, Vec<u8>> = Default::default();
+    // Reassemble the segment's bytes position by position, remembering where each lies.
+    for r in &records {
+        let journal = journals
+            .entry(r.seq)
+            .or_insert_with(|| std::fs::read(journal_path(data, r.seq)).expect("read journal"));
+        let mut at = 0u64;
+        while at + 12 <= r.len {
+            let p = (r.file_position + at) as usize;
+            let len = i32::from_be_bytes(journal[p + 8..p + 12].try_into().unwrap()) as u64 + 12;
+            out.push((r.start + at, r.seq, r.file_position + at, len));
+            at += len;
+        }
+    }
+    out
+}
