@@ -16,8 +16,10 @@
 //!   `fdatasync`s. A record is never rewritten in place, except by a truncation
 //!   ([`FsFile::set_len`]) that cuts records past the cut point: records ending at or
 //!   before it are never touched, so a crash during a cut loses nothing before it.
-//! - Loading stops at the first record that is short, fails its CRC, does not continue
-//!   the previous one or names a journal file that is gone; the file is cut there.
+//! - Loading stops at the first record that is short, fails its CRC or does not continue
+//!   the previous one; the file is cut there. Bytes a record names that the journal no
+//!   longer has (the file is gone, or was cut short) read as zeros, so the segment's own
+//!   checks find them damaged and confine the loss, every time the log is opened.
 //! - A reader holds the journal file it reads through an `Arc`, so the file cannot be
 //!   retired (recycled) under it; no lock is held during I/O.
 
@@ -40,7 +42,10 @@ const RECORD_CHECKED: usize = 28;
 struct Extent {
     /// Position of the first byte in the segment.
     start: u64,
-    file: Arc<JournalFile>,
+    seq: u64,
+    /// `None` when the journal file is gone or was cut before these bytes (media damage,
+    /// found on open): they read as zeros, which the segment's checks report as damage.
+    file: Option<Arc<JournalFile>>,
     file_position: u64,
     len: u64,
 }
@@ -105,8 +110,10 @@ struct Persisted {
 /// How loading an extents file went.
 #[derive(Debug, Default)]
 pub(crate) struct LoadOutcome {
-    /// Why loading stopped before the end of the file, if it did.
+    /// Why loading stopped before the end of the file, if it did (the file is cut there).
     pub(crate) stopped: Option<&'static str>,
+    /// Why some bytes the records name are not in the journal, if some are not.
+    pub(crate) missing: Option<&'static str>,
 }
 
 #[derive(Debug)]
@@ -152,7 +159,7 @@ impl ExtentFile {
         let mut end = 0u64;
         // Journal file lengths, looked up once per file.
         let mut lengths: Vec<(u64, u64)> = Vec::new();
-        let mut clipped = false;
+        let mut records = 0u64;
         for chunk in raw.chunks(RECORD_LEN) {
             let Some(record) = Record::decode(chunk) else {
                 outcome.stopped = Some(match chunk.len() {
@@ -165,47 +172,50 @@ impl ExtentFile {
                 outcome.stopped = Some("extent record does not continue the previous one");
                 break;
             }
-            let Some(journal) = files.get(record.seq) else {
-                outcome.stopped = Some("extent points into a journal file that is missing");
-                break;
-            };
-            let journal_len = match lengths.iter().find(|(seq, _)| *seq == record.seq) {
-                Some(&(_, len)) => len,
-                None => {
-                    let len = journal.file.len()?;
-                    lengths.push((record.seq, len));
-                    len
+            let journal = files.get(record.seq);
+            let available = match &journal {
+                Some(journal) => {
+                    let journal_len = match lengths.iter().find(|(seq, _)| *seq == record.seq) {
+                        Some(&(_, len)) => len,
+                        None => {
+                            let len = journal.file.len()?;
+                            lengths.push((record.seq, len));
+                            len
+                        }
+                    };
+                    journal_len.saturating_sub(record.file_position)
                 }
+                None => 0,
             };
-            // A journal file cut short (media, operator) keeps the bytes before the cut.
-            let available = journal_len.saturating_sub(record.file_position);
-            let len = u64::from(record.len).min(available);
-            if len > 0 {
+            let len = u64::from(record.len);
+            let present = len.min(available);
+            if present < len {
+                // The record stays as it is on disk, so every open finds the loss again.
+                outcome.missing.get_or_insert(match journal {
+                    Some(_) => "extent runs past the end of its journal file",
+                    None => "extent points into a journal file that is missing",
+                });
+            }
+            if present > 0 {
                 extents.push(Extent {
                     start: record.start,
+                    seq: record.seq,
                     file: journal,
                     file_position: record.file_position,
-                    len,
+                    len: present,
                 });
-                end += len;
             }
-            if len < u64::from(record.len) {
-                outcome.stopped = Some("extent runs past the end of its journal file");
-                clipped = len > 0;
-                break;
+            if present < len {
+                extents.push(Extent {
+                    start: record.start + present,
+                    seq: record.seq,
+                    file: None,
+                    file_position: record.file_position + present,
+                    len: len - present,
+                });
             }
-        }
-        let records = extents.len() as u64;
-        if let (true, Some(last)) = (clipped, extents.last()) {
-            // The last record names bytes the journal no longer has: rewrite it as kept,
-            // so records appended after it continue it.
-            let record = Record {
-                start: last.start,
-                seq: last.file.seq,
-                file_position: last.file_position,
-                len: last.len as u32,
-            };
-            fs::write_all_at(file.as_ref(), &record.encode(), (records - 1) * RECORD_LEN as u64)?;
+            end += len;
+            records += 1;
         }
         let cut = raw.len() as u64 > records * RECORD_LEN as u64;
         if cut {
@@ -214,7 +224,7 @@ impl ExtentFile {
         let persisted = Persisted {
             records,
             len: end,
-            unsynced: cut || clipped,
+            unsynced: cut,
         };
         Ok((Self::from_parts(file, extents, persisted), outcome))
     }
@@ -228,7 +238,7 @@ impl ExtentFile {
         let start = self.len.load(Ordering::Acquire);
         match extents.last_mut() {
             Some(last)
-                if Arc::ptr_eq(&last.file, journal)
+                if last.file.as_ref().is_some_and(|f| Arc::ptr_eq(f, journal))
                     && last.file_position + last.len == file_position
                     && last.len + len <= u64::from(u32::MAX) =>
             {
@@ -236,7 +246,8 @@ impl ExtentFile {
             }
             _ => extents.push(Extent {
                 start,
-                file: Arc::clone(journal),
+                seq: journal.seq,
+                file: Some(Arc::clone(journal)),
                 file_position,
                 len,
             }),
@@ -252,7 +263,7 @@ impl ExtentFile {
     /// Journal files this segment refers to.
     #[cfg(test)]
     pub(crate) fn journal_seqs(&self) -> Vec<u64> {
-        let mut seqs: Vec<u64> = self.extents.read().iter().map(|e| e.file.seq).collect();
+        let mut seqs: Vec<u64> = self.extents.read().iter().map(|e| e.seq).collect();
         seqs.dedup();
         seqs
     }
@@ -269,7 +280,7 @@ impl ExtentFile {
                 let end = e.end().min(to);
                 Record {
                     start,
-                    seq: e.file.seq,
+                    seq: e.seq,
                     file_position: e.file_position + (start - e.start),
                     len: (end - start) as u32,
                 }
@@ -360,7 +371,7 @@ impl FsFile for ExtentFile {
             }
             let delta = offset - extent.start;
             (
-                Arc::clone(&extent.file),
+                extent.file.clone(),
                 extent.file_position + delta,
                 extent.len - delta,
             )
@@ -368,7 +379,13 @@ impl FsFile for ExtentFile {
         let want = buf
             .len()
             .min(usize::try_from(available).unwrap_or(usize::MAX));
-        journal.file.read_at(&mut buf[..want], position)
+        match journal {
+            Some(journal) => journal.file.read_at(&mut buf[..want], position),
+            None => {
+                buf[..want].fill(0);
+                Ok(want)
+            }
+        }
     }
 
     fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<usize> {

@@ -445,6 +445,13 @@ impl Recovery<'_> {
                 ));
                 self.to_sync.push(Arc::clone(&segment));
             }
+            if let Some(why) = outcome.extents_missing {
+                self.error(format!(
+                    "{name}: segment {} names journal bytes that are gone ({why}); the batches \
+                     there are lost and fetches of them fail with CORRUPT_MESSAGE",
+                    base.0
+                ));
+            }
             let damaged = !outcome.damaged.is_empty();
             if outcome.index_rebuilt && !is_last && trusted > 0 && !damaged {
                 self.info(format!(

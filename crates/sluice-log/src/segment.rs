@@ -143,8 +143,10 @@ pub(crate) struct OpenOutcome {
     pub(crate) index_rebuilt: bool,
     /// Bytes that were CRC-checked (the part after the recovery point).
     pub(crate) bytes_verified: u64,
-    /// The extents file ended early (a torn append, damage, a missing journal file), why.
+    /// The extents file ended early (a torn append, damage), why.
     pub(crate) extents_cut: Option<&'static str>,
+    /// Some bytes the extents name are not in the journal (a file gone or cut), why.
+    pub(crate) extents_missing: Option<&'static str>,
 }
 
 impl Segment {
@@ -877,14 +879,28 @@ pub(crate) fn open_segment(
     let paths = SegmentPaths::new(dir, base_offset);
     let (file, loaded) = ExtentFile::open(fs, &paths.extents, files)?;
     let file_len = file.len()?;
-    let trusted_len = trusted_len.min(file_len);
+    // Bytes whose journal file is gone or cut can never come back, wherever they are: the
+    // whole segment is handled like media damage (scanned, the loss confined and
+    // reported on every open), and its index files are not trusted.
+    let missing = loaded.missing.is_some();
+    let trusted_len = if missing {
+        file_len
+    } else {
+        trusted_len.min(file_len)
+    };
+    let keep_damaged_trusted = keep_damaged_trusted || missing;
     let mut outcome = OpenOutcome {
         extents_cut: loaded.stopped,
+        extents_missing: loaded.missing,
         ..OpenOutcome::default()
     };
     let mut scanner = Scanner::new(&file);
     scanner.offsets_below = offsets_below;
-    let (mut index, trusted_end) = match load_index_files(fs, &paths, base_offset, trusted_len) {
+    let index_files = match missing {
+        true => None,
+        false => load_index_files(fs, &paths, base_offset, trusted_len),
+    };
+    let (mut index, trusted_end) = match index_files {
         Some(loaded) => {
             let (mut index, from, next) = loaded;
             match scanner.scan(
@@ -914,11 +930,13 @@ pub(crate) fn open_segment(
         )?,
     };
     let damage_in_trusted = trusted_end.damage.is_some();
-    let keep = damage_in_trusted && keep_damaged_trusted;
+    // Missing journal bytes may sit inside batches whose headers survived: CRC-check
+    // everything, as for media damage found by the header walk.
+    let keep = (damage_in_trusted && keep_damaged_trusted) || missing;
     let mut end = match trusted_end.damage {
         // Media damage: a header walk trusts lengths, so the batch before the damage may
         // be the damaged one. Trust nothing here: CRC-check the whole segment.
-        Some(_) if keep => {
+        _ if keep => {
             index = SegmentIndex::new(base_offset);
             outcome.index_rebuilt = true;
             outcome.bytes_verified = file_len;

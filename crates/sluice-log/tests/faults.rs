@@ -267,7 +267,6 @@ async fn fault_after_countdown_keeps_earlier_appends() {
 }
 
 #[tokio::test]
-#[ignore = "lead: a checkpoint whose .extents write gets ENOSPC drops the handoff's dirty segments (checkpointer.rs: guard does not poison, dirty flags already cleared), so their extents are never persisted and a clean restart loses acknowledged data"]
 async fn enospc_on_extents_in_a_checkpoint_loses_nothing() {
     // Goal: a checkpoint whose write of a segment's extent list is refused for space fails
     // without poisoning (the system refused it; nothing acknowledged depends on it), and a

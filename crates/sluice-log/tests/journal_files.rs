@@ -607,7 +607,6 @@ fn reopen_after_a_crash_with_retired_journal_files() {
 }
 
 #[tokio::test]
-#[ignore = "lead: checkpointer::checkpoint returns before retire_journal_files_before when nothing was appended since the last checkpoint (is_news_to), and retention / DeleteRecords / delete_partition never retire files themselves: an idle log keeps every journal file of deleted segments until the next append"]
 async fn an_idle_log_retires_journal_files_at_the_next_checkpoint() {
     // Goal: once retention, DeleteRecords or a partition delete removed the last segment
     // pointing into a journal file, the next checkpoint retires it even when nothing was

@@ -767,14 +767,7 @@ impl World {
             Some(".snapshot"),
             Some(".index"),
         ];
-        let mut path = paths[self.rng.below(paths.len() as u64) as usize];
-        if op == FaultOp::Write && path == Some(".extents") {
-            // lead: remove once a refused `.extents` write in a checkpoint keeps its dirty
-            // segments (see `enospc_on_extents_in_a_checkpoint_loses_nothing` in faults.rs,
-            // ignored until then; seed 43 loses acknowledged data with it). Sync faults on
-            // `.extents` (EIO, poisoning) stay in.
-            path = Some(".wal");
-        }
+        let path = paths[self.rng.below(paths.len() as u64) as usize];
         let after = self.rng.below(30);
         self.note(format!("fault {op:?} after {after} on {path:?}"));
         self.fs.arm(op, after, path);
@@ -1151,7 +1144,6 @@ fn crash_model() {
 }
 
 #[test]
-#[ignore = "lead: flaky, fails about every second run at seed 17 (also before the test adaptation): a write fault on any path hits a background checkpoint's .extents write, most likely the same dropped-dirty-segments bug as faults.rs enospc_on_extents_in_a_checkpoint_loses_nothing"]
 fn crash_model_with_background_checkpoints() {
     // The same checks with the checkpointer thread running on its own in parallel with
     // appends, so checkpoints also overlap commit rounds in flight.
