@@ -5,14 +5,16 @@
 //! Steps:
 //! 1. read the checkpoint (a missing or damaged one means "trust nothing": full scans);
 //! 2. for each `<topic>-<partition>` directory with a valid `partition.metadata`, open its
-//!    segments in base-offset order. Bytes before the partition's recovery point (all of
+//!    segments in base-offset order (each segment's extent list names where its bytes are in
+//!    the journal files, which are all opened first). Bytes before the partition's recovery point (all of
 //!    them after a clean shutdown) are trusted and only their headers are walked (or index
 //!    files reused); bytes after it are CRC-checked batch by batch. The first damaged batch
 //!    is cut off with everything after it (later segments are deleted), and a segment whose
 //!    base offset does not follow its predecessor ends the log the same way;
-//! 3. replay the journal from the checkpoint's position: an entry at the partition's log
-//!    end is appended, one below is already there and skipped, one above is a gap and is
-//!    reported, never filled with invented data. Entries of unknown topic ids (deleted
+//! 3. replay the journal from the checkpoint's position: a batch at the partition's log
+//!    end is placed (its extent points into the journal: nothing is copied), one below is
+//!    already there and skipped, one above is a gap and is reported, never filled with
+//!    invented data. Entries of unknown topic ids (deleted
 //!    topics) are skipped. A torn or corrupt entry ends the replay and is cut off;
 //! 4. high watermark = log end; log start = max(checkpointed value, first segment base);
 //! 5. rebuild each partition's producer state as of its recovered log end: start from the
@@ -26,7 +28,8 @@
 //!    segments (all of them when the checkpoint trusted nothing of the partition);
 //! 6. fsync what recovery wrote, start a fresh journal file, write the changed producer
 //!    snapshots and a new (not clean) checkpoint whose position is that file's start, and
-//!    delete the old journal files and the producer snapshots it does not name.
+//!    retire the old journal files no segment points into and the producer snapshots it
+//!    does not name.
 //!
 //! Every action is logged through `tracing` and listed in the [`RecoveryReport`].
 
