@@ -98,6 +98,8 @@ enum Piece {
 pub(crate) struct FrameBuilder {
     own: BytesMut,
     pieces: Vec<Piece>,
+    /// Length of `own` already covered by an `Own` piece.
+    own_marked: usize,
     shared_len: usize,
 }
 
@@ -109,6 +111,7 @@ impl FrameBuilder {
         Self {
             own,
             pieces: Vec::new(),
+            own_marked: 0,
             shared_len: 0,
         }
     }
@@ -128,14 +131,12 @@ impl FrameBuilder {
         self.pieces.push(Piece::Shared(bytes));
     }
 
+    /// Closes the run of owned bytes appended since the last shared chunk, if any.
     fn mark_own_end(&mut self) {
-        let start = self.pieces.iter().rev().find_map(|p| match p {
-            Piece::Own { end } => Some(*end),
-            Piece::Shared(_) => None,
-        });
-        if start.unwrap_or(0) < self.own.len() {
+        if self.own_marked < self.own.len() {
+            self.own_marked = self.own.len();
             self.pieces.push(Piece::Own {
-                end: self.own.len(),
+                end: self.own_marked,
             });
         }
     }
