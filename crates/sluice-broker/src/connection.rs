@@ -19,6 +19,11 @@
 //! produce waits stop at once instead of running to their deadlines. (A produce's appends
 //! were queued before its task started, so aborting only drops the answer nobody reads.)
 //!
+//! Writing: a response is either one contiguous frame or a chunked frame (fetch: framing plus
+//! the log's record buffers), written with vectored writes that resume after partial writes
+//! (see [`crate::response_chunks`]). Either way one response is written completely before the
+//! next one starts, and its charge is released only after its last byte is written.
+//!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
 //! already owed are written; no other connection is affected.
@@ -39,6 +44,7 @@ use tokio::time::{Duration, Instant};
 
 use crate::handlers::{self, Reply};
 use crate::memory::{self, Overdraft, Reservation};
+use crate::response_chunks::{self, ChunkedFrame};
 use crate::{limits, Broker};
 
 /// Why the reader stopped.
@@ -319,6 +325,16 @@ async fn write_frame(wr: &mut OwnedWriteHalf, bytes: &[u8], peer: SocketAddr) ->
     }
 }
 
+async fn write_chunks(wr: &mut OwnedWriteHalf, frame: &ChunkedFrame, peer: SocketAddr) -> bool {
+    match response_chunks::write_chunked(wr, frame).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "write failed");
+            false
+        }
+    }
+}
+
 async fn write_loop(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::Receiver<InFlight>,
@@ -336,10 +352,14 @@ async fn write_loop(
         };
         let written = match outcome {
             Ok(Reply::Frame(bytes)) => write_frame(&mut wr, &bytes, peer).await,
-            Ok(Reply::Charged(bytes, charge)) => {
-                let ok = write_frame(&mut wr, &bytes, peer).await;
-                debug_assert!(charge.units() <= memory::units(bytes.len()));
-                drop((bytes, charge));
+            Ok(Reply::Chunked(frame, charge)) => {
+                debug_assert!(
+                    charge.as_ref().map_or(0, |c| c.units()) <= memory::units(frame.len()),
+                    "a response holds no more budget than its own size"
+                );
+                let ok = write_chunks(&mut wr, &frame, peer).await;
+                // The records (the log's buffers) and their charge go only now.
+                drop((frame, charge));
                 ok
             }
             Ok(Reply::NoResponse) => true,

@@ -18,6 +18,8 @@
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
+//! - `response_chunks`: responses as chunks (own framing plus shared record bytes) written
+//!   with vectored writes, so fetched records are never copied after the log read.
 //!
 //! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
 //! blocking pool, never on the async workers; no lock is held across an `.await`.
@@ -32,6 +34,7 @@ pub mod limits;
 pub mod memory;
 pub mod producer_ids;
 pub mod record_validation;
+mod response_chunks;
 pub mod server;
 pub mod topic_config;
 pub mod topics;

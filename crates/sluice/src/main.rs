@@ -183,6 +183,10 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
+    // Fetch buffers are reused by the heap instead of faulted in afresh; see the function.
+    if !sluice_protocol::alloc_guard::tune_system_allocator() {
+        tracing::debug!("system allocator thresholds left at their defaults");
+    }
     let config = match args.to_config() {
         Ok(c) => c,
         Err(e) => {

@@ -16,6 +16,13 @@
 //!
 //! Fetch sessions (KIP-227) are answered without a session: session id 0 tells the client to
 //! keep sending full requests. Reads run on the blocking pool.
+//!
+//! The response is encoded by hand ([`encode`]) as a chunked frame: the framing in one small
+//! buffer, each partition's records as the `Bytes` the log read returned, written with
+//! vectored writes. Record bytes are copied once (page cache to memory, by the log's read) and
+//! never again in user space.
+
+mod encode;
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::future::Future;
@@ -24,8 +31,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sluice_log::{CommitWaker, LogError, Offset, PartitionKey};
 use tokio::sync::futures::Notified;
@@ -47,7 +53,7 @@ struct Part {
     unknown_code: i16,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct PartResult {
     error_code: i16,
     high_watermark: i64,
@@ -94,7 +100,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         changes.borrow_and_update();
         let mut commits = armed(&wakers);
         let (results, charge) = if has_data_or_error(&ctx.broker, &flat) {
-            match read_charged(&ctx, &flat, cap, deadline).await {
+            match read_charged(&ctx, &topics, &flat, cap, deadline).await {
                 Some(r) => r,
                 None => return Reply::Close,
             }
@@ -108,7 +114,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             || Instant::now() >= deadline
             || *shutdown.borrow();
         if done {
-            return respond_charged(&ctx, &topics, results, charge);
+            return respond_charged(&ctx, encode::Top::default(), &topics, results, charge);
         }
         drop((results, charge));
         tokio::select! {
@@ -157,14 +163,15 @@ fn response_cap(fetch_max_bytes: usize, request_max_bytes: i32) -> usize {
 }
 
 /// Reads the partitions with the response charged to the request-memory budget first. The
-/// charge is twice the read limit (the records read, then their copy in the encoded
-/// response) and shrinks to the encoded size once encoded. The read limit is the smaller of
+/// charge is the read limit plus the response's framing (the records are not copied again),
+/// and shrinks to the response's size once encoded. The read limit is the smaller of
 /// `cap` and the sum of the partition limits of the partitions that have data, and at most
 /// a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so the charge can be
 /// granted even while other requests hold some of it. When it cannot be granted in time
 /// the answer carries no records. None when the blocking read failed.
 async fn read_charged(
     ctx: &Ctx,
+    topics: &[TopicParts],
     flat: &[Part],
     cap: usize,
     deadline: Instant,
@@ -175,7 +182,7 @@ async fn read_charged(
     let limit = partition_limits_with_data(&ctx.broker, flat)
         .min(cap)
         .min(budget_share);
-    let want = memory::units(limit.saturating_mul(2));
+    let want = memory::units(limit.saturating_add(encode::framing_bytes_max(topics)));
     let mut charge = match memory.try_reserve(want) {
         Some(c) => c,
         None => {
@@ -197,7 +204,7 @@ async fn read_charged(
     let read: usize = results.iter().map(|r| r.records.len()).sum();
     if read > limit {
         // KIP-74: the first batch is returned even when it is larger than the limits.
-        let extra = memory::units((read - limit).saturating_mul(2));
+        let extra = memory::units(read - limit);
         let wait_until = Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN);
         if let Ok(more) = tokio::time::timeout_at(wait_until, memory.reserve(extra)).await {
             charge.merge(more);
@@ -220,31 +227,36 @@ fn partition_limits_with_data(b: &Broker, parts: &[Part]) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
-/// Encodes the response; its charge shrinks to the encoded size and travels with it until
-/// the connection has written it.
+/// Encodes the response; its charge shrinks to the response's size and travels with it
+/// until the connection has written it.
 fn respond_charged(
     ctx: &Ctx,
+    top: encode::Top,
     topics: &[TopicParts],
     results: Vec<PartResult>,
     charge: Option<Reservation>,
 ) -> Reply {
-    let resp = response(topics, results);
-    let reply = ctx.respond(&resp);
-    // The records' own copy goes now; only the encoded frame stays charged.
-    drop(resp);
-    match (reply, charge) {
-        (Reply::Frame(out), Some(mut charge)) => {
-            charge.shrink_to(memory::units(out.len()));
-            Reply::Charged(out, charge)
+    match encode::encode(ctx.version, ctx.correlation_id, top, topics, results) {
+        Ok(frame) => {
+            let charge = charge.map(|mut c| {
+                c.shrink_to(memory::units(frame.len()));
+                c
+            });
+            Reply::Chunked(frame, charge)
         }
-        (reply, _) => reply,
+        Err(e) => {
+            tracing::error!(version = ctx.version, error = %e, "fetch response encode failed; closing connection");
+            Reply::Close
+        }
     }
 }
 
 fn session_error(ctx: &Ctx, code: i16) -> Reply {
-    let mut resp = FetchResponse::default();
-    resp.error_code = code;
-    ctx.respond(&resp)
+    let top = encode::Top {
+        error_code: code,
+        ..encode::Top::default()
+    };
+    respond_charged(ctx, top, &[], Vec::new(), None)
 }
 
 /// Resolves the requested partitions against the registry. A partition listed more than
@@ -400,7 +412,16 @@ fn read_all(b: &Broker, parts: &[Part], max_bytes: i32) -> Vec<PartResult> {
         .collect()
 }
 
-fn response(topics: &[TopicParts], results: Vec<PartResult>) -> FetchResponse {
+/// The response as `kafka-protocol` builds it: the reference the hand encoding is compared
+/// with.
+#[cfg(test)]
+fn response(
+    topics: &[TopicParts],
+    results: Vec<PartResult>,
+) -> kafka_protocol::messages::FetchResponse {
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::FetchResponse;
+
     let mut results = results.into_iter();
     let mut resp = FetchResponse::default();
     resp.responses = topics

@@ -44,6 +44,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::{codec, header::Request};
 
 use crate::memory::Reservation;
+use crate::response_chunks::ChunkedFrame;
 use crate::Broker;
 
 /// What the connection writes for one request.
@@ -51,8 +52,9 @@ use crate::Broker;
 pub(crate) enum Reply {
     /// A framed response.
     Frame(BytesMut),
-    /// A framed response charged to the request-memory budget until it is written (fetch).
-    Charged(BytesMut, Reservation),
+    /// A framed response in chunks, written with vectored writes (fetch: records are the
+    /// log's own buffers), charged to the request-memory budget until it is written.
+    Chunked(ChunkedFrame, Option<Reservation>),
     /// Nothing (acks=0 produce).
     NoResponse,
     /// Close the connection after the responses before this one.
