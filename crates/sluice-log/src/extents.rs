@@ -24,6 +24,7 @@
 //!   retired (recycled) under it; no lock is held during I/O.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -346,6 +347,22 @@ pub(crate) fn referenced_seqs(fs: &dyn Fs, path: &Path) -> io::Result<Vec<u64>> 
     Ok(seqs)
 }
 
+impl ExtentFile {
+    /// The journal file (if present), file position and bytes left in the extent holding
+    /// segment position `offset`; `None` past the end.
+    fn locate(&self, offset: u64) -> Option<(Option<Arc<JournalFile>>, u64, usize)> {
+        let extents = self.extents.read();
+        let at = extents.partition_point(|e| e.start <= offset);
+        let extent = &extents[at.checked_sub(1)?];
+        if offset >= extent.end() {
+            return None;
+        }
+        let delta = offset - extent.start;
+        let available = usize::try_from(extent.len - delta).unwrap_or(usize::MAX);
+        Some((extent.file.clone(), extent.file_position + delta, available))
+    }
+}
+
 /// Segment bytes an extents file describes (its valid prefix), for reports.
 pub(crate) fn stored_len(fs: &dyn Fs, path: &Path) -> io::Result<u64> {
     let raw = fs::read_file(fs, path)?;
@@ -360,29 +377,28 @@ impl FsFile for ExtentFile {
     /// Reads from the extent holding `offset`, at most to its end (a short read; callers
     /// loop with `read_full_at`). No lock is held during the read.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let (journal, position, available) = {
-            let extents = self.extents.read();
-            let at = extents.partition_point(|e| e.start <= offset);
-            let Some(extent) = at.checked_sub(1).map(|i| &extents[i]) else {
-                return Ok(0);
-            };
-            if offset >= extent.end() {
-                return Ok(0);
-            }
-            let delta = offset - extent.start;
-            (
-                extent.file.clone(),
-                extent.file_position + delta,
-                extent.len - delta,
-            )
+        let Some((journal, position, available)) = self.locate(offset) else {
+            return Ok(0);
         };
-        let want = buf
-            .len()
-            .min(usize::try_from(available).unwrap_or(usize::MAX));
+        let want = buf.len().min(available);
         match journal {
             Some(journal) => journal.file.read_at(&mut buf[..want], position),
             None => {
                 buf[..want].fill(0);
+                Ok(want)
+            }
+        }
+    }
+
+    fn read_at_uninit(&self, buf: &mut [MaybeUninit<u8>], offset: u64) -> io::Result<usize> {
+        let Some((journal, position, available)) = self.locate(offset) else {
+            return Ok(0);
+        };
+        let want = buf.len().min(available);
+        match journal {
+            Some(journal) => journal.file.read_at_uninit(&mut buf[..want], position),
+            None => {
+                fs::zero_filled(&mut buf[..want]);
                 Ok(want)
             }
         }

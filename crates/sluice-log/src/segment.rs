@@ -401,9 +401,8 @@ impl Segment {
     }
 
     fn read_bytes(&self, position: u64, len: usize) -> Result<Bytes, LogError> {
-        let mut buf = vec![0u8; len];
-        let read = fs::read_full_at(&self.file, &mut buf, position)?;
-        if read < len {
+        let buf = fs::read_new(&self.file, len, position)?;
+        if buf.len() < len {
             return Err(self.damaged(
                 self.base_offset,
                 position,
