@@ -19,6 +19,9 @@
 //!
 //! Run (prints a table; asserts only that every request succeeded):
 //! `cargo test --release -p sluice-broker --test alloc_per_request -- --ignored --nocapture`
+//! With `SLUICE_ALLOC_BACKTRACE_BYTES=N` it also prints a backtrace for every broker
+//! allocation of N bytes or more while measuring (slow; to find where the bytes go), and
+//! `SLUICE_ALLOC_REQUESTS=N` measures N requests per shape instead of the defaults.
 #![allow(unsafe_code)] // the counting allocator
 
 use std::alloc::{GlobalAlloc, Layout};
@@ -77,10 +80,33 @@ struct Counting;
 static ALLOCS: [AtomicU64; ROLES] = [const { AtomicU64::new(0) }; ROLES];
 static BYTES: [AtomicU64; ROLES] = [const { AtomicU64::new(0) }; ROLES];
 
+/// Broker allocations of at least this many bytes print a backtrace while measuring
+/// (`SLUICE_ALLOC_BACKTRACE_BYTES`; 0 = off): where the bytes in the table come from.
+static BACKTRACE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Set while this thread prints a backtrace, whose own allocations are not traced.
+    static TRACING: Cell<bool> = const { Cell::new(false) };
+}
+
 fn count(size: usize) {
     let role = ROLE.try_with(Cell::get).unwrap_or(Role::Other as u8) as usize;
     ALLOCS[role].fetch_add(1, Ordering::Relaxed);
     BYTES[role].fetch_add(size as u64, Ordering::Relaxed);
+    let threshold = BACKTRACE_BYTES.load(Ordering::Relaxed);
+    if threshold > 0 && size as u64 >= threshold && role != Role::Client as usize {
+        trace(size, role);
+    }
+}
+
+#[cold]
+fn trace(size: usize, role: usize) {
+    if TRACING.try_with(|t| t.replace(true)).unwrap_or(true) {
+        return;
+    }
+    let bt = std::backtrace::Backtrace::force_capture();
+    eprintln!("--- {size} bytes on role {role}:\n{bt}");
+    TRACING.with(|t| t.set(false));
 }
 
 // SAFETY: every call is forwarded unchanged to `GuardedAlloc`; counting touches only atomics
@@ -305,6 +331,14 @@ fn fetch(client: &mut Client, topic: &str, offsets: &mut [i64]) {
     }
 }
 
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+fn backtrace_bytes() -> u64 {
+    env_u64("SLUICE_ALLOC_BACKTRACE_BYTES").unwrap_or(0)
+}
+
 #[derive(Debug)]
 struct Row {
     api: &'static str,
@@ -326,9 +360,14 @@ fn measure(
     }
     let before = snapshot();
     let started = Instant::now();
+    if backtrace_bytes() > 0 {
+        eprintln!("=== measuring {api} at {partitions} partitions");
+    }
+    BACKTRACE_BYTES.store(backtrace_bytes(), Ordering::Relaxed);
     for _ in 0..requests {
         one();
     }
+    BACKTRACE_BYTES.store(0, Ordering::Relaxed);
     let elapsed = started.elapsed();
     let after = snapshot();
     let mut delta = Snapshot::default();
@@ -393,9 +432,11 @@ fn allocations_per_request() {
         .on_thread_park(|| set_role(Role::Worker))
         .build()
         .expect("runtime");
-    let mut config = BrokerConfig::default();
-    config.listen = "127.0.0.1:0".into();
-    config.data_dir = dir.path().join("data");
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.path().join("data"),
+        ..BrokerConfig::default()
+    };
     let server = runtime
         .block_on(Server::bind(config))
         .expect("broker starts");
@@ -434,6 +475,7 @@ fn allocations_per_request() {
 
     let mut rows = Vec::new();
     for (partitions, warmup, requests) in SHAPES {
+        let requests = env_u64("SLUICE_ALLOC_REQUESTS").map_or(requests, |n| n as u32);
         let topic = format!("alloc-{partitions}");
         let mut producer = Producer {
             id: init.producer_id.0,

@@ -2,6 +2,7 @@
 //!
 //! Responses are written into one reusable buffer per connection: size prefix, response
 //! header at the version the API requires (ApiVersions is always header v0), then the body.
+//! The buffer grows once per response, by the encoded size computed up front.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -35,10 +36,17 @@ pub fn encode_response<R: Encodable>(
     body: &R,
 ) -> Result<(), ProtocolError> {
     let start = out.len();
-    out.put_i32(0);
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
     let header_version = api_key.response_header_version(version);
+    // One allocation of the exact size instead of a doubling per growth step: the sizing
+    // pass walks the response structure only, which costs far less than the copies it saves.
+    let size = header
+        .compute_size(header_version)
+        .and_then(|h| Ok(h + body.compute_size(version)?))
+        .map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    out.reserve(SIZE_PREFIX_BYTES + size);
+    out.put_i32(0);
     let encoded = header
         .encode(out, header_version)
         .and_then(|_| body.encode(out, version));
@@ -46,9 +54,10 @@ pub fn encode_response<R: Encodable>(
         out.truncate(start);
         return Err(ProtocolError::Encode(e.to_string()));
     }
-    let size = out.len() - start - SIZE_PREFIX_BYTES;
-    let size =
-        i32::try_from(size).map_err(|_| ProtocolError::Encode("response too large".into()))?;
+    let size_written = out.len() - start - SIZE_PREFIX_BYTES;
+    debug_assert_eq!(size_written, size, "compute_size agrees with encode");
+    let size = i32::try_from(size_written)
+        .map_err(|_| ProtocolError::Encode("response too large".into()))?;
     out[start..start + SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
     Ok(())
 }
