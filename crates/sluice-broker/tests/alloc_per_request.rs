@@ -17,7 +17,8 @@
 //! Background work that happens to run in the window (a checkpoint) lands in the "log"
 //! columns; it is amortised over the requests, as it is in production.
 //!
-//! Run (prints a table; asserts only that every request succeeded):
+//! Run (prints a table; asserts that every request succeeded and that a Produce request
+//! costs the async workers at most one allocation per partition plus a fixed few):
 //! `cargo test --release -p sluice-broker --test alloc_per_request -- --ignored --nocapture`
 //! With `SLUICE_ALLOC_BACKTRACE_BYTES=N` it also prints a backtrace for every broker
 //! allocation of N bytes or more while measuring (slow; to find where the bytes go), and
@@ -156,6 +157,8 @@ fn snapshot() -> Snapshot {
 const VALUE_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: i32 = 15;
 const PRODUCE_VERSION: i16 = 9;
+/// Worker allocations per Produce request beyond one per partition (measured: 10-13).
+const PRODUCE_WORKER_ALLOCS_FIXED_MAX: f64 = 16.0;
 const FETCH_VERSION: i16 = 12;
 /// (partitions per request, warm-up requests, measured requests).
 const SHAPES: [(i32, u32, u32); 3] = [(1, 200, 2000), (16, 40, 250), (128, 10, 40)];
@@ -491,6 +494,18 @@ fn allocations_per_request() {
         }));
     }
     print_table(&rows);
+    for r in rows.iter().filter(|r| r.api == "Produce") {
+        // The produce side's gate: on the async workers, one allocation per partition (the
+        // log's waiter) plus a fixed few per request (connection, task, decode, response),
+        // never a number that grows faster with the partitions.
+        let per_request = r.delta.allocs[Role::Worker as usize] as f64 / f64::from(r.requests);
+        let bound = f64::from(r.partitions) + PRODUCE_WORKER_ALLOCS_FIXED_MAX;
+        assert!(
+            per_request <= bound,
+            "Produce at {} partitions: {per_request:.1} worker allocations per request, more than {bound}",
+            r.partitions
+        );
+    }
 
     drop(client);
     let _ = stop_tx.send(());

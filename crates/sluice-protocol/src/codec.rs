@@ -120,4 +120,56 @@ mod tests {
         assert_eq!(resp.api_keys.len(), registry::SUPPORTED.len());
         assert!(b.is_empty());
     }
+
+    // Goal: the size `encode_response` reserves up front is exactly what it writes, for the
+    // produce and fetch responses at every version we serve: one allocation per response.
+    #[test]
+    fn reserved_size_is_the_encoded_size() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        use kafka_protocol::messages::{FetchResponse, ProduceResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let name = TopicName(StrBytes::from_static_str("t"));
+        let mut produce = ProduceResponse::default();
+        let mut t = TopicProduceResponse::default();
+        t.name = name.clone();
+        for i in 0..3 {
+            let mut p = PartitionProduceResponse::default();
+            p.index = i;
+            p.base_offset = 1 << 40;
+            p.error_message = (i == 1).then(|| StrBytes::from_static_str("refused"));
+            t.partition_responses.push(p);
+        }
+        produce.responses.push(t);
+        let mut fetch = FetchResponse::default();
+        let mut t = FetchableTopicResponse::default();
+        t.topic = name;
+        let mut p = PartitionData::default();
+        p.records = Some(Bytes::from_static(&[7; 300]));
+        t.partitions.push(p);
+        fetch.responses.push(t);
+        let check = |key: ApiKey,
+                     range: std::ops::RangeInclusive<i16>,
+                     body: &dyn Fn(&mut BytesMut, i16)| {
+            for version in range {
+                let mut out = BytesMut::new();
+                body(&mut out, version);
+                assert_eq!(
+                    out.len(),
+                    out.capacity(),
+                    "{key:?} v{version}: one exact buffer"
+                );
+                let size = i32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+                assert_eq!(size + SIZE_PREFIX_BYTES, out.len(), "{key:?} v{version}");
+            }
+        };
+        check(ApiKey::Produce, 3..=13, &|out, v| {
+            encode_response(out, ApiKey::Produce, v, 1, &produce).unwrap()
+        });
+        check(ApiKey::Fetch, 4..=18, &|out, v| {
+            encode_response(out, ApiKey::Fetch, v, 1, &fetch).unwrap()
+        });
+    }
 }
