@@ -348,6 +348,38 @@ def test_transactional_batch_with_a_transactional_id_is_refused(broker, topic_na
     assert high_watermark(broker.bootstrap, topic_name) == 0
 
 
+def damaged_in_transit() -> dict[str, bytes]:
+    """A sound batch with one byte changed after its CRC was computed: where the change makes
+    it look like a control batch, breaks the record framing, or looks like nothing at all."""
+    sound = v2_batch(record(b"v" * 40), 1)
+
+    def changed(at: int, xor: int) -> bytes:
+        b = bytearray(sound)
+        b[at] ^= xor
+        return bytes(b)
+    return {
+        "control-bit": changed(22, 0x20),       # low byte of attributes
+        "record-length": changed(61, 0x7f),     # first record's length varint
+        "value-byte": changed(len(sound) - 2, 0x01),
+    }
+
+
+@pytest.mark.parametrize("case", list(damaged_in_transit()))
+def test_damage_in_transit_is_corrupt_message_whatever_it_looks_like(broker, topic_name, case):
+    """Goal: a batch whose CRC-32C does not match gets CORRUPT_MESSAGE (which clients retry),
+    never the code for whatever the damage makes the batch look like (INVALID_RECORD for a
+    control bit or broken framing), and is not stored. The broker checks contents without a
+    checksum and leaves the CRC to the log, once; this is what keeps the CRC's precedence.
+    Method: raw Produce v7 of each damaged batch; code and high watermark; a sound batch
+    then lands at offset 0."""
+    create_topic(broker.bootstrap, topic_name)
+    r = produce(broker.bootstrap, topic_name, damaged_in_transit()[case])
+    assert r.error_code == kwire.CORRUPT_MESSAGE, f"{case}: got {r.error_code}"
+    assert high_watermark(broker.bootstrap, topic_name) == 0
+    r = produce(broker.bootstrap, topic_name, v2_batch(record(b"v" * 40), 1))
+    assert (r.error_code, r.base_offset) == (NONE, 0), r
+
+
 # ---------------------------------------------------------------------------
 # Item 11: a producer-id flood cannot evict an active producer
 # ---------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 //! Record validation on the produce path: what Kafka's `LogValidator` refuses, checked before
-//! a batch reaches `log.append` (the log itself only checks the v2 header, CRC and size).
+//! a batch reaches `log.append`.
 //!
-//! For every batch of a partition's records, in order, the first failing check answers the
-//! partition (nothing of it is stored):
-//! 1. header, magic, CRC-32C, lastOffsetDelta = recordsCount - 1 (`sluice-log`'s
+//! The first failing check answers the partition, and nothing of it is stored. Step 1 is
+//! decided over all of the partition's batches first, then steps 2-3 batch by batch, then
+//! step 4 batch by batch:
+//! 1. framing, magic, CRC-32C, lastOffsetDelta = recordsCount - 1 (`sluice-log`'s
 //!    `batch::validate`): CORRUPT_MESSAGE / INVALID_RECORD;
 //! 2. a control batch from a client: INVALID_RECORD (Kafka: "Clients are not allowed to write
 //!    control records"); a transactional batch in a request without a transactional id:
@@ -16,6 +17,15 @@
 //! 4. the records themselves, by the bounded walk of `sluice_protocol::record_walk`: codec
 //!    ids 5-7 get UNSUPPORTED_COMPRESSION_TYPE, framing INVALID_RECORD, and a batch that
 //!    expands past [`limits::RECORD_BATCH_DECOMPRESSED_BYTES_MAX`] MESSAGE_TOO_LARGE.
+//!
+//! One CRC-32C per accepted batch: step 1's checksum is the one `log.append` computes anyway
+//! (the log refuses a corrupt batch from any caller, so it cannot be skipped there). This
+//! module runs steps 2-4 first, without a checksum, and only when they refuse does it run
+//! step 1 over every batch of the partition, so that the answer is the one the numbered
+//! order gives: a batch damaged in transit gets CORRUPT_MESSAGE (which clients retry), never
+//! INVALID_RECORD for whatever the damage happens to look like. That is also Kafka's order
+//! (`UnifiedLog.analyzeAndValidateRecords` checks every batch's CRC before `LogValidator`).
+//! The walk is safe on any bytes (see `record_walk`), checksummed or not.
 //!
 //! Guarantees: memory per walk is fixed (see `record_walk`), at most
 //! [`limits::DECOMPRESSIONS_CONCURRENT_MAX`] compressed batches are walked at once across the
@@ -80,8 +90,34 @@ pub fn walk_error_code(e: &WalkError) -> i16 {
 }
 
 /// Validates one partition's produced records. Cheap header checks run here; the record
-/// walk runs here for small uncompressed requests, else on the blocking pool.
+/// walk runs here for small uncompressed requests, else on the blocking pool. `Ok` leaves
+/// the CRC-32C to `log.append` (see the module header).
 pub async fn validate_produce(
+    producer_ids: &ProducerIds,
+    request: ProduceContext,
+    records: &Bytes,
+) -> Result<(), Refusal> {
+    match validate_contents(producer_ids, request, records).await {
+        Ok(()) => Ok(()),
+        // Damage in transit explains any refusal; only a sound batch gets the content's code.
+        Err(refusal) => Err(integrity_refusal(records).unwrap_or(refusal)),
+    }
+}
+
+/// Step 1 for every batch (the refusal path only): the log's own check, CRC-32C included.
+/// `None` when every batch is sound. Size is checked by the log against the partition's
+/// max.message.bytes.
+fn integrity_refusal(records: &Bytes) -> Option<Refusal> {
+    BatchIter::new(records.clone())
+        .find_map(|b| {
+            b.and_then(|b| batch::validate(&b, u32::MAX).map(|_| ()))
+                .err()
+        })
+        .map(log_refusal)
+}
+
+/// Steps 2-4, without a checksum.
+async fn validate_contents(
     producer_ids: &ProducerIds,
     request: ProduceContext,
     records: &Bytes,
@@ -113,7 +149,8 @@ pub async fn validate_produce(
     })
 }
 
-/// Steps 1-3 of the module header for every batch; returns whether any batch is compressed.
+/// Steps 2-3 of the module header for every batch; returns whether any batch is compressed.
+/// Framing only (each batch's length fits the buffer): no checksum, see the module header.
 fn check_headers(
     producer_ids: &ProducerIds,
     request: ProduceContext,
@@ -122,8 +159,7 @@ fn check_headers(
     let mut compressed = false;
     for b in BatchIter::new(records.clone()) {
         let b = b.map_err(log_refusal)?;
-        // Size is checked by the log against the partition's max.message.bytes.
-        let header = batch::validate(&b, u32::MAX).map_err(log_refusal)?;
+        let header = BatchHeader::parse(&b).map_err(log_refusal)?;
         check_header(producer_ids, request, &header)?;
         compressed |= header.compression() != 0;
     }

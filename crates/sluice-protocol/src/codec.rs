@@ -2,6 +2,7 @@
 //!
 //! Responses are written into one reusable buffer per connection: size prefix, response
 //! header at the version the API requires (ApiVersions is always header v0), then the body.
+//! The buffer grows once per response, by the encoded size computed up front.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -35,10 +36,17 @@ pub fn encode_response<R: Encodable>(
     body: &R,
 ) -> Result<(), ProtocolError> {
     let start = out.len();
-    out.put_i32(0);
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
     let header_version = api_key.response_header_version(version);
+    // One allocation of the exact size instead of a doubling per growth step: the sizing
+    // pass walks the response structure only, which costs far less than the copies it saves.
+    let size = header
+        .compute_size(header_version)
+        .and_then(|h| Ok(h + body.compute_size(version)?))
+        .map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    out.reserve(SIZE_PREFIX_BYTES + size);
+    out.put_i32(0);
     let encoded = header
         .encode(out, header_version)
         .and_then(|_| body.encode(out, version));
@@ -46,9 +54,10 @@ pub fn encode_response<R: Encodable>(
         out.truncate(start);
         return Err(ProtocolError::Encode(e.to_string()));
     }
-    let size = out.len() - start - SIZE_PREFIX_BYTES;
-    let size =
-        i32::try_from(size).map_err(|_| ProtocolError::Encode("response too large".into()))?;
+    let size_written = out.len() - start - SIZE_PREFIX_BYTES;
+    debug_assert_eq!(size_written, size, "compute_size agrees with encode");
+    let size = i32::try_from(size_written)
+        .map_err(|_| ProtocolError::Encode("response too large".into()))?;
     out[start..start + SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
     Ok(())
 }
@@ -110,5 +119,57 @@ mod tests {
         assert_eq!(resp.error_code, UNSUPPORTED_VERSION);
         assert_eq!(resp.api_keys.len(), registry::SUPPORTED.len());
         assert!(b.is_empty());
+    }
+
+    // Goal: the size `encode_response` reserves up front is exactly what it writes, for the
+    // produce and fetch responses at every version we serve: one allocation per response.
+    #[test]
+    fn reserved_size_is_the_encoded_size() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        use kafka_protocol::messages::{FetchResponse, ProduceResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let name = TopicName(StrBytes::from_static_str("t"));
+        let mut produce = ProduceResponse::default();
+        let mut t = TopicProduceResponse::default();
+        t.name = name.clone();
+        for i in 0..3 {
+            let mut p = PartitionProduceResponse::default();
+            p.index = i;
+            p.base_offset = 1 << 40;
+            p.error_message = (i == 1).then(|| StrBytes::from_static_str("refused"));
+            t.partition_responses.push(p);
+        }
+        produce.responses.push(t);
+        let mut fetch = FetchResponse::default();
+        let mut t = FetchableTopicResponse::default();
+        t.topic = name;
+        let mut p = PartitionData::default();
+        p.records = Some(Bytes::from_static(&[7; 300]));
+        t.partitions.push(p);
+        fetch.responses.push(t);
+        let check = |key: ApiKey,
+                     range: std::ops::RangeInclusive<i16>,
+                     body: &dyn Fn(&mut BytesMut, i16)| {
+            for version in range {
+                let mut out = BytesMut::new();
+                body(&mut out, version);
+                assert_eq!(
+                    out.len(),
+                    out.capacity(),
+                    "{key:?} v{version}: one exact buffer"
+                );
+                let size = i32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+                assert_eq!(size + SIZE_PREFIX_BYTES, out.len(), "{key:?} v{version}");
+            }
+        };
+        check(ApiKey::Produce, 3..=13, &|out, v| {
+            encode_response(out, ApiKey::Produce, v, 1, &produce).unwrap()
+        });
+        check(ApiKey::Fetch, 4..=18, &|out, v| {
+            encode_response(out, ApiKey::Fetch, v, 1, &fetch).unwrap()
+        });
     }
 }

@@ -14,9 +14,11 @@
 //!   fields inside it, key/value/header lengths fit, offset deltas are exactly 0, 1, 2, ...,
 //!   there are exactly `recordsCount` records and no byte follows the last one.
 //!
-//! The caller has already checked the 61-byte header, magic and CRC-32C (`sluice-log`'s
-//! `batch::validate`); this walk reads only `attributes`, `baseTimestamp` and `recordsCount`.
-//! Uncompressed records are walked in place, with no copy.
+//! The walk reads only `attributes`, `baseTimestamp` and `recordsCount` of the header and
+//! trusts nothing else: the guarantees above hold whether or not the batch's magic and
+//! CRC-32C have been checked yet (the produce path checks the CRC once, in the log, after
+//! this walk; ListOffsets walks batches the log already checked). Uncompressed records are
+//! walked in place, with no copy.
 
 use std::io::Read;
 use std::ops::ControlFlow;

@@ -8,12 +8,16 @@
 //! returned future then waits, concurrently with later requests, until the log reports the
 //! appends durable (acks=1 and acks=all are the same on one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
+//!
+//! Allocations (counted by `tests/alloc_per_request.rs`): the response is laid out once, at
+//! its final size, while the request is decoded (one vector for the topics, one per topic,
+//! one for the appends' waiters), and filled in place as the appends complete; it is encoded
+//! into one buffer of its exact size. Nothing here grows a vector or copies record bytes.
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use sluice_log::{AppendWaiter, PartitionKey};
-use uuid::Uuid;
 
 use super::{boxed, str_bytes, Ctx, Pending, Reply};
 use crate::{error_code, record_validation};
@@ -22,12 +26,6 @@ use crate::{error_code, record_validation};
 enum Queued {
     Waiting(AppendWaiter),
     Failed(i16, Option<String>),
-}
-
-struct TopicQueued {
-    name: TopicName,
-    topic_id: Uuid,
-    partitions: Vec<(i32, Queued)>,
 }
 
 pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
@@ -40,22 +38,27 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
         version: ctx.version,
         transactional_id: req.transactional_id.is_some(),
     };
-    let mut topics = Vec::with_capacity(req.topic_data.len());
+    let by_id = ctx.version >= 13;
+    let unknown = if by_id {
+        error_code::UNKNOWN_TOPIC_ID
+    } else {
+        error_code::UNKNOWN_TOPIC_OR_PARTITION
+    };
+    let partitions_total = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
+    // In request order, as the response lists them: `queued[i]` answers the i-th partition.
+    let mut queued = Vec::with_capacity(partitions_total);
+    let mut resp = ProduceResponse::default();
+    resp.responses = Vec::with_capacity(req.topic_data.len());
     for t in req.topic_data {
-        let by_id = ctx.version >= 13;
         let topic = if by_id {
             ctx.broker.topics.get_by_id(t.topic_id)
         } else {
             ctx.broker.topics.get(&t.name.0)
         };
-        let unknown = if by_id {
-            error_code::UNKNOWN_TOPIC_ID
-        } else {
-            error_code::UNKNOWN_TOPIC_OR_PARTITION
-        };
-        let mut partitions = Vec::with_capacity(t.partition_data.len());
+        let mut tr = TopicProduceResponse::default();
+        tr.partition_responses = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
-            let queued = if !matches!(acks, -1..=1) {
+            let outcome = if !matches!(acks, -1..=1) {
                 Queued::Failed(error_code::INVALID_REQUIRED_ACKS, None)
             } else {
                 match (
@@ -69,19 +72,29 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
                     (Some(key), Some(records)) => append(&ctx, request, key, records).await,
                 }
             };
-            partitions.push((p.index, queued));
+            queued.push(outcome);
+            tr.partition_responses.push(pending_partition(p.index));
         }
-        topics.push(TopicQueued {
-            name: t.name,
-            topic_id: t.topic_id,
-            partitions,
-        });
+        tr.name = t.name;
+        tr.topic_id = t.topic_id;
+        resp.responses.push(tr);
     }
+    debug_assert_eq!(queued.len(), partitions_total);
     if acks == 0 {
         // The client expects no response; durability proceeds without anyone waiting.
         return boxed(async { Reply::NoResponse });
     }
-    boxed(finish(ctx, topics))
+    boxed(finish(ctx, resp, queued))
+}
+
+/// A partition's answer before its append completes: Kafka's "no offset" values.
+fn pending_partition(index: i32) -> PartitionProduceResponse {
+    let mut pr = PartitionProduceResponse::default();
+    pr.index = index;
+    pr.base_offset = -1;
+    pr.log_append_time_ms = -1;
+    pr.log_start_offset = -1;
+    pr
 }
 
 /// Validates one partition's records, then queues them. Awaited in arrival order, so a slow
@@ -105,39 +118,39 @@ async fn append(
     }
 }
 
-async fn finish(ctx: Ctx, topics: Vec<TopicQueued>) -> Reply {
-    let mut resp = ProduceResponse::default();
-    for t in topics {
-        let mut tr = TopicProduceResponse::default();
-        tr.name = t.name;
-        tr.topic_id = t.topic_id;
-        for (index, queued) in t.partitions {
-            let mut pr = PartitionProduceResponse::default();
-            pr.index = index;
-            pr.base_offset = -1;
-            pr.log_append_time_ms = -1;
-            pr.log_start_offset = -1;
-            let outcome = match queued {
-                Queued::Waiting(w) => w
-                    .wait()
-                    .await
-                    .map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
-                Queued::Failed(code, msg) => Err((code, msg)),
-            };
-            match outcome {
-                Ok(info) => {
-                    pr.base_offset = info.base_offset.0;
-                    pr.log_append_time_ms = info.log_append_time_ms;
-                    pr.log_start_offset = info.log_start_offset.0;
-                }
-                Err((code, msg)) => {
-                    pr.error_code = code;
-                    pr.error_message = msg.map(str_bytes);
-                }
+/// Waits for every queued append, in request order, and fills in the laid-out response.
+async fn finish(ctx: Ctx, mut resp: ProduceResponse, queued: Vec<Queued>) -> Reply {
+    debug_assert_eq!(
+        resp.responses
+            .iter()
+            .map(|t| t.partition_responses.len())
+            .sum::<usize>(),
+        queued.len(),
+        "one outcome per partition"
+    );
+    let partitions = resp
+        .responses
+        .iter_mut()
+        .flat_map(|t| t.partition_responses.iter_mut());
+    for (pr, queued) in partitions.zip(queued) {
+        let outcome = match queued {
+            Queued::Waiting(w) => w
+                .wait()
+                .await
+                .map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
+            Queued::Failed(code, msg) => Err((code, msg)),
+        };
+        match outcome {
+            Ok(info) => {
+                pr.base_offset = info.base_offset.0;
+                pr.log_append_time_ms = info.log_append_time_ms;
+                pr.log_start_offset = info.log_start_offset.0;
             }
-            tr.partition_responses.push(pr);
+            Err((code, msg)) => {
+                pr.error_code = code;
+                pr.error_message = msg.map(str_bytes);
+            }
         }
-        resp.responses.push(tr);
     }
     ctx.respond(&resp)
 }
