@@ -181,11 +181,19 @@ impl Reader<'_> {
                 // frame::check accepted the prefix: positive and within the limit.
                 frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
             });
-        let additional = match frame_total {
-            Some(total) if total > len + limits::READ_CHUNK_BYTES => total - len,
-            _ => limits::READ_CHUNK_BYTES,
-        };
-        self.buf.reserve(additional);
+        match frame_total {
+            // The frame's own buffer has room for the rest of it: never grow it (that would
+            // copy the whole frame); bytes past the frame wait for the next buffer.
+            Some(total) if capacity >= total && total > len => {}
+            Some(total) if total > len + limits::READ_CHUNK_BYTES => {
+                // Exactly the frame: `reserve` would round the capacity up (to twice the
+                // old one, or more), and the frame keeps this buffer until it is handled.
+                let mut exact = BytesMut::with_capacity(total);
+                exact.extend_from_slice(&self.buf);
+                self.buf = exact;
+            }
+            _ => self.buf.reserve(limits::READ_CHUNK_BYTES),
+        }
     }
 
     /// Before reading up to one chunk more, charges the budget for every buffered byte beyond

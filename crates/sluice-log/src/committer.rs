@@ -34,7 +34,7 @@
 //! themselves once space is freed, with nothing lost and nothing written twice.
 //!
 //! Steady state allocates nothing per request beyond the channel message: the round's
-//! vectors are reused; the one allocation per round is the slice list handed to `pwritev`.
+//! vectors, the slice list handed to `pwritev` and the producer undo records are reused.
 
 use std::io::{self, IoSlice};
 use std::ops::Range;
@@ -83,6 +83,17 @@ struct Pending {
     request: AppendRequest,
     outcome: Option<Result<AppendInfo, LogError>>,
 }
+
+/// Gives an empty slice list's allocation another lifetime. `into_iter().map().collect()`
+/// between types of one layout collects in place (std's in-place iteration), so the round's
+/// slice list reuses one allocation instead of making one per round.
+fn recycle_slices<'a, 'b>(slices: Vec<IoSlice<'a>>) -> Vec<IoSlice<'b>> {
+    debug_assert!(slices.is_empty());
+    slices.into_iter().map(|_| IoSlice::new(&[])).collect()
+}
+
+/// Producer undo vectors kept for reuse: one per partition a round touches, at most.
+const UNDO_POOL_MAX: usize = 4096;
 
 /// One slice of the round as written to the journal, in order.
 #[derive(Debug, Clone)]
@@ -144,6 +155,8 @@ pub(crate) struct Committer {
     /// The round as laid out in the journal: pieces referring to `headers`, `stamps` and
     /// the requests' own buffers, written with one `pwritev` (no copy in user space).
     pieces: Vec<Piece>,
+    /// The allocation of the slice list handed to `pwritev`, kept between rounds.
+    slices: Vec<IoSlice<'static>>,
     headers: Vec<[u8; ENTRY_HEADER_LEN]>,
     stamps: Vec<[u8; 8]>,
     /// Journal bytes laid out so far in this round.
@@ -153,6 +166,8 @@ pub(crate) struct Committer {
     touched: Vec<Arc<Partition>>,
     /// One per touched partition, in the order of `touched`.
     undo: Vec<RoundUndo>,
+    /// Emptied `RoundUndo::producers` vectors, reused so a round allocates none.
+    undo_pool: Vec<Vec<(ProducerId, Option<ProducerEntry>)>>,
     sealed: Vec<Arc<Segment>>,
     new_files: Vec<Arc<Partition>>,
     /// The journal position before the current round (after any roll), where a refused
@@ -178,6 +193,7 @@ impl Committer {
             round_bytes: 0,
             round_journal_bytes: 0,
             pieces: Vec::new(),
+            slices: Vec::new(),
             headers: Vec::new(),
             stamps: Vec::new(),
             round_len: 0,
@@ -185,6 +201,7 @@ impl Committer {
             publishes: Vec::new(),
             touched: Vec::new(),
             undo: Vec::new(),
+            undo_pool: Vec::new(),
             sealed: Vec::new(),
             new_files: Vec::new(),
             round_start: journal::JournalPosition::default(),
@@ -290,23 +307,20 @@ impl Committer {
     fn write_round(&mut self) -> Result<journal::JournalPosition, (&'static str, io::Error)> {
         let sync = self.engine.config.fsync == FsyncPolicy::Always;
         let (headers, stamps, round) = (&self.headers, &self.stamps, &self.round);
-        let mut slices: Vec<IoSlice<'_>> = self
-            .pieces
-            .iter()
-            .map(|piece| match piece {
-                Piece::Header(k) => IoSlice::new(&headers[*k]),
-                Piece::Stamp(k) => IoSlice::new(&stamps[*k]),
-                Piece::Body(i, range) => IoSlice::new(&round[*i].request.records[range.clone()]),
-            })
-            .collect();
+        let mut slices = recycle_slices(std::mem::take(&mut self.slices));
+        slices.extend(self.pieces.iter().map(|piece| match piece {
+            Piece::Header(k) => IoSlice::new(&headers[*k]),
+            Piece::Stamp(k) => IoSlice::new(&stamps[*k]),
+            Piece::Body(i, range) => IoSlice::new(&round[*i].request.records[range.clone()]),
+        }));
         debug_assert_eq!(
             slices.iter().map(|s| s.len() as u64).sum::<u64>(),
             self.round_len
         );
-        let position = self
-            .journal
-            .append_vectored(&mut slices, self.round_len)
-            .map_err(|e| ("journal write", e))?;
+        let written = self.journal.append_vectored(&mut slices, self.round_len);
+        slices.clear();
+        self.slices = recycle_slices(slices);
+        let position = written.map_err(|e| ("journal write", e))?;
         if sync {
             self.journal.sync().map_err(|e| ("journal sync", e))?;
         }
@@ -380,7 +394,7 @@ impl Committer {
                 active_len: active.written_len(),
                 active_next: active.next_offset(),
                 active,
-                producers: Vec::new(),
+                producers: self.undo_pool.pop().unwrap_or_default(),
             });
             self.touched.push(Arc::clone(&partition));
         }
@@ -559,7 +573,7 @@ impl Committer {
         self.fail_round(Some(error));
         self.publishes.clear();
         self.touched.clear();
-        self.undo.clear();
+        self.recycle_undo();
         self.finish_round();
     }
 
@@ -600,7 +614,8 @@ impl Committer {
     fn undo_round(&mut self) -> io::Result<()> {
         let fs = Arc::clone(&self.engine.fs);
         let mut result = self.journal.discard_round(self.round_start);
-        for undo in self.undo.drain(..).rev() {
+        let mut undos = std::mem::take(&mut self.undo);
+        for undo in undos.iter_mut().rev() {
             let partition = &undo.partition;
             let _append = partition.append_lock.lock();
             let rolled = partition.truncate_segments(undo.segment_count);
@@ -615,10 +630,11 @@ impl Committer {
             result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
             partition.set_log_end(undo.log_end);
             if !undo.producers.is_empty() {
-                partition.producers.lock().undo(undo.producers);
+                partition.producers.lock().undo(&mut undo.producers);
             }
             debug_assert!(partition.high_watermark() <= partition.log_end());
         }
+        self.undo = undos;
         result
     }
 
@@ -633,6 +649,16 @@ impl Committer {
                 Some(error) => LogError::Io(error),
                 None => LogError::Poisoned,
             }));
+        }
+    }
+
+    /// Empties the round's undo records, keeping their producer vectors for reuse.
+    fn recycle_undo(&mut self) {
+        for mut undo in self.undo.drain(..) {
+            undo.producers.clear();
+            if self.undo_pool.len() < UNDO_POOL_MAX {
+                self.undo_pool.push(undo.producers);
+            }
         }
     }
 
@@ -654,6 +680,6 @@ impl Committer {
         self.round_len = 0;
         self.sealed.clear();
         self.new_files.clear();
-        self.undo.clear();
+        self.recycle_undo();
     }
 }

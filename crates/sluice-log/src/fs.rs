@@ -25,8 +25,8 @@
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::mem::MaybeUninit;
 use std::io::{Read, Seek, Write};
+use std::mem::MaybeUninit;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -394,13 +394,14 @@ impl ProducerStateTable {
 
     /// Puts back the entries saved by [`Self::record_header_undoable`] (a commit round
     /// whose writes were refused). The restored entries count as the most recently active.
-    pub(crate) fn undo(&mut self, saved: Vec<(ProducerId, Option<ProducerEntry>)>) {
-        for (producer_id, _) in &saved {
+    /// `saved` is left empty (its capacity is reused by the committer).
+    pub(crate) fn undo(&mut self, saved: &mut Vec<(ProducerId, Option<ProducerEntry>)>) {
+        for (producer_id, _) in saved.iter() {
             if let Some(&slot) = self.by_id.get(producer_id) {
                 self.remove_slot(slot);
             }
         }
-        for (producer_id, entry) in saved.into_iter().rev() {
+        for (producer_id, entry) in saved.drain(..).rev() {
             if let Some(entry) = entry {
                 self.insert_loaded(producer_id, entry);
             }
