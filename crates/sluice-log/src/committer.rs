@@ -92,6 +92,9 @@ fn recycle_slices<'a, 'b>(slices: Vec<IoSlice<'a>>) -> Vec<IoSlice<'b>> {
     slices.into_iter().map(|_| IoSlice::new(&[])).collect()
 }
 
+/// The bytes padding entries are made of.
+static ZEROS: [u8; journal::PADDING_BYTES_MAX] = [0; journal::PADDING_BYTES_MAX];
+
 /// Producer undo vectors kept for reuse: one per partition a round touches, at most.
 const UNDO_POOL_MAX: usize = 4096;
 
@@ -102,6 +105,8 @@ enum Piece {
     Header(usize),
     /// `Committer::stamps[i]`: a batch's stamped base offset (its first 8 bytes).
     Stamp(usize),
+    /// This many zero bytes: the body of the padding entry that ends the round.
+    Zeros(usize),
     /// Bytes `range` of request `i`'s records: a batch after its first 8 bytes.
     Body(usize, Range<usize>),
 }
@@ -271,7 +276,8 @@ impl Committer {
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
         self.round_start = self.journal.position();
-        if let Err(error) = self.journal.reserve(self.round_journal_bytes) {
+        let with_padding = self.round_journal_bytes + journal::PADDING_BYTES_MAX as u64;
+        if let Err(error) = self.journal.reserve(with_padding) {
             // Nothing of the round is placed yet; a refused roll leaves the writer on its
             // current file (a new round writes over an end marker that may be there).
             return self.fail_with_io("journal roll", error);
@@ -287,6 +293,7 @@ impl Committer {
             }
         }
         if self.round_len > 0 {
+            self.pad_round();
             match self.write_round() {
                 Ok(position) => {
                     // Segment lengths first: the checkpointer may persist extents up to
@@ -311,6 +318,7 @@ impl Committer {
         slices.extend(self.pieces.iter().map(|piece| match piece {
             Piece::Header(k) => IoSlice::new(&headers[*k]),
             Piece::Stamp(k) => IoSlice::new(&stamps[*k]),
+            Piece::Zeros(n) => IoSlice::new(&ZEROS[..*n]),
             Piece::Body(i, range) => IoSlice::new(&round[*i].request.records[range.clone()]),
         }));
         debug_assert_eq!(
@@ -330,6 +338,21 @@ impl Committer {
             Stats::add(&stats.journal_syncs, 1);
         }
         Ok(position)
+    }
+
+    /// Ends the round on a page boundary with a padding entry. The next round then starts on
+    /// a fresh page instead of rewriting the one this round's sync wrote last: each page
+    /// of the journal reaches the disk once (without it, a round of 30 KiB wrote about
+    /// 13 % more than its bytes).
+    fn pad_round(&mut self) {
+        let end = self.round_start.offset + self.round_len;
+        if let Some((header, zeros)) = journal::padding_after(self.journal.seq(), end) {
+            self.headers.push(header);
+            self.pieces.push(Piece::Header(self.headers.len() - 1));
+            self.pieces.push(Piece::Zeros(zeros));
+            self.round_len += (ENTRY_HEADER_LEN + zeros) as u64;
+            debug_assert_eq!((end + (ENTRY_HEADER_LEN + zeros) as u64) % journal::PAGE_BYTES, 0);
+        }
     }
 
     /// Starts an entry for request `i`'s partition if none is open.

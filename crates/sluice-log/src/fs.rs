@@ -182,6 +182,10 @@ pub trait FsFile: Send + Sync + Debug {
     }
     /// `fdatasync`: data and the metadata needed to read it back are durable on return.
     fn sync_data(&self) -> io::Result<()>;
+    /// Advises the kernel that the file's cached pages will not be read again
+    /// (`POSIX_FADV_DONTNEED`; clean pages are dropped). Advice only: the default does
+    /// nothing, and errors are ignored.
+    fn drop_cache(&self) {}
     /// Truncates or extends the file.
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length in bytes.
@@ -348,6 +352,12 @@ impl FsFile for StdFile {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         self.0.write_at(buf, offset)
+    }
+    fn drop_cache(&self) {
+        use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+        use std::os::fd::AsRawFd;
+        let advice = PosixFadviseAdvice::POSIX_FADV_DONTNEED;
+        let _ = posix_fadvise(self.0.as_raw_fd(), 0, 0, advice);
     }
     #[allow(unsafe_code)]
     fn read_at_uninit(&self, buf: &mut [MaybeUninit<u8>], offset: u64) -> io::Result<usize> {

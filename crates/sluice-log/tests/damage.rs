@@ -29,7 +29,7 @@ use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey};
 const SEGMENT_BYTES: u64 = 1200;
 const BATCHES: i64 = 40;
 /// Small journal files, so the batches are spread over several of them.
-const JOURNAL_FILE_BYTES: u64 = 4096;
+const JOURNAL_FILE_BYTES: u64 = 64 * 1024;
 
 /// Where a batch is stored: its bytes in a journal file, and the extent record of its
 /// segment that points at them.

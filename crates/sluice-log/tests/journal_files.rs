@@ -29,7 +29,7 @@ use sluice_log::sim_fs::{CrashMode, SimFs, SimRng};
 use sluice_log::{LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey};
 
 /// Small journal files, so a few hundred KiB spread over many of them.
-const SMALL_JOURNAL_FILE_BYTES: u64 = 8192;
+const SMALL_JOURNAL_FILE_BYTES: u64 = 32 * 1024;
 
 fn small_journal_config(dir: &Path) -> LogManagerConfig {
     let mut config = config(dir);
