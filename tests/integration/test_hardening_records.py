@@ -21,6 +21,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 import kwire
+import storage_layout as layout
 from helpers import Msg, ck_admin, create_topic, family, producer_conf
 from java_client import java_cp, run, seq_values  # noqa: F401 (java_cp is a fixture)
 
@@ -243,8 +244,8 @@ def test_bomb_already_on_disk_cannot_crash_list_offsets(sluice_factory, topic_na
     max timestamp answer (the bomb's batch from its header: its base offset, a safe seek
     position), exact answers for the legitimate compressed data after it, bounded memory.
     Method: produce a plain batch of exactly the bomb's size, then zstd data; stop the broker
-    cleanly; overwrite the plain batch in the segment file with the bomb (valid CRC, same
-    timestamps); restart; check a fetch returns the bomb's batch (the precondition), then
+    cleanly; overwrite the plain batch with the bomb (valid CRC, same timestamps) where the
+    segment's extents say it is stored (in the journal); restart; check a fetch returns the bomb's batch (the precondition), then
     ListOffsets through both families with VmHWM before and after."""
     b = sluice_factory()
     create_topic(b.bootstrap, topic_name)
@@ -254,11 +255,10 @@ def test_bomb_already_on_disk_cannot_crash_list_offsets(sluice_factory, topic_na
     assert produce(b.bootstrap, topic_name, plain).error_code == NONE
     assert legit_zstd_messages(b.bootstrap, topic_name, base_ts + 10_000, 4) == [1, 2, 3, 4]
     b.stop()
-    segment = b.partition_dir(topic_name) / f"{0:020}.log"
-    with open(segment, "r+b") as f:
-        assert f.read(len(plain)) == plain
-        f.seek(0)
-        f.write(bomb)
+    pdir = b.partition_dir(topic_name)
+    assert layout.segment_bytes(b.data_dir, pdir, 0)[:len(plain)] == plain
+    layout.write_segment_bytes(b.data_dir, pdir, 0, 0, bomb)
+    assert layout.segment_bytes(b.data_dir, pdir, 0)[:len(bomb)] == bomb
     b.start()
     fetched = kwire.fetch_v4(b.bootstrap, topic_name, 0, 0, max_bytes=len(bomb) + 4096)
     assert fetched.batches()[0].attributes == 4, "the bomb is what the partition now holds"
