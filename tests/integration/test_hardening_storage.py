@@ -349,11 +349,6 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lead: journal-only layout: every acked byte is in the current journal file "
-    "(00000000000000000001.wal, 16 MiB on the full 16 MiB tmpfs); DeleteRecords deletes the "
-    "segments but the current file is never retired or cut, so no space is freed and produce "
-    "keeps failing with KAFKA_STORAGE_ERROR (still failing 30 s later)"))
 def test_disk_full_recovers_by_itself_after_delete_records(small_disk, tmp_path, request):
     """Goal: a full disk fails produce with KAFKA_STORAGE_ERROR but does not poison the log:
     DeleteRecords frees space through the API, produce resumes by itself (no restart) at the

@@ -273,6 +273,16 @@ impl Committer {
             return self.finish_round();
         }
         let now = now_ms();
+        // Segments deleted since the last round may have left nothing pointing into the
+        // current journal file: reusing it in place frees its space now (on a full disk,
+        // the only way DeleteRecords can make room).
+        match self.journal.reuse_if_unreferenced() {
+            Err(error) if !crate::fs::is_retryable(&error) => {
+                return self.fail_with_io("journal file reuse", error);
+            }
+            Err(error) => tracing::debug!(%error, "journal file not reused yet"),
+            Ok(_) => {}
+        }
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
         self.round_start = self.journal.position();
@@ -351,7 +361,10 @@ impl Committer {
             self.pieces.push(Piece::Header(self.headers.len() - 1));
             self.pieces.push(Piece::Zeros(zeros));
             self.round_len += (ENTRY_HEADER_LEN + zeros) as u64;
-            debug_assert_eq!((end + (ENTRY_HEADER_LEN + zeros) as u64) % journal::PAGE_BYTES, 0);
+            debug_assert_eq!(
+                (end + (ENTRY_HEADER_LEN + zeros) as u64) % journal::PAGE_BYTES,
+                0
+            );
         }
     }
 

@@ -436,6 +436,10 @@ impl JournalFiles {
             .any(|(_, file)| Arc::strong_count(file) == 1)
     }
 
+    fn remove(&self, seq: u64) -> Option<Arc<JournalFile>> {
+        self.files.lock().remove(&seq)
+    }
+
     /// Removes and returns the sequence numbers below `before` that nothing refers to any
     /// more: no segment, no reader, not the writer. Nothing can take a new reference to
     /// such a file (references come from this map, under its lock, or from clones of
@@ -569,6 +573,50 @@ impl JournalWriter {
         self.len = round_start.offset;
         self.current.file.set_len(self.len)?;
         self.current.file.sync_data()
+    }
+
+    /// When nothing but the writer refers to the current file any more (every segment
+    /// with bytes in it was deleted: DeleteRecords or retention on a full disk), reuses it
+    /// in place as the next file: renamed to `seq + 1`, given its new header and cut back
+    /// to it, synced. That frees its space without needing any, which a roll to a new
+    /// file would (on a full disk it cannot). Nothing in the file is lost: no segment
+    /// points into it, and a crash before the new header is durable leaves a file whose
+    /// header names another sequence number, which replay reads as the end of the journal
+    /// (nothing after it was acknowledged). Returns whether it did. Caller: the committer,
+    /// between rounds (so no extent of the current round can point into the file).
+    pub(crate) fn reuse_if_unreferenced(&mut self) -> io::Result<bool> {
+        // The registry and the writer hold the only references; only the committer adds
+        // extents, so none can appear while it runs this.
+        if self.len == FILE_HEADER_LEN || Arc::strong_count(&self.current) > 2 {
+            return Ok(false);
+        }
+        let seq = self.current.seq;
+        let next = seq + 1;
+        let (from, to) = (
+            self.dir.join(file_name(seq)),
+            self.dir.join(file_name(next)),
+        );
+        self.fs.rename(&from, &to)?;
+        // From here on a failure leaves the file under a name its entries do not match:
+        // never a refused write to retry, always poison.
+        let after_rename = |e: io::Error| io::Error::other(format!("journal file reuse: {e}"));
+        drop(self.files.remove(seq));
+        let file = self
+            .fs
+            .open(&to, OpenMode::Existing)
+            .map_err(after_rename)?;
+        fs::write_all_at(file.as_ref(), &encode_header(next), 0).map_err(after_rename)?;
+        file.set_len(FILE_HEADER_LEN).map_err(after_rename)?;
+        file.sync_data().map_err(after_rename)?;
+        self.fs.sync_dir(&self.dir).map_err(after_rename)?;
+        self.current = Arc::new(JournalFile { seq: next, file });
+        self.files.insert(Arc::clone(&self.current));
+        self.len = FILE_HEADER_LEN;
+        tracing::info!(
+            seq = next,
+            "journal file reused in place: nothing pointed into it any more"
+        );
+        Ok(true)
     }
 
     /// `fdatasync` of the current file: covers every round appended since the last sync.

@@ -132,6 +132,35 @@ fn roll_if_due(
     Ok(())
 }
 
+/// Rolls the active segment when every batch in it is below `target` (DeleteRecords up to
+/// the high watermark), so it is deleted with the others: its bytes are in the journal,
+/// and the journal file they share can only be freed once no segment points into it. A
+/// roll the system refuses (no space for the new extents file) leaves the segment as it
+/// is; DeleteRecords still succeeds.
+fn roll_if_wholly_below(
+    engine: &Engine,
+    partition: &Arc<Partition>,
+    target: Offset,
+) -> Result<(), LogError> {
+    let _append = partition.append_lock.lock();
+    let active = partition.active();
+    if active.is_empty() || active.next_offset() > target {
+        return Ok(());
+    }
+    let sealed = match partition.roll(engine.fs.as_ref()) {
+        Ok(sealed) => sealed,
+        Err(error) if crate::fs::is_retryable(&error) => {
+            tracing::warn!(%error, "DeleteRecords could not roll the active segment; it stays");
+            return Ok(());
+        }
+        Err(error) => return engine.guard("segment roll", Err(error)),
+    };
+    let mut handoff = engine.handoff.lock();
+    handoff.sealed.push(sealed);
+    handoff.new_files.push(Arc::clone(partition));
+    Ok(())
+}
+
 /// How many leading segments are older than `retention.ms`.
 fn expired_by_time(segments: &[Arc<Segment>], config: &LogConfig, now_ms: i64) -> usize {
     if config.retention_ms < 0 {
@@ -237,7 +266,7 @@ fn segments_below(partition: &Partition, target: Offset) -> usize {
 /// wholly below it. Returns the log start offset now in force.
 pub(crate) fn delete_records(
     engine: &Engine,
-    partition: &Partition,
+    partition: &Arc<Partition>,
     offset: Offset,
 ) -> Result<Offset, LogError> {
     engine.check_writable()?;
@@ -261,6 +290,7 @@ pub(crate) fn delete_records(
     // Persisted even when the log start is already there: retention moves it in memory
     // only (its deletes become durable later), and the answer promises it durably.
     let now_in_force = partition.advance_log_start(target);
+    roll_if_wholly_below(engine, partition, target)?;
     // Judged by the next segment's base, so a damaged segment whose intact part ends
     // early is not dropped while part of its range is still at or above the target.
     let delete_below_target = || {

@@ -638,3 +638,90 @@ async fn an_idle_log_retires_journal_files_at_the_next_checkpoint() {
     assert_only_referenced_files_stay(dir.path());
     assert!(wal_seqs(dir.path()).len() < with_other.len());
 }
+
+#[test]
+fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
+    // Goal: once DeleteRecords up to the high watermark removed every segment pointing
+    // into the journal file being written (the only way to free space on a full disk),
+    // the next round reuses that file in place (renamed to the next sequence number, cut
+    // to its header) instead of needing room for a new one; a crash after that (SimFs:
+    // only synced state survives) brings back the log start and every batch appended
+    // after the reuse, and nothing deleted reappears. Both crash modes, several draws.
+    for seed in 0..8u64 {
+        let fs = SimFs::new();
+        fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
+            .expect("data dir");
+        let (log, _) = open_sim(&fs);
+        let k = key("reuse", 0);
+        log.create_partition(k.clone(), segments_of(4096))
+            .expect("create");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        for tag in 0..6 {
+            runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
+        }
+        let journal_dir = Path::new(SIM_DATA_DIR).join("journal");
+        let wal = |fs: &SimFs| -> Vec<String> {
+            let mut names: Vec<String> = fs
+                .read_dir(&journal_dir)
+                .expect("ls")
+                .into_iter()
+                .map(|e| e.name)
+                .filter(|n| n.ends_with(".wal"))
+                .collect();
+            names.sort();
+            names
+        };
+        let before = wal(&fs);
+        assert_eq!(before.len(), 1, "seed {seed}: one journal file");
+        assert_eq!(
+            log.delete_records(&k, Offset(-1)).expect("delete"),
+            Offset(12)
+        );
+        let mut kept = Vec::new();
+        for tag in 10..13 {
+            let info = runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
+            kept.push((tag, info.base_offset.0));
+        }
+        let after = wal(&fs);
+        assert_eq!(after.len(), 1, "seed {seed}: {after:?}");
+        assert_ne!(
+            after, before,
+            "seed {seed}: the file was renamed to the next seq"
+        );
+        let size = fs
+            .open(
+                &journal_dir.join(&after[0]),
+                sluice_log::fs::OpenMode::Existing,
+            )
+            .expect("open")
+            .len()
+            .expect("len");
+        assert!(
+            size < 4 * 4096 + 16,
+            "seed {seed}: cut back, now {size} bytes"
+        );
+        drop(log);
+        let mode = [CrashMode::Drop, CrashMode::Writeback][seed as usize % 2];
+        fs.crash_with(&mut SimRng::new(seed), mode);
+        let (log, report) = open_sim(&fs);
+        let offsets = log.offsets(&k).expect("offsets");
+        assert_eq!(
+            offsets.log_start_offset,
+            Offset(12),
+            "seed {seed}: {:?}",
+            report.actions
+        );
+        assert_eq!(
+            offsets.log_end_offset,
+            Offset(18),
+            "seed {seed}: {:?}",
+            report.actions
+        );
+        let got = read_checked(&log, &k, 2, 300);
+        let want: Vec<(i64, i64)> = kept.clone();
+        assert_eq!(got, want, "seed {seed}: {:?}", report.actions);
+        log.shutdown().expect("shutdown");
+    }
+}

@@ -341,3 +341,24 @@ pub fn segment_batches(data: &Path, extents: &Path) -> Vec<(u64, u64, u64, u64)>
     }
     out
 }
+
+/// The entries of a journal file (format v2, see `journal.rs`): (position, total length,
+/// partition) of each entry holding batches, in order; padding entries are skipped and
+/// the end marker ends the list.
+pub fn journal_entries(path: &Path) -> Vec<(u64, u64, i32)> {
+    let data = std::fs::read(path).expect("read journal");
+    let mut out = Vec::new();
+    let mut at = 16usize;
+    while at + 28 <= data.len() {
+        let len = u32::from_be_bytes(data[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let partition = i32::from_be_bytes(data[at + 24..at + 28].try_into().expect("4 bytes"));
+        if len < 24 || partition == -1 || at + 4 + len > data.len() {
+            break;
+        }
+        if partition != -2 {
+            out.push((at as u64, (4 + len) as u64, partition));
+        }
+        at += 4 + len;
+    }
+    out
+}
