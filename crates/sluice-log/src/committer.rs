@@ -410,8 +410,9 @@ impl Committer {
         position
     }
 
-    /// Places one request's batches: checks idempotent producers, stamps offsets, encodes
-    /// journal entries into the round buffer, reserves and indexes their segment space.
+    /// Places one request's batches: checks idempotent producers, stamps offsets, lays the
+    /// request out as one journal entry of the round (slices of its own buffer), places and
+    /// indexes the batches in their segment with the journal positions they will have.
     /// Holds the partition's append lock for the request only; no I/O happens here except a
     /// segment roll.
     fn apply(&mut self, i: usize, now: i64) -> Result<AppendInfo, Failure> {
