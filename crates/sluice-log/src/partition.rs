@@ -258,19 +258,26 @@ impl Partition {
         if fetch_offset == offsets.high_watermark {
             return Ok(empty);
         }
-        let segments = self.segments();
-        let first = segments.partition_point(|s| s.base_offset <= fetch_offset);
-        if first == 0 {
-            // Retention removed the segment after the range check: report the new start.
-            return Err(out_of_range(self.log_start()));
-        }
-        let holder = &segments[first - 1];
-        if first < segments.len() && fetch_offset >= holder.committed_next_offset() {
+        // The segment holding the offset and the one after it are all a read can need (only
+        // the last segment can be empty): two `Arc`s, no copy of the list per read.
+        let (holder, next) = {
+            let segments = self.segments.read();
+            let first = segments.partition_point(|s| s.base_offset <= fetch_offset);
+            match first.checked_sub(1) {
+                Some(at) => (Arc::clone(&segments[at]), segments.get(first).cloned()),
+                // Retention removed the segment after the range check: report the new start.
+                None => return Err(out_of_range(self.log_start())),
+            }
+        };
+        if let Some(next) = next
+            .as_ref()
+            .filter(|_| fetch_offset >= holder.committed_next_offset())
+        {
             // Offsets are contiguous from the log start, so a gap between two segments is
             // data recovery found damaged or missing: say so rather than skip to the next.
             tracing::error!(
                 topic = %self.key.topic, partition = self.key.partition, offset = fetch_offset.0,
-                missing_from = holder.committed_next_offset().0, missing_to = segments[first].base_offset.0,
+                missing_from = holder.committed_next_offset().0, missing_to = next.base_offset.0,
                 "fetch of offsets that recovery found damaged or missing"
             );
             return Err(LogError::Damaged {
@@ -278,7 +285,7 @@ impl Partition {
                 why: "the segment holding this offset is damaged or missing",
             });
         }
-        for segment in &segments[first - 1..] {
+        for segment in [Some(holder), next].into_iter().flatten() {
             if let Some(records) = segment.read(
                 fetch_offset,
                 offsets.high_watermark,
