@@ -154,7 +154,7 @@ impl ExtentFile {
         files: &JournalFiles,
     ) -> io::Result<(Self, LoadOutcome)> {
         let file = fs.open(path, OpenMode::Existing)?;
-        let raw = read_all(file.as_ref())?;
+        let raw = fs::read_whole(file.as_ref())?;
         let mut outcome = LoadOutcome::default();
         let mut extents: Vec<Extent> = Vec::with_capacity(raw.len() / RECORD_LEN);
         let mut end = 0u64;
@@ -292,17 +292,15 @@ impl ExtentFile {
     /// Cuts the records on disk back to `len`: records ending at or before it stay as they
     /// are, the one holding it is replaced by its part below `len`.
     fn cut_persisted(&self, persisted: &mut Persisted, len: u64) -> io::Result<()> {
-        let raw = read_all(self.file.as_ref())?;
+        let raw = fs::read_whole(self.file.as_ref())?;
         let mut keep = 0u64;
         let mut kept_len = 0u64;
-        for chunk in raw.chunks(RECORD_LEN) {
-            match Record::decode(chunk) {
-                Some(r) if r.start == kept_len && kept_len + u64::from(r.len) <= len => {
-                    keep += 1;
-                    kept_len += u64::from(r.len);
-                }
-                _ => break,
+        for r in valid_records(&raw) {
+            if r.start != kept_len || kept_len + u64::from(r.len) > len {
+                break;
             }
+            keep += 1;
+            kept_len += u64::from(r.len);
         }
         self.file.set_len(keep * RECORD_LEN as u64)?;
         let tail = self.records_between(kept_len, len);
@@ -325,23 +323,17 @@ impl ExtentFile {
     }
 }
 
-fn read_all(file: &dyn FsFile) -> io::Result<Vec<u8>> {
-    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
-    let mut raw = vec![0u8; len];
-    let read = fs::read_full_at(file, &mut raw, 0)?;
-    raw.truncate(read);
-    Ok(raw)
+/// The valid prefix of an extents file's records (see [`ExtentFile::open`] for the checks
+/// that also need the journal files).
+fn valid_records(raw: &[u8]) -> impl Iterator<Item = Record> + '_ {
+    raw.chunks(RECORD_LEN).map_while(Record::decode)
 }
 
 /// The journal files an extents file names (its valid prefix), without opening them:
 /// recovery pins them for partitions it cannot load.
 pub(crate) fn referenced_seqs(fs: &dyn Fs, path: &Path) -> io::Result<Vec<u64>> {
     let raw = fs::read_file(fs, path)?;
-    let mut seqs: Vec<u64> = raw
-        .chunks(RECORD_LEN)
-        .map_while(Record::decode)
-        .map(|r| r.seq)
-        .collect();
+    let mut seqs: Vec<u64> = valid_records(&raw).map(|r| r.seq).collect();
     seqs.sort_unstable();
     seqs.dedup();
     Ok(seqs)
@@ -366,11 +358,7 @@ impl ExtentFile {
 /// Segment bytes an extents file describes (its valid prefix), for reports.
 pub(crate) fn stored_len(fs: &dyn Fs, path: &Path) -> io::Result<u64> {
     let raw = fs::read_file(fs, path)?;
-    Ok(raw
-        .chunks(RECORD_LEN)
-        .map_while(Record::decode)
-        .map(|r| u64::from(r.len))
-        .sum())
+    Ok(valid_records(&raw).map(|r| u64::from(r.len)).sum())
 }
 
 impl FsFile for ExtentFile {

@@ -309,12 +309,13 @@ pub fn read_full_at(file: &dyn FsFile, buf: &mut [u8], offset: u64) -> io::Resul
 
 /// Reads a whole (small) file.
 pub fn read_file(fs: &dyn Fs, path: &Path) -> io::Result<Vec<u8>> {
-    let file = fs.open(path, OpenMode::Existing)?;
+    read_whole(fs.open(path, OpenMode::Existing)?.as_ref())
+}
+
+/// Reads the whole of an open (small) file.
+pub fn read_whole(file: &dyn FsFile) -> io::Result<Vec<u8>> {
     let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
-    let mut buf = vec![0u8; len];
-    let read = read_full_at(file.as_ref(), &mut buf, 0)?;
-    buf.truncate(read);
-    Ok(buf)
+    read_new(file, len, 0)
 }
 
 /// Replaces `path` atomically and durably: write `path.tmp`, fsync it, rename it over

@@ -887,7 +887,6 @@ pub(crate) fn open_segment(
     } else {
         trusted_len.min(file_len)
     };
-    let keep_damaged_trusted = keep_damaged_trusted || missing;
     let mut outcome = OpenOutcome {
         extents_cut: loaded.stopped,
         extents_missing: loaded.missing,
