@@ -1,9 +1,10 @@
 //! One client connection: a reader that parses frames and starts requests in arrival order,
 //! and a writer that sends their responses in that same order.
 //!
-//! The two halves are joined by a bounded channel of spawned request tasks. Its capacity is
-//! the in-flight limit: when it is full the reader stops reading, and TCP pushes back on the
-//! client.
+//! The two halves are joined by a bounded channel of started requests: spawned request
+//! tasks, or produce calls whose appends are queued and on which the writer waits itself
+//! (no task per produce request; see `handlers::produce`). Its capacity is the in-flight
+//! limit: when it is full the reader stops reading, and TCP pushes back on the client.
 //!
 //! Memory (see [`crate::memory`]): the reader charges bytes to the broker-wide budget as they
 //! arrive, beyond the first [`limits::READ_CHUNK_BYTES`] it may buffer; a bare size prefix
@@ -35,14 +36,15 @@ use std::sync::Arc;
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::{codec, frame, header, ProtocolError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
-use crate::handlers::{self, Reply};
+use crate::handlers::produce::{self, ProduceCall, ProduceCalls};
+use crate::handlers::{self, Reply, Started};
 use crate::memory::{self, Overdraft, Reservation};
 use crate::response_chunks::{self, ChunkedFrame};
 use crate::{limits, Broker};
@@ -62,9 +64,19 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
     let (abort_tx, abort_rx) = watch::channel(false);
     let owed = Arc::new(AtomicUsize::new(0));
-    let writer = tokio::spawn(write_loop(wr, rx, peer, abort_rx, owed.clone()));
+    let calls = ProduceCalls::default();
+    let writer = tokio::spawn(write_loop(
+        wr,
+        rx,
+        peer,
+        abort_rx,
+        owed.clone(),
+        calls.clone(),
+    ));
     let mut reader = Reader {
         broker: &broker,
+        calls,
+        spare_chunk: None,
         rd,
         peer,
         buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
@@ -84,6 +96,10 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
 
 struct Reader<'a> {
     broker: &'a Arc<Broker>,
+    /// Produce calls kept for reuse (given back by the writer).
+    calls: ProduceCalls,
+    /// The read chunk, put aside while a big frame is read into a buffer of its own.
+    spare_chunk: Option<BytesMut>,
     rd: OwnedReadHalf,
     peer: SocketAddr,
     buf: BytesMut,
@@ -133,15 +149,25 @@ impl Reader<'_> {
             if let Err(stop) = self.charge_next_read(&mut shutdown).await {
                 return stop;
             }
-            self.make_room();
-            let mut limited = (&mut self.buf).limit(limits::READ_CHUNK_BYTES);
             tokio::select! {
-                n = self.rd.read_buf(&mut limited) => match n {
-                    Ok(0) => return Stop::Abort,
-                    Ok(_) => idle_deadline = Instant::now() + idle,
-                    Err(e) => {
+                ready = self.rd.readable() => {
+                    if let Err(e) = ready {
                         tracing::debug!(peer = %self.peer, error = %e, "read failed");
                         return Stop::Abort;
+                    }
+                    // Room is made only once bytes are there: by then a client that waits
+                    // for each response has released the last frame, and the buffer is
+                    // reused in place instead of a fresh chunk being allocated.
+                    self.make_room();
+                    let mut limited = (&mut self.buf).limit(limits::READ_CHUNK_BYTES);
+                    match self.rd.try_read_buf(&mut limited) {
+                        Ok(0) => return Stop::Abort,
+                        Ok(_) => idle_deadline = Instant::now() + idle,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => {
+                            tracing::debug!(peer = %self.peer, error = %e, "read failed");
+                            return Stop::Abort;
+                        }
                     }
                 },
                 _ = shutdown.wait_for(|s| *s) => return Stop::Drain,
@@ -167,14 +193,14 @@ impl Reader<'_> {
             Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
     }
 
-    /// Makes room to read one chunk. A frame that outgrows the first chunk gets a buffer of
-    /// exactly its size (committed by the kernel only as bytes arrive), so it is never copied
-    /// while growing and leaves with the frame. Nothing is allocated on a bare size prefix.
+    /// Makes room to read. A frame that outgrows the first chunk gets a buffer of exactly
+    /// its size (committed by the kernel only as bytes arrive), so it is never copied while
+    /// growing and leaves with the frame. Otherwise reads go into the room left in the
+    /// current chunk while there is some; when there is too little, the chunk is reused in
+    /// place if the frames read into it are gone (a client that waits for each response),
+    /// and only else is a fresh chunk allocated. Nothing is allocated on a bare size prefix.
     fn make_room(&mut self) {
         let (len, capacity) = (self.buf.len(), self.buf.capacity());
-        if capacity - len >= limits::READ_CHUNK_BYTES {
-            return;
-        }
         let frame_total =
             (self.frame_deadline.is_some() && len >= frame::SIZE_PREFIX_BYTES).then(|| {
                 let b = &self.buf;
@@ -190,9 +216,34 @@ impl Reader<'_> {
                 // old one, or more), and the frame keeps this buffer until it is handled.
                 let mut exact = BytesMut::with_capacity(total);
                 exact.extend_from_slice(&self.buf);
-                self.buf = exact;
+                let mut chunk = std::mem::replace(&mut self.buf, exact);
+                chunk.clear();
+                self.spare_chunk = Some(chunk);
             }
-            _ => self.buf.reserve(limits::READ_CHUNK_BYTES),
+            _ if capacity - len >= limits::READ_ROOM_MIN_BYTES => {}
+            _ => {
+                let additional = limits::READ_CHUNK_BYTES
+                    .saturating_sub(len)
+                    .max(limits::READ_ROOM_MIN_BYTES);
+                // With the frames still in flight, read into the little room left first:
+                // readiness may be left over from the last read, and when bytes really
+                // come the frames before may be gone.
+                if !self.buf.try_reclaim(additional) && capacity == len {
+                    self.buf.reserve(additional);
+                }
+            }
+        }
+    }
+
+    /// The read chunk put aside while a big frame had its own buffer, reused in place if
+    /// the frames read into it are gone; else a fresh one.
+    fn take_chunk(&mut self) -> BytesMut {
+        match self.spare_chunk.take() {
+            Some(mut chunk) => match chunk.try_reclaim(limits::READ_CHUNK_BYTES) {
+                true => chunk,
+                false => BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
+            },
+            None => BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
         }
     }
 
@@ -251,21 +302,26 @@ impl Reader<'_> {
             overdraft.is_some()
                 || charge.units() >= need.min(self.broker.request_memory.total_units())
         );
-        let body = self
-            .buf
-            .split_to(total)
-            .freeze()
-            .slice(frame::SIZE_PREFIX_BYTES..);
-        if total > limits::READ_CHUNK_BYTES {
+        let frame = match total > limits::READ_CHUNK_BYTES && self.buf.len() == total {
+            // The buffer is the frame (its own exact buffer): hand it over whole, which
+            // costs no shared-buffer header, and read on in the kept chunk.
+            true => {
+                let chunk = self.take_chunk();
+                std::mem::replace(&mut self.buf, chunk).freeze()
+            }
+            false => self.buf.split_to(total).freeze(),
+        };
+        let body = frame.slice(frame::SIZE_PREFIX_BYTES..);
+        if total > limits::READ_CHUNK_BYTES && self.buf.capacity() > limits::READ_CHUNK_BYTES {
             // The frame had a buffer of its own; what was read past it is at most one chunk.
-            let mut fresh = BytesMut::with_capacity(limits::READ_CHUNK_BYTES);
-            fresh.extend_from_slice(&self.buf);
-            self.buf = fresh;
+            let mut chunk = self.take_chunk();
+            chunk.extend_from_slice(&self.buf);
+            self.buf = chunk;
         }
         self.frame_deadline = None;
-        let (task, keep_going) = start_request(self.broker, body, self.peer).await;
+        let (work, keep_going) = start_request(self.broker, body, self.peer, &self.calls).await;
         Some(InFlight {
-            task,
+            work,
             keep_going,
             _memory: charge,
             _overdraft: overdraft,
@@ -273,18 +329,24 @@ impl Reader<'_> {
     }
 }
 
-/// Parses one frame and starts its request. Returns the task that yields the response, and
+/// Parses one frame and starts its request. Returns the work that yields the response, and
 /// whether to keep reading from this connection.
 async fn start_request(
     broker: &Arc<Broker>,
     body: bytes::Bytes,
     peer: SocketAddr,
-) -> (JoinHandle<Reply>, bool) {
+    calls: &ProduceCalls,
+) -> (Work, bool) {
     match header::parse(body) {
-        Ok(req) => {
-            let pending = handlers::start(broker, req, peer).await;
-            (tokio::spawn(pending), true)
-        }
+        Ok(req) => match handlers::start(broker, req, peer, calls).await {
+            Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
+            Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
+            Started::Produce(produce::Started::Done(reply, call)) => {
+                calls.put(call);
+                let keep_going = !matches!(reply, Reply::Close);
+                (Work::Ready(reply), keep_going)
+            }
+        },
         Err(fail) => {
             let reply = match (fail.correlation_id, &fail.error) {
                 (Some(cid), ProtocolError::UnsupportedVersion { api_key, .. })
@@ -302,7 +364,7 @@ async fn start_request(
                 }
             };
             let keep_going = matches!(reply, Reply::Frame(_));
-            (tokio::spawn(async move { reply }), keep_going)
+            (Work::Ready(reply), keep_going)
         }
     }
 }
@@ -315,9 +377,29 @@ async fn until(deadline: Option<Instant>) {
     }
 }
 
+/// What yields a started request's response.
+enum Work {
+    /// A spawned request task.
+    Task(JoinHandle<Reply>),
+    /// A produce request whose appends are queued: the writer waits on it.
+    Produce(Box<ProduceCall>),
+    /// Known already (no response, a close, the ApiVersions fallback).
+    Ready(Reply),
+}
+
+impl Work {
+    /// Stops the work: nobody will read its answer.
+    fn abort(&self) {
+        if let Work::Task(task) = self {
+            task.abort();
+        }
+        // A produce's appends stay queued (they were accepted); nobody waits for them.
+    }
+}
+
 /// A started request and the request memory it holds until its response is written.
 struct InFlight {
-    task: JoinHandle<Reply>,
+    work: Work,
     keep_going: bool,
     _memory: Reservation,
     _overdraft: Option<Overdraft>,
@@ -349,36 +431,46 @@ async fn write_loop(
     peer: SocketAddr,
     mut abort: watch::Receiver<bool>,
     owed: Arc<AtomicUsize>,
+    calls: ProduceCalls,
 ) {
     while let Some(mut item) = rx.recv().await {
-        let outcome = tokio::select! {
-            r = &mut item.task => r,
-            _ = abort.wait_for(|a| *a) => {
-                item.task.abort();
-                break;
+        let written = match &mut item.work {
+            Work::Produce(call) => {
+                tokio::select! {
+                    () = call.wait() => {}
+                    _ = abort.wait_for(|a| *a) => break,
+                }
+                match call.respond() {
+                    Some(frame) => write_frame(&mut wr, frame, peer).await,
+                    None => false,
+                }
             }
-        };
-        let written = match outcome {
-            Ok(Reply::Frame(bytes)) => write_frame(&mut wr, &bytes, peer).await,
-            Ok(Reply::Chunked(frame, charge)) => {
-                debug_assert!(
-                    charge.as_ref().map_or(0, |c| c.units()) <= memory::units(frame.len()),
-                    "a response holds no more budget than its own size"
-                );
-                let ok = write_chunks(&mut wr, &frame, peer).await;
-                // The records (the log's buffers) and their charge go only now.
-                drop((frame, charge));
-                ok
+            Work::Task(task) => {
+                let outcome = tokio::select! {
+                    r = &mut *task => r,
+                    _ = abort.wait_for(|a| *a) => {
+                        task.abort();
+                        break;
+                    }
+                };
+                match outcome {
+                    Ok(reply) => write_reply(&mut wr, reply, peer).await,
+                    Err(e) => {
+                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        false
+                    }
+                }
             }
-            Ok(Reply::NoResponse) => true,
-            Ok(Reply::Close) => false,
-            Err(e) => {
-                tracing::error!(%peer, error = %e, "request task failed; closing connection");
-                false
+            Work::Ready(reply) => {
+                let reply = std::mem::replace(reply, Reply::NoResponse);
+                write_reply(&mut wr, reply, peer).await
             }
         };
         // The response (and with it the request's charge) is released here.
-        drop(item);
+        let InFlight { work, .. } = item;
+        if let Work::Produce(call) = work {
+            calls.put(call);
+        }
         owed.fetch_sub(1, Ordering::AcqRel);
         if !written {
             break;
@@ -387,7 +479,26 @@ async fn write_loop(
     // Whatever is still queued will never be answered: stop it rather than let it run on.
     rx.close();
     while let Some(item) = rx.recv().await {
-        item.task.abort();
+        item.work.abort();
     }
     let _ = wr.shutdown().await;
+}
+
+/// Writes one reply; false when the connection must close.
+async fn write_reply(wr: &mut OwnedWriteHalf, reply: Reply, peer: SocketAddr) -> bool {
+    match reply {
+        Reply::Frame(bytes) => write_frame(wr, &bytes, peer).await,
+        Reply::Chunked(frame, charge) => {
+            debug_assert!(
+                charge.as_ref().map_or(0, |c| c.units()) <= memory::units(frame.len()),
+                "a response holds no more budget than its own size"
+            );
+            let ok = write_chunks(wr, &frame, peer).await;
+            // The records (the log's buffers) and their charge go only now.
+            drop((frame, charge));
+            ok
+        }
+        Reply::NoResponse => true,
+        Reply::Close => false,
+    }
 }

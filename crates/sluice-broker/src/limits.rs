@@ -47,6 +47,13 @@ pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Partitions in the whole broker.
 pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
+/// Partition entries one Produce request may list: as many as the broker can have. A
+/// request listing more is malformed (no client sends one); the bound keeps the decoded
+/// request's memory proportional to something other than the frame size.
+pub const PRODUCE_PARTITION_ENTRIES_MAX: usize = PARTITIONS_TOTAL_MAX;
+/// Produce calls (decoded request, response layout, encode buffer) a connection keeps for
+/// reuse once their responses are written.
+pub const PRODUCE_CALLS_KEPT_PER_CONNECTION: usize = 8;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the
@@ -65,6 +72,9 @@ pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// larger than this gets a buffer of exactly its size, dropped as soon as the frame is
 /// split off, so no connection keeps a big buffer after a big request.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Least room a connection reads into before it reuses or replaces its read chunk: less
+/// would mean many tiny reads at the end of a chunk.
+pub const READ_ROOM_MIN_BYTES: usize = 4 * 1024;
 
 const _: () = assert!(
     IN_FLIGHT_PER_CONNECTION_MAX >= 5,

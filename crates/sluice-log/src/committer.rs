@@ -42,10 +42,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::batch::{self, BatchHeader};
 use crate::checkpoint::RecoveryPoint;
+use crate::completion::Completion;
 use crate::config::FsyncPolicy;
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
@@ -67,7 +68,7 @@ pub(crate) struct AppendRequest {
     pub(crate) log_append_time_ms: i64,
     /// Some batch carries a producer id: the request goes through the sequence checks.
     pub(crate) idempotent: bool,
-    pub(crate) reply: oneshot::Sender<Result<AppendInfo, LogError>>,
+    pub(crate) reply: Completion,
 }
 
 #[derive(Debug)]
@@ -705,8 +706,7 @@ impl Committer {
         Stats::add(&stats.append_requests, self.round.len() as u64);
         for pending in self.round.drain(..) {
             let outcome = pending.outcome.unwrap_or(Err(LogError::Poisoned));
-            // A dropped waiter (acks=0) is fine.
-            let _ = pending.request.reply.send(outcome);
+            pending.request.reply.send(outcome);
         }
         self.round_bytes = 0;
         self.round_journal_bytes = 0;

@@ -22,6 +22,8 @@
 //! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
 //! - `journal`, `extents`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,
 //!   `recovery`, `retention`, `metadata`, `engine`: the engine behind [`LogManager`].
+//! - `completion`: how appends are answered: a waiter each, or one [`AppendGroup`] per
+//!   produce request (one wake-up, reused across requests).
 //! - `producer_state`, `producer_snapshot`: idempotent-producer sequence tracking per
 //!   partition (duplicates answered with their original offsets, gaps and stale epochs
 //!   refused) and its snapshot file.
@@ -30,6 +32,7 @@ pub mod batch;
 mod checkpoint;
 mod checkpointer;
 mod committer;
+mod completion;
 pub mod config;
 mod engine;
 pub mod error;
@@ -50,6 +53,7 @@ mod segment;
 pub mod sim_fs;
 pub mod types;
 
+pub use completion::AppendGroup;
 pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{

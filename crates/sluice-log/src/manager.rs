@@ -12,6 +12,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::completion::{AppendGroup, Completion};
+
 use crate::batch::{self, BatchHeader, BatchIter};
 use crate::checkpointer;
 use crate::committer::{AppendRequest, Committer, Message};
@@ -304,6 +306,33 @@ impl LogManager {
         key: &PartitionKey,
         records: Bytes,
     ) -> Result<AppendWaiter, LogError> {
+        let (partition, prepared) = self.prepare(key, records)?;
+        let (completion, receiver) = Completion::oneshot();
+        self.send_append(partition, prepared, completion).await?;
+        Ok(AppendWaiter { receiver })
+    }
+
+    /// [`LogManager::append`] answered in slot `slot` of `group` instead of a waiter of its
+    /// own: a produce request queues all its partitions on one group and is woken once.
+    /// On `Err` the append was not queued (its slot may hold the same error).
+    pub async fn append_in_group(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        group: &AppendGroup,
+        slot: usize,
+    ) -> Result<(), LogError> {
+        let (partition, prepared) = self.prepare(key, records)?;
+        self.send_append(partition, prepared, group.completion(slot))
+            .await
+    }
+
+    /// Checks the log is writable and validates `records` for the partition's config.
+    fn prepare(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+    ) -> Result<(Arc<Partition>, Prepared), LogError> {
         let engine = self.engine();
         engine.check_writable()?;
         if engine.stopping.load(Ordering::Acquire) {
@@ -311,21 +340,28 @@ impl LogManager {
         }
         let partition = engine.partition(key)?;
         let prepared = prepare_records(records, &partition.config())?;
-        let (reply, receiver) = oneshot::channel();
+        Ok((partition, prepared))
+    }
+
+    async fn send_append(
+        &self,
+        partition: Arc<Partition>,
+        prepared: Prepared,
+        completion: Completion,
+    ) -> Result<(), LogError> {
         let request = AppendRequest {
             partition,
             records: prepared.records,
             batch_count: prepared.batch_count,
             log_append_time_ms: prepared.log_append_time_ms,
             idempotent: prepared.idempotent,
-            reply,
+            reply: completion,
         };
         self.inner
             .sender
             .send(Message::Append(request))
             .await
-            .map_err(|_| LogError::ShuttingDown)?;
-        Ok(AppendWaiter { receiver })
+            .map_err(|_| LogError::ShuttingDown)
     }
 
     /// Reads whole batches from `fetch_offset` up to the high watermark, at most `max_bytes`

@@ -2,8 +2,9 @@
 //! module decodes its own request, does its work and encodes its own response.
 //!
 //! [`start`] is awaited by the connection reader in arrival order and returns the rest of the
-//! work as a future the connection spawns. Only Produce does work before returning (it
-//! enqueues its appends, keeping per-partition order for pipelined requests).
+//! work: a future the connection spawns, or, for Produce, a [`produce::ProduceCall`] whose
+//! appends are already queued (keeping per-partition order for pipelined requests) and which
+//! the connection's writer waits on itself, without a task.
 
 mod alter_configs;
 mod api_versions;
@@ -30,7 +31,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
-mod produce;
+pub(crate) mod produce;
 mod sync_group;
 
 use std::future::Future;
@@ -62,6 +63,14 @@ pub(crate) enum Reply {
 }
 
 pub(crate) type Pending = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+/// What starting a request gave the connection.
+pub(crate) enum Started {
+    /// The rest of the work, to spawn.
+    Task(Pending),
+    /// A produce request (see [`produce::Started`]).
+    Produce(produce::Started),
+}
 
 /// Per-request context handed to a handler.
 #[derive(Debug, Clone)]
@@ -129,8 +138,8 @@ impl Ctx {
     }
 }
 
-fn boxed(f: impl Future<Output = Reply> + Send + 'static) -> Pending {
-    Box::pin(f)
+fn task(f: impl Future<Output = Reply> + Send + 'static) -> Started {
+    Started::Task(Box::pin(f))
 }
 
 pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
@@ -138,7 +147,13 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 }
 
 /// Starts one request. Every API in the registry has an arm here (a test checks it).
-pub(crate) async fn start(broker: &Arc<Broker>, req: Request, peer: SocketAddr) -> Pending {
+/// Produce calls come from `calls`, the connection's kept ones.
+pub(crate) async fn start(
+    broker: &Arc<Broker>,
+    req: Request,
+    peer: SocketAddr,
+    calls: &produce::ProduceCalls,
+) -> Started {
     let ctx = Ctx {
         broker: broker.clone(),
         api_key: req.api_key,
@@ -149,38 +164,38 @@ pub(crate) async fn start(broker: &Arc<Broker>, req: Request, peer: SocketAddr) 
     };
     let body = req.body;
     match req.api_key {
-        ApiKey::Produce => produce::start(ctx, body).await,
-        ApiKey::Fetch => boxed(fetch::handle(ctx, body)),
-        ApiKey::ListOffsets => boxed(list_offsets::handle(ctx, body)),
-        ApiKey::Metadata => boxed(metadata::handle(ctx, body)),
-        ApiKey::ApiVersions => boxed(api_versions::handle(ctx, body)),
-        ApiKey::CreateTopics => boxed(create_topics::handle(ctx, body)),
-        ApiKey::DeleteTopics => boxed(delete_topics::handle(ctx, body)),
-        ApiKey::DeleteRecords => boxed(delete_records::handle(ctx, body)),
-        ApiKey::DescribeConfigs => boxed(describe_configs::handle(ctx, body)),
-        ApiKey::AlterConfigs => boxed(alter_configs::handle(ctx, body)),
-        ApiKey::CreatePartitions => boxed(create_partitions::handle(ctx, body)),
-        ApiKey::IncrementalAlterConfigs => boxed(incremental_alter_configs::handle(ctx, body)),
-        ApiKey::DescribeCluster => boxed(describe_cluster::handle(ctx, body)),
-        ApiKey::FindCoordinator => boxed(find_coordinator::handle(ctx, body)),
-        ApiKey::JoinGroup => boxed(join_group::handle(ctx, body)),
-        ApiKey::SyncGroup => boxed(sync_group::handle(ctx, body)),
-        ApiKey::Heartbeat => boxed(heartbeat::handle(ctx, body)),
-        ApiKey::LeaveGroup => boxed(leave_group::handle(ctx, body)),
-        ApiKey::OffsetCommit => boxed(offset_commit::handle(ctx, body)),
-        ApiKey::OffsetFetch => boxed(offset_fetch::handle(ctx, body)),
-        ApiKey::DescribeGroups => boxed(describe_groups::handle(ctx, body)),
-        ApiKey::ListGroups => boxed(list_groups::handle(ctx, body)),
-        ApiKey::DeleteGroups => boxed(delete_groups::handle(ctx, body)),
-        ApiKey::OffsetDelete => boxed(offset_delete::handle(ctx, body)),
-        ApiKey::ConsumerGroupHeartbeat => boxed(consumer_group_heartbeat::handle(ctx, body)),
-        ApiKey::ConsumerGroupDescribe => boxed(consumer_group_describe::handle(ctx, body)),
-        ApiKey::InitProducerId => boxed(init_producer_id::handle(ctx, body)),
+        ApiKey::Produce => Started::Produce(produce::start(ctx, body, calls.take()).await),
+        ApiKey::Fetch => task(fetch::handle(ctx, body)),
+        ApiKey::ListOffsets => task(list_offsets::handle(ctx, body)),
+        ApiKey::Metadata => task(metadata::handle(ctx, body)),
+        ApiKey::ApiVersions => task(api_versions::handle(ctx, body)),
+        ApiKey::CreateTopics => task(create_topics::handle(ctx, body)),
+        ApiKey::DeleteTopics => task(delete_topics::handle(ctx, body)),
+        ApiKey::DeleteRecords => task(delete_records::handle(ctx, body)),
+        ApiKey::DescribeConfigs => task(describe_configs::handle(ctx, body)),
+        ApiKey::AlterConfigs => task(alter_configs::handle(ctx, body)),
+        ApiKey::CreatePartitions => task(create_partitions::handle(ctx, body)),
+        ApiKey::IncrementalAlterConfigs => task(incremental_alter_configs::handle(ctx, body)),
+        ApiKey::DescribeCluster => task(describe_cluster::handle(ctx, body)),
+        ApiKey::FindCoordinator => task(find_coordinator::handle(ctx, body)),
+        ApiKey::JoinGroup => task(join_group::handle(ctx, body)),
+        ApiKey::SyncGroup => task(sync_group::handle(ctx, body)),
+        ApiKey::Heartbeat => task(heartbeat::handle(ctx, body)),
+        ApiKey::LeaveGroup => task(leave_group::handle(ctx, body)),
+        ApiKey::OffsetCommit => task(offset_commit::handle(ctx, body)),
+        ApiKey::OffsetFetch => task(offset_fetch::handle(ctx, body)),
+        ApiKey::DescribeGroups => task(describe_groups::handle(ctx, body)),
+        ApiKey::ListGroups => task(list_groups::handle(ctx, body)),
+        ApiKey::DeleteGroups => task(delete_groups::handle(ctx, body)),
+        ApiKey::OffsetDelete => task(offset_delete::handle(ctx, body)),
+        ApiKey::ConsumerGroupHeartbeat => task(consumer_group_heartbeat::handle(ctx, body)),
+        ApiKey::ConsumerGroupDescribe => task(consumer_group_describe::handle(ctx, body)),
+        ApiKey::InitProducerId => task(init_producer_id::handle(ctx, body)),
         other => {
             // Unreachable while the registry and this match agree; the header parser already
             // refused keys the registry does not list.
             tracing::error!(api = ?other, "no handler for a registered API");
-            boxed(async { Reply::Close })
+            task(async { Reply::Close })
         }
     }
 }

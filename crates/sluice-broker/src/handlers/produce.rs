@@ -4,87 +4,228 @@
 //! partition's records (`record_validation`: framing, codecs, decompression with a cap,
 //! control/transactional batches, producer ids never issued) and hands them to the log, which
 //! checks the header again (CRC-32C, size against max.message.bytes, offsets) and queues them
-//! for group commit. A refused partition stores nothing; the others of the request go on. The
-//! returned future then waits, concurrently with later requests, until the log reports the
-//! appends durable (acks=1 and acks=all are the same on one node: both wait for the fsync). acks=0 returns no response at all and waits for nothing.
+//! for group commit. A refused partition stores nothing; the others of the request go on.
+//! acks=1 and acks=all are the same on one node: both are answered once the log reports the
+//! appends durable (after the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
 //!
-//! Allocations (counted by `tests/alloc_per_request.rs`): the response is laid out once, at
-//! its final size, while the request is decoded (one vector for the topics, one per topic,
-//! one for the appends' waiters), and filled in place as the appends complete; it is encoded
-//! into one buffer of its exact size. Nothing here grows a vector or copies record bytes.
+//! No task per request: the appends of one request share one [`AppendGroup`], and the
+//! connection's writer waits on it directly ([`ProduceCall::wait`]), then has the call
+//! encode its response ([`ProduceCall::respond`]). So a produce request costs the runtime one
+//! wake-up (the committer's, when the last of its partitions is durable), not a spawned task
+//! plus one wake-up per partition.
+//!
+//! Allocations (counted by `tests/alloc_per_request.rs`): none per request in steady state.
+//! A [`ProduceCall`] holds everything a request needs, the decoded request (`decode`: slices
+//! of the frame in two vectors), the append group, the response laid out in place and the
+//! buffer it is encoded into, and the connection keeps a few ([`ProduceCalls`]) for reuse.
+//! A call forgets its request's slices once the response is written, so a kept call holds no
+//! frame.
 
-use bytes::Bytes;
+mod decode;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use sluice_log::{AppendWaiter, PartitionKey};
+use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use sluice_log::{AppendGroup, AppendInfo, LogError, PartitionKey};
+use sluice_protocol::codec;
 
-use super::{boxed, str_bytes, Ctx, Pending, Reply};
-use crate::{error_code, record_validation};
+use super::{str_bytes, Ctx, Reply};
+use crate::{error_code, limits, record_validation, Broker};
 
-/// One partition's outcome so far: queued, or failed before queueing.
-enum Queued {
-    Waiting(AppendWaiter),
-    Failed(i16, Option<String>),
+/// One produce request from decode to response; reused (see the module comment).
+#[derive(Debug, Default)]
+pub(crate) struct ProduceCall {
+    version: i16,
+    correlation_id: i32,
+    decoded: decode::Decoded,
+    group: AppendGroup,
+    resp: ProduceResponse,
+    out: BytesMut,
 }
 
-pub(crate) async fn start(ctx: Ctx, body: Bytes) -> Pending {
-    let req: ProduceRequest = match ctx.decode(body) {
-        Ok(r) => r,
-        Err(reply) => return boxed(async move { reply }),
-    };
-    let acks = req.acks;
-    let request = record_validation::ProduceContext {
-        version: ctx.version,
-        transactional_id: req.transactional_id.is_some(),
-    };
-    let by_id = ctx.version >= 13;
-    let unknown = if by_id {
-        error_code::UNKNOWN_TOPIC_ID
-    } else {
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
-    };
-    let partitions_total = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
-    // In request order, as the response lists them: `queued[i]` answers the i-th partition.
-    let mut queued = Vec::with_capacity(partitions_total);
-    let mut resp = ProduceResponse::default();
-    resp.responses = Vec::with_capacity(req.topic_data.len());
-    for t in req.topic_data {
-        let topic = if by_id {
-            ctx.broker.topics.get_by_id(t.topic_id)
-        } else {
-            ctx.broker.topics.get(&t.name.0)
-        };
-        let mut tr = TopicProduceResponse::default();
-        tr.partition_responses = Vec::with_capacity(t.partition_data.len());
-        for p in t.partition_data {
-            let outcome = if !matches!(acks, -1..=1) {
-                Queued::Failed(error_code::INVALID_REQUIRED_ACKS, None)
-            } else {
-                match (
-                    topic.as_ref().and_then(|tp| tp.partition(p.index)),
-                    p.records,
-                ) {
-                    (None, _) => Queued::Failed(unknown, None),
-                    (Some(_), None) => {
-                        Queued::Failed(error_code::CORRUPT_MESSAGE, Some("no records".into()))
-                    }
-                    (Some(key), Some(records)) => append(&ctx, request, key, records).await,
-                }
-            };
-            queued.push(outcome);
-            tr.partition_responses.push(pending_partition(p.index));
+impl ProduceCall {
+    /// Waits until every append the request queued is answered.
+    pub(crate) async fn wait(&self) {
+        self.group.wait().await
+    }
+
+    /// Fills the laid-out response with the appends' outcomes and encodes it. Call after
+    /// [`ProduceCall::wait`]. `None` when encoding failed (logged; close the connection).
+    pub(crate) fn respond(&mut self) -> Option<&[u8]> {
+        let partitions = self
+            .resp
+            .responses
+            .iter_mut()
+            .flat_map(|t| t.partition_responses.iter_mut());
+        for (slot, pr) in partitions.enumerate() {
+            match self.group.take(slot) {
+                Some(outcome) => fill(pr, outcome),
+                // Failed before it was queued: the error is in place already.
+                None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
+            }
         }
-        tr.name = t.name;
-        tr.topic_id = t.topic_id;
-        resp.responses.push(tr);
+        self.out.clear();
+        let encoded = codec::encode_response(
+            &mut self.out,
+            ApiKey::Produce,
+            self.version,
+            self.correlation_id,
+            &self.resp,
+        );
+        self.forget_request();
+        match encoded {
+            Ok(()) => Some(&self.out),
+            Err(e) => {
+                tracing::error!(version = self.version, error = %e, "produce response encode failed; closing connection");
+                None
+            }
+        }
     }
-    debug_assert_eq!(queued.len(), partitions_total);
-    if acks == 0 {
+
+    /// Drops every reference into the request's frame (names, records) and the error
+    /// messages, keeping the vectors' capacity.
+    fn forget_request(&mut self) {
+        self.decoded.clear();
+        for t in &mut self.resp.responses {
+            t.name = TopicName(StrBytes::default());
+            for p in &mut t.partition_responses {
+                p.error_message = None;
+            }
+        }
+    }
+
+    /// Lays the response out, one pending answer per partition entry, in request order.
+    fn lay_out_response(&mut self) {
+        let topics = &self.decoded.topics;
+        let responses = &mut self.resp.responses;
+        responses.truncate(topics.len());
+        responses.resize_with(topics.len(), TopicProduceResponse::default);
+        for (tr, t) in responses.iter_mut().zip(topics) {
+            tr.name = TopicName(t.name.clone());
+            tr.topic_id = t.topic_id;
+            tr.partition_responses.clear();
+            let parts = &self.decoded.partitions[t.partitions.clone()];
+            tr.partition_responses
+                .extend(parts.iter().map(|p| pending_partition(p.index)));
+        }
+    }
+}
+
+/// The produce calls a connection keeps for reuse, shared by its reader (which takes one per
+/// produce request) and its writer (which gives it back after the response is written).
+#[derive(Debug, Default, Clone)]
+// Boxed so that handing a call between the reader, the channel and the writer moves a pointer.
+#[allow(clippy::vec_box)]
+pub(crate) struct ProduceCalls(Arc<Mutex<Vec<Box<ProduceCall>>>>);
+
+impl ProduceCalls {
+    /// A call with nothing outstanding (an acks=0 call may still have appends in the log).
+    pub(crate) fn take(&self) -> Box<ProduceCall> {
+        let mut kept = self.0.lock();
+        match kept.iter().position(|c| c.group.outstanding() == 0) {
+            Some(i) => kept.swap_remove(i),
+            None => Box::default(),
+        }
+    }
+
+    pub(crate) fn put(&self, call: Box<ProduceCall>) {
+        let mut kept = self.0.lock();
+        if kept.len() < limits::PRODUCE_CALLS_KEPT_PER_CONNECTION {
+            kept.push(call);
+        }
+    }
+}
+
+/// What starting a produce request gave the connection.
+#[derive(Debug)]
+pub(crate) enum Started {
+    /// Appends are queued: wait on the call, then write what it responds.
+    Waiting(Box<ProduceCall>),
+    /// Nothing to wait for: acks=0 (no response) or a malformed request (close). The call
+    /// can be given back at once.
+    Done(Reply, Box<ProduceCall>),
+}
+
+pub(crate) async fn start(ctx: Ctx, body: Bytes, mut call: Box<ProduceCall>) -> Started {
+    if let Err(e) = call.decoded.decode(&body, ctx.version) {
+        tracing::warn!(version = ctx.version, error = %e, "malformed request; closing connection");
+        call.decoded.clear();
+        return Started::Done(Reply::Close, call);
+    }
+    call.version = ctx.version;
+    call.correlation_id = ctx.correlation_id;
+    call.lay_out_response();
+    let entries = call.decoded.partitions.len();
+    call.group.reset(entries);
+    queue_appends(&ctx, &mut call).await;
+    // The log holds what it needs of the frame; the response keeps only the topic names.
+    call.decoded.partitions.clear();
+    if call.decoded.acks == 0 {
         // The client expects no response; durability proceeds without anyone waiting.
-        return boxed(async { Reply::NoResponse });
+        call.forget_request();
+        return Started::Done(Reply::NoResponse, call);
     }
-    boxed(finish(ctx, resp, queued))
+    Started::Waiting(call)
+}
+
+/// Validates and queues every partition entry, in request order; a refused one gets its
+/// error in the laid-out response.
+async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
+    let ProduceCall {
+        version,
+        decoded,
+        group,
+        resp,
+        ..
+    } = call;
+    let request = record_validation::ProduceContext {
+        version: *version,
+        transactional_id: decoded.transactional_id,
+    };
+    let by_id = *version >= 13;
+    let unknown = match by_id {
+        true => error_code::UNKNOWN_TOPIC_ID,
+        false => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+    };
+    let acks_valid = matches!(decoded.acks, -1..=1);
+    let mut slot = 0;
+    for (t, tr) in decoded.topics.iter().zip(resp.responses.iter_mut()) {
+        let topic = match by_id {
+            true => ctx.broker.topics.get_by_id(t.topic_id),
+            false => ctx.broker.topics.get(&t.name),
+        };
+        let parts = &decoded.partitions[t.partitions.clone()];
+        for (p, pr) in parts.iter().zip(tr.partition_responses.iter_mut()) {
+            let refused = match (
+                acks_valid,
+                topic.as_ref().and_then(|tp| tp.partition(p.index)),
+            ) {
+                (false, _) => Some((error_code::INVALID_REQUIRED_ACKS, None)),
+                (true, None) => Some((unknown, None)),
+                (true, Some(key)) => match &p.records {
+                    None => Some((error_code::CORRUPT_MESSAGE, Some("no records".into()))),
+                    Some(records) => {
+                        append(&ctx.broker, request, key, records.clone(), group, slot).await
+                    }
+                },
+            };
+            if let Some((code, message)) = refused {
+                pr.error_code = code;
+                pr.error_message = message.map(str_bytes);
+            }
+            slot += 1;
+        }
+    }
+    debug_assert_eq!(
+        slot,
+        decoded.partitions.len(),
+        "one slot per partition entry"
+    );
 }
 
 /// A partition's answer before its append completes: Kafka's "no offset" values.
@@ -97,60 +238,39 @@ fn pending_partition(index: i32) -> PartitionProduceResponse {
     pr
 }
 
-/// Validates one partition's records, then queues them. Awaited in arrival order, so a slow
-/// validation (a large compressed batch) holds back only this connection's later requests.
+fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>) {
+    match outcome {
+        Ok(info) => {
+            pr.base_offset = info.base_offset.0;
+            pr.log_append_time_ms = info.log_append_time_ms;
+            pr.log_start_offset = info.log_start_offset.0;
+        }
+        Err(e) => {
+            pr.error_code = error_code::from_log(&e);
+            pr.error_message = Some(str_bytes(e.to_string()));
+        }
+    }
+}
+
+/// Validates one partition's records, then queues them in `slot` of `group`. Awaited in
+/// arrival order, so a slow validation (a large compressed batch) holds back only this
+/// connection's later requests. Returns the refusal, if refused.
 async fn append(
-    ctx: &Ctx,
+    broker: &Broker,
     request: record_validation::ProduceContext,
     key: &PartitionKey,
     records: Bytes,
-) -> Queued {
-    let broker = &ctx.broker;
+    group: &AppendGroup,
+    slot: usize,
+) -> Option<(i16, Option<String>)> {
     let validated =
         record_validation::validate_produce(&broker.producer_ids, request, &records).await;
     if let Err(refusal) = validated {
         tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
-        return Queued::Failed(refusal.error_code, Some(refusal.message));
+        return Some((refusal.error_code, Some(refusal.message)));
     }
-    match broker.log.append(key, records).await {
-        Ok(w) => Queued::Waiting(w),
-        Err(e) => Queued::Failed(error_code::from_log(&e), Some(e.to_string())),
+    match broker.log.append_in_group(key, records, group, slot).await {
+        Ok(()) => None,
+        Err(e) => Some((error_code::from_log(&e), Some(e.to_string()))),
     }
-}
-
-/// Waits for every queued append, in request order, and fills in the laid-out response.
-async fn finish(ctx: Ctx, mut resp: ProduceResponse, queued: Vec<Queued>) -> Reply {
-    debug_assert_eq!(
-        resp.responses
-            .iter()
-            .map(|t| t.partition_responses.len())
-            .sum::<usize>(),
-        queued.len(),
-        "one outcome per partition"
-    );
-    let partitions = resp
-        .responses
-        .iter_mut()
-        .flat_map(|t| t.partition_responses.iter_mut());
-    for (pr, queued) in partitions.zip(queued) {
-        let outcome = match queued {
-            Queued::Waiting(w) => w
-                .wait()
-                .await
-                .map_err(|e| (error_code::from_log(&e), Some(e.to_string()))),
-            Queued::Failed(code, msg) => Err((code, msg)),
-        };
-        match outcome {
-            Ok(info) => {
-                pr.base_offset = info.base_offset.0;
-                pr.log_append_time_ms = info.log_append_time_ms;
-                pr.log_start_offset = info.log_start_offset.0;
-            }
-            Err((code, msg)) => {
-                pr.error_code = code;
-                pr.error_message = msg.map(str_bytes);
-            }
-        }
-    }
-    ctx.respond(&resp)
 }
