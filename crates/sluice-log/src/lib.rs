@@ -42,6 +42,7 @@ mod metadata;
 mod partition;
 mod producer_snapshot;
 mod producer_state;
+mod record_slices;
 mod recovery;
 mod retention;
 mod segment;
@@ -56,4 +57,5 @@ pub use manager::{
     AppendInfo, AppendWaiter, CommitWaker, LogManager, LogStats, PartitionOffsets, ReadResult,
     RecoveryReport,
 };
+pub use record_slices::{FileRange, RangesResult, RecordSlice};
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};
