@@ -74,13 +74,18 @@ impl FileRange {
         self.len as usize
     }
 
-    /// Reads bytes `[from, len)` of the range into memory: the copy path for writers that
-    /// cannot `sendfile` (e.g. TLS). Blocking file I/O: not on an async worker. A file
-    /// shorter than the range is an error (`UnexpectedEof`).
-    pub fn read_from(&self, from: usize) -> io::Result<Vec<u8>> {
-        let want = self.len().saturating_sub(from);
-        let buf = fs::read_new(self.file.file.as_ref(), want, self.position + from as u64)?;
-        if buf.len() < want {
+    /// Reads `len` bytes of the range from byte `from` on into memory: the copy path for
+    /// writers that cannot `sendfile` (e.g. TLS). Blocking file I/O: not on an async
+    /// worker. A file shorter than the range is an error (`UnexpectedEof`).
+    pub fn read(&self, from: usize, len: usize) -> io::Result<Vec<u8>> {
+        if from.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "read past the end of a file range",
+            ));
+        }
+        let buf = fs::read_new(self.file.file.as_ref(), len, self.position + from as u64)?;
+        if buf.len() < len {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "journal file shorter than the range being sent",
@@ -129,7 +134,7 @@ impl RangesResult {
         let mut out = Vec::with_capacity(self.len);
         for s in &self.slices {
             match s {
-                RecordSlice::File(r) => out.extend_from_slice(&r.read_from(0)?),
+                RecordSlice::File(r) => out.extend_from_slice(&r.read(0, r.len())?),
                 RecordSlice::Bytes(b) => out.extend_from_slice(b),
             }
         }

@@ -11,6 +11,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use sluice_log::RecordSlice;
+
 use super::{PartResult, TopicParts};
 use crate::response_chunks::{ChunkedFrame, FrameBuilder};
 
@@ -117,8 +119,17 @@ pub(super) fn encode(
             if version >= PREFERRED_REPLICA_FROM {
                 out.put_i32(-1);
             }
-            put_bytes_len(out, flexible, r.records.len(), version)?;
-            frame.share(r.records);
+            put_bytes_len(out, flexible, r.records_len, version)?;
+            debug_assert_eq!(
+                r.records.iter().map(RecordSlice::len).sum::<usize>(),
+                r.records_len
+            );
+            for slice in r.records {
+                match slice {
+                    RecordSlice::File(range) => frame.share_file(range),
+                    RecordSlice::Bytes(bytes) => frame.share(bytes),
+                }
+            }
             if flexible {
                 put_tagged_fields_none(frame.own());
             }
@@ -266,7 +277,8 @@ mod tests {
                     error_code: rng.next() as i16,
                     high_watermark: rng.i64(),
                     log_start_offset: rng.i64(),
-                    records,
+                    records_len: records.len(),
+                    records: vec![RecordSlice::Bytes(records)],
                 });
             }
             // As decoded from a request of this version: names below v13, ids from v13.
@@ -336,7 +348,7 @@ mod tests {
                     },
                 };
                 let cid = rng.next() as i32;
-                let records_bytes: usize = results.iter().map(|r| r.records.len()).sum();
+                let records_bytes: usize = results.iter().map(|r| r.records_len).sum();
                 let want = reference(version, cid, top, &topics, results.clone());
                 let got = encode(version, cid, top, &topics, results).unwrap();
                 assert_eq!(got.len(), want.len(), "version {version}");
