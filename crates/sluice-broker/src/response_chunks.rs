@@ -317,12 +317,7 @@ async fn send_file(tcp: &TcpStream, range: &FileRange, from: usize) -> io::Resul
                 .map_err(io::Error::from)
         });
         match sent {
-            Ok(0) => return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "journal file ends at {start}, inside a range being sent ({count} bytes left)"
-                ),
-            )),
+            Ok(0) => return Err(file_ended(start, count)),
             Ok(n) => return Ok(n),
             Err(e)
                 if matches!(
@@ -332,6 +327,12 @@ async fn send_file(tcp: &TcpStream, range: &FileRange, from: usize) -> io::Resul
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The error for a journal file that ends at `position`, inside a range being sent.
+fn file_ended(position: u64, left: usize) -> io::Error {
+    let why = format!("journal file ends at {position}, {left} bytes before its range does");
+    io::Error::new(io::ErrorKind::UnexpectedEof, why)
 }
 
 /// The copy path: reads part of the range from byte `from` on into memory (on the blocking

@@ -21,7 +21,9 @@
 //!   longer has (the file is gone, or was cut short) read as zeros, so the segment's own
 //!   checks find them damaged and confine the loss, every time the log is opened.
 //! - A reader holds the journal file it reads through an `Arc`, so the file cannot be
-//!   retired (recycled) under it; no lock is held during I/O.
+//!   retired (recycled) under it; no lock is held during I/O. [`ExtentFile::slices`] hands
+//!   such `Arc`s out inside `FileRange`s (the fetch path sends them later with
+//!   `sendfile`): the file stays pinned for as long as the range lives.
 
 use std::io;
 use std::mem::MaybeUninit;

@@ -6,7 +6,11 @@
 //! partition with data (KIP-74) so a batch larger than the limits cannot stall a consumer.
 //! A partition listed twice is fetched once. The response is charged to the request-memory
 //! budget before its records are read and until it is written (see `read_charged`), so
-//! concurrent fetches cannot hold more memory than the budget.
+//! concurrent fetches cannot hold more memory than the budget; once encoded, the charge
+//! shrinks to the part held in memory (framing, records the log returned as bytes): records
+//! sent from journal files are page cache, not the process's memory. Each response pins the
+//! journal files its ranges name until written, so pinned files are bounded by the
+//! responses in flight (`limits::IN_FLIGHT_PER_CONNECTION_MAX` per connection).
 //!
 //! When fewer than `min_bytes` are available the request long-polls: it sleeps on its own
 //! partitions' commit wakers (a commit elsewhere does not wake it) and on the log's counter
@@ -18,9 +22,11 @@
 //! keep sending full requests. Reads run on the blocking pool.
 //!
 //! The response is encoded by hand ([`encode`]) as a chunked frame: the framing in one small
-//! buffer, each partition's records as the `Bytes` the log read returned, written with
-//! vectored writes. Record bytes are copied once (page cache to memory, by the log's read) and
-//! never again in user space.
+//! buffer, each partition's records as the journal file ranges `LogManager::read_ranges`
+//! returned (only batch headers are read), written with vectored writes and `sendfile`.
+//! Record bytes go from the page cache to the socket without entering user space; only
+//! where the log has no file to send from (damage read as zeros, a simulated file system)
+//! are they read into memory, once.
 
 mod encode;
 
