@@ -105,17 +105,18 @@ def test_an_inflight_response_keeps_its_journal_file(sluice_factory, topic_name)
     """Goal: a fetch response being sent from a journal file pins it: DeleteRecords, the
     checkpoint that would retire the file and produce that would recycle and rewrite it do
     not change what the response carries; once written, the file is retired.
-    Method: one partition (16 MiB segments); produce ~1.25 journal files (128 MiB each) of
-    64 KiB records whose values carry their offset ("A" phase). A raw client with a small
-    receive buffer sends Fetch v4 for 48 MiB from offset 0 and does not read: the broker is
-    stuck mid-response, sending from the first journal file. DeleteRecords to the high
+    Method: one partition (64 MiB segments: a read stays in one segment); produce ~1.25
+    journal files (128 MiB each) of 64 KiB records whose values carry their offset ("A"
+    phase). A raw client with a small receive buffer sends Fetch v4 for 48 MiB from offset
+    0 and does not read: the broker is stuck mid-response, sending from the first journal
+    file. DeleteRecords to the high
     watermark (the first file's segments go), wait past the 5 s checkpoint: the first file
-    is still there (without the pin it is retired here). Produce ~1 more journal file ("B"
+    is still there (without the pin, as with the old read-into-memory path, it is retired here). Produce ~1 more journal file ("B"
     phase): the writer moves to a new file, which would be the recycled first file. Then read
     the response: records 0.. contiguous, every value exactly as produced in phase A, at
     least 40 MiB of them. After the response, the first file is retired within 15 s."""
     b = sluice_factory(["--retention-check-interval-ms", "60000"])
-    create_topic(b.bootstrap, topic_name, 1, config={"segment.bytes": str(16 * MIB)})
+    create_topic(b.bootstrap, topic_name, 1, config={"segment.bytes": str(64 * MIB)})
     first_count = (JOURNAL_FILE_BYTES + JOURNAL_FILE_BYTES // 4) // RECORD_BYTES
     _produce(b.bootstrap, topic_name, b"A", 0, first_count)
     seqs = _wal_seqs(b)
