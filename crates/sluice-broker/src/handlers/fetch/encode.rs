@@ -282,7 +282,7 @@ mod tests {
         (
             slices
                 .into_iter()
-                .filter(|s| s.len() > 0 || len == 0)
+                .filter(|s| !s.is_empty() || len == 0)
                 .collect(),
             len,
         )
