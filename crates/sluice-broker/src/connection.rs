@@ -21,8 +21,8 @@
 //! were queued before its task started, so aborting only drops the answer nobody reads.)
 //!
 //! Writing: a response is either one contiguous frame or a chunked frame (fetch: framing plus
-//! the log's record buffers), written with vectored writes that resume after partial writes
-//! (see [`crate::response_chunks`]). Either way one response is written completely before the
+//! journal file ranges), written with vectored writes and `sendfile` that resume after
+//! partial writes (see [`crate::response_chunks`]). Either way one response is written completely before the
 //! next one starts, and its charge is released only after its last byte is written.
 //!
 //! A malformed frame, an unknown API key or an unsupported version (other than
@@ -418,6 +418,12 @@ async fn write_frame(wr: &mut OwnedWriteHalf, bytes: &[u8], peer: SocketAddr) ->
 async fn write_chunks(wr: &mut OwnedWriteHalf, frame: &ChunkedFrame, peer: SocketAddr) -> bool {
     match response_chunks::write_chunked(wr, frame).await {
         Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            // A journal file shorter than a range of it: damage under a pinned file. The
+            // stream is mid-frame, so the connection closes.
+            tracing::error!(%peer, error = %e, "fetch response could not be sent from its journal file; closing connection");
+            false
+        }
         Err(e) => {
             tracing::debug!(%peer, error = %e, "write failed");
             false
@@ -494,7 +500,8 @@ async fn write_reply(wr: &mut OwnedWriteHalf, reply: Reply, peer: SocketAddr) ->
                 "a response holds no more budget than its own size"
             );
             let ok = write_chunks(wr, &frame, peer).await;
-            // The records (the log's buffers) and their charge go only now.
+            // The records (file ranges pinning journal files, or the log's buffers) and
+            // their charge go only now.
             drop((frame, charge));
             ok
         }

@@ -43,6 +43,11 @@ pub const FETCH_MEMORY_WAIT_MS_MIN: u64 = 500;
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 64;
 /// The longest a fetch may long-poll, whatever the client asks for.
 pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
+/// Bytes of a journal file range read into memory at a time when a response is written
+/// through the copy path (a writer that cannot `sendfile`, e.g. TLS): bounds the buffer
+/// each such write holds beyond the response's charge.
+pub const FILE_CHUNK_COPY_BYTES: usize = 256 * 1024;
+
 /// Partitions one topic may have.
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Partitions in the whole broker.

@@ -1,30 +1,46 @@
-//! Responses as a list of chunks, written with vectored writes, so record bytes read from the
-//! log reach the socket without another copy in user space.
+//! Responses as a list of chunks, written with vectored writes and `sendfile(2)`, so record
+//! bytes reach the socket without a copy in user space.
 //!
 //! A [`ChunkedFrame`] is one framed response (size prefix, header, body) split into
 //! [`Chunk`]s that are written back to back. The response's own framing bytes (sizes,
-//! offsets, error codes, topic names) live in one buffer owned by the frame; record bytes are
-//! the `Bytes` the log's read returned, shared, never copied. [`FrameBuilder`] assembles a
-//! frame: framing is appended to its buffer, records are spliced in between, and the size
-//! prefix is patched once the total is known.
+//! offsets, error codes, topic names) live in one buffer owned by the frame; record bytes
+//! are either ranges of the log's journal files ([`Chunk::File`], a [`FileRange`] that pins
+//! its file until the frame is dropped) or, where the log had no file to send from, the
+//! `Bytes` its read returned, shared, never copied. [`FrameBuilder`] assembles a frame:
+//! framing is appended to its buffer, records are spliced in between, and the size prefix
+//! is patched once the total is known.
+//!
+//! Writing ([`write_chunked`]): runs of memory chunks go out as one vectored write; a file
+//! chunk on a raw TCP socket goes out with `sendfile` (the kernel hands page-cache pages
+//! to the socket: no `pread` into a buffer, no copy from it), non-blocking, resuming
+//! after partial sends. A writer that is not a raw TCP socket (TLS, tests) gets the copy
+//! path: the file range is read into memory on the blocking pool, at most
+//! [`limits::FILE_CHUNK_COPY_BYTES`] at a time, and written.
 //!
 //! Guarantees: the bytes written are exactly the concatenation of the chunks in order (the
 //! frame's `len` is checked against them when built); [`write_chunked`] either writes all of
 //! them, resuming after partial writes, or returns the error, after which the connection must
-//! not write anything else (the stream is mid-frame).
+//! not write anything else (the stream is mid-frame). A journal file shorter than a range
+//! (it cannot be: ranges are below the committed length and the file is pinned, so this
+//! would be damage under us) is such an error: `sendfile` returning 0 before the range is
+//! done ends the write, never a retry loop.
 //!
-//! Extension point: a chunk is an enum so that a file range (sendfile from a journal or
-//! segment file, the kernel copying page cache to socket) can become a second variant. The
-//! writer gathers memory chunks into one vectored write and would stop at a file chunk to
-//! send it with its own call; [`ChunkedFrame::len`] already counts chunks by their length,
-//! not by their bytes in memory.
+//! A `sendfile` whose pages are not in the page cache reads them from disk on the calling
+//! worker thread, as Kafka's network threads do: fetches are served from the page cache in
+//! the common case (the batch headers were just read on the blocking pool, and recent data
+//! is cached); a cold read of old data can stall one worker for the disk's latency.
 
 use std::io::{self, IoSlice};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use sluice_log::FileRange;
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
 
 use sluice_protocol::frame::SIZE_PREFIX_BYTES;
+
+use crate::limits;
 
 /// Most slices handed to one `writev`: far below the kernel's IOV_MAX (1024), and enough for
 /// a fetch of hundreds of partitions to leave in a few calls.
@@ -35,12 +51,15 @@ const IOVECS_PER_WRITE_MAX: usize = 64;
 pub(crate) enum Chunk {
     /// Bytes in memory: the response's own framing, or record bytes shared with the log read.
     Bytes(Bytes),
+    /// Record bytes in a journal file, sent from the page cache.
+    File(FileRange),
 }
 
 impl Chunk {
     fn len(&self) -> usize {
         match self {
             Chunk::Bytes(b) => b.len(),
+            Chunk::File(r) => r.len(),
         }
     }
 }
@@ -59,6 +78,17 @@ impl ChunkedFrame {
         self.len
     }
 
+    /// Bytes of the frame held in memory (its file chunks stay in the page cache).
+    pub(crate) fn memory_len(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Bytes(b) => b.len(),
+                Chunk::File(_) => 0,
+            })
+            .sum()
+    }
+
     #[cfg(test)]
     pub(crate) fn chunks(&self) -> &[Chunk] {
         &self.chunks
@@ -71,6 +101,7 @@ impl ChunkedFrame {
         for c in &self.chunks {
             match c {
                 Chunk::Bytes(b) => out.extend_from_slice(b),
+                Chunk::File(r) => out.extend_from_slice(&r.read(0, r.len()).expect("read")),
             }
         }
         out
@@ -90,6 +121,7 @@ enum Piece {
         end: usize,
     },
     Shared(Bytes),
+    File(FileRange),
 }
 
 /// Builds one [`ChunkedFrame`]: framing goes into [`FrameBuilder::own`], records are spliced
@@ -131,6 +163,16 @@ impl FrameBuilder {
         self.pieces.push(Piece::Shared(bytes));
     }
 
+    /// Appends a journal file range as a chunk of its own, to be sent from the file.
+    pub(crate) fn share_file(&mut self, range: FileRange) {
+        if range.len() == 0 {
+            return;
+        }
+        self.mark_own_end();
+        self.shared_len += range.len();
+        self.pieces.push(Piece::File(range));
+    }
+
     /// Closes the run of owned bytes appended since the last shared chunk, if any.
     fn mark_own_end(&mut self) {
         if self.own_marked < self.own.len() {
@@ -160,6 +202,7 @@ impl FrameBuilder {
                     c
                 }
                 Piece::Shared(b) => Chunk::Bytes(b),
+                Piece::File(r) => Chunk::File(r),
             })
             .collect();
         assert_eq!(start, own.len(), "every owned byte is in a chunk");
@@ -177,14 +220,17 @@ struct Cursor {
 }
 
 impl Cursor {
-    /// Fills `out` with the unwritten memory chunks from here on; returns how many it filled.
+    /// Fills `out` with the unwritten memory chunks from here up to the next file chunk;
+    /// returns how many it filled.
     fn gather<'a>(&self, chunks: &'a [Chunk], out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (i, c) in chunks.iter().enumerate().skip(self.chunk) {
             if n == out.len() {
                 break;
             }
-            let Chunk::Bytes(b) = c;
+            let Chunk::Bytes(b) = c else {
+                break;
+            };
             let from = if i == self.chunk { self.offset } else { 0 };
             out[n] = IoSlice::new(&b[from..]);
             n += 1;
@@ -207,8 +253,24 @@ impl Cursor {
     }
 }
 
-/// Writes the whole frame with vectored writes, resuming after partial ones.
-pub(crate) async fn write_chunked<W: AsyncWrite + Unpin>(
+/// A writer responses go to: any async writer, and the TCP socket under it when file
+/// chunks may be sent with `sendfile` (a raw TCP connection; not TLS).
+pub(crate) trait ChunkSink: AsyncWrite + Unpin {
+    /// The socket to `sendfile` to; `None` sends file chunks through the copy path.
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+impl ChunkSink for OwnedWriteHalf {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self.as_ref())
+    }
+}
+
+/// Writes the whole frame, resuming after partial writes: memory chunks with vectored
+/// writes, file chunks with `sendfile` (or the copy path, see [`ChunkSink`]).
+pub(crate) async fn write_chunked<W: ChunkSink>(
     wr: &mut W,
     frame: &ChunkedFrame,
 ) -> io::Result<()> {
@@ -216,9 +278,18 @@ pub(crate) async fn write_chunked<W: AsyncWrite + Unpin>(
     let mut at = Cursor::default();
     let mut left = frame.len;
     while at.chunk < chunks.len() {
-        let mut slices = [IoSlice::new(&[]); IOVECS_PER_WRITE_MAX];
-        let n = at.gather(chunks, &mut slices);
-        let written = wr.write_vectored(&slices[..n]).await?;
+        let written = match &chunks[at.chunk] {
+            Chunk::File(range) => match wr.tcp() {
+                Some(tcp) => send_file(tcp, range, at.offset).await?,
+                None => copy_file(wr, range, at.offset).await?,
+            },
+            Chunk::Bytes(_) => {
+                let mut slices = [IoSlice::new(&[]); IOVECS_PER_WRITE_MAX];
+                let n = at.gather(chunks, &mut slices);
+                debug_assert!(n > 0);
+                wr.write_vectored(&slices[..n]).await?
+            }
+        };
         if written == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -228,6 +299,57 @@ pub(crate) async fn write_chunked<W: AsyncWrite + Unpin>(
     }
     assert_eq!(left, 0, "a frame is written exactly once");
     Ok(())
+}
+
+/// One `sendfile` of the range from byte `from` on: waits until the socket is writable and
+/// returns the bytes the kernel took (a partial send is normal on a non-blocking socket).
+/// A file that ends before the range does is an error (`UnexpectedEof`).
+async fn send_file(tcp: &TcpStream, range: &FileRange, from: usize) -> io::Result<usize> {
+    debug_assert!(from < range.len());
+    let count = range.len() - from;
+    let start = range.position() + from as u64;
+    let mut offset = nix::libc::off_t::try_from(start)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file position too large"))?;
+    loop {
+        tcp.writable().await?;
+        let sent = tcp.try_io(Interest::WRITABLE, || {
+            nix::sys::sendfile::sendfile(tcp, range.fd(), Some(&mut offset), count)
+                .map_err(io::Error::from)
+        });
+        match sent {
+            Ok(0) => return Err(file_ended(start, count)),
+            Ok(n) => return Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The error for a journal file that ends at `position`, inside a range being sent.
+fn file_ended(position: u64, left: usize) -> io::Error {
+    let why = format!("journal file ends at {position}, {left} bytes before its range does");
+    io::Error::new(io::ErrorKind::UnexpectedEof, why)
+}
+
+/// The copy path: reads part of the range from byte `from` on into memory (on the blocking
+/// pool: it is file I/O) and writes all of it; returns the bytes written.
+async fn copy_file<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    range: &FileRange,
+    from: usize,
+) -> io::Result<usize> {
+    let len = (range.len() - from).min(limits::FILE_CHUNK_COPY_BYTES);
+    let file = range.clone();
+    let buf = tokio::task::spawn_blocking(move || file.read(from, len))
+        .await
+        .map_err(io::Error::other)??;
+    debug_assert_eq!(buf.len(), len);
+    wr.write_all(&buf).await?;
+    Ok(buf.len())
 }
 
 #[cfg(test)]
@@ -285,6 +407,8 @@ mod tests {
         }
     }
 
+    impl ChunkSink for Trickle {}
+
     fn sample() -> (ChunkedFrame, Bytes, Bytes) {
         let records_a = Bytes::from((0..200u8).collect::<Vec<_>>());
         let records_b = Bytes::from(vec![7u8; 5]);
@@ -314,8 +438,9 @@ mod tests {
         assert_eq!(&bytes[bytes.len() - 7..], b"midtail");
         let chunks = frame.chunks();
         assert_eq!(chunks.len(), 4);
-        let Chunk::Bytes(c1) = &chunks[1];
-        let Chunk::Bytes(c2) = &chunks[2];
+        let (Chunk::Bytes(c1), Chunk::Bytes(c2)) = (&chunks[1], &chunks[2]) else {
+            panic!("records are memory chunks");
+        };
         assert_eq!(c1.as_ptr(), a.as_ptr(), "records are shared, not copied");
         assert_eq!(c2.as_ptr(), b.as_ptr(), "records are shared, not copied");
     }
@@ -359,5 +484,150 @@ mod tests {
         write_chunked(&mut w, &frame).await.unwrap();
         assert_eq!(&w.out[4..], &want_body[..]);
         assert_eq!(w.calls, 6);
+    }
+
+    /// A file holding `len` patterned bytes.
+    fn patterned_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, &bytes).unwrap();
+        (f, bytes)
+    }
+
+    /// A frame of framing, two file ranges, framing in between, and shared bytes; the
+    /// bytes it must put on the wire.
+    fn file_frame(file: &std::fs::File, content: &[u8]) -> (ChunkedFrame, Vec<u8>) {
+        let a = (10usize, 24 * 1024 * 1024);
+        let b = (5usize, 700_000);
+        let mut fb = FrameBuilder::new(16);
+        fb.own().put_slice(b"head");
+        fb.share_file(FileRange::standalone(
+            file.try_clone().unwrap(),
+            a.0 as u64,
+            a.1 as u32,
+        ));
+        fb.own().put_slice(b"mid");
+        fb.share_file(FileRange::standalone(
+            file.try_clone().unwrap(),
+            b.0 as u64,
+            b.1 as u32,
+        ));
+        fb.share(Bytes::from_static(b"shared"));
+        fb.own().put_slice(b"tail");
+        let frame = fb.finish().unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(&((frame.len() - 4) as i32).to_be_bytes());
+        want.extend_from_slice(b"head");
+        want.extend_from_slice(&content[a.0..a.0 + a.1]);
+        want.extend_from_slice(b"mid");
+        want.extend_from_slice(&content[b.0..b.0 + b.1]);
+        want.extend_from_slice(b"sharedtail");
+        assert_eq!(frame.len(), want.len());
+        assert_eq!(frame.memory_len(), 4 + 4 + 3 + 6 + 4);
+        (frame, want)
+    }
+
+    /// A connected pair of real TCP sockets on loopback: (the writer's half, the reader).
+    async fn socket_pair() -> (OwnedWriteHalf, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (_rd, wr) = client.unwrap().into_split();
+        // The read half is dropped: only the write half is used.
+        (wr, accepted.unwrap().0)
+    }
+
+    // Goal: over a real socket, file chunks go out with sendfile from the file and memory
+    // chunks with vectored writes, in order, exactly once, although the reader is slow, so
+    // the socket buffer fills and sendfile sends parts of a range (partial sends resume).
+    #[tokio::test]
+    async fn sendfile_over_a_real_socket_resumes_after_partial_sends() {
+        use tokio::io::AsyncReadExt;
+        let (file, content) = patterned_file(25 * 1024 * 1024);
+        let (frame, want) = file_frame(file.as_file(), &content);
+        let (mut wr, mut rd) = socket_pair().await;
+        assert!(
+            wr.tcp().is_some(),
+            "a raw TCP writer sends files with sendfile"
+        );
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                let n = rd.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    return got;
+                }
+                got.extend_from_slice(&buf[..n]);
+                if got.len() < 64 * 1024 {
+                    // Slow at first, and the range is larger than both socket buffers
+                    // together: the writer meets a full socket buffer mid-range.
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        });
+        write_chunked(&mut wr, &frame).await.unwrap();
+        wr.shutdown().await.unwrap();
+        drop(wr);
+        let got = reader.await.unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes on the wire differ from the frame");
+    }
+
+    // Goal: a file range that runs past the end of its file (the file is shorter than the
+    // range claims) fails the write with an error, after sending what the file has, instead
+    // of hanging or panicking; both on the sendfile path and on the copy path.
+    #[tokio::test]
+    async fn a_range_past_the_file_end_fails_cleanly() {
+        use tokio::io::AsyncReadExt;
+        let (file, _) = patterned_file(100_000);
+        let mut fb = FrameBuilder::new(8);
+        fb.own().put_slice(b"head");
+        fb.share_file(FileRange::standalone(
+            file.as_file().try_clone().unwrap(),
+            50_000,
+            80_000,
+        ));
+        let frame = fb.finish().unwrap();
+        let (mut wr, mut rd) = socket_pair().await;
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            rd.read_to_end(&mut got).await.unwrap();
+            got.len()
+        });
+        let err = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            write_chunked(&mut wr, &frame),
+        )
+        .await
+        .expect("no hang")
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+        drop(wr);
+        assert_eq!(reader.await.unwrap(), 4 + 4 + 50_000, "what the file had");
+
+        let mut w = Trickle {
+            out: Vec::new(),
+            step: 10_000,
+            calls: 0,
+        };
+        let err = write_chunked(&mut w, &frame).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof, "{err}");
+    }
+
+    // Goal: a writer that cannot sendfile (TLS later; here the trickle writer) gets the
+    // copy path: the same bytes, read in bounded pieces.
+    #[tokio::test]
+    async fn the_copy_path_writes_the_same_bytes() {
+        let (file, content) = patterned_file(25 * 1024 * 1024);
+        let (frame, want) = file_frame(file.as_file(), &content);
+        let mut w = Trickle {
+            out: Vec::new(),
+            step: 100_000,
+            calls: 0,
+        };
+        assert!(w.tcp().is_none());
+        write_chunked(&mut w, &frame).await.unwrap();
+        assert!(w.out == want, "bytes differ from the frame");
     }
 }

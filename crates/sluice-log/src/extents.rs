@@ -21,7 +21,9 @@
 //!   longer has (the file is gone, or was cut short) read as zeros, so the segment's own
 //!   checks find them damaged and confine the loss, every time the log is opened.
 //! - A reader holds the journal file it reads through an `Arc`, so the file cannot be
-//!   retired (recycled) under it; no lock is held during I/O.
+//!   retired (recycled) under it; no lock is held during I/O. [`ExtentFile::slices`] hands
+//!   such `Arc`s out inside `FileRange`s (the fetch path sends them later with
+//!   `sendfile`): the file stays pinned for as long as the range lives.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -33,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::journal::{JournalFile, JournalFiles};
+use crate::record_slices;
 
 pub(crate) const FILE_SUFFIX: &str = ".extents";
 const RECORD_LEN: usize = 32;
@@ -352,6 +355,63 @@ impl ExtentFile {
         let delta = offset - extent.start;
         let available = usize::try_from(extent.len - delta).unwrap_or(usize::MAX);
         Some((extent.file.clone(), extent.file_position + delta, available))
+    }
+}
+
+impl ExtentFile {
+    /// Appends the slices of segment bytes `[from, to)` to `out`: ranges of the journal
+    /// files that hold them, each pinning its file, or bytes read into memory where there
+    /// is no file with a descriptor (zeros for a lost file, `SimFs`). The list lock is held
+    /// only to clone the handles; reads happen after it. Bytes past the end are an error.
+    pub(crate) fn slices(
+        &self,
+        from: u64,
+        to: u64,
+        out: &mut Vec<record_slices::RecordSlice>,
+    ) -> io::Result<()> {
+        // (index in `out`, segment position, length) of slices that need a read.
+        let mut to_read: Vec<(usize, u64, u32)> = Vec::new();
+        let mut covered = from;
+        {
+            let extents = self.extents.read();
+            let first = extents.partition_point(|e| e.end() <= from);
+            for e in extents[first..].iter().take_while(|e| e.start < to) {
+                let start = e.start.max(from);
+                let end = e.end().min(to);
+                debug_assert_eq!(start, covered, "extents tile the segment");
+                let len = (end - start) as u32;
+                let position = e.file_position + (start - e.start);
+                match e
+                    .file
+                    .as_ref()
+                    .and_then(|f| record_slices::FileRange::new(f, position, len))
+                {
+                    Some(range) => out.push(record_slices::RecordSlice::File(range)),
+                    None => {
+                        to_read.push((out.len(), start, len));
+                        out.push(record_slices::RecordSlice::Bytes(bytes::Bytes::new()));
+                    }
+                }
+                covered = end;
+            }
+        }
+        if covered < to {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "segment shorter than its committed length",
+            ));
+        }
+        for (at, start, len) in to_read {
+            let buf = fs::read_new(self, len as usize, start)?;
+            if buf.len() < len as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment shorter than its committed length",
+                ));
+            }
+            out[at] = record_slices::RecordSlice::Bytes(bytes::Bytes::from(buf));
+        }
+        Ok(())
     }
 }
 

@@ -190,6 +190,13 @@ pub trait FsFile: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
+    /// The descriptor of a real open file, for reads the kernel can do on its own
+    /// (`sendfile(2)` from the page cache to a socket). `None` (the default) for files that
+    /// are not one kernel file: simulated ones, a segment's extent list. Callers then read
+    /// through [`FsFile::read_at`].
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -347,6 +354,11 @@ pub struct StdFs;
 #[derive(Debug)]
 struct StdFile(File);
 
+/// `file` as an [`FsFile`] of the real file system.
+pub(crate) fn std_file(file: File) -> Box<dyn FsFile> {
+    Box::new(StdFile(file))
+}
+
 impl FsFile for StdFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.0.read_at(buf, offset)
@@ -391,6 +403,10 @@ impl FsFile for StdFile {
     }
     fn len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.0.as_raw_fd())
     }
 }
 

@@ -45,6 +45,7 @@ mod metadata;
 mod partition;
 mod producer_snapshot;
 mod producer_state;
+mod record_slices;
 mod recovery;
 mod retention;
 mod segment;
@@ -60,4 +61,5 @@ pub use manager::{
     AppendInfo, AppendWaiter, CommitWaker, LogManager, LogStats, PartitionOffsets, ReadResult,
     RecoveryReport,
 };
+pub use record_slices::{FileRange, RangesResult, RecordSlice};
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

@@ -22,6 +22,7 @@ use crate::engine::Engine;
 use crate::error::LogError;
 use crate::fs::Fs;
 use crate::partition::Partition;
+use crate::record_slices::RangesResult;
 use crate::recovery;
 use crate::retention;
 use crate::segment::now_ms;
@@ -378,6 +379,23 @@ impl LogManager {
         self.engine()
             .partition(key)?
             .read(fetch_offset, max_bytes, min_one_batch)
+    }
+
+    /// [`Self::read`] as slices instead of bytes: ranges of the journal files holding the
+    /// batches, for the network layer to send from the page cache (`sendfile`), with
+    /// in-memory bytes only where no file can be sent from. The same batches and errors as
+    /// `read`. Each [`crate::FileRange`] pins its journal file until dropped, so hold the
+    /// result only until it is sent. Blocking file I/O (batch headers are read).
+    pub fn read_ranges(
+        &self,
+        key: &PartitionKey,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<RangesResult, LogError> {
+        self.engine()
+            .partition(key)?
+            .read_ranges(fetch_offset, max_bytes, min_one_batch)
     }
 
     /// Current watermarks. Non-blocking (atomics only).

@@ -30,8 +30,12 @@ use crate::error::LogError;
 use crate::fs::Fs;
 use crate::manager::{PartitionOffsets, ReadResult};
 use crate::producer_state::ProducerStateTable;
+use crate::record_slices::{RangesResult, RecordSlice};
 use crate::segment::Segment;
 use crate::types::{Offset, PartitionKey};
+
+/// The segments a read may need: the one holding the fetch offset and the next.
+type ReadSegments = [Option<Arc<Segment>>; 2];
 
 /// Largest segment file: positions in the index files are 32-bit, and Kafka caps
 /// `segment.bytes` at `i32::MAX` for the same reason.
@@ -242,6 +246,70 @@ impl Partition {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
+        let (offsets, segments) = self.read_segments(fetch_offset)?;
+        for segment in segments.into_iter().flatten() {
+            if let Some(records) = segment.read(
+                fetch_offset,
+                offsets.high_watermark,
+                max_bytes,
+                min_one_batch,
+            )? {
+                let base = crate::batch::BatchHeader::parse(&records).map(|h| h.base_offset());
+                if base.is_ok_and(|base| base > fetch_offset) {
+                    return Err(LogError::Damaged {
+                        offset: fetch_offset,
+                        why: "the batch holding this offset is missing",
+                    });
+                }
+                return Ok(ReadResult { records, offsets });
+            }
+        }
+        Ok(ReadResult {
+            records: Bytes::new(),
+            offsets,
+        })
+    }
+
+    /// [`Self::read`] as slices of the journal files (see `Segment::read_ranges`): the
+    /// same batches, the same errors.
+    pub(crate) fn read_ranges(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<RangesResult, LogError> {
+        let (offsets, segments) = self.read_segments(fetch_offset)?;
+        let mut slices = Vec::new();
+        for segment in segments.into_iter().flatten() {
+            if let Some(len) = segment.read_ranges(
+                fetch_offset,
+                offsets.high_watermark,
+                max_bytes,
+                min_one_batch,
+                &mut slices,
+            )? {
+                debug_assert_eq!(slices.iter().map(RecordSlice::len).sum::<usize>(), len);
+                return Ok(RangesResult {
+                    slices,
+                    len,
+                    offsets,
+                });
+            }
+        }
+        Ok(RangesResult {
+            slices,
+            len: 0,
+            offsets,
+        })
+    }
+
+    /// The snapshot of the watermarks a read answers with, and the segments it may read:
+    /// the one holding `fetch_offset` and the next (none when the offset is the high
+    /// watermark). Checks the range and the gaps between segments.
+    fn read_segments(
+        &self,
+        fetch_offset: Offset,
+    ) -> Result<(PartitionOffsets, ReadSegments), LogError> {
         let offsets = self.offsets();
         let out_of_range = |log_start_offset| LogError::OffsetOutOfRange {
             offset: fetch_offset,
@@ -251,12 +319,8 @@ impl Partition {
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
             return Err(out_of_range(offsets.log_start_offset));
         }
-        let empty = ReadResult {
-            records: Bytes::new(),
-            offsets,
-        };
         if fetch_offset == offsets.high_watermark {
-            return Ok(empty);
+            return Ok((offsets, [None, None]));
         }
         // The segment holding the offset and the one after it are all a read can need (only
         // the last segment can be empty): two `Arc`s, no copy of the list per read.
@@ -285,24 +349,7 @@ impl Partition {
                 why: "the segment holding this offset is damaged or missing",
             });
         }
-        for segment in [Some(holder), next].into_iter().flatten() {
-            if let Some(records) = segment.read(
-                fetch_offset,
-                offsets.high_watermark,
-                max_bytes,
-                min_one_batch,
-            )? {
-                let base = crate::batch::BatchHeader::parse(&records).map(|h| h.base_offset());
-                if base.is_ok_and(|base| base > fetch_offset) {
-                    return Err(LogError::Damaged {
-                        offset: fetch_offset,
-                        why: "the batch holding this offset is missing",
-                    });
-                }
-                return Ok(ReadResult { records, offsets });
-            }
-        }
-        Ok(empty)
+        Ok((offsets, [Some(holder), next]))
     }
 
     pub(crate) fn find_batch_by_timestamp(

@@ -29,6 +29,7 @@ use crate::extents::{self, ExtentFile};
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::index::{BatchMeta, SegmentIndex};
 use crate::journal::{JournalFile, JournalFiles};
+use crate::record_slices::RecordSlice;
 use crate::types::Offset;
 
 /// Bytes read at a time when a recovery scan checks CRCs (a batch larger than this is
@@ -458,16 +459,18 @@ impl Segment {
         Ok(None)
     }
 
-    /// The committed batch holding `fetch_offset`, walking from `position`.
+    /// The committed batch holding `fetch_offset`, walking from `position`: its position,
+    /// size and the offset after it.
     fn locate(
         &self,
         position: u64,
         fetch_offset: Offset,
         high_watermark: Offset,
-    ) -> Result<Option<(u64, usize)>, LogError> {
-        let mut base = fetch_offset;
+    ) -> Result<Option<(u64, usize, Offset)>, LogError> {
+        let (mut base, mut next) = (fetch_offset, fetch_offset);
         let found = self.walk_until(position, high_watermark, |h| {
             base = h.base_offset();
+            next = h.next_offset();
             h.last_offset() >= fetch_offset
         })?;
         if found.is_some() && base > fetch_offset {
@@ -477,19 +480,18 @@ impl Segment {
                 "the batch holding this offset is missing",
             ));
         }
-        Ok(found)
+        Ok(found.map(|(at, size)| (at, size, next)))
     }
 
-    /// Whole committed batches starting with the one that contains `fetch_offset`, at most
-    /// `max_bytes` (or exactly the first batch when it alone is larger and `min_one_batch`).
-    /// `None` when no committed batch here reaches `fetch_offset`.
-    pub(crate) fn read(
+    /// Where a read of `fetch_offset` starts: the first batch's position, size and next
+    /// offset, and the limit no read may reach (the committed length, or the first damaged
+    /// range after the start). `None` when no committed batch here reaches `fetch_offset`
+    /// or the first batch runs into damage.
+    fn read_start(
         &self,
         fetch_offset: Offset,
         high_watermark: Offset,
-        max_bytes: u32,
-        min_one_batch: bool,
-    ) -> Result<Option<Bytes>, LogError> {
+    ) -> Result<Option<(u64, usize, Offset, u64)>, LogError> {
         let indexed = self.index.read().lookup_position(fetch_offset);
         let found = match self.locate(indexed, fetch_offset, high_watermark) {
             // The index files are derived data and only spot-checked on open: when a walk
@@ -500,7 +502,7 @@ impl Segment {
             }
             other => other?,
         };
-        let Some((start, first_len)) = found else {
+        let Some((start, first_len, next)) = found else {
             return Ok(None);
         };
         // A read never runs into a damaged range: it ends before it.
@@ -513,6 +515,23 @@ impl Segment {
         if start + first_len as u64 > limit {
             return Ok(None);
         }
+        Ok(Some((start, first_len, next, limit)))
+    }
+
+    /// Whole committed batches starting with the one that contains `fetch_offset`, at most
+    /// `max_bytes` (or exactly the first batch when it alone is larger and `min_one_batch`).
+    /// `None` when no committed batch here reaches `fetch_offset`.
+    pub(crate) fn read(
+        &self,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<Option<Bytes>, LogError> {
+        let Some((start, first_len, _, limit)) = self.read_start(fetch_offset, high_watermark)?
+        else {
+            return Ok(None);
+        };
         let budget = (max_bytes as u64).min(limit - start);
         if (first_len as u64) > budget {
             return match min_one_batch {
@@ -534,6 +553,95 @@ impl Segment {
             }
         }
         Ok(Some(chunk.slice(..whole)))
+    }
+
+    /// [`Segment::read`] as slices of the journal files (appended to `out`) instead of
+    /// bytes: the same batches, found by walking their headers (one small read per batch)
+    /// instead of reading them. Returns the bytes appended, `None` where `read` returns
+    /// `None`. Where the walk meets a header that does not continue the previous batch (a
+    /// sign of damage, which `read` judges by the bytes and batch CRC), this read is done
+    /// by `read` and appended as bytes, so both give the same answer.
+    pub(crate) fn read_ranges(
+        &self,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+        out: &mut Vec<RecordSlice>,
+    ) -> Result<Option<usize>, LogError> {
+        let Some((start, first_len, next, limit)) =
+            self.read_start(fetch_offset, high_watermark)?
+        else {
+            return Ok(None);
+        };
+        let budget = (max_bytes as u64).min(limit - start);
+        let whole = if (first_len as u64) > budget {
+            if !min_one_batch {
+                return Ok(Some(0));
+            }
+            first_len as u64
+        } else {
+            let end = start + budget;
+            match self.whole_batches_end(start + first_len as u64, next, end, high_watermark)? {
+                Some(whole_end) => whole_end - start,
+                None => {
+                    let bytes =
+                        self.read(fetch_offset, high_watermark, max_bytes, min_one_batch)?;
+                    let len = bytes.as_ref().map_or(0, Bytes::len);
+                    if len > 0 {
+                        out.extend(bytes.map(RecordSlice::Bytes));
+                    }
+                    return Ok(Some(len));
+                }
+            }
+        };
+        debug_assert!(whole >= first_len as u64 && start + whole <= limit);
+        self.file
+            .slices(start, start + whole, out)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => self.damaged(
+                    fetch_offset,
+                    start,
+                    "segment file shorter than its committed length",
+                ),
+                _ => LogError::from(e),
+            })?;
+        Ok(Some(whole as usize))
+    }
+
+    /// End of the whole batches from `position` (where the batch with base offset
+    /// `expected` should start) that lie below `end` and the high watermark, walking their
+    /// headers; `None` when a header that fits below `end` does not continue the sequence
+    /// (the caller then reads the bytes and lets the batch CRC decide, as `read` does).
+    /// The rules are `whole_batches_len`'s and `breaks_sequence`'s, applied to headers.
+    fn whole_batches_end(
+        &self,
+        mut position: u64,
+        mut expected: Offset,
+        end: u64,
+        high_watermark: Offset,
+    ) -> Result<Option<u64>, LogError> {
+        let mut raw = [0u8; HEADER_LEN];
+        while position + HEADER_LEN as u64 <= end {
+            if fs::read_full_at(&self.file, &mut raw, position)? < HEADER_LEN {
+                return Ok(None);
+            }
+            let header = BatchHeader::parse(&raw)?;
+            if header.magic() != MAGIC_V2 || header.base_offset() != expected {
+                return Ok(None);
+            }
+            match header.total_size() {
+                Some(size) if header.base_offset() < high_watermark => {
+                    if position + size as u64 > end {
+                        break;
+                    }
+                    position += size as u64;
+                    expected = header.next_offset();
+                }
+                _ => break,
+            }
+        }
+        Ok(Some(position))
     }
 
     /// The first committed batch whose max timestamp is >= `timestamp` and that ends at or

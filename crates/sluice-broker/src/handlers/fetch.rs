@@ -6,7 +6,11 @@
 //! partition with data (KIP-74) so a batch larger than the limits cannot stall a consumer.
 //! A partition listed twice is fetched once. The response is charged to the request-memory
 //! budget before its records are read and until it is written (see `read_charged`), so
-//! concurrent fetches cannot hold more memory than the budget.
+//! concurrent fetches cannot hold more memory than the budget; once encoded, the charge
+//! shrinks to the part held in memory (framing, records the log returned as bytes): records
+//! sent from journal files are page cache, not the process's memory. Each response pins the
+//! journal files its ranges name until written, so pinned files are bounded by the
+//! responses in flight (`limits::IN_FLIGHT_PER_CONNECTION_MAX` per connection).
 //!
 //! When fewer than `min_bytes` are available the request long-polls: it sleeps on its own
 //! partitions' commit wakers (a commit elsewhere does not wake it) and on the log's counter
@@ -18,9 +22,11 @@
 //! keep sending full requests. Reads run on the blocking pool.
 //!
 //! The response is encoded by hand ([`encode`]) as a chunked frame: the framing in one small
-//! buffer, each partition's records as the `Bytes` the log read returned, written with
-//! vectored writes. Record bytes are copied once (page cache to memory, by the log's read) and
-//! never again in user space.
+//! buffer, each partition's records as the journal file ranges `LogManager::read_ranges`
+//! returned (only batch headers are read), written with vectored writes and `sendfile`.
+//! Record bytes go from the page cache to the socket without entering user space; only
+//! where the log has no file to send from (damage read as zeros, a simulated file system)
+//! are they read into memory, once.
 
 mod encode;
 
@@ -33,7 +39,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use sluice_log::{CommitWaker, LogError, Offset, PartitionKey};
+use sluice_log::{CommitWaker, LogError, Offset, PartitionKey, RecordSlice};
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -58,7 +64,24 @@ struct PartResult {
     error_code: i16,
     high_watermark: i64,
     log_start_offset: i64,
-    records: Bytes,
+    /// The records: journal file ranges (sent with `sendfile`), bytes where the log had no
+    /// file to send from.
+    records: Vec<RecordSlice>,
+    /// Bytes in `records`.
+    records_len: usize,
+}
+
+impl PartResult {
+    /// Bytes of the records held in memory (file ranges stay in the page cache).
+    fn memory_len(&self) -> usize {
+        self.records
+            .iter()
+            .map(|s| match s {
+                RecordSlice::Bytes(b) => b.len(),
+                RecordSlice::File(_) => 0,
+            })
+            .sum()
+    }
 }
 
 struct TopicParts {
@@ -107,7 +130,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         } else {
             (offsets_only(&ctx.broker, &flat), None)
         };
-        let bytes: usize = results.iter().map(|r| r.records.len()).sum();
+        let bytes: usize = results.iter().map(|r| r.records_len).sum();
         let errors = results.iter().any(|r| r.error_code != error_code::NONE);
         let done = bytes >= req.min_bytes.max(0) as usize
             || errors
@@ -201,10 +224,10 @@ async fn read_charged(
     let results = ctx
         .blocking(move |b| read_all(b, &parts, limit as i32))
         .await?;
-    let read: usize = results.iter().map(|r| r.records.len()).sum();
-    if read > limit {
+    let in_memory: usize = results.iter().map(PartResult::memory_len).sum();
+    if in_memory > limit {
         // KIP-74: the first batch is returned even when it is larger than the limits.
-        let extra = memory::units(read - limit);
+        let extra = memory::units(in_memory - limit);
         let wait_until = Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN);
         if let Ok(more) = tokio::time::timeout_at(wait_until, memory.reserve(extra)).await {
             charge.merge(more);
@@ -238,8 +261,9 @@ fn respond_charged(
 ) -> Reply {
     match encode::encode(ctx.version, ctx.correlation_id, top, topics, results) {
         Ok(frame) => {
+            // Only the frame's memory stays charged: its file ranges are page cache.
             let charge = charge.map(|mut c| {
-                c.shrink_to(memory::units(frame.len()));
+                c.shrink_to(memory::units(frame.memory_len()));
                 c
             });
             Reply::Chunked(frame, charge)
@@ -377,15 +401,19 @@ fn read_all(b: &Broker, parts: &[Part], max_bytes: i32) -> Vec<PartResult> {
                 };
             };
             let budget = remaining.min(p.max_bytes.max(0) as u64) as u32;
-            match b.log.read(key, Offset(p.fetch_offset), budget, !any_data) {
+            match b
+                .log
+                .read_ranges(key, Offset(p.fetch_offset), budget, !any_data)
+            {
                 Ok(r) => {
-                    remaining = remaining.saturating_sub(r.records.len() as u64);
-                    any_data |= !r.records.is_empty();
+                    remaining = remaining.saturating_sub(r.len as u64);
+                    any_data |= r.len > 0;
                     PartResult {
                         error_code: error_code::NONE,
                         high_watermark: r.offsets.high_watermark.0,
                         log_start_offset: r.offsets.log_start_offset.0,
-                        records: r.records,
+                        records: r.slices,
+                        records_len: r.len,
                     }
                 }
                 Err(LogError::OffsetOutOfRange {
@@ -443,7 +471,7 @@ fn response(
                     pd.last_stable_offset = r.high_watermark;
                     pd.log_start_offset = r.log_start_offset;
                     pd.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
-                    pd.records = Some(r.records);
+                    pd.records = Some(records_bytes(&r.records));
                     pd
                 })
                 .collect();
@@ -451,6 +479,19 @@ fn response(
         })
         .collect();
     resp
+}
+
+/// The records' bytes in one buffer, files read (tests only).
+#[cfg(test)]
+fn records_bytes(records: &[RecordSlice]) -> Bytes {
+    let mut out = Vec::new();
+    for s in records {
+        match s {
+            RecordSlice::Bytes(b) => out.extend_from_slice(b),
+            RecordSlice::File(r) => out.extend_from_slice(&r.read(0, r.len()).expect("read")),
+        }
+    }
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use sluice_log::RecordSlice;
+
 use super::{PartResult, TopicParts};
 use crate::response_chunks::{ChunkedFrame, FrameBuilder};
 
@@ -117,8 +119,17 @@ pub(super) fn encode(
             if version >= PREFERRED_REPLICA_FROM {
                 out.put_i32(-1);
             }
-            put_bytes_len(out, flexible, r.records.len(), version)?;
-            frame.share(r.records);
+            put_bytes_len(out, flexible, r.records_len, version)?;
+            debug_assert_eq!(
+                r.records.iter().map(RecordSlice::len).sum::<usize>(),
+                r.records_len
+            );
+            for slice in r.records {
+                match slice {
+                    RecordSlice::File(range) => frame.share_file(range),
+                    RecordSlice::Bytes(bytes) => frame.share(bytes),
+                }
+            }
             if flexible {
                 put_tagged_fields_none(frame.own());
             }
@@ -200,9 +211,9 @@ fn put_bytes_len(
 mod tests {
     use super::super::{response, Part};
     use super::*;
-    use bytes::Bytes;
     use kafka_protocol::messages::{ApiKey, FetchResponse, TopicName};
     use kafka_protocol::protocol::StrBytes;
+    use sluice_log::FileRange;
     use sluice_protocol::frame::SIZE_PREFIX_BYTES;
     use uuid::Uuid;
 
@@ -236,7 +247,52 @@ mod tests {
         }
     }
 
-    fn random_topics(rng: &mut Rng, version: i16) -> (Vec<TopicParts>, Vec<PartResult>) {
+    /// A file of 128 KiB patterned bytes, for records sent as file ranges.
+    fn records_file() -> std::fs::File {
+        let bytes: Vec<u8> = (0..128 * 1024)
+            .map(|i: u32| (i * 13 + i / 256) as u8)
+            .collect();
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, &bytes).unwrap();
+        f
+    }
+
+    /// Random records as the log returns them: bytes, a file range, or a file range
+    /// followed by bytes.
+    fn random_records(rng: &mut Rng, file: &std::fs::File) -> (Vec<RecordSlice>, usize) {
+        let len = rng.len();
+        let bytes =
+            |n: usize| RecordSlice::Bytes((0..n).map(|i| i as u8).collect::<Vec<_>>().into());
+        let range = |rng: &mut Rng, n: usize| {
+            let position = rng.below(128 * 1024 - n as u64 + 1);
+            RecordSlice::File(FileRange::standalone(
+                file.try_clone().unwrap(),
+                position,
+                n as u32,
+            ))
+        };
+        let slices = match (len, rng.below(3)) {
+            (0, _) | (_, 0) => vec![bytes(len)],
+            (_, 1) => vec![range(rng, len)],
+            _ => {
+                let cut = rng.below(len as u64) as usize;
+                vec![range(rng, len - cut), bytes(cut)]
+            }
+        };
+        (
+            slices
+                .into_iter()
+                .filter(|s| !s.is_empty() || len == 0)
+                .collect(),
+            len,
+        )
+    }
+
+    fn random_topics(
+        rng: &mut Rng,
+        version: i16,
+        file: &std::fs::File,
+    ) -> (Vec<TopicParts>, Vec<PartResult>) {
         let mut topics = Vec::new();
         let mut results = Vec::new();
         let topic_count = if rng.below(8) == 0 { 130 } else { rng.below(4) };
@@ -261,11 +317,12 @@ mod tests {
                 })
                 .collect::<Vec<_>>();
             for _ in 0..part_count {
-                let records: Bytes = (0..rng.len()).map(|i| i as u8).collect::<Vec<_>>().into();
+                let (records, records_len) = random_records(rng, file);
                 results.push(PartResult {
                     error_code: rng.next() as i16,
                     high_watermark: rng.i64(),
                     log_start_offset: rng.i64(),
+                    records_len,
                     records,
                 });
             }
@@ -309,8 +366,8 @@ mod tests {
     }
 
     // Goal: byte-for-byte the old encoding, for random responses at every advertised
-    // version (empty and large records, name and count lengths across varint boundaries,
-    // negative offsets, top-level fields).
+    // version (records as bytes, file ranges or both; empty and large records, name and
+    // count lengths across varint boundaries, negative offsets, top-level fields).
     #[test]
     fn matches_kafka_protocol_encoding_at_every_version() {
         let range = sluice_protocol::registry::SUPPORTED
@@ -318,10 +375,11 @@ mod tests {
             .find(|a| a.key == ApiKey::Fetch)
             .unwrap();
         let mut rng = Rng(0x5eed_f00d_u64);
+        let file = records_file();
         let mut compared = 0;
         for version in range.min_version..=range.max_version {
             for _ in 0..60 {
-                let (topics, results) = random_topics(&mut rng, version);
+                let (topics, results) = random_topics(&mut rng, version, &file);
                 let top = Top {
                     throttle_time_ms: rng.next() as i32,
                     error_code: if version >= SESSION_FROM {
@@ -336,7 +394,7 @@ mod tests {
                     },
                 };
                 let cid = rng.next() as i32;
-                let records_bytes: usize = results.iter().map(|r| r.records.len()).sum();
+                let records_bytes: usize = results.iter().map(|r| r.records_len).sum();
                 let want = reference(version, cid, top, &topics, results.clone());
                 let got = encode(version, cid, top, &topics, results).unwrap();
                 assert_eq!(got.len(), want.len(), "version {version}");

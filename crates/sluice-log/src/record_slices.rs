@@ -1,0 +1,143 @@
+//! A fetch's records as slices instead of bytes: byte ranges of journal files the network
+//! layer sends straight from the page cache (`sendfile(2)`), with in-memory bytes only
+//! where there is no file to send from (see [`crate::LogManager::read_ranges`]).
+//!
+//! Guarantees:
+//! - A [`FileRange`] holds its journal file (an `Arc`), exactly as a reader does: the file
+//!   is neither retired nor recycled (renamed and rewritten by the journal writer) while
+//!   any range of it lives, so the bytes it names stay the bytes that were read. Journal
+//!   files are only ever appended to below their live entries' end, never rewritten in
+//!   place while referenced, so the range's bytes cannot change under a send.
+//! - A range is built only for bytes below the segment's committed length (durable, within
+//!   the high watermark) and only for files with a real descriptor; a damaged stretch read
+//!   as zeros, or a file system without descriptors (`SimFs`, fault injection) comes as
+//!   [`RecordSlice::Bytes`].
+
+use std::io;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::fs;
+use crate::journal::JournalFile;
+use crate::manager::PartitionOffsets;
+
+/// Bytes of a journal file, pinned for as long as the range lives.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    file: Arc<JournalFile>,
+    /// `file.file.raw_fd()`, checked present when the range was made.
+    fd: RawFd,
+    position: u64,
+    len: u32,
+}
+
+impl FileRange {
+    /// A range of `journal` if its file has a descriptor.
+    pub(crate) fn new(journal: &Arc<JournalFile>, position: u64, len: u32) -> Option<Self> {
+        let fd = journal.file.raw_fd()?;
+        Some(Self {
+            file: Arc::clone(journal),
+            fd,
+            position,
+            len,
+        })
+    }
+
+    /// A range of a file that belongs to no log (tests and tools of other crates): the
+    /// range keeps the file open.
+    pub fn standalone(file: std::fs::File, position: u64, len: u32) -> Self {
+        let journal = Arc::new(JournalFile {
+            seq: u64::MAX,
+            file: fs::std_file(file),
+        });
+        Self::new(&journal, position, len).expect("a std file has a descriptor")
+    }
+
+    /// The file's descriptor, valid while `self` is borrowed.
+    #[allow(unsafe_code)]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor belongs to the file `self.file` owns and keeps open for
+        // at least as long as `self` lives; the borrow cannot outlive `self`.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+
+    /// Position of the first byte in the file.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Bytes in the range (never 0 for ranges from a read).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Reads `len` bytes of the range from byte `from` on into memory: the copy path for
+    /// writers that cannot `sendfile` (e.g. TLS). Blocking file I/O: not on an async
+    /// worker. A file shorter than the range is an error (`UnexpectedEof`).
+    pub fn read(&self, from: usize, len: usize) -> io::Result<Vec<u8>> {
+        if from.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "read past the end of a file range",
+            ));
+        }
+        let buf = fs::read_new(self.file.file.as_ref(), len, self.position + from as u64)?;
+        if buf.len() < len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "journal file shorter than the range being sent",
+            ));
+        }
+        Ok(buf)
+    }
+}
+
+/// One piece of a partition's records, in order.
+#[derive(Debug, Clone)]
+pub enum RecordSlice {
+    /// Bytes to send from a journal file.
+    File(FileRange),
+    /// Bytes in memory.
+    Bytes(Bytes),
+}
+
+impl RecordSlice {
+    pub fn len(&self) -> usize {
+        match self {
+            RecordSlice::File(r) => r.len(),
+            RecordSlice::Bytes(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A read for a fetch, as slices ([`crate::LogManager::read_ranges`]).
+#[derive(Debug, Clone)]
+pub struct RangesResult {
+    /// Whole batches, starting with the batch that contains the fetch offset; the
+    /// concatenation of the slices is what [`crate::LogManager::read`] returns.
+    pub slices: Vec<RecordSlice>,
+    /// Bytes in `slices`.
+    pub len: usize,
+    pub offsets: PartitionOffsets,
+}
+
+impl RangesResult {
+    /// The slices' bytes in one buffer (tests; reads the files). Blocking.
+    pub fn to_vec(&self) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.len);
+        for s in &self.slices {
+            match s {
+                RecordSlice::File(r) => out.extend_from_slice(&r.read(0, r.len())?),
+                RecordSlice::Bytes(b) => out.extend_from_slice(b),
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,220 @@
+//! `LogManager::read_ranges`, the fetch path's read as journal file ranges, against
+//! `LogManager::read`, the read as bytes.
+//!
+//! What must hold:
+//! - for any fetch offset, byte limit and `min_one_batch`, the ranges' bytes are exactly the
+//!   bytes `read` returns (or both fail alike), over a log with many extents, segment rolls
+//!   and journal file rotation;
+//! - on the real file system the records come as file ranges, not as bytes in memory;
+//! - a range pins its journal file: DeleteRecords and a checkpoint that would retire the
+//!   file leave it alone while the range lives (its bytes still read back as they were),
+//!   and retire it once the range is dropped.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use sluice_log::fs::StdFs;
+use sluice_log::{LogConfig, LogManager, LogManagerConfig, Offset, RecordSlice};
+
+/// Small journal files, so the log spreads over many of them.
+const SMALL_JOURNAL_FILE_BYTES: u64 = 32 * 1024;
+
+fn small_journal_config(dir: &Path) -> LogManagerConfig {
+    let mut config = config(dir);
+    config.journal_file_bytes_max = SMALL_JOURNAL_FILE_BYTES;
+    config
+}
+
+fn segments_of(bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes: bytes,
+        retention_ms: -1,
+        retention_bytes: -1,
+        ..LogConfig::default()
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so failures reproduce by seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn wal_seqs(data: &Path) -> BTreeSet<u64> {
+    journal_files(data).iter().map(|p| journal_seq(p)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_hold_the_same_bytes_as_read() {
+    // Goal: random reads over two interleaved partitions (many extents per segment, many
+    // segments, many journal files) give the same bytes, or the same error, both ways, and
+    // the ranges path serves them from files.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) =
+        LogManager::open(small_journal_config(dir.path()), Arc::new(StdFs)).expect("open");
+    let keys = [key("a", 0), key("b", 0)];
+    for k in &keys {
+        log.create_partition(k.clone(), segments_of(20 * 1024))
+            .expect("create");
+    }
+    let mut rng = Rng(0x5eed_1234);
+    for tag in 0..300 {
+        // Several appends in flight at once, so one commit round holds both partitions'
+        // entries and extents of one segment alternate with the other's.
+        let mut waits = Vec::new();
+        for k in &keys {
+            let count = 1 + rng.below(8) as i32;
+            let value_len = 20 + rng.below(400) as usize;
+            waits.push(
+                log.append(k, bytes(count, value_len, tag))
+                    .await
+                    .expect("queued"),
+            );
+        }
+        for w in waits {
+            w.wait().await.expect("durable");
+        }
+    }
+    assert!(wal_seqs(dir.path()).len() >= 8, "several journal files");
+    let (mut compared, mut multi_slice, mut files_seen) = (0, 0, BTreeSet::new());
+    for k in &keys {
+        let offsets = log.offsets(k).expect("offsets");
+        for _ in 0..1500 {
+            let offset = Offset(rng.below(offsets.high_watermark.0 as u64 + 2) as i64);
+            let max_bytes = match rng.below(4) {
+                0 => rng.below(200) as u32,
+                1 => 64 * 1024,
+                _ => rng.below(16 * 1024) as u32,
+            };
+            let min_one_batch = rng.below(2) == 0;
+            let bytes = log.read(k, offset, max_bytes, min_one_batch);
+            let ranges = log.read_ranges(k, offset, max_bytes, min_one_batch);
+            match (bytes, ranges) {
+                (Ok(b), Ok(r)) => {
+                    assert_eq!(r.len, b.records.len(), "{offset:?} {max_bytes}");
+                    assert_eq!(r.to_vec().expect("read ranges"), b.records.to_vec());
+                    assert_eq!(r.offsets, b.offsets);
+                    assert!(r.slices.iter().all(|s| !s.is_empty()));
+                    for s in &r.slices {
+                        match s {
+                            RecordSlice::File(f) => {
+                                files_seen.insert(f.fd().as_raw_fd());
+                            }
+                            RecordSlice::Bytes(_) => panic!("records in memory on StdFs"),
+                        }
+                    }
+                    multi_slice += usize::from(r.slices.len() > 1);
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("read {a:?} but read_ranges {b:?}"),
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 3000);
+    assert!(multi_slice > 100, "reads across extents: {multi_slice}");
+    assert!(files_seen.len() >= 4, "reads from several journal files");
+}
+
+#[tokio::test]
+async fn a_range_pins_its_journal_file() {
+    // Goal: a range taken before DeleteRecords and a checkpoint keeps its journal file from
+    // being retired (deleted or recycled and rewritten): its bytes read back unchanged, even
+    // after more appends that would reuse a recycled file. Dropping it lets the next
+    // checkpoint retire the file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) =
+        LogManager::open(small_journal_config(dir.path()), Arc::new(StdFs)).expect("open");
+    let k = key("pinned", 0);
+    log.create_partition(k.clone(), segments_of(4096))
+        .expect("create");
+    for tag in 0..60 {
+        append(&log, &k, bytes(2, 200, tag)).await;
+    }
+    log.checkpoint_now().expect("checkpoint");
+    let first_files = wal_seqs(dir.path());
+    let held = log.read_ranges(&k, Offset(0), 4096, true).expect("ranges");
+    let want = log.read(&k, Offset(0), 4096, true).expect("read").records;
+    assert!(!want.is_empty());
+    log.delete_records(&k, Offset(-1)).expect("delete records");
+    for tag in 100..200 {
+        append(&log, &k, bytes(2, 200, tag)).await;
+    }
+    log.checkpoint_now().expect("checkpoint");
+    let first = *first_files.first().expect("a file");
+    assert!(
+        wal_seqs(dir.path()).contains(&first),
+        "the held file {first} is not retired"
+    );
+    assert_eq!(held.to_vec().expect("read"), want.to_vec());
+    drop(held);
+    append(&log, &k, bytes(2, 200, 300)).await;
+    log.checkpoint_now().expect("checkpoint");
+    assert!(
+        !wal_seqs(dir.path()).contains(&first),
+        "released, the file {first} is retired"
+    );
+}
+
+#[tokio::test]
+async fn damaged_headers_give_the_same_answer_both_ways() {
+    // Goal: where a batch header in the journal is damaged (its base offset, its length, its
+    // magic), `read_ranges` answers every fetch exactly as `read` does: the same bytes up to
+    // the damage, or the same error. The header walk hands such reads to the byte path,
+    // whose batch CRC decides.
+    for (what, delta) in [("base offset", 7u64), ("length", 10), ("magic", 16)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = open(dir.path());
+        let k = key("damaged", 0);
+        create(&log, &k);
+        let mut rng = Rng(0xdead_0001 + delta);
+        for tag in 0..40 {
+            let count = 1 + rng.below(5) as i32;
+            append(&log, &k, bytes(count, 50 + rng.below(300) as usize, tag)).await;
+        }
+        log.checkpoint_now().expect("checkpoint");
+        let pdir = partition_dir(dir.path(), &k);
+        let extents = segment_files(&pdir);
+        let batches = segment_batches(dir.path(), &extents[0]);
+        let (_, seq, position, _) = batches[20];
+        flip_bit(&journal_path(dir.path(), seq), position + delta);
+        let high_watermark = log.offsets(&k).expect("offsets").high_watermark.0;
+        let (mut same_bytes, mut same_errors) = (0, 0);
+        for offset in 0..=high_watermark {
+            for max_bytes in [100, 3000, 20_000, 1 << 20] {
+                for min_one_batch in [false, true] {
+                    let offset = Offset(offset);
+                    let a = log.read(&k, offset, max_bytes, min_one_batch);
+                    let b = log.read_ranges(&k, offset, max_bytes, min_one_batch);
+                    match (a, b) {
+                        (Ok(a), Ok(b)) => {
+                            assert_eq!(b.to_vec().expect("read"), a.records.to_vec(), "{what}");
+                            same_bytes += 1;
+                        }
+                        (Err(a), Err(b)) => {
+                            assert_eq!(a.to_string(), b.to_string(), "{what}");
+                            same_errors += 1;
+                        }
+                        (a, b) => panic!("{what}: read {a:?} but read_ranges {b:?}"),
+                    }
+                }
+            }
+        }
+        assert!(same_errors > 0, "{what}: the damage is seen");
+        assert!(same_bytes > 0, "{what}: data around it is served");
+    }
+}
