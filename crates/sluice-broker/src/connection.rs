@@ -2,8 +2,9 @@
 //! and a writer that sends their responses in that same order.
 //!
 //! The two halves are joined by a bounded channel of started requests: spawned request
-//! tasks, or produce calls whose appends are queued and on which the writer waits itself
-//! (no task per produce request; see `handlers::produce`). Its capacity is the in-flight
+//! tasks, produce calls whose appends are queued and on which the writer waits itself, or
+//! decoded fetch calls the writer runs itself (no task per produce or fetch request; see
+//! `handlers::produce` and `handlers::fetch`). Its capacity is the in-flight
 //! limit: when it is full the reader stops reading, and TCP pushes back on the client.
 //!
 //! Memory (see [`crate::memory`]): the reader charges bytes to the broker-wide budget as they
@@ -20,9 +21,9 @@
 //! produce waits stop at once instead of running to their deadlines. (A produce's appends
 //! were queued before its task started, so aborting only drops the answer nobody reads.)
 //!
-//! Writing: a response is either one contiguous frame or a chunked frame (fetch: framing plus
-//! journal file ranges), written with vectored writes and `sendfile` that resume after
-//! partial writes (see [`crate::response_chunks`]). Either way one response is written completely before the
+//! Writing: a response is either one contiguous frame or a fetch call's chunked frame
+//! (framing plus journal file ranges), written with vectored writes and `sendfile` that
+//! resume after partial writes (see [`crate::response_chunks`]). Either way one response is written completely before the
 //! next one starts, and its charge is released only after its last byte is written.
 //!
 //! A malformed frame, an unknown API key or an unsupported version (other than
@@ -43,8 +44,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
-use crate::handlers::produce::{self, ProduceCall, ProduceCalls};
-use crate::handlers::{self, Reply, Started};
+use crate::handlers::fetch::FetchCall;
+use crate::handlers::produce::{self, ProduceCall};
+use crate::handlers::{self, Calls, Reply, Started};
 use crate::memory::{self, Overdraft, Reservation};
 use crate::response_chunks::{self, ChunkedFrame};
 use crate::{limits, Broker};
@@ -64,7 +66,7 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
     let (abort_tx, abort_rx) = watch::channel(false);
     let owed = Arc::new(AtomicUsize::new(0));
-    let calls = ProduceCalls::default();
+    let calls = Calls::default();
     let writer = tokio::spawn(write_loop(
         wr,
         rx,
@@ -96,8 +98,8 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
 
 struct Reader<'a> {
     broker: &'a Arc<Broker>,
-    /// Produce calls kept for reuse (given back by the writer).
-    calls: ProduceCalls,
+    /// Produce and fetch calls kept for reuse (given back by the writer).
+    calls: Calls,
     /// The read chunk, put aside while a big frame is read into a buffer of its own.
     spare_chunk: Option<BytesMut>,
     rd: OwnedReadHalf,
@@ -335,14 +337,15 @@ async fn start_request(
     broker: &Arc<Broker>,
     body: bytes::Bytes,
     peer: SocketAddr,
-    calls: &ProduceCalls,
+    calls: &Calls,
 ) -> (Work, bool) {
     match header::parse(body) {
         Ok(req) => match handlers::start(broker, req, peer, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
             Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
+            Started::Fetch(call) => (Work::Fetch(call), true),
             Started::Produce(produce::Started::Done(reply, call)) => {
-                calls.put(call);
+                calls.produce.put(call);
                 let keep_going = !matches!(reply, Reply::Close);
                 (Work::Ready(reply), keep_going)
             }
@@ -383,6 +386,8 @@ enum Work {
     Task(JoinHandle<Reply>),
     /// A produce request whose appends are queued: the writer waits on it.
     Produce(Box<ProduceCall>),
+    /// A decoded fetch request: the writer runs it.
+    Fetch(Box<FetchCall>),
     /// Known already (no response, a close, the ApiVersions fallback).
     Ready(Reply),
 }
@@ -393,7 +398,8 @@ impl Work {
         if let Work::Task(task) = self {
             task.abort();
         }
-        // A produce's appends stay queued (they were accepted); nobody waits for them.
+        // A produce's appends stay queued (they were accepted); nobody waits for them. A
+        // fetch call that never ran is dropped with the queue.
     }
 }
 
@@ -437,7 +443,7 @@ async fn write_loop(
     peer: SocketAddr,
     mut abort: watch::Receiver<bool>,
     owed: Arc<AtomicUsize>,
-    calls: ProduceCalls,
+    calls: Calls,
 ) {
     while let Some(mut item) = rx.recv().await {
         let written = match &mut item.work {
@@ -450,6 +456,13 @@ async fn write_loop(
                     Some(frame) => write_frame(&mut wr, frame, peer).await,
                     None => false,
                 }
+            }
+            Work::Fetch(call) => {
+                let answered = tokio::select! {
+                    ok = call.run() => ok,
+                    _ = abort.wait_for(|a| *a) => break,
+                };
+                answered && write_chunks(&mut wr, call.frame(), peer).await
             }
             Work::Task(task) => {
                 let outcome = tokio::select! {
@@ -474,8 +487,11 @@ async fn write_loop(
         };
         // The response (and with it the request's charge) is released here.
         let InFlight { work, .. } = item;
-        if let Work::Produce(call) = work {
-            calls.put(call);
+        match work {
+            Work::Produce(call) => calls.produce.put(call),
+            // Its frame (and the journal files it pins) is cleared as it is kept.
+            Work::Fetch(call) => calls.fetch.put(call),
+            Work::Task(_) | Work::Ready(_) => {}
         }
         owed.fetch_sub(1, Ordering::AcqRel);
         if !written {
@@ -494,17 +510,6 @@ async fn write_loop(
 async fn write_reply(wr: &mut OwnedWriteHalf, reply: Reply, peer: SocketAddr) -> bool {
     match reply {
         Reply::Frame(bytes) => write_frame(wr, &bytes, peer).await,
-        Reply::Chunked(frame, charge) => {
-            debug_assert!(
-                charge.as_ref().map_or(0, |c| c.units()) <= memory::units(frame.len()),
-                "a response holds no more budget than its own size"
-            );
-            let ok = write_chunks(wr, &frame, peer).await;
-            // The records (file ranges pinning journal files, or the log's buffers) and
-            // their charge go only now.
-            drop((frame, charge));
-            ok
-        }
         Reply::NoResponse => true,
         Reply::Close => false,
     }

@@ -21,8 +21,9 @@
 //! - `response_chunks`: responses as chunks (own framing plus shared record bytes) written
 //!   with vectored writes, so fetched records are never copied after the log read.
 //!
-//! Blocking work (file reads for fetch, admin changes, metadata writes) runs on tokio's
-//! blocking pool, never on the async workers; no lock is held across an `.await`.
+//! Blocking work runs on dedicated threads (fetch reads: `handlers::fetch::read`) or on
+//! tokio's blocking pool (admin changes, metadata writes), never on the async workers; no
+//! lock is held across an `.await`.
 
 pub mod config;
 mod config_security;
@@ -63,6 +64,8 @@ pub struct Broker {
     /// The `queued.max.request.bytes` budget: request bytes, read buffers beyond their first
     /// chunk, and fetch responses in flight (see [`memory`]).
     pub request_memory: memory::RequestMemory,
+    /// The threads that read fetches from the journal files.
+    pub(crate) fetch_readers: handlers::fetch::FetchReaders,
 }
 
 impl Broker {

@@ -59,6 +59,15 @@ pub const PRODUCE_PARTITION_ENTRIES_MAX: usize = PARTITIONS_TOTAL_MAX;
 /// Produce calls (decoded request, response layout, encode buffer) a connection keeps for
 /// reuse once their responses are written.
 pub const PRODUCE_CALLS_KEPT_PER_CONNECTION: usize = 8;
+/// Fetch calls (decoded request, read job, response frame) a connection keeps for reuse.
+/// Clients keep one fetch in flight per broker; a second covers a pipelined one.
+pub const FETCH_CALLS_KEPT_PER_CONNECTION: usize = 2;
+/// Threads that read fetches' batch headers from the journal files (`handlers::fetch::read`).
+/// Reads are mostly page-cache hits; more than one keeps a cold read of old data from
+/// stalling every other consumer.
+pub const FETCH_READ_THREADS: usize = 4;
+/// Fetch reads queued for the reader threads; beyond it, reads go to tokio's blocking pool.
+pub const FETCH_READ_QUEUE_MAX: usize = 1024;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the

@@ -5,10 +5,11 @@
 //! [`Chunk`]s that are written back to back. The response's own framing bytes (sizes,
 //! offsets, error codes, topic names) live in one buffer owned by the frame; record bytes
 //! are either ranges of the log's journal files ([`Chunk::File`], a [`FileRange`] that pins
-//! its file until the frame is dropped) or, where the log had no file to send from, the
-//! `Bytes` its read returned, shared, never copied. [`FrameBuilder`] assembles a frame:
-//! framing is appended to its buffer, records are spliced in between, and the size prefix
-//! is patched once the total is known.
+//! its file until the frame is cleared) or, where the log had no file to send from, the
+//! `Bytes` its read returned, shared, never copied. A frame is assembled in place: framing
+//! is appended to its buffer, records are spliced in between, and the size prefix is
+//! patched once the total is known. A connection reuses one frame for all its fetch
+//! responses, so building one allocates nothing in steady state.
 //!
 //! Writing ([`write_chunked`]): runs of memory chunks go out as one vectored write; a file
 //! chunk on a raw TCP socket goes out with `sendfile` (the kernel hands page-cache pages
@@ -32,7 +33,7 @@
 
 use std::io::{self, IoSlice};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 use sluice_log::FileRange;
 use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -49,7 +50,9 @@ const IOVECS_PER_WRITE_MAX: usize = 64;
 /// One piece of a response frame.
 #[derive(Debug, Clone)]
 pub(crate) enum Chunk {
-    /// Bytes in memory: the response's own framing, or record bytes shared with the log read.
+    /// The frame's own framing bytes in this range of its buffer.
+    Own { start: usize, end: usize },
+    /// Record bytes in memory, shared with the log read that returned them.
     Bytes(Bytes),
     /// Record bytes in a journal file, sent from the page cache.
     File(FileRange),
@@ -58,35 +61,147 @@ pub(crate) enum Chunk {
 impl Chunk {
     fn len(&self) -> usize {
         match self {
+            Chunk::Own { start, end } => end - start,
             Chunk::Bytes(b) => b.len(),
             Chunk::File(r) => r.len(),
         }
     }
 }
 
-/// One framed response as chunks; see the module comment.
-#[derive(Debug)]
+/// One framed response as chunks (see the module comment), built in place and reused: a
+/// connection keeps its frame from one response to the next, so building one allocates
+/// nothing once its two vectors have grown to the responses' size.
+///
+/// Building: [`ChunkedFrame::begin`], framing appended to [`ChunkedFrame::own`], records
+/// spliced in with [`ChunkedFrame::share`] / [`ChunkedFrame::share_file`], then
+/// [`ChunkedFrame::finish`] patches the size prefix. [`ChunkedFrame::clear`] lets go of
+/// the records (and the journal files they pin) once the frame is written.
+#[derive(Debug, Default)]
 pub(crate) struct ChunkedFrame {
+    /// Framing bytes, size prefix first.
+    own: Vec<u8>,
     chunks: Vec<Chunk>,
-    /// Bytes of the whole frame, size prefix included.
+    /// Length of `own` already covered by an `Own` chunk.
+    own_marked: usize,
+    /// Bytes of the `Bytes` and `File` chunks.
+    shared_len: usize,
+    /// Bytes of the whole frame, size prefix included; set by `finish`.
     len: usize,
 }
 
+/// A frame whose buffers grew past these is given back when cleared, so one huge response
+/// does not leave a connection holding its memory.
+const OWN_BYTES_KEPT_MAX: usize = 64 * 1024;
+const CHUNKS_KEPT_MAX: usize = 1024;
+
 impl ChunkedFrame {
-    /// Bytes of the whole frame, size prefix included.
+    /// A frame begun with room for `framing_bytes` (tests, one-off frames).
+    #[cfg(test)]
+    pub(crate) fn new(framing_bytes: usize) -> Self {
+        let mut frame = Self::default();
+        frame.begin(framing_bytes);
+        frame
+    }
+
+    /// Starts a new frame (dropping what the last one held) with room for `framing_bytes`
+    /// of framing after the size prefix.
+    pub(crate) fn begin(&mut self, framing_bytes: usize) {
+        self.clear();
+        self.own.reserve(SIZE_PREFIX_BYTES + framing_bytes);
+        self.own.put_i32(0); // patched by `finish`
+    }
+
+    /// The framing buffer, to append framing bytes to.
+    pub(crate) fn own(&mut self) -> &mut Vec<u8> {
+        &mut self.own
+    }
+
+    /// Appends `bytes` as a chunk of its own, without copying it.
+    pub(crate) fn share(&mut self, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.mark_own_end();
+        self.shared_len += bytes.len();
+        self.chunks.push(Chunk::Bytes(bytes));
+    }
+
+    /// Appends a journal file range as a chunk of its own, to be sent from the file.
+    pub(crate) fn share_file(&mut self, range: FileRange) {
+        if range.len() == 0 {
+            return;
+        }
+        self.mark_own_end();
+        self.shared_len += range.len();
+        self.chunks.push(Chunk::File(range));
+    }
+
+    /// Closes the run of framing bytes appended since the last shared chunk, if any.
+    fn mark_own_end(&mut self) {
+        if self.own_marked < self.own.len() {
+            self.chunks.push(Chunk::Own {
+                start: self.own_marked,
+                end: self.own.len(),
+            });
+            self.own_marked = self.own.len();
+        }
+    }
+
+    /// Patches the size prefix: the frame is ready to write.
+    pub(crate) fn finish(&mut self) -> Result<(), FrameTooLarge> {
+        assert!(self.own.len() >= SIZE_PREFIX_BYTES, "finish without begin");
+        self.mark_own_end();
+        let len = self.own.len() + self.shared_len;
+        let size = i32::try_from(len - SIZE_PREFIX_BYTES)
+            .map_err(|_| FrameTooLarge(len - SIZE_PREFIX_BYTES))?;
+        self.own[..SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
+        self.len = len;
+        debug_assert_eq!(self.chunks.iter().map(Chunk::len).sum::<usize>(), len);
+        debug_assert!(self.chunks.iter().all(|c| c.len() > 0));
+        Ok(())
+    }
+
+    /// Forgets the frame: its records and the journal files they pin go now. Keeps the
+    /// buffers' capacity unless a huge response grew them.
+    pub(crate) fn clear(&mut self) {
+        self.chunks.clear();
+        self.own.clear();
+        if self.own.capacity() > OWN_BYTES_KEPT_MAX {
+            self.own = Vec::new();
+        }
+        if self.chunks.capacity() > CHUNKS_KEPT_MAX {
+            self.chunks = Vec::new();
+        }
+        self.own_marked = 0;
+        self.shared_len = 0;
+        self.len = 0;
+    }
+
+    /// Bytes of the whole frame, size prefix included (0 before `finish`).
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Bytes of the frame held in memory (its file chunks stay in the page cache).
     pub(crate) fn memory_len(&self) -> usize {
-        self.chunks
-            .iter()
-            .map(|c| match c {
-                Chunk::Bytes(b) => b.len(),
-                Chunk::File(_) => 0,
-            })
-            .sum()
+        self.own.len()
+            + self
+                .chunks
+                .iter()
+                .map(|c| match c {
+                    Chunk::Bytes(b) => b.len(),
+                    Chunk::Own { .. } | Chunk::File(_) => 0,
+                })
+                .sum::<usize>()
+    }
+
+    /// The bytes of a memory chunk.
+    fn memory<'a>(&'a self, chunk: &'a Chunk) -> Option<&'a [u8]> {
+        match chunk {
+            Chunk::Own { start, end } => Some(&self.own[*start..*end]),
+            Chunk::Bytes(b) => Some(b),
+            Chunk::File(_) => None,
+        }
     }
 
     #[cfg(test)]
@@ -99,9 +214,10 @@ impl ChunkedFrame {
     pub(crate) fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len);
         for c in &self.chunks {
-            match c {
-                Chunk::Bytes(b) => out.extend_from_slice(b),
-                Chunk::File(r) => out.extend_from_slice(&r.read(0, r.len()).expect("read")),
+            match (c, self.memory(c)) {
+                (_, Some(b)) => out.extend_from_slice(b),
+                (Chunk::File(r), None) => out.extend_from_slice(&r.read(0, r.len()).expect("read")),
+                _ => unreachable!("only file chunks are not in memory"),
             }
         }
         out
@@ -113,105 +229,6 @@ impl ChunkedFrame {
 #[error("response of {0} bytes is too large for one frame")]
 pub(crate) struct FrameTooLarge(pub usize);
 
-/// Where the owned buffer ends before a shared chunk, or a shared chunk itself.
-#[derive(Debug)]
-enum Piece {
-    /// The owned buffer up to this length.
-    Own {
-        end: usize,
-    },
-    Shared(Bytes),
-    File(FileRange),
-}
-
-/// Builds one [`ChunkedFrame`]: framing goes into [`FrameBuilder::own`], records are spliced
-/// in with [`FrameBuilder::share`].
-#[derive(Debug)]
-pub(crate) struct FrameBuilder {
-    own: BytesMut,
-    pieces: Vec<Piece>,
-    /// Length of `own` already covered by an `Own` piece.
-    own_marked: usize,
-    shared_len: usize,
-}
-
-impl FrameBuilder {
-    /// A builder whose owned buffer starts with room for `framing_bytes` and the size prefix.
-    pub(crate) fn new(framing_bytes: usize) -> Self {
-        let mut own = BytesMut::with_capacity(SIZE_PREFIX_BYTES + framing_bytes);
-        own.put_i32(0); // patched by `finish`
-        Self {
-            own,
-            pieces: Vec::new(),
-            own_marked: 0,
-            shared_len: 0,
-        }
-    }
-
-    /// The owned buffer, to append framing bytes to.
-    pub(crate) fn own(&mut self) -> &mut BytesMut {
-        &mut self.own
-    }
-
-    /// Appends `bytes` as a chunk of its own, without copying it.
-    pub(crate) fn share(&mut self, bytes: Bytes) {
-        if bytes.is_empty() {
-            return;
-        }
-        self.mark_own_end();
-        self.shared_len += bytes.len();
-        self.pieces.push(Piece::Shared(bytes));
-    }
-
-    /// Appends a journal file range as a chunk of its own, to be sent from the file.
-    pub(crate) fn share_file(&mut self, range: FileRange) {
-        if range.len() == 0 {
-            return;
-        }
-        self.mark_own_end();
-        self.shared_len += range.len();
-        self.pieces.push(Piece::File(range));
-    }
-
-    /// Closes the run of owned bytes appended since the last shared chunk, if any.
-    fn mark_own_end(&mut self) {
-        if self.own_marked < self.own.len() {
-            self.own_marked = self.own.len();
-            self.pieces.push(Piece::Own {
-                end: self.own_marked,
-            });
-        }
-    }
-
-    /// Patches the size prefix and returns the frame.
-    pub(crate) fn finish(mut self) -> Result<ChunkedFrame, FrameTooLarge> {
-        self.mark_own_end();
-        let len = self.own.len() + self.shared_len;
-        let size = i32::try_from(len - SIZE_PREFIX_BYTES)
-            .map_err(|_| FrameTooLarge(len - SIZE_PREFIX_BYTES))?;
-        self.own[..SIZE_PREFIX_BYTES].copy_from_slice(&size.to_be_bytes());
-        let own = self.own.freeze();
-        let mut start = 0;
-        let chunks: Vec<Chunk> = self
-            .pieces
-            .into_iter()
-            .map(|p| match p {
-                Piece::Own { end } => {
-                    let c = Chunk::Bytes(own.slice(start..end));
-                    start = end;
-                    c
-                }
-                Piece::Shared(b) => Chunk::Bytes(b),
-                Piece::File(r) => Chunk::File(r),
-            })
-            .collect();
-        assert_eq!(start, own.len(), "every owned byte is in a chunk");
-        debug_assert_eq!(chunks.iter().map(Chunk::len).sum::<usize>(), len);
-        debug_assert!(chunks.iter().all(|c| c.len() > 0));
-        Ok(ChunkedFrame { chunks, len })
-    }
-}
-
 /// Position of the next byte to write: a chunk and an offset inside it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Cursor {
@@ -222,13 +239,13 @@ struct Cursor {
 impl Cursor {
     /// Fills `out` with the unwritten memory chunks from here up to the next file chunk;
     /// returns how many it filled.
-    fn gather<'a>(&self, chunks: &'a [Chunk], out: &mut [IoSlice<'a>]) -> usize {
+    fn gather<'a>(&self, frame: &'a ChunkedFrame, out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
-        for (i, c) in chunks.iter().enumerate().skip(self.chunk) {
+        for (i, c) in frame.chunks.iter().enumerate().skip(self.chunk) {
             if n == out.len() {
                 break;
             }
-            let Chunk::Bytes(b) = c else {
+            let Some(b) = frame.memory(c) else {
                 break;
             };
             let from = if i == self.chunk { self.offset } else { 0 };
@@ -276,6 +293,7 @@ pub(crate) async fn write_chunked<W: ChunkSink>(
 ) -> io::Result<()> {
     let chunks = frame.chunks.as_slice();
     let mut at = Cursor::default();
+    debug_assert!(frame.len >= SIZE_PREFIX_BYTES, "a finished frame");
     let mut left = frame.len;
     while at.chunk < chunks.len() {
         let written = match &chunks[at.chunk] {
@@ -283,9 +301,9 @@ pub(crate) async fn write_chunked<W: ChunkSink>(
                 Some(tcp) => send_file(tcp, range, at.offset).await?,
                 None => copy_file(wr, range, at.offset).await?,
             },
-            Chunk::Bytes(_) => {
+            Chunk::Own { .. } | Chunk::Bytes(_) => {
                 let mut slices = [IoSlice::new(&[]); IOVECS_PER_WRITE_MAX];
-                let n = at.gather(chunks, &mut slices);
+                let n = at.gather(frame, &mut slices);
                 debug_assert!(n > 0);
                 wr.write_vectored(&slices[..n]).await?
             }
@@ -412,14 +430,15 @@ mod tests {
     fn sample() -> (ChunkedFrame, Bytes, Bytes) {
         let records_a = Bytes::from((0..200u8).collect::<Vec<_>>());
         let records_b = Bytes::from(vec![7u8; 5]);
-        let mut b = FrameBuilder::new(16);
+        let mut b = ChunkedFrame::new(16);
         b.own().put_slice(b"head");
         b.share(records_a.clone());
         b.share(Bytes::new());
         b.share(records_b.clone());
         b.own().put_slice(b"mid");
         b.own().put_slice(b"tail");
-        (b.finish().unwrap(), records_a, records_b)
+        b.finish().unwrap();
+        (b, records_a, records_b)
     }
 
     // Goal: the size prefix counts everything after it, shared chunks are the log's own
@@ -445,6 +464,26 @@ mod tests {
         assert_eq!(c2.as_ptr(), b.as_ptr(), "records are shared, not copied");
     }
 
+    // Goal: a frame reused for a second response carries only the second one's bytes, and
+    // clearing it lets go of the records it shared.
+    #[test]
+    fn a_reused_frame_holds_only_its_latest_response() {
+        let (mut frame, a, _) = sample();
+        assert!(!a.is_unique(), "the frame shares the records");
+        frame.begin(4);
+        frame.own().put_slice(b"next");
+        frame.finish().unwrap();
+        assert!(
+            a.is_unique(),
+            "beginning a new frame let go of the old records"
+        );
+        assert_eq!(frame.to_vec(), [&4i32.to_be_bytes()[..], b"next"].concat());
+        assert_eq!(frame.memory_len(), 8);
+        frame.clear();
+        assert_eq!(frame.len(), 0);
+        assert!(frame.chunks().is_empty());
+    }
+
     // Goal: whatever the writer accepts per call (1 byte up to everything), the bytes on the
     // wire are exactly the frame, once.
     #[tokio::test]
@@ -466,7 +505,7 @@ mod tests {
     // Goal: more chunks than one vectored write takes still go out completely, in order.
     #[tokio::test]
     async fn many_chunks_take_several_writes() {
-        let mut b = FrameBuilder::new(0);
+        let mut b = ChunkedFrame::new(0);
         let mut want_body = Vec::new();
         for i in 0..(3 * IOVECS_PER_WRITE_MAX as u32) {
             b.own().put_u32(i);
@@ -475,7 +514,8 @@ mod tests {
             want_body.extend_from_slice(&r);
             b.share(r);
         }
-        let frame = b.finish().unwrap();
+        b.finish().unwrap();
+        let frame = b;
         let mut w = Trickle {
             out: Vec::new(),
             step: usize::MAX,
@@ -499,7 +539,7 @@ mod tests {
     fn file_frame(file: &std::fs::File, content: &[u8]) -> (ChunkedFrame, Vec<u8>) {
         let a = (10usize, 24 * 1024 * 1024);
         let b = (5usize, 700_000);
-        let mut fb = FrameBuilder::new(16);
+        let mut fb = ChunkedFrame::new(16);
         fb.own().put_slice(b"head");
         fb.share_file(FileRange::standalone(
             file.try_clone().unwrap(),
@@ -514,7 +554,8 @@ mod tests {
         ));
         fb.share(Bytes::from_static(b"shared"));
         fb.own().put_slice(b"tail");
-        let frame = fb.finish().unwrap();
+        fb.finish().unwrap();
+        let frame = fb;
         let mut want = Vec::new();
         want.extend_from_slice(&((frame.len() - 4) as i32).to_be_bytes());
         want.extend_from_slice(b"head");
@@ -581,14 +622,15 @@ mod tests {
     async fn a_range_past_the_file_end_fails_cleanly() {
         use tokio::io::AsyncReadExt;
         let (file, _) = patterned_file(100_000);
-        let mut fb = FrameBuilder::new(8);
+        let mut fb = ChunkedFrame::new(8);
         fb.own().put_slice(b"head");
         fb.share_file(FileRange::standalone(
             file.as_file().try_clone().unwrap(),
             50_000,
             80_000,
         ));
-        let frame = fb.finish().unwrap();
+        fb.finish().unwrap();
+        let frame = fb;
         let (mut wr, mut rd) = socket_pair().await;
         let reader = tokio::spawn(async move {
             let mut got = Vec::new();

@@ -135,8 +135,10 @@ impl Server {
         );
         let (shutdown_tx, shutdown) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
+        let fetch_readers = crate::handlers::fetch::FetchReaders::start()?;
         let broker = Arc::new(Broker {
             request_memory,
+            fetch_readers,
             config,
             log,
             topics,

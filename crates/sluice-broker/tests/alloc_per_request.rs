@@ -162,6 +162,11 @@ const PRODUCE_VERSION: i16 = 9;
 /// buffer header). Before the produce path reused its calls: 11 + one per partition.
 const PRODUCE_WORKER_ALLOCS_MAX: f64 = 4.0;
 const FETCH_VERSION: i16 = 12;
+/// Broker allocations (every thread) per Fetch request, with data or long-polling, whatever
+/// its partitions. Before fetches reused their calls: 18 at 1 partition, 290 at 128.
+const FETCH_ALLOCS_MAX: f64 = 4.0;
+/// How long the long-poll rows wait for data that never comes.
+const FETCH_EMPTY_WAIT_MS: i32 = 2;
 /// (partitions per request, warm-up requests, measured requests).
 const SHAPES: [(i32, u32, u32); 3] = [(1, 200, 2000), (16, 40, 250), (128, 10, 40)];
 
@@ -311,6 +316,22 @@ fn fetch_request(topic: &str, offsets: &[i64]) -> FetchRequest {
     req.session_epoch = -1; // full fetches, no session
     req.topics = vec![ft];
     req
+}
+
+/// A fetch at the high watermarks: it long-polls for `FETCH_EMPTY_WAIT_MS` and comes back
+/// empty (registers and withdraws its wake-ups, sleeps, answers).
+fn fetch_empty(client: &mut Client, topic: &str, offsets: &[i64]) {
+    let mut req = fetch_request(topic, offsets);
+    req.max_wait_ms = FETCH_EMPTY_WAIT_MS;
+    let resp: FetchResponse = client.call(ApiKey::Fetch, FETCH_VERSION, &req);
+    assert_eq!(resp.error_code, 0);
+    for p in resp.responses.iter().flat_map(|t| &t.partitions) {
+        assert_eq!(p.error_code, 0);
+        assert!(
+            p.records.as_ref().is_none_or(|r| r.is_empty()),
+            "no new data"
+        );
+    }
 }
 
 fn fetch(client: &mut Client, topic: &str, offsets: &mut [i64]) {
@@ -494,6 +515,9 @@ fn allocations_per_request() {
         rows.push(measure("Fetch", partitions, warmup, requests, || {
             fetch(&mut client, &topic, &mut offsets)
         }));
+        rows.push(measure("Fetch, long poll", partitions, 10, 100, || {
+            fetch_empty(&mut client, &topic, &offsets)
+        }));
     }
     print_table(&rows);
     for r in rows.iter().filter(|r| r.api == "Produce") {
@@ -505,6 +529,19 @@ fn allocations_per_request() {
         assert!(
             per_request <= bound,
             "Produce at {} partitions: {per_request:.1} worker allocations per request, more than {bound}",
+            r.partitions
+        );
+    }
+
+    for r in rows.iter().filter(|r| r.api.starts_with("Fetch")) {
+        // The fetch side's gate: the decode, the read job, the wake-ups and the response
+        // frame are reused, and the read runs on a kept thread, not a spawned task.
+        let broker_allocs: u64 = r.delta.allocs[Role::Worker as usize..].iter().sum();
+        let per_request = broker_allocs as f64 / f64::from(r.requests);
+        assert!(
+            per_request <= FETCH_ALLOCS_MAX,
+            "{} at {} partitions: {per_request:.1} broker allocations per request, more than {FETCH_ALLOCS_MAX}",
+            r.api,
             r.partitions
         );
     }

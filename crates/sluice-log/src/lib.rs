@@ -58,7 +58,7 @@ pub use completion::AppendGroup;
 pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{
-    AppendInfo, AppendWaiter, CommitWaker, LogManager, LogStats, PartitionOffsets, ReadResult,
+    AppendInfo, AppendWaiter, CommitListener, LogManager, LogStats, PartitionOffsets, ReadResult,
     RecoveryReport,
 };
 pub use record_slices::{FileRange, RangesResult, RecordSlice};

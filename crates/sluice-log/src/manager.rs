@@ -22,7 +22,7 @@ use crate::engine::Engine;
 use crate::error::LogError;
 use crate::fs::Fs;
 use crate::partition::Partition;
-use crate::record_slices::RangesResult;
+use crate::record_slices::{RangesResult, RecordSlice};
 use crate::recovery;
 use crate::retention;
 use crate::segment::now_ms;
@@ -125,15 +125,26 @@ pub struct RecoveryReport {
     pub actions: Vec<String>,
 }
 
-/// Wakes its holder when one partition's high watermark rises. Create the future from
-/// [`CommitWaker::notified`] and `enable` it *before* checking the watermark, so a commit in
-/// between is not missed.
-#[derive(Debug, Clone)]
-pub struct CommitWaker(Arc<Partition>);
+/// A long poll's wake-up: registered with every partition it waits on
+/// ([`LogManager::listen_commits`]), woken once by the next rise of any of their high
+/// watermarks. Waking stores a permit, so a commit between registering and waiting is not
+/// missed; a permit left from an earlier wake-up only makes the poll check once more. One
+/// listener is made per long-polling connection and reused, so waiting allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub struct CommitListener(Arc<tokio::sync::Notify>);
 
-impl CommitWaker {
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.0.commit_notify().notified()
+impl CommitListener {
+    /// Completes after a wake-up (or at once, for one stored earlier).
+    pub async fn wait(&self) {
+        self.0.notified().await;
+    }
+
+    pub(crate) fn wake(&self) {
+        self.0.notify_one();
+    }
+
+    pub(crate) fn same(&self, other: &CommitListener) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
@@ -393,9 +404,30 @@ impl LogManager {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<RangesResult, LogError> {
+        let mut slices = Vec::new();
+        let (len, offsets) =
+            self.read_ranges_into(key, fetch_offset, max_bytes, min_one_batch, &mut slices)?;
+        Ok(RangesResult {
+            slices,
+            len,
+            offsets,
+        })
+    }
+
+    /// [`Self::read_ranges`] appending to `out` (a fetch reuses it from request to request):
+    /// returns the bytes appended and the watermarks. Allocates nothing when `out` has room
+    /// (counted by sluice-broker's `tests/alloc_per_request.rs`). Blocking file I/O.
+    pub fn read_ranges_into(
+        &self,
+        key: &PartitionKey,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+        out: &mut Vec<RecordSlice>,
+    ) -> Result<(usize, PartitionOffsets), LogError> {
         self.engine()
             .partition(key)?
-            .read_ranges(fetch_offset, max_bytes, min_one_batch)
+            .read_ranges_into(fetch_offset, max_bytes, min_one_batch, out)
     }
 
     /// Current watermarks. Non-blocking (atomics only).
@@ -405,14 +437,29 @@ impl LogManager {
 
     /// A counter bumped after changes that are not commits but change what a fetch sees:
     /// partition deletion, retention and DeleteRecords moving the log start. Long-polling
-    /// fetches wait on it besides their partitions' [`CommitWaker`]s.
+    /// fetches wait on it besides their [`CommitListener`].
     pub fn subscribe_commits(&self) -> tokio::sync::watch::Receiver<u64> {
         self.engine().subscribe_commits()
     }
 
-    /// A handle that wakes when `key`'s high watermark rises.
-    pub fn commit_waker(&self, key: &PartitionKey) -> Result<CommitWaker, LogError> {
-        Ok(CommitWaker(self.engine().partition(key)?))
+    /// Wakes `listener` at the next rise of `key`'s high watermark (see [`CommitListener`]).
+    /// Register before checking the watermark. Registering again before the wake-up is a
+    /// no-op; non-blocking (one short lock).
+    pub fn listen_commits(
+        &self,
+        key: &PartitionKey,
+        listener: &CommitListener,
+    ) -> Result<(), LogError> {
+        self.engine().partition(key)?.listen_commits(listener);
+        Ok(())
+    }
+
+    /// Withdraws `listener` from `key` (its long poll is over). Unknown partitions are
+    /// ignored: a deleted partition took its listeners with it.
+    pub fn unlisten_commits(&self, key: &PartitionKey, listener: &CommitListener) {
+        if let Ok(p) = self.engine().partition(key) {
+            p.unlisten_commits(listener);
+        }
     }
 
     /// The first durable batch whose max timestamp is >= `timestamp_ms` (ListOffsets by

@@ -5,7 +5,7 @@
 //!   then work on their own `Arc<Segment>` copies without any lock.
 //! - Watermarks are atomics. `log_end` is raised by the appender; `high_watermark` is
 //!   raised (Release) by the committer after the journal sync that made the data durable,
-//!   which then wakes this partition's long polls (`commit_notify`);
+//!   which then wakes the long polls listening on this partition (`commit_listeners`);
 //!   `log_start` only grows (retention, DeleteRecords) and never passes the high watermark.
 //! - `append_lock` serializes everything that writes the active segment or replaces it:
 //!   the committer (per request), rolls from retention, recovery, deletion.
@@ -28,9 +28,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::Fs;
-use crate::manager::{PartitionOffsets, ReadResult};
+use crate::manager::{CommitListener, PartitionOffsets, ReadResult};
 use crate::producer_state::ProducerStateTable;
-use crate::record_slices::{RangesResult, RecordSlice};
+use crate::record_slices::RecordSlice;
 use crate::segment::Segment;
 use crate::types::{Offset, PartitionKey};
 
@@ -64,8 +64,9 @@ pub(crate) struct Partition {
     pub(crate) snapshot_lock: Mutex<()>,
     /// Committer-only bookkeeping: the commit round that last touched this partition.
     pub(crate) round_mark: AtomicU64,
-    /// Notified when the high watermark rises (long-polling fetches wait on it).
-    commit_notify: tokio::sync::Notify,
+    /// The long polls waiting for the high watermark to rise: each is woken once, at the
+    /// next rise, and removed. At most one entry per listener (see [`Self::listen_commits`]).
+    commit_listeners: Mutex<Vec<CommitListener>>,
 }
 
 impl Partition {
@@ -99,7 +100,7 @@ impl Partition {
             producers: Mutex::new(ProducerStateTable::new(producer_ids_max)),
             snapshot_lock: Mutex::new(()),
             round_mark: AtomicU64::new(0),
-            commit_notify: tokio::sync::Notify::new(),
+            commit_listeners: Mutex::new(Vec::new()),
         }
     }
 
@@ -135,12 +136,28 @@ impl Partition {
     pub(crate) fn publish_high_watermark(&self, offset: Offset) {
         let previous = self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
         if offset.0 > previous {
-            self.commit_notify.notify_waiters();
+            // After the Release store above: a listener that registered before this lock
+            // is woken, one that registers after it sees the new high watermark.
+            for listener in self.commit_listeners.lock().drain(..) {
+                listener.wake();
+            }
         }
     }
-    /// Woken after every rise of the high watermark (see [`crate::manager::CommitWaker`]).
-    pub(crate) fn commit_notify(&self) -> &tokio::sync::Notify {
-        &self.commit_notify
+    /// Wakes `listener` at the next rise of the high watermark. Registering it again before
+    /// then keeps one entry, so a long poll that re-arms after every wake-up from another
+    /// partition does not grow this list. Register *before* checking the watermark.
+    pub(crate) fn listen_commits(&self, listener: &CommitListener) {
+        let mut listeners = self.commit_listeners.lock();
+        if !listeners.iter().any(|l| l.same(listener)) {
+            listeners.push(listener.clone());
+        }
+    }
+    /// Removes `listener` (its long poll is over), so a finished poll holds no entry.
+    pub(crate) fn unlisten_commits(&self, listener: &CommitListener) {
+        let mut listeners = self.commit_listeners.lock();
+        if let Some(i) = listeners.iter().position(|l| l.same(listener)) {
+            listeners.swap_remove(i);
+        }
     }
     /// Raises the log start offset (never lowers it). Returns the value now in force.
     pub(crate) fn advance_log_start(&self, offset: Offset) -> Offset {
@@ -270,37 +287,35 @@ impl Partition {
         })
     }
 
-    /// [`Self::read`] as slices of the journal files (see `Segment::read_ranges`): the
-    /// same batches, the same errors.
-    pub(crate) fn read_ranges(
+    /// [`Self::read`] as slices of the journal files (see `Segment::read_ranges`), appended
+    /// to `out`: the same batches, the same errors. Returns the bytes appended and the
+    /// watermarks the read answers with. Allocates nothing when `out` has room.
+    pub(crate) fn read_ranges_into(
         &self,
         fetch_offset: Offset,
         max_bytes: u32,
         min_one_batch: bool,
-    ) -> Result<RangesResult, LogError> {
+        out: &mut Vec<RecordSlice>,
+    ) -> Result<(usize, PartitionOffsets), LogError> {
         let (offsets, segments) = self.read_segments(fetch_offset)?;
-        let mut slices = Vec::new();
+        let before = out.len();
         for segment in segments.into_iter().flatten() {
             if let Some(len) = segment.read_ranges(
                 fetch_offset,
                 offsets.high_watermark,
                 max_bytes,
                 min_one_batch,
-                &mut slices,
+                out,
             )? {
-                debug_assert_eq!(slices.iter().map(RecordSlice::len).sum::<usize>(), len);
-                return Ok(RangesResult {
-                    slices,
-                    len,
-                    offsets,
-                });
+                debug_assert_eq!(
+                    out[before..].iter().map(RecordSlice::len).sum::<usize>(),
+                    len
+                );
+                return Ok((len, offsets));
             }
         }
-        Ok(RangesResult {
-            slices,
-            len: 0,
-            offsets,
-        })
+        debug_assert_eq!(out.len(), before);
+        Ok((0, offsets))
     }
 
     /// The snapshot of the watermarks a read answers with, and the segments it may read:

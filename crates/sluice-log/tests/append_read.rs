@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::*;
 use sluice_log::batch::{self, BatchIter};
-use sluice_log::{LogConfig, LogError, Offset, TimestampType};
+use sluice_log::{CommitListener, LogConfig, LogError, Offset, TimestampType};
 
 #[tokio::test]
 async fn append_read_round_trip_over_partitions() {
@@ -351,14 +351,12 @@ async fn partition_lifecycle() {
     ));
     create(&log, &k);
     assert_eq!(log.offsets(&k).expect("offsets").log_end_offset, Offset(0));
-    let waker = log.commit_waker(&k).expect("waker");
-    let woken = waker.notified();
-    tokio::pin!(woken);
-    woken.as_mut().enable();
+    let listener = CommitListener::default();
+    log.listen_commits(&k, &listener).expect("listen");
     append(&log, &k, bytes(1, 1, 1)).await;
-    tokio::time::timeout(std::time::Duration::from_secs(5), woken)
+    tokio::time::timeout(std::time::Duration::from_secs(5), listener.wait())
         .await
-        .expect("a commit wakes its partition's waker");
+        .expect("a commit wakes its partition's listener");
 }
 
 #[tokio::test]
@@ -371,21 +369,25 @@ async fn commit_wakes_only_its_own_partition() {
     create(&log, &a);
     create(&log, &b);
     let global = log.subscribe_commits();
-    let (wa, wb) = (
-        log.commit_waker(&a).expect("a"),
-        log.commit_waker(&b).expect("b"),
-    );
-    let (na, nb) = (wa.notified(), wb.notified());
-    tokio::pin!(na);
-    tokio::pin!(nb);
-    na.as_mut().enable();
-    nb.as_mut().enable();
+    let (la, lb) = (CommitListener::default(), CommitListener::default());
+    log.listen_commits(&a, &la).expect("a");
+    log.listen_commits(&b, &lb).expect("b");
+    // Registering twice keeps one entry: one commit leaves one wake-up, not two.
+    log.listen_commits(&a, &la).expect("a again");
     append(&log, &a, bytes(1, 1, 1)).await;
-    tokio::time::timeout(std::time::Duration::from_secs(5), na)
+    tokio::time::timeout(std::time::Duration::from_secs(5), la.wait())
         .await
         .expect("a's commit wakes a");
-    let quiet = tokio::time::timeout(std::time::Duration::from_millis(200), nb).await;
-    assert!(quiet.is_err(), "a's commit woke b's waiter");
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(200), lb.wait()).await;
+    assert!(quiet.is_err(), "a's commit woke b's listener");
+    let once = tokio::time::timeout(std::time::Duration::from_millis(100), la.wait()).await;
+    assert!(once.is_err(), "a listener registered twice was woken twice");
+    // A withdrawn listener is not woken: its poll is over.
+    log.listen_commits(&b, &lb).expect("b again");
+    log.unlisten_commits(&b, &lb);
+    append(&log, &b, bytes(1, 1, 1)).await;
+    let gone = tokio::time::timeout(std::time::Duration::from_millis(200), lb.wait()).await;
+    assert!(gone.is_err(), "a withdrawn listener was woken");
     assert!(!global.has_changed().expect("sender alive"));
     log.delete_partition(&b).expect("delete");
     assert!(global.has_changed().expect("sender alive"));

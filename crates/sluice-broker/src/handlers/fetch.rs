@@ -12,45 +12,53 @@
 //! journal files its ranges name until written, so pinned files are bounded by the
 //! responses in flight (`limits::IN_FLIGHT_PER_CONNECTION_MAX` per connection).
 //!
-//! When fewer than `min_bytes` are available the request long-polls: it sleeps on its own
-//! partitions' commit wakers (a commit elsewhere does not wake it) and on the log's counter
-//! of deletions and log-start moves, until `max_wait_ms` (capped by
-//! [`crate::limits::FETCH_WAIT_MS_MAX`]) or shutdown. If the client disconnects, the
-//! connection aborts the parked request.
+//! When fewer than `min_bytes` are available the request long-polls: its connection's
+//! [`CommitListener`] is registered with its own partitions (a commit elsewhere does not
+//! wake it) and it also watches the log's counter of deletions and log-start moves, until
+//! `max_wait_ms` (capped by [`crate::limits::FETCH_WAIT_MS_MAX`]) or shutdown. If the
+//! client disconnects, the connection drops the parked request.
 //!
 //! Fetch sessions (KIP-227) are answered without a session: session id 0 tells the client to
-//! keep sending full requests. Reads run on the blocking pool.
+//! keep sending full requests.
 //!
-//! The response is encoded by hand ([`encode`]) as a chunked frame: the framing in one small
-//! buffer, each partition's records as the journal file ranges `LogManager::read_ranges`
-//! returned (only batch headers are read), written with vectored writes and `sendfile`.
-//! Record bytes go from the page cache to the socket without entering user space; only
-//! where the log has no file to send from (damage read as zeros, a simulated file system)
-//! are they read into memory, once.
+//! No task and no allocation per request in steady state, as for Produce: a [`FetchCall`]
+//! holds everything a request needs and the connection keeps it for the next one
+//! ([`FetchCalls`]). The request is decoded by hand into reused vectors ([`decode`]), its
+//! partitions are resolved into the call's [`read::ReadJob`], read by a dedicated reader
+//! thread ([`read`]; batch headers only), and the response is encoded into the call's
+//! reused [`ChunkedFrame`] ([`encode`]): the framing in one buffer, each partition's
+//! records as the journal file ranges the log returned, written with vectored writes and
+//! `sendfile`. Record bytes go from the page cache to the socket without entering user
+//! space; only where the log has no file to send from (damage read as zeros, a simulated
+//! file system) are they read into memory, once. The connection's writer runs the call
+//! ([`FetchCall::run`]) and writes its frame, in the connection's response order.
 
+mod decode;
 mod encode;
+mod read;
 
-use std::collections::hash_map::{Entry, HashMap};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::{FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use sluice_log::{CommitWaker, LogError, Offset, PartitionKey, RecordSlice};
-use tokio::sync::futures::Notified;
+use parking_lot::Mutex;
+use sluice_log::{CommitListener, LogManager, PartitionKey, RecordSlice};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Ctx, Reply};
+pub(crate) use read::FetchReaders;
+
+use super::Ctx;
 use crate::memory::{self, Reservation};
+use crate::response_chunks::ChunkedFrame;
 use crate::{error_code, limits, Broker};
 
 /// One requested partition, resolved against the registry.
 #[derive(Debug, Clone)]
-struct Part {
+pub(crate) struct Part {
     key: Option<PartitionKey>,
     partition: i32,
     fetch_offset: i64,
@@ -59,8 +67,9 @@ struct Part {
     unknown_code: i16,
 }
 
+/// One partition's answer; reused (its records vector keeps its capacity).
 #[derive(Debug, Default, Clone)]
-struct PartResult {
+pub(crate) struct PartResult {
     error_code: i16,
     high_watermark: i64,
     log_start_offset: i64,
@@ -82,97 +91,431 @@ impl PartResult {
             })
             .sum()
     }
+
+    fn reset(&mut self) {
+        self.error_code = error_code::NONE;
+        self.high_watermark = 0;
+        self.log_start_offset = 0;
+        self.records.clear();
+        self.records_len = 0;
+    }
 }
 
-struct TopicParts {
-    name: TopicName,
+/// One topic of the response: its name (below v13) or id, and its partitions in the
+/// read job's `parts`.
+#[derive(Debug, Clone)]
+pub(crate) struct TopicEntry {
+    name: StrBytes,
     topic_id: Uuid,
-    parts: Vec<Part>,
+    parts: Range<usize>,
 }
 
 const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 
-pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
-    let req: FetchRequest = match ctx.decode(body) {
-        Ok(r) => r,
-        Err(reply) => return reply,
-    };
-    if ctx.version >= 7 && req.session_id != 0 {
-        return session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND);
+/// Vectors that grew past this many entries are given back after the request, so one huge
+/// request does not leave a connection holding its memory.
+const ENTRIES_KEPT_MAX: usize = 1024;
+
+/// Where a call stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Nothing to answer (a kept call).
+    #[default]
+    Idle,
+    /// Decoded and resolved: `run` answers it.
+    Ready,
+    /// The body was malformed: the connection closes.
+    Malformed,
+}
+
+/// One fetch request from decode to response; reused (see the module comment).
+#[derive(Debug, Default)]
+pub(crate) struct FetchCall {
+    ctx: Option<Ctx>,
+    stage: Stage,
+    decoded: decode::Decoded,
+    topics: Vec<TopicEntry>,
+    /// Each distinct partition's index in the job's `parts` (duplicates are fetched once).
+    seen: HashMap<(Uuid, StrBytes, i32), usize>,
+    job: Arc<read::ReadJob>,
+    listener: CommitListener,
+    /// True while `listener` may be registered with the job's partitions.
+    listening: bool,
+    frame: ChunkedFrame,
+    charge: Option<Reservation>,
+}
+
+/// The fetch calls a connection keeps for reuse (shared by its reader and writer).
+#[derive(Debug, Default, Clone)]
+// Boxed so that handing a call between the reader, the channel and the writer moves a pointer.
+#[allow(clippy::vec_box)]
+pub(crate) struct FetchCalls(Arc<Mutex<Vec<Box<FetchCall>>>>);
+
+impl FetchCalls {
+    pub(crate) fn take(&self) -> Box<FetchCall> {
+        self.0.lock().pop().unwrap_or_default()
     }
-    if ctx.version >= 7 && req.session_epoch > 0 {
-        return session_error(&ctx, INVALID_FETCH_SESSION_EPOCH);
+
+    /// Keeps a call whose response was written (and whose read is over).
+    pub(crate) fn put(&self, mut call: Box<FetchCall>) {
+        call.finish();
+        let mut kept = self.0.lock();
+        if kept.len() < limits::FETCH_CALLS_KEPT_PER_CONNECTION {
+            kept.push(call);
+        }
     }
-    let topics = resolve(&ctx, &req);
-    let flat: Vec<Part> = topics
-        .iter()
-        .flat_map(|t| t.parts.iter().cloned())
-        .collect();
-    let cap = response_cap(ctx.broker.config.fetch_max_bytes, req.max_bytes);
-    let wait = Duration::from_millis(req.max_wait_ms.clamp(0, limits::FETCH_WAIT_MS_MAX) as u64);
-    let deadline = Instant::now() + wait;
-    let log = &ctx.broker.log;
-    let wakers: Vec<CommitWaker> = flat
-        .iter()
-        .filter_map(|p| p.key.as_ref().and_then(|k| log.commit_waker(k).ok()))
-        .collect();
-    let mut changes = log.subscribe_commits();
-    let mut shutdown = ctx.broker.shutdown.clone();
-    loop {
-        // Arm every wake-up before reading, so a commit during the read wakes us.
-        changes.borrow_and_update();
-        let mut commits = armed(&wakers);
-        let (results, charge) = if has_data_or_error(&ctx.broker, &flat) {
-            match read_charged(&ctx, &topics, &flat, cap, deadline).await {
-                Some(r) => r,
-                None => return Reply::Close,
-            }
-        } else {
-            (offsets_only(&ctx.broker, &flat), None)
+}
+
+/// Decodes and resolves the request into `call`; the connection's writer runs it.
+pub(crate) fn start(ctx: Ctx, body: Bytes, mut call: Box<FetchCall>) -> Box<FetchCall> {
+    call.finish();
+    match call.decoded.decode(&body, ctx.version) {
+        Ok(()) => {
+            call.resolve(&ctx);
+            call.stage = Stage::Ready;
+        }
+        Err(e) => {
+            tracing::warn!(version = ctx.version, error = %e, "malformed request; closing connection");
+            call.stage = Stage::Malformed;
+        }
+    }
+    call.ctx = Some(ctx);
+    call
+}
+
+impl FetchCall {
+    /// Answers the request: reads (long-polling while fewer than `min_bytes` are there)
+    /// and encodes the response into [`FetchCall::frame`]. False when the connection must
+    /// close (a malformed request, a failed encode).
+    pub(crate) async fn run(&mut self) -> bool {
+        let Some(ctx) = self.ctx.clone() else {
+            debug_assert!(false, "run without start");
+            return false;
         };
-        let bytes: usize = results.iter().map(|r| r.records_len).sum();
-        let errors = results.iter().any(|r| r.error_code != error_code::NONE);
-        let done = bytes >= req.min_bytes.max(0) as usize
-            || errors
-            || Instant::now() >= deadline
-            || *shutdown.borrow();
-        if done {
-            return respond_charged(&ctx, encode::Top::default(), &topics, results, charge);
+        if self.stage != Stage::Ready {
+            return false;
         }
-        drop((results, charge));
-        tokio::select! {
-            _ = any_commit(&mut commits) => {}
-            _ = changes.changed() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown.wait_for(|s| *s) => {}
+        let d = &self.decoded;
+        if ctx.version >= 7 && d.session_id != 0 {
+            return self.session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND);
         }
+        if ctx.version >= 7 && d.session_epoch > 0 {
+            return self.session_error(&ctx, INVALID_FETCH_SESSION_EPOCH);
+        }
+        let ok = self.poll(&ctx).await;
+        self.unlisten(&ctx.broker.log);
+        ok
     }
-}
 
-type Armed<'a> = Vec<Pin<Box<Notified<'a>>>>;
-
-/// One enabled wait per partition: a commit from now on completes it, even one that happens
-/// before it is polled.
-fn armed(wakers: &[CommitWaker]) -> Armed<'_> {
-    let mut commits: Armed<'_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
-    for c in &mut commits {
-        c.as_mut().enable();
+    /// The response, after [`FetchCall::run`] returned true.
+    pub(crate) fn frame(&self) -> &ChunkedFrame {
+        &self.frame
     }
-    commits
-}
 
-/// Completes when a commit moved any of the partitions' high watermarks (never when there
-/// are none).
-async fn any_commit(commits: &mut Armed<'_>) {
-    std::future::poll_fn(|cx| {
-        for c in commits.iter_mut() {
-            if c.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
+    /// Reads until there is enough to answer, or the wait is over; encodes the answer.
+    async fn poll(&mut self, ctx: &Ctx) -> bool {
+        let broker = &ctx.broker;
+        let cap = response_cap(broker.config.fetch_max_bytes, self.decoded.max_bytes);
+        let wait_ms = self.decoded.max_wait_ms.clamp(0, limits::FETCH_WAIT_MS_MAX) as u64;
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let min_bytes = self.decoded.min_bytes.max(0) as usize;
+        let mut changes = broker.log.subscribe_commits();
+        let mut shutdown = broker.shutdown.clone();
+        loop {
+            // Arm every wake-up before reading, so a commit during the read wakes us.
+            changes.borrow_and_update();
+            self.listen(&broker.log);
+            let charge = match self.has_data_or_error(broker) {
+                true => match self.read_charged(ctx, cap, deadline).await {
+                    Some(charge) => charge,
+                    None => return false,
+                },
+                false => {
+                    read::offsets_only(&broker.log, &mut self.job.state.lock());
+                    None
+                }
+            };
+            let (bytes, errors) = {
+                let state = self.job.state.lock();
+                let bytes: usize = state.results.iter().map(|r| r.records_len).sum();
+                let errors = state
+                    .results
+                    .iter()
+                    .any(|r| r.error_code != error_code::NONE);
+                (bytes, errors)
+            };
+            let done =
+                bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
+            if done {
+                return self.respond(ctx, encode::Top::default(), charge);
+            }
+            drop(charge);
+            self.job
+                .state
+                .lock()
+                .results
+                .iter_mut()
+                .for_each(PartResult::reset);
+            tokio::select! {
+                () = self.listener.wait() => {}
+                _ = changes.changed() => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.wait_for(|s| *s) => {}
             }
         }
-        Poll::Pending
-    })
-    .await
+    }
+
+    /// Registers the call's listener with each of its partitions (again after a wake-up:
+    /// a wake-up removes it from the partition that fired).
+    fn listen(&mut self, log: &LogManager) {
+        for p in &self.job.state.lock().parts {
+            if let Some(k) = &p.key {
+                let _ = log.listen_commits(k, &self.listener);
+            }
+        }
+        self.listening = true;
+    }
+
+    /// Withdraws the listener: a finished poll leaves no entry behind.
+    fn unlisten(&mut self, log: &LogManager) {
+        if !std::mem::take(&mut self.listening) {
+            return;
+        }
+        for p in &self.job.state.lock().parts {
+            if let Some(k) = &p.key {
+                log.unlisten_commits(k, &self.listener);
+            }
+        }
+    }
+
+    /// Reads the partitions with the response charged to the request-memory budget first.
+    /// The charge is the read limit plus the response's framing (the records are not
+    /// copied again), and shrinks to the response's size once encoded. The read limit is
+    /// the smaller of `cap` and the sum of the partition limits of the partitions that have
+    /// data, and at most a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so
+    /// the charge can be granted even while other requests hold some of it. When it cannot
+    /// be granted in time the answer carries no records. The outer None: the connection
+    /// must close (the broker is going away under the read).
+    async fn read_charged(
+        &mut self,
+        ctx: &Ctx,
+        cap: usize,
+        deadline: Instant,
+    ) -> Option<Option<Reservation>> {
+        let broker = &ctx.broker;
+        let memory = &broker.request_memory;
+        let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
+            / limits::FETCH_READ_BUDGET_DIVISOR;
+        let limit = {
+            let state = self.job.state.lock();
+            partition_limits_with_data(broker, &state.parts)
+                .min(cap)
+                .min(budget_share)
+        };
+        let framing = encode::framing_bytes_max(&self.topics, self.job.state.lock().parts.len());
+        let want = memory::units(limit.saturating_add(framing));
+        let mut charge = match memory.try_reserve(want) {
+            Some(c) => c,
+            None => {
+                let wait_until = deadline
+                    .max(Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN));
+                match tokio::time::timeout_at(wait_until, memory.reserve(want)).await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        tracing::debug!(peer = %ctx.peer, bytes = limit, "no request memory for a fetch response in time; answering without records");
+                        read::offsets_only(&broker.log, &mut self.job.state.lock());
+                        return Some(None);
+                    }
+                }
+            }
+        };
+        let limit_bytes = u32::try_from(limit)
+            .unwrap_or(u32::MAX)
+            .min(i32::MAX as u32);
+        broker
+            .fetch_readers
+            .read(&self.job, &broker.log, limit_bytes)
+            .await;
+        let in_memory: usize = self
+            .job
+            .state
+            .lock()
+            .results
+            .iter()
+            .map(PartResult::memory_len)
+            .sum();
+        if in_memory > limit {
+            // KIP-74: the first batch is returned even when it is larger than the limits.
+            let extra = memory::units(in_memory - limit);
+            let wait_until =
+                Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN);
+            if let Ok(more) = tokio::time::timeout_at(wait_until, memory.reserve(extra)).await {
+                charge.merge(more);
+            }
+        }
+        Some(Some(charge))
+    }
+
+    /// Encodes the response into the frame; its charge shrinks to the frame's memory and
+    /// is kept until the connection has written it.
+    fn respond(&mut self, ctx: &Ctx, top: encode::Top, charge: Option<Reservation>) -> bool {
+        let encoded = {
+            let mut state = self.job.state.lock();
+            let read::ReadState { parts, results, .. } = &mut *state;
+            encode::encode(
+                &mut self.frame,
+                ctx.version,
+                ctx.correlation_id,
+                top,
+                &self.topics,
+                parts,
+                results,
+            )
+        };
+        match encoded {
+            Ok(()) => {
+                // Only the frame's memory stays charged: its file ranges are page cache.
+                self.charge = charge.map(|mut c| {
+                    c.shrink_to(memory::units(self.frame.memory_len()));
+                    c
+                });
+                debug_assert!(
+                    self.charge.as_ref().map_or(0, |c| c.units())
+                        <= memory::units(self.frame.len()),
+                    "a response holds no more budget than its own size"
+                );
+                true
+            }
+            Err(e) => {
+                tracing::error!(version = ctx.version, error = %e, "fetch response encode failed; closing connection");
+                false
+            }
+        }
+    }
+
+    fn session_error(&mut self, ctx: &Ctx, code: i16) -> bool {
+        let top = encode::Top {
+            error_code: code,
+            ..encode::Top::default()
+        };
+        self.topics.clear();
+        self.job.state.lock().parts.clear();
+        self.respond(ctx, top, None)
+    }
+
+    /// True when some partition has bytes to read or an error to report (checked with
+    /// atomics, so idle long-polls do no file I/O).
+    fn has_data_or_error(&self, b: &Broker) -> bool {
+        self.job.state.lock().parts.iter().any(|p| match &p.key {
+            None => true,
+            Some(k) => match b.log.offsets(k) {
+                Ok(o) => p.fetch_offset != o.high_watermark.0,
+                Err(_) => true,
+            },
+        })
+    }
+
+    /// Resolves the requested partitions against the registry. A partition listed more
+    /// than once is fetched once: like Kafka, which keys a request's fetch data by
+    /// topic-partition, the last listing's offset and limit win and the partition keeps
+    /// its first position, so repeating a partition cannot multiply the work or the
+    /// response. A topic listing whose partitions were all listed before is dropped.
+    fn resolve(&mut self, ctx: &Ctx) {
+        let by_id = ctx.version >= 13;
+        let mut state = self.job.state.lock();
+        let parts = &mut state.parts;
+        parts.clear();
+        self.topics.clear();
+        self.seen.clear();
+        for t in &self.decoded.topics {
+            let topic = match by_id {
+                true => ctx.broker.topics.get_by_id(t.topic_id),
+                false => ctx.broker.topics.get(&t.name),
+            };
+            let unknown_code = match (&topic, by_id) {
+                (None, true) => error_code::UNKNOWN_TOPIC_ID,
+                _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            };
+            let first = parts.len();
+            for p in &self.decoded.partitions[t.partitions.clone()] {
+                let part = Part {
+                    key: topic
+                        .as_ref()
+                        .and_then(|tp| tp.partition(p.partition))
+                        .cloned(),
+                    partition: p.partition,
+                    fetch_offset: p.fetch_offset,
+                    max_bytes: p.partition_max_bytes,
+                    unknown_code,
+                };
+                let name = if by_id {
+                    StrBytes::default()
+                } else {
+                    t.name.clone()
+                };
+                let id = if by_id { t.topic_id } else { Uuid::nil() };
+                match self.seen.entry((id, name, p.partition)) {
+                    std::collections::hash_map::Entry::Occupied(e) => parts[*e.get()] = part,
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(parts.len());
+                        parts.push(part);
+                    }
+                }
+            }
+            if parts.len() == first && !t.partitions.is_empty() {
+                // Every partition of this listing was already listed: nothing left to answer.
+                continue;
+            }
+            self.topics.push(TopicEntry {
+                name: t.name.clone(),
+                topic_id: t.topic_id,
+                parts: first..parts.len(),
+            });
+        }
+        debug_assert_eq!(
+            parts.len(),
+            self.seen.len(),
+            "every distinct partition is fetched exactly once"
+        );
+    }
+
+    /// Forgets the request and its response (the frame's records and the journal files
+    /// they pin go now), keeping the vectors' capacity unless a huge request grew them.
+    fn finish(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            self.unlisten(&ctx.broker.log);
+        }
+        self.stage = Stage::Idle;
+        self.charge = None;
+        self.frame.clear();
+        self.decoded.clear();
+        self.topics.clear();
+        self.seen.clear();
+        if self.topics.capacity() > ENTRIES_KEPT_MAX {
+            self.topics = Vec::new();
+        }
+        if self.seen.capacity() > ENTRIES_KEPT_MAX {
+            self.seen = HashMap::new();
+        }
+        let mut state = self.job.state.lock();
+        state.parts.clear();
+        if state.parts.capacity() > ENTRIES_KEPT_MAX {
+            state.parts = Vec::new();
+        }
+        state.results.iter_mut().for_each(PartResult::reset);
+        if state.results.len() > ENTRIES_KEPT_MAX {
+            state.results = Vec::new();
+        }
+    }
+}
+
+impl Drop for FetchCall {
+    /// A call dropped mid-poll (its client went away) withdraws its listener.
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            self.unlisten(&ctx.broker.log);
+        }
+    }
 }
 
 /// The response size limit: the request's `max_bytes` (zero or negative: no limit of its
@@ -183,57 +526,6 @@ fn response_cap(fetch_max_bytes: usize, request_max_bytes: i32) -> usize {
         Ok(n) if n > 0 => n.min(cap),
         _ => cap,
     }
-}
-
-/// Reads the partitions with the response charged to the request-memory budget first. The
-/// charge is the read limit plus the response's framing (the records are not copied again),
-/// and shrinks to the response's size once encoded. The read limit is the smaller of
-/// `cap` and the sum of the partition limits of the partitions that have data, and at most
-/// a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so the charge can be
-/// granted even while other requests hold some of it. When it cannot be granted in time
-/// the answer carries no records. None when the blocking read failed.
-async fn read_charged(
-    ctx: &Ctx,
-    topics: &[TopicParts],
-    flat: &[Part],
-    cap: usize,
-    deadline: Instant,
-) -> Option<(Vec<PartResult>, Option<Reservation>)> {
-    let memory = &ctx.broker.request_memory;
-    let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
-        / limits::FETCH_READ_BUDGET_DIVISOR;
-    let limit = partition_limits_with_data(&ctx.broker, flat)
-        .min(cap)
-        .min(budget_share);
-    let want = memory::units(limit.saturating_add(encode::framing_bytes_max(topics)));
-    let mut charge = match memory.try_reserve(want) {
-        Some(c) => c,
-        None => {
-            let wait_until = deadline
-                .max(Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN));
-            match tokio::time::timeout_at(wait_until, memory.reserve(want)).await {
-                Ok(c) => c,
-                Err(_) => {
-                    tracing::debug!(peer = %ctx.peer, bytes = limit, "no request memory for a fetch response in time; answering without records");
-                    return Some((offsets_only(&ctx.broker, flat), None));
-                }
-            }
-        }
-    };
-    let parts = flat.to_vec();
-    let results = ctx
-        .blocking(move |b| read_all(b, &parts, limit as i32))
-        .await?;
-    let in_memory: usize = results.iter().map(PartResult::memory_len).sum();
-    if in_memory > limit {
-        // KIP-74: the first batch is returned even when it is larger than the limits.
-        let extra = memory::units(in_memory - limit);
-        let wait_until = Instant::now() + Duration::from_millis(limits::FETCH_MEMORY_WAIT_MS_MIN);
-        if let Ok(more) = tokio::time::timeout_at(wait_until, memory.reserve(extra)).await {
-            charge.merge(more);
-        }
-    }
-    Some((results, Some(charge)))
 }
 
 /// Sum of `partition_max_bytes` over the partitions that have records to read (atomics only).
@@ -250,205 +542,16 @@ fn partition_limits_with_data(b: &Broker, parts: &[Part]) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
-/// Encodes the response; its charge shrinks to the response's size and travels with it
-/// until the connection has written it.
-fn respond_charged(
-    ctx: &Ctx,
-    top: encode::Top,
-    topics: &[TopicParts],
-    results: Vec<PartResult>,
-    charge: Option<Reservation>,
-) -> Reply {
-    match encode::encode(ctx.version, ctx.correlation_id, top, topics, results) {
-        Ok(frame) => {
-            // Only the frame's memory stays charged: its file ranges are page cache.
-            let charge = charge.map(|mut c| {
-                c.shrink_to(memory::units(frame.memory_len()));
-                c
-            });
-            Reply::Chunked(frame, charge)
-        }
-        Err(e) => {
-            tracing::error!(version = ctx.version, error = %e, "fetch response encode failed; closing connection");
-            Reply::Close
-        }
-    }
-}
-
-fn session_error(ctx: &Ctx, code: i16) -> Reply {
-    let top = encode::Top {
-        error_code: code,
-        ..encode::Top::default()
-    };
-    respond_charged(ctx, top, &[], Vec::new(), None)
-}
-
-/// Resolves the requested partitions against the registry. A partition listed more than
-/// once is fetched once: like Kafka, which keys a request's fetch data by topic-partition,
-/// the last listing's offset and limit win and the partition keeps its first position, so
-/// repeating a partition cannot multiply the work or the response.
-fn resolve(ctx: &Ctx, req: &FetchRequest) -> Vec<TopicParts> {
-    let by_id = ctx.version >= 13;
-    let mut seen: HashMap<(Uuid, StrBytes, i32), (usize, usize)> = HashMap::new();
-    let mut out: Vec<TopicParts> = Vec::with_capacity(req.topics.len());
-    for t in &req.topics {
-        let topic = if by_id {
-            ctx.broker.topics.get_by_id(t.topic_id)
-        } else {
-            ctx.broker.topics.get(&t.topic.0)
-        };
-        let unknown_code = match (&topic, by_id) {
-            (None, true) => error_code::UNKNOWN_TOPIC_ID,
-            _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
-        };
-        let ti = out.len();
-        let mut parts = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
-            let part = Part {
-                key: topic
-                    .as_ref()
-                    .and_then(|tp| tp.partition(p.partition))
-                    .cloned(),
-                partition: p.partition,
-                fetch_offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes,
-                unknown_code,
-            };
-            let name = if by_id {
-                StrBytes::default()
-            } else {
-                t.topic.0.clone()
-            };
-            let id = if by_id { t.topic_id } else { Uuid::nil() };
-            match seen.entry((id, name, p.partition)) {
-                Entry::Occupied(e) => {
-                    let (i, j) = *e.get();
-                    let earlier = if i == ti {
-                        &mut parts[j]
-                    } else {
-                        &mut out[i].parts[j]
-                    };
-                    *earlier = part;
-                }
-                Entry::Vacant(e) => {
-                    e.insert((ti, parts.len()));
-                    parts.push(part);
-                }
-            }
-        }
-        if parts.is_empty() && !t.partitions.is_empty() {
-            // Every partition of this listing was already listed: nothing left to answer.
-            continue;
-        }
-        out.push(TopicParts {
-            name: t.topic.clone(),
-            topic_id: t.topic_id,
-            parts,
-        });
-    }
-    debug_assert_eq!(
-        out.iter().map(|t| t.parts.len()).sum::<usize>(),
-        seen.len(),
-        "every distinct partition is fetched exactly once"
-    );
-    out
-}
-
-/// True when some partition has bytes to read or an error to report (checked with atomics,
-/// so idle long-polls do no file I/O).
-fn has_data_or_error(b: &Broker, parts: &[Part]) -> bool {
-    parts.iter().any(|p| match &p.key {
-        None => true,
-        Some(k) => match b.log.offsets(k) {
-            Ok(o) => p.fetch_offset != o.high_watermark.0,
-            Err(_) => true,
-        },
-    })
-}
-
-fn offsets_only(b: &Broker, parts: &[Part]) -> Vec<PartResult> {
-    parts
-        .iter()
-        .map(|p| match p.key.as_ref().map(|k| b.log.offsets(k)) {
-            Some(Ok(o)) => PartResult {
-                high_watermark: o.high_watermark.0,
-                log_start_offset: o.log_start_offset.0,
-                ..Default::default()
-            },
-            _ => PartResult {
-                error_code: p.unknown_code,
-                high_watermark: -1,
-                log_start_offset: -1,
-                ..Default::default()
-            },
-        })
-        .collect()
-}
-
-/// Reads every partition in order within the response byte budget. Blocking.
-fn read_all(b: &Broker, parts: &[Part], max_bytes: i32) -> Vec<PartResult> {
-    let mut remaining = max_bytes.max(0) as u64;
-    let mut any_data = false;
-    parts
-        .iter()
-        .map(|p| {
-            let Some(key) = &p.key else {
-                return PartResult {
-                    error_code: p.unknown_code,
-                    high_watermark: -1,
-                    log_start_offset: -1,
-                    ..Default::default()
-                };
-            };
-            let budget = remaining.min(p.max_bytes.max(0) as u64) as u32;
-            match b
-                .log
-                .read_ranges(key, Offset(p.fetch_offset), budget, !any_data)
-            {
-                Ok(r) => {
-                    remaining = remaining.saturating_sub(r.len as u64);
-                    any_data |= r.len > 0;
-                    PartResult {
-                        error_code: error_code::NONE,
-                        high_watermark: r.offsets.high_watermark.0,
-                        log_start_offset: r.offsets.log_start_offset.0,
-                        records: r.slices,
-                        records_len: r.len,
-                    }
-                }
-                Err(LogError::OffsetOutOfRange {
-                    log_start_offset,
-                    high_watermark,
-                    ..
-                }) => PartResult {
-                    error_code: error_code::OFFSET_OUT_OF_RANGE,
-                    high_watermark: high_watermark.0,
-                    log_start_offset: log_start_offset.0,
-                    ..Default::default()
-                },
-                Err(e) => {
-                    let o = b.log.offsets(key).ok();
-                    PartResult {
-                        error_code: error_code::from_log(&e),
-                        high_watermark: o.map_or(-1, |o| o.high_watermark.0),
-                        log_start_offset: o.map_or(-1, |o| o.log_start_offset.0),
-                        ..Default::default()
-                    }
-                }
-            }
-        })
-        .collect()
-}
-
 /// The response as `kafka-protocol` builds it: the reference the hand encoding is compared
 /// with.
 #[cfg(test)]
 fn response(
-    topics: &[TopicParts],
+    topics: &[TopicEntry],
+    parts: &[Part],
     results: Vec<PartResult>,
 ) -> kafka_protocol::messages::FetchResponse {
     use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::FetchResponse;
+    use kafka_protocol::messages::{FetchResponse, TopicName};
 
     let mut results = results.into_iter();
     let mut resp = FetchResponse::default();
@@ -456,10 +559,9 @@ fn response(
         .iter()
         .map(|t| {
             let mut tr = FetchableTopicResponse::default();
-            tr.topic = t.name.clone();
+            tr.topic = TopicName(t.name.clone());
             tr.topic_id = t.topic_id;
-            tr.partitions = t
-                .parts
+            tr.partitions = parts[t.parts.clone()]
                 .iter()
                 .map(|p| {
                     let r = results.next().unwrap_or_default();

@@ -2,9 +2,11 @@
 //! module decodes its own request, does its work and encodes its own response.
 //!
 //! [`start`] is awaited by the connection reader in arrival order and returns the rest of the
-//! work: a future the connection spawns, or, for Produce, a [`produce::ProduceCall`] whose
+//! work: a future the connection spawns; for Produce, a [`produce::ProduceCall`] whose
 //! appends are already queued (keeping per-partition order for pipelined requests) and which
-//! the connection's writer waits on itself, without a task.
+//! the connection's writer waits on itself, without a task; for Fetch, a decoded
+//! [`fetch::FetchCall`] the writer runs itself. Both kinds of call are reused per
+//! connection ([`Calls`]).
 
 mod alter_configs;
 mod api_versions;
@@ -18,7 +20,7 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
-mod fetch;
+pub(crate) mod fetch;
 mod find_coordinator;
 mod heartbeat;
 mod incremental_alter_configs;
@@ -44,8 +46,6 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::{codec, header::Request};
 
-use crate::memory::Reservation;
-use crate::response_chunks::ChunkedFrame;
 use crate::Broker;
 
 /// What the connection writes for one request.
@@ -53,9 +53,6 @@ use crate::Broker;
 pub(crate) enum Reply {
     /// A framed response.
     Frame(BytesMut),
-    /// A framed response in chunks, written with vectored writes (fetch: records are the
-    /// log's own buffers), charged to the request-memory budget until it is written.
-    Chunked(ChunkedFrame, Option<Reservation>),
     /// Nothing (acks=0 produce).
     NoResponse,
     /// Close the connection after the responses before this one.
@@ -70,6 +67,16 @@ pub(crate) enum Started {
     Task(Pending),
     /// A produce request (see [`produce::Started`]).
     Produce(produce::Started),
+    /// A fetch request, decoded: the writer runs it.
+    Fetch(Box<fetch::FetchCall>),
+}
+
+/// The calls a connection keeps for reuse, shared by its reader (which takes one per
+/// request) and its writer (which gives it back once the response is written).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Calls {
+    pub(crate) produce: produce::ProduceCalls,
+    pub(crate) fetch: fetch::FetchCalls,
 }
 
 /// Per-request context handed to a handler.
@@ -147,12 +154,12 @@ pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
 }
 
 /// Starts one request. Every API in the registry has an arm here (a test checks it).
-/// Produce calls come from `calls`, the connection's kept ones.
+/// Produce and fetch calls come from `calls`, the connection's kept ones.
 pub(crate) async fn start(
     broker: &Arc<Broker>,
     req: Request,
     peer: SocketAddr,
-    calls: &produce::ProduceCalls,
+    calls: &Calls,
 ) -> Started {
     let ctx = Ctx {
         broker: broker.clone(),
@@ -164,8 +171,8 @@ pub(crate) async fn start(
     };
     let body = req.body;
     match req.api_key {
-        ApiKey::Produce => Started::Produce(produce::start(ctx, body, calls.take()).await),
-        ApiKey::Fetch => task(fetch::handle(ctx, body)),
+        ApiKey::Produce => Started::Produce(produce::start(ctx, body, calls.produce.take()).await),
+        ApiKey::Fetch => Started::Fetch(fetch::start(ctx, body, calls.fetch.take())),
         ApiKey::ListOffsets => task(list_offsets::handle(ctx, body)),
         ApiKey::Metadata => task(metadata::handle(ctx, body)),
         ApiKey::ApiVersions => task(api_versions::handle(ctx, body)),

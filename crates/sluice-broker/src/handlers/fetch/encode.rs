@@ -1,5 +1,6 @@
-//! The Fetch response (v4-18), encoded by hand into a [`ChunkedFrame`] so each partition's
-//! records are spliced in as the log's own `Bytes` instead of being copied into one buffer.
+//! The Fetch response (v4-18), encoded by hand into the call's reused [`ChunkedFrame`] so
+//! each partition's records are spliced in as journal file ranges (or the log's own
+//! `Bytes`) instead of being copied into one buffer.
 //!
 //! Guarantee: for every version the broker advertises, the bytes are exactly what
 //! `kafka-protocol` encodes for the same `FetchResponse` (response header v0 below v12, v1
@@ -9,12 +10,12 @@
 //! (an empty array, as `kafka-protocol`'s default), no preferred read replica (-1), the last
 //! stable offset equal to the high watermark (no transactions yet), no tagged fields.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 
 use sluice_log::RecordSlice;
 
-use super::{PartResult, TopicParts};
-use crate::response_chunks::{ChunkedFrame, FrameBuilder};
+use super::{Part, PartResult, TopicEntry};
+use crate::response_chunks::ChunkedFrame;
 
 /// First version with flexible encoding (compact arrays and strings, tagged fields, header v1).
 const FLEXIBLE_FROM: i16 = 12;
@@ -57,30 +58,36 @@ pub(super) enum EncodeError {
     Frame(#[from] crate::response_chunks::FrameTooLarge),
 }
 
-/// Upper bound of the bytes the response adds around its records, size prefix excluded.
-pub(super) fn framing_bytes_max(topics: &[TopicParts]) -> usize {
-    topics.iter().fold(TOP_FRAMING_BYTES_MAX, |sum, t| {
-        sum + TOPIC_FRAMING_BYTES_MAX + t.name.0.len() + t.parts.len() * PARTITION_FRAMING_BYTES_MAX
-    })
+/// Upper bound of the bytes the response adds around its records, size prefix excluded:
+/// `topics` with `parts` partitions in all.
+pub(super) fn framing_bytes_max(topics: &[TopicEntry], parts: usize) -> usize {
+    let names: usize = topics.iter().map(|t| t.name.len()).sum();
+    TOP_FRAMING_BYTES_MAX
+        + topics.len() * TOPIC_FRAMING_BYTES_MAX
+        + names
+        + parts * PARTITION_FRAMING_BYTES_MAX
 }
 
-/// Encodes the framed response: `results` holds one entry per partition of `topics`, in
-/// order.
+/// Encodes the framed response into `frame`: `results` holds one entry per partition of
+/// `parts`, in order, and `topics` cover `parts` in order. The records move from `results`
+/// into the frame (the results keep their vectors' capacity).
 pub(super) fn encode(
+    frame: &mut ChunkedFrame,
     version: i16,
     correlation_id: i32,
     top: Top,
-    topics: &[TopicParts],
-    results: Vec<PartResult>,
-) -> Result<ChunkedFrame, EncodeError> {
+    topics: &[TopicEntry],
+    parts: &[Part],
+    results: &mut [PartResult],
+) -> Result<(), EncodeError> {
     debug_assert!((4..=18).contains(&version), "registry range of Fetch");
-    debug_assert_eq!(
-        topics.iter().map(|t| t.parts.len()).sum::<usize>(),
-        results.len(),
-        "one result per partition"
+    debug_assert_eq!(parts.len(), results.len(), "one result per partition");
+    debug_assert!(
+        covers(topics, parts.len()),
+        "topics cover the partitions in order"
     );
     let flexible = version >= FLEXIBLE_FROM;
-    let mut frame = FrameBuilder::new(framing_bytes_max(topics));
+    frame.begin(framing_bytes_max(topics, parts.len()));
     let out = frame.own();
     out.put_i32(correlation_id);
     if flexible {
@@ -94,45 +101,19 @@ pub(super) fn encode(
         return Err(EncodeError::SessionId(top.session_id, version));
     }
     put_array_len(out, flexible, topics.len(), "topics", version)?;
-    let mut results = results.into_iter();
     for t in topics {
         let out = frame.own();
         if version < TOPIC_ID_FROM {
-            put_string(out, flexible, t.name.0.as_bytes(), version)?;
+            put_string(out, flexible, t.name.as_bytes(), version)?;
         } else {
             out.put_slice(t.topic_id.as_bytes());
         }
         put_array_len(out, flexible, t.parts.len(), "partitions", version)?;
-        for p in &t.parts {
-            let r = results.next().unwrap_or_default();
-            let out = frame.own();
-            out.put_i32(p.partition);
-            out.put_i16(r.error_code);
-            out.put_i64(r.high_watermark);
-            // No transactions yet: the last stable offset is the high watermark.
-            out.put_i64(r.high_watermark);
-            if version >= LOG_START_FROM {
-                out.put_i64(r.log_start_offset);
-            }
-            // Aborted transactions: none, an empty (not null) array.
-            put_array_len(out, flexible, 0, "aborted transactions", version)?;
-            if version >= PREFERRED_REPLICA_FROM {
-                out.put_i32(-1);
-            }
-            put_bytes_len(out, flexible, r.records_len, version)?;
-            debug_assert_eq!(
-                r.records.iter().map(RecordSlice::len).sum::<usize>(),
-                r.records_len
-            );
-            for slice in r.records {
-                match slice {
-                    RecordSlice::File(range) => frame.share_file(range),
-                    RecordSlice::Bytes(bytes) => frame.share(bytes),
-                }
-            }
-            if flexible {
-                put_tagged_fields_none(frame.own());
-            }
+        for (p, r) in parts[t.parts.clone()]
+            .iter()
+            .zip(&mut results[t.parts.clone()])
+        {
+            put_partition(frame, flexible, version, p, r)?;
         }
         if flexible {
             put_tagged_fields_none(frame.own());
@@ -144,13 +125,64 @@ pub(super) fn encode(
     Ok(frame.finish()?)
 }
 
-fn put_tagged_fields_none(out: &mut BytesMut) {
+/// True when the topics' ranges run back to back from 0 to `parts`.
+fn covers(topics: &[TopicEntry], parts: usize) -> bool {
+    let mut at = 0;
+    for t in topics {
+        if t.parts.start != at {
+            return false;
+        }
+        at = t.parts.end;
+    }
+    at == parts
+}
+
+/// One partition's fields, then its records spliced in as their own chunks.
+fn put_partition(
+    frame: &mut ChunkedFrame,
+    flexible: bool,
+    version: i16,
+    p: &Part,
+    r: &mut PartResult,
+) -> Result<(), EncodeError> {
+    let out = frame.own();
+    out.put_i32(p.partition);
+    out.put_i16(r.error_code);
+    out.put_i64(r.high_watermark);
+    // No transactions yet: the last stable offset is the high watermark.
+    out.put_i64(r.high_watermark);
+    if version >= LOG_START_FROM {
+        out.put_i64(r.log_start_offset);
+    }
+    // Aborted transactions: none, an empty (not null) array.
+    put_array_len(out, flexible, 0, "aborted transactions", version)?;
+    if version >= PREFERRED_REPLICA_FROM {
+        out.put_i32(-1);
+    }
+    put_bytes_len(out, flexible, r.records_len, version)?;
+    debug_assert_eq!(
+        r.records.iter().map(RecordSlice::len).sum::<usize>(),
+        r.records_len
+    );
+    for slice in r.records.drain(..) {
+        match slice {
+            RecordSlice::File(range) => frame.share_file(range),
+            RecordSlice::Bytes(bytes) => frame.share(bytes),
+        }
+    }
+    if flexible {
+        put_tagged_fields_none(frame.own());
+    }
+    Ok(())
+}
+
+fn put_tagged_fields_none(out: &mut Vec<u8>) {
     put_unsigned_varint(out, 0);
 }
 
 /// Kafka's unsigned varint: seven bits at a time, low bits first, high bit set on all but the
 /// last byte.
-fn put_unsigned_varint(out: &mut BytesMut, mut v: u32) {
+fn put_unsigned_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.put_u8((v as u8 & 0x7f) | 0x80);
         v >>= 7;
@@ -160,7 +192,7 @@ fn put_unsigned_varint(out: &mut BytesMut, mut v: u32) {
 
 /// A non-null length as ARRAY (i32) or COMPACT_ARRAY (unsigned varint of length + 1).
 fn put_array_len(
-    out: &mut BytesMut,
+    out: &mut Vec<u8>,
     flexible: bool,
     len: usize,
     what: &'static str,
@@ -181,7 +213,7 @@ fn put_array_len(
 
 /// A non-null STRING (i16 length) or COMPACT_STRING.
 fn put_string(
-    out: &mut BytesMut,
+    out: &mut Vec<u8>,
     flexible: bool,
     s: &[u8],
     version: i16,
@@ -199,7 +231,7 @@ fn put_string(
 /// The length of non-null RECORDS (i32) or COMPACT_RECORDS; the bytes follow as their own
 /// chunk.
 fn put_bytes_len(
-    out: &mut BytesMut,
+    out: &mut Vec<u8>,
     flexible: bool,
     len: usize,
     version: i16,
@@ -209,9 +241,10 @@ fn put_bytes_len(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{response, Part};
+    use super::super::response;
     use super::*;
-    use kafka_protocol::messages::{ApiKey, FetchResponse, TopicName};
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{ApiKey, FetchResponse};
     use kafka_protocol::protocol::StrBytes;
     use sluice_log::FileRange;
     use sluice_protocol::frame::SIZE_PREFIX_BYTES;
@@ -288,12 +321,15 @@ mod tests {
         )
     }
 
+    /// A random response as the handler lays it out: topics, their partitions back to
+    /// back, one result per partition.
     fn random_topics(
         rng: &mut Rng,
         version: i16,
         file: &std::fs::File,
-    ) -> (Vec<TopicParts>, Vec<PartResult>) {
+    ) -> (Vec<TopicEntry>, Vec<Part>, Vec<PartResult>) {
         let mut topics = Vec::new();
+        let mut parts = Vec::new();
         let mut results = Vec::new();
         let topic_count = if rng.below(8) == 0 { 130 } else { rng.below(4) };
         for _ in 0..topic_count {
@@ -307,16 +343,15 @@ mod tests {
             } else {
                 rng.below(5) as usize
             };
-            let parts = (0..part_count)
-                .map(|_| Part {
+            let first = parts.len();
+            for _ in 0..part_count {
+                parts.push(Part {
                     key: None,
                     partition: rng.next() as i32,
                     fetch_offset: 0,
                     max_bytes: 0,
                     unknown_code: 0,
-                })
-                .collect::<Vec<_>>();
-            for _ in 0..part_count {
+                });
                 let (records, records_len) = random_records(rng, file);
                 results.push(PartResult {
                     error_code: rng.next() as i16,
@@ -332,13 +367,13 @@ mod tests {
             } else {
                 (String::new(), Uuid::from_u64_pair(rng.next(), rng.next()))
             };
-            topics.push(TopicParts {
-                name: TopicName(StrBytes::from_string(name)),
+            topics.push(TopicEntry {
+                name: StrBytes::from_string(name),
                 topic_id,
-                parts,
+                parts: first..parts.len(),
             });
         }
-        (topics, results)
+        (topics, parts, results)
     }
 
     /// The reference: the `kafka-protocol` response encoded by the codec, as the old path did.
@@ -346,10 +381,11 @@ mod tests {
         version: i16,
         correlation_id: i32,
         top: Top,
-        topics: &[TopicParts],
+        topics: &[TopicEntry],
+        parts: &[Part],
         results: Vec<PartResult>,
     ) -> Vec<u8> {
-        let mut resp: FetchResponse = response(topics, results);
+        let mut resp: FetchResponse = response(topics, parts, results);
         resp.throttle_time_ms = top.throttle_time_ms;
         resp.error_code = top.error_code;
         resp.session_id = top.session_id;
@@ -377,9 +413,11 @@ mod tests {
         let mut rng = Rng(0x5eed_f00d_u64);
         let file = records_file();
         let mut compared = 0;
+        // One frame for every response, as a connection reuses it.
+        let mut frame = ChunkedFrame::default();
         for version in range.min_version..=range.max_version {
             for _ in 0..60 {
-                let (topics, results) = random_topics(&mut rng, version, &file);
+                let (topics, parts, mut results) = random_topics(&mut rng, version, &file);
                 let top = Top {
                     throttle_time_ms: rng.next() as i32,
                     error_code: if version >= SESSION_FROM {
@@ -395,13 +433,18 @@ mod tests {
                 };
                 let cid = rng.next() as i32;
                 let records_bytes: usize = results.iter().map(|r| r.records_len).sum();
-                let want = reference(version, cid, top, &topics, results.clone());
-                let got = encode(version, cid, top, &topics, results).unwrap();
-                assert_eq!(got.len(), want.len(), "version {version}");
-                assert!(got.to_vec() == want, "version {version}: bytes differ");
+                let want = reference(version, cid, top, &topics, &parts, results.clone());
+                encode(&mut frame, version, cid, top, &topics, &parts, &mut results).unwrap();
+                assert_eq!(frame.len(), want.len(), "version {version}");
+                assert!(frame.to_vec() == want, "version {version}: bytes differ");
                 assert!(
-                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics) >= got.len() - records_bytes,
+                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics, parts.len())
+                        >= frame.len() - records_bytes,
                     "version {version}: framing above its bound"
+                );
+                assert!(
+                    results.iter().all(|r| r.records.is_empty()),
+                    "the records moved into the frame"
                 );
                 compared += 1;
             }
@@ -417,7 +460,7 @@ mod tests {
             ..Top::default()
         };
         assert!(matches!(
-            encode(6, 1, top, &[], Vec::new()),
+            encode(&mut ChunkedFrame::default(), 6, 1, top, &[], &[], &mut []),
             Err(EncodeError::SessionId(5, 6))
         ));
     }

@@ -1,0 +1,203 @@
+//! Fetch reads on dedicated threads, handed over without an allocation.
+//!
+//! A fetch reads batch headers from the journal files (`LogManager::read_ranges_into`):
+//! blocking file I/O, which never runs on the async workers. Instead of a blocking-pool
+//! task per request (a spawned closure, a join handle, a result box), each connection's
+//! fetch owns one [`ReadJob`] for its lifetime: the partitions to read and the results,
+//! reused from request to request. The request hands the job's `Arc` to a small pool of
+//! reader threads over a bounded channel, and waits on the job's own `Notify`; the reader
+//! fills the results in place and wakes it. So a steady stream of fetches allocates nothing
+//! to read.
+//!
+//! Bounds: [`limits::FETCH_READ_THREADS`] threads, [`limits::FETCH_READ_QUEUE_MAX`] jobs
+//! queued. When the queue is full (or the pool is gone), the job runs on tokio's blocking
+//! pool instead, which allocates but never refuses: overload costs allocations, not errors.
+//! A job is on a thread at most once at a time (the request waits for it before touching
+//! its state again), and its lock is never held across an `.await`.
+
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sluice_log::{LogError, LogManager, Offset};
+use tokio::sync::Notify;
+
+use super::{Part, PartResult};
+use crate::{error_code, limits};
+
+/// What one read needs and what it found; owned by a connection's fetch, lent to a reader.
+#[derive(Debug, Default)]
+pub(crate) struct ReadState {
+    /// The request's partitions, in response order.
+    pub(crate) parts: Vec<Part>,
+    /// One result per partition after a read (or [`ReadState::offsets_only`]).
+    pub(crate) results: Vec<PartResult>,
+    /// Response byte budget of the read in progress.
+    limit_bytes: u32,
+    /// The log, set for the read in progress (a clone of the broker's handle).
+    log: Option<LogManager>,
+}
+
+/// A fetch's reusable read: its state and the wake-up for its end.
+#[derive(Debug, Default)]
+pub(crate) struct ReadJob {
+    pub(crate) state: Mutex<ReadState>,
+    done: Notify,
+}
+
+impl ReadJob {
+    /// Runs the read on this thread (a reader, or the blocking pool) and wakes the waiter.
+    fn run(&self) {
+        {
+            let mut state = self.state.lock();
+            let ReadState {
+                parts,
+                results,
+                limit_bytes,
+                log,
+            } = &mut *state;
+            if let Some(log) = log.take() {
+                read_all(&log, parts, *limit_bytes, results);
+            }
+        }
+        // A stored permit: the waiter may not be waiting yet.
+        self.done.notify_one();
+    }
+}
+
+/// Results with only the watermarks (no read): for a long poll checking its partitions,
+/// and for a response whose memory could not be charged. Atomics only.
+pub(crate) fn offsets_only(log: &LogManager, state: &mut ReadState) {
+    let ReadState { parts, results, .. } = state;
+    reset_results(results, parts.len());
+    for (p, r) in parts.iter().zip(results.iter_mut()) {
+        match p.key.as_ref().map(|k| log.offsets(k)) {
+            Some(Ok(o)) => {
+                r.high_watermark = o.high_watermark.0;
+                r.log_start_offset = o.log_start_offset.0;
+            }
+            _ => unknown(r, p.unknown_code),
+        }
+    }
+}
+
+/// The reader threads.
+#[derive(Debug)]
+pub(crate) struct FetchReaders {
+    tx: SyncSender<Arc<ReadJob>>,
+}
+
+impl FetchReaders {
+    /// Starts the reader threads; they stop when this is dropped (the channel closes).
+    pub(crate) fn start() -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::sync_channel::<Arc<ReadJob>>(limits::FETCH_READ_QUEUE_MAX);
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        for i in 0..limits::FETCH_READ_THREADS {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("sluice-fetch-read-{i}"))
+                .spawn(move || reader_loop(&rx))?;
+        }
+        Ok(Self { tx })
+    }
+
+    /// Reads `job`'s partitions within `limit_bytes` and waits for the results, which are
+    /// in `job.state` when this returns.
+    pub(crate) async fn read(&self, job: &Arc<ReadJob>, log: &LogManager, limit_bytes: u32) {
+        {
+            let mut state = job.state.lock();
+            state.limit_bytes = limit_bytes;
+            state.log = Some(log.clone());
+        }
+        match self.tx.try_send(job.clone()) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                // Overloaded (or shutting down): the blocking pool takes it.
+                tokio::task::spawn_blocking(move || job.run());
+            }
+        }
+        job.done.notified().await;
+    }
+}
+
+fn reader_loop(rx: &std::sync::Mutex<mpsc::Receiver<Arc<ReadJob>>>) {
+    loop {
+        // The lock only chooses which idle thread takes the next job.
+        let job = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        match job {
+            Ok(job) => job.run(),
+            Err(_) => return,
+        }
+    }
+}
+
+/// `n` results, each empty, keeping the vectors' capacity.
+fn reset_results(results: &mut Vec<PartResult>, n: usize) {
+    results.truncate(n);
+    for r in results.iter_mut() {
+        r.reset();
+    }
+    results.resize_with(n, PartResult::default);
+}
+
+fn unknown(r: &mut PartResult, code: i16) {
+    r.error_code = code;
+    r.high_watermark = -1;
+    r.log_start_offset = -1;
+}
+
+/// Reads every partition in order within the response byte budget. Blocking.
+fn read_all(log: &LogManager, parts: &[Part], limit_bytes: u32, results: &mut Vec<PartResult>) {
+    reset_results(results, parts.len());
+    let mut remaining = u64::from(limit_bytes);
+    let mut any_data = false;
+    for (p, r) in parts.iter().zip(results.iter_mut()) {
+        let Some(key) = &p.key else {
+            unknown(r, p.unknown_code);
+            continue;
+        };
+        let budget = remaining.min(p.max_bytes.max(0) as u64) as u32;
+        match log.read_ranges_into(
+            key,
+            Offset(p.fetch_offset),
+            budget,
+            !any_data,
+            &mut r.records,
+        ) {
+            Ok((len, offsets)) => {
+                remaining = remaining.saturating_sub(len as u64);
+                any_data |= len > 0;
+                r.high_watermark = offsets.high_watermark.0;
+                r.log_start_offset = offsets.log_start_offset.0;
+                r.records_len = len;
+            }
+            Err(LogError::OffsetOutOfRange {
+                log_start_offset,
+                high_watermark,
+                ..
+            }) => {
+                r.error_code = error_code::OFFSET_OUT_OF_RANGE;
+                r.high_watermark = high_watermark.0;
+                r.log_start_offset = log_start_offset.0;
+            }
+            Err(e) => {
+                let o = log.offsets(key).ok();
+                r.records.clear();
+                r.error_code = error_code::from_log(&e);
+                r.high_watermark = o.map_or(-1, |o| o.high_watermark.0);
+                r.log_start_offset = o.map_or(-1, |o| o.log_start_offset.0);
+            }
+        }
+        debug_assert_eq!(
+            r.records
+                .iter()
+                .map(sluice_log::RecordSlice::len)
+                .sum::<usize>(),
+            r.records_len,
+            "a result's length is its records'"
+        );
+    }
+}
