@@ -3,7 +3,10 @@
 
 Run through `scripts/perf-compare.sh`, which builds Sluice, fetches Kafka and its tools, starts
 both brokers and passes their addresses and pids here. Every scenario runs `--rounds` times on
-each broker, alternating which broker goes first, so drift on this shared machine lands on both.
+each broker, alternating which broker goes first, so drift on this shared machine lands on both,
+after `--warmup-rounds` unrecorded rounds of the same scenario on each broker: Kafka's JIT keeps
+compiling (and charging its CPU to the broker) for minutes after start, and a cold Kafka costs
+several times its warm CPU per MB, which would flatter Sluice.
 
 Per run it records what the client saw (throughput, latency) and what the broker cost, read
 from /proc of the broker process: CPU time (utime + stime) and bytes written to storage
@@ -282,12 +285,26 @@ def print_tables(runs: list[Run], rows: list[dict]) -> None:
               f"| {fmt(k['p999_us'], 0)} / {fmt(s['p999_us'], 0)} |")
 
 
+def run_scenario(a: argparse.Namespace, b: Broker, scenario: str, rnd: int) -> Run:
+    if scenario in PRODUCE:
+        size, props = PRODUCE[scenario]
+        return run_produce(a.classpath, b, scenario, rnd, a.mb, size, props)
+    if scenario.startswith("fetch-"):
+        return run_fetch(a.classpath, b, scenario, rnd, a.mb, int(scenario[6:-1]))
+    if scenario == "e2e":
+        return run_e2e(b, scenario, rnd, a.e2e_records)
+    raise SystemExit(f"unknown scenario {scenario}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kafka", required=True, help="bootstrap,pid")
     ap.add_argument("--sluice", required=True, help="bootstrap,pid")
     ap.add_argument("--classpath", required=True, help="classpath with kafka-tools")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup-rounds", type=int, default=2,
+                    help="unrecorded rounds of each scenario on each broker before the measured ones "
+                         "(the JVM's JIT keeps compiling for minutes: a cold Kafka costs 2-7x its warm CPU per MB)")
     ap.add_argument("--mb", type=int, default=1024, help="MiB produced per produce run and per backlog")
     ap.add_argument("--e2e-records", type=int, default=3000)
     ap.add_argument("--scenarios", default="produce-defaults,produce-256k,produce-100b,fetch-1p,fetch-12p,e2e")
@@ -305,22 +322,16 @@ def main() -> int:
     for b in brokers:
         run_produce(a.classpath, b, "warmup", 0, max(64, a.mb // 8), 1024, {"linger.ms": 5, "batch.size": 262144})
     for scenario in scenarios:
-        for rnd in range(a.rounds):
+        for rnd in range(-a.warmup_rounds, a.rounds):
             order = brokers if rnd % 2 == 0 else list(reversed(brokers))
             for b in order:
-                print(f"-- {scenario} round {rnd} on {b.name}", file=sys.stderr, flush=True)
-                if scenario in PRODUCE:
-                    size, props = PRODUCE[scenario]
-                    r = run_produce(a.classpath, b, scenario, rnd, a.mb, size, props)
-                elif scenario.startswith("fetch-"):
-                    r = run_fetch(a.classpath, b, scenario, rnd, a.mb, int(scenario[6:-1]))
-                elif scenario == "e2e":
-                    r = run_e2e(b, scenario, rnd, a.e2e_records)
-                else:
-                    raise SystemExit(f"unknown scenario {scenario}")
-                runs.append(r)
+                label = f"warm-up {rnd + a.warmup_rounds}" if rnd < 0 else f"round {rnd}"
+                print(f"-- {scenario} {label} on {b.name}", file=sys.stderr, flush=True)
+                r = run_scenario(a, b, scenario, rnd)
                 print(f"   {r.mb_per_s:.1f} MB/s, broker {r.cpu_ms_per_mb:.2f} ms CPU/MB, "
                       f"{r.write_amplification:.2f} disk B/B {r.extra}", file=sys.stderr, flush=True)
+                if rnd >= 0:
+                    runs.append(r)
     rows = summarize(runs)
     print_tables(runs, rows)
     print(f"\nbroker RSS after the runs: " + ", ".join(f"{b.name} {b.rss_mb():.0f} MiB" for b in brokers))

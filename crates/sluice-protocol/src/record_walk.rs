@@ -124,7 +124,7 @@ where
     let compression = Compression::from_attributes(attributes)?;
     check_count(&header, compression, data.len(), limits)?;
     match compression {
-        Compression::None => walk_input(&mut SliceInput { data, at: 0 }, &header, &mut visit),
+        Compression::None => walk_slice(data, &header, &mut visit),
         codec => {
             let reader = decoder(codec, data, limits)?;
             let mut input = StreamInput::new(reader, limits.decompressed_bytes_max);
@@ -197,11 +197,41 @@ trait Input {
 const PREMATURE_END: WalkError =
     WalkError::InvalidRecord("incorrect declared batch size, premature end of records");
 
+/// Uncompressed records through the generic walk: the reference [`walk_slice`] is checked
+/// against (tests only; the fuzz harness compares them on every case).
+#[cfg(test)]
+pub(crate) fn walk_generic<F>(
+    batch: &[u8],
+    limits: &WalkLimits,
+    mut visit: F,
+) -> Result<WalkSummary, WalkError>
+where
+    F: FnMut(RecordMeta) -> ControlFlow<()>,
+{
+    if batch.len() < BATCH_HEADER_BYTES {
+        return Err(WalkError::InvalidRecord("shorter than a v2 batch header"));
+    }
+    let attributes = i16::from_be_bytes([batch[OFF_ATTRIBUTES], batch[OFF_ATTRIBUTES + 1]]);
+    let header = Header {
+        base_timestamp: be_i64(&batch[OFF_BASE_TIMESTAMP..]),
+        records_count: be_i32(&batch[OFF_RECORDS_COUNT..]),
+    };
+    let data = &batch[BATCH_HEADER_BYTES..];
+    let compression = Compression::from_attributes(attributes)?;
+    check_count(&header, compression, data.len(), limits)?;
+    match compression {
+        Compression::None => walk_input(&mut SliceInput { data, at: 0 }, &header, &mut visit),
+        _ => walk(batch, limits, visit),
+    }
+}
+
+#[cfg(test)]
 struct SliceInput<'a> {
     data: &'a [u8],
     at: usize,
 }
 
+#[cfg(test)]
 impl Input for SliceInput<'_> {
     fn byte(&mut self) -> Result<u8, WalkError> {
         let b = *self.data.get(self.at).ok_or(PREMATURE_END)?;
@@ -341,6 +371,150 @@ fn summary<I: Input>(records: i32, input: &I) -> WalkSummary {
     WalkSummary {
         records,
         record_bytes: input.consumed(),
+    }
+}
+
+/// The walk over uncompressed records, on the slice itself: exactly the checks, errors and
+/// visits of [`walk_input`] over the batch's bytes, with one bound check per byte instead
+/// of two and a one-byte fast path for varints. It is the produce path's hot loop for small
+/// records (the generic walk took 13 % of the broker's CPU producing 100 B records); the
+/// fuzz harness checks that both walks agree on every case (`walk_generic`).
+fn walk_slice<F>(data: &[u8], header: &Header, visit: &mut F) -> Result<WalkSummary, WalkError>
+where
+    F: FnMut(RecordMeta) -> ControlFlow<()>,
+{
+    let count = header.records_count;
+    debug_assert!(count > 0, "check_count refuses empty batches");
+    let mut at = 0;
+    for index in 0..count {
+        let timestamp_delta = slice_record(data, &mut at, index)?;
+        let meta = RecordMeta {
+            offset_delta: index,
+            timestamp: header.base_timestamp.wrapping_add(timestamp_delta),
+        };
+        if visit(meta).is_break() {
+            return Ok(WalkSummary {
+                records: index + 1,
+                record_bytes: at,
+            });
+        }
+    }
+    if at != data.len() {
+        return Err(WalkError::InvalidRecord(
+            "incorrect declared batch size, records still remaining",
+        ));
+    }
+    Ok(WalkSummary {
+        records: count,
+        record_bytes: at,
+    })
+}
+
+/// One record at `*at` ([`read_record`]'s checks); returns its timestamp delta and moves
+/// `*at` past it.
+#[inline]
+fn slice_record(data: &[u8], at: &mut usize, index: i32) -> Result<i64, WalkError> {
+    let mut length = SliceBody::new(data, *at, 5);
+    let declared = length.varint(5)? as i32;
+    let declared = usize::try_from(declared)
+        .map_err(|_| WalkError::InvalidRecord("negative record length"))?;
+    let mut body = SliceBody::new(data, length.at, declared);
+    body.byte()?; // attributes: unused in v2
+    let timestamp_delta = body.varint(10)?;
+    if body.varint(5)? as i32 != index {
+        return Err(WalkError::InvalidRecord(
+            "offset deltas are not 0, 1, 2, ...",
+        ));
+    }
+    body.skip_field(true)?; // key
+    body.skip_field(true)?; // value
+    let headers = body.varint(5)? as i32;
+    if headers < 0 || headers as usize > body.end - body.at {
+        return Err(WalkError::InvalidRecord("invalid number of record headers"));
+    }
+    for _ in 0..headers {
+        body.skip_field(false)?; // header key: never null
+        body.skip_field(true)?; // header value
+    }
+    if body.at != body.end {
+        return Err(WalkError::InvalidRecord(
+            "record is longer than its fields (bytes left over)",
+        ));
+    }
+    *at = body.at;
+    Ok(timestamp_delta)
+}
+
+/// A record's bytes inside the batch's: reading past the record's declared size is
+/// `BODY_OVERRUN`, past the batch's data `PREMATURE_END`, checked in that order as
+/// [`Body`] over [`Input`] does. Invariant: `at <= end` and `at <= data.len()`.
+struct SliceBody<'a> {
+    data: &'a [u8],
+    at: usize,
+    /// Where the record's declared size ends (may lie past the data).
+    end: usize,
+}
+
+impl<'a> SliceBody<'a> {
+    #[inline]
+    fn new(data: &'a [u8], at: usize, len: usize) -> Self {
+        debug_assert!(at <= data.len());
+        Self {
+            data,
+            at,
+            end: at.saturating_add(len),
+        }
+    }
+
+    #[inline]
+    fn byte(&mut self) -> Result<u8, WalkError> {
+        if self.at >= self.end {
+            return Err(BODY_OVERRUN);
+        }
+        let b = *self.data.get(self.at).ok_or(PREMATURE_END)?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    /// A zigzag varint of at most `max_bytes` bytes; one byte is the common case.
+    #[inline]
+    fn varint(&mut self, max_bytes: u32) -> Result<i64, WalkError> {
+        let first = self.byte()?;
+        let mut raw = u64::from(first & 0x7f);
+        if first & 0x80 != 0 {
+            let mut i = 1;
+            loop {
+                if i == max_bytes {
+                    return Err(WalkError::InvalidRecord("varint is too long"));
+                }
+                let b = self.byte()?;
+                raw |= u64::from(b & 0x7f) << (7 * i);
+                if b & 0x80 == 0 {
+                    break;
+                }
+                i += 1;
+            }
+        }
+        Ok((raw >> 1) as i64 ^ -((raw & 1) as i64))
+    }
+
+    #[inline]
+    fn skip_field(&mut self, nullable: bool) -> Result<(), WalkError> {
+        match self.varint(5)? as i32 {
+            -1 if nullable => Ok(()),
+            len if len >= 0 => {
+                let n = len as usize;
+                if n > self.end - self.at {
+                    return Err(BODY_OVERRUN);
+                }
+                if n > self.data.len() - self.at {
+                    return Err(PREMATURE_END);
+                }
+                self.at += n;
+                Ok(())
+            }
+            _ => Err(WalkError::InvalidRecord("negative field length")),
+        }
     }
 }
 

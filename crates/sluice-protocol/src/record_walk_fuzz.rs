@@ -9,7 +9,9 @@
 //! 3. a batch whose record framing was broken (count changed; bytes appended or cut from
 //!    uncompressed records) is refused, never accepted with another record count;
 //! 4. whatever is accepted visited exactly `recordsCount` records, in order, and never read
-//!    more than the decompression cap.
+//!    more than the decompression cap;
+//! 5. uncompressed batches get the same answer (result, error, visits) from the fast slice
+//!    walk as from the generic byte-at-a-time walk.
 //!
 //! A bounded run is part of `cargo test` ([`CASES_DEFAULT`] cases, well under a second in
 //! release). `SLUICE_FUZZ_CASES=1000000 cargo test --release -p sluice-protocol record_walk`
@@ -156,6 +158,13 @@ fn check(case: &Case) {
         seen.push(m);
         ControlFlow::Continue(())
     });
+    let mut seen_generic = Vec::new();
+    let generic = walk_generic(&b, &LIMITS, |m| {
+        seen_generic.push(m);
+        ControlFlow::Continue(())
+    });
+    assert_eq!(result, generic, "the slice walk and the generic walk disagree");
+    assert_eq!(seen, seen_generic, "the two walks visited different records");
     let claimed = i32::from_be_bytes(b[57..61].try_into().expect("4 bytes"));
     if let Ok(summary) = &result {
         assert_eq!(
