@@ -28,6 +28,7 @@
 //! where the log has no file to send from (damage read as zeros, a simulated file system)
 //! are they read into memory, once.
 
+mod decode;
 mod encode;
 
 use std::collections::hash_map::{Entry, HashMap};
