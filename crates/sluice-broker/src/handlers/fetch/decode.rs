@@ -40,9 +40,10 @@ const SESSION_VERSION_MIN: i16 = 7;
 const CURRENT_LEADER_EPOCH_VERSION_MIN: i16 = 9;
 /// First version with rack_id.
 const RACK_ID_VERSION_MIN: i16 = 11;
-/// First version with flexible (compact) encodings and tagged fields; also the first whose
-/// partitions carry last_fetched_epoch.
+/// First version with flexible (compact) encodings and tagged fields.
 const FLEXIBLE_VERSION_MIN: i16 = 12;
+/// First version whose partitions carry last_fetched_epoch.
+const LAST_FETCHED_EPOCH_VERSION_MIN: i16 = 12;
 /// First version that names topics by id.
 const TOPIC_ID_VERSION_MIN: i16 = 13;
 /// Last version with replica_id in the body (later ones send it as replica_state, tagged).
@@ -158,16 +159,17 @@ impl Decoded {
         Ok(())
     }
 
-    /// The topics' ranges tile the partition entries in order, within the bounds.
+    /// The topics' ranges tile the partition entries in order, within the bounds (kept in
+    /// release: one pass over the topics the decode already made).
     fn assert_consistent(&self) {
-        debug_assert!(self.topics.len() <= FETCH_PARTITION_ENTRIES_MAX);
-        debug_assert!(self.partitions.len() <= FETCH_PARTITION_ENTRIES_MAX);
+        assert!(self.topics.len() <= FETCH_PARTITION_ENTRIES_MAX);
+        assert!(self.partitions.len() <= FETCH_PARTITION_ENTRIES_MAX);
         let mut next = 0;
         for t in &self.topics {
-            debug_assert_eq!(t.partitions.start, next);
+            assert_eq!(t.partitions.start, next);
             next = t.partitions.end;
         }
-        debug_assert_eq!(next, self.partitions.len());
+        assert_eq!(next, self.partitions.len());
     }
 
     /// Forgets the request (its frame can go), keeping the vectors' capacity unless large.
@@ -190,7 +192,7 @@ fn decode_partition(r: &mut WireReader<'_>, version: i16) -> Result<FetchPartiti
         let _current_leader_epoch = r.i32()?;
     }
     let fetch_offset = r.i64()?;
-    if version >= FLEXIBLE_VERSION_MIN {
+    if version >= LAST_FETCHED_EPOCH_VERSION_MIN {
         let _last_fetched_epoch = r.i32()?;
     }
     if version >= LOG_START_OFFSET_VERSION_MIN {
@@ -273,8 +275,10 @@ mod tests {
         if version >= LOG_START_OFFSET_VERSION_MIN {
             p.log_start_offset = rng.i64();
         }
-        if version >= FLEXIBLE_VERSION_MIN {
+        if version >= LAST_FETCHED_EPOCH_VERSION_MIN {
             p.last_fetched_epoch = rng.i32();
+        }
+        if version >= FLEXIBLE_VERSION_MIN {
             p.unknown_tagged_fields = unknown_tags(rng, len_max);
         }
         if version >= 17 && rng.below(2) == 0 {
