@@ -56,6 +56,10 @@ pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
 /// request listing more is malformed (no client sends one); the bound keeps the decoded
 /// request's memory proportional to something other than the frame size.
 pub const PRODUCE_PARTITION_ENTRIES_MAX: usize = PARTITIONS_TOTAL_MAX;
+/// Partition entries (and, separately, topic entries) one Fetch request may list, for the
+/// same reason: a consumer fetching every partition of the broker stays within it, and the
+/// decoded request's memory stays proportional to it, not to the frame size.
+pub const FETCH_PARTITION_ENTRIES_MAX: usize = PARTITIONS_TOTAL_MAX;
 /// Produce calls (decoded request, response layout, encode buffer) a connection keeps for
 /// reuse once their responses are written.
 pub const PRODUCE_CALLS_KEPT_PER_CONNECTION: usize = 8;

@@ -163,8 +163,14 @@ fn check(case: &Case) {
         seen_generic.push(m);
         ControlFlow::Continue(())
     });
-    assert_eq!(result, generic, "the slice walk and the generic walk disagree");
-    assert_eq!(seen, seen_generic, "the two walks visited different records");
+    assert_eq!(
+        result, generic,
+        "the slice walk and the generic walk disagree"
+    );
+    assert_eq!(
+        seen, seen_generic,
+        "the two walks visited different records"
+    );
     let claimed = i32::from_be_bytes(b[57..61].try_into().expect("4 bytes"));
     if let Ok(summary) = &result {
         assert_eq!(

@@ -35,6 +35,9 @@ mod offset_delete;
 mod offset_fetch;
 pub(crate) mod produce;
 mod sync_group;
+#[cfg(test)]
+pub(crate) mod test_rng;
+mod wire;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -243,42 +243,13 @@ fn put_bytes_len(
 mod tests {
     use super::super::response;
     use super::*;
+    use crate::handlers::test_rng::Rng;
     use bytes::BytesMut;
     use kafka_protocol::messages::{ApiKey, FetchResponse};
     use kafka_protocol::protocol::StrBytes;
     use sluice_log::FileRange;
     use sluice_protocol::frame::SIZE_PREFIX_BYTES;
     use uuid::Uuid;
-
-    /// A small deterministic generator (xorshift64*), so failures reproduce by seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        /// Mostly small values, sometimes the ones at varint and sign boundaries.
-        fn len(&mut self) -> usize {
-            const EDGES: [usize; 8] = [0, 1, 126, 127, 128, 16_383, 16_384, 70_000];
-            match self.below(4) {
-                0 => EDGES[self.below(EDGES.len() as u64) as usize],
-                _ => self.below(40) as usize,
-            }
-        }
-        fn i64(&mut self) -> i64 {
-            match self.below(4) {
-                0 => -1,
-                1 => i64::MAX,
-                _ => self.next() as i64,
-            }
-        }
-    }
 
     /// A file of 128 KiB patterned bytes, for records sent as file ranges.
     fn records_file() -> std::fs::File {

@@ -5,22 +5,33 @@
 //!
 //! Guarantees: a request is decoded completely before anything is done with it, so a
 //! malformed one is refused whole (the connection closes, nothing was appended); the number
-//! of entries is bounded by [`PRODUCE_PARTITION_ENTRIES_MAX`] and by the frame's length
-//! (every entry takes at least six bytes), never by a count read from the wire. Bytes left
-//! after the body are ignored, as for every other API (see `codec::decode_request`).
+//! of entries (topics, and partitions) is bounded by [`PRODUCE_PARTITION_ENTRIES_MAX`] and by
+//! the frame's length (every partition entry takes at least six bytes), never by a count read
+//! from the wire. The body is read with the shared bounds-checked cursor ([`WireReader`]).
+//! Bytes left after the body are ignored, as for every other API (see
+//! `codec::decode_request`).
 
 use std::ops::Range;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+pub(crate) use crate::handlers::wire::Malformed;
+use crate::handlers::wire::WireReader;
 use crate::limits::PRODUCE_PARTITION_ENTRIES_MAX;
 
 /// First version with flexible (compact) encodings and tagged fields.
 const FLEXIBLE_VERSION_MIN: i16 = 9;
 /// First version that names topics by id.
 const TOPIC_ID_VERSION_MIN: i16 = 13;
+
+/// Fewest bytes a topic entry takes at any version: its name's length or its id, and its
+/// partitions' count.
+const TOPIC_BYTES_MIN: usize = 2;
+/// Fewest bytes a partition entry takes at any version: index, records' length, tagged
+/// fields (flexible) or a four-byte length (not).
+const PARTITION_BYTES_MIN: usize = 6;
 
 /// One topic of the request: its name (v3-12) or id (v13+), and its partition entries.
 #[derive(Debug, Clone)]
@@ -47,11 +58,6 @@ pub(crate) struct Decoded {
     pub(crate) partitions: Vec<PartitionData>,
 }
 
-/// Why a body could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed Produce request: {0}")]
-pub(crate) struct Malformed(pub(crate) &'static str);
-
 /// Vectors that grew past this many entries are given back after the request, so one huge
 /// request does not leave a connection holding its memory.
 const ENTRIES_KEPT_MAX: usize = 1024;
@@ -60,22 +66,22 @@ impl Decoded {
     /// Decodes `body` at `version`, replacing what the vectors held.
     pub(crate) fn decode(&mut self, body: &Bytes, version: i16) -> Result<(), Malformed> {
         self.clear();
-        let mut r = Reader {
-            body,
-            at: 0,
-            flexible: version >= FLEXIBLE_VERSION_MIN,
-        };
+        let mut r = WireReader::new(body, version >= FLEXIBLE_VERSION_MIN);
         self.transactional_id = r.nullable_string()?.is_some();
         self.acks = r.i16()?;
         let _timeout_ms = r.i32()?;
-        let topics = r.array_len()?;
+        let topics = r.array_len(TOPIC_BYTES_MIN)?;
+        // Topics listing no partitions would otherwise be bounded by the frame only.
+        if topics > PRODUCE_PARTITION_ENTRIES_MAX {
+            return Err(Malformed("more topic entries than the broker accepts"));
+        }
         for _ in 0..topics {
             let (name, topic_id) = match version >= TOPIC_ID_VERSION_MIN {
                 true => (StrBytes::default(), r.uuid()?),
                 false => (r.string()?, Uuid::nil()),
             };
             let first = self.partitions.len();
-            let partitions = r.array_len()?;
+            let partitions = r.array_len(PARTITION_BYTES_MIN)?;
             if first + partitions > PRODUCE_PARTITION_ENTRIES_MAX {
                 return Err(Malformed("more partition entries than the broker accepts"));
             }
@@ -109,134 +115,14 @@ impl Decoded {
     }
 }
 
-/// A cursor over the body; every read checks the bytes are there.
-struct Reader<'a> {
-    body: &'a Bytes,
-    at: usize,
-    flexible: bool,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<Range<usize>, Malformed> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.body.len())
-            .ok_or(Malformed("truncated"))?;
-        let range = self.at..end;
-        self.at = end;
-        Ok(range)
-    }
-
-    fn i16(&mut self) -> Result<i16, Malformed> {
-        let r = self.take(2)?;
-        Ok((&self.body[r]).get_i16())
-    }
-
-    fn i32(&mut self) -> Result<i32, Malformed> {
-        let r = self.take(4)?;
-        Ok((&self.body[r]).get_i32())
-    }
-
-    fn uuid(&mut self) -> Result<Uuid, Malformed> {
-        let r = self.take(16)?;
-        Ok(Uuid::from_slice(&self.body[r]).expect("16 bytes"))
-    }
-
-    fn unsigned_varint(&mut self) -> Result<u32, Malformed> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let r = self.take(1)?;
-            let byte = self.body[r.start];
-            value |= u32::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(Malformed("varint longer than five bytes"))
-    }
-
-    /// A length, `None` for null: i16/i32 with -1 for null, or an unsigned varint of
-    /// length + 1 with 0 for null (flexible versions).
-    fn length(&mut self, wide: bool) -> Result<Option<usize>, Malformed> {
-        let len = match (self.flexible, wide) {
-            (true, _) => i64::from(self.unsigned_varint()?) - 1,
-            (false, false) => i64::from(self.i16()?),
-            (false, true) => i64::from(self.i32()?),
-        };
-        match len {
-            -1 => Ok(None),
-            n if n < 0 => Err(Malformed("negative length")),
-            n => Ok(Some(n as usize)),
-        }
-    }
-
-    fn array_len(&mut self) -> Result<usize, Malformed> {
-        let len = self.length(true)?.ok_or(Malformed("null array"))?;
-        // Each element takes at least one byte: a count beyond the bytes left is a lie.
-        if len > self.body.len() - self.at {
-            return Err(Malformed("array longer than the request"));
-        }
-        Ok(len)
-    }
-
-    fn nullable_string(&mut self) -> Result<Option<StrBytes>, Malformed> {
-        let Some(len) = self.length(false)? else {
-            return Ok(None);
-        };
-        let r = self.take(len)?;
-        StrBytes::from_utf8(self.body.slice(r))
-            .map(Some)
-            .map_err(|_| Malformed("string is not UTF-8"))
-    }
-
-    fn string(&mut self) -> Result<StrBytes, Malformed> {
-        self.nullable_string()?.ok_or(Malformed("null topic name"))
-    }
-
-    fn nullable_bytes(&mut self) -> Result<Option<Bytes>, Malformed> {
-        let Some(len) = self.length(true)? else {
-            return Ok(None);
-        };
-        let r = self.take(len)?;
-        Ok(Some(self.body.slice(r)))
-    }
-
-    fn tagged_fields(&mut self) -> Result<(), Malformed> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let count = self.unsigned_varint()?;
-        for _ in 0..count {
-            let _tag = self.unsigned_varint()?;
-            let size = self.unsigned_varint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handlers::test_rng::Rng;
     use bytes::BytesMut;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ProduceRequest, TopicName};
     use kafka_protocol::protocol::Encodable;
-
-    /// A small deterministic generator (xorshift), so a failure names its seed.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
 
     fn random_request(rng: &mut Rng, version: i16) -> ProduceRequest {
         let mut req = ProduceRequest::default();
@@ -281,7 +167,7 @@ mod tests {
     fn matches_kafka_protocol_at_every_version() {
         let mut decoded = Decoded::default();
         for seed in 1..300u64 {
-            let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
+            let mut rng = Rng::new(seed);
             for version in 3..=13 {
                 let req = random_request(&mut rng, version);
                 let body = encode(&req, version);
@@ -309,7 +195,7 @@ mod tests {
     // decode taken for a whole one.
     #[test]
     fn every_truncation_is_refused() {
-        let mut rng = Rng(77);
+        let mut rng = Rng::new(77);
         let mut decoded = Decoded::default();
         for version in [3, 8, 9, 12, 13] {
             let mut req = random_request(&mut rng, version);
@@ -342,5 +228,27 @@ mod tests {
             Err(Malformed("array longer than the request"))
         );
         assert!(decoded.topics.capacity() < 16);
+    }
+
+    // Goal: topic entries are bounded like partition entries: topics listing no partitions
+    // cannot make the decoded request as large as the frame allows.
+    #[test]
+    fn too_many_topics_are_refused() {
+        let topics = PRODUCE_PARTITION_ENTRIES_MAX + 1;
+        let mut body = BytesMut::new();
+        body.extend_from_slice(&(-1i16).to_be_bytes()); // no transactional id
+        body.extend_from_slice(&(-1i16).to_be_bytes()); // acks
+        body.extend_from_slice(&30_000i32.to_be_bytes());
+        body.extend_from_slice(&(topics as i32).to_be_bytes());
+        for _ in 0..topics {
+            body.extend_from_slice(&0i16.to_be_bytes()); // empty name
+            body.extend_from_slice(&0i32.to_be_bytes()); // no partitions
+        }
+        let mut decoded = Decoded::default();
+        assert_eq!(
+            decoded.decode(&body.freeze(), 3),
+            Err(Malformed("more topic entries than the broker accepts"))
+        );
+        assert!(decoded.topics.is_empty());
     }
 }
