@@ -24,6 +24,12 @@ Scenarios (1 KiB records and 12 partitions unless named otherwise; acks=all ever
                      (acks=all, linger 0), consume from an assigned partition, latency from
                      send to receipt in one process
 
+Writeback: Kafka never fsyncs, so the kernel's flusher threads (kworkers) write its data back
+and that CPU is not in Kafka's /proc/<pid>/stat; Sluice's fdatasync does the same writeback in its
+own committer thread, where it is counted. So each produce run also ends with a `sync` and records
+the CPU of the kernel's worker threads and of that `sync` over the run: "CPU + writeback" is the
+broker's CPU plus that, the same work counted for both brokers.
+
 Results go to stdout (a table per scenario and a summary) and, with --json, to a file.
 """
 
@@ -78,6 +84,7 @@ class Run:
     mb_per_s: float = 0.0
     broker_cpu_s: float = 0.0
     broker_write_bytes: int = 0
+    writeback_cpu_s: float = float("nan")
     extra: dict = field(default_factory=dict)
 
     @property
@@ -85,24 +92,60 @@ class Run:
         return 1000 * self.broker_cpu_s / self.mb if self.mb else float("nan")
 
     @property
+    def cpu_wb_ms_per_mb(self) -> float:
+        return 1000 * (self.broker_cpu_s + self.writeback_cpu_s) / self.mb if self.mb else float("nan")
+
+    @property
     def write_amplification(self) -> float:
         return self.broker_write_bytes / (self.mb * MIB) if self.mb else float("nan")
 
 
-class Meter:
-    """Broker CPU and write_bytes over a with-block."""
+def kernel_workers_cpu() -> dict[int, int]:
+    """Clock ticks used so far by each of the kernel's worker threads (kworker: writeback,
+    among others), by pid."""
+    ticks = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        if comm.startswith("kworker"):
+            fields = stat.rsplit(")", 1)[1].split()
+            ticks[int(d)] = int(fields[11]) + int(fields[12])
+    return ticks
 
-    def __init__(self, broker: Broker):
+
+class Meter:
+    """Broker CPU and write_bytes over a with-block; with `writeback`, also the kernel's
+    worker threads' CPU over the block and a final `sync` (see the module comment)."""
+
+    def __init__(self, broker: Broker, writeback: bool = False):
         self.broker = broker
+        self.writeback = writeback
+        self.writeback_cpu = float("nan")
 
     def __enter__(self):
         self.cpu0, self.wb0, self.t0 = self.broker.cpu_s(), self.broker.write_bytes(), time.monotonic()
+        if self.writeback:
+            self.kworkers0 = kernel_workers_cpu()
         return self
 
     def __exit__(self, *exc):
         self.cpu = self.broker.cpu_s() - self.cpu0
         self.written = self.broker.write_bytes() - self.wb0
         self.elapsed = time.monotonic() - self.t0
+        if self.writeback:
+            children0 = os.times()
+            subprocess.run(["sync"], check=False)
+            children1 = os.times()
+            sync_s = (children1.children_user - children0.children_user
+                      + children1.children_system - children0.children_system)
+            after = kernel_workers_cpu()
+            ticks = sum(t - self.kworkers0.get(pid, 0) for pid, t in after.items())
+            self.writeback_cpu = max(0, ticks) / CLK_TCK + sync_s
         return False
 
 
@@ -162,12 +205,14 @@ def run_produce(cp: str, b: Broker, scenario: str, rnd: int, mb: int, size: int,
     topic = f"perf-{scenario}-{uuid.uuid4().hex[:8]}"
     create_topic(b.bootstrap, topic, 12)
     records = mb * MIB // size
-    with Meter(b) as m:
+    subprocess.run(["sync"], check=False)  # start clean: no earlier run's dirty pages
+    with Meter(b, writeback=True) as m:
         res = producer_perf(cp, b, topic, records, size, props)
     delete_topic(b.bootstrap, topic)
     data_mb = records * size / MIB
     return Run(scenario, b.name, rnd, mb=data_mb, seconds=m.elapsed, mb_per_s=res["mb_per_s_client"],
-               broker_cpu_s=m.cpu, broker_write_bytes=m.written, extra=res)
+               broker_cpu_s=m.cpu, broker_write_bytes=m.written, writeback_cpu_s=m.writeback_cpu,
+               extra=res)
 
 
 def run_fetch(cp: str, b: Broker, scenario: str, rnd: int, mb: int, partitions: int) -> Run:
@@ -247,6 +292,7 @@ def summarize(runs: list[Run]) -> list[dict]:
                 "runs": len(rs),
                 "mb_per_s": median([r.mb_per_s for r in rs]),
                 "cpu_ms_per_mb": median([r.cpu_ms_per_mb for r in rs]),
+                "cpu_wb_ms_per_mb": median([r.cpu_wb_ms_per_mb for r in rs]),
                 "write_amplification": median([r.write_amplification for r in rs]),
                 **{k: median([r.extra.get(k, float("nan")) for r in rs])
                    for k in ("p50_us", "p99_us", "p999_us", "lat_p50_ms", "lat_p99_ms")},
@@ -264,15 +310,16 @@ def fmt(x: float, digits: int = 2) -> str:
 
 def print_tables(runs: list[Run], rows: list[dict]) -> None:
     print("\n## Runs\n")
-    print("| scenario | broker | round | MB | s | MB/s | broker CPU s | CPU ms/MB | disk bytes/byte | latency |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| scenario | broker | round | MB | s | MB/s | broker CPU s | CPU ms/MB | CPU + writeback ms/MB | disk bytes/byte | latency |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         lat = (f"p50 {r.extra['p50_us']:.0f} µs, p99 {r.extra['p99_us']:.0f}, p99.9 {r.extra['p999_us']:.0f}"
                if "p50_us" in r.extra else
                f"p50 {r.extra.get('lat_p50_ms', '-')} ms, p99 {r.extra.get('lat_p99_ms', '-')} ms"
                if "lat_p50_ms" in r.extra else "-")
         print(f"| {r.scenario} | {r.broker} | {r.round} | {r.mb:.0f} | {r.seconds:.1f} | {fmt(r.mb_per_s, 1)} "
-              f"| {r.broker_cpu_s:.2f} | {fmt(r.cpu_ms_per_mb)} | {fmt(r.write_amplification)} | {lat} |")
+              f"| {r.broker_cpu_s:.2f} | {fmt(r.cpu_ms_per_mb)} | {fmt(r.cpu_wb_ms_per_mb)} "
+              f"| {fmt(r.write_amplification)} | {lat} |")
     print("\n## Medians and ratios (Sluice / Kafka)\n")
     print("| scenario | MB/s K | MB/s S | ratio | CPU ms/MB K | CPU ms/MB S | ratio | disk B/B K | disk B/B S | e2e p50 µs K / S | p99 K / S | p99.9 K / S |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -283,6 +330,14 @@ def print_tables(runs: list[Run], rows: list[dict]) -> None:
               f"| {fmt(k['write_amplification'])} | {fmt(s['write_amplification'])} "
               f"| {fmt(k['p50_us'], 0)} / {fmt(s['p50_us'], 0)} | {fmt(k['p99_us'], 0)} / {fmt(s['p99_us'], 0)} "
               f"| {fmt(k['p999_us'], 0)} / {fmt(s['p999_us'], 0)} |")
+    print("\n## Produce CPU including the kernel's writeback (kworker threads and a final sync)\n")
+    print("| scenario | CPU + writeback ms/MB K | S | ratio |")
+    print("|---|---|---|---|")
+    for row in rows:
+        k, s, q = row["kafka"], row["sluice"], row["ratio"]
+        if k["cpu_wb_ms_per_mb"] == k["cpu_wb_ms_per_mb"]:
+            print(f"| {row['scenario']} | {fmt(k['cpu_wb_ms_per_mb'])} | {fmt(s['cpu_wb_ms_per_mb'])} "
+                  f"| {fmt(q['cpu_wb_ms_per_mb'])} |")
 
 
 def run_scenario(a: argparse.Namespace, b: Broker, scenario: str, rnd: int) -> Run:
@@ -328,8 +383,9 @@ def main() -> int:
                 label = f"warm-up {rnd + a.warmup_rounds}" if rnd < 0 else f"round {rnd}"
                 print(f"-- {scenario} {label} on {b.name}", file=sys.stderr, flush=True)
                 r = run_scenario(a, b, scenario, rnd)
-                print(f"   {r.mb_per_s:.1f} MB/s, broker {r.cpu_ms_per_mb:.2f} ms CPU/MB, "
-                      f"{r.write_amplification:.2f} disk B/B {r.extra}", file=sys.stderr, flush=True)
+                print(f"   {r.mb_per_s:.1f} MB/s, broker {r.cpu_ms_per_mb:.2f} ms CPU/MB "
+                      f"({r.cpu_wb_ms_per_mb:.2f} with writeback), {r.write_amplification:.2f} disk B/B "
+                      f"{r.extra}", file=sys.stderr, flush=True)
                 if rnd >= 0:
                     runs.append(r)
     rows = summarize(runs)
@@ -337,7 +393,8 @@ def main() -> int:
     print(f"\nbroker RSS after the runs: " + ", ".join(f"{b.name} {b.rss_mb():.0f} MiB" for b in brokers))
     if a.json:
         Path(a.json).write_text(json.dumps({
-            "runs": [{**r.__dict__, "cpu_ms_per_mb": r.cpu_ms_per_mb, "write_amplification": r.write_amplification}
+            "runs": [{**r.__dict__, "cpu_ms_per_mb": r.cpu_ms_per_mb, "cpu_wb_ms_per_mb": r.cpu_wb_ms_per_mb,
+                      "write_amplification": r.write_amplification}
                      for r in runs],
             "summary": rows}, indent=2, default=str))
     return 0
