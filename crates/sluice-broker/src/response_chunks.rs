@@ -28,7 +28,7 @@
 //!
 //! A `sendfile` whose pages are not in the page cache reads them from disk on the calling
 //! worker thread, as Kafka's network threads do: fetches are served from the page cache in
-//! the common case (the batch headers were just read on the blocking pool, and recent data
+//! the common case (the batch headers were just read by a fetch reader thread, and recent data
 //! is cached); a cold read of old data can stall one worker for the disk's latency.
 
 use std::io::{self, IoSlice};

@@ -222,9 +222,7 @@ impl FetchCall {
         let mut changes = broker.log.subscribe_commits();
         let mut shutdown = broker.shutdown.clone();
         loop {
-            // Arm every wake-up before reading, so a commit during the read wakes us.
             changes.borrow_and_update();
-            self.listen(&broker.log);
             let charge = match self.has_data_or_error(broker) {
                 true => match self.read_charged(ctx, cap, deadline).await {
                     Some(charge) => charge,
@@ -250,12 +248,19 @@ impl FetchCall {
                 return self.respond(ctx, encode::Top::default(), charge);
             }
             drop(charge);
+            // About to wait: arm the wake-up first, then look again, so a commit that landed
+            // after the read is not slept through. A request answered at once never arms.
+            self.listen(&broker.log);
+            let moved = self.moved_since_read(broker);
             self.job
                 .state
                 .lock()
                 .results
                 .iter_mut()
                 .for_each(PartResult::reset);
+            if moved {
+                continue;
+            }
             tokio::select! {
                 () = self.listener.wait() => {}
                 _ = changes.changed() => {}
@@ -263,6 +268,17 @@ impl FetchCall {
                 _ = shutdown.wait_for(|s| *s) => {}
             }
         }
+    }
+
+    /// True when a partition's high watermark moved since the results were read.
+    fn moved_since_read(&self, b: &Broker) -> bool {
+        let state = self.job.state.lock();
+        state.parts.iter().zip(&state.results).any(|(p, r)| {
+            let Some(k) = &p.key else { return false };
+            b.log.offsets(k).is_ok_and(|o| {
+                r.error_code == error_code::NONE && o.high_watermark.0 != r.high_watermark
+            })
+        })
     }
 
     /// Registers the call's listener with each of its partitions (again after a wake-up:

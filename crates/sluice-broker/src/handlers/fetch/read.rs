@@ -13,7 +13,7 @@
 //! queued. When the queue is full (or the pool is gone), the job runs on tokio's blocking
 //! pool instead, which allocates but never refuses: overload costs allocations, not errors.
 //! A job is on a thread at most once at a time (the request waits for it before touching
-//! its state again), and its lock is never held across an `.await`.
+//! its state again), and its lock is held neither across an `.await` nor during the read.
 
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -47,18 +47,25 @@ pub(crate) struct ReadJob {
 
 impl ReadJob {
     /// Runs the read on this thread (a reader, or the blocking pool) and wakes the waiter.
+    /// The vectors are taken out for the read, so the state's lock is never held during
+    /// file I/O (a call dropped meanwhile, its client gone, only finds them missing).
     fn run(&self) {
+        let (mut parts, mut results, limit_bytes, log) = {
+            let mut state = self.state.lock();
+            (
+                std::mem::take(&mut state.parts),
+                std::mem::take(&mut state.results),
+                state.limit_bytes,
+                state.log.take(),
+            )
+        };
+        if let Some(log) = log {
+            read_all(&log, &parts, limit_bytes, &mut results);
+        }
         {
             let mut state = self.state.lock();
-            let ReadState {
-                parts,
-                results,
-                limit_bytes,
-                log,
-            } = &mut *state;
-            if let Some(log) = log.take() {
-                read_all(&log, parts, *limit_bytes, results);
-            }
+            std::mem::swap(&mut state.parts, &mut parts);
+            std::mem::swap(&mut state.results, &mut results);
         }
         // A stored permit: the waiter may not be waiting yet.
         self.done.notify_one();
