@@ -486,3 +486,45 @@ def test_commits_wake_only_fetches_of_their_partition(broker):
     print(latency_line("ack latency, no parked fetches", quiet_lat))
     print(latency_line("ack latency, 2,000 parked fetches on another topic", herd_lat))
     assert herd_ticks <= 2 * quiet_ticks + 20, (quiet_ticks, herd_ticks)
+
+
+def test_a_client_that_stops_reading_is_closed(sluice_factory, topic_name):
+    """Goal: a client that asks for a large fetch response and never reads it cannot hold
+    the response (its memory charge, the journal files its ranges pin) for longer than an
+    idle connection may live: the broker closes the connection once a response has not been
+    taken within `connections.max.idle.ms`.
+    Method: connections.max.idle.ms 1500, 16 MiB in one partition; a raw client sends a
+    Fetch for all of it and does not read, so the response stalls once the socket buffers
+    are full. Within 6 s the broker has closed the connection: draining the socket then
+    ends in EOF (or a reset) before the whole response arrived. Before the bound the write
+    waited forever and the drain timed out with the response still being sent."""
+    b = sluice_factory(["--override", "connections.max.idle.ms=1500"])
+    fill_partition(b.bootstrap, topic_name, 16 * MIB)
+    s = kwire.connect(b.bootstrap, timeout=10)
+    # A small receive buffer, so the kernel cannot take the whole response for us.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.sendall(fetch_v4_repeated(7, topic_name, 0, 1, 64 * MIB, 64 * MIB))
+    time.sleep(6.0)
+    received = 0
+    closed = False
+    s.settimeout(5.0)
+    try:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                closed = True
+                break
+            received += len(chunk)
+    except (ConnectionResetError, BrokenPipeError):
+        closed = True
+    except socket.timeout:
+        closed = False
+    finally:
+        s.close()
+    print(f"stalled client: {received} bytes drained after the broker's close")
+    assert closed, "the broker kept writing to a client that did not read for 6 s"
+    assert received < 16 * MIB, "the whole response arrived: the broker waited for the stalled client instead of closing"
+    # The broker still serves everyone else.
+    p = ck_producer(b.bootstrap)
+    p.produce(topic_name, value=b"after", partition=0)
+    assert p.flush(10) == 0

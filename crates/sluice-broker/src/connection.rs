@@ -16,7 +16,10 @@
 //! [`limits::FRAME_READ_TIMEOUT_MS`].
 //!
 //! Lifetime: a connection with no bytes received and no response owed for
-//! `connections.max.idle.ms` is closed. When the client goes away (end of stream, read or
+//! `connections.max.idle.ms` is closed, and so is one whose client does not take a response
+//! within that time (a response's write that has not finished after it): a client that
+//! stops reading cannot hold a response's memory charge and the journal files its fetch
+//! ranges pin for longer than an idle connection may live. When the client goes away (end of stream, read or
 //! write error, idle close), the requests still in flight are aborted: parked fetches and
 //! produce waits stop at once instead of running to their deadlines. (A produce's appends
 //! were queued before its task started, so aborting only drops the answer nobody reads.)
@@ -68,9 +71,12 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
     let owed = Arc::new(AtomicUsize::new(0));
     let calls = Calls::default();
     let writer = tokio::spawn(write_loop(
-        wr,
+        Writer {
+            wr,
+            peer,
+            write_within: Duration::from_millis(broker.config.connections_max_idle_ms),
+        },
         rx,
-        peer,
         abort_rx,
         owed.clone(),
         calls.clone(),
@@ -411,36 +417,71 @@ struct InFlight {
     _overdraft: Option<Overdraft>,
 }
 
-async fn write_frame(wr: &mut OwnedWriteHalf, bytes: &[u8], peer: SocketAddr) -> bool {
-    match wr.write_all(bytes).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "write failed");
-            false
+/// The connection's write half, and how long one response may take to be written.
+struct Writer {
+    wr: OwnedWriteHalf,
+    peer: SocketAddr,
+    /// `connections.max.idle.ms`: a response not taken by the client within it closes the
+    /// connection.
+    write_within: Duration,
+}
+
+impl Writer {
+    async fn frame(&mut self, bytes: &[u8]) -> bool {
+        let (peer, within) = (self.peer, self.write_within);
+        match bounded(within, peer, self.wr.write_all(bytes)).await {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "write failed");
+                false
+            }
+            None => false,
+        }
+    }
+
+    async fn chunks(&mut self, frame: &ChunkedFrame) -> bool {
+        let (peer, within) = (self.peer, self.write_within);
+        match bounded(
+            within,
+            peer,
+            response_chunks::write_chunked(&mut self.wr, frame),
+        )
+        .await
+        {
+            Some(Ok(())) => true,
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                // A journal file shorter than a range of it: damage under a pinned file. The
+                // stream is mid-frame, so the connection closes.
+                tracing::error!(%peer, error = %e, "fetch response could not be sent from its journal file; closing connection");
+                false
+            }
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "write failed");
+                false
+            }
+            None => false,
         }
     }
 }
 
-async fn write_chunks(wr: &mut OwnedWriteHalf, frame: &ChunkedFrame, peer: SocketAddr) -> bool {
-    match response_chunks::write_chunked(wr, frame).await {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            // A journal file shorter than a range of it: damage under a pinned file. The
-            // stream is mid-frame, so the connection closes.
-            tracing::error!(%peer, error = %e, "fetch response could not be sent from its journal file; closing connection");
-            false
-        }
-        Err(e) => {
-            tracing::debug!(%peer, error = %e, "write failed");
-            false
+/// Runs one response's write, or gives up on a client that does not take it in time.
+async fn bounded<T>(
+    within: Duration,
+    peer: SocketAddr,
+    write: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match tokio::time::timeout(within, write).await {
+        Ok(done) => Some(done),
+        Err(_) => {
+            tracing::info!(%peer, within_ms = within.as_millis() as u64, "client did not take a response in time (connections.max.idle.ms); closing connection");
+            None
         }
     }
 }
 
 async fn write_loop(
-    mut wr: OwnedWriteHalf,
+    mut wr: Writer,
     mut rx: mpsc::Receiver<InFlight>,
-    peer: SocketAddr,
     mut abort: watch::Receiver<bool>,
     owed: Arc<AtomicUsize>,
     calls: Calls,
@@ -453,7 +494,7 @@ async fn write_loop(
                     _ = abort.wait_for(|a| *a) => break,
                 }
                 match call.respond() {
-                    Some(frame) => write_frame(&mut wr, frame, peer).await,
+                    Some(frame) => wr.frame(frame).await,
                     None => false,
                 }
             }
@@ -462,7 +503,7 @@ async fn write_loop(
                     ok = call.run() => ok,
                     _ = abort.wait_for(|a| *a) => break,
                 };
-                answered && write_chunks(&mut wr, call.frame(), peer).await
+                answered && wr.chunks(call.frame()).await
             }
             Work::Task(task) => {
                 let outcome = tokio::select! {
@@ -473,16 +514,16 @@ async fn write_loop(
                     }
                 };
                 match outcome {
-                    Ok(reply) => write_reply(&mut wr, reply, peer).await,
+                    Ok(reply) => write_reply(&mut wr, reply).await,
                     Err(e) => {
-                        tracing::error!(%peer, error = %e, "request task failed; closing connection");
+                        tracing::error!(peer = %wr.peer, error = %e, "request task failed; closing connection");
                         false
                     }
                 }
             }
             Work::Ready(reply) => {
                 let reply = std::mem::replace(reply, Reply::NoResponse);
-                write_reply(&mut wr, reply, peer).await
+                write_reply(&mut wr, reply).await
             }
         };
         // The response (and with it the request's charge) is released here.
@@ -503,13 +544,13 @@ async fn write_loop(
     while let Some(item) = rx.recv().await {
         item.work.abort();
     }
-    let _ = wr.shutdown().await;
+    let _ = wr.wr.shutdown().await;
 }
 
 /// Writes one reply; false when the connection must close.
-async fn write_reply(wr: &mut OwnedWriteHalf, reply: Reply, peer: SocketAddr) -> bool {
+async fn write_reply(wr: &mut Writer, reply: Reply) -> bool {
     match reply {
-        Reply::Frame(bytes) => write_frame(wr, &bytes, peer).await,
+        Reply::Frame(bytes) => wr.frame(&bytes).await,
         Reply::NoResponse => true,
         Reply::Close => false,
     }
