@@ -224,10 +224,7 @@ impl FetchCall {
         loop {
             changes.borrow_and_update();
             let charge = match self.has_data_or_error(broker) {
-                true => match self.read_charged(ctx, cap, deadline).await {
-                    Some(charge) => charge,
-                    None => return false,
-                },
+                true => self.read_charged(ctx, cap, deadline).await,
                 false => {
                     read::offsets_only(&broker.log, &mut self.job.state.lock());
                     None
@@ -310,14 +307,13 @@ impl FetchCall {
     /// the smaller of `cap` and the sum of the partition limits of the partitions that have
     /// data, and at most a share of the budget ([`limits::FETCH_READ_BUDGET_DIVISOR`]), so
     /// the charge can be granted even while other requests hold some of it. When it cannot
-    /// be granted in time the answer carries no records. The outer None: the connection
-    /// must close (the broker is going away under the read).
+    /// be granted in time the answer carries no records (and no charge).
     async fn read_charged(
         &mut self,
         ctx: &Ctx,
         cap: usize,
         deadline: Instant,
-    ) -> Option<Option<Reservation>> {
+    ) -> Option<Reservation> {
         let broker = &ctx.broker;
         let memory = &broker.request_memory;
         let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
@@ -340,7 +336,7 @@ impl FetchCall {
                     Err(_) => {
                         tracing::debug!(peer = %ctx.peer, bytes = limit, "no request memory for a fetch response in time; answering without records");
                         read::offsets_only(&broker.log, &mut self.job.state.lock());
-                        return Some(None);
+                        return None;
                     }
                 }
             }
@@ -369,7 +365,7 @@ impl FetchCall {
                 charge.merge(more);
             }
         }
-        Some(Some(charge))
+        Some(charge)
     }
 
     /// Encodes the response into the frame; its charge shrinks to the frame's memory and
@@ -378,6 +374,10 @@ impl FetchCall {
         let encoded = {
             let mut state = self.job.state.lock();
             let read::ReadState { parts, results, .. } = &mut *state;
+            // Results beyond the request's partitions are a kept call's earlier ones (a
+            // session error answers with none).
+            let n = parts.len().min(results.len());
+            let results = &mut results[..n];
             encode::encode(
                 &mut self.frame,
                 ctx.version,
