@@ -112,6 +112,23 @@ pub fn walk<F>(batch: &[u8], limits: &WalkLimits, mut visit: F) -> Result<WalkSu
 where
     F: FnMut(RecordMeta) -> ControlFlow<()>,
 {
+    let (header, compression, data) = open_batch(batch, limits)?;
+    match compression {
+        Compression::None => walk_slice(data, &header, &mut visit),
+        codec => {
+            let reader = decoder(codec, data, limits)?;
+            let mut input = StreamInput::new(reader, limits.decompressed_bytes_max);
+            walk_input(&mut input, &header, &mut visit)
+        }
+    }
+}
+
+/// The header fields a walk reads, the codec and the record bytes, with the record count
+/// checked against what the bytes can hold.
+fn open_batch<'b>(
+    batch: &'b [u8],
+    limits: &WalkLimits,
+) -> Result<(Header, Compression, &'b [u8]), WalkError> {
     if batch.len() < BATCH_HEADER_BYTES {
         return Err(WalkError::InvalidRecord("shorter than a v2 batch header"));
     }
@@ -123,14 +140,7 @@ where
     let data = &batch[BATCH_HEADER_BYTES..];
     let compression = Compression::from_attributes(attributes)?;
     check_count(&header, compression, data.len(), limits)?;
-    match compression {
-        Compression::None => walk_slice(data, &header, &mut visit),
-        codec => {
-            let reader = decoder(codec, data, limits)?;
-            let mut input = StreamInput::new(reader, limits.decompressed_bytes_max);
-            walk_input(&mut input, &header, &mut visit)
-        }
-    }
+    Ok((header, compression, data))
 }
 
 /// Walks and discards: `Ok` only for a batch whose records are all well-formed.
@@ -208,17 +218,7 @@ pub(crate) fn walk_generic<F>(
 where
     F: FnMut(RecordMeta) -> ControlFlow<()>,
 {
-    if batch.len() < BATCH_HEADER_BYTES {
-        return Err(WalkError::InvalidRecord("shorter than a v2 batch header"));
-    }
-    let attributes = i16::from_be_bytes([batch[OFF_ATTRIBUTES], batch[OFF_ATTRIBUTES + 1]]);
-    let header = Header {
-        base_timestamp: be_i64(&batch[OFF_BASE_TIMESTAMP..]),
-        records_count: be_i32(&batch[OFF_RECORDS_COUNT..]),
-    };
-    let data = &batch[BATCH_HEADER_BYTES..];
-    let compression = Compression::from_attributes(attributes)?;
-    check_count(&header, compression, data.len(), limits)?;
+    let (header, compression, data) = open_batch(batch, limits)?;
     match compression {
         Compression::None => walk_input(&mut SliceInput { data, at: 0 }, &header, &mut visit),
         _ => walk(batch, limits, visit),

@@ -182,6 +182,53 @@ impl<'a> WireReader<'a> {
     }
 }
 
+/// The size bounds of one API's topic array (see [`topic_array`]).
+pub(crate) struct TopicArray {
+    /// Topic entries, and partition entries in all, the request may list.
+    pub(crate) entries_max: usize,
+    /// The fewest bytes one topic entry / one partition entry can take at this version.
+    pub(crate) topic_bytes_min: usize,
+    pub(crate) partition_bytes_min: usize,
+    /// Topics are named by id (Produce v13+, Fetch v13+), else by name.
+    pub(crate) by_id: bool,
+}
+
+/// The topic array Produce and Fetch share: `[name or id, [partition entry], tags]`. Each
+/// partition entry is read by `partition` (its own tags included) and appended to
+/// `partitions`; each topic is reported to `topic` with its name (or the default), its id
+/// (or nil) and its range in `partitions`. Counts are bounded by `shape.entries_max` and by
+/// the bytes left, before anything is stored.
+pub(crate) fn topic_array<P>(
+    r: &mut WireReader<'_>,
+    shape: &TopicArray,
+    partitions: &mut Vec<P>,
+    mut partition: impl FnMut(&mut WireReader<'_>) -> Result<P, Malformed>,
+    mut topic: impl FnMut(StrBytes, Uuid, Range<usize>),
+) -> Result<(), Malformed> {
+    let topics = r.array_len(shape.topic_bytes_min)?;
+    // Topics listing no partitions would otherwise be bounded by the frame only.
+    if topics > shape.entries_max {
+        return Err(Malformed("more topic entries than the broker accepts"));
+    }
+    for _ in 0..topics {
+        let (name, topic_id) = match shape.by_id {
+            true => (StrBytes::default(), r.uuid()?),
+            false => (r.string()?, Uuid::nil()),
+        };
+        let first = partitions.len();
+        let count = r.array_len(shape.partition_bytes_min)?;
+        if first + count > shape.entries_max {
+            return Err(Malformed("more partition entries than the broker accepts"));
+        }
+        for _ in 0..count {
+            partitions.push(partition(r)?);
+        }
+        r.tagged_fields()?;
+        topic(name, topic_id, first..partitions.len());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

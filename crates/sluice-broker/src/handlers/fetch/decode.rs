@@ -24,7 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 pub(crate) use crate::handlers::wire::Malformed;
-use crate::handlers::wire::WireReader;
+use crate::handlers::wire::{topic_array, TopicArray, WireReader};
 use crate::limits::FETCH_PARTITION_ENTRIES_MAX;
 
 /// The versions this decoder reads (as the handler and the API registry accept).
@@ -127,33 +127,26 @@ impl Decoded {
     }
 
     fn decode_topics(&mut self, r: &mut WireReader<'_>, version: i16) -> Result<(), Malformed> {
-        let topics = r.array_len(TOPIC_BYTES_MIN)?;
-        // Topics listing no partitions would otherwise be bounded by the frame only.
-        if topics > FETCH_PARTITION_ENTRIES_MAX {
-            return Err(Malformed("more topic entries than the broker accepts"));
-        }
-        for _ in 0..topics {
-            let (name, topic_id) = match version >= TOPIC_ID_VERSION_MIN {
-                true => (StrBytes::default(), r.uuid()?),
-                false => (r.string()?, Uuid::nil()),
-            };
-            let first = self.partitions.len();
-            let partitions = r.array_len(PARTITION_BYTES_MIN)?;
-            if first + partitions > FETCH_PARTITION_ENTRIES_MAX {
-                return Err(Malformed("more partition entries than the broker accepts"));
-            }
-            for _ in 0..partitions {
-                let partition = decode_partition(r, version)?;
-                self.partitions.push(partition);
-            }
-            r.tagged_fields()?;
-            self.topics.push(FetchTopic {
-                name,
-                topic_id,
-                partitions: first..self.partitions.len(),
-            });
-        }
-        Ok(())
+        let shape = TopicArray {
+            entries_max: FETCH_PARTITION_ENTRIES_MAX,
+            topic_bytes_min: TOPIC_BYTES_MIN,
+            partition_bytes_min: PARTITION_BYTES_MIN,
+            by_id: version >= TOPIC_ID_VERSION_MIN,
+        };
+        let topics = &mut self.topics;
+        topic_array(
+            r,
+            &shape,
+            &mut self.partitions,
+            |r| decode_partition(r, version),
+            |name, topic_id, partitions| {
+                topics.push(FetchTopic {
+                    name,
+                    topic_id,
+                    partitions,
+                })
+            },
+        )
     }
 
     /// The topics' ranges tile the partition entries in order, within the bounds (kept in

@@ -18,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 pub(crate) use crate::handlers::wire::Malformed;
-use crate::handlers::wire::WireReader;
+use crate::handlers::wire::{topic_array, TopicArray, WireReader};
 use crate::limits::PRODUCE_PARTITION_ENTRIES_MAX;
 
 /// First version with flexible (compact) encodings and tagged fields.
@@ -70,34 +70,31 @@ impl Decoded {
         self.transactional_id = r.nullable_string()?.is_some();
         self.acks = r.i16()?;
         let _timeout_ms = r.i32()?;
-        let topics = r.array_len(TOPIC_BYTES_MIN)?;
-        // Topics listing no partitions would otherwise be bounded by the frame only.
-        if topics > PRODUCE_PARTITION_ENTRIES_MAX {
-            return Err(Malformed("more topic entries than the broker accepts"));
-        }
-        for _ in 0..topics {
-            let (name, topic_id) = match version >= TOPIC_ID_VERSION_MIN {
-                true => (StrBytes::default(), r.uuid()?),
-                false => (r.string()?, Uuid::nil()),
-            };
-            let first = self.partitions.len();
-            let partitions = r.array_len(PARTITION_BYTES_MIN)?;
-            if first + partitions > PRODUCE_PARTITION_ENTRIES_MAX {
-                return Err(Malformed("more partition entries than the broker accepts"));
-            }
-            for _ in 0..partitions {
+        let shape = TopicArray {
+            entries_max: PRODUCE_PARTITION_ENTRIES_MAX,
+            topic_bytes_min: TOPIC_BYTES_MIN,
+            partition_bytes_min: PARTITION_BYTES_MIN,
+            by_id: version >= TOPIC_ID_VERSION_MIN,
+        };
+        let topics = &mut self.topics;
+        topic_array(
+            &mut r,
+            &shape,
+            &mut self.partitions,
+            |r| {
                 let index = r.i32()?;
                 let records = r.nullable_bytes()?;
                 r.tagged_fields()?;
-                self.partitions.push(PartitionData { index, records });
-            }
-            r.tagged_fields()?;
-            self.topics.push(TopicData {
-                name,
-                topic_id,
-                partitions: first..self.partitions.len(),
-            });
-        }
+                Ok(PartitionData { index, records })
+            },
+            |name, topic_id, partitions| {
+                topics.push(TopicData {
+                    name,
+                    topic_id,
+                    partitions,
+                })
+            },
+        )?;
         r.tagged_fields()?;
         Ok(())
     }
