@@ -28,8 +28,9 @@ use sluice_log::histogram::{self, Histogram, HistogramSnapshot};
 
 use crate::{limits, Broker};
 
-/// Seconds per nanosecond, for latency histograms recorded in nanoseconds.
-const NS: f64 = 1e-9;
+/// Nanoseconds per second: latency histograms are recorded in nanoseconds and exposed in
+/// seconds (dividing, which keeps decimal bounds such as 0.001 exact).
+const NS: f64 = 1e9;
 
 /// Per-topic counters, shared by every version of the topic's registry entry.
 #[derive(Debug, Default)]
@@ -230,16 +231,17 @@ fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> fmt::Re
         .encode_gauge(&v)
 }
 
-/// Encodes one histogram sample set, the bounds scaled by `scale` (nanoseconds to seconds).
-fn histogram(m: &mut MetricEncoder, s: &HistogramSnapshot, scale: f64) -> fmt::Result {
+/// Encodes one histogram sample set, bounds and sum divided by `per_unit` (nanoseconds to
+/// seconds; 1 for sizes and counts).
+fn histogram(m: &mut MetricEncoder, s: &HistogramSnapshot, per_unit: f64) -> fmt::Result {
     let mut buckets: Vec<(f64, u64)> = s
         .bounds
         .iter()
         .zip(&s.buckets)
-        .map(|(bound, n)| (*bound as f64 * scale, *n))
+        .map(|(bound, n)| (*bound as f64 / per_unit, *n))
         .collect();
     buckets.push((f64::INFINITY, s.buckets.last().copied().unwrap_or(0)));
-    m.encode_histogram::<NoLabelSet>(s.sum as f64 * scale, s.count(), &buckets, None)
+    m.encode_histogram::<NoLabelSet>(s.sum as f64 / per_unit, s.count(), &buckets, None)
 }
 
 fn histogram_family(
@@ -247,10 +249,10 @@ fn histogram_family(
     name: &str,
     help: &str,
     s: &HistogramSnapshot,
-    scale: f64,
+    per_unit: f64,
 ) -> fmt::Result {
     let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    histogram(&mut m, s, scale)
+    histogram(&mut m, s, per_unit)
 }
 
 fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
@@ -568,6 +570,38 @@ mod tests {
         two.truncate(two.len() - 1);
         assert_eq!(batch_records(&two), 3, "a truncated batch counts nothing");
         assert_eq!(batch_records(&[]), 0);
+    }
+
+    // Goal: an atomic histogram is exposed in text format 0.0.4 with cumulative buckets in
+    // seconds, an explicit +Inf bucket equal to the count, and the sum scaled too.
+    #[test]
+    fn histogram_text_encoding() {
+        #[derive(Debug)]
+        struct One(HistogramSnapshot);
+        impl Collector for One {
+            fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+                histogram_family(&mut enc, "x_seconds", "Help.", &self.0, NS)
+            }
+        }
+        static BOUNDS: &[u64] = &[1_000_000, 500_000_000];
+        let h = Histogram::new(BOUNDS);
+        for ns in [500_000, 2_000_000, 3_000_000_000] {
+            h.observe(ns);
+        }
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(One(h.snapshot())));
+        let (text, content_type) = render(&registry, false).unwrap();
+        assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+        assert_eq!(
+            text,
+            "# HELP x_seconds Help.\n\
+             # TYPE x_seconds histogram\n\
+             x_seconds_bucket{le=\"0.001\"} 1\n\
+             x_seconds_bucket{le=\"0.5\"} 2\n\
+             x_seconds_bucket{le=\"+Inf\"} 3\n\
+             x_seconds_sum 3.0025\n\
+             x_seconds_count 3\n"
+        );
     }
 
     // Goal: every registered API has its own series, and a key we do not serve lands in
