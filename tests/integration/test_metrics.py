@@ -5,6 +5,7 @@ with real clients (confluent-kafka, raw frames from `kwire`) and scrapes it with
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -267,3 +268,19 @@ def test_bad_admin_requests_close_without_harming_kafka(sluice_factory, topic_na
             s.close()
     status, _, body = http_get(b.metrics_url + "/metrics")
     assert status == 200 and "sluice_requests_total" in body
+
+
+def test_log_format_json(sluice_factory, topic_name):
+    """Goal: `--log-format json` writes every stderr log line as one JSON object with the
+    level, target and the event's fields. Method: start with it, create a topic (which logs),
+    parse every log line of the broker's stderr."""
+    b = sluice_factory(["--log-format", "json"])
+    create_topic(b.bootstrap, topic_name)
+    time.sleep(0.2)
+    lines = [ln for ln in b.stderr_text().splitlines()
+             if ln and not ln.startswith("=====") and not ln.startswith("[stdout]")]
+    assert lines, "the broker logged nothing"
+    events = [json.loads(ln) for ln in lines]
+    assert all({"timestamp", "level", "target", "fields"} <= e.keys() for e in events)
+    created = [e for e in events if e["fields"].get("message") == "created topic"]
+    assert created and created[0]["fields"]["topic"] == topic_name
