@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import threading
 import time
@@ -209,6 +210,41 @@ def test_ready_not_found_and_openmetrics(sluice_factory):
     assert "# TYPE sluice_requests counter" in body
     text = scrape(b).text
     assert "# EOF" not in text and "# TYPE sluice_requests_total counter" in text
+
+
+def test_ready_is_503_while_shutting_down(sluice_factory, topic_name):
+    """Goal: /ready turns 503 as soon as shutdown begins, while in-flight responses drain.
+    Method: 24 MiB in one partition; a raw client asks for all of it in one fetch and does not
+    read, so the broker's drain waits on that response. SIGTERM: /ready answers 503 within
+    3 s while the broker is still up; once the client closes, the broker exits 0."""
+    b = sluice_factory(metrics=True)
+    create_topic(b.bootstrap, topic_name)
+    value = b"r" * 1_000_000
+    for _ in range(24):
+        batch = kwire.record_batch([kwire.RawRecord(value=value)])
+        assert kwire.produce_v3(b.bootstrap, topic_name, 0, batch).error_code == 0
+    host, port = b.bootstrap.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, int(port)))
+    try:
+        s.sendall(kwire.fetch_request_v4(1, topic_name, 0, 0, max_bytes=32 << 20,
+                                         partition_max_bytes=32 << 20))
+        time.sleep(0.5)
+        assert http_get(b.metrics_url + "/ready")[0] == 200
+        b._expected_exit = True
+        b.proc.send_signal(signal.SIGTERM)
+        statuses, deadline = [], time.monotonic() + 3
+        while time.monotonic() < deadline:
+            statuses.append(http_get(b.metrics_url + "/ready")[0])
+            if statuses[-1] == 503:
+                break
+            time.sleep(0.05)
+        assert statuses[-1] == 503, statuses
+        assert b.alive(), "the broker is still draining"
+    finally:
+        s.close()
+    assert b.proc.wait(timeout=15) == 0
 
 
 def test_admin_listener_off_by_default_and_a_broker_setting(sluice_factory):
