@@ -23,6 +23,8 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = REPO_ROOT / "target" / "release" / "sluice"
 LISTEN_RE = re.compile(r"^sluice listening on (\S+):(\d+)\s*$")
+# Printed after the listening line when `--metrics-listen` is given (the admin listener).
+METRICS_LISTEN_RE = re.compile(r"^sluice metrics listening on (\S+):(\d+)\s*$")
 # A stand-in broker (tests/integration/java/reference/kafka_as_sluice.py) needs longer.
 STARTUP_TIMEOUT_S = float(os.environ.get("SLUICE_STARTUP_TIMEOUT_S", "10"))
 STOP_TIMEOUT_S = 10.0
@@ -50,6 +52,8 @@ class SluiceBroker:
         self.log_path = workdir / f"{name}-stderr.log"
         self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen | None = None
+        # `http://host:port` of the admin listener when started with `--metrics-listen`.
+        self.metrics_url: str | None = None
         self.host = "127.0.0.1"
         self.port: int | None = None
         self._stdout_lines: queue.Queue = queue.Queue()
@@ -132,9 +136,29 @@ class SluiceBroker:
                 if requested_port and port != requested_port:
                     self._abort_start(f"asked for port {requested_port}, broker printed {line!r}")
                 self.host, self.port = host, port
+                if any(a == "--metrics-listen" or a.startswith("metrics.listen=") for a in self.extra_args):
+                    self._await_metrics_line(deadline)
                 return
             # Any other stdout line before the listening line breaks the contract.
             self._abort_start(f"unexpected stdout line before the listening line: {line!r}")
+
+    def _await_metrics_line(self, deadline: float) -> None:
+        """Reads the admin listener's line, which follows the listening line."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._abort_start("no 'sluice metrics listening on' line after the listening line")
+            try:
+                line = self._stdout_lines.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                continue
+            if line is None:
+                self._abort_start("broker closed stdout before the metrics line")
+            m = METRICS_LISTEN_RE.match(line.strip())
+            if not m:
+                self._abort_start(f"unexpected stdout line instead of the metrics line: {line!r}")
+            self.metrics_url = f"http://{m.group(1)}:{int(m.group(2))}"
+            return
 
     def _abort_start(self, why: str) -> None:
         if self.alive():
@@ -208,13 +232,18 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture
 def sluice_factory(request, tmp_path):
-    """Returns start(extra_args=None, name=None, port=None) -> SluiceBroker; each call is a
-    separate broker with its own data dir. All are killed at teardown."""
+    """Returns start(extra_args=None, name=None, port=None, metrics=False) -> SluiceBroker; each
+    call is a separate broker with its own data dir (`metrics=True` adds the admin listener on
+    an ephemeral port, at `b.metrics_url`). All are killed at teardown."""
     brokers: list[SluiceBroker] = []
     request.node._sluice_brokers = brokers
 
-    def start(extra_args: list[str] | None = None, name: str | None = None, port: int | None = None) -> SluiceBroker:
+    def start(extra_args: list[str] | None = None, name: str | None = None, port: int | None = None,
+              metrics: bool = False) -> SluiceBroker:
         name = name or f"broker{len(brokers)}"
+        if metrics:
+            # The admin listener on an ephemeral port; its URL is then `b.metrics_url`.
+            extra_args = [*(extra_args or []), "--metrics-listen", "127.0.0.1:0"]
         b = SluiceBroker(tmp_path / name, extra_args, name=name)
         b.port = port  # None: an ephemeral port
         brokers.append(b)

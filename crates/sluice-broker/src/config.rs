@@ -77,6 +77,9 @@ pub struct BrokerConfig {
     pub listener_name: Option<String>,
     /// `listener.security.protocol.map`: listener name to security protocol.
     pub listener_security_protocol_map: BTreeMap<String, String>,
+    /// `metrics.listen`: `host:port` of the admin listener (`/metrics`, `/ready`); off
+    /// when unset. Port 0 picks a free port.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for BrokerConfig {
@@ -102,6 +105,7 @@ impl Default for BrokerConfig {
             producer_id_expiration_ms: 86_400_000,
             listener_name: None,
             listener_security_protocol_map: BTreeMap::new(),
+            metrics_listen: None,
         }
     }
 }
@@ -196,6 +200,9 @@ impl BrokerConfig {
             }
             "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse(key, v)?,
+            "metrics.listen" => {
+                self.metrics_listen = Some(strip_listener_scheme(v)).filter(|a| !a.is_empty())
+            }
             _ => return Ok(false),
         }
         self.explicit.insert(key.to_string(), v.to_string());

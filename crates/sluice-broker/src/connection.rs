@@ -77,6 +77,7 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
             write_within: Duration::from_millis(broker.config.connections_max_idle_ms),
         },
         rx,
+        broker.clone(),
         abort_rx,
         owed.clone(),
         calls.clone(),
@@ -327,10 +328,17 @@ impl Reader<'_> {
             self.buf = chunk;
         }
         self.frame_deadline = None;
+        let arrived = Instant::now();
+        // The header's first field; a frame too short for it is recorded as unknown.
+        let api_key = body
+            .get(..2)
+            .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
         let (work, keep_going) = start_request(self.broker, body, self.peer, &self.calls).await;
         Some(InFlight {
             work,
             keep_going,
+            api_key,
+            arrived,
             _memory: charge,
             _overdraft: overdraft,
         })
@@ -413,6 +421,10 @@ impl Work {
 struct InFlight {
     work: Work,
     keep_going: bool,
+    /// For the per-API metrics, recorded once its response is written.
+    api_key: i16,
+    /// When its frame was complete.
+    arrived: Instant,
     _memory: Reservation,
     _overdraft: Option<Overdraft>,
 }
@@ -482,6 +494,8 @@ async fn bounded<T>(
 async fn write_loop(
     mut wr: Writer,
     mut rx: mpsc::Receiver<InFlight>,
+    // The broker whose metrics the writer records.
+    broker: Arc<Broker>,
     mut abort: watch::Receiver<bool>,
     owed: Arc<AtomicUsize>,
     calls: Calls,
@@ -526,6 +540,17 @@ async fn write_loop(
                 write_reply(&mut wr, reply).await
             }
         };
+        // Recorded once per request, here: latency to the response's last byte, and an
+        // error when the connection closes instead or a partition answered with one.
+        let failed = !written
+            || match &item.work {
+                Work::Produce(call) => call.has_partition_error(),
+                Work::Fetch(call) => call.has_partition_error(),
+                Work::Task(_) | Work::Ready(_) => false,
+            };
+        broker
+            .metrics
+            .request_done(item.api_key, item.arrived.elapsed(), failed);
         // The response (and with it the request's charge) is released here.
         let InFlight { work, .. } = item;
         match work {

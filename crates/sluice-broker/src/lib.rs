@@ -18,6 +18,8 @@
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
+//! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
+//!   optional admin listener (`metrics.listen`) serving `/metrics` and `/ready`.
 //! - `response_chunks`: responses as chunks (own framing plus shared record bytes) written
 //!   with vectored writes, so fetched records are never copied after the log read.
 //!
@@ -25,6 +27,7 @@
 //! tokio's blocking pool (admin changes, metadata writes), never on the async workers; no
 //! lock is held across an `.await`.
 
+mod admin;
 pub mod config;
 mod config_security;
 mod connection;
@@ -33,6 +36,7 @@ pub mod groups;
 mod handlers;
 pub mod limits;
 pub mod memory;
+pub mod metrics;
 pub mod producer_ids;
 pub mod record_validation;
 mod response_chunks;
@@ -66,6 +70,8 @@ pub struct Broker {
     pub request_memory: memory::RequestMemory,
     /// The threads that read fetches from the journal files.
     pub(crate) fetch_readers: handlers::fetch::FetchReaders,
+    /// Counters for the admin listener's `/metrics` (recorded whether or not it is on).
+    pub metrics: metrics::Metrics,
 }
 
 impl Broker {

@@ -149,3 +149,22 @@ pub const OFFSETS_COMPACT_RECORDS_MIN: u64 = 50_000;
 pub const GROUP_WRITE_JOBS_PER_ROUND_MAX: usize = 1024;
 /// The group timer re-checks deadlines at least this often.
 pub const GROUP_TIMER_INTERVAL_MS_MAX: i64 = 1_000;
+
+// ---- admin listener and metrics (see `admin`, `metrics`) ----
+
+/// Admin (metrics, readiness) connections served at once; more are closed at accept. A
+/// scraper and a probe or two need no more, and the Kafka listener never competes with more.
+pub const ADMIN_CONNECTIONS_MAX: usize = 4;
+/// Largest admin request head (request line and headers); larger ones get 431 and a close.
+pub const ADMIN_REQUEST_BYTES_MAX: usize = 8 * 1024;
+/// An admin request head must arrive within this, or the connection is closed.
+pub const ADMIN_READ_TIMEOUT_MS: u64 = 5_000;
+/// An admin response must be written within this, or the connection is closed.
+pub const ADMIN_WRITE_TIMEOUT_MS: u64 = 10_000;
+/// Series per scrape for each per-group family (`sluice_group_members`, and
+/// `sluice_group_lag` across all groups); beyond it series are left out and
+/// `sluice_group_series_truncated` is 1. Bounds the scrape's size and its time under the
+/// coordinator's lock (taken once per group).
+pub const METRICS_GROUP_SERIES_MAX: usize = 10_000;
+
+const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");

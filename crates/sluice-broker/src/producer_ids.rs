@@ -7,7 +7,7 @@
 //! made up. It may also accept the unused rest of a block, never an id above it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use sluice_coordinator::{ProducerId, ProducerIdAllocator};
@@ -24,6 +24,8 @@ pub struct ProducerIds {
     issued_end: AtomicI64,
     /// Serializes block writes (blocking threads only).
     write: std::sync::Mutex<()>,
+    /// Ids handed out since start (for metrics).
+    issued_total: AtomicU64,
 }
 
 impl ProducerIds {
@@ -46,11 +48,23 @@ impl ProducerIds {
             meta_dir,
             issued_end: AtomicI64::new(block_end.max(0)),
             write: std::sync::Mutex::new(()),
+            issued_total: AtomicU64::new(0),
         })
     }
 
     /// The next producer id, reserving (durably) a new block when needed. Blocking.
     pub fn next(&self) -> std::io::Result<ProducerId> {
+        let id = self.next_id()?;
+        self.issued_total.fetch_add(1, Ordering::Relaxed);
+        Ok(id)
+    }
+
+    /// Producer ids handed out since start.
+    pub fn issued_total(&self) -> u64 {
+        self.issued_total.load(Ordering::Relaxed)
+    }
+
+    fn next_id(&self) -> std::io::Result<ProducerId> {
         loop {
             if let Some(id) = self.allocator.lock().next_id() {
                 return Ok(id);

@@ -25,6 +25,8 @@ use crate::{connection, limits, Broker};
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// The admin listener (`metrics.listen`), when configured.
+    admin: Option<TcpListener>,
     broker: Arc<Broker>,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -124,6 +126,12 @@ impl Server {
         .map_err(|e| std::io::Error::other(e.to_string()))??;
         let (log, topics, groups, producer_ids, report) = opened;
         let listener = TcpListener::bind(&config.listen).await?;
+        let admin = match &config.metrics_listen {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("metrics.listen {addr}: {e}"))
+            })?),
+            None => None,
+        };
         let local = listener.local_addr()?;
         let (advertised_host, advertised_port) = advertised(&config, local)?;
         tracing::info!(
@@ -139,6 +147,7 @@ impl Server {
         let broker = Arc::new(Broker {
             request_memory,
             fetch_readers,
+            metrics: crate::metrics::Metrics::new(),
             config,
             log,
             topics,
@@ -151,6 +160,7 @@ impl Server {
         broker.groups.start(broker.shutdown.clone());
         Ok(Server {
             listener,
+            admin,
             broker,
             shutdown_tx,
         })
@@ -158,6 +168,11 @@ impl Server {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The admin listener's address (`metrics.listen`), if it is on.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn broker(&self) -> &Arc<Broker> {
@@ -168,9 +183,13 @@ impl Server {
     pub async fn run(self, signal: impl Future<Output = ()>) -> Result<(), StartError> {
         let Server {
             listener,
+            admin,
             broker,
             shutdown_tx,
         } = self;
+        // Ready from here on: the Kafka listener accepts below, and /ready says so until
+        // shutdown begins.
+        let admin = admin.map(|l| tokio::spawn(crate::admin::serve(l, broker.clone())));
         let slots = Arc::new(Semaphore::new(broker.config.max_connections));
         let per_ip: PerIp = Arc::new(Mutex::new(HashMap::new()));
         // Every connection holds a clone of `alive_tx`; when all are dropped, `alive_rx`
@@ -195,7 +214,9 @@ impl Server {
                         let broker = broker.clone();
                         let alive = alive_tx.clone();
                         tokio::spawn(async move {
+                            let open = crate::metrics::OpenConnection::new(broker.clone());
                             connection::serve(broker, stream, peer).await;
+                            drop(open);
                             drop(per_ip);
                             drop(permit);
                             drop(alive);
@@ -225,6 +246,9 @@ impl Server {
         let result = tokio::task::spawn_blocking(move || log.shutdown())
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))?;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
         match result {
             Ok(()) => tracing::info!("shutdown complete: log synced"),
             Err(e) => {

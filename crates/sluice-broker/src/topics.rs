@@ -25,6 +25,7 @@ use sluice_log::{LogError, LogManager, PartitionKey, TopicId};
 use uuid::Uuid;
 
 use crate::config::BrokerConfig;
+use crate::metrics::TopicStats;
 use crate::{error_code, limits, topic_config};
 
 /// One topic as the broker sees it. Immutable: changes publish a new `Arc<Topic>`.
@@ -36,6 +37,8 @@ pub struct Topic {
     pub partitions: Vec<PartitionKey>,
     /// Explicitly set topic configs (overrides of the broker defaults).
     pub configs: BTreeMap<String, String>,
+    /// Produce and fetch counters, kept across republished versions of the topic.
+    pub stats: Arc<TopicStats>,
 }
 
 impl Topic {
@@ -132,7 +135,13 @@ fn key(name: &Arc<str>, id: Uuid, partition: i32) -> PartitionKey {
     }
 }
 
-fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, String>) -> Topic {
+fn build_topic(
+    name: &str,
+    id: Uuid,
+    partitions: i32,
+    configs: BTreeMap<String, String>,
+    stats: Arc<TopicStats>,
+) -> Topic {
     let name: Arc<str> = Arc::from(name);
     let partitions = (0..partitions).map(|p| key(&name, id, p)).collect();
     Topic {
@@ -140,6 +149,7 @@ fn build_topic(name: &str, id: Uuid, partitions: i32, configs: BTreeMap<String, 
         id,
         partitions,
         configs,
+        stats,
     }
 }
 
@@ -210,7 +220,13 @@ impl TopicRegistry {
         };
         let mut maps = Maps::default();
         for t in meta.topics {
-            let topic = Arc::new(build_topic(&t.name, t.id, t.partitions, t.configs));
+            let topic = Arc::new(build_topic(
+                &t.name,
+                t.id,
+                t.partitions,
+                t.configs,
+                Arc::default(),
+            ));
             reconcile_topic(&topic, log, recovered, broker);
             maps.by_id.insert(topic.id, topic.clone());
             maps.by_name.insert(topic.name.clone(), topic);
@@ -327,7 +343,13 @@ impl TopicRegistry {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         self.check_create(name, partitions, &configs)?;
         check_file_budget(log, partitions)?;
-        let topic = Arc::new(build_topic(name, Uuid::new_v4(), partitions, configs));
+        let topic = Arc::new(build_topic(
+            name,
+            Uuid::new_v4(),
+            partitions,
+            configs,
+            Arc::default(),
+        ));
         let lc = topic_config::log_config(&topic.configs, broker);
         for k in &topic.partitions {
             if let Err(e) = log.create_partition(k.clone(), lc.clone()) {
@@ -405,7 +427,13 @@ impl TopicRegistry {
         if validate_only {
             return Ok(());
         }
-        let next_topic = Arc::new(build_topic(name, topic.id, count, topic.configs.clone()));
+        let next_topic = Arc::new(build_topic(
+            name,
+            topic.id,
+            count,
+            topic.configs.clone(),
+            topic.stats.clone(),
+        ));
         let lc = topic_config::log_config(&topic.configs, broker);
         for k in &next_topic.partitions[current as usize..] {
             log.create_partition(k.clone(), lc.clone())
@@ -436,6 +464,7 @@ impl TopicRegistry {
             topic.id,
             topic.partitions.len() as i32,
             configs,
+            topic.stats.clone(),
         ));
         self.replace(next_topic.clone())?;
         let lc = topic_config::log_config(&next_topic.configs, broker);

@@ -40,6 +40,7 @@ use std::io::{self, IoSlice};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -340,11 +341,15 @@ impl Committer {
         slices.clear();
         self.slices = recycle_slices(slices);
         let position = written.map_err(|e| ("journal write", e))?;
-        if sync {
-            self.journal.sync().map_err(|e| ("journal sync", e))?;
-        }
         let stats = &self.engine.stats;
+        if sync {
+            let started = Instant::now();
+            self.journal.sync().map_err(|e| ("journal sync", e))?;
+            let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            stats.journal_sync_ns.observe(ns);
+        }
         Stats::add(&stats.journal_bytes, self.round_len);
+        stats.round_bytes.observe(self.round_len);
         if sync {
             Stats::add(&stats.journal_syncs, 1);
         }
@@ -704,6 +709,7 @@ impl Committer {
         let stats = &self.engine.stats;
         Stats::add(&stats.commit_rounds, 1);
         Stats::add(&stats.append_requests, self.round.len() as u64);
+        stats.round_requests.observe(self.round.len() as u64);
         for pending in self.round.drain(..) {
             let outcome = pending.outcome.unwrap_or(Err(LogError::Poisoned));
             pending.request.reply.send(outcome);

@@ -23,8 +23,9 @@ use crate::checkpoint::{self, Checkpoint, PartitionCheckpoint, ProducerStatePoin
 use crate::config::{LogConfig, LogManagerConfig};
 use crate::error::LogError;
 use crate::fs::{self, Fs};
+use crate::histogram::{self, Histogram};
 use crate::journal::{FreePool, JournalFiles, JournalPosition};
-use crate::manager::LogStats;
+use crate::manager::{CommitHistograms, LogStats};
 use crate::metadata::{self, PartitionMetadata};
 use crate::partition::Partition;
 use crate::segment::Segment;
@@ -107,8 +108,9 @@ impl Signal {
     }
 }
 
-/// Monotonic counters behind [`LogStats`].
-#[derive(Debug, Default)]
+/// Monotonic counters behind [`LogStats`], and the committer's histograms (atomics only:
+/// recording takes no lock and allocates nothing).
+#[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) journal_syncs: AtomicU64,
     pub(crate) journal_bytes: AtomicU64,
@@ -117,9 +119,40 @@ pub(crate) struct Stats {
     pub(crate) segment_syncs: AtomicU64,
     pub(crate) append_requests: AtomicU64,
     pub(crate) batches_appended: AtomicU64,
+    /// Journal bytes written per commit round (padding included).
+    pub(crate) round_bytes: Histogram,
+    /// Append requests answered per commit round.
+    pub(crate) round_requests: Histogram,
+    /// Duration of each journal `fdatasync`, in nanoseconds.
+    pub(crate) journal_sync_ns: Histogram,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            journal_syncs: AtomicU64::default(),
+            journal_bytes: AtomicU64::default(),
+            commit_rounds: AtomicU64::default(),
+            checkpoints: AtomicU64::default(),
+            segment_syncs: AtomicU64::default(),
+            append_requests: AtomicU64::default(),
+            batches_appended: AtomicU64::default(),
+            round_bytes: Histogram::new(histogram::SIZE_BOUNDS_BYTES),
+            round_requests: Histogram::new(histogram::COUNT_BOUNDS),
+            journal_sync_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
+        }
+    }
 }
 
 impl Stats {
+    pub(crate) fn histograms(&self) -> CommitHistograms {
+        CommitHistograms {
+            round_bytes: self.round_bytes.snapshot(),
+            round_requests: self.round_requests.snapshot(),
+            journal_sync_ns: self.journal_sync_ns.snapshot(),
+        }
+    }
+
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }

@@ -16,6 +16,8 @@
 //! # Layout
 //! - [`batch`]: zero-copy view of a v2 record batch header, CRC-32C validation.
 //! - [`fs`]: the small file-system trait all I/O goes through, so tests can inject faults.
+//! - [`histogram`]: fixed-bucket histograms recorded with atomics only (commit rounds,
+//!   journal sync latency), read through [`LogManager::commit_histograms`].
 //! - `sim_fs`: an in-memory [`fs::Fs`] that keeps written and synced bytes apart and can
 //!   crash, for the seeded crash-model test (`tests/model.rs`).
 //! - [`config`]: per-partition [`LogConfig`] and process-wide [`LogManagerConfig`].
@@ -38,6 +40,7 @@ mod engine;
 pub mod error;
 mod extents;
 pub mod fs;
+pub mod histogram;
 mod index;
 mod journal;
 mod manager;
@@ -58,8 +61,8 @@ pub use completion::AppendGroup;
 pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{
-    AppendInfo, AppendWaiter, CommitListener, LogManager, LogStats, PartitionOffsets, ReadResult,
-    RecoveryReport,
+    AppendInfo, AppendWaiter, CommitHistograms, CommitListener, LogManager, LogStats,
+    PartitionOffsets, ReadResult, RecoveryReport,
 };
 pub use record_slices::{FileRange, RangesResult, RecordSlice};
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

@@ -533,6 +533,12 @@ impl LogManager {
         self.engine().stats()
     }
 
+    /// The group commit's histograms (round sizes, journal sync latency), for metrics.
+    /// Allocates a snapshot; call it at scrape time, not per request.
+    pub fn commit_histograms(&self) -> CommitHistograms {
+        self.engine().stats.histograms()
+    }
+
     /// Stops accepting appends, completes queued ones, syncs, writes a final checkpoint and
     /// joins the threads. Blocking.
     pub fn shutdown(&self) -> Result<(), LogError> {
@@ -565,4 +571,15 @@ pub struct LogStats {
     pub append_requests: u64,
     /// Record batches written to segments.
     pub batches_appended: u64,
+}
+
+/// The group commit's histograms since open (see [`crate::histogram`]).
+#[derive(Debug, Clone)]
+pub struct CommitHistograms {
+    /// Journal bytes written per round (padding included), in bytes.
+    pub round_bytes: crate::histogram::HistogramSnapshot,
+    /// Append requests answered per round.
+    pub round_requests: crate::histogram::HistogramSnapshot,
+    /// Each journal `fdatasync`, in nanoseconds (none with `sluice.fsync=never`).
+    pub journal_sync_ns: crate::histogram::HistogramSnapshot,
 }

@@ -20,8 +20,18 @@ static ALLOC: GuardedAlloc = GuardedAlloc;
     about = "A durable single-node Kafka-compatible broker"
 )]
 struct Cli {
+    /// Log line format on stderr: text, or json (one JSON object per line). Filters come
+    /// from SLUICE_LOG (e.g. `info`, `sluice_broker=debug,info`).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 // Parsed once at start; the size difference between the variants costs nothing.
@@ -84,6 +94,10 @@ struct ServeArgs {
     /// Request bytes buffered across all connections. Config key: queued.max.request.bytes.
     #[arg(long)]
     queued_max_request_bytes: Option<usize>,
+    /// host:port of the admin listener serving Prometheus /metrics and /ready (off when not
+    /// given; port 0 picks a free port). Config key: metrics.listen.
+    #[arg(long)]
+    metrics_listen: Option<String>,
     /// A server.properties-style file; flags given on the command line win over it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -161,24 +175,34 @@ impl ServeArgs {
             "socket.request.max.bytes",
             self.max_request_bytes.map(|v| v.to_string()),
         )?;
+        set("metrics.listen", s(&self.metrics_listen))?;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format);
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => sluice_bench::run(args),
+    }
+}
+
+/// Logs go to stderr, filtered by `SLUICE_LOG` (tracing's EnvFilter syntax; default
+/// `info`), as text or as one JSON object per line.
+fn init_logging(format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().init(),
     }
 }
 
@@ -227,6 +251,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             // The one line on stdout: scripts and tests wait for it to know the port.
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "sluice listening on {addr}");
+            // The admin listener's line comes after, so the first line stays the contract.
+            if let Some(admin) = server.admin_addr() {
+                let _ = writeln!(out, "sluice metrics listening on {admin}");
+            }
             let _ = out.flush();
         }
         match server.run(shutdown).await {

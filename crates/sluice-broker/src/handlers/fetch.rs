@@ -53,6 +53,7 @@ pub(crate) use read::FetchReaders;
 
 use super::Ctx;
 use crate::memory::{self, Reservation};
+use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
 use crate::{error_code, limits, Broker};
 
@@ -135,6 +136,8 @@ pub(crate) struct FetchCall {
     stage: Stage,
     decoded: decode::Decoded,
     topics: Vec<TopicEntry>,
+    /// Each entry of `topics`' counters (None: unknown topic), for the per-topic metrics.
+    topic_stats: Vec<Option<Arc<TopicStats>>>,
     /// Each distinct partition's index in the job's `parts` (duplicates are fetched once).
     seen: HashMap<(Uuid, StrBytes, i32), usize>,
     job: Arc<read::ReadJob>,
@@ -258,6 +261,7 @@ impl FetchCall {
             if moved {
                 continue;
             }
+            let _parked = broker.metrics.park_fetch();
             tokio::select! {
                 () = self.listener.wait() => {}
                 _ = changes.changed() => {}
@@ -378,7 +382,7 @@ impl FetchCall {
             // session error answers with none).
             let n = parts.len().min(results.len());
             let results = &mut results[..n];
-            encode::encode(
+            let encoded = encode::encode(
                 &mut self.frame,
                 ctx.version,
                 ctx.correlation_id,
@@ -386,7 +390,11 @@ impl FetchCall {
                 &self.topics,
                 parts,
                 results,
-            )
+            );
+            if encoded.is_ok() {
+                count_fetched(&self.topics, &self.topic_stats, results);
+            }
+            encoded
         };
         match encoded {
             Ok(()) => {
@@ -415,8 +423,19 @@ impl FetchCall {
             ..encode::Top::default()
         };
         self.topics.clear();
+        self.topic_stats.clear();
         self.job.state.lock().parts.clear();
         self.respond(ctx, top, None)
+    }
+
+    /// Whether a partition of the last response carries an error code (for metrics).
+    pub(crate) fn has_partition_error(&self) -> bool {
+        self.job
+            .state
+            .lock()
+            .results
+            .iter()
+            .any(|r| r.error_code != error_code::NONE)
     }
 
     /// True when some partition has bytes to read or an error to report (checked with
@@ -442,6 +461,7 @@ impl FetchCall {
         let parts = &mut state.parts;
         parts.clear();
         self.topics.clear();
+        self.topic_stats.clear();
         self.seen.clear();
         for t in &self.decoded.topics {
             let topic = match by_id {
@@ -487,6 +507,8 @@ impl FetchCall {
                 topic_id: t.topic_id,
                 parts: first..parts.len(),
             });
+            self.topic_stats
+                .push(topic.as_ref().map(|tp| tp.stats.clone()));
         }
         debug_assert_eq!(
             parts.len(),
@@ -506,9 +528,11 @@ impl FetchCall {
         self.frame.clear();
         self.decoded.clear();
         self.topics.clear();
+        self.topic_stats.clear();
         self.seen.clear();
         if self.topics.capacity() > ENTRIES_KEPT_MAX {
             self.topics = Vec::new();
+            self.topic_stats = Vec::new();
         }
         if self.seen.capacity() > ENTRIES_KEPT_MAX {
             self.seen = HashMap::new();
@@ -530,6 +554,17 @@ impl Drop for FetchCall {
     fn drop(&mut self) {
         if let Some(ctx) = self.ctx.take() {
             self.unlisten(&ctx.broker.log);
+        }
+    }
+}
+
+/// Adds each topic's record bytes in the response to its fetch counter.
+fn count_fetched(topics: &[TopicEntry], stats: &[Option<Arc<TopicStats>>], results: &[PartResult]) {
+    debug_assert_eq!(topics.len(), stats.len(), "one stats entry per topic entry");
+    for (t, s) in topics.iter().zip(stats) {
+        if let Some(s) = s {
+            let bytes: usize = results[t.parts.clone()].iter().map(|r| r.records_len).sum();
+            TopicStats::add(&s.fetch_bytes, bytes as u64);
         }
     }
 }

@@ -35,6 +35,7 @@ use sluice_log::{AppendGroup, AppendInfo, LogError, PartitionKey};
 use sluice_protocol::codec;
 
 use super::{str_bytes, Ctx, Reply};
+use crate::metrics::{self, TopicStats};
 use crate::{error_code, limits, record_validation, Broker};
 
 /// One produce request from decode to response; reused (see the module comment).
@@ -85,6 +86,15 @@ impl ProduceCall {
                 None
             }
         }
+    }
+
+    /// Whether a partition of the last response carries an error code (for metrics).
+    pub(crate) fn has_partition_error(&self) -> bool {
+        self.resp
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .any(|p| p.error_code != error_code::NONE)
     }
 
     /// Drops every reference into the request's frame (names, records) and the error
@@ -210,7 +220,17 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 (true, Some(key)) => match &p.records {
                     None => Some((error_code::CORRUPT_MESSAGE, Some("no records".into()))),
                     Some(records) => {
-                        append(&ctx.broker, request, key, records.clone(), group, slot).await
+                        let stats = topic.as_ref().map(|tp| &*tp.stats);
+                        append(
+                            &ctx.broker,
+                            request,
+                            key,
+                            records.clone(),
+                            group,
+                            slot,
+                            stats,
+                        )
+                        .await
                     }
                 },
             };
@@ -262,6 +282,7 @@ async fn append(
     records: Bytes,
     group: &AppendGroup,
     slot: usize,
+    stats: Option<&TopicStats>,
 ) -> Option<(i16, Option<String>)> {
     let validated =
         record_validation::validate_produce(&broker.producer_ids, request, &records).await;
@@ -269,8 +290,15 @@ async fn append(
         tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
         return Some((refusal.error_code, Some(refusal.message)));
     }
+    let (bytes, count) = (records.len() as u64, metrics::batch_records(&records));
     match broker.log.append_in_group(key, records, group, slot).await {
-        Ok(()) => None,
+        Ok(()) => {
+            if let Some(stats) = stats {
+                TopicStats::add(&stats.produce_bytes, bytes);
+                TopicStats::add(&stats.produce_records, count);
+            }
+            None
+        }
         Err(e) => Some((error_code::from_log(&e), Some(e.to_string()))),
     }
 }

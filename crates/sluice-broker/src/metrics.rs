@@ -1,0 +1,622 @@
+//! The broker's metrics: counters recorded on the request paths, and the one collector that
+//! turns them (and the state read at scrape time) into Prometheus families for the admin
+//! listener (`admin`). `docs/operations.md` lists every family.
+//!
+//! Recording is atomics only: no lock, no allocation, nothing that can fail. The per-API
+//! series are created once at start for every API in the registry (plus one `unknown` for
+//! frames whose key we do not serve), and a request is recorded once, by the connection's
+//! writer, when its response has been written (or the connection closed instead). Per-topic
+//! counters live in the topic's [`TopicStats`], created with the topic and carried over
+//! when the topic is republished, so they are bounded by the partition limits.
+//!
+//! Everything else is read when scraped: the log's counters and histograms, connections,
+//! the request-memory budget, groups, members and committed-offset lag (high watermark minus
+//! committed offset). The group series are capped at
+//! [`limits::METRICS_GROUP_SERIES_MAX`] each; past the cap, `sluice_group_series_truncated`
+//! is 1. Scrapes run on the blocking pool, never on the network workers.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use sluice_log::histogram::{self, Histogram, HistogramSnapshot};
+
+use crate::{limits, Broker};
+
+/// Nanoseconds per second: latency histograms are recorded in nanoseconds and exposed in
+/// seconds (dividing, which keeps decimal bounds such as 0.001 exact).
+const NS: f64 = 1e9;
+
+/// Per-topic counters, shared by every version of the topic's registry entry.
+#[derive(Debug, Default)]
+pub struct TopicStats {
+    /// Record batch bytes accepted into the log (Kafka's BytesInPerSec).
+    pub produce_bytes: AtomicU64,
+    /// Records accepted, from the batch headers (Kafka's MessagesInPerSec).
+    pub produce_records: AtomicU64,
+    /// Record bytes sent in fetch responses (Kafka's BytesOutPerSec).
+    pub fetch_bytes: AtomicU64,
+}
+
+impl TopicStats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// One API's series.
+#[derive(Debug)]
+struct ApiSeries {
+    name: String,
+    requests: AtomicU64,
+    errors: AtomicU64,
+    latency_ns: Histogram,
+}
+
+impl ApiSeries {
+    fn new(name: String) -> Self {
+        Self {
+            name,
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            latency_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
+        }
+    }
+}
+
+/// The broker's own counters (the log and the coordinator keep theirs).
+#[derive(Debug)]
+pub struct Metrics {
+    /// One entry per registered API, then `unknown` last.
+    apis: Box<[ApiSeries]>,
+    /// API key to its index in `apis`; keys outside the registry map to `unknown`.
+    by_key: Box<[usize]>,
+    /// Client connections being served.
+    pub(crate) connections_open: AtomicUsize,
+    /// Fetches waiting for data (long polls).
+    pub(crate) fetch_long_polls_parked: AtomicUsize,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registered = sluice_protocol::registry::SUPPORTED;
+        let mut apis: Vec<ApiSeries> = registered
+            .iter()
+            .map(|a| ApiSeries::new(format!("{:?}", a.key)))
+            .collect();
+        apis.push(ApiSeries::new("unknown".into()));
+        let unknown = apis.len() - 1;
+        let max_key = registered.iter().map(|a| a.key as i16).max().unwrap_or(0);
+        let mut by_key = vec![unknown; max_key as usize + 1];
+        for (i, a) in registered.iter().enumerate() {
+            by_key[a.key as i16 as usize] = i;
+        }
+        Self {
+            apis: apis.into_boxed_slice(),
+            by_key: by_key.into_boxed_slice(),
+            connections_open: AtomicUsize::new(0),
+            fetch_long_polls_parked: AtomicUsize::new(0),
+        }
+    }
+
+    fn api(&self, api_key: i16) -> &ApiSeries {
+        let i = usize::try_from(api_key)
+            .ok()
+            .and_then(|k| self.by_key.get(k).copied())
+            .unwrap_or(self.apis.len() - 1);
+        &self.apis[i]
+    }
+
+    /// Records one request whose response was written (or that closed the connection
+    /// instead: `error`). `elapsed` runs from the frame's last byte to the response's.
+    pub(crate) fn request_done(&self, api_key: i16, elapsed: Duration, error: bool) {
+        let api = self.api(api_key);
+        api.requests.fetch_add(1, Ordering::Relaxed);
+        if error {
+            api.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        api.latency_ns.observe(ns);
+    }
+
+    /// Counts a parked fetch until the guard is dropped (also when its connection goes).
+    pub(crate) fn park_fetch(&self) -> ParkedFetch<'_> {
+        self.fetch_long_polls_parked.fetch_add(1, Ordering::Relaxed);
+        ParkedFetch(self)
+    }
+}
+
+/// A fetch long poll in progress (see [`Metrics::park_fetch`]).
+#[derive(Debug)]
+pub(crate) struct ParkedFetch<'a>(&'a Metrics);
+
+impl Drop for ParkedFetch<'_> {
+    fn drop(&mut self) {
+        self.0
+            .fetch_long_polls_parked
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A client connection being served, counted until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenConnection(Arc<Broker>);
+
+impl OpenConnection {
+    pub(crate) fn new(broker: Arc<Broker>) -> Self {
+        broker
+            .metrics
+            .connections_open
+            .fetch_add(1, Ordering::Relaxed);
+        Self(broker)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A registry whose one collector reads `broker` at each scrape.
+pub fn registry(broker: Arc<Broker>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(BrokerCollector(broker)));
+    registry
+}
+
+/// Encodes `registry`: the OpenMetrics text format when asked for, else Prometheus text
+/// format 0.0.4. Returns the body and its content type.
+pub fn render(
+    registry: &Registry,
+    openmetrics: bool,
+) -> Result<(String, &'static str), fmt::Error> {
+    let mut out = String::new();
+    if openmetrics {
+        prometheus_client::encoding::text::encode(&mut out, registry)?;
+        Ok((
+            out,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ))
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?;
+        Ok((
+            out,
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        ))
+    }
+}
+
+#[derive(Debug)]
+struct BrokerCollector(Arc<Broker>);
+
+impl Collector for BrokerCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let b = &*self.0;
+        encode_requests(b, &mut enc)?;
+        encode_topics(b, &mut enc)?;
+        encode_log(b, &mut enc)?;
+        encode_network(b, &mut enc)?;
+        encode_groups(b, &mut enc)?;
+        counter(
+            &mut enc,
+            "sluice_producer_ids_issued",
+            "Producer ids handed out by InitProducerId since start.",
+            b.producer_ids.issued_total(),
+        )
+    }
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+/// Encodes one histogram sample set, bounds and sum divided by `per_unit` (nanoseconds to
+/// seconds; 1 for sizes and counts).
+fn histogram(m: &mut MetricEncoder, s: &HistogramSnapshot, per_unit: f64) -> fmt::Result {
+    let mut buckets: Vec<(f64, u64)> = s
+        .bounds
+        .iter()
+        .zip(&s.buckets)
+        .map(|(bound, n)| (*bound as f64 / per_unit, *n))
+        .collect();
+    buckets.push((f64::INFINITY, s.buckets.last().copied().unwrap_or(0)));
+    m.encode_histogram::<NoLabelSet>(s.sum as f64 / per_unit, s.count(), &buckets, None)
+}
+
+fn histogram_family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    s: &HistogramSnapshot,
+    per_unit: f64,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    histogram(&mut m, s, per_unit)
+}
+
+fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let apis = &b.metrics.apis;
+    let mut m = enc.encode_descriptor(
+        "sluice_requests",
+        "Requests answered (or closed instead), by API.",
+        None,
+        MetricType::Counter,
+    )?;
+    for a in apis.iter() {
+        let v = a.requests.load(Ordering::Relaxed);
+        m.encode_family(&[("api", a.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    let mut m = enc.encode_descriptor(
+        "sluice_request_errors",
+        "Requests that closed the connection instead of being answered, or whose Produce or Fetch response carries a partition error code, by API.",
+        None,
+        MetricType::Counter,
+    )?;
+    for a in apis.iter() {
+        let v = a.errors.load(Ordering::Relaxed);
+        m.encode_family(&[("api", a.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    let mut m = enc.encode_descriptor(
+        "sluice_request_latency_seconds",
+        "Time from a request's last byte received to its response's last byte written, by API.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for a in apis.iter() {
+        let s = a.latency_ns.snapshot();
+        histogram(&mut m.encode_family(&[("api", a.name.as_str())])?, &s, NS)?;
+    }
+    Ok(())
+}
+
+fn encode_topics(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let topics = b.topics.all();
+    type Pick = fn(&TopicStats) -> &AtomicU64;
+    let families: [(&str, &str, Pick); 3] = [
+        (
+            "sluice_produce_bytes",
+            "Record batch bytes accepted by Produce, by topic.",
+            |s| &s.produce_bytes,
+        ),
+        (
+            "sluice_produce_records",
+            "Records accepted by Produce (from the batch headers), by topic.",
+            |s| &s.produce_records,
+        ),
+        (
+            "sluice_fetch_bytes",
+            "Record bytes sent in Fetch responses, by topic.",
+            |s| &s.fetch_bytes,
+        ),
+    ];
+    for (name, help, pick) in families {
+        let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for t in &topics {
+            let v = pick(&t.stats).load(Ordering::Relaxed);
+            m.encode_family(&[("topic", &*t.name)])?
+                .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+        }
+    }
+    Ok(())
+}
+
+fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let s = b.log.stats();
+    let h = b.log.commit_histograms();
+    counter(
+        enc,
+        "sluice_log_commit_rounds",
+        "Group commit rounds.",
+        s.commit_rounds,
+    )?;
+    counter(
+        enc,
+        "sluice_log_append_requests",
+        "Append requests answered by the group commit (successfully or not).",
+        s.append_requests,
+    )?;
+    counter(
+        enc,
+        "sluice_log_batches_appended",
+        "Record batches written to partitions.",
+        s.batches_appended,
+    )?;
+    histogram_family(
+        enc,
+        "sluice_log_commit_round_bytes",
+        "Journal bytes written per group commit round (padding included).",
+        &h.round_bytes,
+        1.0,
+    )?;
+    histogram_family(
+        enc,
+        "sluice_log_commit_round_requests",
+        "Append requests per group commit round.",
+        &h.round_requests,
+        1.0,
+    )?;
+    histogram_family(
+        enc,
+        "sluice_log_journal_sync_seconds",
+        "Duration of each journal fdatasync.",
+        &h.journal_sync_ns,
+        NS,
+    )?;
+    counter(
+        enc,
+        "sluice_log_journal_syncs",
+        "Journal fdatasyncs.",
+        s.journal_syncs,
+    )?;
+    counter(
+        enc,
+        "sluice_log_journal_written_bytes",
+        "Bytes written to the journal (the only copy of the records).",
+        s.journal_bytes,
+    )?;
+    counter(
+        enc,
+        "sluice_log_segment_syncs",
+        "Segment extent-list syncs by the checkpointer.",
+        s.segment_syncs,
+    )?;
+    counter(
+        enc,
+        "sluice_log_checkpoints",
+        "Checkpoints written.",
+        s.checkpoints,
+    )?;
+    gauge(
+        enc,
+        "sluice_log_poisoned",
+        "1 once a write or sync failed: produce answers KAFKA_STORAGE_ERROR until restart.",
+        i64::from(b.log.is_poisoned()),
+    )
+}
+
+fn encode_network(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let m = &b.metrics;
+    let memory = &b.request_memory;
+    let unit = limits::REQUEST_MEMORY_UNIT_BYTES as i64;
+    let total = i64::from(memory.total_units()) * unit;
+    let free = memory.available_units() as i64 * unit;
+    gauge(
+        enc,
+        "sluice_connections",
+        "Client connections open.",
+        m.connections_open.load(Ordering::Relaxed) as i64,
+    )?;
+    gauge(
+        enc,
+        "sluice_request_memory_used_bytes",
+        "Request-memory budget in use (queued.max.request.bytes), in bytes.",
+        total - free,
+    )?;
+    gauge(
+        enc,
+        "sluice_request_memory_limit_bytes",
+        "The whole request-memory budget (queued.max.request.bytes), in bytes.",
+        total,
+    )?;
+    gauge(
+        enc,
+        "sluice_fetch_long_polls_parked",
+        "Fetch requests waiting for data.",
+        m.fetch_long_polls_parked.load(Ordering::Relaxed) as i64,
+    )
+}
+
+/// One group's state as read at scrape time.
+struct GroupView {
+    id: String,
+    members: usize,
+    /// (topic, partition, high watermark - committed offset).
+    lag: Vec<(String, i32, i64)>,
+}
+
+/// Reads every group (up to the cap), one short coordinator lock per group.
+fn read_groups(b: &Broker) -> (usize, Vec<GroupView>, bool) {
+    let cap = limits::METRICS_GROUP_SERIES_MAX;
+    let ids: Vec<String> = b.groups.read(|c| {
+        c.list_groups(&[], &[])
+            .into_iter()
+            .map(|g| g.group_id)
+            .collect()
+    });
+    let total = ids.len();
+    let mut truncated = total > cap;
+    let mut lag_series = 0;
+    let mut views = Vec::with_capacity(total.min(cap));
+    for id in ids.into_iter().take(cap) {
+        let (members, offsets) = b.groups.read(|c| {
+            (
+                c.describe_group(&id).members.len(),
+                c.fetch_offsets(&id, None),
+            )
+        });
+        let mut lag = Vec::new();
+        for (tp, committed) in offsets {
+            let Some(committed) = committed else { continue };
+            let Some(topic) = b.topics.get(&tp.topic) else {
+                continue;
+            };
+            let Some(hw) = topic
+                .partition(tp.partition)
+                .and_then(|k| b.log.offsets(k).ok())
+                .map(|o| o.high_watermark.0)
+            else {
+                continue;
+            };
+            if lag_series >= cap {
+                truncated = true;
+                break;
+            }
+            lag_series += 1;
+            lag.push((tp.topic, tp.partition, (hw - committed.offset).max(0)));
+        }
+        views.push(GroupView { id, members, lag });
+    }
+    (total, views, truncated)
+}
+
+fn encode_groups(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let (total, views, truncated) = read_groups(b);
+    gauge(
+        enc,
+        "sluice_groups",
+        "Consumer groups known to the coordinator.",
+        total as i64,
+    )?;
+    let mut m = enc.encode_descriptor(
+        "sluice_group_members",
+        "Members of each group.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for g in &views {
+        m.encode_family(&[("group", g.id.as_str())])?
+            .encode_gauge(&(g.members as i64))?;
+    }
+    let mut m = enc.encode_descriptor(
+        "sluice_group_lag",
+        "High watermark minus committed offset, in offsets, per group and partition.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for g in &views {
+        for (topic, partition, lag) in &g.lag {
+            let partition = partition.to_string();
+            let labels = [
+                ("group", g.id.as_str()),
+                ("topic", topic.as_str()),
+                ("partition", partition.as_str()),
+            ];
+            m.encode_family(&labels)?.encode_gauge(lag)?;
+        }
+    }
+    gauge(
+        enc,
+        "sluice_group_series_truncated",
+        "1 when groups or lag series were left out (more than the series cap each).",
+        i64::from(truncated),
+    )
+}
+
+/// Records in the v2 record batches of `records` (their headers' record counts); a
+/// truncated tail counts nothing. Header hops only, no pass over the records.
+pub(crate) fn batch_records(records: &[u8]) -> u64 {
+    const LENGTH_AT: usize = 8;
+    const COUNT_AT: usize = 57;
+    const HEADER_BYTES: usize = 61;
+    let mut at = 0;
+    let mut n = 0u64;
+    while let Some(header) = records.get(at..at + HEADER_BYTES) {
+        let length = i32::from_be_bytes(
+            header[LENGTH_AT..LENGTH_AT + 4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        let count = i32::from_be_bytes(header[COUNT_AT..COUNT_AT + 4].try_into().unwrap_or([0; 4]));
+        n += u64::try_from(count).unwrap_or(0);
+        let Ok(length) = usize::try_from(length) else {
+            break;
+        };
+        at += LENGTH_AT + 4 + length;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiKey;
+
+    // Goal: record counts come from each batch header, hopping by batch length.
+    #[test]
+    fn batch_records_hops_headers() {
+        let batch = |count: i32, body: usize| {
+            let mut b = vec![0u8; 61 + body];
+            let length = (61 - 12 + body) as i32;
+            b[8..12].copy_from_slice(&length.to_be_bytes());
+            b[57..61].copy_from_slice(&count.to_be_bytes());
+            b
+        };
+        let mut two = batch(3, 10);
+        two.extend(batch(5, 0));
+        assert_eq!(batch_records(&two), 8);
+        two.truncate(two.len() - 1);
+        assert_eq!(batch_records(&two), 3, "a truncated batch counts nothing");
+        assert_eq!(batch_records(&[]), 0);
+    }
+
+    // Goal: an atomic histogram is exposed in text format 0.0.4 with cumulative buckets in
+    // seconds, an explicit +Inf bucket equal to the count, and the sum scaled too.
+    #[test]
+    fn histogram_text_encoding() {
+        #[derive(Debug)]
+        struct One(HistogramSnapshot);
+        impl Collector for One {
+            fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+                histogram_family(&mut enc, "x_seconds", "Help.", &self.0, NS)
+            }
+        }
+        static BOUNDS: &[u64] = &[1_000_000, 500_000_000];
+        let h = Histogram::new(BOUNDS);
+        for ns in [500_000, 2_000_000, 3_000_000_000] {
+            h.observe(ns);
+        }
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(One(h.snapshot())));
+        let (text, content_type) = render(&registry, false).unwrap();
+        assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+        assert_eq!(
+            text,
+            "# HELP x_seconds Help.\n\
+             # TYPE x_seconds histogram\n\
+             x_seconds_bucket{le=\"0.001\"} 1\n\
+             x_seconds_bucket{le=\"0.5\"} 2\n\
+             x_seconds_bucket{le=\"+Inf\"} 3\n\
+             x_seconds_sum 3.0025\n\
+             x_seconds_count 3\n"
+        );
+    }
+
+    // Goal: every registered API has its own series, and a key we do not serve lands in
+    // `unknown`, so recording never allocates a series.
+    #[test]
+    fn api_series_are_preregistered() {
+        let m = Metrics::new();
+        m.request_done(ApiKey::Produce as i16, Duration::from_micros(30), false);
+        m.request_done(-1, Duration::ZERO, true);
+        m.request_done(i16::MAX, Duration::ZERO, true);
+        let produce = m.api(ApiKey::Produce as i16);
+        assert_eq!(produce.name, "Produce");
+        assert_eq!(produce.requests.load(Ordering::Relaxed), 1);
+        let unknown = m.api(-1);
+        assert_eq!(unknown.name, "unknown");
+        assert_eq!(unknown.errors.load(Ordering::Relaxed), 2);
+    }
+}
