@@ -389,22 +389,27 @@ impl ConsumerGroup {
 
     /// True when some member subscribes to `topic`, by name or regex (OffsetDelete's check).
     pub(crate) fn subscribed(&self, topic: &str) -> bool {
-        self.members
-            .values()
-            .any(|m| self.subscription(m).contains(topic))
+        self.members.values().any(|m| {
+            m.subscribed.contains(topic) || self.regex_topics(m).any(|t| t.as_str() == topic)
+        })
+    }
+
+    /// The topics a member's regex matched at its last resolution (none without a regex).
+    fn regex_topics<'a>(&'a self, m: &'a Member) -> impl Iterator<Item = &'a String> + 'a {
+        m.subscribed_regex
+            .as_ref()
+            .and_then(|p| self.regexes.get(p))
+            .into_iter()
+            .flat_map(|r| r.topics.iter())
     }
 
     /// A member's subscription: its topic names and what its regex matched.
     fn subscription(&self, m: &Member) -> BTreeSet<String> {
-        let mut topics = m.subscribed.clone();
-        if let Some(r) = m
-            .subscribed_regex
-            .as_ref()
-            .and_then(|p| self.regexes.get(p))
-        {
-            topics.extend(r.topics.iter().cloned());
-        }
-        topics
+        m.subscribed
+            .iter()
+            .chain(self.regex_topics(m))
+            .cloned()
+            .collect()
     }
 
     /// Compiles the members' new regexes and resolves every regex whose resolution is older
@@ -767,7 +772,7 @@ impl ConsumerGroup {
         // partitions change the target, so they bump the epoch like membership does.
         let mut metadata = BTreeMap::new();
         for m in self.members.values() {
-            for t in &self.subscription(m) {
+            for t in m.subscribed.iter().chain(self.regex_topics(m)) {
                 if let Some(info) = topics.get(t) {
                     metadata.insert(t.clone(), info);
                 }
