@@ -46,15 +46,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         Some(list) => {
             for t in list {
-                topics.push(
-                    resolve(
-                        &ctx,
-                        t.name.map(|n| n.0.to_string()),
-                        t.topic_id,
-                        allow_create,
-                    )
-                    .await,
-                );
+                // A topic id (v12+) wins over the name, which clients then leave empty
+                // (the Java consumer asks for the topics of a regex assignment this way);
+                // Kafka resolves such requests by id alone.
+                let name = match t.topic_id.is_nil() {
+                    true => t.name.map(|n| n.0.to_string()),
+                    false => None,
+                };
+                topics.push(resolve(&ctx, name, t.topic_id, allow_create).await);
             }
         }
     }
