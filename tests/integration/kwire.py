@@ -2,7 +2,7 @@
 
 Only what the raw tests need: request framing (header v1 and v2), ApiVersions,
 Metadata, Produce v3 (with a v2 record batch built here, CRC-32C included),
-Fetch v4, and response readers for those. Nothing here is clever on purpose:
+Fetch v4, OffsetForLeaderEpoch v2-4, and response readers for those. Nothing here is clever on purpose:
 the point is to send exactly the bytes a test means to send.
 """
 
@@ -28,6 +28,8 @@ INVALID_PARTITIONS = 37
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 INVALID_RECORD = 87
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 
 # API keys
 PRODUCE = 0
@@ -35,6 +37,7 @@ FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
+OFFSET_FOR_LEADER_EPOCH = 23
 
 # ---------------------------------------------------------------------------
 # CRC-32C (Castagnoli), table driven, reflected polynomial 0x82F63B78
@@ -361,6 +364,7 @@ class MetadataV1:
     brokers: list[tuple[int, str, int]]
     controller_id: int
     topics: dict[str, tuple[int, list[tuple[int, int, int]]]]  # name -> (error, [(partition, error, leader)])
+    internal: set[str] = field(default_factory=set)  # names with is_internal set (v1+)
 
 
 def parse_metadata(frame_body: bytes, version: int) -> MetadataV1:
@@ -374,11 +378,12 @@ def parse_metadata(frame_body: bytes, version: int) -> MetadataV1:
         brokers.append((node_id, host, port))
     controller = r.i32() if version >= 1 else -1
     topics = {}
+    internal = set()
     for _ in range(r.array_len()):
         terr = r.i16()
         name = r.string()
-        if version >= 1:
-            r.i8()  # is_internal
+        if version >= 1 and r.i8():
+            internal.add(name)
         parts = []
         for _ in range(r.array_len()):
             perr, pidx, leader = r.i16(), r.i32(), r.i32()
@@ -388,7 +393,7 @@ def parse_metadata(frame_body: bytes, version: int) -> MetadataV1:
                 r.i32()
             parts.append((pidx, perr, leader))
         topics[name] = (terr, parts)
-    return MetadataV1(corr, brokers, controller, topics)
+    return MetadataV1(corr, brokers, controller, topics, internal)
 
 
 @dataclass
@@ -463,6 +468,69 @@ def parse_fetch_v4(frame_body: bytes) -> tuple[int, dict[tuple[str, int], FetchV
                 r.i64()
             records = r.bytes_() or b""
             out[(name, idx)] = FetchV4Partition(err, hw, lso, records)
+    return corr, out
+
+
+def offset_for_leader_epoch_request(version: int, correlation_id: int,
+                                    topics: dict[str, list[tuple[int, int, int]]],
+                                    replica_id: int = -1) -> bytes:
+    """OffsetForLeaderEpoch v2-4: topics maps a name to [(partition, current_leader_epoch,
+    leader_epoch)]. v3 adds replica_id; v4 is flexible (compact arrays and strings, tags)."""
+    flexible = version >= 4
+
+    def arr(items: list[bytes]) -> bytes:
+        return (uvarint(len(items) + 1) if flexible else i32(len(items))) + b"".join(items)
+
+    tags = tagged_fields_empty() if flexible else b""
+    body = i32(replica_id) if version >= 3 else b""
+    body += arr([(compact_string(t) if flexible else string(t))
+                 + arr([i32(p) + i32(cur) + i32(ep) + tags for p, cur, ep in parts]) + tags
+                 for t, parts in topics.items()])
+    body += tags
+    header = (header_v2 if flexible else header_v1)(OFFSET_FOR_LEADER_EPOCH, version, correlation_id)
+    return frame(header + body)
+
+
+def _uvarint(r: Reader) -> int:
+    shift = value = 0
+    while True:
+        b = r.take(1)[0]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value
+        shift += 7
+
+
+def parse_offset_for_leader_epoch(frame_body: bytes, version: int) -> tuple[int, dict[tuple[str, int], tuple[int, int, int]]]:
+    """(correlation id, {(topic, partition): (error_code, leader_epoch, end_offset)})."""
+    flexible = version >= 4
+    r = Reader(frame_body)
+    corr = r.i32()
+    if flexible:
+        assert _uvarint(r) == 0, "response header tags"
+
+    def arr_len() -> int:
+        return _uvarint(r) - 1 if flexible else r.array_len()
+
+    def name() -> str:
+        if flexible:
+            return r.take(_uvarint(r) - 1).decode()
+        return r.string()
+
+    r.i32()  # throttle_time_ms
+    out = {}
+    for _ in range(arr_len()):
+        topic = name()
+        for _ in range(arr_len()):
+            err, part, epoch, end = r.i16(), r.i32(), r.i32(), r.i64()
+            if flexible:
+                assert _uvarint(r) == 0
+            out[(topic, part)] = (err, epoch, end)
+        if flexible:
+            assert _uvarint(r) == 0
+    if flexible:
+        assert _uvarint(r) == 0
+    assert r.remaining() == 0, f"{r.remaining()} trailing bytes"
     return corr, out
 
 

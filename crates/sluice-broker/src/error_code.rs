@@ -23,6 +23,8 @@ pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
 pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub const FENCED_LEADER_EPOCH: i16 = 74;
+pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub const INVALID_RECORD: i16 = 87;
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const INVALID_TXN_STATE: i16 = 48;
@@ -50,6 +52,7 @@ pub const FENCED_MEMBER_EPOCH: i16 = 110;
 pub const UNRELEASED_INSTANCE_ID: i16 = 111;
 pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
 pub const STALE_MEMBER_EPOCH: i16 = 113;
+pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 /// The error code for a group coordinator refusal.
 pub fn from_group(e: GroupError) -> i16 {
@@ -73,6 +76,7 @@ pub fn from_group(e: GroupError) -> i16 {
         GroupError::FencedMemberEpoch => FENCED_MEMBER_EPOCH,
         GroupError::UnreleasedInstanceId => UNRELEASED_INSTANCE_ID,
         GroupError::UnsupportedAssignor => UNSUPPORTED_ASSIGNOR,
+        GroupError::InvalidRegularExpression => INVALID_REGULAR_EXPRESSION,
     }
 }
 

@@ -47,9 +47,16 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Its fixed topic id, so recovery and the topic registry recognize its directory.
 pub const OFFSETS_TOPIC_ID: TopicId = TopicId(*b"sluice.offsets.1");
 
-/// The log key of the offsets partition (one partition: a single node gains nothing from
-/// spreading groups over several).
+/// Its partition count, as Metadata reports it: one partition (a single node gains nothing
+/// from spreading groups over several).
+pub const OFFSETS_TOPIC_PARTITIONS: i32 = 1;
+
+/// The log key of the offsets partition.
 pub fn offsets_partition() -> PartitionKey {
+    const _: () = assert!(
+        OFFSETS_TOPIC_PARTITIONS == 1,
+        "every group lives in partition 0"
+    );
     PartitionKey {
         topic_id: OFFSETS_TOPIC_ID,
         topic: Arc::from(OFFSETS_TOPIC),
@@ -360,8 +367,9 @@ impl GroupService {
 pub fn topics_snapshot(
     topics: &crate::topics::TopicRegistry,
 ) -> sluice_coordinator::TopicsSnapshot {
-    let mut snap = sluice_coordinator::TopicsSnapshot::new();
-    for t in topics.all() {
+    let (all, version) = topics.all_with_version();
+    let mut snap = sluice_coordinator::TopicsSnapshot::with_version(version);
+    for t in all {
         snap.insert(
             t.name.to_string(),
             *t.id.as_bytes(),

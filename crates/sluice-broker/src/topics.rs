@@ -87,6 +87,9 @@ struct MetaFile {
 struct Maps {
     by_name: HashMap<Arc<str>, Arc<Topic>>,
     by_id: HashMap<Uuid, Arc<Topic>>,
+    /// Bumped by every published change, so a reader can tell two snapshots apart without
+    /// comparing them (KIP-848 regex subscriptions re-resolve only when it moves).
+    version: u64,
 }
 
 #[derive(Debug)]
@@ -125,6 +128,25 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
         return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
     }
     Ok(())
+}
+
+/// True for the names of internal topics (Kafka's `Topic.isInternal`): today the group
+/// coordinator's `__consumer_offsets`, which lives in the log but not in this registry.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::groups::OFFSETS_TOPIC
+}
+
+/// The refusal of a change to an internal topic, which is read-only to clients: Kafka answers
+/// produce and DeleteRecords with INVALID_TOPIC_EXCEPTION ("Cannot append to internal
+/// topic"). Kafka lets an admin delete, grow or reconfigure one; Sluice cannot (its layout
+/// is fixed by the groups service), so those get the same non-retriable code.
+pub fn internal_topic_refusal(name: &str, action: &str) -> Option<AdminError> {
+    is_internal(name).then(|| {
+        AdminError::new(
+            error_code::INVALID_TOPIC_EXCEPTION,
+            format!("Cannot {action} internal topic {name}"),
+        )
+    })
 }
 
 fn key(name: &Arc<str>, id: Uuid, partition: i32) -> PartitionKey {
@@ -253,9 +275,18 @@ impl TopicRegistry {
 
     /// All topics, sorted by name.
     pub fn all(&self) -> Vec<Arc<Topic>> {
-        let mut v: Vec<_> = self.maps.read().by_name.values().cloned().collect();
+        self.all_with_version().0
+    }
+
+    /// Every topic, by name, and the registry's version: a number that differs whenever the
+    /// set of topics (or a topic) differs.
+    pub fn all_with_version(&self) -> (Vec<Arc<Topic>>, u64) {
+        let m = self.maps.read();
+        let mut v: Vec<_> = m.by_name.values().cloned().collect();
+        let version = m.version;
+        drop(m);
         v.sort_by(|a, b| a.name.cmp(&b.name));
-        v
+        (v, version)
     }
 
     fn partitions_total(&self) -> usize {
@@ -302,13 +333,15 @@ impl TopicRegistry {
         partitions: i32,
         configs: &BTreeMap<String, String>,
     ) -> Result<(), AdminError> {
-        validate_name(name)?;
-        if self.get(name).is_some() {
+        // The internal topic exists (the groups service creates it before the listener
+        // starts), so Kafka's answer is that it already exists.
+        if is_internal(name) || self.get(name).is_some() {
             return Err(AdminError::new(
                 error_code::TOPIC_ALREADY_EXISTS,
                 format!("Topic '{name}' already exists."),
             ));
         }
+        validate_name(name)?;
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
             return Err(AdminError::new(
                 error_code::INVALID_PARTITIONS,
@@ -404,6 +437,9 @@ impl TopicRegistry {
         log: &LogManager,
         broker: &BrokerConfig,
     ) -> Result<(), AdminError> {
+        if let Some(refusal) = internal_topic_refusal(name, "add partitions to") {
+            return Err(refusal);
+        }
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let topic = self.get(name).ok_or_else(|| {
             AdminError::new(
@@ -452,6 +488,9 @@ impl TopicRegistry {
         log: &LogManager,
         broker: &BrokerConfig,
     ) -> Result<(), AdminError> {
+        if let Some(refusal) = internal_topic_refusal(name, "add partitions to") {
+            return Err(refusal);
+        }
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let topic = self.get(name).ok_or_else(|| {
             AdminError::new(
@@ -490,6 +529,8 @@ impl TopicRegistry {
         Maps {
             by_name: m.by_name.clone(),
             by_id: m.by_id.clone(),
+            // The version the copy gets if it is published.
+            version: m.version + 1,
         }
     }
 }

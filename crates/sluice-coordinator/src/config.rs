@@ -32,6 +32,10 @@ pub struct GroupConfig {
     pub consumer_group_max_size: usize,
     /// Topics one KIP-848 member may subscribe to by name (Sluice bound).
     pub consumer_subscribed_topics_max: usize,
+    /// Memory one compiled `SubscribedTopicRegex` may take, for its program and again for
+    /// its lazy DFA's cache (Sluice bound; Kafka has none). A larger pattern gets
+    /// INVALID_REGULAR_EXPRESSION. Each group holds one compiled copy per distinct pattern.
+    pub consumer_regex_compiled_bytes_max: usize,
 }
 
 impl Default for GroupConfig {
@@ -49,6 +53,7 @@ impl Default for GroupConfig {
             consumer_heartbeat_interval_ms: 5_000,
             consumer_group_max_size: 1_000,
             consumer_subscribed_topics_max: 10_000,
+            consumer_regex_compiled_bytes_max: 256 * 1024,
         }
     }
 }

@@ -22,7 +22,12 @@
 //! - once heartbeats stop changing anything, every partition of every subscribed topic is
 //!   assigned to exactly one member (the assignor's guarantee, reached by reconciliation);
 //! - member ids are never reused within a run; no call panics; members are bounded by
-//!   `consumer_group_max_size` and each subscription by `consumer_subscribed_topics_max`.
+//!   `consumer_group_max_size` and each subscription by `consumer_subscribed_topics_max`;
+//! - a member's subscription is its topic names plus every topic whose whole name matches
+//!   its `SubscribedTopicRegex` ([`crate::topic_regex`]), re-resolved on the first heartbeat
+//!   after the topic registry changed (created or deleted topics), so a regex member gets a
+//!   new matching topic within one heartbeat interval; a change in what a regex matches
+//!   bumps the group epoch like a changed subscription.
 //!
 //! Nothing here reads a clock or the topic registry: `now_ms` and a [`TopicsSnapshot`] are
 //! passed in. Only the group epoch is persisted (see `docs/coordinator.md`): after a restart
@@ -38,6 +43,7 @@ use crate::coordinator::{DescribedGroup, DescribedMember, Effects, CONSUMER_PROT
 use crate::error::GroupError;
 use crate::group::generate_member_id;
 use crate::records::{ConsumerGroupValue, StoreRecord};
+use crate::topic_regex::TopicRegex;
 
 /// Member epoch of a ConsumerGroupHeartbeat that joins (or rejoins) the group.
 pub const JOIN_EPOCH: i32 = 0;
@@ -53,11 +59,24 @@ pub const STATIC_LEAVE_EPOCH: i32 = -2;
 pub struct TopicsSnapshot {
     by_name: HashMap<String, TopicInfo>,
     names: HashMap<TopicUuid, String>,
+    /// The registry's version, if it has one: two snapshots with the same version hold the
+    /// same topics, so regexes resolved against one need no new resolution. `None`: always
+    /// resolve again.
+    version: Option<u64>,
 }
 
 impl TopicsSnapshot {
+    /// A snapshot without a version: regexes are resolved against it on every heartbeat.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A snapshot of the registry at `version`; the caller inserts every topic it holds.
+    pub fn with_version(version: u64) -> Self {
+        Self {
+            version: Some(version),
+            ..Self::default()
+        }
     }
 
     pub fn insert(&mut self, name: impl Into<String>, id: TopicUuid, partitions: i32) {
@@ -73,6 +92,19 @@ impl TopicsSnapshot {
     pub fn name_of(&self, id: &TopicUuid) -> Option<&str> {
         self.names.get(id).map(String::as_str)
     }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+}
+
+/// One distinct `SubscribedTopicRegex` of a group and the topics it matched.
+#[derive(Debug, Clone)]
+struct ResolvedRegex {
+    regex: TopicRegex,
+    topics: BTreeSet<String>,
+    /// The registry version `topics` was resolved at (`None`: resolve again).
+    version: Option<u64>,
 }
 
 /// ConsumerGroupHeartbeat (key 68), v0-1. `None` fields mean "unchanged since the last
@@ -139,6 +171,7 @@ pub struct ConsumerMemberDescription {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
     pub assignment: Vec<DescribedTopicPartitions>,
     pub target_assignment: Vec<DescribedTopicPartitions>,
 }
@@ -179,7 +212,10 @@ struct Member {
     previous_member_epoch: i32,
     state: MemberState,
     rebalance_timeout_ms: i32,
+    /// Topics subscribed by name.
     subscribed: BTreeSet<String>,
+    /// `SubscribedTopicRegex` (never empty: an empty one clears it).
+    subscribed_regex: Option<String>,
     server_assignor: Option<Assignor>,
     assigned: Assignment,
     pending_revocation: Assignment,
@@ -201,6 +237,7 @@ impl Member {
             state: MemberState::Stable,
             rebalance_timeout_ms: 0,
             subscribed: BTreeSet::new(),
+            subscribed_regex: None,
             server_assignor: None,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
@@ -268,6 +305,8 @@ pub struct ConsumerGroup {
     /// The subscribed topics' metadata the current group epoch was computed with; a
     /// difference on a later heartbeat bumps the epoch.
     subscribed_metadata: BTreeMap<String, TopicInfo>,
+    /// Every distinct regex a member subscribes with, compiled once, and what it matched.
+    regexes: BTreeMap<String, ResolvedRegex>,
     /// The assignor of the current target.
     assignor: Assignor,
     /// When the group was created or last became Empty (for the empty-group grace period).
@@ -287,6 +326,7 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             owners: HashMap::new(),
             subscribed_metadata: BTreeMap::new(),
+            regexes: BTreeMap::new(),
             assignor: Assignor::DEFAULT,
             state_timestamp_ms: now_ms,
             persisted_epoch: None,
@@ -347,9 +387,71 @@ impl ConsumerGroup {
         }
     }
 
-    /// True when some member subscribes to `topic` (OffsetDelete's check).
+    /// True when some member subscribes to `topic`, by name or regex (OffsetDelete's check).
     pub(crate) fn subscribed(&self, topic: &str) -> bool {
-        self.members.values().any(|m| m.subscribed.contains(topic))
+        self.members.values().any(|m| {
+            m.subscribed.contains(topic) || self.regex_topics(m).any(|t| t.as_str() == topic)
+        })
+    }
+
+    /// The topics a member's regex matched at its last resolution (none without a regex).
+    fn regex_topics<'a>(&'a self, m: &'a Member) -> impl Iterator<Item = &'a String> + 'a {
+        m.subscribed_regex
+            .as_ref()
+            .and_then(|p| self.regexes.get(p))
+            .into_iter()
+            .flat_map(|r| r.topics.iter())
+    }
+
+    /// A member's subscription: its topic names and what its regex matched.
+    fn subscription(&self, m: &Member) -> BTreeSet<String> {
+        m.subscribed
+            .iter()
+            .chain(self.regex_topics(m))
+            .cloned()
+            .collect()
+    }
+
+    /// Compiles the members' new regexes and resolves every regex whose resolution is older
+    /// than `topics`; regexes no member uses any more are dropped. True when what some regex
+    /// matches changed (the caller bumps the group epoch). A pattern was checked by
+    /// [`validate_heartbeat`], so compiling it again cannot fail; if it did, it matches
+    /// nothing.
+    fn resolve_regexes(&mut self, cfg: &GroupConfig, topics: &TopicsSnapshot) -> bool {
+        let used: BTreeSet<&String> = self
+            .members
+            .values()
+            .filter_map(|m| m.subscribed_regex.as_ref())
+            .collect();
+        self.regexes.retain(|p, _| used.contains(p));
+        let mut changed = false;
+        for pattern in used {
+            if !self.regexes.contains_key(pattern) {
+                let Ok(regex) = TopicRegex::compile(pattern, cfg.consumer_regex_compiled_bytes_max)
+                else {
+                    continue;
+                };
+                let fresh = ResolvedRegex {
+                    regex,
+                    topics: BTreeSet::new(),
+                    version: None,
+                };
+                self.regexes.insert(pattern.clone(), fresh);
+            }
+            let r = self.regexes.get_mut(pattern).expect("inserted above");
+            if r.version.is_some() && r.version == topics.version {
+                continue;
+            }
+            let matched: BTreeSet<String> = topics
+                .names()
+                .filter(|t| r.regex.matches(t))
+                .map(str::to_owned)
+                .collect();
+            changed |= matched != r.topics;
+            r.topics = matched;
+            r.version = topics.version;
+        }
+        changed
     }
 
     fn persist_epoch(&mut self, fx: &mut Effects) {
@@ -393,7 +495,7 @@ impl ConsumerGroup {
         let subs: BTreeMap<String, BTreeSet<String>> = self
             .members
             .iter()
-            .map(|(id, m)| (id.clone(), m.subscribed.clone()))
+            .map(|(id, m)| (id.clone(), self.subscription(m)))
             .collect();
         let wanted: BTreeSet<&String> = subs.values().flatten().collect();
         self.subscribed_metadata.retain(|t, _| wanted.contains(t));
@@ -646,6 +748,13 @@ impl ConsumerGroup {
                 membership_changed = true;
             }
         }
+        if let Some(pattern) = &req.subscribed_topic_regex {
+            let regex = (!pattern.is_empty()).then(|| pattern.clone());
+            if regex != m.subscribed_regex {
+                m.subscribed_regex = regex;
+                membership_changed = true;
+            }
+        }
         if let Some(name) = &req.server_assignor {
             let a = Assignor::from_name(name);
             if a != m.server_assignor {
@@ -656,12 +765,14 @@ impl ConsumerGroup {
         if let Some(inst) = &m.instance_id {
             self.static_members.insert(inst.clone(), member_id.clone());
         }
+        // A regex now matching other topics changes a subscription like a new name list.
+        membership_changed |= self.resolve_regexes(cfg, topics);
 
         // The subscribed topics as they are now: new topics, deleted topics and added
         // partitions change the target, so they bump the epoch like membership does.
         let mut metadata = BTreeMap::new();
         for m in self.members.values() {
-            for t in &m.subscribed {
+            for t in m.subscribed.iter().chain(self.regex_topics(m)) {
                 if let Some(info) = topics.get(t) {
                     metadata.insert(t.clone(), info);
                 }
@@ -894,6 +1005,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                    subscribed_topic_regex: m.subscribed_regex.clone(),
                     assignment: self.describe_assignment(&m.assigned),
                     target_assignment: self.describe_assignment(
                         self.target.get(&m.member_id).unwrap_or(&Assignment::new()),
@@ -920,7 +1032,7 @@ impl ConsumerGroup {
                     group_instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: encode_subscription(&m.subscribed),
+                    metadata: encode_subscription(&self.subscription(m)),
                     assignment: self.encode_assignment(&m.assigned),
                 })
                 .collect(),
@@ -1033,14 +1145,6 @@ pub(crate) fn validate_heartbeat(
         return invalid("InstanceId can't be null when leaving as a static member.");
     }
     if req
-        .subscribed_topic_regex
-        .as_deref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        // Server-side regex subscriptions (RE2J syntax) are not supported.
-        return invalid("SubscribedTopicRegex is not supported by this broker.");
-    }
-    if req
         .subscribed_topic_names
         .as_ref()
         .is_some_and(|n| n.len() > cfg.consumer_subscribed_topics_max)
@@ -1054,8 +1158,20 @@ pub(crate) fn validate_heartbeat(
         if req.topic_partitions.as_ref().is_some_and(|t| !t.is_empty()) {
             return invalid("TopicPartitions must be empty when (re-)joining.");
         }
-        if req.subscribed_topic_names.is_none() {
-            return invalid("SubscribedTopicNames must be set in first request.");
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            );
+        }
+    }
+    if let Some(pattern) = req.subscribed_topic_regex.as_deref() {
+        if !pattern.is_empty()
+            && TopicRegex::compile(pattern, cfg.consumer_regex_compiled_bytes_max).is_err()
+        {
+            return Err((
+                GroupError::InvalidRegularExpression,
+                "SubscribedTopicRegex is not a valid regular expression.",
+            ));
         }
     }
     if let Some(a) = &req.server_assignor {

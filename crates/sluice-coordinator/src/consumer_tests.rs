@@ -177,8 +177,12 @@ fn heartbeat_errors() {
             GroupError::InvalidRequest,
         ),
         (
-            bad(&|r| r.subscribed_topic_regex = Some("ord.*".into())),
-            GroupError::InvalidRequest,
+            bad(&|r| r.subscribed_topic_regex = Some("ord(".into())),
+            GroupError::InvalidRegularExpression,
+        ),
+        (
+            bad(&|r| r.subscribed_topic_regex = Some(r"\w{1000}".into())),
+            GroupError::InvalidRegularExpression,
         ),
         (
             bad(&|r| r.instance_id = Some(String::new())),
@@ -851,4 +855,90 @@ fn randomized_reconciliation() {
         }
     }
     assert!(converged >= 20, "only {converged} seeds ended with members");
+}
+
+fn join_regex(group: &str, member: &str, regex: &str) -> ConsumerHeartbeatRequest {
+    let mut r = join(group, member, &[]);
+    r.subscribed_topic_names = None;
+    r.subscribed_topic_regex = Some(regex.into());
+    r
+}
+
+// Goal: a KIP-848 regex subscription gets every topic whose whole name matches, a topic
+// created later is picked up on the next heartbeat (with a new group epoch), a deleted one
+// goes, and names and a regex combine.
+#[test]
+fn regex_subscription_follows_topics() {
+    let mut h = H::new();
+    h.topics.insert("orders-eu", [3; 16], 2);
+    let a = h.send(join_regex("g", "a", "orders.*"));
+    assert_eq!(a.error, None);
+    let got: BTreeMap<TopicUuid, Vec<i32>> = a.assignment.unwrap().into_iter().collect();
+    assert_eq!(got.get(&T1), Some(&(0..6).collect()));
+    assert_eq!(got.get(&[3; 16]), Some(&vec![0, 1]));
+    assert!(!got.contains_key(&T2), "payments does not match");
+    let epoch = a.member_epoch;
+
+    // A matching topic is created: the next heartbeat re-resolves and assigns it.
+    h.topics.insert("orders-us", [4; 16], 1);
+    let owned: Vec<(TopicUuid, Vec<i32>)> = got.into_iter().collect();
+    let a2 = h.send(beat("g", "a", epoch, Some(owned)));
+    assert!(
+        a2.member_epoch > epoch,
+        "a new matching topic bumps the group epoch"
+    );
+    let got2: BTreeMap<TopicUuid, Vec<i32>> = a2.assignment.unwrap().into_iter().collect();
+    assert_eq!(got2.get(&[4; 16]), Some(&vec![0]));
+
+    // Deleted: gone from the assignment.
+    let mut topics = TopicsSnapshot::new();
+    topics.insert("orders", T1, 6);
+    topics.insert("payments", T2, 3);
+    h.topics = topics;
+    let owned2: Vec<(TopicUuid, Vec<i32>)> = got2.into_iter().collect();
+    let a3 = h.send(beat("g", "a", a2.member_epoch, Some(owned2)));
+    assert_eq!(a3.assignment, Some(vec![(T1, (0..6).collect())]));
+
+    // Names and a regex together: the union.
+    let mut b = join("g2", "b", &["payments"]);
+    b.subscribed_topic_regex = Some("ord.rs".into());
+    let b = h.send(b);
+    assert_eq!(
+        b.assignment,
+        Some(vec![(T1, (0..6).collect()), (T2, (0..3).collect())])
+    );
+    h.group("g").check_invariants();
+    let d = h.c.consumer_group("g").unwrap().describe_consumer();
+    assert_eq!(
+        d.members[0].subscribed_topic_regex.as_deref(),
+        Some("orders.*")
+    );
+}
+
+// Goal: a versioned snapshot is resolved once per version (the broker's registry version
+// moves on every create or delete), and an empty regex clears the subscription.
+#[test]
+fn regex_resolution_per_registry_version() {
+    let mut h = H::new();
+    let mut topics = TopicsSnapshot::with_version(7);
+    topics.insert("orders", T1, 6);
+    h.topics = topics.clone();
+    let a = h.send(join_regex("g", "a", "orders|audit"));
+    assert_eq!(a.assignment, Some(vec![(T1, (0..6).collect())]));
+    // Same version: the cached resolution stands (the registry cannot differ at one version).
+    h.topics.insert("audit", T2, 3);
+    let a2 = h.send(beat("g", "a", a.member_epoch, None));
+    assert_eq!(a2.member_epoch, a.member_epoch);
+    // New version: resolved again.
+    let mut next = TopicsSnapshot::with_version(8);
+    next.insert("orders", T1, 6);
+    next.insert("audit", T2, 3);
+    h.topics = next;
+    let a3 = h.send(beat("g", "a", a.member_epoch, None));
+    assert!(a3.member_epoch > a.member_epoch);
+    // Cleared with an empty regex and no names: nothing left to own.
+    let mut clear = beat("g", "a", a3.member_epoch, None);
+    clear.subscribed_topic_regex = Some(String::new());
+    let a4 = h.send(clear);
+    assert_eq!(count(&a4.assignment), 0);
 }

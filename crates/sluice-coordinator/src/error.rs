@@ -43,4 +43,6 @@ pub enum GroupError {
     UnreleasedInstanceId,
     #[error("the server-side assignor is not supported")]
     UnsupportedAssignor,
+    #[error("the subscribed topic regex is not a valid regular expression")]
+    InvalidRegularExpression,
 }

@@ -25,6 +25,7 @@
 //! - [`consumer_group`]: KIP-848 consumer groups (ConsumerGroupHeartbeat): group epochs,
 //!   target assignments and per-member reconciliation.
 //! - [`assignor`]: the server-side assignors of KIP-848 groups, `uniform` and `range`.
+//! - [`topic_regex`]: KIP-848 `SubscribedTopicRegex` compilation and whole-name matching.
 //! - [`coordinator`]: [`GroupCoordinator`], the façade over all groups and their offsets.
 //! - [`producer_ids`]: block allocation of producer ids that stay unique across restarts.
 
@@ -36,6 +37,7 @@ pub mod error;
 pub mod group;
 pub mod producer_ids;
 pub mod records;
+pub mod topic_regex;
 
 #[cfg(test)]
 mod consumer_tests;

@@ -28,6 +28,9 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::Produce, 3, 13),
     api(ApiKey::Fetch, 4, 18),
     api(ApiKey::ListOffsets, 1, 10),
+    // KIP-320 position validation: one leader epoch (0) per partition. v2 is the KIP-896
+    // floor and librdkafka's ceiling; the Java client sends v4.
+    api(ApiKey::OffsetForLeaderEpoch, 2, 4),
     api(ApiKey::Metadata, 0, 13),
     api(ApiKey::FindCoordinator, 0, 6),
     // Classic consumer groups. OffsetCommit/OffsetFetch v10 (topic ids) are not served yet.
@@ -43,7 +46,7 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0),
     // KIP-848 consumer groups (`group.protocol=consumer`). v1 adds client-generated member
-    // ids and regex subscriptions (refused with INVALID_REQUEST).
+    // ids and regex subscriptions (resolved on the broker, RE2 syntax).
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1),
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.

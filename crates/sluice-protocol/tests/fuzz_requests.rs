@@ -87,6 +87,17 @@ fn seed(key: ApiKey) -> RequestKind {
             r.topics = vec![t];
             RequestKind::ListOffsets(r)
         }
+        ApiKey::OffsetForLeaderEpoch => {
+            let mut p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            p.current_leader_epoch = -1;
+            let mut t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default();
+            t.topic = TopicName(name("topic"));
+            t.partitions = vec![p];
+            let mut r = OffsetForLeaderEpochRequest::default();
+            r.replica_id = BrokerId(-1);
+            r.topics = vec![t];
+            RequestKind::OffsetForLeaderEpoch(r)
+        }
         ApiKey::Metadata => {
             let mut t = metadata_request::MetadataRequestTopic::default();
             t.name = Some(TopicName(name("topic")));
@@ -129,6 +140,7 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::Fetch => RequestKind::Fetch(Default::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(Default::default()),
         ApiKey::Metadata => RequestKind::Metadata(Default::default()),
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(Default::default()),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(Default::default()),
         ApiKey::JoinGroup => RequestKind::JoinGroup(Default::default()),
         ApiKey::SyncGroup => RequestKind::SyncGroup(Default::default()),

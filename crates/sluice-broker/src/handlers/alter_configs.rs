@@ -72,6 +72,9 @@ pub(crate) fn apply_topic_configs(
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
     validate_only: bool,
 ) -> Result<(), AdminError> {
+    if let Some(refusal) = crate::topics::internal_topic_refusal(topic, "alter the configs of") {
+        return Err(refusal);
+    }
     let current = b.topics.get(topic).ok_or_else(|| {
         AdminError::new(
             error_code::UNKNOWN_TOPIC_OR_PARTITION,

@@ -76,6 +76,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                             .into_iter()
                             .map(|t| TopicName(str_bytes(t)))
                             .collect();
+                        dm.subscribed_topic_regex = m.subscribed_topic_regex.map(str_bytes);
                         dm.assignment = assignment(m.assignment);
                         dm.target_assignment = assignment(m.target_assignment);
                         if ctx.version >= 1 {

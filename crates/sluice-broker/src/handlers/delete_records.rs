@@ -27,6 +27,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     pr.partition_index = p.partition_index;
                     pr.low_watermark = -1;
                     match topic.as_ref().and_then(|tp| tp.partition(p.partition_index)) {
+                        // Kafka: "Cannot delete records of internal topic".
+                        None if crate::topics::is_internal(&tr.name.0) => {
+                            pr.error_code = error_code::INVALID_TOPIC_EXCEPTION
+                        }
                         None => pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION,
                         Some(key) => match b.log.delete_records(key, Offset(p.offset)) {
                             Ok(low) => {

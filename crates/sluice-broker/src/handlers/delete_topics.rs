@@ -35,8 +35,15 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let mut r = DeletableTopicResult::default();
             r.name = name.clone().map(|n| TopicName(str_bytes(n)));
             r.topic_id = id;
-            match topic {
-                None => {
+            let internal = name
+                .as_deref()
+                .and_then(|n| crate::topics::internal_topic_refusal(n, "delete"));
+            match (topic, internal) {
+                (None, Some(refusal)) => {
+                    r.error_code = refusal.code;
+                    r.error_message = Some(str_bytes(refusal.message));
+                }
+                (None, None) => {
                     r.error_code = if name.is_some() {
                         error_code::UNKNOWN_TOPIC_OR_PARTITION
                     } else {
@@ -44,7 +51,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     };
                     r.error_message = Some(str_bytes("This server does not host this topic."));
                 }
-                Some(t) => {
+                (Some(t), _) => {
                     r.name = Some(TopicName(str_bytes(t.name.to_string())));
                     r.topic_id = t.id;
                     if let Err(e) = b.topics.delete(&t, &b.log) {

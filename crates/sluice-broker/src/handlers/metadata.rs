@@ -2,6 +2,12 @@
 //! are created here when both the broker (`auto.create.topics.enable`) and the request
 //! (`allow_auto_topic_creation`, v4+) allow it, as Kafka does; creation is synchronous, so the
 //! response already describes the new topic.
+//!
+//! The internal topic `__consumer_offsets` (the group coordinator's one partition, which the
+//! topic registry does not hold) is described too, with `is_internal = true`, in the
+//! all-topics answer and by name or id, as Kafka lists its internal topics: regex consumers
+//! and admin tools expect it. It is never auto-created here and is read-only to clients
+//! (see `topics::internal_topic_refusal`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +21,7 @@ use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::error_code;
+use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
 use crate::topics::{validate_name, Topic};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -33,18 +40,20 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         b.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
     let mut topics = Vec::new();
     match wanted {
-        None => topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t))),
+        None => {
+            topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t)));
+            topics.push(describe_internal(&ctx));
+        }
         Some(list) => {
             for t in list {
-                topics.push(
-                    resolve(
-                        &ctx,
-                        t.name.map(|n| n.0.to_string()),
-                        t.topic_id,
-                        allow_create,
-                    )
-                    .await,
-                );
+                // A topic id (v12+) wins over the name, which clients then leave empty
+                // (the Java consumer asks for the topics of a regex assignment this way);
+                // Kafka resolves such requests by id alone.
+                let name = match t.topic_id.is_nil() {
+                    true => t.name.map(|n| n.0.to_string()),
+                    false => None,
+                };
+                topics.push(resolve(&ctx, name, t.topic_id, allow_create).await);
             }
         }
     }
@@ -69,6 +78,9 @@ async fn resolve(
 ) -> MetadataResponseTopic {
     let b = &ctx.broker;
     let Some(name) = name else {
+        if id == offsets_topic_uuid() {
+            return describe_internal(ctx);
+        }
         return match b.topics.get_by_id(id) {
             Some(t) => describe(ctx, &t),
             None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
@@ -76,6 +88,9 @@ async fn resolve(
     };
     if let Some(t) = b.topics.get(&name) {
         return describe(ctx, &t);
+    }
+    if name == OFFSETS_TOPIC {
+        return describe_internal(ctx);
     }
     if let Err(e) = validate_name(&name) {
         return error_topic(Some(name), Uuid::nil(), e.code);
@@ -121,17 +136,44 @@ fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTop
 }
 
 fn describe(ctx: &Ctx, topic: &Arc<Topic>) -> MetadataResponseTopic {
+    let partitions = topic.partitions.iter().map(|k| k.partition);
+    describe_topic(ctx, topic.name.to_string(), topic.id, partitions, false)
+}
+
+/// The group coordinator's internal topic. Its partition count is the one the groups service
+/// writes to (`__consumer_offsets-0` only).
+fn describe_internal(ctx: &Ctx) -> MetadataResponseTopic {
+    describe_topic(
+        ctx,
+        OFFSETS_TOPIC.to_string(),
+        offsets_topic_uuid(),
+        0..OFFSETS_TOPIC_PARTITIONS,
+        true,
+    )
+}
+
+/// The internal topic's id as clients see it: the log's fixed topic id bytes.
+fn offsets_topic_uuid() -> Uuid {
+    Uuid::from_bytes(OFFSETS_TOPIC_ID.0)
+}
+
+fn describe_topic(
+    ctx: &Ctx,
+    name: String,
+    id: Uuid,
+    partitions: impl Iterator<Item = i32>,
+    is_internal: bool,
+) -> MetadataResponseTopic {
     let node = BrokerId(ctx.broker.node_id());
     let mut t = MetadataResponseTopic::default();
-    t.name = Some(TopicName(str_bytes(topic.name.to_string())));
-    t.topic_id = topic.id;
+    t.name = Some(TopicName(str_bytes(name)));
+    t.topic_id = id;
+    t.is_internal = is_internal;
     t.topic_authorized_operations = i32::MIN;
-    t.partitions = topic
-        .partitions
-        .iter()
-        .map(|k| {
+    t.partitions = partitions
+        .map(|index| {
             let mut p = MetadataResponsePartition::default();
-            p.partition_index = k.partition;
+            p.partition_index = index;
             p.leader_id = node;
             // No leader epochs: clients then skip KIP-320 truncation checks, which a single
             // node with no leader changes never needs.

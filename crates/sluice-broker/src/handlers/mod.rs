@@ -33,6 +33,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 pub(crate) mod produce;
 mod sync_group;
 #[cfg(test)]
@@ -177,6 +178,7 @@ pub(crate) async fn start(
         ApiKey::Produce => Started::Produce(produce::start(ctx, body, calls.produce.take()).await),
         ApiKey::Fetch => Started::Fetch(fetch::start(ctx, body, calls.fetch.take())),
         ApiKey::ListOffsets => task(list_offsets::handle(ctx, body)),
+        ApiKey::OffsetForLeaderEpoch => task(offset_for_leader_epoch::handle(ctx, body)),
         ApiKey::Metadata => task(metadata::handle(ctx, body)),
         ApiKey::ApiVersions => task(api_versions::handle(ctx, body)),
         ApiKey::CreateTopics => task(create_topics::handle(ctx, body)),

@@ -17,6 +17,12 @@
 //       at the deadline, or (with --stop-on-stdin) when stdin says "stop" or closes. With
 //       L, only the first L records of each partition are processed (the rest are skipped
 //       and the partition paused), so the committed offset of each partition is L.
+//   consume-regex  --bootstrap B --regex R --group G [--count N] [--extra-ms E]
+//                  [--timeout-ms T] [--stop-on-stdin] [--conf k=v]...
+//       KafkaConsumer.subscribe(SubscriptionPattern) with group.protocol=consumer: the broker
+//       resolves the RE2 regex (KIP-848). Rebalance events name "topic-partition"s; records
+//       are [topic, partition, offset, value]; commitSync after every poll. Stops as
+//       consume-group does.
 //   admin-describe --bootstrap B --group G [--wait-members N --wait-partitions P]
 //                  [--timeout-ms T]
 //       Admin.describeConsumerGroups (waiting, when asked, until N members hold P distinct
@@ -51,6 +57,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -78,6 +85,7 @@ public final class SluiceClient {
             switch (cmd) {
                 case "produce": ok = produce(o, out); break;
                 case "consume-group": ok = consumeGroup(o, out); break;
+                case "consume-regex": ok = consumeRegex(o, out); break;
                 case "admin-describe": ok = adminDescribe(o, out); break;
                 default: throw new IllegalArgumentException("unknown command " + cmd);
             }
@@ -270,6 +278,82 @@ public final class SluiceClient {
         out.put("count", records.size());
         // Asked for N records: done only if they arrived. Asked to run until stopped: done if stopped.
         return commitFailures.isEmpty() && (count > 0 ? reachedCount : stop.stopped());
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // consume-regex
+    // ---------------------------------------------------------------------------------------
+    static boolean consumeRegex(Opts o, Map<String, Object> out) throws Exception {
+        String regex = o.req("regex");
+        String group = o.req("group");
+        int count = o.intOpt("count", 0);
+        long extraMs = o.intOpt("extra-ms", 1000);
+        long deadline = System.currentTimeMillis() + o.intOpt("timeout-ms", 60000);
+
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, o.req("bootstrap"));
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, o.str("client-id", "sluice-java-regex"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        o.applyConf(p);
+        out.put("regex", regex);
+        out.put("group", group);
+
+        StopFlag stop = new StopFlag();
+        if (o.has("stop-on-stdin")) stop.watchStdin();
+        List<Object> records = new ArrayList<>();
+        out.put("records", records);
+        boolean reachedCount = false;
+        try (KafkaConsumer<byte[], String> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(new SubscriptionPattern(regex), new ConsumerRebalanceListener() {
+                @Override public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                    event("revoked", parts);
+                }
+                @Override public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                    event("assigned", parts);
+                }
+                @Override public void onPartitionsLost(Collection<TopicPartition> parts) {
+                    event("lost", parts);
+                }
+                private void event(String what, Collection<TopicPartition> parts) {
+                    Map<String, Object> e = new LinkedHashMap<>();
+                    e.put("event", what);
+                    e.put("partitions", topicPartitions(parts));
+                    e.put("assignment", topicPartitions(consumer.assignment()));
+                    System.out.println(Json.write(e));
+                    System.out.flush();
+                }
+            });
+            long reachedAt = -1;
+            while (!stop.stopped() && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], String> batch = consumer.poll(Duration.ofMillis(200));
+                Map<TopicPartition, OffsetAndMetadata> processed = new HashMap<>();
+                for (ConsumerRecord<byte[], String> r : batch) {
+                    records.add(List.of(r.topic(), r.partition(), r.offset(), r.value() == null ? "" : r.value()));
+                    processed.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                if (!processed.isEmpty()) consumer.commitSync(processed, Duration.ofSeconds(30));
+                if (count > 0 && records.size() >= count && reachedAt < 0) reachedAt = System.currentTimeMillis();
+                if (reachedAt >= 0 && System.currentTimeMillis() - reachedAt >= extraMs) break;
+            }
+            reachedCount = count > 0 && records.size() >= count;
+            out.put("assignment", topicPartitions(consumer.assignment()));
+            out.put("subscription", new ArrayList<>(new TreeSet<>(consumer.subscription())));
+        }
+        out.put("count", records.size());
+        return count > 0 ? reachedCount : stop.stopped();
+    }
+
+    static List<String> topicPartitions(Collection<TopicPartition> parts) {
+        List<String> out = new ArrayList<>();
+        for (TopicPartition tp : parts) out.add(tp.topic() + "-" + tp.partition());
+        out.sort(null);
+        return out;
     }
 
     static List<Integer> partitions(Collection<TopicPartition> parts) {
