@@ -90,9 +90,6 @@ def test_read_only_to_admin_clients(broker, topic_name, fam):
         c.close()
 
 
-@pytest.mark.xfail(strict=True, reason="produce.rs is outside this branch: Produce to an internal "
-                   "topic still answers UNKNOWN_TOPIC_OR_PARTITION (retried) instead of Kafka's "
-                   "INVALID_TOPIC_EXCEPTION; see the branch report for the two-line patch")
 def test_produce_to_internal_topic_refused(broker):
     """Goal: producing to `__consumer_offsets` fails at once with INVALID_TOPIC_EXCEPTION
     (Kafka: "Cannot append to internal topic"), and nothing is written.

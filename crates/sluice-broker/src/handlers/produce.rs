@@ -216,6 +216,11 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
                 (false, _) => Some((error_code::INVALID_REQUIRED_ACKS, None)),
+                // Kafka: "Cannot append to internal topic" (not retriable).
+                (true, None) if !by_id && crate::topics::is_internal(&t.name) => Some((
+                    error_code::INVALID_TOPIC_EXCEPTION,
+                    Some(format!("Cannot append to internal topic {}", &*t.name)),
+                )),
                 (true, None) => Some((unknown, None)),
                 (true, Some(key)) => match &p.records {
                     None => Some((error_code::CORRUPT_MESSAGE, Some("no records".into()))),
