@@ -255,8 +255,15 @@ fn stem_name(path: &Path) -> String {
 fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, String> {
     let shown = path.display().to_string();
     let text = |k: &str, n: &Node| -> Result<String, String> {
-        n.scalar_text()
-            .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind()))
+        // `topic_config` is the one key whose value is a table (config name -> value).
+        let is_table_key = k.rsplit('.').next().unwrap_or(k).replace('-', "_") == "topic_config";
+        match n {
+            Node::Map(entries) if is_table_key => table_text(entries)
+                .ok_or_else(|| format!("{shown}: {k}: every value must be a single value")),
+            _ => n
+                .scalar_text()
+                .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind())),
+        }
     };
     let mut file = ScenarioFile {
         path: path.to_path_buf(),
@@ -322,6 +329,15 @@ fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, Strin
         .set("preset", &file.name)
         .map_err(|e| format!("{shown}: name: {e}"))?;
     Ok(file)
+}
+
+/// A table of scalars as the JSON object text `Scenario::set` takes for `topic_config`.
+fn table_text(entries: &[(String, Node)]) -> Option<String> {
+    let mut obj = serde_json::Map::new();
+    for (k, v) in entries {
+        obj.insert(k.clone(), serde_json::Value::String(v.scalar_text()?));
+    }
+    Some(serde_json::Value::Object(obj).to_string())
 }
 
 /// Sweep keys and their values, in the order given.
