@@ -41,6 +41,8 @@ pub const MAX_BROKER_PIDS: usize = 64;
 /// response read, and the bootstrap addresses tried.
 pub const TOPOLOGY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_TOPOLOGY_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Partitions shown in the HTML report's topology table (the JSON has them all).
+pub const MAX_TOPOLOGY_ROWS_IN_HTML: usize = 96;
 /// Topology changes listed per run (the rest are counted).
 pub const MAX_TOPOLOGY_CHANGES: usize = 256;
 /// Scenario and OMB workload files are small; a bigger one is refused before parsing.
