@@ -306,6 +306,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bootstrap_list_is_labelled_by_its_first_address() {
+        assert_eq!(short_label("127.0.0.1:9092"), "127.0.0.1:9092");
+        assert_eq!(
+            short_label("127.0.0.1:9092, 127.0.0.1:9094,127.0.0.1:9096"),
+            "127.0.0.1:9092+2"
+        );
+        assert_eq!(short_label("a:1,,b:2,"), "a:1+1");
+        assert_eq!(short_label(""), "");
+    }
+
+    #[test]
     fn unreachable_bootstrap_fails_fast_and_clearly() {
         // Bind then drop a listener to get a port that refuses connections.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
