@@ -17,8 +17,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -208,6 +210,37 @@ def test_default_replication_factor_and_topic_config_reach_the_cluster(cluster, 
             admin.delete_consumer_groups([group])[group].result(timeout=30)
         except Exception:  # noqa: BLE001 - no offsets committed: no group
             pass
+
+
+def test_a_killed_broker_shows_in_the_topology_changes(cluster, tmp_path):
+    # Last of the cluster tests: it leaves node 3 dead (the fixture wipes the cluster after).
+    victim = cluster.pids[2]  # node 3: `pids` lists the nodes in order
+    # Early, so the controller has fenced it (broker.session.timeout.ms, 9 s) well before the
+    # end snapshot.
+    timer = threading.Timer(3.0, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    try:
+        _, r = run_bench(cluster, tmp_path, "--replication-factor", "3",
+                         "--topic-config", "min.insync.replicas=2", "--acks", "all",
+                         "--duration", "15s", *[a for p in cluster.pids for a in ("--broker-pid", str(p))])
+    finally:
+        timer.cancel()
+    topo = r["topology"]
+    start = {p["partition"]: p for p in topo["start"]["partitions"]}
+    end = {p["partition"]: p for p in topo["end"]["partitions"]}
+    assert all(sorted(p["isr"]) == [1, 2, 3] for p in start.values()), start
+    assert [b["id"] for b in topo["end"]["brokers"]] == [1, 2]
+    changes = {(c["what"], c["subject"]) for c in topo["changes"]}
+    assert ("broker_removed", "3") in changes, topo["changes"]
+    for n, p in end.items():
+        # Failover: node 3 left every ISR, and its partitions are led by a survivor.
+        assert 3 not in p["isr"] and p["leader"] in (1, 2), p
+        assert ("isr", f"{r['topic']}/{n}") in changes
+        if start[n]["leader"] == 3:
+            assert ("leader", f"{r['topic']}/{n}") in changes
+    assert any(p["leader"] == 3 for p in start.values()), start
+    # RF 3 with min.insync.replicas=2 and acks=all: nothing acknowledged is lost.
+    assert r["audit"]["lost_acked"] == 0, r["audit"]
 
 
 def sluice_bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
