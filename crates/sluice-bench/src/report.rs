@@ -630,15 +630,16 @@ pub fn build(
                 .broker_each
                 .iter()
                 .map(|b| {
-                    let (msgs, mib) = (total_msgs, total_mib);
+                    // Per message and per MiB of the whole cluster's traffic: each broker's
+                    // share of the cost of the run.
                     broker_process(
                         vec![b.pid],
                         b.first,
                         b.last,
                         b.peak_rss_bytes,
                         span_s,
-                        msgs,
-                        mib,
+                        total_msgs,
+                        total_mib,
                     )
                 })
                 .collect();
