@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
 # Runs Apache Kafka as a single KRaft node (broker + controller) on loopback, as the reference
-# broker for `sluice bench --target embedded --target 127.0.0.1:$KAFKA_PORT`.
+# broker for `sluice bench --target embedded --target 127.0.0.1:$KAFKA_PORT`; or, with
+# KAFKA_NODES=N (N > 1), a cluster of N combined KRaft nodes (each broker + controller, all N
+# voters) on loopback, for `sluice bench --bootstrap <list> --replication-factor 3`.
 #
 # The broker is fetched from Maven Central (org.apache.kafka:kafka_2.13 and its runtime
 # dependencies, resolved by `mvn dependency:copy-dependencies`) into $KAFKA_HOME/libs, so only
 # java (17+) and mvn are needed. Nothing listens beyond 127.0.0.1.
 #
-# Usage: scripts/kafka-local.sh start|stop|status|fetch
-# Environment: KAFKA_VERSION (3.9.1), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093),
-#              KAFKA_HOME (.cache/kafka-$KAFKA_VERSION), KAFKA_HEAP (1G),
-#              KAFKA_START_TIMEOUT_S (90)
+# Usage: scripts/kafka-local.sh start|stop|status|fetch|pids|wipe
+#   start prints the bootstrap list (one address for one node) on stdout; pids prints the
+#   broker pids, one per line (for `sluice bench --broker-pid`); wipe stops the node(s) and
+#   deletes their data.
+# Environment: KAFKA_VERSION (3.9.1), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1),
+#              KAFKA_HOME (.cache/kafka-$KAFKA_VERSION), KAFKA_HEAP (1G; 512M per node when
+#              KAFKA_NODES > 1), KAFKA_START_TIMEOUT_S (90), KAFKA_NODES (1)
+# With KAFKA_NODES=N > 1, node i (1..N) listens on KAFKA_PORT + 2(i-1) and its controller on
+# KAFKA_CONTROLLER_PORT + 2(i-1) (19092/19093, 19094/19095, ...); its files live under
+# $KAFKA_HOME/cluster-$KAFKA_PORT/node-i, so clusters on other ports do not share them. The
+# cluster's default.replication.factor and internal topics' replication are min(N, 3),
+# transaction.state.log.min.isr min(N, 2); node i has broker.rack=rack-i.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KAFKA_VERSION="${KAFKA_VERSION:-3.9.1}"
 KAFKA_PORT="${KAFKA_PORT:-19092}"
-KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
 KAFKA_HOME="${KAFKA_HOME:-$ROOT/.cache/kafka-$KAFKA_VERSION}"
-KAFKA_HEAP="${KAFKA_HEAP:-1G}"
+KAFKA_NODES="${KAFKA_NODES:-1}"
+case "$KAFKA_NODES" in
+    '' | *[!0-9]* | 0) echo "kafka-local: KAFKA_NODES must be a whole number >= 1, not '$KAFKA_NODES'" >&2; exit 2 ;;
+esac
+if [ "$KAFKA_NODES" -gt 1 ]; then
+    KAFKA_HEAP="${KAFKA_HEAP:-512M}"
+else
+    KAFKA_HEAP="${KAFKA_HEAP:-1G}"
+fi
 KAFKA_START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-90}"
+CLUSTER_DIR="$KAFKA_HOME/cluster-$KAFKA_PORT"
 PIDFILE="$KAFKA_HOME/kafka.pid"
 CP="$KAFKA_HOME/libs/*"
 
@@ -46,7 +65,7 @@ fetch() {
 EOF
     say "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and dependencies from Maven Central"
     mvn -q -B -f "$KAFKA_HOME/pom.xml" dependency:copy-dependencies \
-        -DoutputDirectory="$KAFKA_HOME/libs" -DincludeScope=runtime
+        -DoutputDirectory="$KAFKA_HOME/libs" -DincludeScope=runtime >&2
     touch "$KAFKA_HOME/libs/.complete"
 }
 
@@ -78,7 +97,7 @@ EOF
     if [ ! -f "$KAFKA_HOME/data/meta.properties" ]; then
         local id
         id="$(java -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$CP" \
-            kafka.tools.StorageTool random-uuid)"
+            kafka.tools.StorageTool random-uuid | tail -n 1)"
         java -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$CP" \
             kafka.tools.StorageTool format -t "$id" -c "$KAFKA_HOME/server.properties" >/dev/null
     fi
@@ -143,10 +162,179 @@ stop() {
     rm -f "$PIDFILE"
 }
 
+# ---- KAFKA_NODES > 1: a cluster of combined nodes -------------------------------------------
+
+node_dir() { echo "$CLUSTER_DIR/node-$1"; }
+node_port() { echo $((KAFKA_PORT + 2 * ($1 - 1))); }
+node_controller_port() { echo $((KAFKA_CONTROLLER_PORT + 2 * ($1 - 1))); }
+node_running() {
+    local f
+    f="$(node_dir "$1")/kafka.pid"
+    [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+node_port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$(node_port "$1")") 2>/dev/null; }
+
+cluster_bootstrap() {
+    local i list=""
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        list="${list:+$list,}127.0.0.1:$(node_port "$i")"
+    done
+    echo "$list"
+}
+
+cluster_configure() {
+    local i dir voters="" cluster_id=""
+    local rf=$((KAFKA_NODES < 3 ? KAFKA_NODES : 3))
+    local min_isr=$((KAFKA_NODES < 2 ? KAFKA_NODES : 2))
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        voters="${voters:+$voters,}$i@127.0.0.1:$(node_controller_port "$i")"
+    done
+    mkdir -p "$CLUSTER_DIR"
+    [ -f "$CLUSTER_DIR/cluster.id" ] && cluster_id="$(cat "$CLUSTER_DIR/cluster.id")"
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        dir="$(node_dir "$i")"
+        mkdir -p "$dir/data"
+        cat >"$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=$i
+broker.rack=rack-$i
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$i"),CONTROLLER://127.0.0.1:$(node_controller_port "$i")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$i")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+num.network.threads=2
+num.io.threads=2
+default.replication.factor=$rf
+offsets.topic.replication.factor=$rf
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$min_isr
+group.initial.rebalance.delay.ms=0
+PROPS
+        cat >"$dir/log4j.properties" <<PROPS
+log4j.rootLogger=WARN, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=$dir/kafka.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+PROPS
+        if [ ! -f "$dir/data/meta.properties" ]; then
+            # Every node of the cluster is formatted with the same cluster id.
+            if [ -z "$cluster_id" ]; then
+                cluster_id="$(java -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$CP" \
+                    kafka.tools.StorageTool random-uuid | tail -n 1)"
+                echo "$cluster_id" >"$CLUSTER_DIR/cluster.id"
+            fi
+            java -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$CP" \
+                kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" >/dev/null
+        fi
+    done
+}
+
+cluster_pids() {
+    local i
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        if node_running "$i"; then cat "$(node_dir "$i")/kafka.pid"; fi
+    done
+}
+
+cluster_stop() {
+    local i pid pids=""
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        if node_running "$i"; then
+            pid="$(cat "$(node_dir "$i")/kafka.pid")"
+            kill -TERM "$pid"
+            pids="$pids $pid"
+        fi
+    done
+    for pid in $pids; do
+        for _ in $(seq 1 60); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.5
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            say "pid $pid did not stop within 30s; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    done
+    for i in $(seq 1 "$KAFKA_NODES"); do rm -f "$(node_dir "$i")/kafka.pid"; done
+    if [ -n "$pids" ]; then say "stopped (pids$pids)"; else say "not running"; fi
+}
+
+cluster_start() {
+    local i dir waited=0
+    command -v java >/dev/null || { say "java (17+) is needed"; exit 1; }
+    fetch
+    cluster_configure
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        dir="$(node_dir "$i")"
+        if node_running "$i"; then
+            say "node $i already running (pid $(cat "$dir/kafka.pid"))"
+            continue
+        fi
+        nohup java -Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+            -Dlog4j.configuration="file:$dir/log4j.properties" \
+            -cp "$CP" kafka.Kafka "$dir/server.properties" \
+            >"$dir/stdout.log" 2>&1 &
+        echo $! >"$dir/kafka.pid"
+    done
+    # The controllers need a quorum, so every node is started before any is waited for.
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        until node_port_open "$i"; do
+            if ! node_running "$i"; then
+                say "node $i exited during startup; see $(node_dir "$i")/stdout.log and kafka.log"
+                tail -20 "$(node_dir "$i")/stdout.log" >&2 || true
+                cluster_stop
+                exit 1
+            fi
+            if [ "$waited" -ge "$KAFKA_START_TIMEOUT_S" ]; then
+                say "node $i did not listen within ${KAFKA_START_TIMEOUT_S}s; stopping the cluster"
+                cluster_stop
+                exit 1
+            fi
+            sleep 1
+            waited=$((waited + 1))
+        done
+    done
+    say "Kafka $KAFKA_VERSION: $KAFKA_NODES nodes listening on $(cluster_bootstrap) (pids $(cluster_pids | xargs); data under $CLUSTER_DIR)"
+    cluster_bootstrap
+}
+
+cluster_status() {
+    local i down=0
+    for i in $(seq 1 "$KAFKA_NODES"); do
+        if node_running "$i"; then
+            echo "node $i running pid $(cat "$(node_dir "$i")/kafka.pid") on 127.0.0.1:$(node_port "$i")"
+        else
+            echo "node $i not running"
+            down=1
+        fi
+    done
+    return "$down"
+}
+
+if [ "$KAFKA_NODES" -gt 1 ]; then
+    case "${1:-}" in
+        start) cluster_start ;;
+        stop) cluster_stop ;;
+        status) cluster_status ;;
+        fetch) fetch ;;
+        pids) cluster_pids ;;
+        wipe) cluster_stop; rm -rf "$CLUSTER_DIR"; say "deleted $CLUSTER_DIR" ;;
+        *) echo "usage: $0 start|stop|status|fetch|pids|wipe" >&2; exit 2 ;;
+    esac
+    exit 0
+fi
+
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
     status) if running; then echo "running pid $(cat "$PIDFILE") on 127.0.0.1:$KAFKA_PORT"; else echo "not running"; exit 1; fi ;;
     fetch) fetch ;;
-    *) echo "usage: $0 start|stop|status|fetch" >&2; exit 2 ;;
+    pids) if running; then cat "$PIDFILE"; fi ;;
+    wipe) stop; rm -rf "$KAFKA_HOME/data"; say "deleted $KAFKA_HOME/data" ;;
+    *) echo "usage: $0 start|stop|status|fetch|pids|wipe" >&2; exit 2 ;;
 esac

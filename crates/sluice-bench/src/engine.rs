@@ -367,9 +367,13 @@ pub struct IntervalSample {
     /// Time lag: age of the oldest unconsumed message over all partitions (0 when caught up);
     /// null when unknown (a query failed, or no delivery report carried an offset: acks=0).
     pub time_lag_ms: Option<f64>,
+    /// Broker CPU, RSS and disk, summed over every sampled broker process.
     pub broker_cpu_pct: Option<f64>,
     pub broker_rss_mib: Option<f64>,
     pub broker_disk_mib: Option<f64>,
+    /// Each broker's own figures when more than one is sampled (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub brokers: Vec<procstat::BrokerTick>,
     pub client_cpu_pct: Option<f64>,
     /// Producer latency decomposition from librdkafka statistics (null: no emit this interval).
     pub split: Option<LatencySplit>,
@@ -404,14 +408,21 @@ pub struct RunData {
     pub foreign: u64,
     pub audit: AuditResult,
     pub intervals: Vec<IntervalSample>,
+    /// Summed over the sampled brokers (`broker_each` has each one).
     pub broker_first: Option<ProcReading>,
     pub broker_last: Option<ProcReading>,
     pub broker_peak_rss_bytes: Option<u64>,
+    /// Every sampled broker process: pid, first and last reading, peak RSS.
+    pub broker_each: Vec<BrokerEach>,
     pub client_cpu_s: Option<f64>,
     pub errors: BTreeMap<String, u64>,
     pub errors_overflow: u64,
     pub consumers_used: u32,
     pub topic_deleted: Option<bool>,
+    /// The bench's consumer group deleted with its topics (None when topics are kept).
+    pub group_deleted: Option<bool>,
+    /// Brokers, controller and the bench topics' partitions at the start and end of the run.
+    pub topology: crate::topology::TopologyReport,
     /// Backpressure: pauses and total paused seconds (None when off).
     pub bp_events: Option<u64>,
     pub bp_paused_s: Option<f64>,
@@ -427,12 +438,22 @@ pub struct RunData {
     pub app_batch: Option<BatcherStats>,
 }
 
+/// One sampled broker process over a run.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerEach {
+    pub pid: u32,
+    pub first: ProcReading,
+    pub last: ProcReading,
+    pub peak_rss_bytes: Option<u64>,
+}
+
 /// Options of a run that are not part of the scenario (they do not change what is sent).
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub bootstrap: String,
-    pub broker_pid: Option<u32>,
-    pub broker_data_dir: Option<std::path::PathBuf>,
+    /// Broker processes to sample, and their data directories paired by position.
+    pub broker_pids: Vec<u32>,
+    pub broker_data_dirs: Vec<std::path::PathBuf>,
     pub delete_topic: bool,
     pub progress: bool,
 }
@@ -547,7 +568,8 @@ fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start a runtime for admin requests: {e}"))
 }
 
-fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<(), String> {
+fn create_topics(bootstrap: &str, topics: &[String], s: &Scenario) -> Result<(), String> {
+    let partitions = s.partitions;
     if crate::calibrate::is_null(bootstrap) {
         for t in topics {
             if let Some(Err(e)) = crate::calibrate::create_topic(bootstrap, t, partitions) {
@@ -563,9 +585,19 @@ fn create_topics(bootstrap: &str, topics: &[String], partitions: i32) -> Result<
     let opts = AdminOptions::new()
         .operation_timeout(Some(timeout))
         .request_timeout(Some(timeout));
+    // -1 (the default) lets the broker apply its default.replication.factor (KIP-464).
     let new: Vec<NewTopic<'_>> = topics
         .iter()
-        .map(|t| NewTopic::new(t, partitions, TopicReplication::Fixed(1)))
+        .map(|t| {
+            let n = NewTopic::new(
+                t,
+                partitions,
+                TopicReplication::Fixed(s.replication_factor.into()),
+            );
+            s.topic_config
+                .iter()
+                .fold(n, |n, (k, v)| n.set(k.as_str(), v.as_str()))
+        })
         .collect();
     let topic = topics.first().map(String::as_str).unwrap_or("");
     let rt = admin_runtime()?;
@@ -607,6 +639,35 @@ fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
         tokio::time::timeout(timeout * 2, admin.delete_topics(&names, &opts)).await
     });
     matches!(res, Ok(Ok(ref v)) if v.iter().all(|r| r.is_ok()))
+}
+
+/// Deletes the bench's consumer group (its committed offsets), as its topics are deleted: a
+/// run leaves no `sluice-bench-*` group behind. True when the broker confirmed it.
+fn delete_group(bootstrap: &str, group: &str) -> bool {
+    if crate::calibrate::is_null(bootstrap) {
+        return true;
+    }
+    let Ok(admin) =
+        base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
+    else {
+        return false;
+    };
+    let timeout = limits::admin_timeout(1);
+    let opts = AdminOptions::new().request_timeout(Some(timeout));
+    let Ok(rt) = admin_runtime() else {
+        return false;
+    };
+    let res = rt.block_on(async {
+        tokio::time::timeout(timeout * 2, admin.delete_groups(&[group], &opts)).await
+    });
+    match res {
+        Ok(Ok(v)) => v.iter().all(|r| match r {
+            Ok(_) => true,
+            // Nothing was committed (e.g. a run with no consumed message): nothing to delete.
+            Err((_, code)) => *code == rdkafka::types::RDKafkaErrorCode::GroupIdNotFound,
+        }),
+        _ => false,
+    }
 }
 
 /// Waits until Metadata shows `partitions` partitions of every topic, each with a leader.
@@ -1228,9 +1289,7 @@ fn backpressure_thread(job: BpJob) {
 #[derive(Debug, Default)]
 struct SamplerOut {
     intervals: Vec<IntervalSample>,
-    broker_first: Option<ProcReading>,
-    broker_last: Option<ProcReading>,
-    broker_peak_rss: Option<u64>,
+    brokers: procstat::BrokerTrack,
     /// High watermarks at the last successful sample, per flat topic-partition.
     last_high: Option<Vec<i64>>,
 }
@@ -1246,16 +1305,17 @@ struct SamplerJob {
     producers: Vec<Arc<Mutex<ProducerState>>>,
     consumers: Vec<Arc<Mutex<ConsumerState>>>,
     positions: Arc<Vec<AtomicI64>>,
-    broker: Option<ProcSampler>,
+    brokers: Vec<ProcSampler>,
     stop: Arc<AtomicBool>,
     progress: bool,
     measure_s: f64,
 }
 
 fn sampler_thread(job: SamplerJob) -> SamplerOut {
-    let mut out = SamplerOut::default();
-    let mut broker_prev = job.broker.as_ref().map(|b| b.sample());
-    out.broker_first = broker_prev;
+    let mut out = SamplerOut {
+        brokers: procstat::BrokerTrack::start(job.brokers),
+        ..SamplerOut::default()
+    };
     let mut client_prev = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
     let mut prev_ns = job.sched.load_start_ns;
     let mut tick: u64 = 0;
@@ -1330,22 +1390,8 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             None => (None, 0, Vec::new()),
         };
 
-        let broker_now = job.broker.as_ref().map(|b| b.sample());
-        let broker_cpu_pct = match (
-            broker_prev.and_then(|r| r.cpu_s),
-            broker_now.and_then(|r| r.cpu_s),
-        ) {
-            (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
-            _ => None,
-        };
-        if let Some(r) = broker_now {
-            if r.cpu_s.is_some() {
-                out.broker_last = Some(r);
-                broker_prev = Some(r);
-            }
-            let peak = r.peak_rss_bytes.or(r.rss_bytes);
-            out.broker_peak_rss = out.broker_peak_rss.max(peak);
-        }
+        let broker_ticks = out.brokers.tick(dt);
+        let (broker_cpu_pct, broker_rss_mib, broker_disk_mib) = procstat::sum_ticks(&broker_ticks);
         let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
         let client_cpu_pct = match (client_prev, client_now) {
             (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
@@ -1380,8 +1426,13 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             broker_lag_max_partition: broker.as_ref().map(|b| b.max),
             time_lag_ms,
             broker_cpu_pct,
-            broker_rss_mib: broker_now.and_then(|r| r.rss_bytes).map(mib),
-            broker_disk_mib: broker_now.and_then(|r| r.disk_bytes).map(mib),
+            broker_rss_mib,
+            broker_disk_mib,
+            brokers: if broker_ticks.len() > 1 {
+                broker_ticks
+            } else {
+                Vec::new()
+            },
             client_cpu_pct,
             split: acc_split.summary(),
             hdr: crate::hist::IntervalHdr::of(&acc_p.ack, &acc_p.send_delay, &acc_c.e2e),
@@ -1456,9 +1507,10 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         s.partitions,
     ));
     let topic = topics.names[0].clone();
-    create_topics(&opts.bootstrap, &topics.names, s.partitions)?;
+    create_topics(&opts.bootstrap, &topics.names, s)?;
     let probe = make_probe(&opts.bootstrap, &errors)?;
     wait_topics_ready(&probe, &topics.names, s.partitions)?;
+    let topology_start = crate::topology::snapshot(&opts.bootstrap, &topics.names);
     // The committed-offset reader: the bench group id, auto-commit off, never assigned.
     let watcher = consumer_config(&opts.bootstrap, "sluice-bench-committed")
         .set("group.id", group_id(run_tag))
@@ -1526,9 +1578,12 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let producer_states: Vec<Arc<Mutex<ProducerState>>> = (0..s.producers)
         .map(|_| Arc::new(Mutex::new(ProducerState::default())))
         .collect();
-    let broker = opts
-        .broker_pid
-        .map(|pid| ProcSampler::new(pid, opts.broker_data_dir.clone()));
+    let brokers: Vec<ProcSampler> = opts
+        .broker_pids
+        .iter()
+        .enumerate()
+        .map(|(i, &pid)| ProcSampler::new(pid, opts.broker_data_dirs.get(i).cloned()))
+        .collect();
     let sampler = {
         let job = SamplerJob {
             clock,
@@ -1540,7 +1595,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             producers: producer_states.clone(),
             consumers: consumer_states.clone(),
             positions: positions.clone(),
-            broker,
+            brokers,
             stop: sampler_stop.clone(),
             progress: opts.progress,
             measure_s: s.duration_s.as_secs_f64(),
@@ -1705,10 +1760,15 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let sampled = sampler.join().unwrap_or_default();
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
-    let topic_deleted = if opts.delete_topic {
-        Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions))
+    let topology_end = crate::topology::snapshot(&opts.bootstrap, &topics.names);
+    let topology = crate::topology::TopologyReport::new(topology_start, topology_end);
+    let (topic_deleted, group_deleted) = if opts.delete_topic {
+        (
+            Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions)),
+            Some(delete_group(&opts.bootstrap, &group_id(run_tag))),
+        )
     } else {
-        None
+        (None, None)
     };
 
     // Reconcile.
@@ -1779,14 +1839,37 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         foreign,
         audit,
         intervals: sampled.intervals,
-        broker_first: sampled.broker_first,
-        broker_last: sampled.broker_last,
-        broker_peak_rss_bytes: sampled.broker_peak_rss,
+        broker_first: (!sampled.brokers.is_empty())
+            .then(|| procstat::sum_readings(&sampled.brokers.first)),
+        broker_last: (!sampled.brokers.is_empty())
+            .then(|| procstat::sum_readings(&sampled.brokers.last)),
+        broker_peak_rss_bytes: sampled.brokers.peak_rss_bytes.iter().fold(
+            None,
+            |a: Option<u64>, p| match (a, p) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, None) => x,
+                (None, y) => *y,
+            },
+        ),
+        broker_each: sampled
+            .brokers
+            .pids()
+            .into_iter()
+            .enumerate()
+            .map(|(i, pid)| BrokerEach {
+                pid,
+                first: sampled.brokers.first[i],
+                last: sampled.brokers.last[i],
+                peak_rss_bytes: sampled.brokers.peak_rss_bytes[i],
+            })
+            .collect(),
         client_cpu_s,
         errors,
         errors_overflow,
         consumers_used,
         topic_deleted,
+        group_deleted,
+        topology,
         bp_events: bp.as_ref().map(|b| b.events.load(Ordering::Relaxed)),
         bp_paused_s: bp
             .as_ref()

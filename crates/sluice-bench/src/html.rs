@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::hist::LatencySummary;
+use crate::limits;
 use crate::report::Report;
 
 const W: f64 = 720.0;
@@ -492,6 +493,104 @@ pub fn render(r: &Report) -> String {
 }
 
 /// The sections of one run's report (no document wrapper).
+/// Brokers (leaders at start and end), each partition's leader, replicas and ISR at start and
+/// end (at most `limits::MAX_TOPOLOGY_ROWS_IN_HTML` rows), and the changes.
+fn topology_section(t: &crate::topology::TopologyReport) -> String {
+    let mut o = String::from("<h2>Topology</h2>");
+    let Some(first) = t.start.as_ref().or(t.end.as_ref()) else {
+        let why = t
+            .start_error
+            .as_deref()
+            .or(t.end_error.as_deref())
+            .unwrap_or("not taken");
+        let _ = write!(o, "<p class=warn>unknown: {}</p>", esc(why));
+        return o;
+    };
+    let (lead_a, lead_b) = (
+        t.start.as_ref().map(|x| x.leaders_per_broker()),
+        t.end.as_ref().map(|x| x.leaders_per_broker()),
+    );
+    let led = |m: &Option<std::collections::BTreeMap<i32, u32>>, id: i32| {
+        m.as_ref()
+            .map(|m| m.get(&id).copied().unwrap_or(0).to_string())
+            .unwrap_or_else(|| "–".into())
+    };
+    let _ = write!(
+        o,
+        "<p>controller (as Metadata reports it) {} · cluster <code>{}</code></p><table><tr><th>broker</th><th>address</th><th>rack</th><th>leaders at start</th><th>leaders at end</th></tr>",
+        first.controller_id,
+        esc(first.cluster_id.as_deref().unwrap_or("–"))
+    );
+    for b in &first.brokers {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}:{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            b.id,
+            esc(&b.host),
+            b.port,
+            esc(b.rack.as_deref().unwrap_or("–")),
+            led(&lead_a, b.id),
+            led(&lead_b, b.id)
+        );
+    }
+    o.push_str("</table><table><tr><th>partition</th><th>leader</th><th>replicas</th><th>ISR at start</th><th>ISR at end</th></tr>");
+    let ids = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    for p in first
+        .partitions
+        .iter()
+        .take(limits::MAX_TOPOLOGY_ROWS_IN_HTML)
+    {
+        let end = t.end.as_ref().and_then(|e| {
+            e.partitions
+                .iter()
+                .find(|q| q.topic == p.topic && q.partition == p.partition)
+        });
+        let leader = match end {
+            Some(q) if q.leader != p.leader => format!("{} → {}", p.leader, q.leader),
+            _ => p.leader.to_string(),
+        };
+        let _ = write!(
+            o,
+            "<tr><td>{}/{}</td><td>{leader}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&p.topic),
+            p.partition,
+            ids(&p.replicas),
+            ids(&p.isr),
+            end.map(|q| ids(&q.isr)).unwrap_or_else(|| "–".into())
+        );
+    }
+    o.push_str("</table>");
+    if first.partitions.len() > limits::MAX_TOPOLOGY_ROWS_IN_HTML {
+        let _ = write!(
+            o,
+            "<p>… and {} more partitions (all in the JSON)</p>",
+            first.partitions.len() - limits::MAX_TOPOLOGY_ROWS_IN_HTML
+        );
+    }
+    if let Some(e) = &t.end_error {
+        let _ = write!(o, "<p class=warn>end snapshot failed: {}</p>", esc(e));
+    } else if t.changes.is_empty() {
+        o.push_str("<p>no change between the start and the end of the run</p>");
+    } else {
+        o.push_str("<p>changes between the start and the end of the run:</p><ul>");
+        for c in &t.changes {
+            let _ = write!(
+                o,
+                "<li>{} <code>{}</code>: {} → {}</li>",
+                c.what,
+                esc(&c.subject),
+                esc(&c.before),
+                esc(&c.after)
+            );
+        }
+        if t.changes_not_listed > 0 {
+            let _ = write!(o, "<li>… and {} more</li>", t.changes_not_listed);
+        }
+        o.push_str("</ul>");
+    }
+    o
+}
+
 pub fn body(r: &Report) -> String {
     let shade = (r.window.warmup_s > 0.0).then_some((0.0, r.window.warmup_s));
     let mut o = String::new();
@@ -528,6 +627,25 @@ pub fn body(r: &Report) -> String {
         r.window.drain_s,
         if r.window.interrupted { " · <b class=warn>interrupted: partial results</b>" } else { "" }
     );
+    let configs: Vec<String> = s
+        .topic_config
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let _ = write!(
+        o,
+        "<p>replication.factor={}{}</p>",
+        match s.replication_factor {
+            -1 => "broker default".to_string(),
+            n => n.to_string(),
+        },
+        if configs.is_empty() {
+            String::new()
+        } else {
+            format!(" · topic configs <code>{}</code>", esc(&configs.join(" ")))
+        }
+    );
+    o.push_str(&topology_section(&r.topology));
     for w in &r.warnings {
         let _ = write!(o, "<p class=warn>warning: {}</p>", esc(w));
     }
@@ -634,17 +752,26 @@ pub fn body(r: &Report) -> String {
     }
     if let Some(b) = &r.broker_process {
         let f = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into());
-        let _ = write!(
-            o,
-            "<tr><td>broker pid {}</td><td style=text-align:left>CPU {} s ({}% avg) · {} µs/msg · {} ms/MiB · RSS peak {} MiB · data dir {} MiB</td></tr>",
-            b.pid,
-            f(b.cpu_s),
-            f(b.cpu_pct_avg),
-            f(b.cpu_us_per_msg),
-            f(b.cpu_ms_per_mib),
-            f(b.peak_rss_mib),
-            f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0))
-        );
+        let row = |o: &mut String, who: String, b: &crate::report::BrokerProcess| {
+            let _ = write!(
+                o,
+                "<tr><td>{who}</td><td style=text-align:left>CPU {} s ({}% avg) · {} µs/msg · {} ms/MiB · RSS peak {} MiB · data dir {} MiB</td></tr>",
+                f(b.cpu_s),
+                f(b.cpu_pct_avg),
+                f(b.cpu_us_per_msg),
+                f(b.cpu_ms_per_mib),
+                f(b.peak_rss_mib),
+                f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0))
+            );
+        };
+        if b.per_broker.is_empty() {
+            row(&mut o, format!("broker pid {}", b.pid), b);
+        } else {
+            row(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
+            for p in &b.per_broker {
+                row(&mut o, format!("broker pid {}", p.pid), p);
+            }
+        }
     }
     if let Some(sp) = &r.latency_split {
         let _ = write!(
@@ -754,19 +881,36 @@ pub fn body(r: &Report) -> String {
         ),
         &[series(r, "time lag", |i| i.time_lag_ms)],
     ));
-    o.push_str(&svg_chart(
-        &chart("CPU", "% of one core", false),
-        &[
-            series(r, "broker", |i| i.broker_cpu_pct),
-            series(r, "bench client", |i| i.client_cpu_pct),
-        ],
-    ));
+    // With several brokers: the sum, then one line per broker.
+    let pids = r
+        .broker_process
+        .as_ref()
+        .map(|b| b.per_broker.iter().map(|p| p.pid).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let per_broker = |what: &str, f: fn(&crate::procstat::BrokerTick) -> Option<f64>| {
+        pids.iter()
+            .map(|&pid| {
+                series(r, &format!("{what} pid {pid}"), move |i| {
+                    i.brokers.iter().find(|b| b.pid == pid).and_then(f)
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let sum = if pids.is_empty() { "" } else { " (sum)" };
+    let mut cpu = vec![
+        series(r, &format!("broker{sum}"), |i| i.broker_cpu_pct),
+        series(r, "bench client", |i| i.client_cpu_pct),
+    ];
+    cpu.extend(per_broker("broker", |b| b.cpu_pct));
+    o.push_str(&svg_chart(&chart("CPU", "% of one core", false), &cpu));
+    let mut mem = vec![
+        series(r, &format!("RSS{sum}"), |i| i.broker_rss_mib),
+        series(r, &format!("data dir{sum}"), |i| i.broker_disk_mib),
+    ];
+    mem.extend(per_broker("RSS", |b| b.rss_mib));
     o.push_str(&svg_chart(
         &chart("Broker memory and data", "MiB", false),
-        &[
-            series(r, "RSS", |i| i.broker_rss_mib),
-            series(r, "data dir", |i| i.broker_disk_mib),
-        ],
+        &mem,
     ));
 
     o.push_str("<h2>Latency quantiles (measured window)</h2>");

@@ -39,6 +39,7 @@ pub mod scenario;
 pub mod scenario_file;
 pub mod shaping;
 pub mod target;
+pub mod topology;
 pub mod txmeta;
 
 use std::path::PathBuf;
@@ -253,12 +254,25 @@ pub struct BenchArgs {
     /// Extra flag for the embedded `sluice serve` (repeatable), e.g. --serve-arg=--fsync=never.
     #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub serve_args: Vec<String>,
-    /// Pid of the local process of the one non-embedded target, to sample (CPU, RSS, I/O).
-    #[arg(long)]
-    pub broker_pid: Option<u32>,
-    /// Data directory of the one non-embedded target, to measure bytes on disk.
-    #[arg(long)]
-    pub broker_data_dir: Option<PathBuf>,
+    /// Pid of a local broker process of the one non-embedded target, to sample (CPU, RSS,
+    /// I/O); repeatable (or a comma-separated list) for a cluster: each broker and the sum.
+    #[arg(long, value_name = "PID[,..]", value_delimiter = ',')]
+    pub broker_pid: Vec<u32>,
+    /// Data directory of the one non-embedded target, to measure bytes on disk; repeatable,
+    /// paired with --broker-pid by position.
+    #[arg(long, value_name = "DIR")]
+    pub broker_data_dir: Vec<PathBuf>,
+    /// Replication factor of the bench's topics (default: the broker's
+    /// default.replication.factor; CreateTopics is sent with -1).
+    #[arg(long, value_parser = scenario::set_replication_factor, allow_hyphen_values = true)]
+    pub replication_factor: Option<i16>,
+    /// A topic config of the bench's topics, key=value (repeatable), e.g.
+    /// min.insync.replicas=2; set over the scenario's.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE", value_parser = scenario::parse_topic_config)]
+    pub topic_configs: Vec<(String, String)>,
+    /// Port of the embedded broker (default: an ephemeral one), e.g. to attach other tools.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub embedded_port: Option<u16>,
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
     pub keep_topic: bool,
@@ -417,6 +431,18 @@ impl BenchArgs {
         if let Some(p) = self.phase_after {
             s.phase_after_s = Some(p);
         }
+        if let Some(rf) = self.replication_factor {
+            s.replication_factor = rf;
+        }
+        for (k, v) in &self.topic_configs {
+            s.topic_config.insert(k.clone(), v.clone());
+        }
+        if s.topic_config.len() > limits::MAX_TOPIC_CONFIGS {
+            return Err(format!(
+                "at most {} topic configs",
+                limits::MAX_TOPIC_CONFIGS
+            ));
+        }
         self.apply_shaping(&mut s)?;
         s.validate()?;
         Ok(s)
@@ -475,6 +501,14 @@ impl TargetSpec {
             TargetSpec::Null => "null".into(),
         }
     }
+
+    /// The short name in tables and A/B labels (see `target::short_label`).
+    fn label(&self) -> String {
+        match self {
+            TargetSpec::Bootstrap(b) => target::short_label(b),
+            other => other.name(),
+        }
+    }
 }
 
 /// One run: start (or reach) the target, run the scenario, stop the target, build the report.
@@ -491,11 +525,13 @@ fn run_one(
             target::check_reachable(b)?;
             Target::External {
                 bootstrap: b.clone(),
-                pid: args.broker_pid,
-                data_dir: args.broker_data_dir.clone(),
+                pids: args.broker_pid.clone(),
+                data_dirs: args.broker_data_dir.clone(),
             }
         }
-        TargetSpec::Embedded => Target::Embedded(EmbeddedBroker::start(&args.serve_args)?),
+        TargetSpec::Embedded => {
+            Target::Embedded(EmbeddedBroker::start(&args.serve_args, args.embedded_port)?)
+        }
         TargetSpec::Null => Target::Null(calibrate::NullTarget::start()?),
     };
     if let Err(e) = engine::check_metadata(target.bootstrap()) {
@@ -506,8 +542,15 @@ fn run_one(
         kind: target.kind(),
         spec: spec.name(),
         bootstrap: target.bootstrap().to_string(),
-        broker_pid: target.pid(),
-        broker_data_dir: target.data_dir().map(|p| p.display().to_string()),
+        broker_pid: target.pids().first().copied(),
+        broker_data_dir: target.data_dirs().first().map(|p| p.display().to_string()),
+        broker_pids: target.pids(),
+        broker_data_dirs: target
+            .data_dirs()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        label: spec.label(),
     };
     if !args.quiet {
         eprintln!(
@@ -522,8 +565,8 @@ fn run_one(
     }
     let opts = engine::RunOptions {
         bootstrap: info.bootstrap.clone(),
-        broker_pid: info.broker_pid,
-        broker_data_dir: target.data_dir().map(|p| p.to_path_buf()),
+        broker_pids: info.broker_pids.clone(),
+        broker_data_dirs: target.data_dirs().to_vec(),
         delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
         progress: !args.quiet,
     };
@@ -635,10 +678,33 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     })
 }
 
-/// Target names for the comparison: the spec, with `#<position>` added when the same spec is
+/// --broker-pid and --broker-data-dir: bounded, distinct pids, and data directories paired
+/// with pids by position (one directory alone, without a pid, is accepted as before).
+fn check_broker_pids(args: &BenchArgs) -> Result<(), String> {
+    let pids = &args.broker_pid;
+    if pids.len() > limits::MAX_BROKER_PIDS {
+        return Err(format!("at most {} --broker-pid", limits::MAX_BROKER_PIDS));
+    }
+    let mut seen = pids.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != pids.len() {
+        return Err("--broker-pid lists a pid twice".into());
+    }
+    let dirs = args.broker_data_dir.len();
+    if dirs > 1 && dirs != pids.len() {
+        return Err(format!(
+            "{dirs} --broker-data-dir for {} --broker-pid: give one per pid, in the same order",
+            pids.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Target names for the comparison: the spec's short label, with `#<position>` added when the same spec is
 /// given twice (an A/A run, e.g. `--target embedded --target embedded`, measures the noise).
 fn unique_names(targets: &[TargetSpec]) -> Vec<String> {
-    let names: Vec<String> = targets.iter().map(TargetSpec::name).collect();
+    let names: Vec<String> = targets.iter().map(TargetSpec::label).collect();
     names
         .iter()
         .enumerate()
@@ -721,8 +787,12 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         .iter()
         .filter(|t| matches!(t, TargetSpec::Bootstrap(_)))
         .count();
-    if (args.broker_pid.is_some() || args.broker_data_dir.is_some()) && external != 1 {
+    if (!args.broker_pid.is_empty() || !args.broker_data_dir.is_empty()) && external != 1 {
         eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if let Err(e) = check_broker_pids(&args) {
+        eprintln!("sluice bench: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
     // An unreachable broker fails now, not after the runs before it.

@@ -29,6 +29,22 @@ pub const MAX_SWEEP_RUNS: usize = 64;
 pub const MAX_SWEEP_VALUES: usize = 64;
 /// Names of scenarios (a file's `name`, which becomes the report's `scenario.preset`).
 pub const MAX_NAME_BYTES: usize = 100;
+/// --replication-factor of the bench's topics (Kafka's own bound is the broker count; this only
+/// refuses nonsense before a request is sent).
+pub const MAX_REPLICATION_FACTOR: i16 = 32;
+/// --topic-config entries per run, and the bytes of one value.
+pub const MAX_TOPIC_CONFIGS: usize = 64;
+pub const MAX_TOPIC_CONFIG_VALUE_BYTES: usize = 4096;
+/// --broker-pid processes sampled per run.
+pub const MAX_BROKER_PIDS: usize = 64;
+/// The topology snapshot (one Metadata request): connect and answer timeouts, the largest
+/// response read, and the bootstrap addresses tried.
+pub const TOPOLOGY_TIMEOUT: Duration = Duration::from_secs(5);
+pub const MAX_TOPOLOGY_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Partitions shown in the HTML report's topology table (the JSON has them all).
+pub const MAX_TOPOLOGY_ROWS_IN_HTML: usize = 96;
+/// Topology changes listed per run (the rest are counted).
+pub const MAX_TOPOLOGY_CHANGES: usize = 256;
 /// Scenario and OMB workload files are small; a bigger one is refused before parsing.
 pub const MAX_SCENARIO_FILE_BYTES: u64 = 1024 * 1024;
 /// Baseline report for --baseline (a long multi-run set with its time series).

@@ -1,4 +1,5 @@
-//! Resource sampling: the broker process through /proc/<pid> (CPU, RSS, threads, disk I/O) and
+//! Resource sampling: each broker process (one, or one per broker of a cluster, summed)
+//! through /proc/<pid> (CPU, RSS, threads, disk I/O) and
 //! its data directory (bytes on disk), and this process through getrusage. Linux only; every
 //! read that fails yields None rather than an error, since a broker on another host or a
 //! process we may not inspect must not stop a run.
@@ -100,6 +101,111 @@ impl ProcSampler {
     }
 }
 
+/// Adds readings field by field: a field is the sum of the readings that have it (None when
+/// none has it). The cluster's figure of several broker processes.
+pub fn sum_readings<'a>(readings: impl IntoIterator<Item = &'a ProcReading>) -> ProcReading {
+    fn add<T: std::ops::Add<Output = T> + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x + y),
+            (x, None) => x,
+            (None, y) => y,
+        }
+    }
+    readings
+        .into_iter()
+        .fold(ProcReading::default(), |acc, r| ProcReading {
+            cpu_s: add(acc.cpu_s, r.cpu_s),
+            rss_bytes: add(acc.rss_bytes, r.rss_bytes),
+            peak_rss_bytes: add(acc.peak_rss_bytes, r.peak_rss_bytes),
+            threads: add(acc.threads, r.threads),
+            read_bytes: add(acc.read_bytes, r.read_bytes),
+            write_bytes: add(acc.write_bytes, r.write_bytes),
+            disk_bytes: add(acc.disk_bytes, r.disk_bytes),
+        })
+}
+
+/// One broker's figures over one sampling interval.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct BrokerTick {
+    pub pid: u32,
+    pub cpu_pct: Option<f64>,
+    pub rss_mib: Option<f64>,
+    pub disk_mib: Option<f64>,
+}
+
+/// Every sampled broker process of a run (one for the embedded broker, one per --broker-pid):
+/// each one's first and last reading with a CPU figure, and its peak RSS. CPU is differenced
+/// per broker, so a broker that cannot be read in one interval does not distort the others.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerTrack {
+    samplers: Vec<ProcSampler>,
+    pub first: Vec<ProcReading>,
+    pub last: Vec<ProcReading>,
+    pub peak_rss_bytes: Vec<Option<u64>>,
+}
+
+impl BrokerTrack {
+    /// Takes each broker's first reading now.
+    pub fn start(samplers: Vec<ProcSampler>) -> BrokerTrack {
+        let first: Vec<ProcReading> = samplers.iter().map(ProcSampler::sample).collect();
+        BrokerTrack {
+            peak_rss_bytes: first
+                .iter()
+                .map(|r| r.peak_rss_bytes.or(r.rss_bytes))
+                .collect(),
+            last: first.clone(),
+            first,
+            samplers,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samplers.is_empty()
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.samplers.iter().map(ProcSampler::pid).collect()
+    }
+
+    /// Samples every broker; `dt_s` is the time since the previous tick.
+    pub fn tick(&mut self, dt_s: f64) -> Vec<BrokerTick> {
+        debug_assert_eq!(self.samplers.len(), self.last.len());
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let mut out = Vec::with_capacity(self.samplers.len());
+        for (i, s) in self.samplers.iter().enumerate() {
+            let now = s.sample();
+            let cpu_pct = match (self.last[i].cpu_s, now.cpu_s) {
+                (Some(a), Some(b)) => Some((b - a) / dt_s.max(1e-9) * 100.0),
+                _ => None,
+            };
+            if now.cpu_s.is_some() {
+                self.last[i] = now;
+            }
+            let peak = now.peak_rss_bytes.or(now.rss_bytes);
+            self.peak_rss_bytes[i] = self.peak_rss_bytes[i].max(peak);
+            out.push(BrokerTick {
+                pid: s.pid(),
+                cpu_pct,
+                rss_mib: now.rss_bytes.map(mib),
+                disk_mib: now.disk_bytes.map(mib),
+            });
+        }
+        out
+    }
+}
+
+/// The cluster's figures of one interval: CPU, RSS and disk summed over the brokers that had
+/// them.
+pub fn sum_ticks(ticks: &[BrokerTick]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let sum = |f: fn(&BrokerTick) -> Option<f64>| {
+        ticks
+            .iter()
+            .filter_map(f)
+            .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
+    };
+    (sum(|t| t.cpu_pct), sum(|t| t.rss_mib), sum(|t| t.disk_mib))
+}
+
 /// Allocated bytes (st_blocks × 512) of every regular file under `dir`; unreadable entries
 /// count as 0. Iterative, so a deep tree cannot overflow the stack.
 pub fn dir_bytes(dir: &Path) -> u64 {
@@ -167,5 +273,33 @@ mod tests {
         assert!(r.disk_bytes.unwrap_or(0) >= 100_000);
         assert!(ProcSampler::new(u32::MAX, None).sample().cpu_s.is_none());
         assert!(client_usage().is_some());
+    }
+
+    #[test]
+    fn sums_what_each_broker_has() {
+        let a = ProcReading {
+            cpu_s: Some(1.5),
+            rss_bytes: Some(10),
+            ..Default::default()
+        };
+        let b = ProcReading {
+            cpu_s: Some(2.0),
+            disk_bytes: Some(7),
+            ..Default::default()
+        };
+        let s = sum_readings([&a, &b]);
+        assert_eq!(s.cpu_s, Some(3.5));
+        assert_eq!(s.rss_bytes, Some(10));
+        assert_eq!(s.disk_bytes, Some(7));
+        assert_eq!(s.threads, None);
+        let mut t = BrokerTrack::start(vec![
+            ProcSampler::new(std::process::id(), None),
+            ProcSampler::new(u32::MAX, None),
+        ]);
+        let ticks = t.tick(1.0);
+        assert_eq!(ticks.len(), 2);
+        assert!(ticks[0].rss_mib.is_some() && ticks[1].rss_mib.is_none());
+        let (cpu, rss, disk) = sum_ticks(&ticks);
+        assert!(cpu.is_some() && rss == ticks[0].rss_mib && disk.is_none());
     }
 }

@@ -12,6 +12,7 @@ use crate::engine::{IntervalSample, RunData};
 use crate::gate::{GateResult, LATENCY_KINDS};
 use crate::hist::{LatencySummary, CDF_EDGES_MS};
 use crate::limits;
+use crate::procstat::ProcReading;
 use crate::scenario::Scenario;
 
 pub const SCHEMA: &str = "sluice-bench/1";
@@ -45,8 +46,15 @@ pub struct Report {
     pub backpressure: Option<Backpressure>,
     /// SSP's offline codec table for this scenario's payloads (see `compression`).
     pub compression_offline: crate::compression::CompressionTable,
+    /// Summed over every sampled broker process; `per_broker` has each one.
     pub broker_process: Option<BrokerProcess>,
     pub client_process: ClientProcess,
+    /// Brokers, controller, partitions' leaders, replicas and ISR at start and end.
+    pub topology: crate::topology::TopologyReport,
+    /// Whether the bench's topics and its consumer group were deleted after the run (null:
+    /// kept, e.g. the embedded broker's or with --keep-topic).
+    pub topics_deleted: Option<bool>,
+    pub group_deleted: Option<bool>,
     /// Measured acknowledged messages per partition and the skew; null if none was acked.
     pub partition_balance: Option<crate::keys::PartitionBalance>,
     /// OMB max-rate search: trajectory and result; null unless `--rate search`.
@@ -101,8 +109,14 @@ pub struct TargetInfo {
     /// The target as given: "embedded" or the --bootstrap / --target host:port list.
     pub spec: String,
     pub bootstrap: String,
+    /// The first of `broker_pids` / `broker_data_dirs`.
     pub broker_pid: Option<u32>,
     pub broker_data_dir: Option<String>,
+    /// Every sampled broker process, and their data directories (paired by position).
+    pub broker_pids: Vec<u32>,
+    pub broker_data_dirs: Vec<String>,
+    /// The short name in tables: the first bootstrap address and `+N` others.
+    pub label: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -264,7 +278,9 @@ pub struct Backpressure {
 
 #[derive(Debug, Serialize)]
 pub struct BrokerProcess {
+    /// The first sampled pid (`pids` has them all).
     pub pid: u32,
+    pub pids: Vec<u32>,
     /// CPU (user + system) from the start of load to the end of the drain.
     pub cpu_s: Option<f64>,
     pub cpu_pct_avg: Option<f64>,
@@ -278,6 +294,49 @@ pub struct BrokerProcess {
     pub disk_write_bytes: Option<u64>,
     pub data_dir_bytes: Option<u64>,
     pub data_dir_bytes_per_msg: Option<f64>,
+    /// Each broker's own figures (same fields) when more than one is sampled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_broker: Vec<BrokerProcess>,
+}
+
+/// One broker process's (or the summed) figures over the run: `first` and `last` readings
+/// (the last one with a CPU figure), the peak RSS, the run's messages and MiB.
+fn broker_process(
+    pids: Vec<u32>,
+    first: ProcReading,
+    last: ProcReading,
+    peak_rss_bytes: Option<u64>,
+    span_s: f64,
+    total_msgs: u64,
+    total_mib: f64,
+) -> BrokerProcess {
+    let cpu_s = match (first.cpu_s, last.cpu_s) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    BrokerProcess {
+        pid: pids.first().copied().unwrap_or(0),
+        pids,
+        cpu_s,
+        cpu_pct_avg: cpu_s.filter(|_| span_s > 0.0).map(|c| c / span_s * 100.0),
+        cpu_us_per_msg: cpu_s
+            .filter(|_| total_msgs > 0)
+            .map(|c| c * 1e6 / total_msgs as f64),
+        cpu_ms_per_mib: cpu_s
+            .filter(|_| total_mib > 0.0)
+            .map(|c| c * 1e3 / total_mib),
+        peak_rss_mib: peak_rss_bytes.map(mib),
+        final_rss_mib: last.rss_bytes.map(mib),
+        threads: last.threads,
+        disk_read_bytes: last.read_bytes,
+        disk_write_bytes: last.write_bytes,
+        data_dir_bytes: last.disk_bytes,
+        data_dir_bytes_per_msg: last
+            .disk_bytes
+            .filter(|_| total_msgs > 0)
+            .map(|b| b as f64 / total_msgs as f64),
+        per_broker: Vec::new(),
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -555,36 +614,44 @@ pub fn build(
     };
     let total_msgs = c.produced + c.warmup_produced;
     let total_mib = mib(total_msgs * scenario.message_bytes as u64);
-    let broker_process = target.broker_pid.map(|pid| {
-        let first = d.broker_first.unwrap_or_default();
-        let last = d.broker_last.unwrap_or_default();
-        let cpu_s = match (first.cpu_s, last.cpu_s) {
-            (Some(a), Some(b)) => Some(b - a),
-            _ => None,
-        };
-        let span_s = d.intervals.last().map(|i| i.elapsed_s).unwrap_or(0.0);
-        BrokerProcess {
-            pid,
-            cpu_s,
-            cpu_pct_avg: cpu_s.filter(|_| span_s > 0.0).map(|c| c / span_s * 100.0),
-            cpu_us_per_msg: cpu_s
-                .filter(|_| total_msgs > 0)
-                .map(|c| c * 1e6 / total_msgs as f64),
-            cpu_ms_per_mib: cpu_s
-                .filter(|_| total_mib > 0.0)
-                .map(|c| c * 1e3 / total_mib),
-            peak_rss_mib: d.broker_peak_rss_bytes.map(mib),
-            final_rss_mib: last.rss_bytes.map(mib),
-            threads: last.threads,
-            disk_read_bytes: last.read_bytes,
-            disk_write_bytes: last.write_bytes,
-            data_dir_bytes: last.disk_bytes,
-            data_dir_bytes_per_msg: last
-                .disk_bytes
-                .filter(|_| total_msgs > 0)
-                .map(|b| b as f64 / total_msgs as f64),
+    let span_s = d.intervals.last().map(|i| i.elapsed_s).unwrap_or(0.0);
+    let broker_process = (!d.broker_each.is_empty()).then(|| {
+        let mut sum = broker_process(
+            d.broker_each.iter().map(|b| b.pid).collect(),
+            d.broker_first.unwrap_or_default(),
+            d.broker_last.unwrap_or_default(),
+            d.broker_peak_rss_bytes,
+            span_s,
+            total_msgs,
+            total_mib,
+        );
+        if d.broker_each.len() > 1 {
+            sum.per_broker = d
+                .broker_each
+                .iter()
+                .map(|b| {
+                    // Per message and per MiB of the whole cluster's traffic: each broker's
+                    // share of the cost of the run.
+                    broker_process(
+                        vec![b.pid],
+                        b.first,
+                        b.last,
+                        b.peak_rss_bytes,
+                        span_s,
+                        total_msgs,
+                        total_mib,
+                    )
+                })
+                .collect();
         }
+        sum
     });
+    if d.topic_deleted == Some(false) {
+        warnings.push("the bench's topics could not be deleted".into());
+    }
+    if d.group_deleted == Some(false) {
+        warnings.push("the bench's consumer group could not be deleted".into());
+    }
     let client_usage = crate::procstat::client_usage();
     if let Some(b) = d.backlog.as_ref().filter(|b| !b.reached && !d.interrupted) {
         warnings.push(format!(
@@ -677,6 +744,9 @@ pub fn build(
         backpressure,
         compression_offline: crate::compression::offline(scenario),
         broker_process,
+        topology: d.topology.clone(),
+        topics_deleted: d.topic_deleted,
+        group_deleted: d.group_deleted,
         client_process: ClientProcess {
             cpu_s: d.client_cpu_s,
             max_rss_mib: client_usage.map(|u| u.max_rss_mib),
@@ -873,6 +943,7 @@ impl Report {
             self.target.kind,
             self.target.bootstrap
         );
+        o.push_str(&self.topology.human());
         let rate = if s.shaping.rate_search {
             format!(
                 "max-rate search from {} msg/s",
@@ -907,6 +978,24 @@ impl Report {
             s.batch_bytes,
             s.idempotence,
             s.consumers
+        );
+        let configs: Vec<String> = s
+            .topic_config
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            o,
+            " replication.factor={}{}",
+            match s.replication_factor {
+                -1 => "broker default".to_string(),
+                n => n.to_string(),
+            },
+            if configs.is_empty() {
+                String::new()
+            } else {
+                format!(" · topic configs {}", configs.join(" "))
+            }
         );
         let w = &self.window;
         let _ = writeln!(
@@ -1084,17 +1173,26 @@ impl Report {
         }
         if let Some(b) = &self.broker_process {
             let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
-            let _ = writeln!(
-                o,
-                " broker pid {}      cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB",
-                b.pid,
-                f1(b.cpu_s),
-                f1(b.cpu_pct_avg),
-                f1(b.cpu_us_per_msg),
-                f1(b.cpu_ms_per_mib),
-                f1(b.peak_rss_mib),
-                f1(b.data_dir_bytes.map(mib))
-            );
+            let line = |o: &mut String, who: String, b: &BrokerProcess| {
+                let _ = writeln!(
+                    o,
+                    " {who:<18} cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB",
+                    f1(b.cpu_s),
+                    f1(b.cpu_pct_avg),
+                    f1(b.cpu_us_per_msg),
+                    f1(b.cpu_ms_per_mib),
+                    f1(b.peak_rss_mib),
+                    f1(b.data_dir_bytes.map(mib))
+                );
+            };
+            if b.per_broker.is_empty() {
+                line(&mut o, format!("broker pid {}", b.pid), b);
+            } else {
+                line(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
+                for p in &b.per_broker {
+                    line(&mut o, format!("  broker pid {}", p.pid), p);
+                }
+            }
         }
         if let Some(cpu) = self.client_process.cpu_s {
             let _ = writeln!(o, " bench client       cpu {cpu:.1} s");
@@ -1147,6 +1245,7 @@ mod tests {
             broker_cpu_pct: None,
             broker_rss_mib: None,
             broker_disk_mib: None,
+            brokers: Vec::new(),
             client_cpu_pct: None,
             split: None,
             hdr: Default::default(),

@@ -2,6 +2,7 @@
 //! override a preset. A scenario is plain data; two runs of the same scenario and seed send
 //! the same schedule of the same bytes.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -134,6 +135,11 @@ pub struct Scenario {
     /// Consumers store each message's offset when it is handed to them and auto-commit the
     /// stored offsets this often (SSP: about 1 s); the broker-view lag trails by up to this.
     pub commit_interval_ms: u32,
+    /// Replication factor of the bench's topics; -1 lets the broker decide (its
+    /// `default.replication.factor`), as CreateTopics does with -1.
+    pub replication_factor: i16,
+    /// Topic configs sent with CreateTopics (`min.insync.replicas`, `cleanup.policy`, ...).
+    pub topic_config: BTreeMap<String, String>,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -192,6 +198,8 @@ impl Scenario {
             shaping: Shaping::default(),
             topics: 1,
             commit_interval_ms: 1000,
+            replication_factor: -1,
+            topic_config: BTreeMap::new(),
         }
     }
 
@@ -325,6 +333,13 @@ impl Scenario {
             "commit_interval_ms" => {
                 self.commit_interval_ms = set_int(v, 1, 3_600_000).map_err(bad)?
             }
+            "replication_factor" => {
+                self.replication_factor = match v {
+                    "default" | "none" => -1,
+                    _ => set_replication_factor(v).map_err(bad)?,
+                }
+            }
+            "topic_config" => self.topic_config = parse_topic_configs(v).map_err(bad)?,
             "keys" => self.shaping.keys = set_enum(v).map_err(bad)?,
             "key_count" => {
                 self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT).map_err(bad)?
@@ -395,6 +410,74 @@ pub fn scenario_keys() -> Vec<String> {
         Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
         _ => Vec::new(),
     }
+}
+
+/// A replication factor: -1 (the broker's default) or 1..=`limits::MAX_REPLICATION_FACTOR`.
+pub fn set_replication_factor(v: &str) -> Result<i16, String> {
+    match set_int::<i16>(v, -1, limits::MAX_REPLICATION_FACTOR) {
+        Ok(0) => Err("0 replicas is not a replication factor; -1 lets the broker decide".into()),
+        r => r,
+    }
+}
+
+/// One `key=value` topic config (a flag's value); the key is a Kafka topic config name.
+pub fn parse_topic_config(v: &str) -> Result<(String, String), String> {
+    let (k, val) = v
+        .split_once('=')
+        .ok_or_else(|| format!("{v:?}: a topic config is key=value, e.g. min.insync.replicas=2"))?;
+    let k = k.trim();
+    let ok_key = !k.is_empty()
+        && k.len() <= limits::MAX_NAME_BYTES
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !ok_key {
+        return Err(format!("{k:?} is not a topic config name"));
+    }
+    if val.len() > limits::MAX_TOPIC_CONFIG_VALUE_BYTES {
+        return Err(format!(
+            "the value of {k} is longer than {} bytes",
+            limits::MAX_TOPIC_CONFIG_VALUE_BYTES
+        ));
+    }
+    Ok((k.to_string(), val.trim().to_string()))
+}
+
+/// The `topic_config` scenario key: a JSON object (what a report holds, so a report's scenario
+/// reproduces the run), or `key=value` items separated by `;` (a sweep value, since a sweep
+/// splits on commas; a value may itself hold commas, e.g. `cleanup.policy=compact,delete`),
+/// or empty / `none` for no configs. The whole set is replaced.
+pub fn parse_topic_configs(v: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    let v = v.trim();
+    if v.is_empty() || v == "none" {
+        return Ok(out);
+    }
+    if v.starts_with('{') {
+        let obj: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(v).map_err(|e| format!("not a JSON object: {e}"))?;
+        for (k, val) in obj {
+            let text = match val {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Number(n) => n.to_string(),
+                serde_json::Value::Bool(b) => b.to_string(),
+                other => return Err(format!("{k}: {other} is not a config value")),
+            };
+            let (k, text) = parse_topic_config(&format!("{k}={text}"))?;
+            out.insert(k, text);
+        }
+    } else {
+        for item in v.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, val) = parse_topic_config(item)?;
+            out.insert(k, val);
+        }
+    }
+    if out.len() > limits::MAX_TOPIC_CONFIGS {
+        return Err(format!(
+            "at most {} topic configs",
+            limits::MAX_TOPIC_CONFIGS
+        ));
+    }
+    Ok(out)
 }
 
 fn set_name(v: &str) -> Result<String, String> {

@@ -255,8 +255,15 @@ fn stem_name(path: &Path) -> String {
 fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, String> {
     let shown = path.display().to_string();
     let text = |k: &str, n: &Node| -> Result<String, String> {
-        n.scalar_text()
-            .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind()))
+        // `topic_config` is the one key whose value is a table (config name -> value).
+        let is_table_key = k.rsplit('.').next().unwrap_or(k).replace('-', "_") == "topic_config";
+        match n {
+            Node::Map(entries) if is_table_key => table_text(entries)
+                .ok_or_else(|| format!("{shown}: {k}: every value must be a single value")),
+            _ => n
+                .scalar_text()
+                .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind())),
+        }
     };
     let mut file = ScenarioFile {
         path: path.to_path_buf(),
@@ -322,6 +329,15 @@ fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, Strin
         .set("preset", &file.name)
         .map_err(|e| format!("{shown}: name: {e}"))?;
     Ok(file)
+}
+
+/// A table of scalars as the JSON object text `Scenario::set` takes for `topic_config`.
+fn table_text(entries: &[(String, Node)]) -> Option<String> {
+    let mut obj = serde_json::Map::new();
+    for (k, v) in entries {
+        obj.insert(k.clone(), serde_json::Value::String(v.scalar_text()?));
+    }
+    Some(serde_json::Value::Object(obj).to_string())
 }
 
 /// Sweep keys and their values, in the order given.
@@ -508,6 +524,51 @@ mod tests {
         assert!(load(&dir.path().join("missing.toml"), false)
             .unwrap_err()
             .contains("cannot read"));
+    }
+
+    #[test]
+    fn replication_and_topic_configs_in_files_and_sweeps() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let t = write(
+            dir.path(),
+            "r.toml",
+            "replication_factor = 3\ntopic_config = { \"min.insync.replicas\" = 2, \"cleanup.policy\" = \"compact,delete\" }\n[sweep]\ntopic_config = [\"min.insync.replicas=1\", \"min.insync.replicas=2;retention.ms=60000\"]\n",
+        );
+        let y = write(
+            dir.path(),
+            "r.yaml",
+            "replication_factor: 3\ntopic_config:\n  min.insync.replicas: 2\n  cleanup.policy: compact,delete\nsweep:\n  topic_config: [\"min.insync.replicas=1\", \"min.insync.replicas=2;retention.ms=60000\"]\n",
+        );
+        let ft = load(&t, false).unwrap_or_else(|e| panic!("{e}"));
+        let fy = load(&y, false).unwrap_or_else(|e| panic!("{e}"));
+        let (st, _) = ft.scenario().unwrap_or_else(|e| panic!("{e}"));
+        let (sy, _) = fy.scenario().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.replication_factor, 3);
+        assert_eq!(
+            st.topic_config.get("cleanup.policy").map(String::as_str),
+            Some("compact,delete")
+        );
+        assert_eq!(st.topic_config, sy.topic_config);
+        let runs = expand(vec![(None, st)], &ft.sweep).unwrap_or_default();
+        assert_eq!(runs.len(), 2);
+        // A sweep value replaces the whole set.
+        assert_eq!(runs[0].1.topic_config.len(), 1);
+        assert_eq!(
+            runs[1]
+                .1
+                .topic_config
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("60000")
+        );
+        // Bad values name the problem.
+        let mut s = Scenario::baseline();
+        assert!(s.set("replication_factor", "0").is_err());
+        assert!(s.set("replication_factor", "-2").is_err());
+        assert!(s.set("topic_config", "nokey").is_err());
+        assert!(s.set("topic_config", "bad key=1").is_err());
+        assert!(s.set("replication_factor", "default").is_ok() && s.replication_factor == -1);
+        assert!(s.set("topic_config", "none").is_ok() && s.topic_config.is_empty());
     }
 
     #[test]

@@ -18,10 +18,11 @@ pub enum Target {
     Embedded(EmbeddedBroker),
     External {
         bootstrap: String,
-        /// Given with --broker-pid: a local broker process to sample.
-        pid: Option<u32>,
-        /// Given with --broker-data-dir: the broker's data directory, for bytes on disk.
-        data_dir: Option<PathBuf>,
+        /// Given with --broker-pid: local broker processes to sample (one per broker).
+        pids: Vec<u32>,
+        /// Given with --broker-data-dir: the brokers' data directories (paired with `pids`
+        /// by position), for bytes on disk.
+        data_dirs: Vec<PathBuf>,
     },
     /// The in-process null broker: the client-ceiling calibration (see `calibrate`).
     Null(crate::calibrate::NullTarget),
@@ -44,19 +45,21 @@ impl Target {
         }
     }
 
-    pub fn pid(&self) -> Option<u32> {
+    /// The broker processes to sample: the embedded child, or the --broker-pid list.
+    pub fn pids(&self) -> Vec<u32> {
         match self {
-            Target::Embedded(b) => Some(b.child.id()),
-            Target::External { pid, .. } => *pid,
-            Target::Null(_) => None,
+            Target::Embedded(b) => vec![b.child.id()],
+            Target::External { pids, .. } => pids.clone(),
+            Target::Null(_) => Vec::new(),
         }
     }
 
-    pub fn data_dir(&self) -> Option<&Path> {
+    /// The brokers' data directories, paired with `pids` by position.
+    pub fn data_dirs(&self) -> &[PathBuf] {
         match self {
-            Target::Embedded(b) => Some(b.data_dir()),
-            Target::External { data_dir, .. } => data_dir.as_deref(),
-            Target::Null(_) => None,
+            Target::Embedded(b) => std::slice::from_ref(&b.data_dir),
+            Target::External { data_dirs, .. } => data_dirs,
+            Target::Null(_) => &[],
         }
     }
 
@@ -66,6 +69,22 @@ impl Target {
             Target::Embedded(b) => b.stop(),
             Target::External { .. } | Target::Null(_) => None,
         }
+    }
+}
+
+/// The short name of a bootstrap list in tables and A/B labels: its first address, and `+N`
+/// for the N others (`10.0.0.1:9092+2`), so a three-broker list does not fill a column.
+pub fn short_label(bootstrap: &str) -> String {
+    let mut entries = bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty());
+    let Some(first) = entries.next() else {
+        return bootstrap.to_string();
+    };
+    match entries.count() {
+        0 => first.to_string(),
+        n => format!("{first}+{n}"),
     }
 }
 
@@ -116,9 +135,9 @@ pub struct EmbeddedBroker {
 }
 
 impl EmbeddedBroker {
-    /// Starts `<this binary> serve --listen 127.0.0.1:0 --data-dir <tmp>/data [extra...]` and
-    /// waits for its "sluice listening on ADDR" line.
-    pub fn start(extra_args: &[String]) -> Result<EmbeddedBroker, String> {
+    /// Starts `<this binary> serve --listen 127.0.0.1:<port or 0> --data-dir <tmp>/data
+    /// [extra...]` and waits for its "sluice listening on ADDR" line.
+    pub fn start(extra_args: &[String], port: Option<u16>) -> Result<EmbeddedBroker, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let workdir = tempfile::Builder::new()
             .prefix("sluice-bench-")
@@ -131,7 +150,7 @@ impl EmbeddedBroker {
         let mut cmd = Command::new(&exe);
         cmd.arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(format!("127.0.0.1:{}", port.unwrap_or(0)))
             .arg("--data-dir")
             .arg(&data_dir)
             .args(extra_args)
@@ -285,6 +304,17 @@ impl Drop for EmbeddedBroker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bootstrap_list_is_labelled_by_its_first_address() {
+        assert_eq!(short_label("127.0.0.1:9092"), "127.0.0.1:9092");
+        assert_eq!(
+            short_label("127.0.0.1:9092, 127.0.0.1:9094,127.0.0.1:9096"),
+            "127.0.0.1:9092+2"
+        );
+        assert_eq!(short_label("a:1,,b:2,"), "a:1+1");
+        assert_eq!(short_label(""), "");
+    }
 
     #[test]
     fn unreachable_bootstrap_fails_fast_and_clearly() {
