@@ -362,53 +362,57 @@ def test_disk_full_recovers_by_itself_after_delete_records(small_disk, tmp_path,
     broker.data_dir = small_disk / "data"
     request.node._sluice_brokers = [broker]
     broker.start()
-    topic = "disk-full-recovers"
-    create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": str(2 * RECORD_BYTES),
-                                              "segment.bytes": str(1 << 20)})
-    acked: dict[str, int] = {}
-    errors: list[KafkaError] = []
+    try:
+        topic = "disk-full-recovers"
+        create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": str(2 * RECORD_BYTES),
+                                                  "segment.bytes": str(1 << 20)})
+        acked: dict[str, int] = {}
+        errors: list[KafkaError] = []
 
-    def on_delivery(err, msg):
-        if err is not None:
-            errors.append(err)
-        else:
-            acked[msg.key().decode()] = msg.offset()
+        def on_delivery(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                acked[msg.key().decode()] = msg.offset()
 
-    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0,
-                  "message.timeout.ms": 10000, "batch.size": RECORD_BYTES + 1024})
-    seq = 0
-    deadline = time.monotonic() + 60
-    while not errors and time.monotonic() < deadline:
-        p.produce(topic, key=f"a{seq}".encode(), value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
-        seq += 1
+        p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "retries": 0, "linger.ms": 0,
+                      "message.timeout.ms": 10000, "batch.size": RECORD_BYTES + 1024})
+        seq = 0
+        deadline = time.monotonic() + 60
+        while not errors and time.monotonic() < deadline:
+            p.produce(topic, key=f"a{seq}".encode(), value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
+            seq += 1
+            p.flush(10)
+        assert errors and errors[0].code() == KafkaError.KAFKA_STORAGE_ERROR, errors
+        assert len(acked) > 10
+        last = max(acked.values())
+        # Still full: still refused, and the broker is alive.
+        p.produce(topic, key=b"refused", value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
         p.flush(10)
-    assert errors and errors[0].code() == KafkaError.KAFKA_STORAGE_ERROR, errors
-    assert len(acked) > 10
-    last = max(acked.values())
-    # Still full: still refused, and the broker is alive.
-    p.produce(topic, key=b"refused", value=b"x" * RECORD_BYTES, on_delivery=on_delivery)
-    p.flush(10)
-    assert errors[-1].code() == KafkaError.KAFKA_STORAGE_ERROR
-    assert broker.alive()
-    code, low = CkAdmin(broker.bootstrap).delete_records(topic, 0, last + 1)
-    assert (code, low) == (0, last + 1), (code, low)
-    for i in range(5):
-        p.produce(topic, key=f"b{i}".encode(), value=b"y" * RECORD_BYTES, on_delivery=on_delivery)
-        p.flush(10)
-    assert [acked.get(f"b{i}") for i in range(5)] == [last + 1 + i for i in range(5)], (acked, errors[-3:])
-    broker.restart()
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                  "max.partition.fetch.bytes": 4 * RECORD_BYTES})
-    c.assign([TopicPartition(topic, 0, last + 1)])
-    seen: dict[str, int] = {}
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(seen) < 5:
-        m = c.poll(0.5)
-        if m is None or m.error():
-            continue
-        k = m.key().decode()
-        assert k not in seen, f"{k} delivered twice"
-        seen[k] = m.offset()
-    c.close()
-    assert seen == {f"b{i}": last + 1 + i for i in range(5)}, seen
-    assert "refused" not in acked
+        assert errors[-1].code() == KafkaError.KAFKA_STORAGE_ERROR
+        assert broker.alive()
+        code, low = CkAdmin(broker.bootstrap).delete_records(topic, 0, last + 1)
+        assert (code, low) == (0, last + 1), (code, low)
+        for i in range(5):
+            p.produce(topic, key=f"b{i}".encode(), value=b"y" * RECORD_BYTES, on_delivery=on_delivery)
+            p.flush(10)
+        assert [acked.get(f"b{i}") for i in range(5)] == [last + 1 + i for i in range(5)], (acked, errors[-3:])
+        broker.restart()
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                      "max.partition.fetch.bytes": 4 * RECORD_BYTES})
+        c.assign([TopicPartition(topic, 0, last + 1)])
+        seen: dict[str, int] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(seen) < 5:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            k = m.key().decode()
+            assert k not in seen, f"{k} delivered twice"
+            seen[k] = m.offset()
+        c.close()
+        assert seen == {f"b{i}": last + 1 + i for i in range(5)}, seen
+        assert "refused" not in acked
+    finally:
+        # Started outside sluice_factory: stop it here, or it outlives the test.
+        broker.teardown()
