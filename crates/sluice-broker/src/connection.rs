@@ -19,15 +19,17 @@
 //! `connections.max.idle.ms` is closed, and so is one whose client does not take a response
 //! within that time (a response's write that has not finished after it): a client that
 //! stops reading cannot hold a response's memory charge and the journal files its fetch
-//! ranges pin for longer than an idle connection may live. When the client goes away (end of stream, read or
-//! write error, idle close), the requests still in flight are aborted: parked fetches and
-//! produce waits stop at once instead of running to their deadlines. (A produce's appends
-//! were queued before its task started, so aborting only drops the answer nobody reads.)
+//! ranges pin for longer than an idle connection may live. When the client goes away (end
+//! of stream, read or write error, idle close), the requests still in flight are aborted:
+//! parked fetches and produce waits stop at once instead of running to their deadlines. (A
+//! produce's appends were queued when it started, so aborting only drops the answer nobody
+//! reads.)
 //!
 //! Writing: a response is either one contiguous frame or a fetch call's chunked frame
 //! (framing plus journal file ranges), written with vectored writes and `sendfile` that
-//! resume after partial writes (see [`crate::response_chunks`]). Either way one response is written completely before the
-//! next one starts, and its charge is released only after its last byte is written.
+//! resume after partial writes (see [`crate::response_chunks`]). Either way one response is
+//! written completely before the next one starts, and its charge is released only after its
+//! last byte is written.
 //!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
