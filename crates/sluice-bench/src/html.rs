@@ -627,22 +627,15 @@ pub fn body(r: &Report) -> String {
         r.window.drain_s,
         if r.window.interrupted { " · <b class=warn>interrupted: partial results</b>" } else { "" }
     );
-    let configs: Vec<String> = s
-        .topic_config
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let configs = crate::report::topic_configs_text(s);
     let _ = write!(
         o,
         "<p>replication.factor={}{}</p>",
-        match s.replication_factor {
-            -1 => "broker default".to_string(),
-            n => n.to_string(),
-        },
+        crate::report::replication_factor_text(s.replication_factor),
         if configs.is_empty() {
             String::new()
         } else {
-            format!(" · topic configs <code>{}</code>", esc(&configs.join(" ")))
+            format!(" · topic configs <code>{}</code>", esc(&configs))
         }
     );
     o.push_str(&topology_section(&r.topology));

@@ -979,22 +979,15 @@ impl Report {
             s.idempotence,
             s.consumers
         );
-        let configs: Vec<String> = s
-            .topic_config
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let configs = topic_configs_text(s);
         let _ = writeln!(
             o,
             " replication.factor={}{}",
-            match s.replication_factor {
-                -1 => "broker default".to_string(),
-                n => n.to_string(),
-            },
+            replication_factor_text(s.replication_factor),
             if configs.is_empty() {
                 String::new()
             } else {
-                format!(" · topic configs {}", configs.join(" "))
+                format!(" · topic configs {configs}")
             }
         );
         let w = &self.window;
@@ -1210,6 +1203,23 @@ impl Report {
         let _ = writeln!(o, "{rule}");
         o
     }
+}
+
+/// The bench topics' replication factor as the reports show it (-1: the broker decides).
+pub(crate) fn replication_factor_text(replication_factor: i16) -> String {
+    match replication_factor {
+        -1 => "broker default".to_string(),
+        n => n.to_string(),
+    }
+}
+
+/// The bench topics' `--topic-config` settings as `k=v k=v` (empty when none).
+pub(crate) fn topic_configs_text(s: &Scenario) -> String {
+    s.topic_config
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

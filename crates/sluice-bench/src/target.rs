@@ -91,6 +91,25 @@ pub fn short_label(bootstrap: &str) -> String {
 /// Checks that at least one `host:port` of a comma-separated bootstrap list accepts a TCP
 /// connection, so a typo fails in seconds instead of librdkafka retrying forever.
 pub fn check_reachable(bootstrap: &str) -> Result<(), String> {
+    match connect_first(bootstrap, limits::BOOTSTRAP_CONNECT_TIMEOUT) {
+        Ok(_) => Ok(()),
+        Err(problems) if problems.is_empty() => {
+            Err(format!("bootstrap list {bootstrap:?} names no host:port"))
+        }
+        Err(problems) => Err(format!(
+            "cannot reach any bootstrap broker: {}",
+            problems.join("; ")
+        )),
+    }
+}
+
+/// The first address of a comma-separated bootstrap list that accepts a TCP connection
+/// within `timeout`, with the list entry it came from; else every problem met, in order
+/// (none when the list names no `host:port`).
+pub fn connect_first(
+    bootstrap: &str,
+    timeout: std::time::Duration,
+) -> Result<(String, TcpStream), Vec<String>> {
     let mut problems = Vec::new();
     for entry in bootstrap
         .split(',')
@@ -108,19 +127,13 @@ pub fn check_reachable(bootstrap: &str) -> Result<(), String> {
             problems.push(format!("{entry}: resolves to no address"));
         }
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, limits::BOOTSTRAP_CONNECT_TIMEOUT) {
-                Ok(_) => return Ok(()),
+            match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(stream) => return Ok((entry.to_string(), stream)),
                 Err(e) => problems.push(format!("{entry} ({addr}): {e}")),
             }
         }
     }
-    if problems.is_empty() {
-        return Err(format!("bootstrap list {bootstrap:?} names no host:port"));
-    }
-    Err(format!(
-        "cannot reach any bootstrap broker: {}",
-        problems.join("; ")
-    ))
+    Err(problems)
 }
 
 /// A `sluice serve` child process and its temporary data directory.

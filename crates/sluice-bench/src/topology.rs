@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -261,32 +261,13 @@ pub fn diff(a: &Topology, b: &Topology) -> Vec<TopologyChange> {
 
 /// One Metadata request for `topics` to the first bootstrap address that accepts a connection.
 pub fn snapshot(bootstrap: &str, topics: &[String]) -> Result<Topology, String> {
-    let mut problems = Vec::new();
-    for entry in bootstrap
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-    {
-        let addrs = match entry.to_socket_addrs() {
-            Ok(a) => a,
-            Err(e) => {
-                problems.push(format!("{entry}: {e}"));
-                continue;
-            }
-        };
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, limits::TOPOLOGY_TIMEOUT) {
-                Ok(stream) => {
-                    return ask(stream, topics).map_err(|e| format!("{entry}: Metadata: {e}"))
-                }
-                Err(e) => problems.push(format!("{entry}: {e}")),
-            }
-        }
+    match crate::target::connect_first(bootstrap, limits::TOPOLOGY_TIMEOUT) {
+        Ok((entry, stream)) => ask(stream, topics).map_err(|e| format!("{entry}: Metadata: {e}")),
+        Err(problems) => Err(format!(
+            "no bootstrap broker answered: {}",
+            problems.join("; ")
+        )),
     }
-    Err(format!(
-        "no bootstrap broker answered: {}",
-        problems.join("; ")
-    ))
 }
 
 fn ask(mut stream: TcpStream, topics: &[String]) -> Result<Topology, String> {

@@ -63,6 +63,12 @@ pub const FETCH_PARTITION_ENTRIES_MAX: usize = PARTITIONS_TOTAL_MAX;
 /// Produce calls (decoded request, response layout, encode buffer) a connection keeps for
 /// reuse once their responses are written.
 pub const PRODUCE_CALLS_KEPT_PER_CONNECTION: usize = 8;
+/// Entries a kept call's vectors (decoded request, resolved partitions, response chunks) may
+/// keep room for between requests; one that grew past it is given back, so one huge request
+/// does not leave a connection holding its memory.
+pub const CALL_ENTRIES_KEPT_MAX: usize = 1024;
+/// Framing bytes a kept fetch response frame may keep room for between responses.
+pub const FRAME_BYTES_KEPT_MAX: usize = 64 * 1024;
 /// Fetch calls (decoded request, read job, response frame) a connection keeps for reuse.
 /// Clients keep one fetch in flight per broker; a second covers a pipelined one.
 pub const FETCH_CALLS_KEPT_PER_CONNECTION: usize = 2;

@@ -143,6 +143,15 @@ pub(crate) struct Overdraft {
     _permit: Option<OwnedSemaphorePermit>,
 }
 
+/// Empties a vector a connection keeps for reuse, keeping its allocation unless it grew past
+/// `capacity_max` entries (then it is given back: see `limits::CALL_ENTRIES_KEPT_MAX`).
+pub(crate) fn clear_kept<T>(v: &mut Vec<T>, capacity_max: usize) {
+    v.clear();
+    if v.capacity() > capacity_max {
+        *v = Vec::new();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

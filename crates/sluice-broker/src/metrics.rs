@@ -255,30 +255,39 @@ fn histogram_family(
     histogram(&mut m, s, per_unit)
 }
 
+/// One counter family with a series per API.
+fn per_api_counter(
+    enc: &mut DescriptorEncoder,
+    apis: &[ApiSeries],
+    name: &str,
+    help: &str,
+    counter: impl Fn(&ApiSeries) -> &AtomicU64,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for a in apis {
+        let v = counter(a).load(Ordering::Relaxed);
+        m.encode_family(&[("api", a.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    Ok(())
+}
+
 fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
     let apis = &b.metrics.apis;
-    let mut m = enc.encode_descriptor(
+    per_api_counter(
+        enc,
+        apis,
         "sluice_requests",
         "Requests answered (or closed instead), by API.",
-        None,
-        MetricType::Counter,
+        |a| &a.requests,
     )?;
-    for a in apis.iter() {
-        let v = a.requests.load(Ordering::Relaxed);
-        m.encode_family(&[("api", a.name.as_str())])?
-            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-    }
-    let mut m = enc.encode_descriptor(
+    per_api_counter(
+        enc,
+        apis,
         "sluice_request_errors",
         "Requests that closed the connection instead of being answered, or whose Produce or Fetch response carries a partition error code, by API.",
-        None,
-        MetricType::Counter,
+        |a| &a.errors,
     )?;
-    for a in apis.iter() {
-        let v = a.errors.load(Ordering::Relaxed);
-        m.encode_family(&[("api", a.name.as_str())])?
-            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
-    }
     let mut m = enc.encode_descriptor(
         "sluice_request_latency_seconds",
         "Time from a request's last byte received to its response's last byte written, by API.",

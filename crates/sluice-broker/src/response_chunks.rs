@@ -42,6 +42,7 @@ use tokio::net::TcpStream;
 use sluice_protocol::frame::SIZE_PREFIX_BYTES;
 
 use crate::limits;
+use crate::memory::clear_kept;
 
 /// Most slices handed to one `writev`: far below the kernel's IOV_MAX (1024), and enough for
 /// a fetch of hundreds of partitions to leave in a few calls.
@@ -88,11 +89,6 @@ pub(crate) struct ChunkedFrame {
     /// Bytes of the whole frame, size prefix included; set by `finish`.
     len: usize,
 }
-
-/// A frame whose buffers grew past these is given back when cleared, so one huge response
-/// does not leave a connection holding its memory.
-const OWN_BYTES_KEPT_MAX: usize = 64 * 1024;
-const CHUNKS_KEPT_MAX: usize = 1024;
 
 impl ChunkedFrame {
     /// A frame begun with room for `framing_bytes` (tests, one-off frames).
@@ -164,14 +160,8 @@ impl ChunkedFrame {
     /// Forgets the frame: its records and the journal files they pin go now. Keeps the
     /// buffers' capacity unless a huge response grew them.
     pub(crate) fn clear(&mut self) {
-        self.chunks.clear();
-        self.own.clear();
-        if self.own.capacity() > OWN_BYTES_KEPT_MAX {
-            self.own = Vec::new();
-        }
-        if self.chunks.capacity() > CHUNKS_KEPT_MAX {
-            self.chunks = Vec::new();
-        }
+        clear_kept(&mut self.chunks, limits::CALL_ENTRIES_KEPT_MAX);
+        clear_kept(&mut self.own, limits::FRAME_BYTES_KEPT_MAX);
         self.own_marked = 0;
         self.shared_len = 0;
         self.len = 0;

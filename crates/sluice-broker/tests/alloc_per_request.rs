@@ -171,7 +171,7 @@ const FETCH_ALLOCS_MAX: f64 = 0.5;
 /// How long the long-poll rows wait for data that never comes.
 const FETCH_EMPTY_WAIT_MS: i32 = 2;
 /// (partitions per request, warm-up requests, measured requests).
-const SHAPES: [(i32, u32, u32); 3] = [(1, 200, 2000), (16, 40, 250), (128, 10, 40)];
+const SHAPES: [(i32, u32, u32); 3] = [(1, 200, 2000), (16, 40, 250), (128, 20, 120)];
 
 fn put_varint(out: &mut Vec<u8>, value: i64) {
     let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;

@@ -52,7 +52,8 @@ use uuid::Uuid;
 pub(crate) use read::FetchReaders;
 
 use super::Ctx;
-use crate::memory::{self, Reservation};
+use crate::limits::CALL_ENTRIES_KEPT_MAX;
+use crate::memory::{self, clear_kept, Reservation};
 use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
 use crate::{error_code, limits, Broker};
@@ -112,10 +113,6 @@ pub(crate) struct TopicEntry {
 }
 
 const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
-
-/// Vectors that grew past this many entries are given back after the request, so one huge
-/// request does not leave a connection holding its memory.
-const ENTRIES_KEPT_MAX: usize = 1024;
 
 /// Where a call stands.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -199,15 +196,29 @@ impl FetchCall {
             return false;
         }
         let d = &self.decoded;
-        if ctx.version >= 7 && d.session_id != 0 {
-            return self.session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND);
-        }
-        if ctx.version >= 7 && d.session_epoch > 0 {
-            return self.session_error(&ctx, INVALID_FETCH_SESSION_EPOCH);
-        }
-        let ok = self.poll(&ctx).await;
-        self.unlisten(&ctx.broker.log);
+        let ok = if ctx.version >= 7 && d.session_id != 0 {
+            self.session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND)
+        } else if ctx.version >= 7 && d.session_epoch > 0 {
+            self.session_error(&ctx, INVALID_FETCH_SESSION_EPOCH)
+        } else {
+            let ok = self.poll(&ctx).await;
+            self.unlisten(&ctx.broker.log);
+            ok
+        };
+        self.forget_request();
         ok
+    }
+
+    /// Drops every reference into the request's frame (topic names, the header's client
+    /// id) once the response is encoded, before it is written, as `ProduceCall::respond`
+    /// does: a client waiting for this response sends its next request as soon as it has
+    /// it, and the connection's reader reuses its read buffer in place only if the frames
+    /// read into it are gone; else it allocates a fresh one.
+    fn forget_request(&mut self) {
+        self.decoded.clear();
+        self.topics.clear();
+        self.seen.clear();
+        self.ctx = None;
     }
 
     /// The response, after [`FetchCall::run`] returned true.
@@ -322,13 +333,16 @@ impl FetchCall {
         let memory = &broker.request_memory;
         let budget_share = memory.total_units() as usize * limits::REQUEST_MEMORY_UNIT_BYTES
             / limits::FETCH_READ_BUDGET_DIVISOR;
-        let limit = {
+        let (limit, framing) = {
             let state = self.job.state.lock();
-            partition_limits_with_data(broker, &state.parts)
+            let limit = partition_limits_with_data(broker, &state.parts)
                 .min(cap)
-                .min(budget_share)
+                .min(budget_share);
+            (
+                limit,
+                encode::framing_bytes_max(&self.topics, state.parts.len()),
+            )
         };
-        let framing = encode::framing_bytes_max(&self.topics, self.job.state.lock().parts.len());
         let want = memory::units(limit.saturating_add(framing));
         let mut charge = match memory.try_reserve(want) {
             Some(c) => c,
@@ -527,23 +541,17 @@ impl FetchCall {
         self.charge = None;
         self.frame.clear();
         self.decoded.clear();
-        self.topics.clear();
-        self.topic_stats.clear();
+        clear_kept(&mut self.topics, CALL_ENTRIES_KEPT_MAX);
+        clear_kept(&mut self.topic_stats, CALL_ENTRIES_KEPT_MAX);
         self.seen.clear();
-        if self.topics.capacity() > ENTRIES_KEPT_MAX {
-            self.topics = Vec::new();
-            self.topic_stats = Vec::new();
-        }
-        if self.seen.capacity() > ENTRIES_KEPT_MAX {
+        if self.seen.capacity() > CALL_ENTRIES_KEPT_MAX {
             self.seen = HashMap::new();
         }
         let mut state = self.job.state.lock();
-        state.parts.clear();
-        if state.parts.capacity() > ENTRIES_KEPT_MAX {
-            state.parts = Vec::new();
-        }
+        clear_kept(&mut state.parts, CALL_ENTRIES_KEPT_MAX);
         state.results.iter_mut().for_each(PartResult::reset);
-        if state.results.len() > ENTRIES_KEPT_MAX {
+        // Results keep their own vectors' room, so they are reset in place, not cleared.
+        if state.results.len() > CALL_ENTRIES_KEPT_MAX {
             state.results = Vec::new();
         }
     }

@@ -25,7 +25,9 @@ use uuid::Uuid;
 
 pub(crate) use crate::handlers::wire::Malformed;
 use crate::handlers::wire::{topic_array, TopicArray, WireReader};
+use crate::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::limits::FETCH_PARTITION_ENTRIES_MAX;
+use crate::memory::clear_kept;
 
 /// The versions this decoder reads (as the handler and the API registry accept).
 const VERSIONS: std::ops::RangeInclusive<i16> = 4..=18;
@@ -59,10 +61,6 @@ const TOPIC_BYTES_MIN: usize = 2;
 const PARTITION_BYTES_MIN: usize = 16;
 /// Bytes of one forgotten partition (an int32 index).
 const FORGOTTEN_PARTITION_BYTES: usize = 4;
-
-/// Vectors that grew past this many entries are given back after the request, so one huge
-/// request does not leave a connection holding its memory (as for Produce).
-const ENTRIES_KEPT_MAX: usize = 1024;
 
 /// One topic of the request: its name (v4-12) or id (v13+), the other left default.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,14 +162,8 @@ impl Decoded {
 
     /// Forgets the request (its frame can go), keeping the vectors' capacity unless large.
     pub(crate) fn clear(&mut self) {
-        self.topics.clear();
-        self.partitions.clear();
-        if self.partitions.capacity() > ENTRIES_KEPT_MAX {
-            self.partitions = Vec::new();
-        }
-        if self.topics.capacity() > ENTRIES_KEPT_MAX {
-            self.topics = Vec::new();
-        }
+        clear_kept(&mut self.topics, CALL_ENTRIES_KEPT_MAX);
+        clear_kept(&mut self.partitions, CALL_ENTRIES_KEPT_MAX);
     }
 }
 
@@ -593,7 +585,7 @@ mod tests {
             reused.decode(&a, version).unwrap();
             assert_eq!(format!("{reused:?}"), format!("{fresh:?}"), "v{version}");
             reused.decode(&b, version).unwrap();
-            let kept = |capacity: usize| (1..=ENTRIES_KEPT_MAX).contains(&capacity);
+            let kept = |capacity: usize| (1..=CALL_ENTRIES_KEPT_MAX).contains(&capacity);
             if kept(reused.partitions.capacity()) {
                 assert_eq!(reused.partitions.as_ptr(), partitions_at, "v{version}");
             }
@@ -602,7 +594,7 @@ mod tests {
             }
         }
         reused
-            .decode(&many_entries(&[ENTRIES_KEPT_MAX + 1]), 4)
+            .decode(&many_entries(&[CALL_ENTRIES_KEPT_MAX + 1]), 4)
             .unwrap();
         reused.clear();
         assert_eq!(reused.partitions.capacity(), 0);

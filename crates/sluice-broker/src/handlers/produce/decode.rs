@@ -19,7 +19,9 @@ use uuid::Uuid;
 
 pub(crate) use crate::handlers::wire::Malformed;
 use crate::handlers::wire::{topic_array, TopicArray, WireReader};
+use crate::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::limits::PRODUCE_PARTITION_ENTRIES_MAX;
+use crate::memory::clear_kept;
 
 /// First version with flexible (compact) encodings and tagged fields.
 const FLEXIBLE_VERSION_MIN: i16 = 9;
@@ -57,10 +59,6 @@ pub(crate) struct Decoded {
     pub(crate) topics: Vec<TopicData>,
     pub(crate) partitions: Vec<PartitionData>,
 }
-
-/// Vectors that grew past this many entries are given back after the request, so one huge
-/// request does not leave a connection holding its memory.
-const ENTRIES_KEPT_MAX: usize = 1024;
 
 impl Decoded {
     /// Decodes `body` at `version`, replacing what the vectors held.
@@ -101,14 +99,8 @@ impl Decoded {
 
     /// Forgets the request (its frame can go), keeping the vectors' capacity unless large.
     pub(crate) fn clear(&mut self) {
-        self.topics.clear();
-        self.partitions.clear();
-        if self.partitions.capacity() > ENTRIES_KEPT_MAX {
-            self.partitions = Vec::new();
-        }
-        if self.topics.capacity() > ENTRIES_KEPT_MAX {
-            self.topics = Vec::new();
-        }
+        clear_kept(&mut self.topics, CALL_ENTRIES_KEPT_MAX);
+        clear_kept(&mut self.partitions, CALL_ENTRIES_KEPT_MAX);
     }
 }
 
