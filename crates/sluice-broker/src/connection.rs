@@ -11,8 +11,9 @@
 //! arrive, beyond the first [`limits::READ_CHUNK_BYTES`] it may buffer; a bare size prefix
 //! charges nothing, so prefixes alone cannot starve other clients. A complete frame carries
 //! its charge until its response is written. A frame bigger than one chunk is read into a
-//! buffer of exactly its size, which leaves with the frame: no connection keeps a big buffer
-//! after a big request. Once a frame's size prefix has arrived, its body must arrive within
+//! buffer of its own, which leaves with the frame; its allocation is kept and reused for a
+//! later big frame once the old one is gone, within the bounds of `frame_buffers`. Once a
+//! frame's size prefix has arrived, its body must arrive within
 //! [`limits::FRAME_READ_TIMEOUT_MS`].
 //!
 //! Lifetime: a connection with no bytes received and no response owed for
@@ -49,6 +50,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
+use crate::frame_buffers::FrameBuffers;
 use crate::handlers::fetch::FetchCall;
 use crate::handlers::produce::{self, ProduceCall};
 use crate::handlers::{self, Calls, Reply, Started};
@@ -88,6 +90,8 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
         broker: &broker,
         calls,
         spare_chunk: None,
+        frame_buffers: FrameBuffers::new(&broker.request_memory),
+        big_frame_bytes: None,
         rd,
         peer,
         buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
@@ -111,6 +115,10 @@ struct Reader<'a> {
     calls: Calls,
     /// The read chunk, put aside while a big frame is read into a buffer of its own.
     spare_chunk: Option<BytesMut>,
+    /// Kept allocations of earlier big frames, reused for later ones.
+    frame_buffers: FrameBuffers<'a>,
+    /// While `buf` is a big frame's own buffer: the size of its allocation.
+    big_frame_bytes: Option<usize>,
     rd: OwnedReadHalf,
     peer: SocketAddr,
     buf: BytesMut,
@@ -204,9 +212,9 @@ impl Reader<'_> {
             Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
     }
 
-    /// Makes room to read. A frame that outgrows the first chunk gets a buffer of exactly
-    /// its size (committed by the kernel only as bytes arrive), so it is never copied while
-    /// growing and leaves with the frame. Otherwise reads go into the room left in the
+    /// Makes room to read. A frame that outgrows the first chunk gets a buffer of its own (a
+    /// kept one, or one of exactly its size), so it is never copied while growing and
+    /// leaves with the frame. Otherwise reads go into the room left in the
     /// current chunk while there is some; when there is too little, the chunk is reused in
     /// place if the frames read into it are gone (a client that waits for each response),
     /// and only else is a fresh chunk allocated. Nothing is allocated on a bare size prefix.
@@ -223,13 +231,14 @@ impl Reader<'_> {
             // copy the whole frame); bytes past the frame wait for the next buffer.
             Some(total) if capacity >= total && total > len => {}
             Some(total) if total > len + limits::READ_CHUNK_BYTES => {
-                // Exactly the frame: `reserve` would round the capacity up (to twice the
-                // old one, or more), and the frame keeps this buffer until it is handled.
-                let mut exact = BytesMut::with_capacity(total);
-                exact.extend_from_slice(&self.buf);
-                let mut chunk = std::mem::replace(&mut self.buf, exact);
+                // Not `reserve`: it would round the capacity up (to twice the old one, or
+                // more) and copy, and the frame keeps this buffer until it is handled.
+                let (mut own, bytes) = self.frame_buffers.take(total);
+                own.extend_from_slice(&self.buf);
+                let mut chunk = std::mem::replace(&mut self.buf, own);
                 chunk.clear();
                 self.spare_chunk = Some(chunk);
+                self.big_frame_bytes = Some(bytes);
             }
             _ if capacity - len >= limits::READ_ROOM_MIN_BYTES => {}
             _ => {
@@ -313,18 +322,18 @@ impl Reader<'_> {
             overdraft.is_some()
                 || charge.units() >= need.min(self.broker.request_memory.total_units())
         );
-        let frame = match total > limits::READ_CHUNK_BYTES && self.buf.len() == total {
-            // The buffer is the frame (its own exact buffer): hand it over whole, which
-            // costs no shared-buffer header, and read on in the kept chunk.
-            true => {
-                let chunk = self.take_chunk();
-                std::mem::replace(&mut self.buf, chunk).freeze()
-            }
-            false => self.buf.split_to(total).freeze(),
-        };
+        let frame = self.buf.split_to(total).freeze();
         let body = frame.slice(frame::SIZE_PREFIX_BYTES..);
-        if total > limits::READ_CHUNK_BYTES && self.buf.capacity() > limits::READ_CHUNK_BYTES {
-            // The frame had a buffer of its own; what was read past it is at most one chunk.
+        if let Some(bytes) = self.big_frame_bytes.take() {
+            // The frame had a buffer of its own: keep its allocation for a later big frame,
+            // and read on in the chunk (what was read past the frame is at most one chunk).
+            let mut chunk = self.take_chunk();
+            chunk.extend_from_slice(&self.buf);
+            let own = std::mem::replace(&mut self.buf, chunk);
+            self.frame_buffers.give(own, bytes);
+        } else if total > limits::READ_CHUNK_BYTES && self.buf.capacity() > limits::READ_CHUNK_BYTES
+        {
+            // The chunk grew to finish a frame a little bigger than it: start a fresh one.
             let mut chunk = self.take_chunk();
             chunk.extend_from_slice(&self.buf);
             self.buf = chunk;

@@ -32,6 +32,7 @@ pub mod config;
 mod config_security;
 mod connection;
 pub mod error_code;
+mod frame_buffers;
 pub mod groups;
 mod handlers;
 pub mod limits;

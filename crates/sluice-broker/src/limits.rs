@@ -93,9 +93,17 @@ pub const SEGMENT_FILES_MIN: u64 = 64;
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// Bytes read from a socket at a time, and the part of each connection's read buffer that is
 /// not charged to the request-memory budget (bounded by `max.connections` instead). A frame
-/// larger than this gets a buffer of exactly its size, dropped as soon as the frame is
-/// split off, so no connection keeps a big buffer after a big request.
+/// larger than this gets a buffer of its own, which leaves with the frame and is reused for
+/// a later big frame within the `FRAME_BUFFER*_KEPT_*` bounds below.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Big-frame buffers (see `frame_buffers`) one connection keeps for reuse: enough for a
+/// producer's usual pipeline of big requests.
+pub const FRAME_BUFFERS_KEPT_PER_CONNECTION: usize = 5;
+/// Largest big-frame buffer a connection keeps (a bigger frame's buffer is freed with it).
+/// Covers a Java producer's `max.request.size` (1 MiB) with room to spare.
+pub const FRAME_BUFFER_KEPT_BYTES_MAX: usize = 4 << 20;
+/// Big-frame buffer bytes all connections together keep; part of the memory bound.
+pub const FRAME_BUFFERS_KEPT_BYTES_TOTAL_MAX: usize = 32 << 20;
 /// Least room a connection reads into before it reuses or replaces its read chunk: less
 /// would mean many tiny reads at the end of a chunk.
 pub const READ_ROOM_MIN_BYTES: usize = 4 * 1024;

@@ -30,6 +30,7 @@
 //!   partition (duplicates answered with their original offsets, gaps and stale epochs
 //!   refused) and its snapshot file.
 
+mod append_queue;
 pub mod batch;
 mod checkpoint;
 mod checkpointer;

@@ -10,8 +10,9 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use crate::append_queue::{self, AppendSender};
 use crate::completion::{AppendGroup, Completion};
 
 use crate::batch::{self, BatchHeader, BatchIter};
@@ -40,7 +41,7 @@ pub struct LogManager {
 struct Inner {
     engine: Arc<Engine>,
     /// The append queue's sending side (bounded: `append_queue_len`).
-    sender: mpsc::Sender<Message>,
+    sender: AppendSender<Message>,
     /// `None` once shut down (or stopped by drop).
     threads: Mutex<Option<Threads>>,
     /// The data directory's `.lock`: released by `shutdown` once the final checkpoint is
@@ -266,7 +267,7 @@ impl LogManager {
         crate::segment::set_segment_files_max(config.segment_files_max);
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
-        let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
+        let (sender, receiver) = append_queue::queue(engine.config.append_queue_len);
         let committer = Committer::new(Arc::clone(&engine), receiver, journal);
         let threads = spawn_threads(&engine, committer)?;
         let inner = Inner {
