@@ -78,6 +78,10 @@ pub const FETCH_CALLS_KEPT_PER_CONNECTION: usize = 2;
 pub const FETCH_READ_THREADS: usize = 4;
 /// Fetch reads queued for the reader threads; beyond it, reads go to tokio's blocking pool.
 pub const FETCH_READ_QUEUE_MAX: usize = 1024;
+/// File ranges of a fetch at least this long are checked for being in the page cache on the
+/// reader thread, and read in there if not, so the worker's `sendfile` does not wait for the
+/// disk. Shorter ones (tailing consumers: fresh, cached data) skip the check's system call.
+pub const FETCH_RESIDENT_CHECK_BYTES_MIN: usize = 64 * 1024;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the
