@@ -92,6 +92,7 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
         spare_chunk: None,
         frame_buffers: FrameBuffers::new(&broker.request_memory),
         big_frame_bytes: None,
+        receive_low_water: 1,
         rd,
         peer,
         buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
@@ -109,6 +110,28 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
     let _ = writer.await;
 }
 
+/// `setsockopt(SO_RCVLOWAT)`: the socket reads as ready only once `bytes` are buffered.
+#[allow(unsafe_code)]
+fn set_receive_low_water(socket: &tokio::net::TcpStream, bytes: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor is the stream's open socket, borrowed for the call; the option
+    // value is a c_int that lives across the call, with its size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 struct Reader<'a> {
     broker: &'a Arc<Broker>,
     /// Produce and fetch calls kept for reuse (given back by the writer).
@@ -119,6 +142,8 @@ struct Reader<'a> {
     frame_buffers: FrameBuffers<'a>,
     /// While `buf` is a big frame's own buffer: the size of its allocation.
     big_frame_bytes: Option<usize>,
+    /// The socket's `SO_RCVLOWAT` as last set (1, the kernel's default, at first).
+    receive_low_water: usize,
     rd: OwnedReadHalf,
     peer: SocketAddr,
     buf: BytesMut,
@@ -168,6 +193,7 @@ impl Reader<'_> {
             if let Err(stop) = self.charge_next_read(&mut shutdown).await {
                 return stop;
             }
+            self.tune_receive_low_water();
             tokio::select! {
                 ready = self.rd.readable() => {
                     if let Err(e) = ready {
@@ -206,6 +232,40 @@ impl Reader<'_> {
         }
     }
 
+    /// While a big frame arrives, asks the kernel to report the socket readable only once
+    /// a good part of the rest is there (`SO_RCVLOWAT`), never more than the rest: without
+    /// it the worker wakes for every few TCP segments of a 1 MiB request (each wake-up a
+    /// costly switch on a virtual machine). Back to 1 between frames, so a small request
+    /// is never left waiting. A refused setting is only a missed optimisation.
+    fn tune_receive_low_water(&mut self) {
+        let rest = match self.frame_total() {
+            Some(total) => total.saturating_sub(self.buf.len()),
+            None => 0,
+        };
+        let want = match rest {
+            r if r > limits::READ_CHUNK_BYTES => r.min(limits::RECEIVE_LOW_WATER_BYTES_MAX),
+            _ => 1,
+        };
+        // Lower it at once (it must never exceed what is still to come); raise it only
+        // when that saves wake-ups, not for every read near the end of a frame.
+        let stale = self.receive_low_water > rest.max(1) || want >= 2 * self.receive_low_water;
+        if !stale || want == self.receive_low_water {
+            return;
+        }
+        if set_receive_low_water(self.rd.as_ref(), want).is_ok() {
+            self.receive_low_water = want;
+        }
+    }
+
+    /// The whole size of the frame being read, once its size prefix is in.
+    fn frame_total(&self) -> Option<usize> {
+        let b = &self.buf;
+        (self.frame_deadline.is_some() && b.len() >= frame::SIZE_PREFIX_BYTES).then(|| {
+            // frame::check accepted the prefix: positive and within the limit.
+            frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+        })
+    }
+
     /// A frame's size prefix has arrived: its body must arrive in time.
     fn start_frame(&mut self) {
         self.frame_deadline =
@@ -220,13 +280,7 @@ impl Reader<'_> {
     /// and only else is a fresh chunk allocated. Nothing is allocated on a bare size prefix.
     fn make_room(&mut self) {
         let (len, capacity) = (self.buf.len(), self.buf.capacity());
-        let frame_total =
-            (self.frame_deadline.is_some() && len >= frame::SIZE_PREFIX_BYTES).then(|| {
-                let b = &self.buf;
-                // frame::check accepted the prefix: positive and within the limit.
-                frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
-            });
-        match frame_total {
+        match self.frame_total() {
             // The frame's own buffer has room for the rest of it: never grow it (that would
             // copy the whole frame); bytes past the frame wait for the next buffer.
             Some(total) if capacity >= total && total > len => {}
