@@ -255,6 +255,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             if let Some(admin) = server.admin_addr() {
                 let _ = writeln!(out, "sluice metrics listening on {admin}");
             }
+            // Every listener after the first, by name (the first line stays the contract).
+            for (name, addr) in server.listener_addrs().into_iter().skip(1) {
+                let _ = writeln!(out, "sluice listener {name} listening on {addr}");
+            }
             let _ = out.flush();
         }
         match server.run(shutdown).await {
