@@ -248,6 +248,85 @@ def struct_i32(v: int) -> bytes:
     return v.to_bytes(4, "big", signed=True)
 
 
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+def on(s: socket.socket, request: bytes) -> bytes:
+    """One request on an open connection; the response frame body."""
+    s.sendall(request)
+    return kwire.read_frame(s)
+
+
+def sasl_handshake(s: socket.socket, version: int, mechanism: str) -> tuple[int, list[str]]:
+    s.sendall(kwire.frame(kwire.header_v1(SASL_HANDSHAKE, version, 7) + kwire.string(mechanism)))
+    r = kwire.Reader(kwire.read_frame(s))
+    assert r.i32() == 7
+    code = r.i16()
+    return code, [r.string() for _ in range(r.array_len())]
+
+
+def sasl_authenticate_v0(s: socket.socket, token: bytes) -> tuple[int, str | None, bytes]:
+    s.sendall(kwire.frame(kwire.header_v1(SASL_AUTHENTICATE, 0, 8) + struct_i32(len(token)) + token))
+    r = kwire.Reader(kwire.read_frame(s))
+    assert r.i32() == 8
+    code, message = r.i16(), r.string()
+    return code, message, r.bytes_()
+
+
+def test_sasl_on_the_wire_v0_raw_tokens_error_58_and_reauth_expiry(secured):
+    """SaslHandshake v0 then a raw PLAIN token; v1 + SaslAuthenticate with a bad password gets
+    SASL_AUTHENTICATION_FAILED (58) with a message, then the close; an unknown mechanism gets
+    UNSUPPORTED_SASL_MECHANISM (33) with the enabled list; a session past
+    connections.max.reauth.ms is closed at its next request."""
+    b = secured("SASL_PLAINTEXT://127.0.0.1:{port}", {
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": "1500"})
+    s = kwire.connect(b.bootstrap)
+    assert sasl_handshake(s, 0, "PLAIN") == (0, ["PLAIN", "SCRAM-SHA-256"])
+    s.sendall(kwire.frame(b"\0alice\0alice-secret"))
+    assert kwire.read_frame(s) == b""
+    md = kwire.parse_metadata(on(s, kwire.metadata_request_v1(3, [])), 1)
+    assert md.brokers[0][2] == b.port
+
+    s = kwire.connect(b.bootstrap)
+    assert sasl_handshake(s, 1, "PLAIN")[0] == 0
+    code, message, _ = sasl_authenticate_v0(s, b"\0alice\0wrong")
+    assert code == 58 and "Authentication failed" in message
+    assert kwire.wait_closed(s)
+
+    s = kwire.connect(b.bootstrap)
+    assert sasl_handshake(s, 1, "GSSAPI") == (33, ["PLAIN", "SCRAM-SHA-256"])
+    assert kwire.wait_closed(s)
+
+    s = kwire.connect(b.bootstrap)
+    assert sasl_handshake(s, 1, "PLAIN")[0] == 0
+    assert sasl_authenticate_v0(s, b"\0alice\0alice-secret")[0] == 0
+    on(s, kwire.metadata_request_v1(4, []))
+    time.sleep(1.7)
+    s.sendall(kwire.metadata_request_v1(5, []))
+    assert kwire.wait_closed(s), "a request after the session ended was served"
+
+
+def test_librdkafka_reauthenticates_within_connections_max_reauth_ms(secured, monkeypatch):
+    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::sasl=debug")
+    b = secured("SASL_PLAINTEXT://127.0.0.1:{port}", {
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": "1000"})
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    p = Producer(conf)
+    errors = []
+    for i in range(12):
+        p.produce("reauth", b"%d" % i, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+        p.flush(10)
+        time.sleep(0.25)
+    assert not errors
+    assert consume(conf, "reauth", 12) == [b"%d" % i for i in range(12)]
+    assert "SASL re-authenticated" in b.stderr_text()
+
+
 def test_sasl_ssl_scram_users_from_the_admin_api_survive_a_restart(secured, pki):
     listeners = "SASL_SSL://127.0.0.1:{port},PLAINTEXT://127.0.0.1:0"
     b = secured(listeners, tls_props(pki, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256"}))

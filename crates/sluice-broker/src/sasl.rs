@@ -346,8 +346,9 @@ impl Session {
         if self.authenticated && principal != self.principal {
             return Err("re-authentication as a different principal".into());
         }
-        if !self.authenticated {
-            tracing::debug!(%principal, mechanism = mech.name(), "SASL authenticated");
+        match self.authenticated {
+            false => tracing::debug!(%principal, mechanism = mech.name(), "SASL authenticated"),
+            true => tracing::debug!(%principal, mechanism = mech.name(), "SASL re-authenticated"),
         }
         self.principal = principal;
         self.authenticated = true;
