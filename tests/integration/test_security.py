@@ -13,6 +13,7 @@ import json
 import queue
 import re
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -214,6 +215,41 @@ def test_mtls_required_refuses_a_client_without_a_certificate(secured, pki, monk
     assert err is not None, "a client without a certificate got metadata"
     assert "principal=User:CN=alice-client,O=Sluice Test" in b.stderr_text()
     assert "TLS handshake failed" in b.stderr_text()
+
+
+def served_subject(port: int, ca: Path) -> str:
+    """The CN of the certificate the broker presents on `port`."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            subject = dict(x[0] for x in tls.getpeercert()["subject"])
+    return subject["commonName"]
+
+
+def test_certificates_are_reloaded_when_the_files_change(secured, pki, tmp_path):
+    """A new key store written over the old file is served to new connections without a
+    restart; a key store that does not load keeps the previous one in use."""
+    store = tmp_path / "keystore.pem"
+    store.write_text((pki / "server.keystore.pem").read_text())
+    b = secured("SSL://127.0.0.1:{port}", {"ssl.keystore.type": "PEM",
+                                             "ssl.keystore.location": str(store)})
+    assert served_subject(b.port, pki / "ca.pem") == "localhost"
+    conf = ssl_conf(b, pki)
+    produce(conf, "reload", [b"1"])
+    _leaf(pki, "renewed", "/CN=renewed",
+          "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+    tmp = tmp_path / "keystore.pem.new"
+    tmp.write_text((pki / "renewed.key").read_text() + (pki / "renewed.pem").read_text())
+    tmp.replace(store)
+    deadline = time.monotonic() + 15
+    while served_subject(b.port, pki / "ca.pem") != "renewed":
+        assert time.monotonic() < deadline, "the renewed certificate was not served"
+        time.sleep(0.5)
+    store.write_text("garbage")
+    time.sleep(6)
+    assert served_subject(b.port, pki / "ca.pem") == "renewed"
+    assert "do not load; keeping the previous ones" in b.stderr_text()
+    assert consume(conf, "reload", 1) == [b"1"]
 
 
 def test_sasl_plain_good_and_bad_password_and_the_pre_auth_gate(secured):
