@@ -200,6 +200,29 @@ def test_ssl_and_plaintext_listeners_each_advertise_themselves(secured, pki):
     assert advertised_port(conf) == b.ports["SSL"]
     assert advertised_port(plain) == b.ports["PLAINTEXT"]
     assert auth_error({"bootstrap.servers": addr(b, "SSL"), "socket.timeout.ms": 3000}) is not None
+    # 100 idle TLS connections (handshake done, one request each) cost little memory.
+    before = vm_rss_kib(b)
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    conns = []
+    try:
+        for _ in range(100):
+            c = ctx.wrap_socket(socket.create_connection(("127.0.0.1", b.ports["SSL"]), timeout=5),
+                                server_hostname="127.0.0.1")
+            c.sendall(kwire.api_versions_request(0, 1))
+            kwire.read_frame(c)
+            conns.append(c)
+        grown = vm_rss_kib(b) - before
+        assert grown < 16 * 1024, f"100 TLS connections grew VmRSS by {grown} KiB"
+    finally:
+        for c in conns:
+            c.close()
+
+
+def vm_rss_kib(b: SluiceBroker) -> int:
+    for line in Path(f"/proc/{b.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
 
 
 def test_mtls_required_refuses_a_client_without_a_certificate(secured, pki, monkeypatch):
@@ -345,10 +368,14 @@ def test_sasl_on_the_wire_v0_raw_tokens_error_58_and_reauth_expiry(secured):
 
 
 def test_librdkafka_reauthenticates_within_connections_max_reauth_ms(secured, monkeypatch):
+    """Also: the JAAS value written over several lines with backslash continuations, as
+    Kafka's server.properties examples do."""
     monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::sasl=debug")
+    multiline = PLAIN_JAAS.replace('" ', '" \\\n    ').replace("required ", "required \\\n    ")
+    assert multiline.count("\n") == 4
     b = secured("SASL_PLAINTEXT://127.0.0.1:{port}", {
         "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": multiline,
         "connections.max.reauth.ms": "1000"})
     conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}

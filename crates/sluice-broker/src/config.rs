@@ -230,7 +230,7 @@ impl BrokerConfig {
     /// Applies a `server.properties` file's text. Returns the keys it did not know.
     pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let mut unknown = Vec::new();
-        for line in text.lines() {
+        for line in logical_lines(text) {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                 continue;
@@ -392,6 +392,34 @@ impl BrokerConfig {
     }
 }
 
+/// A properties file's logical lines: a line ending in an odd number of backslashes continues
+/// on the next one, whose leading whitespace is dropped (Java's `Properties` rule; Kafka's JAAS
+/// and inline PEM values are usually written this way). Comment lines never continue.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for raw in text.lines() {
+        let line = match &current {
+            Some(_) => raw.trim_start(),
+            None => raw,
+        };
+        let comment =
+            current.is_none() && matches!(line.trim_start().chars().next(), Some('#' | '!'));
+        let backslashes = line.chars().rev().take_while(|c| *c == '\\').count();
+        if !comment && backslashes % 2 == 1 {
+            current
+                .get_or_insert_with(String::new)
+                .push_str(&line[..line.len() - 1]);
+            continue;
+        }
+        let mut whole = current.take().unwrap_or_default();
+        whole.push_str(line);
+        out.push(whole);
+    }
+    out.extend(current);
+    out
+}
+
 pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigError> {
     match v {
         "CreateTime" => Ok(TimestampType::CreateTime),
@@ -457,6 +485,16 @@ mod tests {
         assert_eq!(unknown, vec!["foo.bar".to_string()]);
         assert!(c.explicit.contains_key("num.partitions"));
         assert!(c.apply_properties("num.partitions=x").is_err());
+    }
+
+    // Goal: backslash continuation joins lines as Java's Properties does (JAAS values).
+    #[test]
+    fn continued_lines() {
+        let text = "a=1 \\\n   2\n# c \\\nb=x\\\\\nc=3 \\";
+        assert_eq!(
+            logical_lines(text),
+            vec!["a=1 2", "# c \\", "b=x\\\\", "c=3 "]
+        );
     }
 
     // Goal: the network limits parse under Kafka's names, overrides by address.

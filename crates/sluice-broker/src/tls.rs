@@ -242,7 +242,9 @@ pub fn normalize_pem(value: &str) -> String {
         let Some(body_end) = body_start.find(&end_marker) else {
             break;
         };
+        // A properties value may carry literal `\n` escapes between the base64 lines.
         let body: String = body_start[..body_end]
+            .replace("\\n", "")
             .chars()
             .filter(|c| !c.is_whitespace())
             .collect();
@@ -461,7 +463,7 @@ mod tests {
     // Goal: one-line inline PEM values become PEM a reader accepts.
     #[test]
     fn one_line_pem_is_normalized() {
-        let one = "-----BEGIN CERTIFICATE----- QUJD REVG -----END CERTIFICATE-----";
+        let one = "-----BEGIN CERTIFICATE----- QUJD\\nREVG -----END CERTIFICATE-----";
         assert_eq!(
             normalize_pem(one),
             "-----BEGIN CERTIFICATE-----\nQUJDREVG\n-----END CERTIFICATE-----\n"
