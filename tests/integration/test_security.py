@@ -422,10 +422,18 @@ def test_sasl_ssl_scram_users_from_the_admin_api_survive_a_restart(secured, pki)
              "sasl.password": "carol-secret"}
     produce(carol, "scram", [b"after"])
 
-    # The Java client, over SASL_SSL with SCRAM-SHA-512.
-    from java_client import run
+    # The Java client: its Admin creates a user as kafka-configs.sh does, then its producer
+    # comes in over SASL_SSL with SCRAM-SHA-512.
+    from java_client import _parse, java_cmd, run
+    made = subprocess.run(java_cmd("ScramUsers", [
+        "--bootstrap", addr(b, "PLAINTEXT"), "--user", "dave", "--mechanism", "SCRAM-SHA-512",
+        "--password", "dave-secret", "--iterations", "4096"]), capture_output=True, text=True, timeout=120)
+    made = _parse(made.returncode, made.stdout, made.stderr)
+    assert made.ok and made["credentials"] == [["SCRAM_SHA_512", 4096]], made.summary()
+    dave = {**bob, "sasl.username": "dave", "sasl.password": "dave-secret"}
+    assert consume(dave, "scram", 2) == [b"before", b"after"]
     jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            'username="bob" password="bob-secret";')
+            'username="dave" password="dave-secret";')
     r = run("produce", "--bootstrap", addr(b, "SASL_SSL"), "--topic", "scram", "--count", "20",
             "--partition", "0", "--conf", "security.protocol=SASL_SSL",
             "--conf", "sasl.mechanism=SCRAM-SHA-512", "--conf", f"sasl.jaas.config={jaas}",
