@@ -79,7 +79,7 @@ pub(crate) async fn serve(
     listener: usize,
 ) {
     let _ = stream.set_nodelay(true);
-    let Some((rd, wr, session)) = secure(&broker, stream, peer, listener).await else {
+    let Some((rd, wr, session)) = tls_stream::secure(&broker, stream, peer, listener).await else {
         return;
     };
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
@@ -119,47 +119,6 @@ pub(crate) async fn serve(
     // Dropping the sender lets the writer finish the responses already owed, then stop.
     drop(tx);
     let _ = writer.await;
-}
-
-/// The connection's halves after its listener's TLS handshake (if any), and its SASL
-/// session. None when the handshake failed or did not finish in time.
-async fn secure(
-    broker: &Arc<Broker>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    listener: usize,
-) -> Option<(ConnRead, ConnWrite, Session)> {
-    let l = broker.listeners.get(listener).cloned();
-    let tls = l.as_ref().and_then(|l| l.tls.clone());
-    let sasl = l.as_ref().and_then(|l| l.sasl.clone());
-    let Some(tls) = tls else {
-        let (rd, wr) = tls_stream::plain(stream);
-        return Some((rd, wr, Session::new(broker, sasl, None)));
-    };
-    let within = Duration::from_millis(limits::TLS_HANDSHAKE_TIMEOUT_MS);
-    match tokio::time::timeout(within, tls.acceptor().accept(stream)).await {
-        Ok(Ok(stream)) => {
-            let principal = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| crate::tls::principal(c));
-            if let Some(p) = &principal {
-                tracing::debug!(%peer, principal = %p, "TLS client certificate accepted");
-            }
-            let (rd, wr) = tls_stream::tls(stream);
-            Some((rd, wr, Session::new(broker, sasl, principal)))
-        }
-        Ok(Err(e)) => {
-            tracing::info!(%peer, error = %e, "TLS handshake failed; closing connection");
-            None
-        }
-        Err(_) => {
-            tracing::info!(%peer, "TLS handshake not finished in time; closing connection");
-            None
-        }
-    }
 }
 
 struct Reader<'a> {

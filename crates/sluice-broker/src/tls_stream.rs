@@ -1,4 +1,6 @@
-//! A connection's two halves, raw TCP or TLS, behind the interface the connection uses.
+//! A connection's two halves, raw TCP or TLS, behind the interface the connection uses, and
+//! the TLS handshake that makes them ([`secure`]: within [`limits::TLS_HANDSHAKE_TIMEOUT_MS`];
+//! the client certificate's subject becomes the connection's principal).
 //!
 //! The plaintext halves are tokio's own TCP halves, unchanged: the reader waits for
 //! readiness and reads into its chunk in place, and the writer sends fetched records with
@@ -9,17 +11,21 @@
 //! over TLS is flushed: rustls buffers records until told to send them.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::time::Duration;
 use tokio_rustls::server::TlsStream;
 
-use crate::limits;
 use crate::response_chunks::ChunkSink;
+use crate::sasl::Session;
+use crate::{limits, Broker};
 
 type Tls = TlsStream<TcpStream>;
 
@@ -41,6 +47,47 @@ pub(crate) enum ConnRead {
 pub(crate) enum ConnWrite {
     Plain(OwnedWriteHalf),
     Tls(WriteHalf<Tls>),
+}
+
+/// The connection's halves after its listener's TLS handshake (if any), and its SASL
+/// session. None when the handshake failed or did not finish in time.
+pub(crate) async fn secure(
+    broker: &Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: usize,
+) -> Option<(ConnRead, ConnWrite, Session)> {
+    let l = broker.listeners.get(listener).cloned();
+    let tls = l.as_ref().and_then(|l| l.tls.clone());
+    let sasl = l.as_ref().and_then(|l| l.sasl.clone());
+    let Some(tls) = tls else {
+        let (rd, wr) = plain(stream);
+        return Some((rd, wr, Session::new(broker, sasl, None)));
+    };
+    let within = Duration::from_millis(limits::TLS_HANDSHAKE_TIMEOUT_MS);
+    match tokio::time::timeout(within, tls.acceptor().accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let principal = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| crate::tls::principal(c));
+            if let Some(p) = &principal {
+                tracing::debug!(%peer, principal = %p, "TLS client certificate accepted");
+            }
+            let (rd, wr) = self::tls(stream);
+            Some((rd, wr, Session::new(broker, sasl, principal)))
+        }
+        Ok(Err(e)) => {
+            tracing::info!(%peer, error = %e, "TLS handshake failed; closing connection");
+            None
+        }
+        Err(_) => {
+            tracing::info!(%peer, "TLS handshake not finished in time; closing connection");
+            None
+        }
+    }
 }
 
 /// Splits a plaintext connection.
