@@ -226,7 +226,7 @@ def vm_rss_kib(b: SluiceBroker) -> int:
 
 
 def test_mtls_required_refuses_a_client_without_a_certificate(secured, pki, monkeypatch):
-    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::connection=debug")
+    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::tls_stream=debug")
     b = secured("SSL://127.0.0.1:{port}", tls_props(
         pki, **{"ssl.client.auth": "required", "ssl.truststore.type": "PEM",
                 "ssl.truststore.location": str(pki / "ca.pem")}))
