@@ -15,10 +15,12 @@ use crate::sasl::SaslConfig;
 use crate::tls::Tls;
 
 /// One entry of `listeners` or `advertised.listeners`: `NAME://host:port`. A bare
-/// `host:port` (the `--listen` flag) is the PLAINTEXT listener.
+/// `host:port` (the `--listen` and `--advertised-listener` flags) is the PLAINTEXT listener
+/// in `listeners`, and the first listener's address in `advertised.listeners` (its name is
+/// then empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSpec {
-    /// Upper case, as Kafka normalises listener names.
+    /// Upper case, as Kafka normalises listener names (empty: a bare advertised address).
     pub name: String,
     /// `host:port` as given (an empty host means every interface).
     pub addr: String,
@@ -36,6 +38,10 @@ impl ListenerSpec {
 
 /// Parses a `listeners` or `advertised.listeners` value.
 pub fn parse(key: &str, value: &str) -> Result<Vec<ListenerSpec>, ConfigError> {
+    let bare_name = match key {
+        "advertised.listeners" => "",
+        _ => "PLAINTEXT",
+    };
     let bad = |reason: &str| ConfigError {
         key: key.into(),
         value: value.into(),
@@ -45,9 +51,9 @@ pub fn parse(key: &str, value: &str) -> Result<Vec<ListenerSpec>, ConfigError> {
     for entry in crate::config_security::list(value) {
         let (name, addr) = match entry.split_once("://") {
             Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr.trim()),
-            None => ("PLAINTEXT".to_string(), entry),
+            None => (bare_name.to_string(), entry),
         };
-        if name.is_empty() || !addr.contains(':') {
+        if (name.is_empty() && entry.contains("://")) || !addr.contains(':') {
             return Err(bad("expected NAME://host:port entries"));
         }
         if out.iter().any(|l| l.name == name) {
@@ -88,16 +94,11 @@ pub fn advertised(
     advertised: &[ListenerSpec],
     local: SocketAddr,
 ) -> std::io::Result<(String, i32)> {
-    let entry = advertised.iter().find(|a| a.name == spec.name);
-    let entry = match (entry, first) {
-        (Some(e), _) => Some(e),
-        // `--advertised-listener host:port` (no name) parses as PLAINTEXT: it belongs to the
-        // first listener whatever that one is called.
-        (None, true) if advertised.len() == 1 && advertised[0].name == "PLAINTEXT" => {
-            Some(&advertised[0])
-        }
-        _ => None,
-    };
+    let entry = advertised.iter().find(|a| a.name == spec.name).or_else(|| {
+        first
+            .then(|| advertised.iter().find(|a| a.name.is_empty()))
+            .flatten()
+    });
     let Some(entry) = entry else {
         return Ok((local.ip().to_string(), i32::from(local.port())));
     };
@@ -124,8 +125,7 @@ pub fn check_advertised(
     advertised: &[ListenerSpec],
 ) -> Result<(), ConfigError> {
     for a in advertised {
-        let bare = advertised.len() == 1 && a.name == "PLAINTEXT";
-        if !bare && !listeners.iter().any(|l| l.name == a.name) {
+        if !a.name.is_empty() && !listeners.iter().any(|l| l.name == a.name) {
             return Err(ConfigError {
                 key: "advertised.listeners".into(),
                 value: a.name.clone(),
@@ -174,6 +174,18 @@ mod tests {
             advertised(&l[0], true, &bare, local).unwrap(),
             ("h".into(), 7)
         );
+        // A named PLAINTEXT entry is that listener's, never the first one's.
+        let tls_first = parse("listeners", "SSL://:1,PLAINTEXT://:2").unwrap();
+        let plain = parse("advertised.listeners", "PLAINTEXT://p:2").unwrap();
+        assert_eq!(
+            advertised(&tls_first[0], true, &plain, local).unwrap(),
+            ("127.0.0.1".into(), 4000)
+        );
+        assert_eq!(
+            advertised(&tls_first[1], false, &plain, local).unwrap(),
+            ("p".into(), 2)
+        );
+        assert!(check_advertised(&tls_first, &bare).is_ok());
         assert!(check_advertised(&l, &adv).is_ok());
         let unknown = parse("advertised.listeners", "X://h:1,SSL://h:2").unwrap();
         assert!(check_advertised(&l, &unknown).is_err());
