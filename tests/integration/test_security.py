@@ -358,6 +358,16 @@ def test_sasl_on_the_wire_v0_raw_tokens_error_58_and_reauth_expiry(secured):
     assert sasl_handshake(s, 1, "GSSAPI") == (33, ["PLAIN", "SCRAM-SHA-256"])
     assert kwire.wait_closed(s)
 
+    # Garbage SCRAM and PLAIN tokens: code 58 each time, never a panic or a hang.
+    for mech, token in [("SCRAM-SHA-256", b""), ("SCRAM-SHA-256", b"\xff\xfe\x00"),
+                        ("SCRAM-SHA-256", b"n,,n=alice,r="), ("SCRAM-SHA-256", b"p=tls,,n=a,r=b"),
+                        ("SCRAM-SHA-256", b"n,,n=nobody,r=abc"), ("SCRAM-SHA-256", b"y" * 70_000),
+                        ("PLAIN", b"\0\0\0\0"), ("PLAIN", b"alice"), ("PLAIN", b"other\0alice\0alice-secret")]:
+        s = kwire.connect(b.bootstrap)
+        assert sasl_handshake(s, 1, mech)[0] == 0
+        assert sasl_authenticate_v0(s, token)[0] == 58, (mech, token[:20])
+        assert kwire.wait_closed(s)
+
     s = kwire.connect(b.bootstrap)
     assert sasl_handshake(s, 1, "PLAIN")[0] == 0
     assert sasl_authenticate_v0(s, b"\0alice\0alice-secret")[0] == 0
