@@ -46,13 +46,15 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port). Config key: listeners.
+    /// Address to listen on (port 0 picks a free port), or Kafka's listener list
+    /// (`SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092`). Config key: listeners.
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Data directory. Config key: log.dirs.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
-    /// host:port given to clients (defaults to the bound address). Config key: advertised.listeners.
+    /// host:port given to clients of the first listener (defaults to the bound address), or
+    /// Kafka's `NAME://host:port,...`. Config key: advertised.listeners.
     #[arg(long)]
     advertised_listener: Option<String>,
     /// This broker's id. Config key: node.id.
