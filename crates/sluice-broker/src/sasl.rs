@@ -173,6 +173,8 @@ pub(crate) struct Session {
     expires: Option<Instant>,
     reauth_ms: u64,
     max_receive_bytes: usize,
+    /// The client's address, for the logs.
+    pub peer: std::net::SocketAddr,
 }
 
 const ANONYMOUS: &str = "User:ANONYMOUS";
@@ -183,6 +185,7 @@ impl Session {
         broker: &Broker,
         config: Option<std::sync::Arc<SaslConfig>>,
         tls_principal: Option<String>,
+        peer: std::net::SocketAddr,
     ) -> Session {
         Session {
             config,
@@ -193,6 +196,7 @@ impl Session {
             expires: None,
             reauth_ms: broker.config.connections_max_reauth_ms,
             max_receive_bytes: broker.config.sasl_server_max_receive_size,
+            peer,
         }
     }
 
@@ -228,14 +232,11 @@ impl Session {
             };
         }
         if self.expires.is_some_and(|e| Instant::now() >= e) {
-            tracing::info!(principal = %self.principal, "SASL session expired without re-authentication (connections.max.reauth.ms); closing connection");
+            tracing::info!(peer = %self.peer, principal = %self.principal, "SASL session expired without re-authentication (connections.max.reauth.ms); closing connection");
             return Gate::Answered(Reply::Close, false);
         }
         if !self.open() && api_key != Some(ApiKey::ApiVersions as i16) {
-            tracing::warn!(
-                api_key,
-                "request before SASL authentication; closing connection"
-            );
+            tracing::warn!(peer = %self.peer, api_key, "request before SASL authentication; closing connection");
             return Gate::Answered(Reply::Close, false);
         }
         Gate::Route
@@ -259,10 +260,7 @@ impl Session {
         }
         let mech = Mechanism::parse(mechanism).filter(|m| config.mechanisms.contains(m));
         let Some(mech) = mech else {
-            tracing::warn!(
-                mechanism,
-                "SASL mechanism not enabled on this listener; closing connection"
-            );
+            tracing::info!(peer = %self.peer, mechanism, "SASL mechanism not enabled on this listener; closing connection");
             return (UNSUPPORTED_SASL_MECHANISM, names, false);
         };
         if reauth && self.first_mechanism != Some(mech) {
@@ -374,7 +372,7 @@ impl Session {
                 Gate::Answered(Reply::Frame(out), true)
             }
             Err(why) => {
-                tracing::warn!(error = %why, "SASL authentication failed; closing connection");
+                tracing::info!(peer = %self.peer, error = %why, "SASL authentication failed; closing connection");
                 Gate::Answered(Reply::Close, false)
             }
         }

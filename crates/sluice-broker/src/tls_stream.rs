@@ -62,7 +62,7 @@ pub(crate) async fn secure(
     let sasl = l.as_ref().and_then(|l| l.sasl.clone());
     let Some(tls) = tls else {
         let (rd, wr) = plain(stream);
-        return Some((rd, wr, Session::new(broker, sasl, None)));
+        return Some((rd, wr, Session::new(broker, sasl, None, peer)));
     };
     let within = Duration::from_millis(limits::TLS_HANDSHAKE_TIMEOUT_MS);
     match tokio::time::timeout(within, tls.acceptor().accept(stream)).await {
@@ -77,7 +77,7 @@ pub(crate) async fn secure(
                 tracing::debug!(%peer, principal = %p, "TLS client certificate accepted");
             }
             let (rd, wr) = self::tls(stream);
-            Some((rd, wr, Session::new(broker, sasl, principal)))
+            Some((rd, wr, Session::new(broker, sasl, principal, peer)))
         }
         Ok(Err(e)) => {
             tracing::info!(%peer, error = %e, "TLS handshake failed; closing connection");

@@ -34,7 +34,7 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
             true
         }
         Err(why) => {
-            tracing::warn!(error = %why, principal = %session.principal, "SASL authentication failed; closing connection");
+            tracing::info!(peer = %session.peer, error = %why, "SASL authentication failed; closing connection");
             resp.error_code = error_code::SASL_AUTHENTICATION_FAILED;
             resp.error_message = Some(str_bytes(failure));
             false
