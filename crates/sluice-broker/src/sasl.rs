@@ -273,8 +273,8 @@ impl Session {
         (crate::error_code::NONE, names, true)
     }
 
-    /// One client token. Ok(Some(server token)) to continue or finish; Err(why) fails the
-    /// authentication. `Done` tells whether the client is now authenticated.
+    /// One client token: Ok((server token, authenticated now)) to continue or finish;
+    /// Err(why) fails the authentication (the caller answers 58 and closes).
     pub(crate) fn step(
         &mut self,
         broker: &Broker,
@@ -283,6 +283,8 @@ impl Session {
         if token.len() > crate::limits::SASL_TOKEN_BYTES_MAX {
             return Err("SASL token too large".into());
         }
+        // Only a handshake on a SASL listener leaves Start.
+        debug_assert!(matches!(self.state, State::Start) || self.config.is_some());
         match std::mem::replace(&mut self.state, State::Start) {
             State::Start => Err("SaslAuthenticate before SaslHandshake".into()),
             State::Chosen {
@@ -340,6 +342,10 @@ impl Session {
 
     /// Records a successful authentication as `user` with `mech`.
     fn done(&mut self, mech: Mechanism, user: &str) -> Result<(), String> {
+        debug_assert!(
+            self.config.is_some(),
+            "authenticated on a listener without SASL"
+        );
         let principal = format!("User:{user}");
         if self.authenticated && principal != self.principal {
             return Err("re-authentication as a different principal".into());
