@@ -108,9 +108,25 @@ fn refused(key: &str, value: &str, reason: &str) -> ConfigError {
 
 /// The security settings that were given, by their full key (a per-listener key keeps its
 /// `listener.name.<listener>.` prefix).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SecuritySettings {
     values: BTreeMap<String, String>,
+}
+
+/// Secrets (JAAS configs hold passwords, inline keys are keys) never reach a log.
+fn secret(key: &str) -> bool {
+    key.ends_with("sasl.jaas.config") || key.ends_with("ssl.keystore.key")
+}
+
+impl std::fmt::Debug for SecuritySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(k, v)| {
+                let shown = if secret(k) { "(secret)" } else { v.as_str() };
+                (k, shown)
+            }))
+            .finish()
+    }
 }
 
 impl SecuritySettings {
@@ -153,8 +169,12 @@ impl SecuritySettings {
         if !SECURITY_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) {
             return Ok(false);
         }
-        // Large inline PEM values are never echoed back in errors.
-        let shown = if value.len() > 80 { "(value)" } else { value };
+        // Secrets and large inline PEM values are never echoed back in errors.
+        let shown = if value.len() > 80 || secret(key) {
+            "(value)"
+        } else {
+            value
+        };
         let base = base_key(key);
         let served = SSL_KEYS.contains(&base) || SASL_KEYS.contains(&base) || is_jaas_key(base);
         if !served {
@@ -353,6 +373,9 @@ mod tests {
         assert!(s
             .set("sasl.enabled.mechanisms", "PLAIN, SCRAM-SHA-512")
             .unwrap());
+        s.set("listener.name.a.plain.sasl.jaas.config", "x user_a=\"pw\";")
+            .unwrap();
+        assert!(!format!("{s:?}").contains("pw"));
     }
 
     // Goal: a listener resolves through the protocol map or its own name, and each protocol

@@ -56,8 +56,7 @@ impl Mechanism {
     }
 }
 
-/// A SASL listener's settings.
-#[derive(Debug)]
+/// A SASL listener's settings (Debug shows user names, never passwords).
 pub struct SaslConfig {
     /// `sasl.enabled.mechanisms`, in the order given.
     pub mechanisms: Vec<Mechanism>,
@@ -93,6 +92,15 @@ impl SaslConfig {
 
     fn names(&self) -> Vec<&'static str> {
         self.mechanisms.iter().map(|m| m.name()).collect()
+    }
+}
+
+impl std::fmt::Debug for SaslConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslConfig")
+            .field("mechanisms", &self.mechanisms)
+            .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
