@@ -32,6 +32,12 @@
 //! written completely before the next one starts, and its charge is released only after its
 //! last byte is written.
 //!
+//! Security (see [`crate::tls_stream`], [`crate::sasl`]): on a TLS listener the handshake
+//! runs first, within [`limits::TLS_HANDSHAKE_TIMEOUT_MS`], and the halves are TLS halves
+//! (fetched records are then encrypted from a copy instead of sent with `sendfile`). On a
+//! SASL listener every frame passes the connection's SASL gate before it is routed: until the
+//! client has authenticated only ApiVersions, SaslHandshake and SaslAuthenticate are served.
+//!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
 //! already owed are written; no other connection is affected.
@@ -44,7 +50,6 @@ use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::{codec, frame, header, ProtocolError};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -56,6 +61,8 @@ use crate::handlers::produce::{self, ProduceCall};
 use crate::handlers::{self, Calls, Reply, Started};
 use crate::memory::{self, Overdraft, Reservation};
 use crate::response_chunks::{self, ChunkedFrame};
+use crate::sasl::{Gate, Session};
+use crate::tls_stream::{self, ConnRead, ConnWrite};
 use crate::{limits, Broker};
 
 /// Why the reader stopped.
@@ -67,9 +74,16 @@ enum Stop {
     Abort,
 }
 
-pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: usize,
+) {
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let Some((rd, wr, session)) = tls_stream::secure(&broker, stream, peer, listener).await else {
+        return;
+    };
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
     let (abort_tx, abort_rx) = watch::channel(false);
     let owed = Arc::new(AtomicUsize::new(0));
@@ -95,6 +109,8 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
         receive_low_water: 1,
         rd,
         peer,
+        listener,
+        session,
         buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
         held: broker.request_memory.empty(),
         overdraft: None,
@@ -144,8 +160,12 @@ struct Reader<'a> {
     big_frame_bytes: Option<usize>,
     /// The socket's `SO_RCVLOWAT` as last set (1, the kernel's default, at first).
     receive_low_water: usize,
-    rd: OwnedReadHalf,
+    rd: ConnRead,
     peer: SocketAddr,
+    /// Index of the listener the client connected through.
+    listener: usize,
+    /// The client's authentication state (its SASL gate).
+    session: Session,
     buf: BytesMut,
     /// Budget charged for the bytes in `buf` beyond the free first chunk.
     held: Reservation,
@@ -164,7 +184,10 @@ impl Reader<'_> {
         let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let mut idle_deadline = Instant::now() + idle;
         loop {
-            match frame::check(&self.buf, broker.config.max_request_bytes) {
+            let max_frame_bytes = self
+                .session
+                .max_frame_bytes(broker.config.max_request_bytes);
+            match frame::check(&self.buf, max_frame_bytes) {
                 Ok(Some(len)) => {
                     let in_flight = match self.split_frame(len, &mut shutdown).await {
                         Some(f) => f,
@@ -252,7 +275,12 @@ impl Reader<'_> {
         if !stale || want == self.receive_low_water {
             return;
         }
-        if set_receive_low_water(self.rd.as_ref(), want).is_ok() {
+        // Plaintext only: over TLS the record layer reads ahead into its own buffer, so
+        // socket readiness no longer says when the frame's bytes are there.
+        let ConnRead::Plain(rd) = &self.rd else {
+            return;
+        };
+        if set_receive_low_water(rd.as_ref(), want).is_ok() {
             self.receive_low_water = want;
         }
     }
@@ -398,7 +426,12 @@ impl Reader<'_> {
         let api_key = body
             .get(..2)
             .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
-        let (work, keep_going) = start_request(self.broker, body, self.peer, &self.calls).await;
+        let (work, keep_going) = match self.session.gate(self.broker, &body) {
+            Gate::Answered(reply, keep_going) => (Work::Ready(reply), keep_going),
+            Gate::Route => {
+                start_request(self.broker, body, self.peer, self.listener, &self.calls).await
+            }
+        };
         Some(InFlight {
             work,
             keep_going,
@@ -416,10 +449,11 @@ async fn start_request(
     broker: &Arc<Broker>,
     body: bytes::Bytes,
     peer: SocketAddr,
+    listener: usize,
     calls: &Calls,
 ) -> (Work, bool) {
     match header::parse(body) {
-        Ok(req) => match handlers::start(broker, req, peer, calls).await {
+        Ok(req) => match handlers::start(broker, req, peer, listener, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
             Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
             Started::Fetch(call) => (Work::Fetch(call), true),
@@ -496,7 +530,7 @@ struct InFlight {
 
 /// The connection's write half, and how long one response may take to be written.
 struct Writer {
-    wr: OwnedWriteHalf,
+    wr: ConnWrite,
     peer: SocketAddr,
     /// `connections.max.idle.ms`: a response not taken by the client within it closes the
     /// connection.
@@ -506,7 +540,12 @@ struct Writer {
 impl Writer {
     async fn frame(&mut self, bytes: &[u8]) -> bool {
         let (peer, within) = (self.peer, self.write_within);
-        match bounded(within, peer, self.wr.write_all(bytes)).await {
+        let wr = &mut self.wr;
+        let write = async move {
+            wr.write_all(bytes).await?;
+            flush_if_buffered(wr).await
+        };
+        match bounded(within, peer, write).await {
             Some(Ok(())) => true,
             Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "write failed");
@@ -518,13 +557,12 @@ impl Writer {
 
     async fn chunks(&mut self, frame: &ChunkedFrame) -> bool {
         let (peer, within) = (self.peer, self.write_within);
-        match bounded(
-            within,
-            peer,
-            response_chunks::write_chunked(&mut self.wr, frame),
-        )
-        .await
-        {
+        let wr = &mut self.wr;
+        let write = async move {
+            response_chunks::write_chunked(wr, frame).await?;
+            flush_if_buffered(wr).await
+        };
+        match bounded(within, peer, write).await {
             Some(Ok(())) => true,
             Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 // A journal file shorter than a range of it: damage under a pinned file. The
@@ -538,6 +576,14 @@ impl Writer {
             }
             None => false,
         }
+    }
+}
+
+/// Sends what the TLS layer buffered of a response (nothing to do on plain TCP).
+async fn flush_if_buffered(wr: &mut ConnWrite) -> std::io::Result<()> {
+    match wr.buffers() {
+        true => wr.flush().await,
+        false => Ok(()),
     }
 }
 

@@ -190,3 +190,26 @@ pub const ADMIN_WRITE_TIMEOUT_MS: u64 = 10_000;
 pub const METRICS_GROUP_SERIES_MAX: usize = 10_000;
 
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
+
+// Security (listeners, TLS, SASL).
+
+/// `sasl.server.max.receive.size` default (Kafka's): the largest frame a SASL listener takes
+/// before the client has authenticated, so an anonymous client cannot make the broker buffer
+/// `socket.request.max.bytes`.
+pub const SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT: usize = 512 * 1024;
+/// A TLS handshake (or a SASL exchange's time to the first frame) must finish within this.
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Decrypted bytes a TLS connection buffers between the TLS layer and the frame reader (one
+/// TLS record's plaintext is at most 16 KiB).
+pub const TLS_READ_STAGING_BYTES: usize = 16 * 1024;
+/// How often the key and trust store files are checked for changes (reloaded when they
+/// change, without a restart).
+pub const TLS_RELOAD_CHECK_MS: u64 = 5_000;
+/// SCRAM iterations accepted from AlterUserScramCredentials (Kafka's bounds).
+pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
+/// Longest SCRAM user name, and most SCRAM users kept (each costs a few hundred bytes).
+pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
+pub const SCRAM_USERS_MAX: usize = 100_000;
+/// Longest SASL token (client message) accepted in one SaslAuthenticate.
+pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;
