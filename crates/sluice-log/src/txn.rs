@@ -131,7 +131,7 @@ pub fn marker_batch(
 /// the first [`CONTROL_KEY_BYTES_MAX`] of them, or all there are). `None` when the bytes do
 /// not hold a control record key of version 0 with a known type (Kafka skips unknown
 /// control types too).
-pub(crate) fn control_type(after_header: &[u8]) -> Option<ControlType> {
+pub fn control_type(after_header: &[u8]) -> Option<ControlType> {
     let mut at = 0;
     let _record_len = get_varint(after_header, &mut at)?;
     at += 1; // record attributes
