@@ -308,8 +308,9 @@ impl ProducerStateTable {
         self.slots.len()
     }
 
+    /// No producer and no aborted transaction: nothing a snapshot would need to keep.
     pub(crate) fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.slots.is_empty() && self.aborted.is_empty()
     }
 
     pub(crate) fn version(&self) -> u64 {

@@ -253,3 +253,21 @@ async fn retention_trims_aborted_transactions_and_the_lso_follows_the_log_start(
     log.expire_producers(0);
     assert_eq!(aborted(&log, &k, 0, 4), Vec::<(i64, i64, i64)>::new());
 }
+
+#[tokio::test]
+async fn aborted_transactions_outlive_their_producers_across_a_crash() {
+    // Goal: once its producer expired, a partition's only producer state is its aborted
+    // transactions; the checkpoint must still snapshot them, or a crash loses them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 2)).await; // 0..1
+    marker(&log, &k, 7, 0, ControlType::Abort)
+        .await
+        .expect("abort"); // 2
+    assert_eq!(log.expire_producers(i64::MAX / 2), 1);
+    log.checkpoint_now().expect("checkpoint");
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert_eq!(aborted(&log, &k, 0, 3), vec![(7, 0, 2)]);
+}
