@@ -107,6 +107,9 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::InvalidRecord(_) => INVALID_RECORD,
         LogError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         LogError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        // Produce v11+ gets TRANSACTION_ABORTABLE instead once transactions are served
+        // (docs/transactions.md §7.3); until then no client can open a transaction.
+        LogError::InvalidTxnState { .. } => INVALID_TXN_STATE,
         // Retriable and "not persisted" for both Java and librdkafka producers: they retry
         // the same batch, which succeeds once a slot frees up (see producer_state).
         LogError::ProducerStateFull { .. } => NOT_ENOUGH_REPLICAS,

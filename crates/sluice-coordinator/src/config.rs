@@ -1,4 +1,4 @@
-//! Group coordinator settings and bounds, with Kafka's names and defaults.
+//! Group and transaction coordinator settings and bounds, with Kafka's names and defaults.
 
 /// Settings of the group coordinator. Every bound the coordinator enforces is here.
 #[derive(Debug, Clone)]
@@ -54,6 +54,34 @@ impl Default for GroupConfig {
             consumer_group_max_size: 1_000,
             consumer_subscribed_topics_max: 10_000,
             consumer_regex_compiled_bytes_max: 256 * 1024,
+        }
+    }
+}
+
+/// Settings of the transaction coordinator (docs/transactions.md §8). Every bound it
+/// enforces is here.
+#[derive(Debug, Clone)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask.
+    pub transaction_max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: an id with no transaction (Empty or Complete*)
+    /// idle this long is removed (a tombstone is written).
+    pub transactional_id_expiration_ms: i64,
+    /// Transactional ids the coordinator holds at most (Sluice bound). A new id beyond it
+    /// gets COORDINATOR_NOT_AVAILABLE, as `groups_max` does for groups.
+    pub transactional_ids_max: usize,
+    /// Partition entries across all ongoing transactions at most (Sluice bound; about 40
+    /// bytes each). AddPartitionsToTxn beyond it gets COORDINATOR_NOT_AVAILABLE.
+    pub transaction_partitions_max: usize,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        Self {
+            transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 604_800_000,
+            transactional_ids_max: 100_000,
+            transaction_partitions_max: 1_000_000,
         }
     }
 }

@@ -46,3 +46,26 @@ pub enum GroupError {
     #[error("the subscribed topic regex is not a valid regular expression")]
     InvalidRegularExpression,
 }
+
+/// Why a transaction request was refused (docs/transactions.md §7). The broker maps each
+/// to Kafka's code for the request's version: `ProducerFenced` is sent as
+/// INVALID_PRODUCER_EPOCH to the versions before KIP-588 (§7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    #[error("the transactional id is empty")]
+    InvalidRequest,
+    #[error("the transaction timeout is not positive or exceeds transaction.max.timeout.ms")]
+    InvalidTransactionTimeout,
+    #[error("a newer producer with the same transactional id has been started")]
+    ProducerFenced,
+    #[error("the transactional id has a change or a transaction completion in progress")]
+    ConcurrentTransactions,
+    #[error("the coordinator is at its limit of transactional ids or partitions")]
+    CoordinatorNotAvailable,
+    #[error("the producer id is not the transactional id's current one")]
+    InvalidProducerIdMapping,
+    #[error("the request does not fit the transaction's state")]
+    InvalidTxnState,
+    #[error("the transactional id does not exist")]
+    TransactionalIdNotFound,
+}

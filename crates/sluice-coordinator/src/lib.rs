@@ -1,5 +1,5 @@
-//! `sluice-coordinator`: the group coordinator and the producer-id allocator as pure state
-//! machines. Nothing here does I/O, reads a clock or spawns work: every call takes `now_ms`,
+//! `sluice-coordinator`: the group coordinator, the transaction coordinator and the
+//! producer-id allocator as pure state machines. Nothing here does I/O, reads a clock or spawns work: every call takes `now_ms`,
 //! and whatever must be made durable is handed back to the caller as [`StoreRecord`]s.
 //!
 //! The broker owns the wiring: it decodes requests into the types below, holds the
@@ -28,6 +28,10 @@
 //! - [`topic_regex`]: KIP-848 `SubscribedTopicRegex` compilation and whole-name matching.
 //! - [`coordinator`]: [`GroupCoordinator`], the façade over all groups and their offsets.
 //! - [`producer_ids`]: block allocation of producer ids that stay unique across restarts.
+//! - [`transaction`]: [`TransactionCoordinator`], every transactional id's transaction
+//!   (docs/transactions.md §4, §7); the same durability contract as groups: changes are
+//!   handed back as records and applied only once durable.
+//! - [`txn_records`]: the record format of `__transaction_state` (Kafka's).
 
 pub mod assignor;
 pub mod config;
@@ -38,14 +42,18 @@ pub mod group;
 pub mod producer_ids;
 pub mod records;
 pub mod topic_regex;
+pub mod transaction;
+pub mod txn_records;
 
 #[cfg(test)]
 mod consumer_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use assignor::{Assignor, TopicUuid};
-pub use config::GroupConfig;
+pub use config::{GroupConfig, TxnConfig};
 pub use consumer_group::{
     ConsumerGroup, ConsumerGroupDescription, ConsumerHeartbeatRequest, ConsumerHeartbeatResponse,
     ConsumerMemberDescription, DescribedTopicPartitions, TopicsSnapshot,
@@ -55,9 +63,13 @@ pub use coordinator::{
     GroupListing, GroupReply, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinMember,
     LeavingMember, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
-pub use error::GroupError;
+pub use error::{GroupError, TxnError};
 pub use group::{Group, GroupState};
 pub use producer_ids::{ProducerId, ProducerIdAllocator};
 pub use records::{
     ConsumerGroupValue, GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord,
 };
+pub use transaction::{
+    InitOutcome, TransactionCoordinator, TxnChange, TxnMarkers, TxnMetadata, TxnResult,
+};
+pub use txn_records::{TxnRecord, TxnStatus, TxnValue};

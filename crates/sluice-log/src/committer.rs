@@ -19,6 +19,13 @@
 //! answered with the original offsets and writes nothing. The state is updated as the
 //! batches are placed, so a later request of the same round sees it.
 //!
+//! Transactions (docs/transactions.md §6): a marker request (one control batch built by
+//! the log) is checked and applied to the producer state under the same locks, closing the
+//! producer's open transaction; a verification request writes nothing and only marks the
+//! partition as part of the producer's transaction, in queue order with markers and data.
+//! After the sync each touched partition's last stable offset is published with its high
+//! watermark.
+//!
 //! Guarantees: a waiter is answered Ok only after the sync covering its batches returned
 //! (a duplicate's original was covered by this round's sync or an earlier one); a sync
 //! error, or any other write error, poisons the log, fails every waiter of the round and
@@ -56,7 +63,8 @@ use crate::manager::AppendInfo;
 use crate::partition::Partition;
 use crate::producer_state::{BatchMetadata, ProducerEntry, Staged};
 use crate::segment::{now_ms, Segment};
-use crate::types::{Offset, ProducerId};
+use crate::txn::ControlType;
+use crate::types::{Offset, ProducerEpoch, ProducerId};
 
 /// A queued append: already validated on the caller's thread.
 #[derive(Debug)]
@@ -69,7 +77,21 @@ pub(crate) struct AppendRequest {
     pub(crate) log_append_time_ms: i64,
     /// Some batch carries a producer id: the request goes through the sequence checks.
     pub(crate) idempotent: bool,
+    /// A transaction marker or verification from the coordinator (not client data).
+    pub(crate) txn: Option<TxnOp>,
     pub(crate) reply: Completion,
+}
+
+/// What a request does for a transaction (see the module header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnOp {
+    /// `records` is one marker batch of this type (built by `txn::marker_batch`).
+    Marker(ControlType),
+    /// `records` is empty: the partition joins the producer's transaction at `epoch`.
+    Verify {
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    },
 }
 
 #[derive(Debug)]
@@ -84,6 +106,14 @@ pub(crate) enum Message {
 struct Pending {
     request: AppendRequest,
     outcome: Option<Result<AppendInfo, LogError>>,
+}
+
+/// The producer id and epoch a marker batch carries.
+fn marker_producer(header: &BatchHeader<'_>) -> (ProducerId, ProducerEpoch) {
+    (
+        ProducerId(header.producer_id()),
+        ProducerEpoch(header.producer_epoch()),
+    )
 }
 
 /// Gives an empty slice list's allocation another lifetime. `into_iter().map().collect()`
@@ -140,6 +170,9 @@ struct RoundUndo {
     active_next: Offset,
     /// Producer entries as they were (see `ProducerStateTable::record_header_undoable`).
     producers: Vec<(ProducerId, Option<ProducerEntry>)>,
+    /// The partition's aborted-transaction count before the round's first marker there
+    /// (`usize::MAX` while the round wrote none).
+    aborted_len: usize,
 }
 
 /// Why a request could not be applied.
@@ -438,8 +471,13 @@ impl Committer {
                 active_next: active.next_offset(),
                 active,
                 producers: self.undo_pool.pop().unwrap_or_default(),
+                aborted_len: usize::MAX,
             });
             self.touched.push(Arc::clone(&partition));
+        }
+        let txn = self.round[i].request.txn;
+        if let Some(TxnOp::Verify { producer_id, epoch }) = txn {
+            return self.apply_verify(&partition, producer_id, epoch, now);
         }
         let mut producers = None;
         if self.round[i].request.idempotent {
@@ -448,6 +486,14 @@ impl Committer {
             if let Some(original) = checked.map_err(Failure::Request)? {
                 return Ok(self.duplicate_info(i, &partition, original));
             }
+            producers = Some(table);
+        } else if let Some(TxnOp::Marker(_)) = txn {
+            let table = partition.producers.lock();
+            let header = BatchHeader::parse(&records).map_err(Failure::Request)?;
+            let (producer_id, epoch) = marker_producer(&header);
+            table
+                .check_marker(producer_id, epoch)
+                .map_err(Failure::Request)?;
             producers = Some(table);
         }
         let config = partition.config();
@@ -478,11 +524,23 @@ impl Committer {
                 let undo = self
                     .undo
                     .iter_mut()
-                    .rfind(|u| u.partition.uid == partition.uid)
-                    .map(|u| &mut u.producers);
+                    .rfind(|u| u.partition.uid == partition.uid);
                 debug_assert!(undo.is_some(), "a touched partition has its undo record");
                 let mut scratch = Vec::new();
-                table.record_header_undoable(&header, next, now, undo.unwrap_or(&mut scratch));
+                match (txn, undo) {
+                    (Some(TxnOp::Marker(control)), Some(undo)) => {
+                        if undo.aborted_len == usize::MAX {
+                            undo.aborted_len = table.aborted().len();
+                        }
+                        let (producer_id, epoch) = marker_producer(&header);
+                        let saved = &mut undo.producers;
+                        table.record_marker_undoable(producer_id, epoch, control, next, now, saved);
+                    }
+                    (_, undo) => {
+                        let saved = undo.map_or(&mut scratch, |u| &mut u.producers);
+                        table.record_header_undoable(&header, next, now, saved);
+                    }
+                }
             }
             next = Offset(last.0 + 1);
             partition.set_log_end(next);
@@ -496,6 +554,34 @@ impl Committer {
             last_offset: Offset(next.0 - 1),
             log_append_time_ms,
             log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    /// A verification (docs/transactions.md §6.1): recorded in the producer state, saved
+    /// for undo like a batch, nothing written. Answered with the log end as its offset.
+    fn apply_verify(
+        &mut self,
+        partition: &Arc<Partition>,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        now: i64,
+    ) -> Result<AppendInfo, Failure> {
+        let undo = self
+            .undo
+            .iter_mut()
+            .rfind(|u| u.partition.uid == partition.uid)
+            .expect("a touched partition has its undo record");
+        let mut table = partition.producers.lock();
+        table
+            .verify_txn(producer_id, epoch, now, &mut undo.producers)
+            .map_err(Failure::Request)?;
+        let log_end = partition.log_end();
+        Ok(AppendInfo {
+            base_offset: log_end,
+            last_offset: Offset(log_end.0 - 1),
+            log_append_time_ms: -1,
+            log_start_offset: partition.log_start(),
             duplicate: false,
         })
     }
@@ -604,7 +690,9 @@ impl Committer {
     fn publish_high_watermarks(&mut self) {
         self.publishes.clear();
         for partition in self.touched.drain(..) {
-            partition.publish_high_watermark(partition.log_end());
+            // Only this thread changes the log end and the open transactions.
+            let first_unstable = partition.producers.lock().first_unstable_offset();
+            partition.publish_watermarks(partition.log_end(), first_unstable);
         }
     }
 
@@ -673,7 +761,11 @@ impl Committer {
             result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
             partition.set_log_end(undo.log_end);
             if !undo.producers.is_empty() {
-                partition.producers.lock().undo(&mut undo.producers);
+                let aborted_len = undo.aborted_len;
+                partition
+                    .producers
+                    .lock()
+                    .undo(&mut undo.producers, aborted_len);
             }
             debug_assert!(partition.high_watermark() <= partition.log_end());
         }

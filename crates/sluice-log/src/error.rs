@@ -53,6 +53,15 @@ pub enum LogError {
         expected: i32,
         received: i32,
     },
+    /// A transactional batch for a partition that is not part of the producer's ongoing
+    /// transaction (not verified by the coordinator, docs/transactions.md §6.1), or a
+    /// non-transactional batch while the producer's transaction is open there (Kafka 48,
+    /// INVALID_TXN_STATE). Nothing of the request was written.
+    #[error("producer {producer_id:?}: {why}")]
+    InvalidTxnState {
+        producer_id: ProducerId,
+        why: &'static str,
+    },
     /// A new idempotent producer at a partition whose producer table is full of producers
     /// active too recently to be evicted (their retries may still come). Nothing of the
     /// request was written; the producer may retry later.

@@ -29,6 +29,8 @@
 //! - `producer_state`, `producer_snapshot`: idempotent-producer sequence tracking per
 //!   partition (duplicates answered with their original offsets, gaps and stale epochs
 //!   refused) and its snapshot file.
+//! - [`txn`]: transaction markers (control batches), aborted-transaction entries and the
+//!   isolation level of reads (docs/transactions.md §6).
 
 mod append_queue;
 pub mod batch;
@@ -56,6 +58,7 @@ mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).
 #[doc(hidden)]
 pub mod sim_fs;
+pub mod txn;
 pub mod types;
 
 pub use completion::AppendGroup;
@@ -66,4 +69,5 @@ pub use manager::{
     PartitionOffsets, ReadResult, RecoveryReport,
 };
 pub use record_slices::{FileRange, RangesResult, RecordSlice};
+pub use txn::{AbortedTxn, ControlType, IsolationLevel};
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

@@ -17,6 +17,7 @@ use crate::completion::{AppendGroup, Completion};
 
 use crate::batch::{self, BatchHeader, BatchIter};
 use crate::checkpointer;
+use crate::committer::TxnOp;
 use crate::committer::{AppendRequest, Committer, Message};
 use crate::config::{LogConfig, LogManagerConfig, TimestampType};
 use crate::engine::Engine;
@@ -27,7 +28,8 @@ use crate::record_slices::{RangesResult, RecordSlice};
 use crate::recovery;
 use crate::retention;
 use crate::segment::now_ms;
-use crate::types::{Offset, PartitionKey, ProducerId};
+use crate::txn::{self, AbortedTxn, ControlType, IsolationLevel};
+use crate::types::{Offset, PartitionKey, ProducerEpoch, ProducerId};
 
 /// Cheap to clone; all clones share one engine.
 #[derive(Debug, Clone)]
@@ -153,6 +155,9 @@ impl CommitListener {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionOffsets {
     pub log_start_offset: Offset,
+    /// Everything below this is decided: no open transaction starts below it
+    /// (docs/transactions.md §6.2). Equal to the high watermark without transactions.
+    pub last_stable_offset: Offset,
     /// Everything below this is durable and visible to consumers.
     pub high_watermark: Offset,
     /// Next offset to assign (>= high_watermark).
@@ -368,6 +373,101 @@ impl LogManager {
             batch_count: prepared.batch_count,
             log_append_time_ms: prepared.log_append_time_ms,
             idempotent: prepared.idempotent,
+            txn: None,
+            reply: completion,
+        };
+        self.inner
+            .sender
+            .send(Message::Append(request))
+            .await
+            .map_err(|_| LogError::ShuttingDown)
+    }
+
+    /// Appends the marker (control batch) that ends producer `producer_id`'s transaction
+    /// in partition `key` as `control` decides, answered in slot `slot` of `group`
+    /// (docs/transactions.md §5.1: the coordinator queues its decision, every marker and
+    /// the completion on one group, in that order). The marker closes the producer's open
+    /// transaction there (an ABORT records it as aborted), adopts `epoch` if newer (fencing
+    /// older epochs) and clears the partition's verification. Fails with
+    /// `InvalidProducerEpoch` for an epoch older than the partition's, writing nothing.
+    /// Never does file I/O.
+    pub async fn append_marker_in_group(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        control: ControlType,
+        group: &AppendGroup,
+        slot: usize,
+    ) -> Result<(), LogError> {
+        let partition = self.writable_partition(key)?;
+        let records = Bytes::from(txn::marker_batch(producer_id, epoch, control, now_ms()));
+        let op = TxnOp::Marker(control);
+        self.send_txn(partition, records, op, group.completion(slot))
+            .await
+    }
+
+    /// [`Self::append_marker_in_group`] with a waiter of its own.
+    pub async fn append_marker(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        control: ControlType,
+    ) -> Result<AppendWaiter, LogError> {
+        let partition = self.writable_partition(key)?;
+        let records = Bytes::from(txn::marker_batch(producer_id, epoch, control, now_ms()));
+        let (completion, receiver) = Completion::oneshot();
+        self.send_txn(partition, records, TxnOp::Marker(control), completion)
+            .await?;
+        Ok(AppendWaiter { receiver })
+    }
+
+    /// Marks partition `key` as part of producer `producer_id`'s ongoing transaction at
+    /// `epoch` (the coordinator calls it once AddPartitionsToTxn is durable): the
+    /// producer's next transactional batch of that epoch may open the transaction there;
+    /// without it such a batch fails with `InvalidTxnState`. Goes through the append queue
+    /// and writes nothing, so it is ordered with markers: a batch queued after the marker
+    /// that ended the transaction is refused. Fails with `InvalidProducerEpoch` for an
+    /// epoch older than the partition's and `ProducerStateFull` when a new producer finds
+    /// no slot. Not persisted (the coordinator re-verifies on load).
+    pub async fn verify_txn(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<AppendWaiter, LogError> {
+        let partition = self.writable_partition(key)?;
+        let (completion, receiver) = Completion::oneshot();
+        let op = TxnOp::Verify { producer_id, epoch };
+        self.send_txn(partition, Bytes::new(), op, completion)
+            .await?;
+        Ok(AppendWaiter { receiver })
+    }
+
+    fn writable_partition(&self, key: &PartitionKey) -> Result<Arc<Partition>, LogError> {
+        let engine = self.engine();
+        engine.check_writable()?;
+        if engine.stopping.load(Ordering::Acquire) {
+            return Err(LogError::ShuttingDown);
+        }
+        engine.partition(key)
+    }
+
+    async fn send_txn(
+        &self,
+        partition: Arc<Partition>,
+        records: Bytes,
+        op: TxnOp,
+        completion: Completion,
+    ) -> Result<(), LogError> {
+        let request = AppendRequest {
+            partition,
+            batch_count: usize::from(!records.is_empty()),
+            records,
+            log_append_time_ms: -1,
+            idempotent: false,
+            txn: Some(op),
             reply: completion,
         };
         self.inner
@@ -426,9 +526,51 @@ impl LogManager {
         min_one_batch: bool,
         out: &mut Vec<RecordSlice>,
     ) -> Result<(usize, PartitionOffsets), LogError> {
-        self.engine()
-            .partition(key)?
-            .read_ranges_into(fetch_offset, max_bytes, min_one_batch, out)
+        let isolation = IsolationLevel::ReadUncommitted;
+        self.engine().partition(key)?.read_ranges_into(
+            fetch_offset,
+            max_bytes,
+            min_one_batch,
+            isolation,
+            out,
+        )
+    }
+
+    /// [`Self::read_ranges_into`] up to the bound of `isolation`: the high watermark, or
+    /// for `ReadCommitted` the last stable offset (a fetch offset at or above the LSO and
+    /// at most the high watermark reads nothing, as in Kafka). Blocking file I/O.
+    pub fn read_ranges_isolated_into(
+        &self,
+        key: &PartitionKey,
+        fetch_offset: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+        isolation: IsolationLevel,
+        out: &mut Vec<RecordSlice>,
+    ) -> Result<(usize, PartitionOffsets), LogError> {
+        self.engine().partition(key)?.read_ranges_into(
+            fetch_offset,
+            max_bytes,
+            min_one_batch,
+            isolation,
+            out,
+        )
+    }
+
+    /// Appends to `out` the aborted transactions a `read_committed` fetch that returned
+    /// offsets `[from, end)` reports (see [`txn::collect_aborted`]). Non-blocking (one
+    /// short lock; the entries are in memory).
+    pub fn aborted_transactions(
+        &self,
+        key: &PartitionKey,
+        from: Offset,
+        end: Offset,
+        out: &mut Vec<AbortedTxn>,
+    ) -> Result<(), LogError> {
+        let partition = self.engine().partition(key)?;
+        let table = partition.producers.lock();
+        txn::collect_aborted(table.aborted(), from, end, out);
+        Ok(())
     }
 
     /// Current watermarks. Non-blocking (atomics only).

@@ -7,6 +7,9 @@
 //!   raised (Release) by the committer after the journal sync that made the data durable,
 //!   which then wakes the long polls listening on this partition (`commit_listeners`);
 //!   `log_start` only grows (retention, DeleteRecords) and never passes the high watermark.
+//!   `last_stable` (the LSO, docs/transactions.md §6.2) is published by the committer with
+//!   the high watermark, after it and before the wake-up: min(first offset of an open
+//!   transaction, high watermark), so it never exposes anything undurable and never falls.
 //! - `append_lock` serializes everything that writes the active segment or replaces it:
 //!   the committer (per request), rolls from retention, recovery, deletion.
 //! - `trim_lock` serializes removal of old segments (retention, DeleteRecords).
@@ -32,6 +35,7 @@ use crate::manager::{CommitListener, PartitionOffsets, ReadResult};
 use crate::producer_state::ProducerStateTable;
 use crate::record_slices::RecordSlice;
 use crate::segment::Segment;
+use crate::txn::IsolationLevel;
 use crate::types::{Offset, PartitionKey};
 
 /// The segments a read may need: the one holding the fetch offset and the next.
@@ -55,6 +59,8 @@ pub(crate) struct Partition {
     segments: RwLock<Vec<Arc<Segment>>>,
     log_start: AtomicI64,
     high_watermark: AtomicI64,
+    /// The last stable offset, before clamping to the log start (see the contract above).
+    last_stable: AtomicI64,
     log_end: AtomicI64,
     deleted: AtomicBool,
     pub(crate) append_lock: Mutex<()>,
@@ -93,6 +99,7 @@ impl Partition {
             segments: RwLock::new(segments),
             log_start: AtomicI64::new(log_start.0),
             high_watermark: AtomicI64::new(log_end.0),
+            last_stable: AtomicI64::new(log_end.0),
             log_end: AtomicI64::new(log_end.0),
             deleted: AtomicBool::new(false),
             append_lock: Mutex::new(()),
@@ -104,14 +111,19 @@ impl Partition {
         }
     }
 
-    /// Read in the order log start, high watermark, log end, so that the snapshot keeps
-    /// `log_start <= high_watermark <= log_end` although each value moves on its own.
+    /// Read in the order log start, last stable offset, high watermark, log end, so that
+    /// the snapshot keeps `log_start <= last_stable <= high_watermark <= log_end` although
+    /// each value moves on its own.
     pub(crate) fn offsets(&self) -> PartitionOffsets {
         let log_start_offset = self.log_start();
+        let last_stable = Offset(self.last_stable.load(Ordering::Acquire));
         let high_watermark = self.high_watermark();
         let log_end_offset = self.log_end();
+        let last_stable_offset = last_stable.max(log_start_offset);
+        debug_assert!(last_stable_offset <= high_watermark && high_watermark <= log_end_offset);
         PartitionOffsets {
             log_start_offset,
+            last_stable_offset,
             high_watermark,
             log_end_offset,
         }
@@ -134,8 +146,18 @@ impl Partition {
     /// long polls waiting on this partition, only when the high watermark moved: waiters on
     /// other partitions are never woken by this one's commits.
     pub(crate) fn publish_high_watermark(&self, offset: Offset) {
+        self.publish_watermarks(offset, None);
+    }
+    /// [`Self::publish_high_watermark`] together with the last stable offset, given the
+    /// first offset of the oldest open transaction (if any) as the round left it.
+    pub(crate) fn publish_watermarks(&self, offset: Offset, first_unstable: Option<Offset>) {
         let previous = self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
-        if offset.0 > previous {
+        let high_watermark = offset.0.max(previous);
+        let last_stable = first_unstable.map_or(high_watermark, |f| f.0.min(high_watermark));
+        let previous_stable = self.last_stable.fetch_max(last_stable, Ordering::AcqRel);
+        // A transaction opens at the log end, never below what is already stable.
+        debug_assert!(last_stable >= previous_stable, "the LSO never falls");
+        if offset.0 > previous || last_stable > previous_stable {
             // After the Release store above: a listener that registered before this lock
             // is woken, one that registers after it sees the new high watermark.
             for listener in self.commit_listeners.lock().drain(..) {
@@ -160,6 +182,12 @@ impl Partition {
         }
     }
     /// Raises the log start offset (never lowers it). Returns the value now in force.
+    /// Recovery only, once producer state is rebuilt: the LSO its open transactions allow.
+    pub(crate) fn reset_last_stable(&self, first_unstable: Option<Offset>) {
+        let high_watermark = self.high_watermark();
+        let last_stable = first_unstable.map_or(high_watermark, |f| f.min(high_watermark));
+        self.last_stable.store(last_stable.0, Ordering::Release);
+    }
     pub(crate) fn advance_log_start(&self, offset: Offset) -> Offset {
         let previous = self.log_start.fetch_max(offset.0, Ordering::AcqRel);
         Offset(previous.max(offset.0))
@@ -254,6 +282,7 @@ impl Partition {
         *self.segments.write() = segments;
         self.set_log_end(log_end);
         self.high_watermark.store(log_end.0, Ordering::Release);
+        self.last_stable.store(log_end.0, Ordering::Release);
     }
 
     /// Whole batches from `fetch_offset` (see `LogManager::read`).
@@ -263,7 +292,8 @@ impl Partition {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
-        let (offsets, segments) = self.read_segments(fetch_offset)?;
+        let (offsets, _, segments) =
+            self.read_segments(fetch_offset, IsolationLevel::ReadUncommitted)?;
         for segment in segments.into_iter().flatten() {
             if let Some(records) = segment.read(
                 fetch_offset,
@@ -288,25 +318,24 @@ impl Partition {
     }
 
     /// [`Self::read`] as slices of the journal files (see `Segment::read_ranges`), appended
-    /// to `out`: the same batches, the same errors. Returns the bytes appended and the
-    /// watermarks the read answers with. Allocates nothing when `out` has room.
+    /// to `out`: the same batches, the same errors, up to the high watermark
+    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`; a fetch offset in
+    /// `[LSO, HW]` reads nothing). Returns the bytes appended and the watermarks the read
+    /// answers with. Allocates nothing when `out` has room.
     pub(crate) fn read_ranges_into(
         &self,
         fetch_offset: Offset,
         max_bytes: u32,
         min_one_batch: bool,
+        isolation: IsolationLevel,
         out: &mut Vec<RecordSlice>,
     ) -> Result<(usize, PartitionOffsets), LogError> {
-        let (offsets, segments) = self.read_segments(fetch_offset)?;
+        let (offsets, bound, segments) = self.read_segments(fetch_offset, isolation)?;
         let before = out.len();
         for segment in segments.into_iter().flatten() {
-            if let Some(len) = segment.read_ranges(
-                fetch_offset,
-                offsets.high_watermark,
-                max_bytes,
-                min_one_batch,
-                out,
-            )? {
+            if let Some(len) =
+                segment.read_ranges(fetch_offset, bound, max_bytes, min_one_batch, out)?
+            {
                 debug_assert_eq!(
                     out[before..].iter().map(RecordSlice::len).sum::<usize>(),
                     len
@@ -318,14 +347,20 @@ impl Partition {
         Ok((0, offsets))
     }
 
-    /// The snapshot of the watermarks a read answers with, and the segments it may read:
-    /// the one holding `fetch_offset` and the next (none when the offset is the high
-    /// watermark). Checks the range and the gaps between segments.
+    /// The snapshot of the watermarks a read answers with, the offset it reads up to (the
+    /// high watermark, or the LSO for `ReadCommitted`), and the segments it may read: the
+    /// one holding `fetch_offset` and the next (none when the offset is at or above that
+    /// bound). Checks the range and the gaps between segments.
     fn read_segments(
         &self,
         fetch_offset: Offset,
-    ) -> Result<(PartitionOffsets, ReadSegments), LogError> {
+        isolation: IsolationLevel,
+    ) -> Result<(PartitionOffsets, Offset, ReadSegments), LogError> {
         let offsets = self.offsets();
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => offsets.high_watermark,
+            IsolationLevel::ReadCommitted => offsets.last_stable_offset,
+        };
         let out_of_range = |log_start_offset| LogError::OffsetOutOfRange {
             offset: fetch_offset,
             log_start_offset,
@@ -334,8 +369,8 @@ impl Partition {
         if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
             return Err(out_of_range(offsets.log_start_offset));
         }
-        if fetch_offset == offsets.high_watermark {
-            return Ok((offsets, [None, None]));
+        if fetch_offset >= bound {
+            return Ok((offsets, bound, [None, None]));
         }
         // The segment holding the offset and the one after it are all a read can need (only
         // the last segment can be empty): two `Arc`s, no copy of the list per read.
@@ -364,7 +399,7 @@ impl Partition {
                 why: "the segment holding this offset is damaged or missing",
             });
         }
-        Ok((offsets, [Some(holder), next]))
+        Ok((offsets, bound, [Some(holder), next]))
     }
 
     pub(crate) fn find_batch_by_timestamp(

@@ -6,18 +6,28 @@
 //! | bytes | field |
 //! |-------|-------|
 //! | 8     | magic `SLUICEPS` |
-//! | 2     | version (1) |
+//! | 2     | version (2; version 1 files still load) |
 //! | 2     | flags (0) |
 //! | 16    | topic id |
 //! | 4     | partition i32 |
 //! | 8     | offset i64: the log end offset the state is as of |
 //! | 4     | producer count N |
 //! | ...   | N entries, least recently active first |
+//! | 4     | aborted transaction count A (version 2) |
+//! | ...   | A aborted transactions in marker order, 34 bytes each (`txn::AbortedTxn`, Kafka's `.txnindex` entry) (version 2) |
 //! | 4     | CRC-32C of every byte before it |
 //!
-//! Entry: producer id i64, producer epoch i16, last activity ms i64, batch count u8
-//! (1..=5), then per cached batch, oldest first: first sequence i32, last sequence i32,
-//! first offset i64, last offset i64, timestamp i64.
+//! Entry: producer id i64, producer epoch i16, last activity ms i64, (version 2:) first
+//! offset of the open transaction i64 (-1: none), batch count u8 (1..=5; version 2 also
+//! 0, for a producer known only from a marker or a verification), then per cached batch,
+//! oldest first: first sequence i32, last sequence i32, first offset i64, last offset
+//! i64, timestamp i64.
+//!
+//! The aborted transactions ride in the snapshot rather than in per-segment `.txnindex`
+//! files (docs/transactions.md §6.3): the snapshot is already written atomically, only
+//! once every batch below its offset is durable, and rebuilt by the recovery walk above
+//! its offset, which is exactly what the index needs. Retention trims them with the log
+//! start (`ProducerStateTable::trim_aborted`).
 //!
 //! Guarantees: a file is written only once every batch below its offset is durable (see
 //! `checkpointer`), so a snapshot never describes a batch recovery could lose. A damaged
@@ -26,12 +36,15 @@
 
 use crate::config::PRODUCER_BATCHES_CACHED_MAX;
 use crate::producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable};
+use crate::txn::{AbortedTxn, ABORTED_TXN_BYTES};
 use crate::types::{Offset, ProducerEpoch, ProducerId, TopicId};
 
 const MAGIC: &[u8; 8] = b"SLUICEPS";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// Files of this version (before transactions) still load, with no transaction open.
+const VERSION_1: u16 = 1;
 const HEADER_LEN: usize = 8 + 2 + 2 + 16 + 4 + 8 + 4;
-const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 1;
+const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 8 + 1;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
 const CRC_LEN: usize = 4;
 
@@ -59,7 +72,8 @@ pub(crate) fn encode(
     offset: Offset,
 ) -> Vec<u8> {
     let entries_len = table.len() * (ENTRY_FIXED_LEN + PRODUCER_BATCHES_CACHED_MAX * BATCH_LEN);
-    let mut out = Vec::with_capacity(HEADER_LEN + entries_len + CRC_LEN);
+    let aborted_len = 4 + table.aborted().len() * ABORTED_TXN_BYTES;
+    let mut out = Vec::with_capacity(HEADER_LEN + entries_len + aborted_len + CRC_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_be_bytes());
     out.extend_from_slice(&0u16.to_be_bytes());
@@ -72,6 +86,8 @@ pub(crate) fn encode(
         out.extend_from_slice(&producer_id.0.to_be_bytes());
         out.extend_from_slice(&entry.epoch.0.to_be_bytes());
         out.extend_from_slice(&entry.last_activity_ms.to_be_bytes());
+        let open = entry.current_txn_first_offset.map_or(-1, |o| o.0);
+        out.extend_from_slice(&open.to_be_bytes());
         let count = entry.batches().count();
         out.push(count as u8); // <= PRODUCER_BATCHES_CACHED_MAX <= 255
         for batch in entry.batches() {
@@ -81,6 +97,11 @@ pub(crate) fn encode(
             out.extend_from_slice(&batch.last_offset.0.to_be_bytes());
             out.extend_from_slice(&batch.timestamp_ms.to_be_bytes());
         }
+    }
+    // Bounded by the log's size (one per ABORT marker of at least 70 bytes), so it fits.
+    out.extend_from_slice(&(table.aborted().len() as u32).to_be_bytes());
+    for aborted in table.aborted() {
+        aborted.encode(&mut out);
     }
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
@@ -104,7 +125,8 @@ pub(crate) fn decode(
         return None;
     }
     let mut r = Reader { data: body, at: 8 };
-    if r.u16()? != VERSION || r.u16()? != 0 {
+    let version = r.u16()?;
+    if !(version == VERSION || version == VERSION_1) || r.u16()? != 0 {
         return None;
     }
     if TopicId(r.bytes::<16>()?) != topic_id || r.i32()? != partition {
@@ -114,21 +136,44 @@ pub(crate) fn decode(
     let count = r.u32()?;
     let mut table = ProducerStateTable::new(producer_ids_max);
     for _ in 0..count {
-        let (producer_id, entry) = decode_entry(&mut r)?;
+        let (producer_id, entry) = decode_entry(&mut r, version)?;
         table.insert_loaded(producer_id, entry);
+    }
+    if version >= VERSION {
+        let aborted = r.u32()?;
+        let mut previous: Option<Offset> = None;
+        for _ in 0..aborted {
+            // Each entry is read (and checked) before the next: a hostile count fails at
+            // the end of the bytes, never allocates ahead.
+            let entry = AbortedTxn::decode(r.slice(ABORTED_TXN_BYTES)?)?;
+            if previous.is_some_and(|p| p >= entry.last_offset) || entry.last_offset >= offset {
+                return None;
+            }
+            previous = Some(entry.last_offset);
+            table.push_loaded_aborted(entry);
+        }
     }
     (r.at == body.len()).then_some((offset, table))
 }
 
-fn decode_entry(r: &mut Reader<'_>) -> Option<(ProducerId, ProducerEntry)> {
+fn decode_entry(r: &mut Reader<'_>, version: u16) -> Option<(ProducerId, ProducerEntry)> {
     let producer_id = ProducerId(r.i64()?);
     let epoch = ProducerEpoch(r.i16()?);
     let last_activity_ms = r.i64()?;
+    let open = match version {
+        VERSION_1 => -1,
+        _ => r.i64()?,
+    };
     let count = usize::from(r.bytes::<1>()?[0]);
-    if !producer_id.is_idempotent() || count == 0 || count > PRODUCER_BATCHES_CACHED_MAX {
+    let count_min = usize::from(version == VERSION_1);
+    if !producer_id.is_idempotent() || count < count_min || count > PRODUCER_BATCHES_CACHED_MAX {
+        return None;
+    }
+    if open < -1 {
         return None;
     }
     let mut entry = ProducerEntry::new(epoch, last_activity_ms);
+    entry.current_txn_first_offset = (open >= 0).then_some(Offset(open));
     for _ in 0..count {
         entry.push(BatchMetadata {
             first_seq: r.i32()?,
@@ -146,7 +191,12 @@ struct Reader<'a> {
     at: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn slice(&mut self, len: usize) -> Option<&'a [u8]> {
+        let slice = self.data.get(self.at..self.at.checked_add(len)?)?;
+        self.at += len;
+        Some(slice)
+    }
     fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
         let slice = self.data.get(self.at..self.at.checked_add(N)?)?;
         self.at += N;
@@ -184,6 +234,7 @@ mod tests {
                     epoch: ProducerEpoch(id as i16),
                     first_seq: round * 3,
                     last_seq: increment_sequence(round * 3, 2),
+                    transactional: false,
                 };
                 let written = BatchMetadata {
                     first_seq: batch.first_seq,
@@ -256,5 +307,109 @@ mod tests {
         assert_eq!(parse_file_name("42.snapshot"), None);
         assert_eq!(parse_file_name("00000000000000000042.snapshot.tmp"), None);
         assert_eq!(parse_file_name("00000000000000000042.log"), None);
+    }
+    #[test]
+    fn version_2_keeps_open_transactions_and_aborted_ones() {
+        // Goal: an open transaction's first offset, an entry with no batches (known from
+        // a marker) and the aborted transactions survive a round trip; a hostile aborted
+        // count or an entry beyond the snapshot's offset makes the file unusable.
+        use crate::txn::ControlType;
+        let mut table = ProducerStateTable::new(10);
+        let mut undo = Vec::new();
+        for id in [1, 2] {
+            table
+                .verify_txn(ProducerId(id), ProducerEpoch(0), 5, &mut undo)
+                .expect("verified");
+            let batch = ProducerBatch {
+                producer_id: ProducerId(id),
+                epoch: ProducerEpoch(0),
+                first_seq: 0,
+                last_seq: 0,
+                transactional: true,
+            };
+            let at = Offset(id * 10);
+            let written = BatchMetadata {
+                first_seq: 0,
+                last_seq: 0,
+                first_offset: at,
+                last_offset: at,
+                timestamp_ms: 1,
+            };
+            table.record(&batch, written, 5);
+        }
+        table.record_marker(
+            ProducerId(1),
+            ProducerEpoch(0),
+            ControlType::Abort,
+            Offset(30),
+            6,
+        );
+        table.record_marker(
+            ProducerId(7),
+            ProducerEpoch(2),
+            ControlType::Commit,
+            Offset(31),
+            6,
+        );
+        let topic = TopicId([3; 16]);
+        let bytes = encode(&table, topic, 0, Offset(32));
+        let (_, decoded) = decode(&bytes, topic, 0, 10).expect("decodes");
+        assert_eq!(contents(&decoded), contents(&table));
+        assert_eq!(decoded.first_unstable_offset(), Some(Offset(20)));
+        assert_eq!(decoded.aborted(), table.aborted());
+        assert_eq!(
+            decoded
+                .get(ProducerId(7))
+                .expect("marker-only")
+                .batches()
+                .count(),
+            0
+        );
+        // A snapshot as of offset 30 cannot name a marker at 30.
+        assert!(decode(&encode(&table, topic, 0, Offset(30)), topic, 0, 10).is_none());
+        // A huge aborted count runs out of bytes instead of allocating.
+        let count_at = bytes.len() - CRC_LEN - 4 - ABORTED_TXN_BYTES;
+        let mut hostile = bytes[..count_at].to_vec();
+        hostile.extend_from_slice(&u32::MAX.to_be_bytes());
+        let crc = crc32c::crc32c(&hostile);
+        hostile.extend_from_slice(&crc.to_be_bytes());
+        assert!(decode(&hostile, topic, 0, 10).is_none());
+    }
+
+    #[test]
+    fn version_1_files_still_load() {
+        // Goal: a snapshot written before transactions (version 1: no open-transaction
+        // field, no aborted list) loads with no transaction open.
+        let topic = TopicId([4; 16]);
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.extend_from_slice(&1u16.to_be_bytes());
+        v1.extend_from_slice(&0u16.to_be_bytes());
+        v1.extend_from_slice(&topic.0);
+        v1.extend_from_slice(&2i32.to_be_bytes());
+        v1.extend_from_slice(&9i64.to_be_bytes());
+        v1.extend_from_slice(&1u32.to_be_bytes());
+        v1.extend_from_slice(&42i64.to_be_bytes()); // producer id
+        v1.extend_from_slice(&3i16.to_be_bytes()); // epoch
+        v1.extend_from_slice(&77i64.to_be_bytes()); // last activity
+        v1.push(1);
+        for field in [0i32, 4] {
+            v1.extend_from_slice(&field.to_be_bytes());
+        }
+        for field in [4i64, 8, 1_000] {
+            v1.extend_from_slice(&field.to_be_bytes());
+        }
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        let (offset, table) = decode(&v1, topic, 2, 10).expect("version 1 decodes");
+        assert_eq!(offset, Offset(9));
+        let entry = table.get(ProducerId(42)).expect("entry");
+        assert_eq!(
+            (entry.epoch, entry.last_activity_ms),
+            (ProducerEpoch(3), 77)
+        );
+        assert_eq!(entry.newest_batch().expect("batch").last_offset, Offset(8));
+        assert_eq!(table.first_unstable_offset(), None);
+        assert!(table.aborted().is_empty());
     }
 }

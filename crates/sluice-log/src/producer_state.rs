@@ -26,18 +26,39 @@
 //! retry look new and be written twice. (Recovery and snapshot loading still evict the
 //! oldest unconditionally: they replay what was admitted before.)
 //!
+//! Transactions (docs/transactions.md §6.1): an entry also holds the first offset of the
+//! producer's open transaction in this partition, if any, and the epoch the transaction
+//! coordinator verified the partition for (`verify_txn`, after AddPartitionsToTxn is
+//! durable). Checked in the same pass as the sequences:
+//! - a transactional batch is accepted inside the producer's open transaction (same
+//!   epoch), or opens one when the partition was verified for its epoch; otherwise
+//!   `InvalidTxnState` (KIP-890 part 1: nothing reaches a partition the transaction did not
+//!   add);
+//! - a non-transactional batch while the producer's transaction is open is
+//!   `InvalidTxnState`;
+//! - a marker (COMMIT / ABORT, written only by the log's own `append_marker`) is accepted
+//!   at any sequence with an epoch not older than the entry's (a newer one is adopted: that
+//!   fences the old producer here), closes the open transaction, clears the verification
+//!   and, for ABORT, records an [`AbortedTxn`].
+//!
+//! The table keeps `ongoing` (first offset -> producer id of every open transaction, so the
+//! last stable offset is its first key) and the partition's aborted transactions in
+//! marker order. An entry with an open transaction is never evicted or expired; a table
+//! full of them refuses new producers with `ProducerStateFull`.
+//!
 //! Memory: entries live in one dense `Vec` of slots, linked from least to most recently
 //! active, plus an id -> slot map. Each entry's cached batches are a fixed ring. Checking
 //! and recording a batch of a known producer allocates nothing; evicting the least recently
 //! active producer when the table is full is O(1).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
 use crate::batch::{BatchHeader, BatchIter};
 use crate::config::{PRODUCER_BATCHES_CACHED_MAX, PRODUCER_EVICTION_IDLE_MS_MIN};
 use crate::error::LogError;
+use crate::txn::{AbortedTxn, ControlType};
 use crate::types::{Offset, ProducerEpoch, ProducerId};
 
 /// Marks "no slot" in the activity list.
@@ -69,6 +90,8 @@ pub(crate) struct ProducerBatch {
     pub(crate) epoch: ProducerEpoch,
     pub(crate) first_seq: i32,
     pub(crate) last_seq: i32,
+    /// Part of a transaction (the batch's transactional attribute).
+    pub(crate) transactional: bool,
 }
 
 impl ProducerBatch {
@@ -85,6 +108,7 @@ impl ProducerBatch {
             epoch: ProducerEpoch(header.producer_epoch()),
             first_seq,
             last_seq: increment_sequence(first_seq, header.last_offset_delta()),
+            transactional: header.is_transactional(),
         })
     }
 }
@@ -101,6 +125,13 @@ pub(crate) struct ProducerEntry {
     /// Wall-clock time of the last append (or of the recovery that replayed it), for
     /// `producer.id.expiration.ms` and for eviction.
     pub(crate) last_activity_ms: i64,
+    /// First offset of the producer's open transaction in this partition (persisted in
+    /// snapshot v2).
+    pub(crate) current_txn_first_offset: Option<Offset>,
+    /// The epoch the coordinator verified this partition for (the partition is in the
+    /// producer's ongoing transaction); cleared by the marker. Not persisted: the
+    /// coordinator re-verifies the partitions of every ongoing transaction on load.
+    pub(crate) verified_epoch: Option<ProducerEpoch>,
 }
 
 impl ProducerEntry {
@@ -111,7 +142,19 @@ impl ProducerEntry {
             batch_count: 0,
             newest: 0,
             last_activity_ms,
+            current_txn_first_offset: None,
+            verified_epoch: None,
         }
+    }
+
+    /// Whether the producer has an open transaction here (such an entry is never evicted).
+    pub(crate) fn in_txn(&self) -> bool {
+        self.current_txn_first_offset.is_some()
+    }
+
+    fn clear_batches(&mut self) {
+        self.batch_count = 0;
+        self.newest = 0;
     }
 
     /// The cached batches, oldest first.
@@ -151,6 +194,7 @@ impl PartialEq for ProducerEntry {
     fn eq(&self, other: &Self) -> bool {
         self.epoch == other.epoch
             && self.last_activity_ms == other.last_activity_ms
+            && self.current_txn_first_offset == other.current_txn_first_offset
             && self.batches().eq(other.batches())
     }
 }
@@ -164,6 +208,8 @@ pub(crate) struct Staged {
     producer_id: ProducerId,
     epoch: ProducerEpoch,
     last_seq: i32,
+    /// Whether the producer's transaction is open after this batch.
+    txn_open: bool,
     /// Producers of the request so far that the table does not hold (each needs a slot).
     new_producers: usize,
 }
@@ -201,6 +247,12 @@ pub(crate) struct ProducerStateTable {
     /// The last snapshot file written for this table (set by the checkpointer and by
     /// recovery once a checkpoint refers to it).
     pub(crate) snapshot: Option<SnapshotMark>,
+    /// First offset -> producer of every open transaction (one per entry with
+    /// `current_txn_first_offset`, kept in step by every change of an entry).
+    ongoing: BTreeMap<Offset, ProducerId>,
+    /// The partition's aborted transactions whose marker is at or above the log start, in
+    /// marker order (persisted in snapshot v2).
+    aborted: Vec<AbortedTxn>,
 }
 
 impl ProducerStateTable {
@@ -215,15 +267,50 @@ impl ProducerStateTable {
             producer_ids_max: producer_ids_max.clamp(1, (NIL - 1) as usize),
             version: 0,
             snapshot: None,
+            ongoing: BTreeMap::new(),
+            aborted: Vec::new(),
         }
+    }
+
+    /// The first offset of the oldest open transaction: the last stable offset is never
+    /// above it (docs/transactions.md §6.2).
+    pub(crate) fn first_unstable_offset(&self) -> Option<Offset> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The aborted transactions, in marker order.
+    pub(crate) fn aborted(&self) -> &[AbortedTxn] {
+        &self.aborted
+    }
+
+    /// Adds an aborted transaction read from a snapshot (in marker order).
+    pub(crate) fn push_loaded_aborted(&mut self, entry: AbortedTxn) {
+        debug_assert!(self
+            .aborted
+            .last()
+            .is_none_or(|last| last.last_offset < entry.last_offset));
+        self.aborted.push(entry);
+        self.version += 1;
+    }
+
+    /// Forgets aborted transactions whose marker is below `log_start`: none of their
+    /// offsets can be read any more. Returns how many were dropped.
+    pub(crate) fn trim_aborted(&mut self, log_start: Offset) -> usize {
+        let below = self.aborted.partition_point(|e| e.last_offset < log_start);
+        if below > 0 {
+            self.aborted.drain(..below);
+            self.version += 1;
+        }
+        below
     }
 
     pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
+    /// No producer and no aborted transaction: nothing a snapshot would need to keep.
     pub(crate) fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.slots.is_empty() && self.aborted.is_empty()
     }
 
     pub(crate) fn version(&self) -> u64 {
@@ -270,21 +357,29 @@ impl ProducerStateTable {
             .rev()
             .find(|s| s.producer_id == batch.producer_id)
         {
-            Some(s) => Some((s.epoch, Some(s.last_seq))),
-            None => entry.map(|e| (e.epoch, e.newest_batch().map(|b| b.last_seq))),
+            Some(s) => Some((s.epoch, Some(s.last_seq), s.txn_open)),
+            None => entry.map(|e| (e.epoch, e.newest_batch().map(|b| b.last_seq), e.in_txn())),
         };
         let mut new_producers = staged.last().map_or(0, |s| s.new_producers);
-        match current {
-            Some((epoch, last_seq)) => check_sequence(batch, epoch, last_seq)?,
+        let txn_open = match current {
+            Some((epoch, last_seq, txn_open)) => {
+                check_sequence(batch, epoch, last_seq)?;
+                txn_open
+            }
             None => {
                 new_producers += 1;
                 self.check_room(batch.producer_id, new_producers, now_ms)?;
+                false
             }
-        }
+        };
+        let verified = entry.and_then(|e| e.verified_epoch);
+        let epoch = current.map(|(epoch, ..)| epoch);
+        let txn_open = check_txn(batch, txn_open, epoch, verified)?;
         staged.push(Staged {
             producer_id: batch.producer_id,
             epoch: batch.epoch,
             last_seq: batch.last_seq,
+            txn_open,
             new_producers,
         });
         Ok(None)
@@ -304,7 +399,11 @@ impl ProducerStateTable {
             return Ok(());
         }
         // The activity list is ordered, so only the last producer to be evicted needs a look.
-        let last_evicted = self.by_activity().nth(evictions - 1);
+        // Producers with an open transaction are never evicted.
+        let last_evicted = self
+            .by_activity()
+            .filter(|(_, e)| !e.in_txn())
+            .nth(evictions - 1);
         let idle_ms = last_evicted.map(|(_, e)| now_ms.saturating_sub(e.last_activity_ms));
         if idle_ms.is_some_and(|idle| idle >= PRODUCER_EVICTION_IDLE_MS_MIN) {
             return Ok(());
@@ -376,26 +475,156 @@ impl ProducerStateTable {
         let Some(batch) = ProducerBatch::from_header(header) else {
             return false;
         };
+        self.save_for_undo(batch.producer_id, undo);
+        self.record_header(header, base_offset, now_ms)
+    }
+
+    /// Saves into `undo` what [`Self::undo`] needs to put back a change of `producer_id`:
+    /// its entry as it is (or `None` when it is new) and the entry a new producer would
+    /// evict. Only the first change of each producer id is saved.
+    fn save_for_undo(
+        &self,
+        producer_id: ProducerId,
+        undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
+    ) {
         let mut save = |id: ProducerId, entry: Option<ProducerEntry>| {
             if !undo.iter().any(|(saved, _)| *saved == id) {
                 undo.push((id, entry));
             }
         };
-        save(batch.producer_id, self.get(batch.producer_id).cloned());
-        let evicts = !self.by_id.contains_key(&batch.producer_id)
-            && self.slots.len() >= self.producer_ids_max
-            && self.oldest != NIL;
-        if evicts {
-            let oldest = &self.slots[self.oldest as usize];
-            save(oldest.producer_id, Some(oldest.entry.clone()));
+        save(producer_id, self.get(producer_id).cloned());
+        let evicts =
+            !self.by_id.contains_key(&producer_id) && self.slots.len() >= self.producer_ids_max;
+        if let Some(victim) = evicts.then(|| self.eviction_victim()).flatten() {
+            let victim = &self.slots[victim as usize];
+            save(victim.producer_id, Some(victim.entry.clone()));
         }
-        self.record_header(header, base_offset, now_ms)
     }
 
-    /// Puts back the entries saved by [`Self::record_header_undoable`] (a commit round
-    /// whose writes were refused). The restored entries count as the most recently active.
-    /// `saved` is left empty (its capacity is reused by the committer).
-    pub(crate) fn undo(&mut self, saved: &mut Vec<(ProducerId, Option<ProducerEntry>)>) {
+    /// Records that the coordinator added this partition to `producer_id`'s transaction at
+    /// `epoch` (docs/transactions.md §6.1): its next transactional batch of that epoch may
+    /// open the transaction. An unknown producer gets an entry (it needs a slot, as for its
+    /// first batch). Changes are saved into `undo` first.
+    pub(crate) fn verify_txn(
+        &mut self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        now_ms: i64,
+        undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
+    ) -> Result<(), LogError> {
+        match self.get(producer_id) {
+            Some(entry) if epoch < entry.epoch => {
+                return Err(LogError::InvalidProducerEpoch {
+                    producer_id,
+                    epoch,
+                    current: entry.epoch,
+                })
+            }
+            Some(_) => {}
+            None => self.check_room(producer_id, 1, now_ms)?,
+        }
+        self.save_for_undo(producer_id, undo);
+        let slot = self.touch(producer_id, epoch, now_ms);
+        self.slots[slot as usize].entry.verified_epoch = Some(epoch);
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Whether a marker of `producer_id` at `epoch` may be written: never with an epoch
+    /// older than the partition's (the coordinator only ever bumps epochs).
+    pub(crate) fn check_marker(
+        &self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<(), LogError> {
+        match self.get(producer_id) {
+            Some(entry) if epoch < entry.epoch => Err(LogError::InvalidProducerEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a written marker at `offset` (no check: the committer checked with
+    /// [`Self::check_marker`]; recovery replays what the log holds). A newer epoch is
+    /// adopted and forgets the older epoch's batches; the open transaction is closed and,
+    /// for ABORT, recorded as aborted with the last stable offset just after the marker.
+    pub(crate) fn record_marker(
+        &mut self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        control: ControlType,
+        offset: Offset,
+        now_ms: i64,
+    ) {
+        let slot = self.touch(producer_id, epoch, now_ms);
+        let entry = &mut self.slots[slot as usize].entry;
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.clear_batches();
+        }
+        entry.verified_epoch = None;
+        entry.last_activity_ms = now_ms;
+        let first = entry.current_txn_first_offset.take();
+        if let Some(first) = first {
+            let removed = self.ongoing.remove(&first);
+            debug_assert_eq!(removed, Some(producer_id), "ongoing follows the entries");
+            if control == ControlType::Abort {
+                let after = Offset(offset.0 + 1);
+                let last_stable_offset =
+                    self.first_unstable_offset().map_or(after, |o| o.min(after));
+                debug_assert!(self.aborted.last().is_none_or(|e| e.last_offset < offset));
+                self.aborted.push(AbortedTxn {
+                    producer_id,
+                    first_offset: first,
+                    last_offset: offset,
+                    last_stable_offset,
+                });
+            }
+        }
+        self.version += 1;
+    }
+
+    /// [`Self::record_marker`], first saving into `undo` what [`Self::undo`] needs.
+    pub(crate) fn record_marker_undoable(
+        &mut self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        control: ControlType,
+        offset: Offset,
+        now_ms: i64,
+        undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
+    ) {
+        self.save_for_undo(producer_id, undo);
+        self.record_marker(producer_id, epoch, control, offset, now_ms);
+    }
+
+    /// The slot of `producer_id`, made the most recently active; a new entry at `epoch`
+    /// when there is none (evicting as [`Self::insert_slot`] does).
+    fn touch(&mut self, producer_id: ProducerId, epoch: ProducerEpoch, now_ms: i64) -> u32 {
+        let slot = match self.by_id.get(&producer_id) {
+            Some(&slot) => {
+                self.unlink(slot);
+                slot
+            }
+            None => self.insert_slot(producer_id, ProducerEntry::new(epoch, now_ms)),
+        };
+        self.link_newest(slot);
+        slot
+    }
+
+    /// Puts back the entries saved by the `*_undoable` methods (a commit round whose
+    /// writes were refused), and the aborted transactions as they were when there were
+    /// `aborted_len`. The restored entries count as the most recently active. `saved` is
+    /// left empty (its capacity is reused by the committer).
+    pub(crate) fn undo(
+        &mut self,
+        saved: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
+        aborted_len: usize,
+    ) {
+        self.aborted.truncate(aborted_len);
         for (producer_id, _) in saved.iter() {
             if let Some(&slot) = self.by_id.get(producer_id) {
                 self.remove_slot(slot);
@@ -411,24 +640,26 @@ impl ProducerStateTable {
 
     /// Records a written batch: a new epoch restarts the producer's entry. No check here
     /// (the committer checked first; recovery replays what the log holds, as Kafka does).
+    /// A transactional batch opens the producer's transaction if none is open.
     pub(crate) fn record(&mut self, batch: &ProducerBatch, written: BatchMetadata, now_ms: i64) {
-        let slot = match self.by_id.get(&batch.producer_id) {
-            Some(&slot) => {
-                self.unlink(slot);
-                slot
-            }
-            None => {
-                let entry = ProducerEntry::new(batch.epoch, now_ms);
-                self.insert_slot(batch.producer_id, entry)
-            }
-        };
-        self.link_newest(slot);
+        let slot = self.touch(batch.producer_id, batch.epoch, now_ms);
         let entry = &mut self.slots[slot as usize].entry;
         if entry.epoch != batch.epoch {
+            // The transaction fields outlive the batches of the older epoch: the
+            // verification may already be for the new one, and an open transaction is
+            // closed only by its marker.
+            let (open, verified) = (entry.current_txn_first_offset, entry.verified_epoch);
             *entry = ProducerEntry::new(batch.epoch, now_ms);
+            entry.current_txn_first_offset = open;
+            entry.verified_epoch = verified;
         }
         entry.push(written);
         entry.last_activity_ms = now_ms;
+        let opens = batch.transactional && !entry.in_txn();
+        if opens {
+            entry.current_txn_first_offset = Some(written.first_offset);
+            self.ongoing.insert(written.first_offset, batch.producer_id);
+        }
         self.version += 1;
     }
 
@@ -439,16 +670,23 @@ impl ProducerStateTable {
         if let Some(&slot) = self.by_id.get(&producer_id) {
             self.remove_slot(slot);
         }
+        let open = entry.current_txn_first_offset;
         let slot = self.insert_slot(producer_id, entry);
+        if let Some(first) = open {
+            self.ongoing.insert(first, producer_id);
+        }
         self.link_newest(slot);
         self.version += 1;
     }
 
     /// Forgets producers idle for `expiration_ms` or more at `now_ms` (Kafka's
-    /// `producer.id.expiration.ms`). Returns how many were dropped.
+    /// `producer.id.expiration.ms`), except those with an open transaction (Kafka's rule).
+    /// Returns how many were dropped.
     pub(crate) fn expire(&mut self, now_ms: i64, expiration_ms: u64) -> usize {
         let expiration_ms = i64::try_from(expiration_ms).unwrap_or(i64::MAX);
-        self.retain(|_, entry| now_ms.saturating_sub(entry.last_activity_ms) < expiration_ms)
+        self.retain(|_, entry| {
+            entry.in_txn() || now_ms.saturating_sub(entry.last_activity_ms) < expiration_ms
+        })
     }
 
     /// Forgets every producer for which `keep` is false. Returns how many were dropped.
@@ -477,7 +715,9 @@ impl ProducerStateTable {
     /// table is full. The slot is not yet in the activity list.
     fn insert_slot(&mut self, producer_id: ProducerId, entry: ProducerEntry) -> u32 {
         if self.slots.len() >= self.producer_ids_max {
-            self.remove_slot(self.oldest);
+            if let Some(victim) = self.eviction_victim() {
+                self.remove_slot(victim);
+            }
         }
         let slot = self.slots.len() as u32; // < producer_ids_max < NIL
         self.slots.push(Slot {
@@ -490,6 +730,20 @@ impl ProducerStateTable {
         slot
     }
 
+    /// The slot a new producer takes at a full table: the least recently active producer
+    /// without an open transaction; the least recently active one when all have one (only
+    /// recovery and snapshot loading get there: at run time `check_room` refuses first).
+    fn eviction_victim(&self) -> Option<u32> {
+        let mut at = self.oldest;
+        while let Some(slot) = self.slots.get(at as usize) {
+            if !slot.entry.in_txn() {
+                return Some(at);
+            }
+            at = slot.newer;
+        }
+        (self.oldest != NIL).then_some(self.oldest)
+    }
+
     /// Removes a slot, moving the last slot into its place to keep the vector dense.
     fn remove_slot(&mut self, slot: u32) {
         assert!(
@@ -499,6 +753,9 @@ impl ProducerStateTable {
         self.unlink(slot);
         let removed = self.slots.swap_remove(slot as usize);
         self.by_id.remove(&removed.producer_id);
+        if let Some(first) = removed.entry.current_txn_first_offset {
+            self.ongoing.remove(&first);
+        }
         if (slot as usize) == self.slots.len() {
             return; // It was the last slot: nothing moved.
         }
@@ -553,6 +810,31 @@ impl ProducerStateTable {
     }
 }
 
+/// The transaction rules of the module header for a data batch: `txn_open` and `epoch`
+/// describe the producer before the batch (epoch `None`: unknown producer), `verified` the
+/// coordinator's verification. Returns whether the transaction is open after the batch.
+fn check_txn(
+    batch: &ProducerBatch,
+    txn_open: bool,
+    epoch: Option<ProducerEpoch>,
+    verified: Option<ProducerEpoch>,
+) -> Result<bool, LogError> {
+    let refuse = |why| {
+        Err(LogError::InvalidTxnState {
+            producer_id: batch.producer_id,
+            why,
+        })
+    };
+    match (batch.transactional, txn_open) {
+        (false, false) => Ok(false),
+        (false, true) => refuse("a non-transactional batch while its transaction is open"),
+        (true, true) if epoch == Some(batch.epoch) => Ok(true),
+        (true, true) => refuse("a newer epoch while the older epoch's transaction is open"),
+        (true, false) if verified == Some(batch.epoch) => Ok(true),
+        (true, false) => refuse("the partition is not part of the producer's transaction"),
+    }
+}
+
 /// The epoch and sequence rules for a producer whose current epoch and newest last
 /// sequence are known.
 fn check_sequence(
@@ -597,6 +879,7 @@ mod tests {
             epoch: ProducerEpoch(epoch),
             first_seq,
             last_seq: increment_sequence(first_seq, records - 1),
+            transactional: false,
         }
     }
 
@@ -774,5 +1057,191 @@ mod tests {
         let left: Vec<i64> = table.by_activity().map(|(id, _)| id.0).collect();
         assert_eq!(left, vec![4, 5]);
         assert_eq!(table.expire(1_000, 700), 0);
+    }
+    fn txn_batch(producer_id: i64, epoch: i16, first_seq: i32, records: i32) -> ProducerBatch {
+        ProducerBatch {
+            transactional: true,
+            ..batch(producer_id, epoch, first_seq, records)
+        }
+    }
+
+    fn verify(table: &mut ProducerStateTable, producer_id: i64, epoch: i16) {
+        let mut undo = Vec::new();
+        table
+            .verify_txn(ProducerId(producer_id), ProducerEpoch(epoch), 1, &mut undo)
+            .expect("verified");
+    }
+
+    fn marker(table: &mut ProducerStateTable, id: i64, epoch: i16, control: ControlType, at: i64) {
+        table
+            .check_marker(ProducerId(id), ProducerEpoch(epoch))
+            .expect("marker accepted");
+        table.record_marker(ProducerId(id), ProducerEpoch(epoch), control, Offset(at), 1);
+    }
+
+    fn is_txn_state(result: Result<Option<BatchMetadata>, LogError>) -> bool {
+        matches!(result, Err(LogError::InvalidTxnState { .. }))
+    }
+
+    #[test]
+    fn transactional_batches_need_a_verified_partition_or_an_open_transaction() {
+        // Goal: each data row of the table in docs/transactions.md §6.1 gives its outcome.
+        let mut table = ProducerStateTable::new(10);
+        // Not verified: refused, for a new producer and for a known one.
+        assert!(is_txn_state(check(&table, txn_batch(1, 0, 0, 1))));
+        append(&mut table, batch(2, 0, 0, 1), 0, 1);
+        assert!(is_txn_state(check(&table, txn_batch(2, 0, 1, 1))));
+        // Verified for another epoch: refused; for this one: accepted, opens at its offset.
+        verify(&mut table, 1, 1);
+        assert!(is_txn_state(check(&table, txn_batch(1, 2, 0, 1))));
+        append(&mut table, txn_batch(1, 1, 0, 2), 10, 1);
+        assert_eq!(table.first_unstable_offset(), Some(Offset(10)));
+        // Inside the open transaction: accepted; a non-transactional batch: refused.
+        append(&mut table, txn_batch(1, 1, 2, 1), 12, 1);
+        assert!(is_txn_state(check(&table, batch(1, 1, 3, 1))));
+        // A stale epoch is still the data-path fence.
+        assert!(matches!(
+            check(&table, txn_batch(1, 0, 3, 1)),
+            Err(LogError::InvalidProducerEpoch { .. })
+        ));
+        // A newer epoch while the older epoch's transaction is open: refused.
+        assert!(is_txn_state(check(&table, txn_batch(1, 2, 0, 1))));
+        assert_eq!(table.first_unstable_offset(), Some(Offset(10)));
+    }
+
+    #[test]
+    fn staged_batches_of_one_request_see_the_transaction_they_open() {
+        // Goal: in one request, a verified transactional batch opens the transaction for
+        // the next one, and a non-transactional batch after it is refused.
+        let mut table = ProducerStateTable::new(10);
+        verify(&mut table, 1, 0);
+        let mut staged = Vec::new();
+        assert!(table.check(&txn_batch(1, 0, 0, 1), &mut staged, 1).is_ok());
+        assert!(table.check(&txn_batch(1, 0, 1, 1), &mut staged, 1).is_ok());
+        let mixed = table.check(&batch(1, 0, 2, 1), &mut staged, 1);
+        assert!(matches!(mixed, Err(LogError::InvalidTxnState { .. })));
+    }
+
+    #[test]
+    fn markers_close_transactions_record_aborts_and_clear_verification() {
+        // Goal: the marker row of §6.1: COMMIT closes, ABORT closes and records the
+        // aborted transaction with the LSO after it, both clear the verification, the
+        // ongoing map (and so the LSO) follows, and a newer epoch is adopted.
+        let mut table = ProducerStateTable::new(10);
+        verify(&mut table, 1, 0);
+        verify(&mut table, 2, 0);
+        append(&mut table, txn_batch(1, 0, 0, 2), 0, 1);
+        append(&mut table, txn_batch(2, 0, 0, 1), 2, 1);
+        assert_eq!(table.first_unstable_offset(), Some(Offset(0)));
+        marker(&mut table, 1, 0, ControlType::Abort, 3);
+        assert_eq!(table.first_unstable_offset(), Some(Offset(2)));
+        let aborted = table.aborted().to_vec();
+        assert_eq!(aborted.len(), 1);
+        assert_eq!(
+            (
+                aborted[0].first_offset,
+                aborted[0].last_offset,
+                aborted[0].last_stable_offset
+            ),
+            (Offset(0), Offset(3), Offset(2)),
+            "producer 2 still holds the LSO at 2"
+        );
+        // Verification is cleared: a new transaction needs a new AddPartitionsToTxn.
+        assert!(is_txn_state(check(&table, txn_batch(1, 0, 2, 1))));
+        marker(&mut table, 2, 0, ControlType::Commit, 4);
+        assert_eq!(table.first_unstable_offset(), None);
+        assert_eq!(table.aborted().len(), 1, "a commit records nothing");
+        // A marker with a newer epoch fences the old one; an older epoch is refused.
+        marker(&mut table, 2, 3, ControlType::Abort, 5);
+        assert_eq!(
+            table.aborted().len(),
+            1,
+            "no open transaction: nothing aborted"
+        );
+        assert_eq!(
+            table.get(ProducerId(2)).expect("entry").epoch,
+            ProducerEpoch(3)
+        );
+        assert!(matches!(
+            check(&table, batch(2, 0, 1, 1)),
+            Err(LogError::InvalidProducerEpoch { .. })
+        ));
+        assert!(table.check_marker(ProducerId(2), ProducerEpoch(2)).is_err());
+        // A marker for a producer never seen here creates its entry at that epoch.
+        marker(&mut table, 9, 4, ControlType::Commit, 6);
+        assert_eq!(
+            table.get(ProducerId(9)).expect("entry").epoch,
+            ProducerEpoch(4)
+        );
+        assert_eq!(table.trim_aborted(Offset(3)), 0);
+        assert_eq!(table.trim_aborted(Offset(4)), 1);
+    }
+
+    #[test]
+    fn open_transactions_are_never_evicted_or_expired() {
+        // Goal: a table full of open transactions refuses a new producer; expiry and
+        // eviction skip producers with an open transaction; undo restores `ongoing`.
+        let idle = PRODUCER_EVICTION_IDLE_MS_MIN;
+        let mut table = ProducerStateTable::new(2);
+        verify(&mut table, 1, 0);
+        verify(&mut table, 2, 0);
+        append(&mut table, txn_batch(1, 0, 0, 1), 0, 0);
+        append(&mut table, txn_batch(2, 0, 0, 1), 1, 0);
+        let refused = table.check(&batch(3, 0, 0, 1), &mut Vec::new(), 10 * idle);
+        assert!(matches!(refused, Err(LogError::ProducerStateFull { .. })));
+        assert_eq!(table.expire(10 * idle, 1), 0);
+        // Once 1's transaction is closed it may go.
+        marker(&mut table, 1, 0, ControlType::Commit, 2);
+        let mut staged = Vec::new();
+        assert!(table
+            .check(&batch(3, 0, 0, 1), &mut staged, 10 * idle)
+            .is_ok());
+        let mut undo = Vec::new();
+        let header = header_bytes(3, 0, 0, false);
+        table.record_header_undoable(
+            &BatchHeader::parse(&header).unwrap(),
+            Offset(3),
+            10 * idle,
+            &mut undo,
+        );
+        assert!(table.get(ProducerId(1)).is_none(), "1 evicted, 2 kept");
+        assert_eq!(table.first_unstable_offset(), Some(Offset(1)));
+        table.undo(&mut undo, usize::MAX);
+        assert!(table.get(ProducerId(1)).is_some() && table.get(ProducerId(3)).is_none());
+        assert_eq!(table.first_unstable_offset(), Some(Offset(1)));
+        // Undo of an ABORT marker removes its aborted entry and reopens the transaction.
+        let mut undo = Vec::new();
+        table.record_marker_undoable(
+            ProducerId(2),
+            ProducerEpoch(0),
+            ControlType::Abort,
+            Offset(3),
+            1,
+            &mut undo,
+        );
+        assert_eq!(
+            (table.aborted().len(), table.first_unstable_offset()),
+            (1, None)
+        );
+        table.undo(&mut undo, 0);
+        assert_eq!(
+            (table.aborted().len(), table.first_unstable_offset()),
+            (0, Some(Offset(1)))
+        );
+    }
+
+    /// A batch header (no records) of producer `id` at `epoch` and `seq`.
+    fn header_bytes(id: i64, epoch: i16, seq: i32, transactional: bool) -> Vec<u8> {
+        let mut b = crate::batch::test_batches::batch(1, 1, 0);
+        b[43..51].copy_from_slice(&id.to_be_bytes());
+        b[51..53].copy_from_slice(&epoch.to_be_bytes());
+        b[53..57].copy_from_slice(&seq.to_be_bytes());
+        let attributes: i16 = if transactional {
+            crate::batch::ATTR_TRANSACTIONAL
+        } else {
+            0
+        };
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b
     }
 }

@@ -53,7 +53,18 @@ use crate::partition::Partition;
 use crate::producer_snapshot;
 use crate::producer_state::{ProducerStateTable, SnapshotMark};
 use crate::segment::{self, now_ms, open_segment, Segment, SegmentPaths};
-use crate::types::{Offset, PartitionKey, ProducerId, TopicId};
+use crate::types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};
+
+/// What a walk of producer batches re-applied.
+#[derive(Debug, Default)]
+struct WalkedBatches {
+    /// Producer batches and markers re-applied.
+    replayed: u64,
+    /// The producers they belong to.
+    walked: HashSet<ProducerId>,
+    /// Some batch walked was transactional (data or marker).
+    transactional: bool,
+}
 
 /// Gap reports per partition beyond which replay only counts.
 const GAP_REPORTS_MAX: u32 = 3;
@@ -847,22 +858,26 @@ impl Recovery<'_> {
     /// the module header).
     fn load_producer_states(&mut self) -> Result<(), LogError> {
         for partition in self.engine.partitions_snapshot() {
-            let (mut table, from) = self.producer_state_start(&partition);
-            let (now, mut replayed) = (self.now_ms, 0u64);
-            let mut walked = HashSet::new();
-            for segment in partition.segments() {
-                if segment.next_offset() <= from {
-                    continue;
-                }
-                segment.walk_headers(from, |header| {
-                    let base = header.base_offset();
-                    if base >= from && table.record_header(header, base, now) {
-                        replayed += 1;
-                        walked.insert(ProducerId(header.producer_id()));
-                    }
-                })?;
+            let (mut table, mut from, partial) = self.producer_state_start(&partition);
+            let mut walk = self.walk_producer_batches(&partition, &mut table, from)?;
+            if partial && walk.transactional {
+                // A transaction still open may have started in any older segment: rebuild
+                // from the log start, as Kafka does without a snapshot (transactions.md §6.1).
+                let name = format!("{}-{}", partition.key.topic, partition.key.partition);
+                from = partition.segments()[0].base_offset;
+                self.warn(format!(
+                    "{name}: transactional batches found; producer state rebuilt from offset {} instead",
+                    from.0
+                ));
+                table = ProducerStateTable::new(self.engine.config.producer_ids_per_partition_max);
+                walk = self.walk_producer_batches(&partition, &mut table, from)?;
             }
+            let WalkedBatches {
+                replayed, walked, ..
+            } = walk;
             self.forget_producers_of_deleted_batches(&partition, from, &mut table, &walked);
+            table.trim_aborted(partition.log_start());
+            partition.reset_last_stable(table.first_unstable_offset());
             if replayed > 0 {
                 let name = format!("{}-{}", partition.key.topic, partition.key.partition);
                 self.info(format!(
@@ -874,6 +889,44 @@ impl Recovery<'_> {
             *partition.producers.lock() = table;
         }
         Ok(())
+    }
+
+    /// Re-applies to `table` the producer batches and transaction markers of `partition`
+    /// from offset `from` on, by walking their headers.
+    fn walk_producer_batches(
+        &self,
+        partition: &Partition,
+        table: &mut ProducerStateTable,
+        from: Offset,
+    ) -> Result<WalkedBatches, LogError> {
+        let now = self.now_ms;
+        let mut walk = WalkedBatches::default();
+        for segment in partition.segments() {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            segment.walk_batches(from, |header, control| {
+                let base = header.base_offset();
+                let producer_id = ProducerId(header.producer_id());
+                if base < from {
+                    return;
+                }
+                walk.transactional |= header.is_transactional();
+                let replayed = match control {
+                    Some(control) if producer_id.is_idempotent() => {
+                        let epoch = ProducerEpoch(header.producer_epoch());
+                        table.record_marker(producer_id, epoch, control, base, now);
+                        true
+                    }
+                    _ => table.record_header(header, base, now),
+                };
+                if replayed {
+                    walk.replayed += 1;
+                    walk.walked.insert(producer_id);
+                }
+            })?;
+        }
+        Ok(walk)
     }
 
     /// When retention or DeleteRecords deleted segments above the offset the state is as
@@ -902,9 +955,12 @@ impl Recovery<'_> {
         }
     }
 
-    /// The producer state to start from, and the offset from which batches must be
-    /// re-applied to it.
-    fn producer_state_start(&mut self, partition: &Partition) -> (ProducerStateTable, Offset) {
+    /// The producer state to start from, the offset from which batches must be re-applied
+    /// to it, and whether that is a partial rebuild (newest segments only).
+    fn producer_state_start(
+        &mut self,
+        partition: &Partition,
+    ) -> (ProducerStateTable, Offset, bool) {
         let name = format!("{}-{}", partition.key.topic, partition.key.partition);
         // Offsets below this hold exactly the batches they held when any state was taken.
         let log_end = match self.lost_from.get(&partition.dir) {
@@ -917,7 +973,7 @@ impl Recovery<'_> {
             .cloned();
         if let Some(point) = checkpointed.as_ref().and_then(|c| c.producer_state) {
             match self.checkpointed_producer_state(partition, point, log_end) {
-                Ok(table) => return (table, point.offset),
+                Ok(table) => return (table, point.offset, false),
                 Err(why) => self.warn(format!("{name}: {why}; rebuilding producer state")),
             }
         }
@@ -929,7 +985,7 @@ impl Recovery<'_> {
         for &file in files.iter().rev().filter(|&&file| file <= log_end) {
             if let Some(table) = self.read_producer_snapshot(partition, file) {
                 self.info(format!("{name}: producer state from snapshot {}", file.0));
-                return (table, file);
+                return (table, file, false);
             }
         }
         let segments = partition.segments();
@@ -945,7 +1001,11 @@ impl Recovery<'_> {
             ));
         }
         let max = self.engine.config.producer_ids_per_partition_max;
-        (ProducerStateTable::new(max), segments[first].base_offset)
+        (
+            ProducerStateTable::new(max),
+            segments[first].base_offset,
+            first > 0,
+        )
     }
 
     /// The state a checkpoint names, or why it cannot be used.

@@ -66,7 +66,12 @@ pub(crate) fn expire_producers(engine: &Engine, now_ms: i64) -> usize {
     let expiration_ms = engine.config.producer_id_expiration_ms;
     let mut expired = 0;
     for partition in engine.partitions_snapshot() {
-        let dropped = partition.producers.lock().expire(now_ms, expiration_ms);
+        let dropped = {
+            let mut producers = partition.producers.lock();
+            // Aborted transactions wholly below the log start can no longer be read.
+            producers.trim_aborted(partition.log_start());
+            producers.expire(now_ms, expiration_ms)
+        };
         if dropped > 0 {
             tracing::debug!(
                 topic = %partition.key.topic,

@@ -693,10 +693,12 @@ impl Segment {
     /// `from`, in offset order. Recovery uses it to re-apply producer state; it starts at
     /// the sparse index entry before `from` and reads through a window, so small batches
     /// share a read and large ones cost one small read each.
-    pub(crate) fn walk_headers(
+    /// Each control batch comes with its marker type (read from its record key, a few
+    /// bytes after the header), for the transaction state.
+    pub(crate) fn walk_batches(
         &self,
         from: Offset,
-        mut f: impl FnMut(&BatchHeader<'_>),
+        mut f: impl FnMut(&BatchHeader<'_>, Option<crate::txn::ControlType>),
     ) -> io::Result<()> {
         let invalid = |why: &'static str| io::Error::new(io::ErrorKind::InvalidData, why);
         let limit = self.written_len();
@@ -711,12 +713,24 @@ impl Segment {
             else {
                 return Err(invalid("segment ends inside a batch header"));
             };
-            let header = BatchHeader::parse(raw).map_err(|_| invalid("short batch header"))?;
+            let mut copy = [0u8; HEADER_LEN];
+            copy.copy_from_slice(raw);
+            let header = BatchHeader::parse(&copy).map_err(|_| invalid("short batch header"))?;
             let size = header
                 .total_size()
                 .ok_or_else(|| invalid("bad batch length in segment"))?;
             if header.last_offset() >= from {
-                f(&header);
+                let control = match header.is_control() {
+                    false => None,
+                    true => {
+                        let want = (size - HEADER_LEN).min(crate::txn::CONTROL_KEY_BYTES_MAX);
+                        let key_at = position + HEADER_LEN as u64;
+                        scanner
+                            .bytes(key_at, want, limit, SCAN_WINDOW_HEADER_BYTES)?
+                            .and_then(crate::txn::control_type)
+                    }
+                };
+                f(&header, control);
             }
             position += size as u64;
         }

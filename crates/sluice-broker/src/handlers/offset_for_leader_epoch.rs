@@ -107,6 +107,7 @@ mod tests {
     fn offsets() -> PartitionOffsets {
         PartitionOffsets {
             log_start_offset: Offset(5),
+            last_stable_offset: Offset(42),
             high_watermark: Offset(42),
             log_end_offset: Offset(42),
         }

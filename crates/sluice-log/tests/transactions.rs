@@ -1,0 +1,273 @@
+//! Transactions in the log (docs/transactions.md §6): only verified partitions accept a
+//! producer's transactional batches, markers close transactions, the last stable offset
+//! holds at the first open transaction and bounds read_committed reads, aborted
+//! transactions are listed for fetches, and all of it survives clean and unclean restarts,
+//! a lost producer snapshot, and retention.
+
+mod common;
+
+use std::path::Path;
+
+use bytes::Bytes;
+use common::*;
+use sluice_log::{
+    AbortedTxn, ControlType, IsolationLevel, LogConfig, LogError, LogManager, Offset, PartitionKey,
+    ProducerEpoch, ProducerId,
+};
+
+/// A transactional batch of `count` records from (`producer_id`, `epoch`) at `seq`.
+fn txn_batch(producer_id: i64, epoch: i16, seq: i32, count: i32) -> Bytes {
+    let mut out = idempotent_batch(producer_id, epoch, seq, count, i64::from(seq)).to_vec();
+    out[21..23].copy_from_slice(&(1i16 << 4).to_be_bytes());
+    fix_crc(&mut out);
+    Bytes::from(out)
+}
+
+async fn verify(log: &LogManager, k: &PartitionKey, producer_id: i64, epoch: i16) {
+    log.verify_txn(k, ProducerId(producer_id), ProducerEpoch(epoch))
+        .await
+        .expect("queued")
+        .wait()
+        .await
+        .expect("verified");
+}
+
+async fn marker(
+    log: &LogManager,
+    k: &PartitionKey,
+    producer_id: i64,
+    epoch: i16,
+    control: ControlType,
+) -> Result<Offset, LogError> {
+    let waiter = log
+        .append_marker(k, ProducerId(producer_id), ProducerEpoch(epoch), control)
+        .await?;
+    Ok(waiter.wait().await?.base_offset)
+}
+
+/// Bytes a read from `from` returns under `isolation`.
+fn read_len(log: &LogManager, k: &PartitionKey, from: i64, isolation: IsolationLevel) -> usize {
+    let mut out = Vec::new();
+    log.read_ranges_isolated_into(k, Offset(from), 1 << 20, true, isolation, &mut out)
+        .expect("read")
+        .0
+}
+
+fn aborted(log: &LogManager, k: &PartitionKey, from: i64, end: i64) -> Vec<(i64, i64, i64)> {
+    let mut out: Vec<AbortedTxn> = Vec::new();
+    log.aborted_transactions(k, Offset(from), Offset(end), &mut out)
+        .expect("aborted");
+    out.iter()
+        .map(|a| (a.producer_id.0, a.first_offset.0, a.last_offset.0))
+        .collect()
+}
+
+fn lso(log: &LogManager, k: &PartitionKey) -> i64 {
+    log.offsets(k).expect("offsets").last_stable_offset.0
+}
+
+fn setup(dir: &Path) -> (LogManager, PartitionKey) {
+    let (log, _) = open(dir);
+    let k = key("txn", 0);
+    create(&log, &k);
+    (log, k)
+}
+
+#[tokio::test]
+async fn commit_and_abort_move_the_lso_and_the_aborted_list() {
+    // Goal: the rules of §6.1 through the public API, the LSO of §6.2 and the aborted
+    // list of §6.3, and that they come back the same after a clean restart.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    append(&log, &k, bytes(1, 10, 0)).await; // offset 0
+    let unverified = try_append(&log, &k, txn_batch(7, 0, 0, 3)).await;
+    assert!(
+        matches!(unverified, Err(LogError::InvalidTxnState { .. })),
+        "{unverified:?}"
+    );
+    verify(&log, &k, 7, 0).await;
+    assert_eq!(
+        try_append(&log, &k, txn_batch(7, 0, 0, 3))
+            .await
+            .expect("ok")
+            .base_offset,
+        Offset(1)
+    );
+    assert_eq!(lso(&log, &k), 1);
+    assert_eq!(read_len(&log, &k, 1, IsolationLevel::ReadCommitted), 0);
+    let committed = read_len(&log, &k, 0, IsolationLevel::ReadCommitted);
+    assert!(committed > 0 && committed < read_len(&log, &k, 0, IsolationLevel::ReadUncommitted));
+    verify(&log, &k, 8, 0).await;
+    append(&log, &k, txn_batch(8, 0, 0, 2)).await; // 4..5
+    assert_eq!(
+        marker(&log, &k, 7, 0, ControlType::Abort)
+            .await
+            .expect("abort"),
+        Offset(6)
+    );
+    assert_eq!(lso(&log, &k), 4, "producer 8's transaction holds the LSO");
+    assert_eq!(aborted(&log, &k, 0, 7), vec![(7, 1, 6)]);
+    assert_eq!(
+        marker(&log, &k, 8, 0, ControlType::Commit)
+            .await
+            .expect("commit"),
+        Offset(7)
+    );
+    let offsets = log.offsets(&k).expect("offsets");
+    assert_eq!(
+        (offsets.last_stable_offset, offsets.high_watermark),
+        (Offset(8), Offset(8))
+    );
+    assert_eq!(aborted(&log, &k, 0, 8), vec![(7, 1, 6)]);
+    assert_eq!(aborted(&log, &k, 7, 8), Vec::<(i64, i64, i64)>::new());
+    // The marker cleared the verification: the next transaction needs a new one.
+    let after = try_append(&log, &k, txn_batch(7, 0, 3, 1)).await;
+    assert!(
+        matches!(after, Err(LogError::InvalidTxnState { .. })),
+        "{after:?}"
+    );
+    // A marker at a newer epoch fences the old producer; an older epoch cannot follow.
+    marker(&log, &k, 7, 2, ControlType::Abort)
+        .await
+        .expect("fencing abort");
+    let fenced = try_append(&log, &k, idempotent_batch(7, 0, 3, 1, 0)).await;
+    assert!(
+        matches!(fenced, Err(LogError::InvalidProducerEpoch { .. })),
+        "{fenced:?}"
+    );
+    let stale = marker(&log, &k, 7, 1, ControlType::Commit).await;
+    assert!(
+        matches!(stale, Err(LogError::InvalidProducerEpoch { .. })),
+        "{stale:?}"
+    );
+    let before = (log.offsets(&k).expect("offsets"), aborted(&log, &k, 0, 100));
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert_eq!(
+        (log.offsets(&k).expect("offsets"), aborted(&log, &k, 0, 100)),
+        before
+    );
+}
+
+#[tokio::test]
+async fn an_open_transaction_survives_a_crash_and_holds_the_lso() {
+    // Goal: after an unclean stop, open transactions (one in the producer snapshot, one
+    // only in the journal after it) hold the LSO, an abort after the snapshot is rebuilt
+    // into the aborted list, and the open transaction goes on and can be committed.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 2)).await; // 0..1, open
+    append(&log, &k, bytes(1, 10, 0)).await; // 2
+    log.checkpoint_now().expect("checkpoint"); // snapshot v2 with 7 open at 0
+    append(&log, &k, txn_batch(7, 0, 2, 1)).await; // 3
+    verify(&log, &k, 9, 0).await;
+    append(&log, &k, txn_batch(9, 0, 0, 1)).await; // 4
+    marker(&log, &k, 9, 0, ControlType::Abort)
+        .await
+        .expect("abort"); // 5
+    assert_eq!(lso(&log, &k), 0);
+    drop(log); // no shutdown checkpoint: the walk from the snapshot rebuilds the rest
+    let (log, _) = open(dir.path());
+    assert_eq!(lso(&log, &k), 0);
+    assert_eq!(aborted(&log, &k, 0, 6), vec![(9, 4, 5)]);
+    append(&log, &k, txn_batch(7, 0, 3, 1)).await; // 6, inside the open transaction
+    assert_eq!(
+        marker(&log, &k, 7, 0, ControlType::Commit)
+            .await
+            .expect("commit"),
+        Offset(7)
+    );
+    assert_eq!(lso(&log, &k), 8);
+    assert_eq!(aborted(&log, &k, 0, 8), vec![(9, 4, 5)]);
+}
+
+#[tokio::test]
+async fn a_lost_snapshot_rebuilds_open_transactions_from_the_log_start() {
+    // Goal: without a usable producer snapshot, a partition with transactional batches
+    // among its newest segments is walked from its log start, so a transaction opened in
+    // an older segment still holds the LSO (§6.1), not only the newest two segments.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, _) = open(dir.path());
+    let k = key("txnsmall", 0);
+    let config = LogConfig {
+        segment_bytes: 512,
+        ..LogConfig::default()
+    };
+    log.create_partition(k.clone(), config).expect("create");
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 1)).await; // 0, open in the first segment
+    for tag in 0..12 {
+        append(&log, &k, bytes(2, 100, tag)).await; // rolls several segments
+    }
+    verify(&log, &k, 8, 0).await;
+    let late = append(&log, &k, txn_batch(8, 0, 0, 1)).await;
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let pdir = partition_dir(dir.path(), &k);
+    assert!(segment_files(&pdir).len() > 3, "several segments");
+    for snapshot in files_with(&pdir, ".snapshot") {
+        std::fs::remove_file(snapshot).expect("remove snapshot");
+    }
+    let (log, report) = open(dir.path());
+    assert!(
+        report
+            .actions
+            .iter()
+            .any(|a| a.contains("transactional batches found")),
+        "{:?}",
+        report.actions
+    );
+    assert_eq!(
+        lso(&log, &k),
+        0,
+        "producer 7's transaction still holds the LSO"
+    );
+    marker(&log, &k, 7, 0, ControlType::Abort)
+        .await
+        .expect("abort");
+    assert_eq!(lso(&log, &k), late.base_offset.0);
+}
+
+#[tokio::test]
+async fn retention_trims_aborted_transactions_and_the_lso_follows_the_log_start() {
+    // Goal: DeleteRecords past an open transaction's start keeps LSO >= log start; an
+    // aborted transaction whose marker is below the log start is forgotten.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 1)).await; // 0
+    marker(&log, &k, 7, 0, ControlType::Abort)
+        .await
+        .expect("abort"); // 1
+    verify(&log, &k, 8, 0).await;
+    append(&log, &k, txn_batch(8, 0, 0, 1)).await; // 2, open
+    append(&log, &k, bytes(1, 10, 0)).await; // 3
+    assert_eq!(
+        (lso(&log, &k), aborted(&log, &k, 0, 4)),
+        (2, vec![(7, 0, 1)])
+    );
+    log.delete_records(&k, Offset(3)).expect("delete records");
+    assert_eq!(lso(&log, &k), 3, "never below the log start");
+    log.expire_producers(0);
+    assert_eq!(aborted(&log, &k, 0, 4), Vec::<(i64, i64, i64)>::new());
+}
+
+#[tokio::test]
+async fn aborted_transactions_outlive_their_producers_across_a_crash() {
+    // Goal: once its producer expired, a partition's only producer state is its aborted
+    // transactions; the checkpoint must still snapshot them, or a crash loses them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 2)).await; // 0..1
+    marker(&log, &k, 7, 0, ControlType::Abort)
+        .await
+        .expect("abort"); // 2
+    assert_eq!(log.expire_producers(i64::MAX / 2), 1);
+    log.checkpoint_now().expect("checkpoint");
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert_eq!(aborted(&log, &k, 0, 3), vec![(7, 0, 2)]);
+}
