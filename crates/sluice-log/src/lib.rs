@@ -33,6 +33,7 @@
 pub mod batch;
 mod checkpoint;
 mod checkpointer;
+pub mod cleaner;
 mod committer;
 mod completion;
 pub mod config;
@@ -57,8 +58,9 @@ mod segment;
 pub mod sim_fs;
 pub mod types;
 
+pub use cleaner::{CleanerPass, RecordCodec, RecordKey};
 pub use completion::AppendGroup;
-pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
+pub use config::{CleanerConfig, FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{
     AppendInfo, AppendWaiter, CommitHistograms, CommitListener, LogManager, LogStats,

@@ -53,6 +53,7 @@ struct Threads {
     committer: JoinHandle<()>,
     checkpointer: JoinHandle<()>,
     retention: JoinHandle<()>,
+    cleaners: Vec<JoinHandle<()>>,
 }
 
 impl Inner {
@@ -63,11 +64,16 @@ impl Inner {
         let _ = self.sender.try_send(Message::Stop);
         self.engine.checkpoint_signal.raise();
         self.engine.retention_signal.raise();
+        self.engine.cleaner_signal.raise();
+        let cleaners = threads.cleaners.into_iter().map(|h| ("cleaner", h));
         for (name, handle) in [
             ("committer", threads.committer),
             ("checkpointer", threads.checkpointer),
             ("retention", threads.retention),
-        ] {
+        ]
+        .into_iter()
+        .chain(cleaners)
+        {
             if handle.join().is_err() {
                 tracing::error!(thread = name, "log thread panicked");
             }
@@ -94,6 +100,7 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
         engine.stopping.store(true, Ordering::Release);
         engine.checkpoint_signal.raise();
         engine.retention_signal.raise();
+        engine.cleaner_signal.raise();
         LogError::Io(error)
     };
     let committer = spawn("sluice-committer", move || committer.run()).map_err(stop_on_error)?;
@@ -105,10 +112,23 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
     let for_retention = Arc::clone(engine);
     let retention =
         spawn("sluice-retention", move || retention::run(for_retention)).map_err(stop_on_error)?;
+    let mut cleaners = Vec::new();
+    if let Some(codec) = engine.config.record_codec.as_ref() {
+        if engine.config.cleaner.enable {
+            for n in 0..engine.config.cleaner.threads.max(1) {
+                let (engine, codec) = (Arc::clone(engine), Arc::clone(codec));
+                let name = format!("sluice-cleaner-{n}");
+                let handle = spawn(&name, move || crate::cleaner::run(engine, codec))
+                    .map_err(stop_on_error)?;
+                cleaners.push(handle);
+            }
+        }
+    }
     Ok(Threads {
         committer,
         checkpointer,
         retention,
+        cleaners,
     })
 }
 
@@ -539,6 +559,24 @@ impl LogManager {
         self.engine().stats.histograms()
     }
 
+    /// Runs log cleaner passes on the caller's thread until none is due at `now_ms`
+    /// (tests, tools). Blocking. Empty without a `record_codec`.
+    pub fn clean_now(&self, now_ms: i64) -> Result<Vec<crate::cleaner::CleanerPass>, LogError> {
+        let Some(codec) = self.engine().config.record_codec.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut passes = Vec::new();
+        // Each pass moves its partition's dirty start forward, so this ends; the bound
+        // only guards against a partition that keeps being refilled.
+        for _ in 0..=self.engine().partitions_snapshot().len() * 4 {
+            match crate::cleaner::clean_once(self.engine(), codec.as_ref(), now_ms)? {
+                Some(pass) => passes.push(pass),
+                None => break,
+            }
+        }
+        Ok(passes)
+    }
+
     /// Stops accepting appends, completes queued ones, syncs, writes a final checkpoint and
     /// joins the threads. Blocking.
     pub fn shutdown(&self) -> Result<(), LogError> {
@@ -571,6 +609,13 @@ pub struct LogStats {
     pub append_requests: u64,
     /// Record batches written to segments.
     pub batches_appended: u64,
+    /// Log cleaner passes (one partition each), segments replaced by a cleaned version,
+    /// bytes the cleaner read and wrote, and records it removed.
+    pub cleaner_passes: u64,
+    pub cleaner_segments_cleaned: u64,
+    pub cleaner_bytes_read: u64,
+    pub cleaner_bytes_written: u64,
+    pub cleaner_records_removed: u64,
 }
 
 /// The group commit's histograms since open (see [`crate::histogram`]).

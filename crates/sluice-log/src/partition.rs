@@ -247,6 +247,22 @@ impl Partition {
         segments.split_off(keep)
     }
 
+    /// Puts `new` in `old`'s place (the cleaner's swap; caller holds `trim_lock`). False
+    /// when `old` is no longer in the list (retention or DeleteRecords removed it).
+    pub(crate) fn replace_segment(&self, old: &Arc<Segment>, new: Arc<Segment>) -> bool {
+        let mut segments = self.segments.write();
+        let last = segments.len() - 1;
+        match segments[..last].iter().position(|s| Arc::ptr_eq(s, old)) {
+            Some(at) => {
+                debug_assert_eq!(new.base_offset, old.base_offset);
+                debug_assert_eq!(new.next_offset(), old.next_offset());
+                segments[at] = new;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Replaces the whole segment list (recovery only, before the threads start).
     pub(crate) fn replace_segments(&self, segments: Vec<Arc<Segment>>) {
         assert!(!segments.is_empty());

@@ -97,6 +97,7 @@ fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
         }
         engine.journal_files.insert(file);
     }
+    crate::cleaner::register_cleaned_files(engine)?;
     Ok(())
 }
 
@@ -369,6 +370,15 @@ impl Recovery<'_> {
         self.snapshot_files.insert(dir.to_owned(), snapshots);
         for name in names.iter().filter(|n| is_snapshot_tmp_name(n)) {
             self.fs.remove_file(&dir.join(name))?;
+        }
+        // A cleaned segment written aside whose swap never happened: the old one is in
+        // force (docs/compaction.md §4).
+        for name in names.iter().filter(|n| crate::cleaner::is_aside_name(n)) {
+            crate::cleaner::remove_aside_file(self.fs, dir, name)?;
+            self.info(format!(
+                "removed unfinished cleaned segment {}",
+                dir.join(name).display()
+            ));
         }
         for name in &names {
             let stem = name
@@ -1102,6 +1112,7 @@ fn is_log_file_name(name: &str) -> bool {
     segment_file
         || producer_snapshot::parse_file_name(name).is_some()
         || is_snapshot_tmp_name(name)
+        || crate::cleaner::is_aside_name(name)
         || name == metadata::FILE_NAME
         || name == fs::tmp_path(Path::new(metadata::FILE_NAME)).to_string_lossy()
 }

@@ -37,8 +37,8 @@ pub struct RecordView<'a> {
     pub timestamp: i64,
     /// `None` for a null key.
     pub key: Option<&'a [u8]>,
-    /// A null value: a tombstone.
-    pub value_is_null: bool,
+    /// `None` for a null value: a tombstone.
+    pub value: Option<&'a [u8]>,
 }
 
 /// Calls `visit` for every record of `batch`, in order.
@@ -128,7 +128,7 @@ fn records_bytes<'b>(
 }
 
 /// `records` compressed with `codec`, in the framing Kafka's own clients write.
-fn compress(codec: Compression, records: &[u8]) -> Result<Vec<u8>, WalkError> {
+pub fn compress(codec: Compression, records: &[u8]) -> Result<Vec<u8>, WalkError> {
     const FAILED: WalkError = WalkError::InvalidRecord("recompression failed");
     Ok(match codec {
         Compression::None => records.to_vec(),
@@ -200,7 +200,7 @@ fn parse_record(
             offset_delta,
             timestamp: base_timestamp.wrapping_add(timestamp_delta),
             key,
-            value_is_null: value.is_none(),
+            value,
         },
     ))
 }
@@ -318,7 +318,7 @@ mod tests {
             seen.push((
                 r.offset_delta,
                 r.key.map(<[u8]>::to_vec),
-                r.value_is_null,
+                r.value.is_none(),
                 r.timestamp,
             ))
         })
