@@ -323,6 +323,14 @@ impl LogManager {
         Ok(())
     }
 
+    /// Whether the partition's `cleanup.policy` includes `compact` (the produce path refuses
+    /// keyless records there). False for an unknown partition.
+    pub fn is_compacted(&self, key: &PartitionKey) -> bool {
+        self.engine()
+            .partition(key)
+            .is_ok_and(|p| p.config().cleanup_compact)
+    }
+
     /// Validates `records` (one or more v2 batches: length, magic, CRC-32C, size against
     /// max.message.bytes, offsets consecutive, a base sequence wherever there is a producer
     /// id) on the caller's thread, then queues them. Waits (async) only when the bounded
