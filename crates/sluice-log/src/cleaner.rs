@@ -35,7 +35,7 @@ use crate::engine::{Engine, Stats};
 use crate::error::LogError;
 use crate::fs::{self, OpenMode};
 use crate::journal::JournalFile;
-use crate::partition::Partition;
+use crate::partition::{Partition, SEGMENT_BYTES_MAX, SEGMENT_OFFSETS_MAX};
 use crate::segment::{now_ms, Segment, CLEANED_SUFFIX};
 use crate::types::Offset;
 
@@ -284,6 +284,11 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
                 && s.max_timestamp().0 <= lag_cutoff
         })
         .count();
+    if end + 1 < segments.len() && !segments[end].is_settled() {
+        // Sealed, but its extents are not on disk yet: a checkpoint now, instead of at the
+        // next interval, lets the next pass take it.
+        engine.checkpoint_signal.raise();
+    }
     let first_dirty = engine
         .cleaner
         .first_dirty
@@ -435,21 +440,35 @@ fn clean_partition(
             retained: &retained,
             tombstone_cutoff_ms: now_ms.saturating_sub(config.delete_retention_ms.max(0)),
         };
-        for old in &plan.segments[..map_end] {
-            report.segments_read += 1;
-            report.bytes_before += old.written_len();
-            let outcome = clean_segment(engine, codec, partition, old, &rules, &config, &mut buf)?;
-            match outcome {
-                Some((new, removed)) => {
+        let olds = &plan.segments[..map_end];
+        let mut at = 0;
+        while at < olds.len() {
+            let group = clean_group(
+                engine,
+                codec,
+                partition,
+                &olds[at..],
+                &rules,
+                &config,
+                &mut buf,
+            )?;
+            let (olds_in_group, new, removed) = group;
+            for old in &olds[at..at + olds_in_group] {
+                report.segments_read += 1;
+                report.bytes_before += old.written_len();
+            }
+            match new {
+                Some(new) => {
                     report.bytes_after += new.written_len();
                     report.records_removed += removed;
-                    if swap(engine, partition, old, &new)? {
-                        report.segments_cleaned += 1;
-                        Stats::add(&engine.stats.cleaner_segments_cleaned, 1);
+                    if swap(engine, partition, &olds[at..at + olds_in_group], &new)? {
+                        report.segments_cleaned += olds_in_group;
+                        Stats::add(&engine.stats.cleaner_segments_cleaned, olds_in_group as u64);
                     }
                 }
-                None => report.bytes_after += old.written_len(),
+                None => report.bytes_after += olds[at].written_len(),
             }
+            at += olds_in_group;
         }
     }
     engine
@@ -530,6 +549,11 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
+    /// Bytes of the segment so far.
+    fn len(&self) -> u64 {
+        self.flushed + self.pending.len() as u64
+    }
+
     fn emit(&mut self, batch: &[u8]) -> Result<(), LogError> {
         self.close_gap()?;
         self.place(batch)
@@ -630,18 +654,24 @@ fn set_crc(batch: &mut [u8]) {
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// Writes the cleaned version of `old` aside and syncs it. `None` when nothing in it
-/// would change (the files written are dropped). Returns the new segment (not yet in
-/// force) and the records it lost.
-fn clean_segment(
+/// A cleaned group's result: how many old segments it covers, the new segment replacing
+/// them (written aside and synced; `None` when a lone segment would not change), and the
+/// records removed.
+type Group = (usize, Option<Arc<Segment>>, u64);
+
+/// Cleans the leading run of `olds` into one new segment, written aside and synced. The
+/// group grows while its output is below `segment.bytes` and the next old segment follows
+/// on directly, so segments emptied by cleaning merge into their neighbours (as Kafka's
+/// `groupSegmentsBySize` does) instead of staying behind as tiny files.
+fn clean_group(
     engine: &Engine,
     codec: &dyn RecordCodec,
     partition: &Partition,
-    old: &Arc<Segment>,
+    olds: &[Arc<Segment>],
     rules: &Rules<'_>,
     config: &LogConfig,
     buf: &mut Vec<u8>,
-) -> Result<Option<(Arc<Segment>, u64)>, LogError> {
+) -> Result<Group, LogError> {
     let fs = engine.fs.as_ref();
     let seq = engine.cleaner.allocate_seq();
     let path = engine.journal_dir.join(cleaned_file_name(seq));
@@ -650,7 +680,7 @@ fn clean_segment(
         file: fs.open(&path, OpenMode::CreateTruncate)?,
     });
     engine.journal_files.insert(Arc::clone(&file));
-    let segment = match Segment::create_aside(fs, &partition.dir, old.base_offset) {
+    let segment = match Segment::create_aside(fs, &partition.dir, olds[0].base_offset) {
         Ok(segment) => segment,
         Err(error) => {
             drop(file);
@@ -669,25 +699,42 @@ fn clean_segment(
         interval_bytes: config.index_interval_bytes,
         changed: false,
     };
-    let result = filter_into(&mut out, codec, old, rules, buf);
     let abandon = |out: Output<'_>| {
         let aside = out.segment.paths.aside();
         drop(out);
         let _ = fs.remove_file(&aside);
         retire_cleaned_files(engine);
     };
-    let removed = match result {
-        Ok(removed) if out.changed => removed,
-        Ok(_) => {
-            abandon(out);
-            return Ok(None);
+    let target = config.segment_bytes.clamp(1, SEGMENT_BYTES_MAX);
+    let (mut count, mut removed) = (0usize, 0u64);
+    loop {
+        match filter_into(&mut out, codec, &olds[count], rules, buf) {
+            Ok(n) => removed += n,
+            Err(error) => {
+                abandon(out);
+                return Err(error);
+            }
         }
-        Err(error) => {
-            abandon(out);
-            return Err(error);
+        count += 1;
+        let Some(next) = olds.get(count) else { break };
+        let len = out.len();
+        let joins = len < target
+            && len + next.written_len() <= SEGMENT_BYTES_MAX
+            && next.base_offset == olds[count - 1].next_offset()
+            && next.next_offset().0 - olds[0].base_offset.0 <= SEGMENT_OFFSETS_MAX;
+        if !joins {
+            break;
         }
-    };
-    debug_assert_eq!(out.segment.next_offset(), old.next_offset());
+    }
+    if let Err(error) = out.close_gap() {
+        abandon(out);
+        return Err(error);
+    }
+    if !out.changed && count == 1 {
+        abandon(out);
+        return Ok((count, None, 0));
+    }
+    debug_assert_eq!(out.segment.next_offset(), olds[count - 1].next_offset());
     // Durable before anything names it: data file, its directory entry, then the extents.
     let synced = out
         .flush()
@@ -708,9 +755,9 @@ fn clean_segment(
         abandon(out);
         return Err(error);
     }
-    tracing::debug!(path = %out.path.display(), bytes = out.flushed, "cleaned data file written");
+    tracing::debug!(path = %out.path.display(), bytes = out.flushed, segments = count, "cleaned data file written");
     let Output { segment, .. } = out;
-    Ok(Some((Arc::new(segment), removed)))
+    Ok((count, Some(Arc::new(segment)), removed))
 }
 
 /// A refused write (space, descriptors) fails the pass; any other error poisons the log,
@@ -780,35 +827,71 @@ fn filter_into(
     Ok(removed)
 }
 
-/// Puts `new` in place of `old`: old index files gone, then the rename (the switch), then
-/// memory. False when `old` left the log meanwhile (nothing is changed then).
+/// `<base:020>.<end:020>.swap`: a cleaned segment in force, replacing every segment with a
+/// base offset in `[base, end)`, whose old files may still be there (§4 of the design).
+fn swap_file_name(base: Offset, end: Offset) -> String {
+    format!("{:020}.{:020}{SWAP_SUFFIX}", base.0, end.0)
+}
+
+const SWAP_SUFFIX: &str = ".swap";
+
+/// Parses a swap file name into (base, end).
+fn parse_swap_name(name: &str) -> Option<(Offset, Offset)> {
+    let stem = name.strip_suffix(SWAP_SUFFIX)?;
+    let (base, end) = stem.split_once('.')?;
+    let digits = |s: &str| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(base) || !digits(end) {
+        return None;
+    }
+    Some((Offset(base.parse().ok()?), Offset(end.parse().ok()?)))
+}
+
+/// Whether `name` is a cleaner swap file.
+pub(crate) fn is_swap_name(name: &str) -> bool {
+    parse_swap_name(name).is_some()
+}
+
+/// Puts `new` in place of the run `olds`: the synced aside file becomes the swap file
+/// (the switch), the old files go, the swap file takes the first old segment's name, then
+/// memory. False when the run left the log meanwhile (nothing is changed then).
 fn swap(
     engine: &Engine,
     partition: &Partition,
-    old: &Arc<Segment>,
+    olds: &[Arc<Segment>],
     new: &Arc<Segment>,
 ) -> Result<bool, LogError> {
     let fs = engine.fs.as_ref();
+    let dir = &partition.dir;
     let aside = new.paths.aside();
     let trim = partition.trim_lock.lock();
-    let present = partition.segments().iter().any(|s| Arc::ptr_eq(s, old));
-    if partition.is_deleted() || !present {
+    if partition.is_deleted() || !partition.holds_run(olds) {
         drop(trim);
         let _ = fs.remove_file(&aside);
         return Ok(false);
     }
+    let swap = dir.join(swap_file_name(new.base_offset, new.next_offset()));
+    engine.guard("cleaner: aside to swap", fs.rename(&aside, &swap))?;
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    for old in olds {
+        engine.guard(
+            "cleaner: remove old index files",
+            old.retire_index_files(fs),
+        )?;
+    }
+    for old in &olds[1..] {
+        engine.guard(
+            "cleaner: remove an old segment",
+            fs.remove_file(&old.paths.extents),
+        )?;
+    }
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
     engine.guard(
-        "cleaner: remove old index files",
-        old.retire_index_files(fs),
+        "cleaner: swap into place",
+        fs.rename(&swap, &new.paths.extents),
     )?;
-    engine.guard("partition directory sync", fs.sync_dir(&partition.dir))?;
-    engine.guard(
-        "cleaner: rename the cleaned segment into place",
-        fs.rename(&aside, &new.paths.extents),
-    )?;
-    engine.guard("partition directory sync", fs.sync_dir(&partition.dir))?;
-    let swapped = partition.replace_segment(old, Arc::clone(new));
-    assert!(swapped, "the segment was checked under trim_lock");
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    let swapped = partition.replace_run(olds, Arc::clone(new));
+    assert!(swapped, "the run was checked under trim_lock");
     drop(trim);
     if let Err(error) = new.write_index_files(fs) {
         // Derived data: rebuilt on the next open.
@@ -817,9 +900,51 @@ fn swap(
     Ok(true)
 }
 
-/// Removes a cleaned extents file a pass left before its swap (recovery).
-pub(crate) fn remove_aside_file(fs: &dyn crate::fs::Fs, dir: &Path, name: &str) -> io::Result<()> {
-    fs.remove_file(&dir.join(name))
+/// Recovery, before segments are listed: removes cleaned extents files written aside
+/// whose swap never happened (the old segments are in force), and completes every swap
+/// (the new segment is in force: the old files it replaces are removed, then it takes its
+/// name). Returns what it did, for the recovery report.
+pub(crate) fn finish_interrupted_passes(
+    fs: &dyn crate::fs::Fs,
+    dir: &Path,
+) -> io::Result<Vec<String>> {
+    let names: Vec<String> = fs
+        .read_dir(dir)?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .map(|e| e.name)
+        .collect();
+    let mut done = Vec::new();
+    for name in names.iter().filter(|n| is_aside_name(n)) {
+        fs.remove_file(&dir.join(name))?;
+        done.push(format!(
+            "removed unfinished cleaned segment {}",
+            dir.join(name).display()
+        ));
+    }
+    for (name, (base, end)) in names.iter().filter_map(|n| Some((n, parse_swap_name(n)?))) {
+        for old in &names {
+            let stem = old
+                .strip_suffix(crate::extents::FILE_SUFFIX)
+                .or_else(|| old.strip_suffix(".index"))
+                .or_else(|| old.strip_suffix(".timeindex"));
+            let old_base = stem
+                .filter(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<i64>().ok());
+            if old_base.is_some_and(|b| base.0 <= b && b < end.0) {
+                fs.remove_file(&dir.join(old))?;
+            }
+        }
+        fs.sync_dir(dir)?;
+        let target = crate::segment::SegmentPaths::new(dir, base).extents;
+        fs.rename(&dir.join(name), &target)?;
+        fs.sync_dir(dir)?;
+        done.push(format!(
+            "completed the cleaner's swap of {}",
+            target.display()
+        ));
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

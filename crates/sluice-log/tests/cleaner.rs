@@ -244,7 +244,13 @@ async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
     let before = log.offsets(&k).unwrap();
     assert_eq!(read_records(&log, &k), written);
 
+    let segments_before = common::segment_files(&partition_dir(dir.path(), &k)).len();
     let passes = log.clean_now(NOW_MS + 100).unwrap();
+    let segments_after = common::segment_files(&partition_dir(dir.path(), &k)).len();
+    assert!(
+        segments_after < segments_before / 2,
+        "emptied segments merge: {segments_before} -> {segments_after}"
+    );
     assert_eq!(passes.len(), 1, "{passes:?}");
     assert!(passes[0].segments_cleaned > 0 && passes[0].bytes_after < passes[0].bytes_before);
     let after = read_records(&log, &k);
