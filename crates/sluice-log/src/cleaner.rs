@@ -244,10 +244,15 @@ pub(crate) fn clean_once(
 ) -> Result<Option<CleanerPass>, LogError> {
     engine.check_writable()?;
     retire_cleaned_files(engine);
+    let partitions = engine.partitions_snapshot();
+    engine
+        .cleaner
+        .first_dirty
+        .lock()
+        .retain(|uid, _| partitions.iter().any(|p| p.uid == *uid));
     let chosen = {
         let mut busy = engine.cleaner.busy.lock();
-        let best = engine
-            .partitions_snapshot()
+        let best = partitions
             .into_iter()
             .filter(|p| !p.is_deleted() && !busy.contains(&p.uid))
             .filter_map(|p| plan(engine, &p, now_ms).map(|plan| (p, plan)))
@@ -516,13 +521,16 @@ struct Rules<'a> {
 }
 
 impl Rules<'_> {
-    fn keeps(&self, base: i64, record: &RecordKey<'_>) -> bool {
+    /// Whether `record` of the batch at `base` survives. `append_time_ms` is the batch's
+    /// time on a LogAppendTime batch (its records' own timestamps are the producer's).
+    fn keeps(&self, base: i64, record: &RecordKey<'_>, append_time_ms: Option<i64>) -> bool {
         let Some(key) = record.key else {
             return false;
         };
         let offset = base + i64::from(record.offset_delta);
+        let timestamp_ms = append_time_ms.unwrap_or(record.timestamp_ms);
         self.keys.is_newest(key, offset)
-            && !(record.tombstone && record.timestamp_ms < self.tombstone_cutoff_ms)
+            && !(record.tombstone && timestamp_ms < self.tombstone_cutoff_ms)
     }
 }
 
@@ -799,9 +807,12 @@ fn filter_into(
             };
         }
         let base = header.base_offset().0;
+        let append_time = header.is_log_append_time().then(|| header.max_timestamp());
         keep.clear();
         codec
-            .scan(bytes, &mut |record| keep.push(rules.keeps(base, &record)))
+            .scan(bytes, &mut |record| {
+                keep.push(rules.keeps(base, &record, append_time))
+            })
             .map_err(codec_error)?;
         let kept = keep.iter().filter(|k| **k).count();
         removed += (keep.len() - kept) as u64;
@@ -996,22 +1007,29 @@ mod tests {
             tombstone,
         };
         assert!(
-            !rules.keeps(0, &record(4, Some(b"a"), false, 0)),
+            !rules.keeps(0, &record(4, Some(b"a"), false, 0), None),
             "older version"
         );
-        assert!(rules.keeps(0, &record(5, Some(b"a"), false, 0)), "newest");
         assert!(
-            rules.keeps(0, &record(1, Some(b"b"), false, 0)),
+            rules.keeps(0, &record(5, Some(b"a"), false, 0), None),
+            "newest"
+        );
+        assert!(
+            rules.keeps(0, &record(1, Some(b"b"), false, 0), None),
             "not in the dirty part"
         );
-        assert!(!rules.keeps(0, &record(6, None, false, 0)), "keyless");
+        assert!(!rules.keeps(0, &record(6, None, false, 0), None), "keyless");
         assert!(
-            rules.keeps(0, &record(5, Some(b"a"), true, 100)),
+            rules.keeps(0, &record(5, Some(b"a"), true, 100), None),
             "fresh tombstone"
         );
         assert!(
-            !rules.keeps(0, &record(5, Some(b"a"), true, 99)),
+            !rules.keeps(0, &record(5, Some(b"a"), true, 99), None),
             "old tombstone"
+        );
+        assert!(
+            rules.keeps(0, &record(5, Some(b"a"), true, 99), Some(100)),
+            "LogAppendTime: the batch's append time counts"
         );
         assert_ne!(key_hash(b"a"), key_hash(b"b"));
     }
