@@ -408,8 +408,16 @@ async fn a_crash_at_any_step_of_a_pass_keeps_old_or_new_segments() {
             let k = key("crash", 0);
             let log = open(dir, Arc::new(fs.clone()));
             log.create_partition(k.clone(), compacted()).unwrap();
-            let written = write_versions(&log, &k).await;
+            let mut written = write_versions(&log, &k).await;
             log.checkpoint_now().unwrap();
+            // Acknowledged after the last checkpoint: recovery replays these from the
+            // journal next to the cleaned segments.
+            for i in 0..10 {
+                let key = format!("k{}", i % 4);
+                let rec: Rec<'_> = (Some(key.as_str()), Some("late"));
+                let offset = append(&log, &k, keyed_batch(&[rec], NOW_MS + 60, 0, None)).await;
+                written.insert(offset, (Some(key), Some("late".to_owned())));
+            }
             fs.cut_power_after(cut);
             let result = log.clean_now(NOW_MS + 100);
             let finished = !fs.is_power_cut();
