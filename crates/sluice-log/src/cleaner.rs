@@ -397,40 +397,10 @@ fn clean_partition(
         partition: partition.key.partition,
         ..CleanerPass::default()
     };
-    let threads = engine.config.cleaner.threads.max(1) as u64;
-    let capacity = (engine.config.cleaner.dedupe_buffer_bytes / threads / KEY_MAP_ENTRY_BYTES)
-        .clamp(1, usize::MAX as u64) as usize;
-    let mut keys = KeyMap {
-        map: HashMap::new(),
-        capacity,
-    };
     let mut buf = Vec::new();
-    let mut map_end = plan.dirty_from;
-    for segment in &plan.segments[plan.dirty_from..plan.end] {
-        let span = (segment.next_offset().0 - segment.base_offset.0).max(0) as usize;
-        if keys.map.len().saturating_add(span) > keys.capacity {
-            break;
-        }
-        for_each_batch(engine, segment, &mut buf, |bytes| {
-            let header = BatchHeader::parse(bytes)?;
-            if header.is_control() || header.is_transactional() || header.records_count() == 0 {
-                return Ok(());
-            }
-            let base = header.base_offset().0;
-            codec
-                .scan(bytes, &mut |record| {
-                    if let Some(key) = record.key {
-                        let offset = base + i64::from(record.offset_delta);
-                        let newest = keys.map.entry(key_hash(key)).or_insert(offset);
-                        *newest = (*newest).max(offset);
-                    }
-                })
-                .map_err(codec_error)
-        })?;
-        map_end += 1;
-    }
+    let (keys, mut map_end) = build_key_map(engine, codec, &plan, &mut buf)?;
     if map_end == plan.dirty_from {
-        // Not even one segment fits: leave it dirty-free so the pass does not spin on it.
+        // Not even one segment fits: skip it, so the cleaner does not spin on it.
         tracing::warn!(
             topic = %report.topic,
             partition = report.partition,
@@ -446,35 +416,15 @@ fn clean_partition(
             tombstone_cutoff_ms: now_ms.saturating_sub(config.delete_retention_ms.max(0)),
         };
         let olds = &plan.segments[..map_end];
-        let mut at = 0;
-        while at < olds.len() {
-            let group = clean_group(
-                engine,
-                codec,
-                partition,
-                &olds[at..],
-                &rules,
-                &config,
-                &mut buf,
-            )?;
-            let (olds_in_group, new, removed) = group;
-            for old in &olds[at..at + olds_in_group] {
-                report.segments_read += 1;
-                report.bytes_before += old.written_len();
-            }
-            match new {
-                Some(new) => {
-                    report.bytes_after += new.written_len();
-                    report.records_removed += removed;
-                    if swap(engine, partition, &olds[at..at + olds_in_group], &new)? {
-                        report.segments_cleaned += olds_in_group;
-                        Stats::add(&engine.stats.cleaner_segments_cleaned, olds_in_group as u64);
-                    }
-                }
-                None => report.bytes_after += olds[at].written_len(),
-            }
-            at += olds_in_group;
-        }
+        clean_segments(
+            engine,
+            codec,
+            partition,
+            olds,
+            &rules,
+            &mut buf,
+            &mut report,
+        )?;
     }
     engine
         .cleaner
@@ -499,6 +449,85 @@ fn clean_partition(
         "log cleaner pass"
     );
     Ok(report)
+}
+
+/// The newest offset of every key in the dirty segments, as many of them as the key map's
+/// share of `log.cleaner.dedupe.buffer.size` holds. Returns the map and the end (segment
+/// index) of the segments it covers.
+fn build_key_map(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    plan: &Plan,
+    buf: &mut Vec<u8>,
+) -> Result<(KeyMap, usize), LogError> {
+    let threads = engine.config.cleaner.threads.max(1) as u64;
+    let capacity = (engine.config.cleaner.dedupe_buffer_bytes / threads / KEY_MAP_ENTRY_BYTES)
+        .clamp(1, usize::MAX as u64) as usize;
+    let mut keys = KeyMap {
+        map: HashMap::new(),
+        capacity,
+    };
+    let mut map_end = plan.dirty_from;
+    for segment in &plan.segments[plan.dirty_from..plan.end] {
+        // A segment holds at most one key per offset: it fits if that many would.
+        let span = (segment.next_offset().0 - segment.base_offset.0).max(0) as usize;
+        if keys.map.len().saturating_add(span) > keys.capacity {
+            break;
+        }
+        for_each_batch(engine, segment, buf, |bytes| {
+            let header = BatchHeader::parse(bytes)?;
+            if header.is_control() || header.is_transactional() || header.records_count() == 0 {
+                return Ok(());
+            }
+            let base = header.base_offset().0;
+            codec
+                .scan(bytes, &mut |record| {
+                    if let Some(key) = record.key {
+                        let offset = base + i64::from(record.offset_delta);
+                        let newest = keys.map.entry(key_hash(key)).or_insert(offset);
+                        *newest = (*newest).max(offset);
+                    }
+                })
+                .map_err(codec_error)
+        })?;
+        map_end += 1;
+    }
+    debug_assert!(keys.map.len() <= keys.capacity);
+    Ok((keys, map_end))
+}
+
+/// Cleans `olds` group by group (see [`clean_group`]) and swaps each group's result in.
+fn clean_segments(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    partition: &Partition,
+    olds: &[Arc<Segment>],
+    rules: &Rules<'_>,
+    buf: &mut Vec<u8>,
+    report: &mut CleanerPass,
+) -> Result<(), LogError> {
+    let config = partition.config();
+    let mut at = 0;
+    while at < olds.len() {
+        let (count, new, removed) =
+            clean_group(engine, codec, partition, &olds[at..], rules, &config, buf)?;
+        let group = &olds[at..at + count];
+        report.segments_read += count;
+        report.bytes_before += group.iter().map(|s| s.written_len()).sum::<u64>();
+        match new {
+            Some(new) => {
+                report.bytes_after += new.written_len();
+                report.records_removed += removed;
+                if swap(engine, partition, group, &new)? {
+                    report.segments_cleaned += count;
+                    Stats::add(&engine.stats.cleaner_segments_cleaned, count as u64);
+                }
+            }
+            None => report.bytes_after += group.iter().map(|s| s.written_len()).sum::<u64>(),
+        }
+        at += count;
+    }
+    Ok(())
 }
 
 /// (producer id, last offset) of each producer's newest batch: kept (possibly empty) so
