@@ -585,7 +585,79 @@ struct Output<'a> {
     changed: bool,
 }
 
-impl Output<'_> {
+impl<'a> Output<'a> {
+    /// A new cleaned data file (registered, so reads can resolve it) and a new segment
+    /// written aside, starting at `base`.
+    fn create(
+        engine: &'a Engine,
+        partition: &Partition,
+        base: Offset,
+        config: &LogConfig,
+    ) -> Result<Self, LogError> {
+        let fs = engine.fs.as_ref();
+        let seq = engine.cleaner.allocate_seq();
+        let path = engine.journal_dir.join(cleaned_file_name(seq));
+        let file = Arc::new(JournalFile {
+            seq,
+            file: fs.open(&path, OpenMode::CreateTruncate)?,
+        });
+        engine.journal_files.insert(Arc::clone(&file));
+        let segment = match Segment::create_aside(fs, &partition.dir, base) {
+            Ok(segment) => segment,
+            Err(error) => {
+                drop(file);
+                retire_cleaned_files(engine);
+                return Err(error.into());
+            }
+        };
+        Ok(Self {
+            engine,
+            file,
+            path,
+            segment,
+            pending: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            flushed: 0,
+            gap: None,
+            interval_bytes: config.index_interval_bytes,
+            changed: false,
+        })
+    }
+
+    /// Drops what was written: the aside extents file now, the data file with the next
+    /// retirement (nothing refers to it once this is gone).
+    fn abandon(self) {
+        let engine = self.engine;
+        let aside = self.segment.paths.aside();
+        drop(self);
+        let _ = engine.fs.remove_file(&aside);
+        retire_cleaned_files(engine);
+    }
+
+    /// Makes the output durable before anything names it: the data file, its directory
+    /// entry, then the extents. Returns the new segment, sealed and not yet in force.
+    fn finish(mut self, olds: usize) -> Result<Segment, LogError> {
+        let engine = self.engine;
+        let fs = engine.fs.as_ref();
+        let synced = self
+            .flush()
+            .and_then(|()| settle(engine, self.file.file.sync_data(), "cleaned data file sync"))
+            .and_then(|()| {
+                let journal_dir = fs.sync_dir(&engine.journal_dir);
+                settle(engine, journal_dir, "journal directory sync")
+            })
+            .and_then(|()| {
+                self.segment.publish_all();
+                self.segment.seal();
+                settle(engine, self.segment.sync(), "cleaned extents sync")
+            });
+        if let Err(error) = synced {
+            self.abandon();
+            return Err(error);
+        }
+        tracing::debug!(path = %self.path.display(), bytes = self.flushed, segments = olds, "cleaned data file written");
+        Ok(self.segment)
+    }
+
     /// Bytes of the segment so far.
     fn len(&self) -> u64 {
         self.flushed + self.pending.len() as u64
@@ -709,46 +781,14 @@ fn clean_group(
     config: &LogConfig,
     buf: &mut Vec<u8>,
 ) -> Result<Group, LogError> {
-    let fs = engine.fs.as_ref();
-    let seq = engine.cleaner.allocate_seq();
-    let path = engine.journal_dir.join(cleaned_file_name(seq));
-    let file = Arc::new(JournalFile {
-        seq,
-        file: fs.open(&path, OpenMode::CreateTruncate)?,
-    });
-    engine.journal_files.insert(Arc::clone(&file));
-    let segment = match Segment::create_aside(fs, &partition.dir, olds[0].base_offset) {
-        Ok(segment) => segment,
-        Err(error) => {
-            drop(file);
-            retire_cleaned_files(engine);
-            return Err(error.into());
-        }
-    };
-    let mut out = Output {
-        engine,
-        file,
-        path,
-        segment,
-        pending: Vec::with_capacity(WRITE_BUFFER_BYTES),
-        flushed: 0,
-        gap: None,
-        interval_bytes: config.index_interval_bytes,
-        changed: false,
-    };
-    let abandon = |out: Output<'_>| {
-        let aside = out.segment.paths.aside();
-        drop(out);
-        let _ = fs.remove_file(&aside);
-        retire_cleaned_files(engine);
-    };
+    let mut out = Output::create(engine, partition, olds[0].base_offset, config)?;
     let target = config.segment_bytes.clamp(1, SEGMENT_BYTES_MAX);
     let (mut count, mut removed) = (0usize, 0u64);
     loop {
         match filter_into(&mut out, codec, &olds[count], rules, buf) {
             Ok(n) => removed += n,
             Err(error) => {
-                abandon(out);
+                out.abandon();
                 return Err(error);
             }
         }
@@ -764,36 +804,15 @@ fn clean_group(
         }
     }
     if let Err(error) = out.close_gap() {
-        abandon(out);
+        out.abandon();
         return Err(error);
     }
     if !out.changed && count == 1 {
-        abandon(out);
+        out.abandon();
         return Ok((count, None, 0));
     }
     debug_assert_eq!(out.segment.next_offset(), olds[count - 1].next_offset());
-    // Durable before anything names it: data file, its directory entry, then the extents.
-    let synced = out
-        .flush()
-        .and_then(|()| settle(engine, out.file.file.sync_data(), "cleaned data file sync"))
-        .and_then(|()| {
-            settle(
-                engine,
-                fs.sync_dir(&engine.journal_dir),
-                "journal directory sync",
-            )
-        })
-        .and_then(|()| {
-            out.segment.publish_all();
-            out.segment.seal();
-            settle(engine, out.segment.sync(), "cleaned extents sync")
-        });
-    if let Err(error) = synced {
-        abandon(out);
-        return Err(error);
-    }
-    tracing::debug!(path = %out.path.display(), bytes = out.flushed, segments = count, "cleaned data file written");
-    let Output { segment, .. } = out;
+    let segment = out.finish(count)?;
     Ok((count, Some(Arc::new(segment)), removed))
 }
 
