@@ -305,6 +305,22 @@ impl BrokerConfig {
         if self.max_connections == 0 {
             return Err(bad("max.connections", "0".into(), "must be positive"));
         }
+        let cleaner = &self.log_cleaner;
+        if !(1..=limits::LOG_CLEANER_THREADS_MAX).contains(&cleaner.threads) {
+            return Err(bad(
+                "log.cleaner.threads",
+                cleaner.threads.to_string(),
+                "must be between 1 and 16",
+            ));
+        }
+        let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads as u64;
+        if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {
+            return Err(bad(
+                "log.cleaner.dedupe.buffer.size",
+                cleaner.dedupe_buffer_bytes.to_string(),
+                "must be at least 1 MiB per cleaner thread",
+            ));
+        }
         if self.max_request_bytes < 1024 {
             return Err(bad(
                 "socket.request.max.bytes",

@@ -360,6 +360,7 @@ fn for_each_batch(
 ) -> Result<(), LogError> {
     let len = segment.committed_len();
     let mut position = 0u64;
+    let mut next = segment.base_offset;
     while position < len {
         let mut head = [0u8; HEADER_LEN];
         let read = segment.read_at(&mut head, position)?;
@@ -372,7 +373,14 @@ fn for_each_batch(
         if segment.read_at(buf, position)? != size {
             return Err(LogError::CorruptBatch("cleaner: batch is short"));
         }
-        batch::validate_stored(buf)?;
+        let header = batch::validate_stored(buf)?;
+        if header.base_offset() != next {
+            // Readers and recovery would call this damage too; never build on it.
+            return Err(LogError::CorruptBatch(
+                "cleaner: batch does not continue the previous one",
+            ));
+        }
+        next = header.next_offset();
         engine
             .cleaner
             .charge(size as u64, engine.config.cleaner.io_max_bytes_per_second);

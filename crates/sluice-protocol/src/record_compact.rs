@@ -355,6 +355,25 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        // Goal: any bytes after a valid header (any codec id) give an answer or an error,
+        // never a panic.
+        #[test]
+        fn any_records_bytes_never_panic(
+            codec in 0i16..8,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        ) {
+            let mut b = batch(0);
+            b.truncate(BATCH_HEADER_BYTES);
+            b[21..23].copy_from_slice(&codec.to_be_bytes());
+            b.extend_from_slice(&body);
+            let _ = scan(&b, &LIMITS, &mut |_| {});
+            let mut out = Vec::new();
+            let _ = rebuild(&b, &LIMITS, &mut |d| d % 2 == 0, &mut out);
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         // Goal: cut or flipped batches fail cleanly.
