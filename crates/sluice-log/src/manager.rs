@@ -574,9 +574,15 @@ impl LogManager {
             return Ok(Vec::new());
         };
         let mut passes = Vec::new();
-        // Each pass moves its partition's dirty start forward, so this ends; the bound
-        // only guards against a partition that keeps being refilled.
-        for _ in 0..=self.engine().partitions_snapshot().len() * 4 {
+        // Each pass moves its partition's dirty start forward by at least one segment, so
+        // this ends; the bound only guards against partitions that keep being refilled.
+        let segments: usize = self
+            .engine()
+            .partitions_snapshot()
+            .iter()
+            .map(|p| p.segment_count())
+            .sum();
+        for _ in 0..=segments {
             match crate::cleaner::clean_once(self.engine(), codec.as_ref(), now_ms)? {
                 Some(pass) => passes.push(pass),
                 None => break,

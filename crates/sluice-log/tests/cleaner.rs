@@ -456,3 +456,26 @@ async fn a_crash_at_any_step_of_a_pass_keeps_old_or_new_segments() {
         assert!(cut < 10_000, "the pass ends");
     }
 }
+
+#[tokio::test]
+async fn a_small_key_map_cleans_in_several_passes() {
+    // Goal: a key map bounded far below the dirty data (6 entries for 48 records) still
+    // ends with the newest record per key: each pass cleans as many dirty segments as its
+    // map covers, and the next pass goes on from there.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("small-map", 0);
+    let mut config = config(dir.path());
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.enable = false;
+    config.cleaner.dedupe_buffer_bytes = 6 * sluice_log::cleaner::KEY_MAP_ENTRY_BYTES;
+    let log = LogManager::open(config, Arc::new(StdFs)).expect("open").0;
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let written = write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let passes = log.clean_now(NOW_MS + 100).unwrap();
+    assert!(passes.len() > 1, "the bound splits the work: {passes:?}");
+    assert_eq!(
+        read_records(&log, &k),
+        expected_after(&written, active_base(dir.path(), &k))
+    );
+}
