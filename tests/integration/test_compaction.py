@@ -14,6 +14,7 @@ import urllib.request
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
+from admin_facade import CkAdmin
 from helpers import ck_admin, create_topic, wait_until
 
 CLEANER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200"]
@@ -194,13 +195,17 @@ def test_sigkill_during_cleaning_loses_nothing(sluice_factory, topic_name):
     loses nothing: after a restart every key's newest record is at its offset and nothing
     appears that was not written there; cleaning then completes; the broker's peak memory
     stays bounded while cleaning.
-    Method: ~1.2 MB over 100 keys with the cleaner throttled by
+    Method: ~1.2 MB over 100 keys written under cleanup.policy=delete, then switched to
+    compact (IncrementalAlterConfigs) with the cleaner throttled by
     log.cleaner.io.max.bytes.per.second; kill -9 once /metrics shows a swapped segment but
     no finished pass; restart without the throttle; compare reads; read VmHWM."""
     slow = [*CLEANER_ARGS, "--override", "log.cleaner.io.max.bytes.per.second=400000"]
     b = sluice_factory(slow, metrics=True)
-    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    # Written under the delete policy, then switched to compact: the first pass covers
+    # everything, so it is long enough (throttled) to be killed in the middle.
+    create_topic(b.bootstrap, topic_name, config={**TOPIC_CONFIG, "cleanup.policy": "delete"})
     written = produce(b.bootstrap, topic_name, versions(100, 12, size=800))
+    assert CkAdmin(b.bootstrap).incremental_alter(topic_name, {"cleanup.policy": "compact"}) == 0
     wait_until(lambda: metric(b, "sluice_log_cleaner_segments_cleaned") >= 1, 30, interval=0.05,
                what="a swapped segment")
     assert metric(b, "sluice_log_cleaner_passes") == 0, "the pass is still running"
