@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,8 @@ const CLEANED_SEQ_TIME_SHIFT: u32 = 16;
 /// Length of an empty v2 batch: the header alone.
 const EMPTY_BATCH_LEN: usize = HEADER_LEN;
 const COMPRESSION_MASK: i16 = 0b111;
+/// Longest single sleep of the I/O throttle: shutdown waits at most this for a pass.
+const THROTTLE_SLEEP_MAX: Duration = Duration::from_millis(100);
 
 /// Reads and rewrites the records of one stored v2 batch for the cleaner. The broker
 /// implements it with its codecs (`sluice_protocol::record_compact`).
@@ -134,8 +136,8 @@ impl CleanerState {
     }
 
     /// Sleeps as long as `bytes` of I/O cost under the rate limit (never holding a lock
-    /// while sleeping).
-    fn charge(&self, bytes: u64, bytes_per_second: u64) {
+    /// while sleeping), in slices, so a log that is stopping ends the pass promptly.
+    fn charge(&self, bytes: u64, bytes_per_second: u64, stopping: &AtomicBool) {
         if bytes_per_second == u64::MAX || bytes_per_second == 0 {
             return;
         }
@@ -147,9 +149,12 @@ impl CleanerState {
             *paid = Some(from + cost);
             from
         };
-        let now = Instant::now();
-        if wake > now {
-            std::thread::sleep(wake - now);
+        loop {
+            let now = Instant::now();
+            if wake <= now || stopping.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep((wake - now).min(THROTTLE_SLEEP_MAX));
         }
     }
 }
@@ -362,6 +367,9 @@ fn for_each_batch(
     let mut position = 0u64;
     let mut next = segment.base_offset;
     while position < len {
+        if engine.stopping.load(Ordering::Acquire) {
+            return Err(LogError::ShuttingDown); // The pass is dropped, nothing swapped.
+        }
         let mut head = [0u8; HEADER_LEN];
         let read = segment.read_at(&mut head, position)?;
         let size = BatchHeader::parse(&head[..read])
@@ -381,9 +389,11 @@ fn for_each_batch(
             ));
         }
         next = header.next_offset();
-        engine
-            .cleaner
-            .charge(size as u64, engine.config.cleaner.io_max_bytes_per_second);
+        engine.cleaner.charge(
+            size as u64,
+            engine.config.cleaner.io_max_bytes_per_second,
+            &engine.stopping,
+        );
         Stats::add(&engine.stats.cleaner_bytes_read, size as u64);
         visit(buf)?;
         position += size as u64;
@@ -727,9 +737,11 @@ impl<'a> Output<'a> {
         }
         fs::write_all_at(self.file.file.as_ref(), &self.pending, self.flushed)?;
         let written = self.pending.len() as u64;
-        self.engine
-            .cleaner
-            .charge(written, self.engine.config.cleaner.io_max_bytes_per_second);
+        self.engine.cleaner.charge(
+            written,
+            self.engine.config.cleaner.io_max_bytes_per_second,
+            &self.engine.stopping,
+        );
         Stats::add(&self.engine.stats.cleaner_bytes_written, written);
         self.flushed += written;
         self.pending.clear();

@@ -479,3 +479,46 @@ async fn a_small_key_map_cleans_in_several_passes() {
         expected_after(&written, active_base(dir.path(), &k))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_throttled_pass() {
+    // Goal: a cleaner thread deep in a pass throttled by
+    // log.cleaner.io.max.bytes.per.second stops within a fraction of a second when the log
+    // shuts down (the pass is dropped; nothing half-swapped), instead of finishing the pass.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("throttled", 0);
+    let mut config = config(dir.path());
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.backoff_ms = 10;
+    config.cleaner.io_max_bytes_per_second = 500; // ~8 s for this partition's bytes
+    let log = LogManager::open(config, Arc::new(StdFs)).expect("open").0;
+    log.create_partition(
+        k.clone(),
+        LogConfig {
+            min_compaction_lag_ms: 0,
+            ..compacted()
+        },
+    )
+    .unwrap();
+    let written = write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log.stats().cleaner_bytes_read == 0 {
+        assert!(std::time::Instant::now() < deadline, "the cleaner started");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let started = std::time::Instant::now();
+    log.shutdown().unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(1500),
+        "shutdown took {took:?}"
+    );
+    drop(log);
+    let log = open(dir.path(), Arc::new(StdFs));
+    assert_eq!(
+        read_records(&log, &k),
+        written,
+        "nothing was swapped half-way"
+    );
+}
