@@ -24,6 +24,16 @@ pub struct TopicDefaults {
     pub segment_ms: i64,
     pub max_message_bytes: i64,
     pub timestamp_type: TimestampType,
+    /// `log.cleanup.policy`, normalized (`delete`, `compact` or `compact,delete`).
+    pub cleanup_policy: String,
+    /// `log.cleaner.min.cleanable.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `log.cleaner.min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+    /// `log.cleaner.max.compaction.lag.ms`.
+    pub max_compaction_lag_ms: i64,
+    /// `log.cleaner.delete.retention.ms`.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for TopicDefaults {
@@ -36,6 +46,11 @@ impl Default for TopicDefaults {
             segment_ms: 7 * 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
+            cleanup_policy: "delete".into(),
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }
@@ -90,6 +105,8 @@ pub struct BrokerConfig {
     /// `metrics.listen`: `host:port` of the admin listener (`/metrics`, `/ready`); off
     /// when unset. Port 0 picks a free port.
     pub metrics_listen: Option<String>,
+    /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
+    pub log_cleaner: sluice_log::CleanerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -119,6 +136,7 @@ impl Default for BrokerConfig {
             connections_max_reauth_ms: 0,
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
+            log_cleaner: sluice_log::CleanerConfig::default(),
         }
     }
 }
@@ -186,6 +204,29 @@ impl BrokerConfig {
             "message.max.bytes" => d.max_message_bytes = parse(key, v)?,
             "log.message.timestamp.type" => d.timestamp_type = parse_timestamp_type(key, v)?,
             "log.retention.check.interval.ms" => self.retention_check_interval_ms = parse(key, v)?,
+            "log.cleaner.enable" => self.log_cleaner.enable = parse(key, v)?,
+            "log.cleaner.threads" => self.log_cleaner.threads = parse(key, v)?,
+            "log.cleaner.backoff.ms" => self.log_cleaner.backoff_ms = parse(key, v)?,
+            "log.cleaner.io.max.bytes.per.second" => {
+                // Kafka's default is Double.MAX_VALUE: anything that large means no limit.
+                let rate: f64 = parse(key, v)?;
+                self.log_cleaner.io_max_bytes_per_second = rate.min(u64::MAX as f64) as u64;
+            }
+            "log.cleaner.dedupe.buffer.size" => {
+                self.log_cleaner.dedupe_buffer_bytes = parse(key, v)?
+            }
+            "log.cleanup.policy" => {
+                d.cleanup_policy =
+                    crate::topic_config::parse_cleanup_policy(v).map_err(|reason| ConfigError {
+                        key: key.into(),
+                        value: v.into(),
+                        reason,
+                    })?
+            }
+            "log.cleaner.min.cleanable.ratio" => d.min_cleanable_dirty_ratio = parse(key, v)?,
+            "log.cleaner.min.compaction.lag.ms" => d.min_compaction_lag_ms = parse(key, v)?,
+            "log.cleaner.max.compaction.lag.ms" => d.max_compaction_lag_ms = parse(key, v)?,
+            "log.cleaner.delete.retention.ms" => d.delete_retention_ms = parse(key, v)?,
             "max.connections" => self.max_connections = parse(key, v)?,
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
@@ -284,6 +325,22 @@ impl BrokerConfig {
         }
         if self.max_connections == 0 {
             return Err(bad("max.connections", "0".into(), "must be positive"));
+        }
+        let cleaner = &self.log_cleaner;
+        if !(1..=limits::LOG_CLEANER_THREADS_MAX).contains(&cleaner.threads) {
+            return Err(bad(
+                "log.cleaner.threads",
+                cleaner.threads.to_string(),
+                "must be between 1 and 16",
+            ));
+        }
+        let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads as u64;
+        if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {
+            return Err(bad(
+                "log.cleaner.dedupe.buffer.size",
+                cleaner.dedupe_buffer_bytes.to_string(),
+                "must be at least 1 MiB per cleaner thread",
+            ));
         }
         if self.max_request_bytes < 1024 {
             return Err(bad(

@@ -31,6 +31,7 @@
 //! lock is held across an `.await`.
 
 mod admin;
+pub mod compaction;
 pub mod config;
 mod config_security;
 mod connection;

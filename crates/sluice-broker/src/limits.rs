@@ -189,6 +189,12 @@ pub const ADMIN_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// coordinator's lock (taken once per group).
 pub const METRICS_GROUP_SERIES_MAX: usize = 10_000;
 
+/// Most log cleaner threads (`log.cleaner.threads`); more only contend for the same disk.
+pub const LOG_CLEANER_THREADS_MAX: usize = 16;
+/// Smallest `log.cleaner.dedupe.buffer.size` per cleaner thread: a key map that holds
+/// fewer keys than a small segment has records cleans nothing.
+pub const LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN: u64 = 1024 * 1024;
+
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
 
 // Security (listeners, TLS, SASL).

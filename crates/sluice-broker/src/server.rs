@@ -55,6 +55,8 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.segment_files_max = segment_files_budget(config);
+    lc.cleaner = config.log_cleaner;
+    lc.record_codec = Some(std::sync::Arc::new(crate::compaction::ProtocolCodec));
     lc
 }
 
