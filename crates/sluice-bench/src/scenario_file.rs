@@ -257,9 +257,17 @@ fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, Strin
     let text = |k: &str, n: &Node| -> Result<String, String> {
         // `topic_config` is the one key whose value is a table (config name -> value).
         let is_table_key = k.rsplit('.').next().unwrap_or(k).replace('-', "_") == "topic_config";
+        // `fault_cmd` is the one key whose value is a list (of `AT:COMMAND` strings).
+        let is_list_key = k.replace('-', "_") == "fault_cmd";
         match n {
             Node::Map(entries) if is_table_key => table_text(entries)
                 .ok_or_else(|| format!("{shown}: {k}: every value must be a single value")),
+            Node::List(items) if is_list_key => items
+                .iter()
+                .map(Node::scalar_text)
+                .collect::<Option<Vec<String>>>()
+                .map(|v| serde_json::Value::from(v).to_string())
+                .ok_or_else(|| format!("{shown}: {k}: every item must be a string")),
             _ => n
                 .scalar_text()
                 .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind())),
