@@ -587,6 +587,8 @@ pub struct BrokerEach {
     pub first: ProcReading,
     pub last: ProcReading,
     pub peak_rss_bytes: Option<u64>,
+    /// The process could no longer be read from this time on (seconds since load start).
+    pub gone_at_s: Option<f64>,
 }
 
 /// Options of a run that are not part of the scenario (they do not change what is sent).
@@ -1358,12 +1360,35 @@ fn consumer_thread(job: ConsumerJob) {
     }
     // The final commit, synchronously, so the last broker-view sample sees every offset this
     // consumer handed over. "No offset stored" just means nothing new since the last commit.
-    match consumer.commit_consumer_state(CommitMode::Sync) {
-        Ok(()) => {}
-        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-        Err(e) => job
-            .errors
-            .note(format!("consumer {} final commit: {e}", job.index)),
+    // librdkafka's synchronous commit has no timeout (with the coordinator dead it waits for
+    // good), so it runs on a helper thread that owns the client, and is awaited at most
+    // `limits::FINAL_COMMIT_TIMEOUT`; past that the run goes on and the helper ends with the
+    // commit (or the process).
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let errors = job.errors.clone();
+    let index = job.index;
+    let helper = std::thread::Builder::new()
+        .name(format!("bench-commit-{index}"))
+        .spawn(move || {
+            match consumer.commit_consumer_state(CommitMode::Sync) {
+                Ok(()) => {}
+                Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+                Err(e) => errors.note(format!("consumer {index} final commit: {e}")),
+            }
+            let _ = done_tx.send(());
+        });
+    match helper {
+        Ok(_) => {
+            if done_rx.recv_timeout(limits::FINAL_COMMIT_TIMEOUT).is_err() {
+                job.errors.note(format!(
+                    "consumer {index} final commit: no answer within {:?} (the broker view's final lag is not exact)",
+                    limits::FINAL_COMMIT_TIMEOUT
+                ));
+            }
+        }
+        Err(e) => job.errors.note(format!(
+            "consumer {index} final commit: cannot start a thread: {e}"
+        )),
     }
 }
 
@@ -1540,7 +1565,10 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             None => (None, 0, Vec::new()),
         };
 
-        let broker_ticks = out.brokers.tick(dt);
+        let broker_ticks = out.brokers.tick(
+            dt,
+            now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
+        );
         let (broker_cpu_pct, broker_rss_mib, broker_disk_mib) = procstat::sum_ticks(&broker_ticks);
         let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
         let client_cpu_pct = match (client_prev, client_now) {
@@ -2043,6 +2071,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
                 first: sampled.brokers.first[i],
                 last: sampled.brokers.last[i],
                 peak_rss_bytes: sampled.brokers.peak_rss_bytes[i],
+                gone_at_s: sampled.brokers.gone_at_s[i],
             })
             .collect(),
         client_cpu_s,

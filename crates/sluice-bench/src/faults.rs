@@ -218,7 +218,8 @@ pub struct FaultImpact {
     pub baseline_ack_p99_ms: Option<f64>,
     pub baseline_intervals: usize,
     /// The band: throughput at least `RECOVERY_THROUGHPUT_FRACTION` of the baseline and p99 at
-    /// most `RECOVERY_P99_FACTOR` times it (the "within 2x"), both in one interval.
+    /// most `RECOVERY_P99_FACTOR` times it (the "within 2x") or `RECOVERY_P99_SLACK_MS`
+    /// above it when that is more, both in one interval.
     pub band: String,
     /// End of the first measured interval that began at the fault or later and is inside the
     /// band, seconds since load start; null: not back within the band before the load ended.
@@ -238,10 +239,16 @@ pub struct FaultImpact {
 /// The recovery band (see `FaultImpact::band`).
 pub fn band_text() -> String {
     format!(
-        "acked msg/s >= {:.0}% of baseline and ack p99 <= {:.0}x baseline",
+        "acked msg/s >= {:.0}% of baseline and ack p99 <= max({:.0}x baseline, baseline + {:.0} ms)",
         limits::RECOVERY_THROUGHPUT_FRACTION * 100.0,
-        limits::RECOVERY_P99_FACTOR
+        limits::RECOVERY_P99_FACTOR,
+        limits::RECOVERY_P99_SLACK_MS
     )
+}
+
+/// The highest p99 inside the band for a baseline p99.
+fn p99_bound(baseline_ms: f64) -> f64 {
+    (baseline_ms * limits::RECOVERY_P99_FACTOR).max(baseline_ms + limits::RECOVERY_P99_SLACK_MS)
 }
 
 /// The impact of a fault that started at `fault_s` (seconds since load start) on `intervals`,
@@ -298,8 +305,7 @@ pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64
     };
     let in_band = |i: &IntervalSample| {
         i.acked_msg_s >= tput * limits::RECOVERY_THROUGHPUT_FRACTION
-            && i.ack_p99_ms
-                .is_some_and(|v| v <= (p99 * limits::RECOVERY_P99_FACTOR).max(p99 + 1.0))
+            && i.ack_p99_ms.is_some_and(|v| v <= p99_bound(p99))
     };
     // Only measured load counts: the drain has no steady load to compare.
     if let Some(i) = after

@@ -313,6 +313,9 @@ pub struct BrokerProcess {
     /// Each broker's own figures (same fields) when more than one is sampled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_broker: Vec<BrokerProcess>,
+    /// The process died (could not be read) at this time, seconds since load start: its CPU,
+    /// RSS, I/O and threads are as of the last reading before (the sum: the first such time).
+    pub gone_at_s: Option<f64>,
 }
 
 /// One broker process's (or the summed) figures over the run: `first` and `last` readings
@@ -352,6 +355,7 @@ fn broker_process(
             .filter(|_| total_msgs > 0)
             .map(|b| b as f64 / total_msgs as f64),
         per_broker: Vec::new(),
+        gone_at_s: None,
     }
 }
 
@@ -664,7 +668,7 @@ pub fn build(
                 .map(|b| {
                     // Per message and per MiB of the whole cluster's traffic: each broker's
                     // share of the cost of the run.
-                    broker_process(
+                    let mut one = broker_process(
                         vec![b.pid],
                         b.first,
                         b.last,
@@ -672,10 +676,17 @@ pub fn build(
                         span_s,
                         total_msgs,
                         total_mib,
-                    )
+                    );
+                    one.gone_at_s = b.gone_at_s;
+                    one
                 })
                 .collect();
         }
+        sum.gone_at_s = d
+            .broker_each
+            .iter()
+            .filter_map(|b| b.gone_at_s)
+            .reduce(f64::min);
         sum
     });
     if d.topic_deleted == Some(false) {
@@ -1316,13 +1327,16 @@ impl Report {
             let line = |o: &mut String, who: String, b: &BrokerProcess| {
                 let _ = writeln!(
                     o,
-                    " {who:<18} cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB",
+                    " {who:<18} cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB{}",
                     f1(b.cpu_s),
                     f1(b.cpu_pct_avg),
                     f1(b.cpu_us_per_msg),
                     f1(b.cpu_ms_per_mib),
                     f1(b.peak_rss_mib),
-                    f1(b.data_dir_bytes.map(mib))
+                    f1(b.data_dir_bytes.map(mib)),
+                    b.gone_at_s
+                        .map(|t| format!(" · GONE at {t:.1} s (figures as of then)"))
+                        .unwrap_or_default()
                 );
             };
             if b.per_broker.is_empty() {
