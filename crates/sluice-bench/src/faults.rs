@@ -278,7 +278,9 @@ pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64
         imp.baseline_acked_msg_s = Some(before.iter().map(|i| i.acked_msg_s).sum::<f64>() / n);
         let mut p99: Vec<f64> = before.iter().filter_map(|i| i.ack_p99_ms).collect();
         p99.sort_by(f64::total_cmp);
-        imp.baseline_ack_p99_ms = p99.get(p99.len() / 2).copied();
+        // The lower median: with few intervals (a fault early in the run) the slower one is
+        // often still the clients' and broker's warm-up.
+        imp.baseline_ack_p99_ms = p99.get(p99.len().saturating_sub(1) / 2).copied();
     }
     let after: Vec<&IntervalSample> = intervals.iter().filter(|i| is_after(i)).collect();
     // Ack stall: consecutive intervals without a single ack (by completion time).
