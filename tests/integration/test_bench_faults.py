@@ -55,7 +55,7 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
                f">>{tmp_path / 'broker.log'} 2>&1 & echo $! >{pidfile}; echo restarted")
     try:
         proc, r = bench(tmp_path, "--bootstrap", f"127.0.0.1:{port}", "--broker-pid", str(first.pid),
-                        "--acks", "all", "--duration", "12s",
+                        "--acks", "all", "--duration", "18s",
                         "--fault-cmd", "2s:kill -9 $SLUICE_BENCH_BROKER_PIDS",
                         "--fault-cmd", f"4s:{restart}", "--html", str(tmp_path / "r.html"))
         assert first.wait(timeout=10) == -signal.SIGKILL
@@ -92,7 +92,7 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     assert imp["ack_stall_s"] >= 0.9 and imp["ack_stall_from_s"] >= kill["started_at_s"] - 0.2, imp
     table = "\n".join(f"{i['elapsed_s']:6.2f} acked/s {i['acked_msg_s']:7.0f} p99 {i['ack_p99_ms']} "
                       f"sent {i['sent_acked']}/{i['sent_failed']} lag {i['lag_total']}" for i in r["intervals"])
-    assert imp["time_to_recover_s"] is not None and 1.5 <= imp["time_to_recover_s"] <= 10.5, f"{imp}\n{table}"
+    assert imp["time_to_recover_s"] is not None and 1.5 <= imp["time_to_recover_s"] <= 16.5, f"{imp}\n{table}"
 
     assert start["impact"]["baseline_acked_msg_s"] == imp["baseline_acked_msg_s"]
     assert "recovered after" in proc.stdout and "ack stall" in proc.stdout
@@ -106,13 +106,18 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     dead = [i for i in measured
             if i["elapsed_s"] - i["interval_s"] >= kill["ended_at_s"] and i["elapsed_s"] <= start["started_at_s"] + 0.2]
     assert dead and all(i["acked_msg_s"] == 0 for i in dead), dead
-    assert all(i["lag_total"] is None for i in dead), dead
+    # Lag is unknown while no broker answers (the reading at the restart may race it).
+    assert all(i["lag_total"] is None for i in dead if i["elapsed_s"] <= start["started_at_s"] - 0.5), dead
     assert all(i["sent_acked"] + i["sent_failed"] >= 1900 for i in measured[1:]), measured
     assert sum(i["sent_acked"] for i in r["intervals"]) == r["counts"]["acked"] + r["counts"]["warmup_acked"]
 
     # acks=all on one broker that comes back: nothing acknowledged is lost.
     a = r["audit"]
     assert a["lost_acked"] == 0 and a["lost"] == 0 and r["loss"] is None, a
+    # Retried records (no idempotence) may arrive twice: each duplicate is placed in the second
+    # its record was sent in, all of them from the kill on.
+    assert sum(i["sent_duplicates"] for i in r["intervals"]) == a["duplicates"], a
+    assert imp["duplicates_after"] == a["duplicates"] and imp["lost_acked_after"] == 0, imp
     # The broker process that died is reported as gone, not with stale "final" figures.
     assert abs(r["broker_process"]["gone_at_s"] - kill["started_at_s"]) <= 1.5, r["broker_process"]
     assert "GONE at" in proc.stdout
@@ -144,6 +149,9 @@ def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
     # the client gave up.
     failed_at = [i["elapsed_s"] for i in r["intervals"] if i["sent_failed"]]
     assert failed_at and max(failed_at) <= 4.5, failed_at
+    # Acknowledged records that never arrived are placed in time too (acks=1: the leader had
+    # them, but it died before the consumers read them).
+    assert sum(i["sent_lost_acked"] for i in r["intervals"]) == r["audit"]["lost_acked"]
 
 
 def test_embedded_broker_metrics_are_scraped(tmp_path):

@@ -22,6 +22,9 @@ const BUCKETS: usize = 256;
 pub struct SentSlot {
     pub acked: u64,
     pub failed: u64,
+    /// Acknowledged records no consumer received, and records received more than once.
+    pub lost_acked: u64,
+    pub duplicates: u64,
     hist: Box<[u32; BUCKETS]>,
 }
 
@@ -30,6 +33,8 @@ impl Default for SentSlot {
         SentSlot {
             acked: 0,
             failed: 0,
+            lost_acked: 0,
+            duplicates: 0,
             hist: Box::new([0; BUCKETS]),
         }
     }
@@ -52,6 +57,8 @@ impl SentSlot {
     fn merge(&mut self, o: &SentSlot) {
         self.acked += o.acked;
         self.failed += o.failed;
+        self.lost_acked += o.lost_acked;
+        self.duplicates += o.duplicates;
         for (a, b) in self.hist.iter_mut().zip(o.hist.iter()) {
             *a = a.saturating_add(*b);
         }
@@ -101,6 +108,14 @@ impl SentSlots {
         self.slot(sent_since_load_ns).failed += 1;
     }
 
+    pub fn duplicate(&mut self, sent_since_load_ns: u64) {
+        self.slot(sent_since_load_ns).duplicates += 1;
+    }
+
+    pub fn lost_acked(&mut self, sent_since_load_ns: u64) {
+        self.slot(sent_since_load_ns).lost_acked += 1;
+    }
+
     pub fn merge(&mut self, o: &SentSlots) {
         if self.slots.len() < o.slots.len() {
             self.slots.resize_with(o.slots.len(), SentSlot::default);
@@ -124,6 +139,32 @@ impl SentSlots {
     }
 }
 
+/// Where each producer's sequence numbers fall in time: the first sequence number sent in each
+/// second of load time (one mark per second at most), so a message known only by its number
+/// (an acknowledged one that never arrived) can be placed in the second it was sent.
+#[derive(Debug, Clone, Default)]
+pub struct SeqMarks {
+    marks: Vec<(u64, u64)>,
+}
+
+impl SeqMarks {
+    /// Notes that `seq` was sent at `sent_since_load_ns` (sequence numbers only grow).
+    pub fn note(&mut self, seq: u64, sent_since_load_ns: u64) {
+        let slot = sent_since_load_ns / 1_000_000_000;
+        if self.marks.last().is_none_or(|m| m.1 < slot) && self.marks.len() < limits::MAX_SENT_SLOTS
+        {
+            debug_assert!(self.marks.last().is_none_or(|m| m.0 <= seq));
+            self.marks.push((seq, slot));
+        }
+    }
+
+    /// The send time (start of its second, since load start) of `seq`; None before any mark.
+    pub fn sent_ns_of(&self, seq: u64) -> Option<u64> {
+        let i = self.marks.partition_point(|m| m.0 <= seq);
+        i.checked_sub(1).map(|i| self.marks[i].1 * 1_000_000_000)
+    }
+}
+
 /// Fills each interval's by-send-time figures from the slots whose second ends inside it
 /// (interval k normally covers slot k exactly; a longer interval gathers several slots).
 pub fn fill(intervals: &mut [crate::engine::IntervalSample], slots: &SentSlots) {
@@ -139,14 +180,11 @@ pub fn fill(intervals: &mut [crate::engine::IntervalSample], slots: &SentSlots) 
             }
             next += 1;
         }
-        if any {
-            iv.sent_acked = Some(acc.acked);
-            iv.sent_failed = Some(acc.failed);
-            iv.sent_ack_p99_ms = acc.percentile_ms(99.0);
-        } else {
-            iv.sent_acked = Some(0);
-            iv.sent_failed = Some(0);
-        }
+        iv.sent_acked = Some(acc.acked);
+        iv.sent_failed = Some(acc.failed);
+        iv.sent_lost_acked = Some(acc.lost_acked);
+        iv.sent_duplicates = Some(acc.duplicates);
+        iv.sent_ack_p99_ms = if any { acc.percentile_ms(99.0) } else { None };
     }
 }
 
@@ -220,5 +258,43 @@ mod tests {
         assert_eq!(iv[1].sent_acked, Some(3));
         s.failed(u64::MAX);
         assert_eq!(s.len(), limits::MAX_SENT_SLOTS);
+    }
+
+    #[test]
+    fn lost_and_duplicated_records_are_placed_by_their_sequence_numbers() {
+        let mut m = SeqMarks::default();
+        assert_eq!(m.sent_ns_of(0), None);
+        // 10 records a second: seq 0..9 in second 0, 10..19 in second 1, a gap, 20.. in 3.
+        for seq in 0..30u64 {
+            let t = if seq < 20 { seq / 10 } else { 3 };
+            m.note(seq, t * S + seq * 1000);
+        }
+        assert_eq!(m.sent_ns_of(0), Some(0));
+        assert_eq!(m.sent_ns_of(9), Some(0));
+        assert_eq!(m.sent_ns_of(10), Some(S));
+        assert_eq!(m.sent_ns_of(25), Some(3 * S));
+        let mut s = SentSlots::default();
+        s.lost_acked(m.sent_ns_of(15).unwrap());
+        s.duplicate(3 * S + 7);
+        let mut iv: Vec<IntervalSample> = (1..=4)
+            .map(|t| IntervalSample {
+                elapsed_s: t as f64,
+                ..IntervalSample::default()
+            })
+            .collect();
+        fill(&mut iv, &s);
+        let got: Vec<(Option<u64>, Option<u64>)> = iv
+            .iter()
+            .map(|i| (i.sent_lost_acked, i.sent_duplicates))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(0), Some(0)),
+                (Some(1), Some(0)),
+                (Some(0), Some(0)),
+                (Some(0), Some(1))
+            ]
+        );
     }
 }

@@ -34,7 +34,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::Offset;
 use serde::Serialize;
 
-use crate::attribution::SentSlots;
+use crate::attribution::{SentSlots, SeqMarks};
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
 use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
@@ -319,8 +319,10 @@ struct ProducerState {
     partition_acked: Vec<u64>,
     /// The application batcher's flush counts (None when it is off).
     app_batch: Option<BatcherStats>,
-    /// Delivery reports by the second their record was sent in (see `attribution`).
+    /// Delivery reports by the second their record was sent in (see `attribution`), and where
+    /// the sequence numbers fall in time.
     by_sent: SentSlots,
+    seq_marks: SeqMarks,
 }
 
 #[derive(Debug)]
@@ -433,6 +435,8 @@ struct ConsumerState {
     audit: ConsumerAudit,
     /// Distinct measured messages received, per topic (index into the run's `TopicSet`).
     topic_received: Vec<u64>,
+    /// Duplicates by the second their record was sent in.
+    by_sent: SentSlots,
 }
 
 #[derive(Debug)]
@@ -483,6 +487,10 @@ pub struct IntervalSample {
     pub sent_acked: Option<u64>,
     pub sent_failed: Option<u64>,
     pub sent_ack_p99_ms: Option<f64>,
+    /// By send time: acknowledged records no consumer received, and records received more
+    /// than once (see `attribution`).
+    pub sent_lost_acked: Option<u64>,
+    pub sent_duplicates: Option<u64>,
     /// By completion time: acks and ack latencies reported in this interval.
     pub ack_p50_ms: Option<f64>,
     pub ack_p99_ms: Option<f64>,
@@ -1177,6 +1185,8 @@ impl Sender<'_> {
                     let delay = now.saturating_sub(intended);
                     let bytes = buf.len() as u64;
                     let mut st = job.state.lock();
+                    st.seq_marks
+                        .note(self.seq, now.saturating_sub(job.sched.load_start_ns));
                     st.window.produced += 1;
                     st.window.produced_bytes += bytes;
                     st.window.send_delay.record_ns(delay);
@@ -1329,6 +1339,8 @@ fn consumer_thread(job: ConsumerJob) {
             continue;
         }
         if s.audit.note(partition, h.producer, h.seq) {
+            s.by_sent
+                .duplicate(h.sent_ns.saturating_sub(job.load_start_ns));
             s.window.duplicates += 1;
             s.measured.duplicates += 1;
             continue;
@@ -1593,6 +1605,8 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             sent_acked: None,
             sent_failed: None,
             sent_ack_p99_ms: None,
+            sent_lost_acked: None,
+            sent_duplicates: None,
             ack_p50_ms: acc_p.ack.percentile_ms(50.0),
             ack_p99_ms: acc_p.ack.percentile_ms(99.0),
             ack_intended_p99_ms: acc_p.ack_intended.percentile_ms(99.0),
@@ -1973,9 +1987,11 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut partition_acked: Vec<u64> = Vec::new();
     let mut app_batch: Option<BatcherStats> = None;
     let mut by_sent = SentSlots::default();
+    let mut seq_marks = Vec::new();
     for p in &producer_states {
         let st = p.lock();
         by_sent.merge(&st.by_sent);
+        seq_marks.push(st.seq_marks.clone());
         if partition_acked.len() < st.partition_acked.len() {
             partition_acked.resize(st.partition_acked.len(), 0);
         }
@@ -2006,8 +2022,16 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         warmup_received += st.warmup_received;
         foreign += st.foreign;
         audits.push(st.audit.clone());
+        by_sent.merge(&st.by_sent);
     }
     let audit = reconcile(&produced_counts, &acked_sets, &audits);
+    if audit.lost_acked > 0 {
+        crate::audit::for_each_lost_acked(&acked_sets, &audits, |p, seq| {
+            if let Some(ns) = seq_marks.get(p).and_then(|m| m.sent_ns_of(seq)) {
+                by_sent.lost_acked(ns);
+            }
+        });
+    }
     let (errors, error_kinds, errors_overflow) =
         errors.snapshot(clock.instant_at(sched.load_start_ns));
     let mut intervals = sampled.intervals;

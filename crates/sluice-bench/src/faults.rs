@@ -230,10 +230,13 @@ pub struct FaultImpact {
     /// where it started (seconds since load start).
     pub ack_stall_s: f64,
     pub ack_stall_from_s: Option<f64>,
-    /// Records sent from the fault on that failed (delivery error), by send time.
+    /// By send time, records sent from one interval before the fault on (those in flight
+    /// when it hit included): failed (delivery error), acknowledged, acknowledged but never
+    /// consumed, and consumed more than once.
     pub failed_after: u64,
-    /// Records sent from the fault on that were acknowledged.
     pub acked_after: u64,
+    pub lost_acked_after: u64,
+    pub duplicates_after: u64,
 }
 
 /// The recovery band (see `FaultImpact::band`).
@@ -298,9 +301,17 @@ pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64
             run_start = None;
         }
     }
-    for i in &after {
+    // Records counted "after" include those in flight when the fault hit: sent from one
+    // interval before it on.
+    let in_flight_from = fault_s - limits::SAMPLE_INTERVAL.as_secs_f64() - slack;
+    for i in intervals
+        .iter()
+        .filter(|i| i.elapsed_s > in_flight_from + i.interval_s)
+    {
         imp.failed_after += i.sent_failed.unwrap_or(0);
         imp.acked_after += i.sent_acked.unwrap_or(0);
+        imp.lost_acked_after += i.sent_lost_acked.unwrap_or(0);
+        imp.duplicates_after += i.sent_duplicates.unwrap_or(0);
     }
     let (Some(tput), Some(p99)) = (imp.baseline_acked_msg_s, imp.baseline_ack_p99_ms) else {
         return imp;

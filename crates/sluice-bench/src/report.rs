@@ -1028,7 +1028,7 @@ impl Report {
             if let Some(i) = &f.impact {
                 let _ = writeln!(
                     o,
-                    "                    recovered {} · ack stall {:.1} s{} · sent after: {} acked, {} failed",
+                    "                    recovered {} · ack stall {:.1} s{} · sent after: {} acked, {} failed, {} acked but lost, {} duplicated",
                     match i.time_to_recover_s {
                         Some(t) => format!("after {t:.1} s (at {:.1} s)", i.recovered_at_s.unwrap_or(0.0)),
                         None if i.baseline_intervals == 0 => "- (no pre-fault baseline)".into(),
@@ -1037,7 +1037,9 @@ impl Report {
                     i.ack_stall_s,
                     i.ack_stall_from_s.map(|t| format!(" from {t:.1} s")).unwrap_or_default(),
                     i.acked_after,
-                    i.failed_after
+                    i.failed_after,
+                    i.lost_acked_after,
+                    i.duplicates_after
                 );
                 let _ = writeln!(
                     o,
@@ -1418,6 +1420,8 @@ mod tests {
             sent_acked: None,
             sent_failed: None,
             sent_ack_p99_ms: None,
+            sent_lost_acked: None,
+            sent_duplicates: None,
             ack_p50_ms: None,
             ack_p99_ms: None,
             ack_intended_p99_ms: None,
