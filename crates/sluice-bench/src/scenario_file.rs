@@ -535,6 +535,48 @@ mod tests {
     }
 
     #[test]
+    fn fault_commands_in_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let t = write(
+            dir.path(),
+            "f.toml",
+            "duration = \"30s\"\nfault_cmd = [\"10s:kill -9 1234\", \"20s: ./restart.sh 2\"]\n",
+        );
+        let y = write(
+            dir.path(),
+            "f.yaml",
+            "duration: 30s\nfault_cmd:\n  - \"10s:kill -9 1234\"\n  - \"20s: ./restart.sh 2\"\n",
+        );
+        let one = write(dir.path(), "o.toml", "fault_cmd = \"5s:docker kill b2\"\n");
+        let (st, _) = load(&t, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (sy, _) = load(&y, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.fault_cmd, vec!["10s:kill -9 1234", "20s:./restart.sh 2"]);
+        assert_eq!(st.fault_cmd, sy.fault_cmd);
+        let (so, _) = load(&one, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(so.fault_cmd, vec!["5s:docker kill b2"]);
+        // A fault past the measured window, or without a time, is refused.
+        let late = write(
+            dir.path(),
+            "l.toml",
+            "duration = \"5s\"\nfault_cmd = [\"6s:true\"]\n",
+        );
+        let err = load(&late, false)
+            .and_then(|f| f.scenario())
+            .and_then(|(s, _)| s.validate())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("measured window"), "{err}");
+        let bad = write(dir.path(), "b.toml", "fault_cmd = [\"kill -9 1\"]\n");
+        assert!(load(&bad, false).and_then(|f| f.scenario()).is_err());
+    }
+
+    #[test]
     fn replication_and_topic_configs_in_files_and_sweeps() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let t = write(
