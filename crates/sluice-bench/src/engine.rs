@@ -2162,9 +2162,23 @@ impl Observers {
         let mut faults = Vec::new();
         for (i, text) in s.fault_cmd.iter().enumerate() {
             let spec = crate::faults::parse(text)?;
-            let (env, stop) = (env.clone(), stop.clone());
+            let (env, stop, progress) = (env.clone(), stop.clone(), opts.progress);
             faults.push(spawn(format!("bench-fault-{i}"), move || {
-                crate::faults::run_one(&spec, &env, load_start, measure_start, &stop)
+                let rec = crate::faults::run_one(&spec, &env, load_start, measure_start, &stop);
+                if progress && rec.started_at_s.is_some() {
+                    // On its own line, so it also marks the progress output.
+                    eprintln!(
+                        "\nsluice bench: fault {} at {:.1} s: {} -> exit {}",
+                        i + 1,
+                        rec.started_at_s.unwrap_or(0.0),
+                        rec.command,
+                        rec.exit_code
+                            .map(|c| c.to_string())
+                            .or_else(|| rec.error.clone())
+                            .unwrap_or_else(|| "-".into())
+                    );
+                }
+                rec
             })?);
         }
         let topology = {
