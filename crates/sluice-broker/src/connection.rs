@@ -106,7 +106,6 @@ pub(crate) async fn serve(
         spare_chunk: None,
         frame_buffers: FrameBuffers::new(&broker.request_memory),
         big_frame_bytes: None,
-        receive_low_water: 1,
         rd,
         peer,
         listener,
@@ -126,28 +125,6 @@ pub(crate) async fn serve(
     let _ = writer.await;
 }
 
-/// `setsockopt(SO_RCVLOWAT)`: the socket reads as ready only once `bytes` are buffered.
-#[allow(unsafe_code)]
-fn set_receive_low_water(socket: &tokio::net::TcpStream, bytes: usize) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the descriptor is the stream's open socket, borrowed for the call; the option
-    // value is a c_int that lives across the call, with its size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    match rc {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
-}
-
 struct Reader<'a> {
     broker: &'a Arc<Broker>,
     /// Produce and fetch calls kept for reuse (given back by the writer).
@@ -158,8 +135,6 @@ struct Reader<'a> {
     frame_buffers: FrameBuffers<'a>,
     /// While `buf` is a big frame's own buffer: the size of its allocation.
     big_frame_bytes: Option<usize>,
-    /// The socket's `SO_RCVLOWAT` as last set (1, the kernel's default, at first).
-    receive_low_water: usize,
     rd: ConnRead,
     peer: SocketAddr,
     /// Index of the listener the client connected through.
@@ -216,7 +191,6 @@ impl Reader<'_> {
             if let Err(stop) = self.charge_next_read(&mut shutdown).await {
                 return stop;
             }
-            self.tune_receive_low_water();
             tokio::select! {
                 ready = self.rd.readable() => {
                     if let Err(e) = ready {
@@ -252,36 +226,6 @@ impl Reader<'_> {
                     idle_deadline = Instant::now() + idle;
                 }
             }
-        }
-    }
-
-    /// While a big frame arrives, asks the kernel to report the socket readable only once
-    /// a good part of the rest is there (`SO_RCVLOWAT`), never more than the rest: without
-    /// it the worker wakes for every few TCP segments of a 1 MiB request (each wake-up a
-    /// costly switch on a virtual machine). Back to 1 between frames, so a small request
-    /// is never left waiting. A refused setting is only a missed optimisation.
-    fn tune_receive_low_water(&mut self) {
-        let rest = match self.frame_total() {
-            Some(total) => total.saturating_sub(self.buf.len()),
-            None => 0,
-        };
-        let want = match rest {
-            r if r > limits::READ_CHUNK_BYTES => r.min(limits::RECEIVE_LOW_WATER_BYTES_MAX),
-            _ => 1,
-        };
-        // Lower it at once (it must never exceed what is still to come); raise it only
-        // when that saves wake-ups, not for every read near the end of a frame.
-        let stale = self.receive_low_water > rest.max(1) || want >= 2 * self.receive_low_water;
-        if !stale || want == self.receive_low_water {
-            return;
-        }
-        // Plaintext only: over TLS the record layer reads ahead into its own buffer, so
-        // socket readiness no longer says when the frame's bytes are there.
-        let ConnRead::Plain(rd) = &self.rd else {
-            return;
-        };
-        if set_receive_low_water(rd.as_ref(), want).is_ok() {
-            self.receive_low_water = want;
         }
     }
 

@@ -108,10 +108,6 @@ pub const FRAME_BUFFERS_KEPT_PER_CONNECTION: usize = 5;
 pub const FRAME_BUFFER_KEPT_BYTES_MAX: usize = 4 << 20;
 /// Big-frame buffer bytes all connections together keep; part of the memory bound.
 pub const FRAME_BUFFERS_KEPT_BYTES_TOTAL_MAX: usize = 32 << 20;
-/// Most bytes a connection asks the kernel to gather before reporting its socket readable
-/// while a big frame arrives (`SO_RCVLOWAT`, see `connection`); the kernel caps it at half
-/// the receive buffer's limit.
-pub const RECEIVE_LOW_WATER_BYTES_MAX: usize = 256 * 1024;
 /// Least room a connection reads into before it reuses or replaces its read chunk: less
 /// would mean many tiny reads at the end of a chunk.
 pub const READ_ROOM_MIN_BYTES: usize = 4 * 1024;
