@@ -61,6 +61,7 @@ fn produce(client: &mut Client, topic: &str, partition: i32, values: &[&[u8]]) -
     td.name = topic_name(topic);
     td.partition_data = vec![pd];
     let mut req = ProduceRequest::default();
+    req.transactional_id = None;
     req.acks = -1;
     req.timeout_ms = 30_000;
     req.topic_data = vec![td];
@@ -252,4 +253,108 @@ fn a_malformed_frame_closes_only_its_own_connection() {
     );
 
     assert_eq!(produce(&mut bystander, "t", 0, &[b"still here"]), (NONE, 0));
+}
+
+#[test]
+fn committed_offsets_are_fetched_back_on_another_connection() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{
+        GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create(&mut client, "t", 2), NONE);
+    let group = GroupId(StrBytes::from_static_str("g"));
+
+    // A commit outside any generation (an assign()-only consumer, as Kafka allows).
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 1;
+    p.committed_offset = 42;
+    p.committed_leader_epoch = -1;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = topic_name("t");
+    t.partitions = vec![p];
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = group.clone();
+    req.generation_id_or_member_epoch = -1;
+    req.topics = vec![t];
+    let resp: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 8, &req);
+    assert_eq!(resp.topics[0].partitions[0].error_code, NONE);
+
+    // Fetched back on a new connection: partition 1 at 42, partition 0 has none (-1).
+    let mut client = broker.client();
+    let mut t = OffsetFetchRequestTopic::default();
+    t.name = topic_name("t");
+    t.partition_indexes = vec![0, 1];
+    let mut req = OffsetFetchRequest::default();
+    req.group_id = group;
+    req.topics = Some(vec![t]);
+    let resp: OffsetFetchResponse = client.call(ApiKey::OffsetFetch, 7, &req);
+    assert_eq!(resp.error_code, NONE);
+    let mut offsets: Vec<(i32, i64)> = resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_offset))
+        .collect();
+    offsets.sort_unstable();
+    assert_eq!(offsets, vec![(0, -1), (1, 42)]);
+}
+
+#[test]
+fn an_idempotent_producer_retry_is_not_written_twice() {
+    use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
+
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create(&mut client, "t", 1), NONE);
+    let mut req = InitProducerIdRequest::default();
+    req.transactional_id = None;
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = (-1).into();
+    req.producer_epoch = -1;
+    let init: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &req);
+    assert_eq!(init.error_code, NONE);
+    let writer = |base_sequence| common::Writer {
+        producer_id: init.producer_id.0,
+        epoch: init.producer_epoch,
+        base_sequence,
+    };
+    let send = |client: &mut Client, base_sequence: i32| {
+        let mut pd = PartitionProduceData::default();
+        pd.index = 0;
+        pd.records = Some(batch(writer(base_sequence), &[b"one", b"two"]));
+        let mut td = TopicProduceData::default();
+        td.name = topic_name("t");
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.transactional_id = None;
+        req.acks = -1;
+        req.timeout_ms = 30_000;
+        req.topic_data = vec![td];
+        let resp: ProduceResponse = client.call(ApiKey::Produce, 9, &req);
+        let p = &resp.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    };
+    assert_eq!(send(&mut client, 0), (NONE, 0));
+    assert_eq!(
+        send(&mut client, 0),
+        (NONE, 0),
+        "a retry gets the first answer"
+    );
+    assert_eq!(
+        list_offset(&mut client, "t", 0, -1),
+        (NONE, 2),
+        "written once"
+    );
+    assert_eq!(
+        send(&mut client, 7).0,
+        error_code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "a gap in the sequence is refused"
+    );
+    assert_eq!(send(&mut client, 2), (NONE, 2));
 }
