@@ -358,3 +358,74 @@ fn an_idempotent_producer_retry_is_not_written_twice() {
     );
     assert_eq!(send(&mut client, 2), (NONE, 2));
 }
+
+#[test]
+fn a_classic_group_member_joins_syncs_heartbeats_and_leaves() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::{
+        GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+        LeaveGroupRequest, LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    // No initial delay: the first join is answered at once.
+    let broker = InProcessBroker::start_with(|c| c.group.group_initial_rebalance_delay_ms = 0);
+    let mut client = broker.client();
+    let group = GroupId(StrBytes::from_static_str("g"));
+    let join = |client: &mut Client, member_id: StrBytes| {
+        let mut protocol = JoinGroupRequestProtocol::default();
+        protocol.name = StrBytes::from_static_str("range");
+        protocol.metadata = bytes::Bytes::from_static(b"subscription");
+        let mut req = JoinGroupRequest::default();
+        req.group_id = group.clone();
+        req.session_timeout_ms = 10_000;
+        req.rebalance_timeout_ms = 10_000;
+        req.member_id = member_id;
+        req.protocol_type = StrBytes::from_static_str("consumer");
+        req.protocols = vec![protocol];
+        let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, 5, &req);
+        resp
+    };
+    // v4+: a member without an id is given one and asked to come back with it (KIP-394).
+    let first = join(&mut client, StrBytes::default());
+    assert_eq!(first.error_code, error_code::MEMBER_ID_REQUIRED);
+    assert!(!first.member_id.is_empty());
+    let joined = join(&mut client, first.member_id.clone());
+    assert_eq!(joined.error_code, NONE);
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(joined.leader, first.member_id, "the only member leads");
+    assert_eq!(joined.members.len(), 1);
+
+    let mut assignment = SyncGroupRequestAssignment::default();
+    assignment.member_id = first.member_id.clone();
+    assignment.assignment = bytes::Bytes::from_static(b"partitions");
+    let mut req = SyncGroupRequest::default();
+    req.group_id = group.clone();
+    req.generation_id = 1;
+    req.member_id = first.member_id.clone();
+    req.assignments = vec![assignment];
+    let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 3, &req);
+    assert_eq!(synced.error_code, NONE);
+    assert_eq!(&synced.assignment[..], b"partitions");
+
+    let mut req = HeartbeatRequest::default();
+    req.group_id = group.clone();
+    req.generation_id = 1;
+    req.member_id = first.member_id.clone();
+    let beat: HeartbeatResponse = client.call(ApiKey::Heartbeat, 3, &req);
+    assert_eq!(beat.error_code, NONE);
+    req.generation_id = 7;
+    let stale: HeartbeatResponse = client.call(ApiKey::Heartbeat, 3, &req);
+    assert_eq!(stale.error_code, error_code::ILLEGAL_GENERATION);
+
+    let mut member = MemberIdentity::default();
+    member.member_id = first.member_id.clone();
+    let mut req = LeaveGroupRequest::default();
+    req.group_id = group;
+    req.members = vec![member];
+    let left: LeaveGroupResponse = client.call(ApiKey::LeaveGroup, 3, &req);
+    assert_eq!(left.error_code, NONE);
+    assert_eq!(left.members[0].error_code, NONE);
+}
