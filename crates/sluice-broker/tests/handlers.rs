@@ -54,9 +54,20 @@ fn metadata(client: &mut Client, names: &[&str]) -> MetadataResponse {
 
 /// Produces `values` as one batch (acks=all); returns (error code, base offset).
 fn produce(client: &mut Client, topic: &str, partition: i32, values: &[&[u8]]) -> (i16, i64) {
+    produce_as(client, NO_PRODUCER, topic, partition, values)
+}
+
+/// Produces `values` as one batch written by `writer` (acks=all).
+fn produce_as(
+    client: &mut Client,
+    writer: common::Writer,
+    topic: &str,
+    partition: i32,
+    values: &[&[u8]],
+) -> (i16, i64) {
     let mut pd = PartitionProduceData::default();
     pd.index = partition;
-    pd.records = Some(batch(NO_PRODUCER, values));
+    pd.records = Some(batch(writer, values));
     let mut td = TopicProduceData::default();
     td.name = topic_name(topic);
     td.partition_data = vec![pd];
@@ -325,20 +336,7 @@ fn an_idempotent_producer_retry_is_not_written_twice() {
         base_sequence,
     };
     let send = |client: &mut Client, base_sequence: i32| {
-        let mut pd = PartitionProduceData::default();
-        pd.index = 0;
-        pd.records = Some(batch(writer(base_sequence), &[b"one", b"two"]));
-        let mut td = TopicProduceData::default();
-        td.name = topic_name("t");
-        td.partition_data = vec![pd];
-        let mut req = ProduceRequest::default();
-        req.transactional_id = None;
-        req.acks = -1;
-        req.timeout_ms = 30_000;
-        req.topic_data = vec![td];
-        let resp: ProduceResponse = client.call(ApiKey::Produce, 9, &req);
-        let p = &resp.responses[0].partition_responses[0];
-        (p.error_code, p.base_offset)
+        produce_as(client, writer(base_sequence), "t", 0, &[b"one", b"two"])
     };
     assert_eq!(send(&mut client, 0), (NONE, 0));
     assert_eq!(
