@@ -28,6 +28,12 @@ pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub const INVALID_RECORD: i16 = 87;
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const INVALID_TXN_STATE: i16 = 48;
+pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
+pub const PRODUCER_FENCED: i16 = 90;
+pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 pub const UNKNOWN_PRODUCER_ID: i16 = 59;
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
@@ -109,5 +115,23 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::ProducerStateFull { .. } => NOT_ENOUGH_REPLICAS,
         // Retriable: the client reconnects and retries once the broker is back.
         LogError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
+    }
+}
+
+/// The code for a transaction coordinator refusal. `producer_fenced` says whether the
+/// request's version knows PRODUCER_FENCED (KIP-588); older versions get
+/// INVALID_PRODUCER_EPOCH instead, as Kafka's `KafkaApis` sends them.
+pub fn from_txn(e: sluice_coordinator::TxnError, producer_fenced: bool) -> i16 {
+    use sluice_coordinator::TxnError;
+    match e {
+        TxnError::InvalidRequest => INVALID_REQUEST,
+        TxnError::InvalidTransactionTimeout => INVALID_TRANSACTION_TIMEOUT,
+        TxnError::ProducerFenced if producer_fenced => PRODUCER_FENCED,
+        TxnError::ProducerFenced => INVALID_PRODUCER_EPOCH,
+        TxnError::ConcurrentTransactions => CONCURRENT_TRANSACTIONS,
+        TxnError::CoordinatorNotAvailable => COORDINATOR_NOT_AVAILABLE,
+        TxnError::InvalidProducerIdMapping => INVALID_PRODUCER_ID_MAPPING,
+        TxnError::InvalidTxnState => INVALID_TXN_STATE,
+        TxnError::TransactionalIdNotFound => TRANSACTIONAL_ID_NOT_FOUND,
     }
 }

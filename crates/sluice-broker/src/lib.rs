@@ -43,6 +43,7 @@ mod response_chunks;
 pub mod server;
 pub mod topic_config;
 pub mod topics;
+pub mod txns;
 
 use std::sync::Arc;
 
@@ -59,6 +60,8 @@ pub struct Broker {
     pub log: LogManager,
     pub topics: topics::TopicRegistry,
     pub groups: Arc<groups::GroupService>,
+    /// The transaction coordinator (docs/transactions.md).
+    pub txns: Arc<txns::TxnService>,
     pub producer_ids: producer_ids::ProducerIds,
     /// Host and port given to clients in Metadata and DescribeCluster.
     pub advertised_host: String,

@@ -174,3 +174,16 @@ pub const ADMIN_WRITE_TIMEOUT_MS: u64 = 10_000;
 pub const METRICS_GROUP_SERIES_MAX: usize = 10_000;
 
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
+
+/// Segment size of `__transaction_state-0` (Kafka's `transaction.state.log.segment.bytes` is
+/// 100 MiB; the partition holds small records and is kept short, docs/transactions.md §2).
+pub const TXN_STATE_SEGMENT_BYTES: u64 = 16 << 20;
+
+/// How often the transaction coordinator's timer runs: Kafka's
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default (timed-out
+/// transactions aborted, unfinished completions retried, idle ids expired).
+pub const TXN_TIMER_INTERVAL_MS: u64 = 10_000;
+
+/// Aborted transactions one partition of a `read_committed` Fetch response lists at most
+/// (17 bytes each). WIP bound: the list should end at the last returned offset instead.
+pub const FETCH_ABORTED_TXNS_PER_PARTITION_MAX: usize = 10_000;

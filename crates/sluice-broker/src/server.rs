@@ -110,7 +110,10 @@ impl Server {
                 .partitions
                 .iter()
                 .map(|(k, _)| k.clone())
-                .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
+                .filter(|k| {
+                    k.topic_id != groups::OFFSETS_TOPIC_ID
+                        && k.topic_id != crate::txns::TXN_STATE_TOPIC_ID
+                })
                 .collect();
             let on_disk = report.partitions.len();
             let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, on_disk, &cfg)?;
@@ -120,11 +123,17 @@ impl Server {
                     error,
                 })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
-            Ok((log, topics, groups, producer_ids, report))
+            let txns =
+                crate::txns::TxnService::open(&log, sluice_coordinator::TxnConfig::default())
+                    .map_err(|error| StartError::Log {
+                        dir: cfg.data_dir.display().to_string(),
+                        error,
+                    })?;
+            Ok((log, topics, groups, producer_ids, txns, report))
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, report) = opened;
+        let (log, topics, groups, producer_ids, txns, report) = opened;
         let listener = TcpListener::bind(&config.listen).await?;
         let admin = match &config.metrics_listen {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
@@ -152,12 +161,14 @@ impl Server {
             log,
             topics,
             groups: Arc::new(groups),
+            txns: Arc::new(txns),
             producer_ids,
             advertised_host,
             advertised_port,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
+        broker.txns.start(Arc::clone(&broker));
         Ok(Server {
             listener,
             admin,
