@@ -430,12 +430,17 @@ mod tests {
                 };
                 let cid = rng.next() as i32;
                 let records_bytes: usize = results.iter().map(|r| r.records_len).sum();
+                // Aborted transactions are charged with the read (`PartResult::memory_len`).
+                let aborted_bytes: usize = results
+                    .iter()
+                    .map(|r| r.aborted.len() * ABORTED_TXN_BYTES_MAX)
+                    .sum();
                 let want = reference(version, cid, top, &topics, &parts, results.clone());
                 encode(&mut frame, version, cid, top, &topics, &parts, &mut results).unwrap();
                 assert_eq!(frame.len(), want.len(), "version {version}");
                 assert!(frame.to_vec() == want, "version {version}: bytes differ");
                 assert!(
-                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics, parts.len())
+                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics, parts.len()) + aborted_bytes
                         >= frame.len() - records_bytes,
                     "version {version}: framing above its bound"
                 );
