@@ -5,6 +5,7 @@ transactional id, and the transaction state surviving a restart (docs/transactio
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -130,3 +131,31 @@ def test_transaction_state_survives_a_restart(sluice_factory, topic_name):
     p.produce(topic_name, b"two")
     p.commit_transaction(30)
     assert consume(broker.bootstrap, topic_name, 1, "read_committed", 2) == [b"one", b"two"]
+
+
+def test_a_stalled_transaction_is_aborted_at_its_timeout(broker, topic_name):
+    """Goal: transaction.timeout.ms is enforced: the coordinator's timer aborts a stalled
+    transaction with a bumped epoch, the LSO moves past it, its records never become
+    visible to read_committed consumers, and its producer is fenced.
+    Method: timeout 1 s, produce and flush, wait past the timer's 10 s interval."""
+    create_topic(broker.bootstrap, topic_name)
+    p = ck_producer(broker.bootstrap, **{
+        "transactional.id": f"txn-{uuid.uuid4().hex[:8]}",
+        "enable.idempotence": True,
+        "transaction.timeout.ms": 1000,
+        "socket.timeout.ms": 1000,
+        "message.timeout.ms": 1000,
+    })
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic_name, b"stalled")
+    p.flush(30)
+    assert end_offsets(broker.bootstrap, topic_name, 0, "read_committed") == 0
+    deadline = time.monotonic() + 25
+    while end_offsets(broker.bootstrap, topic_name, 0, "read_committed") == 0:
+        assert time.monotonic() < deadline, "the stalled transaction was never aborted"
+        time.sleep(0.5)
+    assert end_offsets(broker.bootstrap, topic_name, 0, "read_committed") == 2
+    assert consume(broker.bootstrap, topic_name, 1, "read_committed", 1, timeout=2) == []
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
