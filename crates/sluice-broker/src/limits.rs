@@ -183,7 +183,3 @@ pub const TXN_STATE_SEGMENT_BYTES: u64 = 16 << 20;
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default (timed-out
 /// transactions aborted, unfinished completions retried, idle ids expired).
 pub const TXN_TIMER_INTERVAL_MS: u64 = 10_000;
-
-/// Aborted transactions one partition of a `read_committed` Fetch response lists at most
-/// (17 bytes each). WIP bound: the list should end at the last returned offset instead.
-pub const FETCH_ABORTED_TXNS_PER_PARTITION_MAX: usize = 10_000;

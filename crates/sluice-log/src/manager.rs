@@ -526,18 +526,21 @@ impl LogManager {
         out: &mut Vec<RecordSlice>,
     ) -> Result<(usize, PartitionOffsets), LogError> {
         let isolation = IsolationLevel::ReadUncommitted;
-        self.engine().partition(key)?.read_ranges_into(
+        let (len, offsets, _) = self.engine().partition(key)?.read_ranges_into(
             fetch_offset,
             max_bytes,
             min_one_batch,
             isolation,
             out,
-        )
+        )?;
+        Ok((len, offsets))
     }
 
     /// [`Self::read_ranges_into`] up to the bound of `isolation`: the high watermark, or
     /// for `ReadCommitted` the last stable offset (a fetch offset at or above the LSO and
-    /// at most the high watermark reads nothing, as in Kafka). Blocking file I/O.
+    /// at most the high watermark reads nothing, as in Kafka). Also returns the offset
+    /// after the last batch read (`fetch_offset` when none), the end of the range whose
+    /// aborted transactions a read_committed fetch reports. Blocking file I/O.
     pub fn read_ranges_isolated_into(
         &self,
         key: &PartitionKey,
@@ -546,7 +549,7 @@ impl LogManager {
         min_one_batch: bool,
         isolation: IsolationLevel,
         out: &mut Vec<RecordSlice>,
-    ) -> Result<(usize, PartitionOffsets), LogError> {
+    ) -> Result<(usize, PartitionOffsets, Offset), LogError> {
         self.engine().partition(key)?.read_ranges_into(
             fetch_offset,
             max_bytes,

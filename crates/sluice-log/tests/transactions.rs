@@ -95,6 +95,18 @@ async fn commit_and_abort_move_the_lso_and_the_aborted_list() {
     );
     assert_eq!(lso(&log, &k), 1);
     assert_eq!(read_len(&log, &k, 1, IsolationLevel::ReadCommitted), 0);
+    let mut out = Vec::new();
+    let (_, _, end) = log
+        .read_ranges_isolated_into(
+            &k,
+            Offset(0),
+            1 << 20,
+            true,
+            IsolationLevel::ReadCommitted,
+            &mut out,
+        )
+        .expect("read");
+    assert_eq!(end, Offset(1), "a read_committed read ends at the LSO");
     let committed = read_len(&log, &k, 0, IsolationLevel::ReadCommitted);
     assert!(committed > 0 && committed < read_len(&log, &k, 0, IsolationLevel::ReadUncommitted));
     verify(&log, &k, 8, 0).await;

@@ -186,7 +186,7 @@ fn read_all(
             isolation,
             &mut r.records,
         ) {
-            Ok((len, offsets)) => {
+            Ok((len, offsets, end)) => {
                 remaining = remaining.saturating_sub(len as u64);
                 any_data |= len > 0;
                 r.high_watermark = offsets.high_watermark.0;
@@ -194,17 +194,10 @@ fn read_all(
                 r.log_start_offset = offsets.log_start_offset.0;
                 r.records_len = len;
                 if len > 0 && isolation == IsolationLevel::ReadCommitted {
-                    // Everything returned is below the LSO. WIP bound: entries up to the
-                    // LSO, capped (exact: up to the end of what was returned).
+                    // The transactions overlapping what was returned: each overlaps a
+                    // returned batch, so there are at most as many as batches returned.
                     let from = Offset(p.fetch_offset);
-                    let _ = log.aborted_transactions(
-                        key,
-                        from,
-                        offsets.last_stable_offset,
-                        &mut r.aborted,
-                    );
-                    r.aborted
-                        .truncate(limits::FETCH_ABORTED_TXNS_PER_PARTITION_MAX);
+                    let _ = log.aborted_transactions(key, from, end, &mut r.aborted);
                 }
             }
             Err(LogError::OffsetOutOfRange {
