@@ -590,7 +590,7 @@ impl Segment {
                     let len = bytes.as_ref().map_or(0, Bytes::len);
                     let end_offset = bytes
                         .as_ref()
-                        .and_then(|b| last_next_offset(b))
+                        .and_then(last_next_offset)
                         .unwrap_or(fetch_offset);
                     if len > 0 {
                         out.extend(bytes.map(RecordSlice::Bytes));
