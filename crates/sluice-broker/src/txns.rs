@@ -104,19 +104,43 @@ impl TxnService {
     /// Writes `change` as one append group and applies what became durable. `Err` when
     /// any append of it failed (the id stays as its durable records say).
     pub async fn write(&self, topics: &TopicRegistry, change: &TxnChange) -> Result<(), LogError> {
+        self.write_then_verify(topics, change, &[]).await
+    }
+
+    /// [`Self::write`], then, once the change is durable and while the id is still
+    /// pending (so no EndTxn can slip in between), verifies `partitions` in the log for
+    /// the change's producer id and epoch (AddPartitionsToTxn, §6.1).
+    pub async fn write_then_verify(
+        &self,
+        topics: &TopicRegistry,
+        change: &TxnChange,
+        partitions: &[TopicPartition],
+    ) -> Result<(), LogError> {
         let result = self.append_change(topics, change).await;
-        let mut coordinator = self.coordinator.lock();
-        if let Ok(durable) = &result {
-            for record in durable {
+        let durable = match &result {
+            Ok(durable) => durable.len() == change.records().count(),
+            Err(_) => false,
+        };
+        if let Ok(records) = &result {
+            let mut coordinator = self.coordinator.lock();
+            for record in records {
                 coordinator.apply(record);
             }
         }
-        coordinator.finish(change.transactional_id());
-        drop(coordinator);
-        result.and_then(|durable| match durable.len() == change.records().count() {
+        let verified = match (durable, change.complete.value.as_ref()) {
+            (true, Some(v)) if !partitions.is_empty() => {
+                self.verify(topics, partitions, v.producer_id, v.producer_epoch)
+                    .await
+            }
+            _ => Ok(()),
+        };
+        self.coordinator.lock().finish(change.transactional_id());
+        result?;
+        verified?;
+        match durable {
             true => Ok(()),
             false => Err(LogError::Poisoned),
-        })
+        }
     }
 
     /// Appends the change; returns its records whose appends are durable (a prefix).

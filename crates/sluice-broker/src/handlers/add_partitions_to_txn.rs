@@ -12,6 +12,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use sluice_coordinator::TopicPartition;
+use sluice_log::LogError;
 
 use super::{Ctx, Reply};
 use crate::error_code;
@@ -84,22 +85,32 @@ async fn add(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicParti
     let change = broker
         .txns
         .call(|c, now| c.add_partitions(id, pid, epoch, partitions, now));
-    match change {
+    let written = match change {
+        // Verified while the id is still pending, so no EndTxn can come in between.
         Ok(Some(change)) => {
-            if let Err(e) = broker.txns.write(&broker.topics, &change).await {
-                tracing::warn!(error = %e, "AddPartitionsToTxn not durable");
-                return error_code::COORDINATOR_NOT_AVAILABLE;
-            }
+            broker
+                .txns
+                .write_then_verify(&broker.topics, &change, partitions)
+                .await
         }
-        Ok(None) => {}
+        // Already in the transaction: verify again (idempotent), in case a restart
+        // forgot the verification before the coordinator's load redid it.
+        Ok(None) => {
+            broker
+                .txns
+                .verify(&broker.topics, partitions, pid, epoch)
+                .await
+        }
         Err(e) => return error_code::from_txn(e, ctx.version >= PRODUCER_FENCED_FROM),
-    }
-    match broker
-        .txns
-        .verify(&broker.topics, partitions, pid, epoch)
-        .await
-    {
+    };
+    match written {
         Ok(()) => error_code::NONE,
-        Err(e) => error_code::from_log(&e),
+        Err(e @ (LogError::ProducerStateFull { .. } | LogError::InvalidProducerEpoch { .. })) => {
+            error_code::from_log(&e)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "AddPartitionsToTxn not durable");
+            error_code::COORDINATOR_NOT_AVAILABLE
+        }
     }
 }
