@@ -56,6 +56,9 @@ class SluiceBroker:
         self.metrics_url: str | None = None
         self.host = "127.0.0.1"
         self.port: int | None = None
+        # The --listen value; `{port}` becomes the first listener's port. Kafka's listener
+        # syntax works here (`SASL_SSL://127.0.0.1:{port},PLAINTEXT://127.0.0.1:0`).
+        self.listen = "127.0.0.1:{port}"
         self._stdout_lines: queue.Queue = queue.Queue()
         self._expected_exit = False
         self.exit_codes: list[int] = []
@@ -89,7 +92,7 @@ class SluiceBroker:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port = self.port if (same_port and self.port is not None) else 0
-        cmd = [str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir),
+        cmd = [str(binary), "serve", "--listen", self.listen.format(port=port), "--data-dir", str(self.data_dir),
                *self.extra_args]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")

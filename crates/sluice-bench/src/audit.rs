@@ -61,6 +61,18 @@ impl SeqSet {
         overlap
     }
 
+    /// Calls `f` with every member of `self` that is not in `other`, in order.
+    pub fn for_each_missing_from(&self, other: &SeqSet, mut f: impl FnMut(u64)) {
+        for (i, a) in self.words.iter().enumerate() {
+            let mut m = a & !other.words.get(i).copied().unwrap_or(0);
+            while m != 0 {
+                let bit = m.trailing_zeros() as u64;
+                f(i as u64 * 64 + bit);
+                m &= m - 1;
+            }
+        }
+    }
+
     /// Members of `self` that are not in `other`.
     pub fn count_missing_from(&self, other: &SeqSet) -> u64 {
         self.words
@@ -144,6 +156,24 @@ pub struct AuditResult {
 
 /// Joins producer and consumer views. `produced[p]` is the number of measured-window messages
 /// producer `p` sent, with sequence numbers `first_seq[p]..first_seq[p] + produced[p]`.
+/// Calls `f(producer, seq)` for every acknowledged message no consumer received (the
+/// `lost_acked` of `reconcile`, one by one), so the loss can be placed in time.
+pub fn for_each_lost_acked(
+    acked: &[SeqSet],
+    consumers: &[ConsumerAudit],
+    mut f: impl FnMut(usize, u64),
+) {
+    for (p, a) in acked.iter().enumerate() {
+        let mut received = SeqSet::default();
+        for c in consumers {
+            if let Some(set) = c.received.get(p) {
+                received.union_with(set);
+            }
+        }
+        a.for_each_missing_from(&received, |seq| f(p, seq));
+    }
+}
+
 pub fn reconcile(produced: &[u64], acked: &[SeqSet], consumers: &[ConsumerAudit]) -> AuditResult {
     let mut r = AuditResult::default();
     let producers = produced.len();
@@ -171,6 +201,27 @@ pub fn reconcile(produced: &[u64], acked: &[SeqSet], consumers: &[ConsumerAudit]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_acked_messages_are_listed_one_by_one() {
+        let mut acked = vec![SeqSet::default(), SeqSet::default()];
+        for s in [1, 2, 3, 64, 65, 200] {
+            acked[0].insert(s);
+        }
+        acked[1].insert(5);
+        let mut a = ConsumerAudit::new(2);
+        let mut b = ConsumerAudit::new(2);
+        a.note(0, 0, 2);
+        b.note(1, 0, 65);
+        b.note(1, 1, 5);
+        let mut lost = Vec::new();
+        for_each_lost_acked(&acked, &[a.clone(), b.clone()], |p, seq| {
+            lost.push((p, seq))
+        });
+        assert_eq!(lost, vec![(0, 1), (0, 3), (0, 64), (0, 200)]);
+        let r = reconcile(&[6, 1], &acked, &[a, b]);
+        assert_eq!(r.lost_acked, lost.len() as u64);
+    }
 
     #[test]
     fn finds_loss_duplicates_and_reordering() {

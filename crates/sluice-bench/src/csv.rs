@@ -10,7 +10,7 @@ const COLUMNS: &str =
 produced_mib_s,received_mib_s,ack_errors,send_errors,queue_full_retries,ack_p50_ms,ack_p99_ms,\
 ack_intended_p99_ms,send_delay_p99_ms,e2e_p50_ms,e2e_p99_ms,e2e_intended_p99_ms,lag_total,\
 lag_max_partition,broker_cpu_pct,broker_rss_mib,broker_disk_mib,client_cpu_pct,\
-broker_lag_total,broker_lag_max_partition,time_lag_ms";
+broker_lag_total,broker_lag_max_partition,time_lag_ms,sent_acked,sent_failed,sent_ack_p99_ms,sent_lost_acked,sent_duplicates";
 
 fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -34,7 +34,7 @@ pub fn intervals(runs: &[Report]) -> String {
         for i in &r.intervals {
             let _ = writeln!(
                 o,
-                "{},{label},{target},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{label},{target},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 n + 1,
                 i.elapsed_s,
                 i.interval_s,
@@ -63,6 +63,11 @@ pub fn intervals(runs: &[Report]) -> String {
                 num(i.broker_lag_total.map(|v| v as f64)),
                 num(i.broker_lag_max_partition.map(|v| v as f64)),
                 num(i.time_lag_ms),
+                num(i.sent_acked.map(|v| v as f64)),
+                num(i.sent_failed.map(|v| v as f64)),
+                num(i.sent_ack_p99_ms),
+                num(i.sent_lost_acked.map(|v| v as f64)),
+                num(i.sent_duplicates.map(|v| v as f64)),
             );
         }
     }
@@ -78,6 +83,6 @@ mod tests {
         assert_eq!(field("plain"), "plain");
         assert_eq!(field("a:1,b:2"), "\"a:1,b:2\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(COLUMNS.split(',').count(), 30);
+        assert_eq!(COLUMNS.split(',').count(), 35);
     }
 }

@@ -34,6 +34,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::Offset;
 use serde::Serialize;
 
+use crate::attribution::{SentSlots, SeqMarks};
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
 use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
@@ -67,25 +68,148 @@ impl Clock {
     }
 }
 
-/// Distinct client errors with counts, bounded by `limits::MAX_DISTINCT_ERRORS`.
+/// Client errors grouped by kind, with counts: a kind is the message with every run of digits
+/// masked (`#`), so one failure repeated against other brokers, ports, offsets or retry
+/// counts is one entry (the first message seen is kept as its example). Delivery and send
+/// failures have their own table, bounded apart from librdkafka's log and reconnect noise, so
+/// the reason records failed is never pushed out by it.
 #[derive(Debug, Default)]
 pub struct ErrorLog {
-    inner: Mutex<(BTreeMap<String, u64>, u64)>,
+    inner: Mutex<ErrorTables>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct ErrorTables {
+    noise: BTreeMap<String, ErrorEntry>,
+    delivery: BTreeMap<String, ErrorEntry>,
+    overflow: u64,
+}
+
+#[derive(Debug, Clone)]
+struct ErrorEntry {
+    count: u64,
+    example: String,
+    first: Instant,
+    last: Instant,
+}
+
+/// One error kind in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorKind {
+    pub kind: String,
+    pub count: u64,
+    /// "delivery" (a record failed: delivery report or send()) or "client" (logs, connections).
+    pub class: &'static str,
+    /// The first message of this kind, as the client said it.
+    pub example: String,
+    /// Seconds since load start (negative: before the load started).
+    pub first_at_s: f64,
+    pub last_at_s: f64,
+}
+
+/// The kind of an error message: librdkafka's thread tag (`[thrd:...]`), its retry
+/// annotations (`(after 0ms in state CONNECT, 3 identical error(s) suppressed)`) and broker
+/// names (`host:port/bootstrap`) dropped, and digit runs masked.
+pub fn error_kind(msg: &str) -> String {
+    let mut m = msg.to_string();
+    for open in ["[thrd:", " (after "] {
+        while let Some(a) = m.find(open) {
+            // To the bracket that closes this one (nested ones, as in `error(s)`, included).
+            let mut depth = 0i32;
+            let end = m[a..].char_indices().find_map(|(i, c)| {
+                match c {
+                    '(' | '[' => depth += 1,
+                    ')' | ']' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0 && i > 1).then_some(a + i + 1)
+            });
+            let Some(mut end) = end else { break };
+            // The tag's own separator goes with it.
+            if m[end..].starts_with(": ") {
+                end += 2;
+            }
+            m.replace_range(a..end, "");
+        }
+    }
+    let m = m.replace("/bootstrap", "/#");
+    let msg = m.as_str();
+    let mut out = String::with_capacity(msg.len());
+    let mut in_digits = false;
+    for c in msg.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            in_digits = false;
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl ErrorLog {
     pub fn note(&self, what: String) {
+        let now = Instant::now();
+        let delivery = what.starts_with("delivery:") || what.starts_with("send:");
+        let kind = error_kind(&what);
         let mut g = self.inner.lock();
-        if let Some(n) = g.0.get_mut(&what) {
-            *n += 1;
-        } else if g.0.len() < limits::MAX_DISTINCT_ERRORS {
-            g.0.insert(what, 1);
+        let g = &mut *g;
+        let (table, cap) = if delivery {
+            (&mut g.delivery, limits::MAX_DISTINCT_DELIVERY_ERRORS)
         } else {
-            g.1 += 1;
+            (&mut g.noise, limits::MAX_DISTINCT_ERRORS)
+        };
+        if let Some(e) = table.get_mut(&kind) {
+            e.count += 1;
+            e.last = now;
+        } else if table.len() < cap {
+            table.insert(
+                kind,
+                ErrorEntry {
+                    count: 1,
+                    example: what,
+                    first: now,
+                    last: now,
+                },
+            );
+        } else {
+            g.overflow += 1;
         }
     }
-    pub fn snapshot(&self) -> (BTreeMap<String, u64>, u64) {
-        self.inner.lock().clone()
+
+    /// Kind -> count (both tables), the kinds most frequent first with their times relative
+    /// to `origin`, and the errors not listed.
+    pub fn snapshot(&self, origin: Instant) -> (BTreeMap<String, u64>, Vec<ErrorKind>, u64) {
+        let g = self.inner.lock().clone();
+        let rel = |t: Instant| {
+            if t >= origin {
+                (t - origin).as_secs_f64()
+            } else {
+                -(origin - t).as_secs_f64()
+            }
+        };
+        let mut kinds: Vec<ErrorKind> = g
+            .delivery
+            .iter()
+            .map(|e| ("delivery", e))
+            .chain(g.noise.iter().map(|e| ("client", e)))
+            .map(|(class, (k, e))| ErrorKind {
+                kind: k.clone(),
+                count: e.count,
+                class,
+                example: e.example.clone(),
+                first_at_s: rel(e.first),
+                last_at_s: rel(e.last),
+            })
+            .collect();
+        kinds.sort_by(|a, b| {
+            (b.class == "delivery", b.count).cmp(&(a.class == "delivery", a.count))
+        });
+        let map = kinds.iter().map(|k| (k.kind.clone(), k.count)).collect();
+        (map, kinds, g.overflow)
     }
 }
 
@@ -195,6 +319,10 @@ struct ProducerState {
     partition_acked: Vec<u64>,
     /// The application batcher's flush counts (None when it is off).
     app_batch: Option<BatcherStats>,
+    /// Delivery reports by the second their record was sent in (see `attribution`), and where
+    /// the sequence numbers fall in time.
+    by_sent: SentSlots,
+    seq_marks: SeqMarks,
 }
 
 #[derive(Debug)]
@@ -251,8 +379,10 @@ impl ProducerContext for ProducerCtx {
             return;
         };
         let bytes = msg.payload_len() as u64;
+        let sent_since_load = h.sent_ns.saturating_sub(self.sched.load_start_ns);
         let mut s = self.state.lock();
         if let Some(e) = err {
+            s.by_sent.failed(sent_since_load);
             s.window.ack_errors += 1;
             if !h.is_warmup() {
                 s.measured.ack_errors += 1;
@@ -267,6 +397,7 @@ impl ProducerContext for ProducerCtx {
         }
         let ack = now.saturating_sub(h.sent_ns);
         let ack_intended = now.saturating_sub(h.intended_ns);
+        s.by_sent.acked(sent_since_load, ack);
         let w = &mut s.window;
         w.acked += 1;
         w.acked_bytes += bytes;
@@ -304,6 +435,8 @@ struct ConsumerState {
     audit: ConsumerAudit,
     /// Distinct measured messages received, per topic (index into the run's `TopicSet`).
     topic_received: Vec<u64>,
+    /// Duplicates by the second their record was sent in.
+    by_sent: SentSlots,
 }
 
 #[derive(Debug)]
@@ -345,9 +478,20 @@ pub struct IntervalSample {
     pub received_msg_s: f64,
     pub produced_mib_s: f64,
     pub received_mib_s: f64,
+    /// Delivery failures reported in this interval (by completion time).
     pub ack_errors: u64,
     pub send_errors: u64,
     pub queue_full_retries: u64,
+    /// By send time (see `attribution`): records sent in this interval that were acked, that
+    /// failed (whenever the report came), and their ack p99. Filled in at the end of the run.
+    pub sent_acked: Option<u64>,
+    pub sent_failed: Option<u64>,
+    pub sent_ack_p99_ms: Option<f64>,
+    /// By send time: acknowledged records no consumer received, and records received more
+    /// than once (see `attribution`).
+    pub sent_lost_acked: Option<u64>,
+    pub sent_duplicates: Option<u64>,
+    /// By completion time: acks and ack latencies reported in this interval.
     pub ack_p50_ms: Option<f64>,
     pub ack_p99_ms: Option<f64>,
     pub ack_intended_p99_ms: Option<f64>,
@@ -415,8 +559,14 @@ pub struct RunData {
     /// Every sampled broker process: pid, first and last reading, peak RSS.
     pub broker_each: Vec<BrokerEach>,
     pub client_cpu_s: Option<f64>,
+    /// Error kind -> count, and the kinds with examples and times (most frequent first).
     pub errors: BTreeMap<String, u64>,
+    pub error_kinds: Vec<ErrorKind>,
     pub errors_overflow: u64,
+    /// The scenario's fault commands as they ran, with their impact.
+    pub faults: Vec<crate::faults::FaultRecord>,
+    /// Scraped broker metrics (None without a metrics endpoint).
+    pub broker_metrics: Option<crate::brokermetrics::BrokerMetrics>,
     pub consumers_used: u32,
     pub topic_deleted: Option<bool>,
     /// The bench's consumer group deleted with its topics (None when topics are kept).
@@ -445,6 +595,8 @@ pub struct BrokerEach {
     pub first: ProcReading,
     pub last: ProcReading,
     pub peak_rss_bytes: Option<u64>,
+    /// The process could no longer be read from this time on (seconds since load start).
+    pub gone_at_s: Option<f64>,
 }
 
 /// Options of a run that are not part of the scenario (they do not change what is sent).
@@ -456,6 +608,9 @@ pub struct RunOptions {
     pub broker_data_dirs: Vec<std::path::PathBuf>,
     pub delete_topic: bool,
     pub progress: bool,
+    /// Prometheus endpoints to scrape each interval (`--broker-metrics`, or the embedded
+    /// broker's own admin listener).
+    pub broker_metrics: Vec<String>,
 }
 
 fn base_config(bootstrap: &str, client_id: &str) -> ClientConfig {
@@ -1030,6 +1185,8 @@ impl Sender<'_> {
                     let delay = now.saturating_sub(intended);
                     let bytes = buf.len() as u64;
                     let mut st = job.state.lock();
+                    st.seq_marks
+                        .note(self.seq, now.saturating_sub(job.sched.load_start_ns));
                     st.window.produced += 1;
                     st.window.produced_bytes += bytes;
                     st.window.send_delay.record_ns(delay);
@@ -1182,6 +1339,8 @@ fn consumer_thread(job: ConsumerJob) {
             continue;
         }
         if s.audit.note(partition, h.producer, h.seq) {
+            s.by_sent
+                .duplicate(h.sent_ns.saturating_sub(job.load_start_ns));
             s.window.duplicates += 1;
             s.measured.duplicates += 1;
             continue;
@@ -1213,12 +1372,35 @@ fn consumer_thread(job: ConsumerJob) {
     }
     // The final commit, synchronously, so the last broker-view sample sees every offset this
     // consumer handed over. "No offset stored" just means nothing new since the last commit.
-    match consumer.commit_consumer_state(CommitMode::Sync) {
-        Ok(()) => {}
-        Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-        Err(e) => job
-            .errors
-            .note(format!("consumer {} final commit: {e}", job.index)),
+    // librdkafka's synchronous commit has no timeout (with the coordinator dead it waits for
+    // good), so it runs on a helper thread that owns the client, and is awaited at most
+    // `limits::FINAL_COMMIT_TIMEOUT`; past that the run goes on and the helper ends with the
+    // commit (or the process).
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let errors = job.errors.clone();
+    let index = job.index;
+    let helper = std::thread::Builder::new()
+        .name(format!("bench-commit-{index}"))
+        .spawn(move || {
+            match consumer.commit_consumer_state(CommitMode::Sync) {
+                Ok(()) => {}
+                Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+                Err(e) => errors.note(format!("consumer {index} final commit: {e}")),
+            }
+            let _ = done_tx.send(());
+        });
+    match helper {
+        Ok(_) => {
+            if done_rx.recv_timeout(limits::FINAL_COMMIT_TIMEOUT).is_err() {
+                job.errors.note(format!(
+                    "consumer {index} final commit: no answer within {:?} (the broker view's final lag is not exact)",
+                    limits::FINAL_COMMIT_TIMEOUT
+                ));
+            }
+        }
+        Err(e) => job.errors.note(format!(
+            "consumer {index} final commit: cannot start a thread: {e}"
+        )),
     }
 }
 
@@ -1311,6 +1493,8 @@ struct SamplerJob {
     measure_s: f64,
 }
 
+const SAMPLE_NS: u64 = limits::SAMPLE_INTERVAL.as_nanos() as u64;
+
 fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut out = SamplerOut {
         brokers: procstat::BrokerTrack::start(job.brokers),
@@ -1323,6 +1507,17 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut acc_p = ProduceSide::default();
     let mut acc_c = ConsumeSide::default();
     let mut acc_split = SplitAcc::default();
+    let mut lag = match LagAsk::start(
+        job.probe,
+        job.watcher,
+        job.topics.clone(),
+        job.positions.clone(),
+        job.checkpoints.clone(),
+        job.clock,
+    ) {
+        Ok(l) => l,
+        Err(_) => LagAsk::none(),
+    };
     loop {
         tick += 1;
         let due =
@@ -1353,31 +1548,23 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
         }
         let now_ns = job.clock.now_ns();
         let dt = (now_ns.saturating_sub(prev_ns) as f64 / 1e9).max(1e-9);
+
         let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
         prev_ns = now_ns;
 
-        // The three lag views against one set of high watermarks. Committed offsets are read
-        // first and positions last: a committed offset is never ahead of the position it was
-        // stored from, so per partition the broker view is never below the client view.
-        let committed = job
-            .watcher
-            .as_ref()
-            .and_then(|w| lagview::committed_offsets(w, &job.topics));
-        let high = lagview::high_watermarks(&job.probe, &job.topics);
-        let pos: Vec<i64> = lagview::positions(&job.positions).collect();
-        let client = high
-            .as_ref()
-            .map(|h| lagview::lag_against(h, pos.iter().copied()));
-        let broker = high
-            .as_ref()
-            .zip(committed)
-            .map(|(h, c)| lagview::lag_against(h, c.into_iter()));
-        let time_lag_ms = high
-            .as_ref()
-            .and_then(|h| job.checkpoints.max_age_ms(h, &pos, job.clock.now_ns()));
-        if high.is_some() {
-            out.last_high = high;
-        }
+        // The lag views come from the lag thread, asked now and awaited briefly: a broker
+        // that cannot answer (dead, failing over) leaves this interval's lag unknown instead
+        // of stretching the interval (see `LagAsk`).
+        let obs = lag.ask(last);
+        let (client, broker, time_lag_ms) = match obs {
+            Some(o) => {
+                if o.high.is_some() {
+                    out.last_high = o.high;
+                }
+                (o.client, o.broker, o.time_lag_ms)
+            }
+            None => (None, None, None),
+        };
         let (lag_total, lag_max, per_partition) = match client {
             Some(LagFigures {
                 total,
@@ -1390,7 +1577,10 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             None => (None, 0, Vec::new()),
         };
 
-        let broker_ticks = out.brokers.tick(dt);
+        let broker_ticks = out.brokers.tick(
+            dt,
+            now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
+        );
         let (broker_cpu_pct, broker_rss_mib, broker_disk_mib) = procstat::sum_ticks(&broker_ticks);
         let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
         let client_cpu_pct = match (client_prev, client_now) {
@@ -1412,6 +1602,11 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             ack_errors: acc_p.ack_errors,
             send_errors: acc_p.send_errors,
             queue_full_retries: acc_p.queue_full_retries,
+            sent_acked: None,
+            sent_failed: None,
+            sent_ack_p99_ms: None,
+            sent_lost_acked: None,
+            sent_duplicates: None,
             ack_p50_ms: acc_p.ack.percentile_ms(50.0),
             ack_p99_ms: acc_p.ack.percentile_ms(99.0),
             ack_intended_p99_ms: acc_p.ack_intended.percentile_ms(99.0),
@@ -1444,6 +1639,11 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
         out.intervals.push(sample);
         acc_p.reset();
         acc_c.reset();
+        // A sample that took longer than a tick (lag queries waiting on a dead broker) makes
+        // the next interval longer; the missed ticks are skipped, never sampled back to back,
+        // which would give near-empty intervals that draw as spikes and drops.
+        let behind = job.clock.now_ns().saturating_sub(job.sched.load_start_ns) / SAMPLE_NS;
+        tick = tick.max(behind);
         if last {
             if job.progress && tty {
                 eprintln!();
@@ -1511,6 +1711,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let probe = make_probe(&opts.bootstrap, &errors)?;
     wait_topics_ready(&probe, &topics.names, s.partitions)?;
     let topology_start = crate::topology::snapshot(&opts.bootstrap, &topics.names);
+    let topology_start_copy = topology_start.as_ref().ok().cloned();
     // The committed-offset reader: the bench group id, auto-commit off, never assigned.
     let watcher = consumer_config(&opts.bootstrap, "sluice-bench-committed")
         .set("group.id", group_id(run_tag))
@@ -1602,6 +1803,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         };
         spawn("bench-sampler".into(), move || sampler_thread(job))?
     };
+    let observers = Observers::start(s, opts, &topics.names, clock, sched, topology_start_copy)?;
     let bp_stop = Arc::new(AtomicBool::new(false));
     let (bp, bp_handle) = if s.bp_max_lag > 0 {
         let state = Arc::new(BpState::default());
@@ -1751,6 +1953,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         std::thread::sleep(Duration::from_millis(20));
     }
     let drain_s = drain_start.elapsed().as_secs_f64();
+    let observed = observers.finish();
     consumer_stop.store(true, Ordering::Relaxed);
     for h in consumer_handles {
         let _ = h.join();
@@ -1761,7 +1964,10 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
     let topology_end = crate::topology::snapshot(&opts.bootstrap, &topics.names);
-    let topology = crate::topology::TopologyReport::new(topology_start, topology_end);
+    let mut topology = crate::topology::TopologyReport::new(topology_start, topology_end);
+    topology.during = observed.topology_changes;
+    topology.samples_during = observed.topology_samples;
+    topology.failed_samples_during = observed.topology_failed;
     let (topic_deleted, group_deleted) = if opts.delete_topic {
         (
             Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions)),
@@ -1780,8 +1986,12 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut split_measured = SplitAcc::default();
     let mut partition_acked: Vec<u64> = Vec::new();
     let mut app_batch: Option<BatcherStats> = None;
+    let mut by_sent = SentSlots::default();
+    let mut seq_marks = Vec::new();
     for p in &producer_states {
         let st = p.lock();
+        by_sent.merge(&st.by_sent);
+        seq_marks.push(st.seq_marks.clone());
         if partition_acked.len() < st.partition_acked.len() {
             partition_acked.resize(st.partition_acked.len(), 0);
         }
@@ -1812,9 +2022,30 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         warmup_received += st.warmup_received;
         foreign += st.foreign;
         audits.push(st.audit.clone());
+        by_sent.merge(&st.by_sent);
     }
     let audit = reconcile(&produced_counts, &acked_sets, &audits);
-    let (errors, errors_overflow) = errors.snapshot();
+    if audit.lost_acked > 0 {
+        crate::audit::for_each_lost_acked(&acked_sets, &audits, |p, seq| {
+            if let Some(ns) = seq_marks.get(p).and_then(|m| m.sent_ns_of(seq)) {
+                by_sent.lost_acked(ns);
+            }
+        });
+    }
+    let (errors, error_kinds, errors_overflow) =
+        errors.snapshot(clock.instant_at(sched.load_start_ns));
+    let mut intervals = sampled.intervals;
+    crate::attribution::fill(&mut intervals, &by_sent);
+    let mut faults = observed.faults;
+    let first_fault_s = faults
+        .iter()
+        .filter_map(|f| f.started_at_s)
+        .fold(f64::INFINITY, f64::min);
+    for f in &mut faults {
+        if let Some(at) = f.started_at_s {
+            f.impact = Some(crate::faults::analyze(&intervals, at, first_fault_s));
+        }
+    }
     let topic_end_offsets = sampled.last_high.as_ref().map(|h| {
         h.chunks(topics.partitions as usize)
             .map(|c| c.iter().sum())
@@ -1838,7 +2069,10 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         warmup_received,
         foreign,
         audit,
-        intervals: sampled.intervals,
+        intervals,
+        faults,
+        error_kinds,
+        broker_metrics: observed.broker_metrics,
         broker_first: (!sampled.brokers.is_empty())
             .then(|| procstat::sum_readings(&sampled.brokers.first)),
         broker_last: (!sampled.brokers.is_empty())
@@ -1861,6 +2095,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
                 first: sampled.brokers.first[i],
                 last: sampled.brokers.last[i],
                 peak_rss_bytes: sampled.brokers.peak_rss_bytes[i],
+                gone_at_s: sampled.brokers.gone_at_s[i],
             })
             .collect(),
         client_cpu_s,
@@ -1880,4 +2115,347 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         backlog,
         app_batch,
     })
+}
+
+/// The threads that watch the run without taking part in it: the scenario's faults (one
+/// thread each), the topology sampler and the broker metrics scraper. None of them blocks the
+/// load or the 1-second sampler.
+struct Observers {
+    stop: Arc<AtomicBool>,
+    faults: Vec<JoinHandle<crate::faults::FaultRecord>>,
+    topology: JoinHandle<TopologyDuring>,
+    metrics: Option<JoinHandle<crate::brokermetrics::BrokerMetrics>>,
+}
+
+/// What the observers saw.
+struct Observed {
+    faults: Vec<crate::faults::FaultRecord>,
+    topology_changes: Vec<crate::topology::TimedChange>,
+    topology_samples: u64,
+    topology_failed: u64,
+    broker_metrics: Option<crate::brokermetrics::BrokerMetrics>,
+}
+
+#[derive(Default)]
+struct TopologyDuring {
+    changes: Vec<crate::topology::TimedChange>,
+    samples: u64,
+    failed: u64,
+}
+
+impl Observers {
+    fn start(
+        s: &Scenario,
+        opts: &RunOptions,
+        topics: &[String],
+        clock: Clock,
+        sched: Schedule,
+        topology_start: Option<crate::topology::Topology>,
+    ) -> Result<Observers, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let load_start = clock.instant_at(sched.load_start_ns);
+        let measure_start = clock.instant_at(sched.warmup_end_ns);
+        let env = crate::faults::FaultEnv {
+            bootstrap: opts.bootstrap.clone(),
+            broker_pids: opts.broker_pids.clone(),
+        };
+        let mut faults = Vec::new();
+        for (i, text) in s.fault_cmd.iter().enumerate() {
+            let spec = crate::faults::parse(text)?;
+            let (env, stop, progress) = (env.clone(), stop.clone(), opts.progress);
+            faults.push(spawn(format!("bench-fault-{i}"), move || {
+                let rec = crate::faults::run_one(&spec, &env, load_start, measure_start, &stop);
+                if progress && rec.started_at_s.is_some() {
+                    // On its own line, so it also marks the progress output.
+                    eprintln!(
+                        "\nsluice bench: fault {} at {:.1} s: {} -> exit {}",
+                        i + 1,
+                        rec.started_at_s.unwrap_or(0.0),
+                        rec.command,
+                        rec.exit_code
+                            .map(|c| c.to_string())
+                            .or_else(|| rec.error.clone())
+                            .unwrap_or_else(|| "-".into())
+                    );
+                }
+                rec
+            })?);
+        }
+        let topology = {
+            let (bootstrap, topics, stop) = (opts.bootstrap.clone(), topics.to_vec(), stop.clone());
+            spawn("bench-topology".into(), move || {
+                topology_thread(&bootstrap, &topics, topology_start, load_start, &stop)
+            })?
+        };
+        let metrics = if opts.broker_metrics.is_empty() {
+            None
+        } else {
+            let (urls, stop) = (opts.broker_metrics.clone(), stop.clone());
+            Some(spawn("bench-broker-metrics".into(), move || {
+                let mut sc = crate::brokermetrics::Scraper::new(urls);
+                // The scrape at load start is the baseline of the first interval.
+                let mut tick = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    sc.tick(load_start.elapsed().as_secs_f64());
+                    tick += 1;
+                    let due = load_start + limits::SAMPLE_INTERVAL * tick;
+                    sleep_until(due, &stop);
+                    let now = Instant::now();
+                    if now > due + limits::SAMPLE_INTERVAL {
+                        tick =
+                            (now.duration_since(load_start).as_nanos() / SAMPLE_NS as u128) as u32;
+                    }
+                }
+                sc.tick(load_start.elapsed().as_secs_f64());
+                sc.finish()
+            })?)
+        };
+        Ok(Observers {
+            stop,
+            faults,
+            topology,
+            metrics,
+        })
+    }
+
+    /// Stops the observers (faults not started yet are skipped; running ones are awaited,
+    /// each bounded by `limits::FAULT_CMD_TIMEOUT`).
+    fn finish(self) -> Observed {
+        self.stop.store(true, Ordering::Relaxed);
+        let faults = self
+            .faults
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        let t = self.topology.join().unwrap_or_default();
+        Observed {
+            faults,
+            topology_changes: t.changes,
+            topology_samples: t.samples,
+            topology_failed: t.failed,
+            broker_metrics: self.metrics.and_then(|h| h.join().ok()),
+        }
+    }
+}
+
+/// Sleeps until `due` in short steps, returning early when `stop` is set.
+fn sleep_until(due: Instant, stop: &AtomicBool) {
+    loop {
+        let now = Instant::now();
+        if now >= due || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep((due - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// Takes a topology snapshot every `limits::TOPOLOGY_SAMPLE_INTERVAL` and records the changes
+/// from the previous successful one, with the time they were first seen.
+fn topology_thread(
+    bootstrap: &str,
+    topics: &[String],
+    mut prev: Option<crate::topology::Topology>,
+    load_start: Instant,
+    stop: &AtomicBool,
+) -> TopologyDuring {
+    let mut out = TopologyDuring::default();
+    let mut next = Instant::now() + limits::TOPOLOGY_SAMPLE_INTERVAL;
+    loop {
+        sleep_until(next, stop);
+        if stop.load(Ordering::Relaxed) {
+            return out;
+        }
+        next = Instant::now() + limits::TOPOLOGY_SAMPLE_INTERVAL;
+        out.samples += 1;
+        match crate::topology::snapshot(bootstrap, topics) {
+            Ok(t) => {
+                let at_s = load_start.elapsed().as_secs_f64();
+                if let Some(p) = &prev {
+                    for change in crate::topology::diff(p, &t) {
+                        if out.changes.len() < limits::MAX_TOPOLOGY_CHANGES {
+                            out.changes
+                                .push(crate::topology::TimedChange { at_s, change });
+                        }
+                    }
+                }
+                prev = Some(t);
+            }
+            Err(_) => out.failed += 1,
+        }
+    }
+}
+
+/// One reading of the three lag views (see `sampler_thread`).
+struct LagObs {
+    high: Option<Vec<i64>>,
+    client: Option<LagFigures>,
+    broker: Option<LagFigures>,
+    time_lag_ms: Option<f64>,
+}
+
+/// The lag thread: the sampler asks for a reading at each tick and waits at most
+/// `limits::LAG_ANSWER_WAIT` (the last tick: `limits::LAG_FINAL_ANSWER_WAIT`); a reading that
+/// comes later is dropped, never shown as a later interval's value. The queries themselves
+/// (watermarks, committed offsets) have their own timeouts in `lagview`.
+struct LagAsk {
+    ask: Option<std::sync::mpsc::SyncSender<u64>>,
+    answers: Option<std::sync::mpsc::Receiver<(u64, LagObs)>>,
+    handle: Option<JoinHandle<()>>,
+    asked: u64,
+}
+
+impl LagAsk {
+    fn none() -> LagAsk {
+        LagAsk {
+            ask: None,
+            answers: None,
+            handle: None,
+            asked: 0,
+        }
+    }
+
+    fn start(
+        probe: Probe,
+        watcher: Option<Probe>,
+        topics: Arc<TopicSet>,
+        positions: Arc<Vec<AtomicI64>>,
+        checkpoints: Arc<AckCheckpoints>,
+        clock: Clock,
+    ) -> Result<LagAsk, String> {
+        let (ask_tx, ask_rx) = std::sync::mpsc::sync_channel::<u64>(1);
+        let (ans_tx, ans_rx) = std::sync::mpsc::sync_channel::<(u64, LagObs)>(2);
+        let handle = spawn("bench-lag".into(), move || {
+            while let Ok(id) = ask_rx.recv() {
+                // Committed offsets first and positions last: a committed offset is never
+                // ahead of the position it was stored from, so per partition the broker view
+                // is never below the client view.
+                let committed = watcher
+                    .as_ref()
+                    .and_then(|w| lagview::committed_offsets(w, &topics));
+                let high = lagview::high_watermarks(&probe, &topics);
+                let pos: Vec<i64> = lagview::positions(&positions).collect();
+                let client = high
+                    .as_ref()
+                    .map(|h| lagview::lag_against(h, pos.iter().copied()));
+                let broker = high
+                    .as_ref()
+                    .zip(committed)
+                    .map(|(h, c)| lagview::lag_against(h, c.into_iter()));
+                let time_lag_ms = high
+                    .as_ref()
+                    .and_then(|h| checkpoints.max_age_ms(h, &pos, clock.now_ns()));
+                let obs = LagObs {
+                    high,
+                    client,
+                    broker,
+                    time_lag_ms,
+                };
+                if ans_tx.try_send((id, obs)).is_err() {
+                    // The sampler stopped listening (or is far behind): nothing to keep.
+                }
+            }
+        })?;
+        Ok(LagAsk {
+            ask: Some(ask_tx),
+            answers: Some(ans_rx),
+            handle: Some(handle),
+            asked: 0,
+        })
+    }
+
+    /// Asks for a reading and waits for it; None when none came in time (or the lag thread
+    /// is still busy with an earlier question).
+    fn ask(&mut self, last: bool) -> Option<LagObs> {
+        let (ask, answers) = (self.ask.as_ref()?, self.answers.as_ref()?);
+        // Late answers to earlier questions are stale: drop them.
+        while answers.try_recv().is_ok() {}
+        self.asked += 1;
+        let id = self.asked;
+        let wait = if last {
+            limits::LAG_FINAL_ANSWER_WAIT
+        } else {
+            limits::LAG_ANSWER_WAIT
+        };
+        let deadline = Instant::now() + wait;
+        // A busy lag thread (still on an earlier question) gets until the deadline to free up.
+        loop {
+            match ask.try_send(id) {
+                Ok(()) => break,
+                Err(std::sync::mpsc::TrySendError::Full(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(_) => return None,
+            }
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match answers.recv_timeout(left) {
+                Ok((got, obs)) if got == id => return Some(obs),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for LagAsk {
+    fn drop(&mut self) {
+        // Closing the question channel ends the thread after its current question; it is not
+        // awaited (a question to a dead broker may take its queries' full timeouts).
+        self.ask = None;
+        self.answers = None;
+        drop(self.handle.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_grouped_by_kind_and_delivery_failures_keep_their_own_table() {
+        let log = ErrorLog::default();
+        let origin = Instant::now();
+        // Reconnect noise: other brokers, retry counts, suppressed-duplicate notes.
+        for (b, port) in [("1", 19092), ("2", 19094), ("bootstrap", 19096)] {
+            for extra in ["", ", 3 identical error(s) suppressed"] {
+                log.note(format!(
+                    "librdkafka FAIL: [thrd:127.0.0.1:{port}/{b}]: 127.0.0.1:{port}/{b}: Connect to ipv4#127.0.0.1:{port} failed: Connection refused (after 0ms in state CONNECT{extra})"
+                ));
+            }
+        }
+        // More distinct noise than the noise table holds...
+        for i in 0..(limits::MAX_DISTINCT_ERRORS * 2) {
+            log.note(format!("librdkafka WARN: noise kind {}", "x".repeat(i)));
+        }
+        // ...cannot push out the real reason records failed.
+        for p in 0..5 {
+            log.note(format!("delivery: Message production error: MessageTimedOut (Local: Message timed out) partition {p}"));
+        }
+        let (map, kinds, overflow) = log.snapshot(origin);
+        assert_eq!(kinds[0].class, "delivery");
+        assert_eq!(kinds[0].count, 5);
+        assert!(
+            kinds[0].example.ends_with("partition 0"),
+            "{}",
+            kinds[0].example
+        );
+        let fail: Vec<&ErrorKind> = kinds
+            .iter()
+            .filter(|k| k.kind.contains("Connection refused"))
+            .collect();
+        assert_eq!(fail.len(), 1, "{fail:?}");
+        assert_eq!(fail[0].count, 6);
+        assert_eq!(
+            fail[0].kind,
+            "librdkafka FAIL: #.#.#.#:#/#: Connect to ipv###.#.#.#:# failed: Connection refused"
+        );
+        assert!(fail[0].first_at_s >= 0.0 && fail[0].last_at_s >= fail[0].first_at_s);
+        assert_eq!(map.len(), kinds.len());
+        assert_eq!(
+            kinds.iter().filter(|k| k.class == "client").count(),
+            limits::MAX_DISTINCT_ERRORS
+        );
+        assert_eq!(overflow, (limits::MAX_DISTINCT_ERRORS + 1) as u64);
+    }
 }

@@ -42,6 +42,8 @@ struct Chart<'a> {
     x_ticks: Option<Vec<(f64, String)>>,
     /// A shaded x range (the warmup).
     shade: Option<(f64, f64)>,
+    /// Vertical markers (x, label): the faults, at the time each command started.
+    markers: Vec<(f64, String)>,
 }
 
 fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
@@ -239,6 +241,20 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
             esc(&s.name)
         );
     }
+    for (x, label) in &c.markers {
+        if *x < x0 - 1e-9 || *x > x1 + 1e-9 {
+            continue;
+        }
+        let mx = px(*x);
+        let _ = write!(
+            o,
+            r##"<line x1="{mx:.1}" x2="{mx:.1}" y1="{PAD_T}" y2="{}" stroke="#c00" stroke-dasharray="4 3" class="fault"/><text x="{:.1}" y="{}" class="a" fill="#c00">{}</text>"##,
+            H - PAD_B,
+            mx + 3.0,
+            PAD_T + 24.0,
+            esc(label)
+        );
+    }
     o.push_str("</svg>");
     o
 }
@@ -407,6 +423,7 @@ pub fn overlays(runs: &[(String, &Report)]) -> String {
         log_y,
         x_ticks: None,
         shade: None,
+        markers: Vec::new(),
     };
     let mut o = String::from("<h2>Runs overlaid (1 s intervals)</h2>");
     o.push_str(&svg_chart(
@@ -591,8 +608,79 @@ fn topology_section(t: &crate::topology::TopologyReport) -> String {
     o
 }
 
+/// The faults as chart markers: where each command started (seconds since load start).
+fn fault_markers(r: &Report) -> Vec<(f64, String)> {
+    r.faults
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.started_at_s.map(|t| (t, format!("fault {}", i + 1))))
+        .collect()
+}
+
+/// Faults (command, times, exit, output, recovery), error kinds and broker metrics.
+fn faults_section(r: &Report) -> String {
+    let mut o = String::new();
+    let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+    if !r.faults.is_empty() {
+        o.push_str("<h2>Faults</h2><table><tr><th>#</th><th>command</th><th>at (measured)</th><th>started / ended (s since load start)</th><th>exit</th><th>output (tail)</th><th>time to recover</th><th>ack stall</th><th>sent after: acked / failed</th></tr>");
+        for (i, f) in r.faults.iter().enumerate() {
+            let imp = f.impact.as_ref();
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td style=text-align:left><code>{}</code></td><td>{:.1} s</td><td>{} / {}</td><td>{}</td><td style=text-align:left><pre>{}</pre></td><td>{}</td><td>{}</td><td>{} / {}</td></tr>",
+                i + 1,
+                esc(&f.command),
+                f.at_s,
+                f1(f.started_at_s),
+                f1(f.ended_at_s),
+                f.exit_code.map(|c| c.to_string()).unwrap_or_else(|| esc(f.error.as_deref().unwrap_or("-"))),
+                esc(&f.output_tail),
+                match imp.and_then(|i| i.time_to_recover_s) {
+                    Some(t) => format!("{t:.1} s"),
+                    None => "not recovered".into(),
+                },
+                imp.map(|i| format!("{:.1} s", i.ack_stall_s)).unwrap_or_else(|| "-".into()),
+                imp.map(|i| i.acked_after).unwrap_or(0),
+                imp.map(|i| i.failed_after).unwrap_or(0),
+            );
+        }
+        let _ = write!(
+            o,
+            "</table><p>Recovered: the first interval that began at the fault or later with {}.</p>",
+            esc(&crate::faults::band_text())
+        );
+    }
+    if let Some(m) = &r.broker_metrics {
+        o.push_str("<h2>Broker metrics (scraped)</h2><table><tr><th>histogram</th><th>count</th><th>mean</th><th>p50</th><th>p99</th><th>unit</th></tr>");
+        for (name, h) in &m.histograms {
+            let _ = write!(
+                o,
+                "<tr><td style=text-align:left>{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(name),
+                h.count,
+                ms(h.mean),
+                ms(h.p50),
+                ms(h.p99),
+                h.unit
+            );
+        }
+        let _ = write!(
+            o,
+            "</table><p>{} of {} scrapes failed{}.</p>",
+            m.failed_scrapes,
+            m.scrapes,
+            m.last_error
+                .as_deref()
+                .map(|e| format!(" (last: {})", esc(e)))
+                .unwrap_or_default()
+        );
+    }
+    o
+}
+
 pub fn body(r: &Report) -> String {
     let shade = (r.window.warmup_s > 0.0).then_some((0.0, r.window.warmup_s));
+    let markers = fault_markers(r);
     let mut o = String::new();
 
     let s = &r.scenario;
@@ -814,7 +902,9 @@ pub fn body(r: &Report) -> String {
         log_y,
         x_ticks: None,
         shade,
+        markers: markers.clone(),
     };
+    o.push_str(&faults_section(r));
     o.push_str("<h2>Time series (1 s)</h2>");
     o.push_str(&svg_chart(
         &chart("Throughput", "msg/s", false),
@@ -825,6 +915,17 @@ pub fn body(r: &Report) -> String {
         ],
     ));
     o.push_str(&svg_chart(
+        &chart(
+            "Delivery by send time (records sent in each second: acked, failed)",
+            "records",
+            false,
+        ),
+        &[
+            series(r, "acked", |i| i.sent_acked.map(|v| v as f64)),
+            series(r, "failed", |i| i.sent_failed.map(|v| v as f64)),
+        ],
+    ));
+    o.push_str(&svg_chart(
         &chart("Latency per interval (log)", "ms", true),
         &[
             series(r, "ack p50", |i| i.ack_p50_ms),
@@ -832,6 +933,7 @@ pub fn body(r: &Report) -> String {
             series(r, "e2e p50", |i| i.e2e_p50_ms),
             series(r, "e2e p99", |i| i.e2e_p99_ms),
             series(r, "send delay p99", |i| i.send_delay_p99_ms),
+            series(r, "ack p99 by send time", |i| i.sent_ack_p99_ms),
         ],
     ));
     let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| {
@@ -906,6 +1008,31 @@ pub fn body(r: &Report) -> String {
         &mem,
     ));
 
+    if let Some(m) = &r.broker_metrics {
+        let pts = |f: fn(&crate::brokermetrics::MetricsTick) -> Option<f64>| {
+            m.intervals
+                .iter()
+                .map(|t| (t.elapsed_s, f(t)))
+                .collect::<Vec<_>>()
+        };
+        o.push_str(&svg_chart(
+            &chart("Broker side (scraped /metrics, log)", "ms", true),
+            &[
+                Series {
+                    name: "fdatasync p99".into(),
+                    points: pts(|t| t.fsync_p99_ms),
+                },
+                Series {
+                    name: "fdatasync p50".into(),
+                    points: pts(|t| t.fsync_p50_ms),
+                },
+                Series {
+                    name: "Produce p99".into(),
+                    points: pts(|t| t.produce_p99_ms),
+                },
+            ],
+        ));
+    }
     o.push_str("<h2>Latency quantiles (measured window)</h2>");
     let ticks = [50.0, 90.0, 99.0, 99.9, 99.99, 99.999]
         .iter()
@@ -919,6 +1046,7 @@ pub fn body(r: &Report) -> String {
             log_y: true,
             x_ticks: Some(ticks),
             shade: None,
+            markers: Vec::new(),
         },
         &[
             quantile_series("ack", &r.latency.ack),
@@ -930,13 +1058,18 @@ pub fn body(r: &Report) -> String {
 
     o.push_str(&compression_table(r));
 
-    if !r.errors.is_empty() {
-        o.push_str("<h2>Client errors</h2><table>");
-        for (e, n) in &r.errors {
+    if !r.error_kinds.is_empty() {
+        o.push_str("<h2>Client errors (by kind)</h2><table><tr><th>count</th><th>class</th><th>first / last (s)</th><th>kind</th><th>example</th></tr>");
+        for k in &r.error_kinds {
             let _ = write!(
                 o,
-                "<tr><td style=text-align:left>{}</td><td>{n}</td></tr>",
-                esc(e)
+                "<tr><td>{}</td><td>{}</td><td>{:.1} / {:.1}</td><td style=text-align:left>{}</td><td style=text-align:left>{}</td></tr>",
+                k.count,
+                k.class,
+                k.first_at_s,
+                k.last_at_s,
+                esc(&k.kind),
+                esc(&k.example)
             );
         }
         o.push_str("</table>");
@@ -971,6 +1104,7 @@ mod tests {
             log_y: true,
             x_ticks: None,
             shade: Some((0.0, 1.0)),
+            markers: Vec::new(),
         };
         let empty = svg_chart(&c, &[]);
         assert!(empty.contains("no data") && empty.contains("a&lt;b") && !empty.contains("a<b"));

@@ -5,16 +5,20 @@
 //! process's CPU, memory and disk.
 //!
 //! Exit codes: 0 success; 1 the run could not be done (unreachable broker, admin failure);
-//! 2 bad usage; 3 a `--gate` was violated or a metric regressed past `--max-regress`; 130
-//! interrupted by Ctrl-C (report still written).
+//! 2 bad usage; 3 a `--gate` was violated or a metric regressed past `--max-regress`; 4
+//! acknowledged records were lost or delivery was below 100 % (unless `--allow-loss` or a gate
+//! on `lost`, `lost_acked` or `delivery_pct` judges it); 130 interrupted by Ctrl-C (report
+//! still written).
 //!
 //! Commands: `sluice bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
 //! the presets; `bench run PRESET|FILE` runs a preset or a scenario file; `bench sweep
 //! KEY=V1,V2 ...` runs every combination of the values over the chosen preset or file.
 
+pub mod attribution;
 pub mod audit;
 pub mod backlog;
 pub mod batcher;
+pub mod brokermetrics;
 pub mod calibrate;
 pub mod clientstats;
 pub mod compare;
@@ -22,6 +26,7 @@ pub mod compression;
 pub mod csv;
 pub mod engine;
 pub mod export;
+pub mod faults;
 pub mod gate;
 pub mod hist;
 pub mod html;
@@ -57,13 +62,16 @@ use crate::target::{EmbeddedBroker, Target};
 pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_GATE_FAILED: u8 = 3;
+pub const EXIT_DATA_LOSS: u8 = 4;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Flags of `sluice bench`. Scenario flags override the chosen preset.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
-Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 130 interrupted.\n\
+Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 4 records lost\n\
+(acknowledged ones, or delivery below 100%; --allow-loss or a gate on lost/lost_acked/delivery_pct decides instead), 130 interrupted.\n\
+Example: sluice bench --bootstrap h1:9092,h2:9092 --acks all --fault-cmd '10s:kill -9 1234' --fault-cmd '20s:./restart.sh'\n\
 Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
 Example: sluice bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
 Example: sluice bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
@@ -273,6 +281,19 @@ pub struct BenchArgs {
     /// Port of the embedded broker (default: an ephemeral one), e.g. to attach other tools.
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub embedded_port: Option<u16>,
+    /// Run a shell command at time AT of the measured window, e.g. '10s:kill -9 1234'
+    /// (repeatable; added to a scenario file's `fault_cmd`). It sees SLUICE_BENCH_BOOTSTRAP and
+    /// SLUICE_BENCH_BROKER_PIDS; its start, exit code and output tail are reported, and the
+    /// time to recover from it.
+    #[arg(long = "fault-cmd", value_name = "AT:COMMAND", value_parser = parse_fault)]
+    pub fault_cmds: Vec<String>,
+    /// A broker's Prometheus endpoint (http://HOST:PORT[/metrics]) to scrape every interval
+    /// (repeatable); the embedded Sluice's own admin listener is scraped without it.
+    #[arg(long = "broker-metrics", value_name = "URL")]
+    pub broker_metrics: Vec<String>,
+    /// Exit 0 even when records were lost or delivery was below 100 % (exit 4 otherwise).
+    #[arg(long)]
+    pub allow_loss: bool,
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
     pub keep_topic: bool,
@@ -282,6 +303,10 @@ pub struct BenchArgs {
     /// `--target null` runs a whole scenario against the null broker.
     #[arg(long)]
     pub calibrate: bool,
+}
+
+fn parse_fault(s: &str) -> Result<String, String> {
+    faults::parse(s).map(|f| f.text())
 }
 
 fn parse_message_bytes(s: &str) -> Result<usize, String> {
@@ -437,6 +462,7 @@ impl BenchArgs {
         for (k, v) in &self.topic_configs {
             s.topic_config.insert(k.clone(), v.clone());
         }
+        s.fault_cmd.extend(self.fault_cmds.iter().cloned());
         if s.topic_config.len() > limits::MAX_TOPIC_CONFIGS {
             return Err(format!(
                 "at most {} topic configs",
@@ -569,6 +595,10 @@ fn run_one(
         broker_data_dirs: target.data_dirs().to_vec(),
         delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
         progress: !args.quiet,
+        broker_metrics: match &target {
+            Target::External { .. } => args.broker_metrics.clone(),
+            other => other.metrics_url().into_iter().collect(),
+        },
     };
     let result = engine::run(scenario, &opts, stop.clone());
     let mut warnings = Vec::new();
@@ -586,6 +616,7 @@ fn run_one(
     };
     let mut rep = report::build(scenario, info, data, started_at, warnings);
     rep.label = label.map(str::to_string);
+    rep.loss = rep.loss_line();
     rep.gates = gate::evaluate(&args.gates, &rep.metrics());
     Ok(rep)
 }
@@ -787,6 +818,21 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         .iter()
         .filter(|t| matches!(t, TargetSpec::Bootstrap(_)))
         .count();
+    if args.broker_metrics.len() > limits::MAX_BROKER_METRICS_URLS {
+        eprintln!(
+            "sluice bench: at most {} --broker-metrics",
+            limits::MAX_BROKER_METRICS_URLS
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if let Some(e) = args
+        .broker_metrics
+        .iter()
+        .find_map(|u| brokermetrics::parse_url(u).err())
+    {
+        eprintln!("sluice bench: --broker-metrics {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     if (!args.broker_pid.is_empty() || !args.broker_data_dir.is_empty()) && external != 1 {
         eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
         return ExitCode::from(EXIT_USAGE);
@@ -881,6 +927,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         .chain(&set_gates)
         .filter(|g| !g.passed)
         .count();
+    let losses: Vec<String> = reports.iter().filter_map(|r| r.loss.clone()).collect();
     let json_path = args.json.clone().or_else(|| {
         (!args.no_report).then(|| {
             let stamp: String = report::utc_string(started_at)
@@ -970,6 +1017,13 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         return ExitCode::from(EXIT_ERROR);
     }
     let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
+    let loss_judged_by_gate = args.gates.iter().any(|g| {
+        ["lost", "lost_acked", "delivery_pct"].contains(&g.metric.as_str())
+            || g.rhs_metric
+                .as_deref()
+                .is_some_and(|m| ["lost", "lost_acked", "delivery_pct"].contains(&m))
+    });
+
     if gates_failed > 0 || regressed {
         if gates_failed > 0 {
             eprintln!("sluice bench: {gates_failed} gate(s) failed");
@@ -985,6 +1039,13 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
             }
         }
         return ExitCode::from(EXIT_GATE_FAILED);
+    }
+    if !losses.is_empty() && !args.allow_loss && !loss_judged_by_gate {
+        for l in &losses {
+            eprintln!("sluice bench: {l}");
+        }
+        eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost; --allow-loss or a gate on lost, lost_acked or delivery_pct decides instead)");
+        return ExitCode::from(EXIT_DATA_LOSS);
     }
     ExitCode::SUCCESS
 }

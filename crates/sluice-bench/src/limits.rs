@@ -193,3 +193,46 @@ pub const BOOTSTRAP_SEED: u64 = 0x5eed_b007;
 pub const BOOTSTRAP_SOLID_RUNS: usize = 4;
 /// OMB's reporting window, in 1-second intervals.
 pub const OMB_WINDOW_INTERVALS: usize = 10;
+
+/// Faults (`--fault-cmd AT:COMMAND`, see `faults`): commands per run, bytes of one command,
+/// how long one may run before it is killed, and the output kept of each.
+pub const MAX_FAULTS: usize = 16;
+pub const MAX_FAULT_CMD_BYTES: usize = 4096;
+pub const FAULT_CMD_TIMEOUT: Duration = Duration::from_secs(120);
+pub const FAULT_OUTPUT_TAIL_BYTES: usize = 2048;
+/// Time to recover after a fault: the baseline is the mean acked rate and median ack p99 of
+/// up to this many measured intervals before it; an interval is back when its acked rate is at
+/// least the fraction and its p99 at most the factor times the baseline, or the baseline plus
+/// the slack when that is more (a 5 ms baseline on a busy machine jitters past 10 ms without
+/// anything being wrong).
+pub const RECOVERY_BASELINE_INTERVALS: usize = 10;
+pub const RECOVERY_THROUGHPUT_FRACTION: f64 = 0.8;
+pub const RECOVERY_P99_FACTOR: f64 = 2.0;
+pub const RECOVERY_P99_SLACK_MS: f64 = 20.0;
+/// Attribution by send time (see `attribution`): 1-second slots per producer (about 1 KiB
+/// each); a longer run counts its remaining records in the last slot. Also bounds the broker
+/// metrics ticks and the topology samples kept.
+pub const MAX_SENT_SLOTS: usize = 4 * 3600;
+/// Topology sampled during the run (one Metadata request over its own connection) this often.
+pub const TOPOLOGY_SAMPLE_INTERVAL: Duration = Duration::from_secs(2);
+/// Broker metrics (`--broker-metrics URL`): URLs per run, one scrape's connect+read time, its
+/// largest answer, and the histogram series kept per scrape.
+pub const MAX_BROKER_METRICS_URLS: usize = 16;
+pub const METRICS_SCRAPE_TIMEOUT: Duration = Duration::from_millis(800);
+pub const MAX_METRICS_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_METRIC_SERIES: usize = 512;
+/// Distinct error kinds (see `engine::ErrorLog`): messages are grouped by kind (digits
+/// masked), delivery and send failures have their own table so reconnect noise can never
+/// push the real failure reason out.
+pub const MAX_DISTINCT_DELIVERY_ERRORS: usize = 32;
+/// Topology changes seen during the run listed in the text summary (the JSON has them all,
+/// up to `MAX_TOPOLOGY_CHANGES`).
+pub const MAX_TOPOLOGY_CHANGES_IN_TEXT: usize = 24;
+/// The sampler waits this long for the lag thread's reading at each tick (the last tick, after
+/// the consumers' final commit, longer); a later reading is dropped and the interval's lag is
+/// unknown, so a broker that cannot answer never stretches the 1-second intervals.
+pub const LAG_ANSWER_WAIT: Duration = Duration::from_millis(400);
+pub const LAG_FINAL_ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// The consumers' final synchronous offset commit is awaited this long (librdkafka's own has
+/// no timeout: with a dead coordinator it would hold the run forever).
+pub const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -60,6 +60,11 @@ impl ProcSampler {
             // state is field 3, utime 14, stime 15, num_threads 20.
             if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
                 let f: Vec<&str> = rest.split_whitespace().collect();
+                // A zombie (killed, not yet reaped by its parent) is a dead broker: it reads
+                // as gone, not as a process with frozen figures.
+                if matches!(f.first(), Some(&"Z") | Some(&"X")) {
+                    return ProcReading::default();
+                }
                 let num = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
                 if let (Some(u), Some(s)) = (num(11), num(12)) {
                     r.cpu_s = Some((u + s) as f64 / self.ticks_per_s);
@@ -142,6 +147,9 @@ pub struct BrokerTrack {
     pub first: Vec<ProcReading>,
     pub last: Vec<ProcReading>,
     pub peak_rss_bytes: Vec<Option<u64>>,
+    /// When a broker process could no longer be read (it died: its `last` figures are as of
+    /// the tick before), seconds since load start.
+    pub gone_at_s: Vec<Option<f64>>,
 }
 
 impl BrokerTrack {
@@ -154,6 +162,7 @@ impl BrokerTrack {
                 .map(|r| r.peak_rss_bytes.or(r.rss_bytes))
                 .collect(),
             last: first.clone(),
+            gone_at_s: vec![None; first.len()],
             first,
             samplers,
         }
@@ -167,8 +176,9 @@ impl BrokerTrack {
         self.samplers.iter().map(ProcSampler::pid).collect()
     }
 
-    /// Samples every broker; `dt_s` is the time since the previous tick.
-    pub fn tick(&mut self, dt_s: f64) -> Vec<BrokerTick> {
+    /// Samples every broker; `dt_s` is the time since the previous tick, `elapsed_s` since
+    /// load start.
+    pub fn tick(&mut self, dt_s: f64, elapsed_s: f64) -> Vec<BrokerTick> {
         debug_assert_eq!(self.samplers.len(), self.last.len());
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         let mut out = Vec::with_capacity(self.samplers.len());
@@ -180,6 +190,8 @@ impl BrokerTrack {
             };
             if now.cpu_s.is_some() {
                 self.last[i] = now;
+            } else if self.last[i].cpu_s.is_some() && self.gone_at_s[i].is_none() {
+                self.gone_at_s[i] = Some(elapsed_s);
             }
             let peak = now.peak_rss_bytes.or(now.rss_bytes);
             self.peak_rss_bytes[i] = self.peak_rss_bytes[i].max(peak);
@@ -296,7 +308,7 @@ mod tests {
             ProcSampler::new(std::process::id(), None),
             ProcSampler::new(u32::MAX, None),
         ]);
-        let ticks = t.tick(1.0);
+        let ticks = t.tick(1.0, 1.0);
         assert_eq!(ticks.len(), 2);
         assert!(ticks[0].rss_mib.is_some() && ticks[1].rss_mib.is_none());
         let (cpu, rss, disk) = sum_ticks(&ticks);

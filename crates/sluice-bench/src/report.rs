@@ -64,8 +64,19 @@ pub struct Report {
     /// The application batcher's flushes; null when it is off.
     pub app_batcher: Option<AppBatcher>,
     pub intervals: Vec<IntervalSample>,
+    /// The scenario's fault commands as they ran (start, end, exit code, output tail) and what
+    /// each did to the load (time to recover, ack stall); empty without faults.
+    pub faults: Vec<crate::faults::FaultRecord>,
+    /// Scraped broker metrics (null without a metrics endpoint).
+    pub broker_metrics: Option<crate::brokermetrics::BrokerMetrics>,
+    /// Error kind (digits masked) -> count.
     pub errors: BTreeMap<String, u64>,
+    /// The same kinds with an example, class and first/last time, delivery failures first.
+    pub error_kinds: Vec<crate::engine::ErrorKind>,
     pub errors_not_listed: u64,
+    /// One line when records were lost (acknowledged ones, or delivery below 100 %); the
+    /// process then exits 4 unless allowed (see `loss_line`).
+    pub loss: Option<String>,
     pub warnings: Vec<String>,
     pub gates: Vec<GateResult>,
     pub environment: Environment,
@@ -212,7 +223,12 @@ pub struct LagSummary {
     pub peak_total: Option<i64>,
     pub peak_at_s: Option<f64>,
     pub peak_partition: Option<i64>,
+    /// The last known value and when it was sampled (seconds since load start); when the
+    /// last samples failed, `unknown_since_s` says from when it was unknown (never a stale
+    /// value passed off as final).
     pub final_total: Option<i64>,
+    pub final_at_s: Option<f64>,
+    pub unknown_since_s: Option<f64>,
     pub drain_rate_msg_s: Option<f64>,
     pub time_to_drain_s: Option<f64>,
     /// The broker view's final total (as `broker_final_total`).
@@ -297,6 +313,9 @@ pub struct BrokerProcess {
     /// Each broker's own figures (same fields) when more than one is sampled.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_broker: Vec<BrokerProcess>,
+    /// The process died (could not be read) at this time, seconds since load start: its CPU,
+    /// RSS, I/O and threads are as of the last reading before (the sum: the first such time).
+    pub gone_at_s: Option<f64>,
 }
 
 /// One broker process's (or the summed) figures over the run: `first` and `last` readings
@@ -336,6 +355,7 @@ fn broker_process(
             .filter(|_| total_msgs > 0)
             .map(|b| b as f64 / total_msgs as f64),
         per_broker: Vec::new(),
+        gone_at_s: None,
     }
 }
 
@@ -380,6 +400,20 @@ fn per_s(n: u64, s: f64) -> f64 {
     }
 }
 
+/// Start of the trailing run of intervals where `known` is false (None when the last one is
+/// known, or there are none).
+fn unknown_since(
+    intervals: &[IntervalSample],
+    known: impl Fn(&IntervalSample) -> bool,
+) -> Option<f64> {
+    let trailing = intervals.iter().rev().take_while(|i| !known(i)).count();
+    if trailing == 0 {
+        return None;
+    }
+    let first = &intervals[intervals.len() - trailing];
+    Some(first.elapsed_s - first.interval_s)
+}
+
 #[allow(clippy::unnecessary_map_or)]
 fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
     let pts: Vec<(f64, i64, Option<i64>)> = intervals
@@ -393,6 +427,8 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         peak_at_s: None,
         peak_partition: None,
         final_total: pts.last().map(|p| p.1),
+        final_at_s: pts.last().map(|p| p.0),
+        unknown_since_s: unknown_since(intervals, |i| i.lag_total.is_some()),
         drain_rate_msg_s: None,
         time_to_drain_s: None,
         broker_view: None,
@@ -632,7 +668,7 @@ pub fn build(
                 .map(|b| {
                     // Per message and per MiB of the whole cluster's traffic: each broker's
                     // share of the cost of the run.
-                    broker_process(
+                    let mut one = broker_process(
                         vec![b.pid],
                         b.first,
                         b.last,
@@ -640,10 +676,17 @@ pub fn build(
                         span_s,
                         total_msgs,
                         total_mib,
-                    )
+                    );
+                    one.gone_at_s = b.gone_at_s;
+                    one
                 })
                 .collect();
         }
+        sum.gone_at_s = d
+            .broker_each
+            .iter()
+            .filter_map(|b| b.gone_at_s)
+            .reduce(f64::min);
         sum
     });
     if d.topic_deleted == Some(false) {
@@ -755,7 +798,11 @@ pub fn build(
         rate_search: d.rate_search.clone(),
         backlog: d.backlog.clone(),
         app_batcher,
+        loss: None,
         intervals: data.intervals,
+        faults: data.faults,
+        broker_metrics: data.broker_metrics,
+        error_kinds: data.error_kinds,
         errors: data.errors,
         errors_not_listed: data.errors_overflow,
         warnings,
@@ -923,6 +970,111 @@ impl Report {
             m.insert(k.to_string(), v);
         }
         m
+    }
+
+    /// One line when the run lost records: acknowledged ones (always), or any measured
+    /// record (delivery below 100 %) unless the shortfall is still unread on the topic at the
+    /// end (a consumer backlog, not loss) or the run was interrupted.
+    pub fn loss_line(&self) -> Option<String> {
+        if self.window.interrupted {
+            return None;
+        }
+        let a = &self.audit;
+        let backlog =
+            self.lag.final_total.is_some_and(|l| l > 0) && self.lag.unknown_since_s.is_none();
+        if a.lost_acked > 0 {
+            return Some(format!(
+                "{}{} acknowledged records were lost ({} lost in all, delivery {:.2}%)",
+                self.label
+                    .as_deref()
+                    .map(|l| format!("[{l}] "))
+                    .unwrap_or_default(),
+                a.lost_acked,
+                a.lost,
+                self.throughput.delivery_pct.unwrap_or(0.0)
+            ));
+        }
+        if a.lost > 0 && !backlog {
+            return Some(format!(
+                "{}delivery {:.2}%: {} measured records never arrived (none of them acknowledged; {} delivery failures)",
+                self.label.as_deref().map(|l| format!("[{l}] ")).unwrap_or_default(),
+                self.throughput.delivery_pct.unwrap_or(0.0),
+                a.lost,
+                self.counts.ack_errors
+            ));
+        }
+        None
+    }
+
+    /// Fault lines for the summary: each command, and its impact.
+    fn fault_lines(&self) -> String {
+        let mut o = String::new();
+        let f1 = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into());
+        for f in &self.faults {
+            let _ = writeln!(
+                o,
+                " fault              at {:.1} s (measured) started {} s ended {} s · exit {} · {}{}",
+                f.at_s,
+                f1(f.started_at_s),
+                f1(f.ended_at_s),
+                f.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                f.command,
+                f.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+            );
+            if !f.output_tail.is_empty() {
+                let last = f.output_tail.lines().last().unwrap_or("");
+                let _ = writeln!(o, "                    output: {last}");
+            }
+            if let Some(i) = &f.impact {
+                let _ = writeln!(
+                    o,
+                    "                    recovered {} · ack stall {:.1} s{} · sent after: {} acked, {} failed, {} acked but lost, {} duplicated",
+                    match i.time_to_recover_s {
+                        Some(t) => format!("after {t:.1} s (at {:.1} s)", i.recovered_at_s.unwrap_or(0.0)),
+                        None if i.baseline_intervals == 0 => "- (no pre-fault baseline)".into(),
+                        None => "NOT within the band by the end of the load".into(),
+                    },
+                    i.ack_stall_s,
+                    i.ack_stall_from_s.map(|t| format!(" from {t:.1} s")).unwrap_or_default(),
+                    i.acked_after,
+                    i.failed_after,
+                    i.lost_acked_after,
+                    i.duplicates_after
+                );
+                let _ = writeln!(
+                    o,
+                    "                    baseline {} msg/s acked, ack p99 {} ms over {} intervals; band: {}",
+                    f1(i.baseline_acked_msg_s),
+                    i.baseline_ack_p99_ms.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
+                    i.baseline_intervals,
+                    i.band
+                );
+            }
+        }
+        if let Some(m) = &self.broker_metrics {
+            let ms = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
+            let apis: Vec<String> = self
+                .broker_metrics
+                .iter()
+                .flat_map(|m| m.request_p99_ms.iter())
+                .filter(|(a, _)| {
+                    ["Produce", "Fetch", "Metadata", "OffsetCommit"].contains(&a.as_str())
+                })
+                .map(|(a, v)| format!("{a} {v:.2}"))
+                .collect();
+            let _ = writeln!(
+                o,
+                " broker metrics     fdatasync p50 {} p99 {} ms ({} syncs) · group commit {} requests/round · request p99 ms: {} · {} of {} scrapes failed",
+                ms(m.fsync_p50_ms),
+                ms(m.fsync_p99_ms),
+                m.fsyncs.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+                m.commit_round_requests_avg.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into()),
+                if apis.is_empty() { "-".to_string() } else { apis.join(", ") },
+                m.failed_scrapes,
+                m.scrapes
+            );
+        }
+        o
     }
 
     /// The human summary for stdout.
@@ -1098,6 +1250,13 @@ impl Report {
         let _ = writeln!(o);
         let l = &self.lag;
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        let final_text = match (l.final_total, l.final_at_s, l.unknown_since_s) {
+            (Some(v), Some(at), Some(u)) => {
+                format!("{v} as of {at:.0} s (unknown from {u:.0} s on)")
+            }
+            (_, _, Some(u)) => format!("unknown from {u:.0} s on"),
+            (v, _, None) => opt(v),
+        };
         let _ = writeln!(
             o,
             " lag (client view)  peak {} at {} s · final {} · samples {}{}",
@@ -1105,7 +1264,7 @@ impl Report {
             l.peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
-            opt(l.final_total),
+            final_text,
             l.samples,
             l.drain_rate_msg_s
                 .map(|r| format!(" · drain {r:.0} msg/s"))
@@ -1145,6 +1304,7 @@ impl Report {
             );
         }
         o.push_str(&self.shaping_lines());
+        o.push_str(&self.fault_lines());
         if let Some(bp) = &self.backpressure {
             let _ = writeln!(
                 o,
@@ -1169,13 +1329,16 @@ impl Report {
             let line = |o: &mut String, who: String, b: &BrokerProcess| {
                 let _ = writeln!(
                     o,
-                    " {who:<18} cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB",
+                    " {who:<18} cpu {} s ({}% avg) · {} µs/msg · {} ms/MiB · rss peak {} MiB · data dir {} MiB{}",
                     f1(b.cpu_s),
                     f1(b.cpu_pct_avg),
                     f1(b.cpu_us_per_msg),
                     f1(b.cpu_ms_per_mib),
                     f1(b.peak_rss_mib),
-                    f1(b.data_dir_bytes.map(mib))
+                    f1(b.data_dir_bytes.map(mib)),
+                    b.gone_at_s
+                        .map(|t| format!(" · GONE at {t:.1} s (figures as of then)"))
+                        .unwrap_or_default()
                 );
             };
             if b.per_broker.is_empty() {
@@ -1193,11 +1356,26 @@ impl Report {
         for w in &self.warnings {
             let _ = writeln!(o, " warning: {w}");
         }
-        if !self.errors.is_empty() {
-            let _ = writeln!(o, " client errors:");
-            for (e, n) in self.errors.iter().take(8) {
-                let _ = writeln!(o, "   {n:>6} × {e}");
+        if !self.error_kinds.is_empty() {
+            let _ = writeln!(o, " client errors (by kind, delivery failures first):");
+            for k in self.error_kinds.iter().take(8) {
+                let _ = writeln!(
+                    o,
+                    "   {:>6} × {} [{:.1}..{:.1} s] {}",
+                    k.count, k.class, k.first_at_s, k.last_at_s, k.example
+                );
             }
+            if self.error_kinds.len() > 8 || self.errors_not_listed > 0 {
+                let _ = writeln!(
+                    o,
+                    "   ... {} more kinds in the JSON, {} errors not listed",
+                    self.error_kinds.len().saturating_sub(8),
+                    self.errors_not_listed
+                );
+            }
+        }
+        if let Some(l) = &self.loss {
+            let _ = writeln!(o, " LOSS: {l}");
         }
         o.push_str(&gate_lines(&self.gates));
         let _ = writeln!(o, "{rule}");
@@ -1239,6 +1417,11 @@ mod tests {
             ack_errors: 0,
             send_errors: 0,
             queue_full_retries: 0,
+            sent_acked: None,
+            sent_failed: None,
+            sent_ack_p99_ms: None,
+            sent_lost_acked: None,
+            sent_duplicates: None,
             ack_p50_ms: None,
             ack_p99_ms: None,
             ack_intended_p99_ms: None,

@@ -140,6 +140,8 @@ pub struct Scenario {
     pub replication_factor: i16,
     /// Topic configs sent with CreateTopics (`min.insync.replicas`, `cleanup.policy`, ...).
     pub topic_config: BTreeMap<String, String>,
+    /// Fault commands, `AT:COMMAND` (see `faults`), AT from the start of the measured window.
+    pub fault_cmd: Vec<String>,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -200,6 +202,7 @@ impl Scenario {
             commit_interval_ms: 1000,
             replication_factor: -1,
             topic_config: BTreeMap::new(),
+            fault_cmd: Vec::new(),
         }
     }
 
@@ -340,6 +343,9 @@ impl Scenario {
                 }
             }
             "topic_config" => self.topic_config = parse_topic_configs(v).map_err(bad)?,
+            "fault_cmd" | "fault_cmds" | "faults" => {
+                self.fault_cmd = parse_fault_cmds(v).map_err(bad)?
+            }
             "keys" => self.shaping.keys = set_enum(v).map_err(bad)?,
             "key_count" => {
                 self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT).map_err(bad)?
@@ -399,6 +405,18 @@ impl Scenario {
         if self.bp_max_lag > 0 && self.bp_resume() > self.bp_max_lag {
             return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
         }
+        if self.fault_cmd.len() > limits::MAX_FAULTS {
+            return Err(format!("at most {} fault commands", limits::MAX_FAULTS));
+        }
+        for f in &self.fault_cmd {
+            let spec = crate::faults::parse(f)?;
+            if spec.at >= self.duration_s {
+                return Err(format!(
+                    "fault {f:?} is at or after the end of the {:?} measured window (AT counts from the end of warmup)",
+                    self.duration_s
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -440,6 +458,24 @@ pub fn parse_topic_config(v: &str) -> Result<(String, String), String> {
         ));
     }
     Ok((k.to_string(), val.trim().to_string()))
+}
+
+/// The `fault_cmd` scenario key: a JSON array of `AT:COMMAND` strings (what a scenario file's
+/// list becomes), or one such string; each checked by `faults::parse`, at most
+/// `limits::MAX_FAULTS`.
+pub fn parse_fault_cmds(v: &str) -> Result<Vec<String>, String> {
+    let items: Vec<String> = match serde_json::from_str::<Vec<String>>(v.trim()) {
+        Ok(list) => list,
+        Err(_) if v.trim().is_empty() || v.trim() == "[]" => Vec::new(),
+        Err(_) => vec![v.to_string()],
+    };
+    if items.len() > limits::MAX_FAULTS {
+        return Err(format!("at most {} fault commands", limits::MAX_FAULTS));
+    }
+    items
+        .iter()
+        .map(|i| crate::faults::parse(i).map(|f| f.text()))
+        .collect()
 }
 
 /// The `topic_config` scenario key: a JSON object (what a report holds, so a report's scenario

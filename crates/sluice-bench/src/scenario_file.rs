@@ -257,9 +257,17 @@ fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, Strin
     let text = |k: &str, n: &Node| -> Result<String, String> {
         // `topic_config` is the one key whose value is a table (config name -> value).
         let is_table_key = k.rsplit('.').next().unwrap_or(k).replace('-', "_") == "topic_config";
+        // `fault_cmd` is the one key whose value is a list (of `AT:COMMAND` strings).
+        let is_list_key = k.replace('-', "_") == "fault_cmd";
         match n {
             Node::Map(entries) if is_table_key => table_text(entries)
                 .ok_or_else(|| format!("{shown}: {k}: every value must be a single value")),
+            Node::List(items) if is_list_key => items
+                .iter()
+                .map(Node::scalar_text)
+                .collect::<Option<Vec<String>>>()
+                .map(|v| serde_json::Value::from(v).to_string())
+                .ok_or_else(|| format!("{shown}: {k}: every item must be a string")),
             _ => n
                 .scalar_text()
                 .ok_or_else(|| format!("{shown}: {k} must be a single value, not {}", n.kind())),
@@ -524,6 +532,48 @@ mod tests {
         assert!(load(&dir.path().join("missing.toml"), false)
             .unwrap_err()
             .contains("cannot read"));
+    }
+
+    #[test]
+    fn fault_commands_in_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let t = write(
+            dir.path(),
+            "f.toml",
+            "duration = \"30s\"\nfault_cmd = [\"10s:kill -9 1234\", \"20s: ./restart.sh 2\"]\n",
+        );
+        let y = write(
+            dir.path(),
+            "f.yaml",
+            "duration: 30s\nfault_cmd:\n  - \"10s:kill -9 1234\"\n  - \"20s: ./restart.sh 2\"\n",
+        );
+        let one = write(dir.path(), "o.toml", "fault_cmd = \"5s:docker kill b2\"\n");
+        let (st, _) = load(&t, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (sy, _) = load(&y, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.fault_cmd, vec!["10s:kill -9 1234", "20s:./restart.sh 2"]);
+        assert_eq!(st.fault_cmd, sy.fault_cmd);
+        let (so, _) = load(&one, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(so.fault_cmd, vec!["5s:docker kill b2"]);
+        // A fault past the measured window, or without a time, is refused.
+        let late = write(
+            dir.path(),
+            "l.toml",
+            "duration = \"5s\"\nfault_cmd = [\"6s:true\"]\n",
+        );
+        let err = load(&late, false)
+            .and_then(|f| f.scenario())
+            .and_then(|(s, _)| s.validate())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("measured window"), "{err}");
+        let bad = write(dir.path(), "b.toml", "fault_cmd = [\"kill -9 1\"]\n");
+        assert!(load(&bad, false).and_then(|f| f.scenario()).is_err());
     }
 
     #[test]

@@ -63,6 +63,15 @@ impl Target {
         }
     }
 
+    /// The broker's Prometheus endpoint the bench found itself (the embedded broker's admin
+    /// listener); `--broker-metrics` gives it for other targets.
+    pub fn metrics_url(&self) -> Option<String> {
+        match self {
+            Target::Embedded(b) => b.metrics.as_ref().map(|a| format!("http://{a}/metrics")),
+            Target::External { .. } | Target::Null(_) => None,
+        }
+    }
+
     /// Stops an embedded broker; returns a note when it did not exit cleanly.
     pub fn shutdown(self) -> Option<String> {
         match self {
@@ -141,6 +150,8 @@ pub fn connect_first(
 pub struct EmbeddedBroker {
     child: Child,
     bootstrap: String,
+    /// Its admin listener (`--metrics-listen 127.0.0.1:0`, unless a --serve-arg set one).
+    metrics: Option<String>,
     /// Holds the data directory and the broker's log; removed on drop.
     workdir: tempfile::TempDir,
     data_dir: PathBuf,
@@ -149,7 +160,9 @@ pub struct EmbeddedBroker {
 
 impl EmbeddedBroker {
     /// Starts `<this binary> serve --listen 127.0.0.1:<port or 0> --data-dir <tmp>/data
-    /// [extra...]` and waits for its "sluice listening on ADDR" line.
+    /// --metrics-listen 127.0.0.1:0 [extra...]` and waits for its "sluice listening on ADDR"
+    /// line, then briefly for "sluice metrics listening on ADDR" (the admin listener, scraped
+    /// for broker-side metrics; left out when an extra argument sets it).
     pub fn start(extra_args: &[String], port: Option<u16>) -> Result<EmbeddedBroker, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let workdir = tempfile::Builder::new()
@@ -165,8 +178,14 @@ impl EmbeddedBroker {
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", port.unwrap_or(0)))
             .arg("--data-dir")
-            .arg(&data_dir)
-            .args(extra_args)
+            .arg(&data_dir);
+        let own_metrics = !extra_args
+            .iter()
+            .any(|a| a.contains("metrics-listen") || a.contains("metrics.listen"));
+        if own_metrics {
+            cmd.arg("--metrics-listen").arg("127.0.0.1:0");
+        }
+        cmd.args(extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
@@ -201,6 +220,7 @@ impl EmbeddedBroker {
         let mut broker = EmbeddedBroker {
             child,
             bootstrap: String::new(),
+            metrics: None,
             workdir,
             data_dir,
             stopped: false,
@@ -220,7 +240,14 @@ impl EmbeddedBroker {
                 Ok(line) => {
                     if let Some(addr) = line.strip_prefix("sluice listening on ") {
                         broker.bootstrap = addr.trim().to_string();
-                        return Ok(broker);
+                        if !own_metrics {
+                            return Ok(broker);
+                        }
+                    } else if let Some(addr) = line.strip_prefix("sluice metrics listening on ") {
+                        broker.metrics = Some(addr.trim().to_string());
+                        if !broker.bootstrap.is_empty() {
+                            return Ok(broker);
+                        }
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {

@@ -89,9 +89,30 @@ pub struct TopologyChange {
     pub after: String,
 }
 
-/// The report's `topology`: both snapshots (or why one is missing) and the changes.
+/// A change seen between two snapshots taken during the run (see `engine::topology_thread`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimedChange {
+    /// When the snapshot that first showed it was taken, seconds since load start (the change
+    /// happened at most `limits::TOPOLOGY_SAMPLE_INTERVAL` plus one request earlier).
+    #[serde(serialize_with = "ser_f64")]
+    pub at_s: f64,
+    #[serde(flatten)]
+    pub change: TopologyChange,
+}
+
+fn ser_f64<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((v * 1000.0).round() / 1000.0)
+}
+
+/// The report's `topology`: both snapshots (or why one is missing), the changes between them,
+/// and the changes seen while the run went on (sampled every few seconds).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TopologyReport {
+    /// Changes between consecutive snapshots during the run, with times.
+    pub during: Vec<TimedChange>,
+    /// Snapshots taken during the run, and those that failed (no broker answered).
+    pub samples_during: u64,
+    pub failed_samples_during: u64,
     pub start: Option<Topology>,
     pub end: Option<Topology>,
     pub start_error: Option<String>,
@@ -118,6 +139,7 @@ impl TopologyReport {
             end_error,
             changes,
             changes_not_listed,
+            ..TopologyReport::default()
         }
     }
 
@@ -181,6 +203,30 @@ impl TopologyReport {
                 out.push_str(&format!("                    end snapshot failed: {e}\n"))
             }
             (None, None) => {}
+        }
+        if self.samples_during > 0 {
+            out.push_str(&format!(
+                "                    during the run: {} change(s) in {} snapshot(s) ({} failed)\n",
+                self.during.len(),
+                self.samples_during,
+                self.failed_samples_during
+            ));
+        }
+        for c in self
+            .during
+            .iter()
+            .take(limits::MAX_TOPOLOGY_CHANGES_IN_TEXT)
+        {
+            out.push_str(&format!(
+                "                    at {:>6.1} s: {} {} {} -> {}\n",
+                c.at_s, c.change.what, c.change.subject, c.change.before, c.change.after
+            ));
+        }
+        if self.during.len() > limits::MAX_TOPOLOGY_CHANGES_IN_TEXT {
+            out.push_str(&format!(
+                "                    ... {} more in the JSON\n",
+                self.during.len() - limits::MAX_TOPOLOGY_CHANGES_IN_TEXT
+            ));
         }
         out
     }

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use sluice_coordinator::GroupConfig;
 use sluice_log::{FsyncPolicy, TimestampType};
 
-use crate::{config_security, limits};
+use crate::config_security::{self, SecurityProtocol, SecuritySettings};
+use crate::limits;
+use crate::listeners::{self, ListenerSpec};
 
 /// Defaults for new topics (Kafka's `log.*` broker settings). Each is also reported by
 /// DescribeConfigs, with STATIC_BROKER_CONFIG as the source when it was set explicitly.
@@ -22,6 +24,16 @@ pub struct TopicDefaults {
     pub segment_ms: i64,
     pub max_message_bytes: i64,
     pub timestamp_type: TimestampType,
+    /// `log.cleanup.policy`, normalized (`delete`, `compact` or `compact,delete`).
+    pub cleanup_policy: String,
+    /// `log.cleaner.min.cleanable.ratio`.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `log.cleaner.min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+    /// `log.cleaner.max.compaction.lag.ms`.
+    pub max_compaction_lag_ms: i64,
+    /// `log.cleaner.delete.retention.ms`.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for TopicDefaults {
@@ -34,16 +46,24 @@ impl Default for TopicDefaults {
             segment_ms: 7 * 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
+            cleanup_policy: "delete".into(),
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// Address to bind (`listeners`). Port 0 picks a free port.
+    /// Address of the first listener (`listeners`). Port 0 picks a free port.
     pub listen: String,
-    /// `host:port` given to clients in Metadata; defaults to the bound address.
-    pub advertised_listener: Option<String>,
+    /// `listeners`: every named listener; empty means one PLAINTEXT listener on `listen`.
+    pub listeners: Vec<ListenerSpec>,
+    /// `advertised.listeners`: what clients are told per listener; a listener without an
+    /// entry advertises its bound address.
+    pub advertised_listeners: Vec<ListenerSpec>,
     pub node_id: i32,
     pub data_dir: PathBuf,
     /// `auto.create.topics.enable`.
@@ -73,20 +93,28 @@ pub struct BrokerConfig {
     pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idle idempotent-producer state is dropped after this.
     pub producer_id_expiration_ms: u64,
-    /// The served listener's name (`PLAINTEXT` in `PLAINTEXT://host:port`), if it had one.
-    pub listener_name: Option<String>,
     /// `listener.security.protocol.map`: listener name to security protocol.
-    pub listener_security_protocol_map: BTreeMap<String, String>,
+    pub listener_security_protocol_map: BTreeMap<String, SecurityProtocol>,
+    /// The `ssl.*`, `sasl.*` and `listener.name.*` settings (see `config_security`).
+    pub security: SecuritySettings,
+    /// `connections.max.reauth.ms` (KIP-368): an authenticated SASL session's lifetime; 0
+    /// means sessions do not expire.
+    pub connections_max_reauth_ms: u64,
+    /// `sasl.server.max.receive.size`: the largest frame accepted before authentication.
+    pub sasl_server_max_receive_size: usize,
     /// `metrics.listen`: `host:port` of the admin listener (`/metrics`, `/ready`); off
     /// when unset. Port 0 picks a free port.
     pub metrics_listen: Option<String>,
+    /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
+    pub log_cleaner: sluice_log::CleanerConfig,
 }
 
 impl Default for BrokerConfig {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:9092".into(),
-            advertised_listener: None,
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
             node_id: 1,
             data_dir: PathBuf::from("./data"),
             auto_create_topics: true,
@@ -103,9 +131,12 @@ impl Default for BrokerConfig {
             fetch_max_bytes: limits::FETCH_MAX_BYTES_DEFAULT,
             group: GroupConfig::default(),
             producer_id_expiration_ms: 86_400_000,
-            listener_name: None,
             listener_security_protocol_map: BTreeMap::new(),
+            security: SecuritySettings::default(),
+            connections_max_reauth_ms: 0,
+            sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
+            log_cleaner: sluice_log::CleanerConfig::default(),
         }
     }
 }
@@ -127,7 +158,7 @@ fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
     })
 }
 
-/// Strips a `PLAINTEXT://` style scheme from a Kafka listener string.
+/// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
 fn strip_listener_scheme(value: &str) -> String {
     let first = value.split(',').next().unwrap_or(value).trim();
     match first.split_once("://") {
@@ -141,17 +172,22 @@ impl BrokerConfig {
     /// returned as `Ok(false)` so the caller can warn about them.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
         let v = value.trim();
-        config_security::check_setting(key, v)?;
+        // Security settings are stored apart (never in `explicit`: JAAS values hold passwords).
+        if self.security.set(key, v)? {
+            return Ok(true);
+        }
         let d = &mut self.topic_defaults;
         match key {
             "listeners" => {
-                self.listen = strip_listener_scheme(v);
-                self.listener_name = config_security::listener_name(v);
+                self.listeners = listeners::parse(key, v)?;
+                self.listen = self.listeners[0].addr.clone();
             }
             "listener.security.protocol.map" => {
                 self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
             }
-            "advertised.listeners" => self.advertised_listener = Some(strip_listener_scheme(v)),
+            "advertised.listeners" => self.advertised_listeners = listeners::parse(key, v)?,
+            "connections.max.reauth.ms" => self.connections_max_reauth_ms = parse(key, v)?,
+            "sasl.server.max.receive.size" => self.sasl_server_max_receive_size = parse(key, v)?,
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,
             "log.dirs" | "log.dir" => {
                 self.data_dir = PathBuf::from(v.split(',').next().unwrap_or(v))
@@ -168,6 +204,29 @@ impl BrokerConfig {
             "message.max.bytes" => d.max_message_bytes = parse(key, v)?,
             "log.message.timestamp.type" => d.timestamp_type = parse_timestamp_type(key, v)?,
             "log.retention.check.interval.ms" => self.retention_check_interval_ms = parse(key, v)?,
+            "log.cleaner.enable" => self.log_cleaner.enable = parse(key, v)?,
+            "log.cleaner.threads" => self.log_cleaner.threads = parse(key, v)?,
+            "log.cleaner.backoff.ms" => self.log_cleaner.backoff_ms = parse(key, v)?,
+            "log.cleaner.io.max.bytes.per.second" => {
+                // Kafka's default is Double.MAX_VALUE: anything that large means no limit.
+                let rate: f64 = parse(key, v)?;
+                self.log_cleaner.io_max_bytes_per_second = rate.min(u64::MAX as f64) as u64;
+            }
+            "log.cleaner.dedupe.buffer.size" => {
+                self.log_cleaner.dedupe_buffer_bytes = parse(key, v)?
+            }
+            "log.cleanup.policy" => {
+                d.cleanup_policy =
+                    crate::topic_config::parse_cleanup_policy(v).map_err(|reason| ConfigError {
+                        key: key.into(),
+                        value: v.into(),
+                        reason,
+                    })?
+            }
+            "log.cleaner.min.cleanable.ratio" => d.min_cleanable_dirty_ratio = parse(key, v)?,
+            "log.cleaner.min.compaction.lag.ms" => d.min_compaction_lag_ms = parse(key, v)?,
+            "log.cleaner.max.compaction.lag.ms" => d.max_compaction_lag_ms = parse(key, v)?,
+            "log.cleaner.delete.retention.ms" => d.delete_retention_ms = parse(key, v)?,
             "max.connections" => self.max_connections = parse(key, v)?,
             "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
             "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
@@ -212,7 +271,7 @@ impl BrokerConfig {
     /// Applies a `server.properties` file's text. Returns the keys it did not know.
     pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
         let mut unknown = Vec::new();
-        for line in text.lines() {
+        for line in logical_lines(text) {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                 continue;
@@ -235,10 +294,13 @@ impl BrokerConfig {
             value,
             reason: reason.into(),
         };
-        config_security::check_listener(
-            self.listener_name.as_deref(),
-            &self.listener_security_protocol_map,
-        )?;
+        let specs = self.listener_specs();
+        for spec in &specs {
+            let protocol =
+                config_security::protocol_of(&spec.name, &self.listener_security_protocol_map)?;
+            config_security::check_listener(&spec.name, protocol, &self.security)?;
+        }
+        listeners::check_advertised(&specs, &self.advertised_listeners)?;
         let d = &self.topic_defaults;
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&d.partitions) {
             return Err(bad(
@@ -263,6 +325,22 @@ impl BrokerConfig {
         }
         if self.max_connections == 0 {
             return Err(bad("max.connections", "0".into(), "must be positive"));
+        }
+        let cleaner = &self.log_cleaner;
+        if !(1..=limits::LOG_CLEANER_THREADS_MAX).contains(&cleaner.threads) {
+            return Err(bad(
+                "log.cleaner.threads",
+                cleaner.threads.to_string(),
+                "must be between 1 and 16",
+            ));
+        }
+        let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads as u64;
+        if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {
+            return Err(bad(
+                "log.cleaner.dedupe.buffer.size",
+                cleaner.dedupe_buffer_bytes.to_string(),
+                "must be at least 1 MiB per cleaner thread",
+            ));
         }
         if self.max_request_bytes < 1024 {
             return Err(bad(
@@ -340,6 +418,22 @@ impl BrokerConfig {
         Ok(())
     }
 
+    /// Every listener to bind, first one first.
+    pub fn listener_specs(&self) -> Vec<ListenerSpec> {
+        match self.listeners.is_empty() {
+            true => vec![ListenerSpec {
+                name: "PLAINTEXT".into(),
+                addr: self.listen.clone(),
+            }],
+            false => self.listeners.clone(),
+        }
+    }
+
+    /// The security protocol of a listener named in `listeners` (checked by `validate`).
+    pub fn listener_protocol(&self, name: &str) -> Result<SecurityProtocol, ConfigError> {
+        config_security::protocol_of(name, &self.listener_security_protocol_map)
+    }
+
     /// The connection limit for one client address (`max.connections.per.ip` unless
     /// `max.connections.per.ip.overrides` names the address).
     pub fn connections_per_ip_max(&self, ip: IpAddr) -> usize {
@@ -353,6 +447,34 @@ impl BrokerConfig {
     pub fn group_config(&self) -> GroupConfig {
         self.group.clone()
     }
+}
+
+/// A properties file's logical lines: a line ending in an odd number of backslashes continues
+/// on the next one, whose leading whitespace is dropped (Java's `Properties` rule; Kafka's JAAS
+/// and inline PEM values are usually written this way). Comment lines never continue.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for raw in text.lines() {
+        let line = match &current {
+            Some(_) => raw.trim_start(),
+            None => raw,
+        };
+        let comment =
+            current.is_none() && matches!(line.trim_start().chars().next(), Some('#' | '!'));
+        let backslashes = line.chars().rev().take_while(|c| *c == '\\').count();
+        if !comment && backslashes % 2 == 1 {
+            current
+                .get_or_insert_with(String::new)
+                .push_str(&line[..line.len() - 1]);
+            continue;
+        }
+        let mut whole = current.take().unwrap_or_default();
+        whole.push_str(line);
+        out.push(whole);
+    }
+    out.extend(current);
+    out
 }
 
 pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigError> {
@@ -420,6 +542,16 @@ mod tests {
         assert_eq!(unknown, vec!["foo.bar".to_string()]);
         assert!(c.explicit.contains_key("num.partitions"));
         assert!(c.apply_properties("num.partitions=x").is_err());
+    }
+
+    // Goal: backslash continuation joins lines as Java's Properties does (JAAS values).
+    #[test]
+    fn continued_lines() {
+        let text = "a=1 \\\n   2\n# c \\\nb=x\\\\\nc=3 \\";
+        assert_eq!(
+            logical_lines(text),
+            vec!["a=1 2", "# c \\", "b=x\\\\", "c=3 "]
+        );
     }
 
     // Goal: the network limits parse under Kafka's names, overrides by address.

@@ -1,35 +1,102 @@
-//! Fail-closed handling of Kafka's security settings.
+//! Kafka's security settings: the ones Sluice serves (listeners with PLAINTEXT, SSL,
+//! SASL_PLAINTEXT and SASL_SSL; PEM key and trust stores; SASL PLAIN and SCRAM), and
+//! fail-closed refusal of every other one.
 //!
-//! Sluice does not implement TLS, SASL or ACLs yet. A `server.properties` written for a secured
-//! Kafka broker must therefore not start a plaintext, unauthenticated listener with a warning:
-//! the operator asked for authentication and would silently get none. Every setting that
-//! configures security (a non-PLAINTEXT listener, `ssl.*`, `sasl.*`, per-listener overrides, an
-//! authorizer, super users) refuses to start with a message naming the key. Empty values and
-//! settings that explicitly ask for PLAINTEXT are accepted: they configure no security.
+//! Guarantee: a `server.properties` written for a secured Kafka broker never starts a listener
+//! with less security than it asked for. A security setting Sluice does not implement (an
+//! authorizer, super users, GSSAPI, OAUTHBEARER, encrypted keys, JKS stores, cipher lists, ...)
+//! refuses to start with a message naming the key, rather than being ignored. Empty values are
+//! accepted: they configure nothing.
+//!
+//! Settings may be given per listener as in Kafka (`listener.name.<listener>.<key>`, the
+//! listener name in lower case); the per-listener value wins over the plain key. The stored
+//! values are resolved per listener by [`SecuritySettings::get`].
 
 use std::collections::BTreeMap;
 
 use crate::config::ConfigError;
 
-/// The only security protocol Sluice serves.
-const PLAINTEXT: &str = "PLAINTEXT";
-/// Kafka's security protocol names; a listener named after one uses it unless mapped.
-const SECURITY_PROTOCOLS: [&str; 4] = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
-/// Key prefixes that only configure security.
+/// Kafka's security protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(name: &str) -> Option<SecurityProtocol> {
+        match name.trim().to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Some(SecurityProtocol::Plaintext),
+            "SSL" => Some(SecurityProtocol::Ssl),
+            "SASL_PLAINTEXT" => Some(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Some(SecurityProtocol::SaslSsl),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// The connection is encrypted with TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Clients must authenticate with SASL before anything else is served.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+/// The SASL mechanisms Sluice serves, in Kafka's spelling.
+pub const SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// `ssl.*` keys that are served (each may be given per listener).
+const SSL_KEYS: [&str; 11] = [
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+    "ssl.protocol",
+    // How a broker checks other brokers' host names when it is their client; a single node
+    // is nobody's client, so any value configures nothing here.
+    "ssl.endpoint.identification.algorithm",
+];
+/// `sasl.*` keys that are served (each may be given per listener).
+const SASL_KEYS: [&str; 2] = [
+    "sasl.enabled.mechanisms",
+    // The mechanism this broker would use towards other brokers: none on a single node, but
+    // it must name a mechanism Sluice knows.
+    "sasl.mechanism.inter.broker.protocol",
+];
+/// Key prefixes that configure security; any key under them not served above is refused.
 const SECURITY_KEY_PREFIXES: [&str; 4] = ["ssl.", "sasl.", "listener.name.", "delegation.token."];
-/// Exact keys that only configure security.
-const SECURITY_KEYS: [&str; 5] = [
+/// Exact keys that configure what Sluice does not implement yet (ACLs come next).
+const REFUSED_KEYS: [&str; 4] = [
     "authorizer.class.name",
     "super.users",
     "allow.everyone.if.no.acl.found",
     "principal.builder.class",
-    "connections.max.reauth.ms",
 ];
-/// Keys that name a security protocol: accepted when it is PLAINTEXT.
-const PROTOCOL_KEYS: [&str; 1] = ["security.inter.broker.protocol"];
 
-const NOT_SUPPORTED: &str = "TLS, SASL and ACLs are not supported yet; refusing to start rather \
-     than serve an unauthenticated plaintext listener (remove the setting to run without security)";
+const NOT_SUPPORTED: &str = "this security setting is not supported; refusing to start rather \
+     than run with less security than configured (remove the setting to run without it)";
 
 fn refused(key: &str, value: &str, reason: &str) -> ConfigError {
     ConfigError {
@@ -39,74 +106,223 @@ fn refused(key: &str, value: &str, reason: &str) -> ConfigError {
     }
 }
 
-/// Refuses a setting that would configure security. Called for every key before it is applied.
-pub(crate) fn check_setting(key: &str, value: &str) -> Result<(), ConfigError> {
-    let value = value.trim();
+/// The security settings that were given, by their full key (a per-listener key keeps its
+/// `listener.name.<listener>.` prefix).
+#[derive(Clone, Default)]
+pub struct SecuritySettings {
+    values: BTreeMap<String, String>,
+}
+
+/// Secrets (JAAS configs hold passwords, inline keys are keys) never reach a log.
+fn secret(key: &str) -> bool {
+    key.ends_with("sasl.jaas.config") || key.ends_with("ssl.keystore.key")
+}
+
+impl std::fmt::Debug for SecuritySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(k, v)| {
+                let shown = if secret(k) { "(secret)" } else { v.as_str() };
+                (k, shown)
+            }))
+            .finish()
+    }
+}
+
+impl SecuritySettings {
+    /// The value of `key` for `listener`: the per-listener key first, then the plain one.
+    pub fn get(&self, listener: &str, key: &str) -> Option<&str> {
+        let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        self.values
+            .get(&prefixed)
+            .or_else(|| self.values.get(key))
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// Every stored key and value (for DescribeConfigs; secrets are never stored here).
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.values.iter()
+    }
+
+    /// Stores a security setting, or refuses it. Returns false for keys that are not
+    /// security settings (the caller applies those).
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+        let value = value.trim();
+        if REFUSED_KEYS.contains(&key) {
+            return match value.is_empty() {
+                true => Ok(true),
+                false => Err(refused(
+                    key,
+                    value,
+                    "ACLs are not supported yet; refusing to start",
+                )),
+            };
+        }
+        if key == "security.inter.broker.protocol" {
+            if SecurityProtocol::parse(value).is_none() && !value.is_empty() {
+                return Err(refused(key, value, "unknown security protocol"));
+            }
+            // A single node has no inter-broker traffic: any protocol configures nothing.
+            return Ok(true);
+        }
+        if !SECURITY_KEY_PREFIXES.iter().any(|p| key.starts_with(p)) {
+            return Ok(false);
+        }
+        // Secrets and large inline PEM values are never echoed back in errors.
+        let shown = if value.len() > 80 || secret(key) {
+            "(value)"
+        } else {
+            value
+        };
+        let base = base_key(key);
+        let served = SSL_KEYS.contains(&base) || SASL_KEYS.contains(&base) || is_jaas_key(base);
+        if !served {
+            if value.is_empty() {
+                return Ok(true);
+            }
+            return Err(refused(key, shown, NOT_SUPPORTED));
+        }
+        check_value(base, value).map_err(|reason| refused(key, shown, &reason))?;
+        self.values.insert(key.to_string(), value.to_string());
+        Ok(true)
+    }
+}
+
+/// The key without a `listener.name.<listener>.` prefix.
+fn base_key(key: &str) -> &str {
+    key.strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(key, |(_, base)| base)
+}
+
+/// `<mechanism>.sasl.jaas.config` for a served mechanism (Kafka's per-mechanism JAAS key).
+fn is_jaas_key(base: &str) -> bool {
+    base.strip_suffix(".sasl.jaas.config")
+        .is_some_and(|m| SASL_MECHANISMS.iter().any(|s| s.eq_ignore_ascii_case(m)))
+}
+
+/// The values each served key accepts.
+fn check_value(base: &str, value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Ok(());
     }
-    let security_key =
-        SECURITY_KEYS.contains(&key) || SECURITY_KEY_PREFIXES.iter().any(|p| key.starts_with(p));
-    let protocol_key = PROTOCOL_KEYS.contains(&key) && !value.eq_ignore_ascii_case(PLAINTEXT);
-    if security_key || protocol_key {
-        return Err(refused(key, value, NOT_SUPPORTED));
+    let one_of = |allowed: &[&str]| -> Result<(), String> {
+        match allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
+            true => Ok(()),
+            false => Err(format!("expected one of {}", allowed.join(", "))),
+        }
+    };
+    match base {
+        "ssl.keystore.type" | "ssl.truststore.type" => one_of(&["PEM"])
+            .map_err(|_| "only PEM stores are supported (JKS and PKCS12 are not)".into()),
+        "ssl.client.auth" => one_of(&["required", "requested", "none"]),
+        "ssl.protocol" => one_of(&["TLS", "TLSv1.2", "TLSv1.3"]),
+        "ssl.enabled.protocols" => list(value).try_for_each(|p| match p {
+            "TLSv1.2" | "TLSv1.3" => Ok(()),
+            _ => Err(format!("{p}: only TLSv1.2 and TLSv1.3 are served")),
+        }),
+        "sasl.enabled.mechanisms" | "sasl.mechanism.inter.broker.protocol" => list(value)
+            .try_for_each(|m| match SASL_MECHANISMS.contains(&m) {
+                true => Ok(()),
+                false => Err(format!(
+                    "{m}: the SASL mechanisms served are {}",
+                    SASL_MECHANISMS.join(", ")
+                )),
+            }),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// A comma-separated list's trimmed, non-empty entries.
+pub fn list(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|e| !e.is_empty())
 }
 
 /// Parses `listener.security.protocol.map` (`NAME:PROTOCOL,...`).
 pub(crate) fn parse_protocol_map(
     key: &str,
     value: &str,
-) -> Result<BTreeMap<String, String>, ConfigError> {
+) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
     let mut map = BTreeMap::new();
-    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+    for entry in list(value) {
         let Some((name, protocol)) = entry.split_once(':') else {
             return Err(refused(key, value, "expected NAME:PROTOCOL entries"));
         };
-        let protocol = protocol.trim().to_ascii_uppercase();
-        if !SECURITY_PROTOCOLS.contains(&protocol.as_str()) {
+        let Some(protocol) = SecurityProtocol::parse(protocol) else {
             return Err(refused(key, value, "unknown security protocol"));
-        }
+        };
         map.insert(name.trim().to_ascii_uppercase(), protocol);
     }
     Ok(map)
 }
 
-/// The listener name of the first (served) entry of a `listeners` value, if it has a scheme.
-pub(crate) fn listener_name(value: &str) -> Option<String> {
-    let first = value.split(',').next().unwrap_or(value).trim();
-    first
-        .split_once("://")
-        .map(|(name, _)| name.trim().to_ascii_uppercase())
-}
-
-/// Checks that the served listener resolves to PLAINTEXT, once every setting is applied
-/// (the protocol map may come after `listeners` in a file).
-pub(crate) fn check_listener(
-    name: Option<&str>,
-    map: &BTreeMap<String, String>,
-) -> Result<(), ConfigError> {
-    let Some(name) = name else {
-        return Ok(());
-    };
-    let protocol = match map.get(name) {
-        Some(p) => p.as_str(),
-        None if SECURITY_PROTOCOLS.contains(&name) => name,
-        None => {
-            return Err(refused(
+/// The security protocol of listener `name`: its entry in the protocol map, or the protocol
+/// it is named after.
+pub(crate) fn protocol_of(
+    name: &str,
+    map: &BTreeMap<String, SecurityProtocol>,
+) -> Result<SecurityProtocol, ConfigError> {
+    map.get(name)
+        .copied()
+        .or_else(|| SecurityProtocol::parse(name))
+        .ok_or_else(|| {
+            refused(
                 "listeners",
                 name,
                 "listener name is not a security protocol and listener.security.protocol.map does not map it",
-            ))
+            )
+        })
+}
+
+/// Checks that a listener's settings can serve its protocol (files are read later, at bind).
+pub(crate) fn check_listener(
+    name: &str,
+    protocol: SecurityProtocol,
+    s: &SecuritySettings,
+) -> Result<(), ConfigError> {
+    let key = |k: &str| format!("listener.name.{}.{k}", name.to_ascii_lowercase());
+    if protocol.uses_tls() {
+        let has_location = s.get(name, "ssl.keystore.location").is_some();
+        let has_inline = s.get(name, "ssl.keystore.key").is_some()
+            && s.get(name, "ssl.keystore.certificate.chain").is_some();
+        if !has_location && !has_inline {
+            return Err(refused(
+                &key("ssl.keystore.location"),
+                "",
+                "a TLS listener needs ssl.keystore.location (key and chain in one PEM file) or ssl.keystore.key and ssl.keystore.certificate.chain",
+            ));
         }
-    };
-    if protocol != PLAINTEXT {
-        return Err(refused(
-            "listeners",
-            &format!("{name} ({protocol})"),
-            NOT_SUPPORTED,
-        ));
+        let client_auth = s.get(name, "ssl.client.auth").unwrap_or("none");
+        let has_trust = s.get(name, "ssl.truststore.location").is_some()
+            || s.get(name, "ssl.truststore.certificates").is_some();
+        if !client_auth.eq_ignore_ascii_case("none") && !has_trust {
+            return Err(refused(
+                &key("ssl.client.auth"),
+                client_auth,
+                "client certificates need a truststore (ssl.truststore.location or ssl.truststore.certificates)",
+            ));
+        }
+    }
+    if protocol.uses_sasl() {
+        let mechanisms: Vec<&str> = s
+            .get(name, "sasl.enabled.mechanisms")
+            .map(|v| list(v).collect())
+            .unwrap_or_default();
+        if mechanisms.is_empty() {
+            return Err(refused(
+                &key("sasl.enabled.mechanisms"),
+                "",
+                "a SASL listener needs sasl.enabled.mechanisms (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default GSSAPI is not served)",
+            ));
+        }
+        if mechanisms.contains(&"PLAIN") && s.get(name, "plain.sasl.jaas.config").is_none() {
+            return Err(refused(
+                &key("plain.sasl.jaas.config"),
+                "",
+                "PLAIN needs its users: listener.name.<listener>.plain.sasl.jaas.config with user_<name>=\"<password>\" entries",
+            ));
+        }
     }
     Ok(())
 }
@@ -115,44 +331,84 @@ pub(crate) fn check_listener(
 mod tests {
     use super::*;
 
-    // Goal: every security setting refuses; empty values and explicit PLAINTEXT are accepted.
+    // Goal: served settings are stored (per listener too), unserved ones refuse, empty
+    // values configure nothing.
     #[test]
-    fn security_settings_refuse() {
+    fn settings_are_served_or_refused() {
+        let mut s = SecuritySettings::default();
         for (k, v) in [
-            ("ssl.keystore.location", "/k.jks"),
-            ("sasl.enabled.mechanisms", "PLAIN"),
-            ("listener.name.sasl_ssl.plain.sasl.jaas.config", "x"),
+            ("ssl.keystore.type", "JKS"),
+            ("ssl.key.password", "x"),
+            ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
+            ("sasl.enabled.mechanisms", "GSSAPI"),
+            ("listener.name.ext.oauthbearer.sasl.jaas.config", "x"),
             (
                 "authorizer.class.name",
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             ),
             ("super.users", "User:admin"),
-            ("security.inter.broker.protocol", "SASL_SSL"),
+            ("ssl.client.auth", "sometimes"),
+            ("ssl.enabled.protocols", "TLSv1.1"),
+            ("security.inter.broker.protocol", "QUIC"),
+            ("delegation.token.secret.key", "k"),
         ] {
-            assert!(check_setting(k, v).is_err(), "{k} accepted");
+            assert!(s.set(k, v).is_err(), "{k}={v} accepted");
         }
-        assert!(check_setting("authorizer.class.name", " ").is_ok());
-        assert!(check_setting("security.inter.broker.protocol", "PLAINTEXT").is_ok());
-        assert!(check_setting("num.partitions", "3").is_ok());
+        assert!(s.set("authorizer.class.name", " ").unwrap());
+        assert!(s.set("ssl.key.password", "").unwrap());
+        assert!(s.set("security.inter.broker.protocol", "SASL_SSL").unwrap());
+        assert!(!s.set("num.partitions", "3").unwrap());
+        assert!(s.set("ssl.keystore.location", "/a.pem").unwrap());
+        assert!(s
+            .set("listener.name.internal.ssl.keystore.location", "/b.pem")
+            .unwrap());
+        assert!(s
+            .set(
+                "listener.name.ext.scram-sha-512.sasl.jaas.config",
+                "x required;"
+            )
+            .unwrap());
+        assert_eq!(s.get("INTERNAL", "ssl.keystore.location"), Some("/b.pem"));
+        assert_eq!(s.get("EXTERNAL", "ssl.keystore.location"), Some("/a.pem"));
+        assert!(s
+            .set("sasl.enabled.mechanisms", "PLAIN, SCRAM-SHA-512")
+            .unwrap());
+        s.set("listener.name.a.plain.sasl.jaas.config", "x user_a=\"pw\";")
+            .unwrap();
+        assert!(!format!("{s:?}").contains("pw"));
     }
 
-    // Goal: the served listener must resolve to PLAINTEXT, through the protocol map if named.
+    // Goal: a listener resolves through the protocol map or its own name, and each protocol
+    // needs its settings.
     #[test]
-    fn listener_protocol_resolution() {
-        let none = BTreeMap::new();
-        assert!(check_listener(Some("PLAINTEXT"), &none).is_ok());
-        assert!(check_listener(None, &none).is_ok());
-        assert!(check_listener(Some("SASL_SSL"), &none).is_err());
-        assert!(check_listener(Some("SSL"), &none).is_err());
-        assert!(check_listener(Some("INTERNAL"), &none).is_err());
+    fn listener_protocols_and_their_settings() {
         let map = parse_protocol_map("m", "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL").unwrap();
-        assert!(check_listener(Some("INTERNAL"), &map).is_ok());
-        assert!(check_listener(Some("EXTERNAL"), &map).is_err());
-        assert!(parse_protocol_map("m", "X:TLS").is_err());
         assert_eq!(
-            listener_name("sasl_ssl://h:1,PLAINTEXT://h:2").as_deref(),
-            Some("SASL_SSL")
+            protocol_of("EXTERNAL", &map).unwrap(),
+            SecurityProtocol::SaslSsl
         );
-        assert_eq!(listener_name("127.0.0.1:9092"), None);
+        assert_eq!(protocol_of("SSL", &map).unwrap(), SecurityProtocol::Ssl);
+        assert!(protocol_of("OTHER", &map).is_err());
+        assert!(parse_protocol_map("m", "X:TLS").is_err());
+        let mut s = SecuritySettings::default();
+        let none = SecurityProtocol::Plaintext;
+        assert!(check_listener("PLAINTEXT", none, &s).is_ok());
+        assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_err());
+        s.set("ssl.keystore.location", "/k.pem").unwrap();
+        assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_ok());
+        s.set("ssl.client.auth", "required").unwrap();
+        assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_err());
+        s.set("ssl.truststore.location", "/ca.pem").unwrap();
+        assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_ok());
+        let sasl = SecurityProtocol::SaslPlaintext;
+        assert!(check_listener("SASL_PLAINTEXT", sasl, &s).is_err());
+        s.set("sasl.enabled.mechanisms", "PLAIN").unwrap();
+        assert!(check_listener("SASL_PLAINTEXT", sasl, &s).is_err());
+        s.set(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+        )
+        .unwrap();
+        assert!(check_listener("SASL_PLAINTEXT", sasl, &s).is_ok());
     }
 }

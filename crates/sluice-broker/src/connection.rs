@@ -11,8 +11,9 @@
 //! arrive, beyond the first [`limits::READ_CHUNK_BYTES`] it may buffer; a bare size prefix
 //! charges nothing, so prefixes alone cannot starve other clients. A complete frame carries
 //! its charge until its response is written. A frame bigger than one chunk is read into a
-//! buffer of exactly its size, which leaves with the frame: no connection keeps a big buffer
-//! after a big request. Once a frame's size prefix has arrived, its body must arrive within
+//! buffer of its own, which leaves with the frame; its allocation is kept and reused for a
+//! later big frame once the old one is gone, within the bounds of `frame_buffers`. Once a
+//! frame's size prefix has arrived, its body must arrive within
 //! [`limits::FRAME_READ_TIMEOUT_MS`].
 //!
 //! Lifetime: a connection with no bytes received and no response owed for
@@ -31,6 +32,12 @@
 //! written completely before the next one starts, and its charge is released only after its
 //! last byte is written.
 //!
+//! Security (see [`crate::tls_stream`], [`crate::sasl`]): on a TLS listener the handshake
+//! runs first, within [`limits::TLS_HANDSHAKE_TIMEOUT_MS`], and the halves are TLS halves
+//! (fetched records are then encrypted from a copy instead of sent with `sendfile`). On a
+//! SASL listener every frame passes the connection's SASL gate before it is routed: until the
+//! client has authenticated only ApiVersions, SaslHandshake and SaslAuthenticate are served.
+//!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
 //! already owed are written; no other connection is affected.
@@ -43,17 +50,19 @@ use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::{codec, frame, header, ProtocolError};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
+use crate::frame_buffers::FrameBuffers;
 use crate::handlers::fetch::FetchCall;
 use crate::handlers::produce::{self, ProduceCall};
 use crate::handlers::{self, Calls, Reply, Started};
 use crate::memory::{self, Overdraft, Reservation};
 use crate::response_chunks::{self, ChunkedFrame};
+use crate::sasl::{Gate, Session};
+use crate::tls_stream::{self, ConnRead, ConnWrite};
 use crate::{limits, Broker};
 
 /// Why the reader stopped.
@@ -65,9 +74,16 @@ enum Stop {
     Abort,
 }
 
-pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: usize,
+) {
     let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let Some((rd, wr, session)) = tls_stream::secure(&broker, stream, peer, listener).await else {
+        return;
+    };
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
     let (abort_tx, abort_rx) = watch::channel(false);
     let owed = Arc::new(AtomicUsize::new(0));
@@ -88,8 +104,12 @@ pub(crate) async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAd
         broker: &broker,
         calls,
         spare_chunk: None,
+        frame_buffers: FrameBuffers::new(&broker.request_memory),
+        big_frame_bytes: None,
         rd,
         peer,
+        listener,
+        session,
         buf: BytesMut::with_capacity(limits::READ_CHUNK_BYTES),
         held: broker.request_memory.empty(),
         overdraft: None,
@@ -111,8 +131,16 @@ struct Reader<'a> {
     calls: Calls,
     /// The read chunk, put aside while a big frame is read into a buffer of its own.
     spare_chunk: Option<BytesMut>,
-    rd: OwnedReadHalf,
+    /// Kept allocations of earlier big frames, reused for later ones.
+    frame_buffers: FrameBuffers<'a>,
+    /// While `buf` is a big frame's own buffer: the size of its allocation.
+    big_frame_bytes: Option<usize>,
+    rd: ConnRead,
     peer: SocketAddr,
+    /// Index of the listener the client connected through.
+    listener: usize,
+    /// The client's authentication state (its SASL gate).
+    session: Session,
     buf: BytesMut,
     /// Budget charged for the bytes in `buf` beyond the free first chunk.
     held: Reservation,
@@ -131,7 +159,10 @@ impl Reader<'_> {
         let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let mut idle_deadline = Instant::now() + idle;
         loop {
-            match frame::check(&self.buf, broker.config.max_request_bytes) {
+            let max_frame_bytes = self
+                .session
+                .max_frame_bytes(broker.config.max_request_bytes);
+            match frame::check(&self.buf, max_frame_bytes) {
                 Ok(Some(len)) => {
                     let in_flight = match self.split_frame(len, &mut shutdown).await {
                         Some(f) => f,
@@ -198,38 +229,42 @@ impl Reader<'_> {
         }
     }
 
+    /// The whole size of the frame being read, once its size prefix is in.
+    fn frame_total(&self) -> Option<usize> {
+        let b = &self.buf;
+        (self.frame_deadline.is_some() && b.len() >= frame::SIZE_PREFIX_BYTES).then(|| {
+            // frame::check accepted the prefix: positive and within the limit.
+            frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+        })
+    }
+
     /// A frame's size prefix has arrived: its body must arrive in time.
     fn start_frame(&mut self) {
         self.frame_deadline =
             Some(Instant::now() + Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS));
     }
 
-    /// Makes room to read. A frame that outgrows the first chunk gets a buffer of exactly
-    /// its size (committed by the kernel only as bytes arrive), so it is never copied while
-    /// growing and leaves with the frame. Otherwise reads go into the room left in the
+    /// Makes room to read. A frame that outgrows the first chunk gets a buffer of its own (a
+    /// kept one, or one of exactly its size), so it is never copied while growing and
+    /// leaves with the frame. Otherwise reads go into the room left in the
     /// current chunk while there is some; when there is too little, the chunk is reused in
     /// place if the frames read into it are gone (a client that waits for each response),
     /// and only else is a fresh chunk allocated. Nothing is allocated on a bare size prefix.
     fn make_room(&mut self) {
         let (len, capacity) = (self.buf.len(), self.buf.capacity());
-        let frame_total =
-            (self.frame_deadline.is_some() && len >= frame::SIZE_PREFIX_BYTES).then(|| {
-                let b = &self.buf;
-                // frame::check accepted the prefix: positive and within the limit.
-                frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
-            });
-        match frame_total {
+        match self.frame_total() {
             // The frame's own buffer has room for the rest of it: never grow it (that would
             // copy the whole frame); bytes past the frame wait for the next buffer.
             Some(total) if capacity >= total && total > len => {}
             Some(total) if total > len + limits::READ_CHUNK_BYTES => {
-                // Exactly the frame: `reserve` would round the capacity up (to twice the
-                // old one, or more), and the frame keeps this buffer until it is handled.
-                let mut exact = BytesMut::with_capacity(total);
-                exact.extend_from_slice(&self.buf);
-                let mut chunk = std::mem::replace(&mut self.buf, exact);
+                // Not `reserve`: it would round the capacity up (to twice the old one, or
+                // more) and copy, and the frame keeps this buffer until it is handled.
+                let (mut own, bytes) = self.frame_buffers.take(total);
+                own.extend_from_slice(&self.buf);
+                let mut chunk = std::mem::replace(&mut self.buf, own);
                 chunk.clear();
                 self.spare_chunk = Some(chunk);
+                self.big_frame_bytes = Some(bytes);
             }
             _ if capacity - len >= limits::READ_ROOM_MIN_BYTES => {}
             _ => {
@@ -313,18 +348,18 @@ impl Reader<'_> {
             overdraft.is_some()
                 || charge.units() >= need.min(self.broker.request_memory.total_units())
         );
-        let frame = match total > limits::READ_CHUNK_BYTES && self.buf.len() == total {
-            // The buffer is the frame (its own exact buffer): hand it over whole, which
-            // costs no shared-buffer header, and read on in the kept chunk.
-            true => {
-                let chunk = self.take_chunk();
-                std::mem::replace(&mut self.buf, chunk).freeze()
-            }
-            false => self.buf.split_to(total).freeze(),
-        };
+        let frame = self.buf.split_to(total).freeze();
         let body = frame.slice(frame::SIZE_PREFIX_BYTES..);
-        if total > limits::READ_CHUNK_BYTES && self.buf.capacity() > limits::READ_CHUNK_BYTES {
-            // The frame had a buffer of its own; what was read past it is at most one chunk.
+        if let Some(bytes) = self.big_frame_bytes.take() {
+            // The frame had a buffer of its own: keep its allocation for a later big frame,
+            // and read on in the chunk (what was read past the frame is at most one chunk).
+            let mut chunk = self.take_chunk();
+            chunk.extend_from_slice(&self.buf);
+            let own = std::mem::replace(&mut self.buf, chunk);
+            self.frame_buffers.give(own, bytes);
+        } else if total > limits::READ_CHUNK_BYTES && self.buf.capacity() > limits::READ_CHUNK_BYTES
+        {
+            // The chunk grew to finish a frame a little bigger than it: start a fresh one.
             let mut chunk = self.take_chunk();
             chunk.extend_from_slice(&self.buf);
             self.buf = chunk;
@@ -335,7 +370,12 @@ impl Reader<'_> {
         let api_key = body
             .get(..2)
             .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
-        let (work, keep_going) = start_request(self.broker, body, self.peer, &self.calls).await;
+        let (work, keep_going) = match self.session.gate(self.broker, &body) {
+            Gate::Answered(reply, keep_going) => (Work::Ready(reply), keep_going),
+            Gate::Route => {
+                start_request(self.broker, body, self.peer, self.listener, &self.calls).await
+            }
+        };
         Some(InFlight {
             work,
             keep_going,
@@ -353,10 +393,11 @@ async fn start_request(
     broker: &Arc<Broker>,
     body: bytes::Bytes,
     peer: SocketAddr,
+    listener: usize,
     calls: &Calls,
 ) -> (Work, bool) {
     match header::parse(body) {
-        Ok(req) => match handlers::start(broker, req, peer, calls).await {
+        Ok(req) => match handlers::start(broker, req, peer, listener, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
             Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
             Started::Fetch(call) => (Work::Fetch(call), true),
@@ -433,7 +474,7 @@ struct InFlight {
 
 /// The connection's write half, and how long one response may take to be written.
 struct Writer {
-    wr: OwnedWriteHalf,
+    wr: ConnWrite,
     peer: SocketAddr,
     /// `connections.max.idle.ms`: a response not taken by the client within it closes the
     /// connection.
@@ -443,7 +484,12 @@ struct Writer {
 impl Writer {
     async fn frame(&mut self, bytes: &[u8]) -> bool {
         let (peer, within) = (self.peer, self.write_within);
-        match bounded(within, peer, self.wr.write_all(bytes)).await {
+        let wr = &mut self.wr;
+        let write = async move {
+            wr.write_all(bytes).await?;
+            flush_if_buffered(wr).await
+        };
+        match bounded(within, peer, write).await {
             Some(Ok(())) => true,
             Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "write failed");
@@ -455,13 +501,12 @@ impl Writer {
 
     async fn chunks(&mut self, frame: &ChunkedFrame) -> bool {
         let (peer, within) = (self.peer, self.write_within);
-        match bounded(
-            within,
-            peer,
-            response_chunks::write_chunked(&mut self.wr, frame),
-        )
-        .await
-        {
+        let wr = &mut self.wr;
+        let write = async move {
+            response_chunks::write_chunked(wr, frame).await?;
+            flush_if_buffered(wr).await
+        };
+        match bounded(within, peer, write).await {
             Some(Ok(())) => true,
             Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 // A journal file shorter than a range of it: damage under a pinned file. The
@@ -475,6 +520,14 @@ impl Writer {
             }
             None => false,
         }
+    }
+}
+
+/// Sends what the TLS layer buffered of a response (nothing to do on plain TCP).
+async fn flush_if_buffered(wr: &mut ConnWrite) -> std::io::Result<()> {
+    match wr.buffers() {
+        true => wr.flush().await,
+        false => Ok(()),
     }
 }
 

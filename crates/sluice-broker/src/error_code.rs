@@ -4,6 +4,7 @@
 use sluice_coordinator::GroupError;
 use sluice_log::LogError;
 
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
 pub const NONE: i16 = 0;
 pub const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub const CORRUPT_MESSAGE: i16 = 2;
@@ -59,6 +60,11 @@ pub const UNRELEASED_INSTANCE_ID: i16 = 111;
 pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
 pub const STALE_MEMBER_EPOCH: i16 = 113;
 pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+pub const DUPLICATE_RESOURCE: i16 = 92;
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 /// The error code for a group coordinator refusal.
 pub fn from_group(e: GroupError) -> i16 {

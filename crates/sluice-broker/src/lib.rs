@@ -16,6 +16,9 @@
 //! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
 //! - [`record_validation`]: what Kafka's LogValidator refuses, checked on the produce path
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
+//! - [`listeners`], [`tls`], [`sasl`], [`scram`]: named listeners and their security (TLS on
+//!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials); `config_security` refuses
+//!   the security settings not served yet.
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
 //! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
@@ -28,19 +31,26 @@
 //! lock is held across an `.await`.
 
 mod admin;
+pub mod compaction;
 pub mod config;
 mod config_security;
 mod connection;
 pub mod error_code;
+mod frame_buffers;
 pub mod groups;
 mod handlers;
 pub mod limits;
+pub mod listeners;
 pub mod memory;
 pub mod metrics;
 pub mod producer_ids;
 pub mod record_validation;
 mod response_chunks;
+pub mod sasl;
+pub mod scram;
 pub mod server;
+pub mod tls;
+mod tls_stream;
 pub mod topic_config;
 pub mod topics;
 pub mod txns;
@@ -63,9 +73,14 @@ pub struct Broker {
     /// The transaction coordinator (docs/transactions.md).
     pub txns: Arc<txns::TxnService>,
     pub producer_ids: producer_ids::ProducerIds,
-    /// Host and port given to clients in Metadata and DescribeCluster.
+    /// Host and port of the first listener (what a listener without its own entry falls
+    /// back to; handlers answer with the connection's listener, `handlers::Ctx::advertised`).
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Every bound listener, in `listeners` order.
+    pub listeners: Vec<Arc<listeners::Listener>>,
+    /// SCRAM credentials (durable; see [`scram`]).
+    pub scram: scram::CredentialStore,
     /// Flips to true when shutdown starts; long-polls and readers watch it.
     pub shutdown: watch::Receiver<bool>,
     /// The `queued.max.request.bytes` budget: request bytes, read buffers beyond their first

@@ -78,6 +78,10 @@ pub const FETCH_CALLS_KEPT_PER_CONNECTION: usize = 2;
 pub const FETCH_READ_THREADS: usize = 4;
 /// Fetch reads queued for the reader threads; beyond it, reads go to tokio's blocking pool.
 pub const FETCH_READ_QUEUE_MAX: usize = 1024;
+/// File ranges of a fetch at least this long are checked for being in the page cache on the
+/// reader thread, and read in there if not, so the worker's `sendfile` does not wait for the
+/// disk. Shorter ones (tailing consumers: fresh, cached data) skip the check's system call.
+pub const FETCH_RESIDENT_CHECK_BYTES_MIN: usize = 64 * 1024;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the
@@ -93,9 +97,17 @@ pub const SEGMENT_FILES_MIN: u64 = 64;
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;
 /// Bytes read from a socket at a time, and the part of each connection's read buffer that is
 /// not charged to the request-memory budget (bounded by `max.connections` instead). A frame
-/// larger than this gets a buffer of exactly its size, dropped as soon as the frame is
-/// split off, so no connection keeps a big buffer after a big request.
+/// larger than this gets a buffer of its own, which leaves with the frame and is reused for
+/// a later big frame within the `FRAME_BUFFER*_KEPT_*` bounds below.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Big-frame buffers (see `frame_buffers`) one connection keeps for reuse: enough for a
+/// producer's usual pipeline of big requests.
+pub const FRAME_BUFFERS_KEPT_PER_CONNECTION: usize = 5;
+/// Largest big-frame buffer a connection keeps (a bigger frame's buffer is freed with it).
+/// Covers a Java producer's `max.request.size` (1 MiB) with room to spare.
+pub const FRAME_BUFFER_KEPT_BYTES_MAX: usize = 4 << 20;
+/// Big-frame buffer bytes all connections together keep; part of the memory bound.
+pub const FRAME_BUFFERS_KEPT_BYTES_TOTAL_MAX: usize = 32 << 20;
 /// Least room a connection reads into before it reuses or replaces its read chunk: less
 /// would mean many tiny reads at the end of a chunk.
 pub const READ_ROOM_MIN_BYTES: usize = 4 * 1024;
@@ -173,6 +185,12 @@ pub const ADMIN_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// coordinator's lock (taken once per group).
 pub const METRICS_GROUP_SERIES_MAX: usize = 10_000;
 
+/// Most log cleaner threads (`log.cleaner.threads`); more only contend for the same disk.
+pub const LOG_CLEANER_THREADS_MAX: usize = 16;
+/// Smallest `log.cleaner.dedupe.buffer.size` per cleaner thread: a key map that holds
+/// fewer keys than a small segment has records cleans nothing.
+pub const LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN: u64 = 1024 * 1024;
+
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
 
 /// Segment size of `__transaction_state-0` (Kafka's `transaction.state.log.segment.bytes` is
@@ -183,3 +201,26 @@ pub const TXN_STATE_SEGMENT_BYTES: u64 = 16 << 20;
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default (timed-out
 /// transactions aborted, unfinished completions retried, idle ids expired).
 pub const TXN_TIMER_INTERVAL_MS: u64 = 10_000;
+
+// Security (listeners, TLS, SASL).
+
+/// `sasl.server.max.receive.size` default (Kafka's): the largest frame a SASL listener takes
+/// before the client has authenticated, so an anonymous client cannot make the broker buffer
+/// `socket.request.max.bytes`.
+pub const SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT: usize = 512 * 1024;
+/// A TLS handshake (or a SASL exchange's time to the first frame) must finish within this.
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Decrypted bytes a TLS connection buffers between the TLS layer and the frame reader (one
+/// TLS record's plaintext is at most 16 KiB).
+pub const TLS_READ_STAGING_BYTES: usize = 16 * 1024;
+/// How often the key and trust store files are checked for changes (reloaded when they
+/// change, without a restart).
+pub const TLS_RELOAD_CHECK_MS: u64 = 5_000;
+/// SCRAM iterations accepted from AlterUserScramCredentials (Kafka's bounds).
+pub const SCRAM_ITERATIONS_MIN: i32 = 4096;
+pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
+/// Longest SCRAM user name, and most SCRAM users kept (each costs a few hundred bytes).
+pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
+pub const SCRAM_USERS_MAX: usize = 100_000;
+/// Longest SASL token (client message) accepted in one SaslAuthenticate.
+pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;

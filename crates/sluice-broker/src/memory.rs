@@ -18,7 +18,12 @@
 //! `max.connections` × [`limits::READ_CHUNK_BYTES`].
 //!
 //! Budget permits are counted in [`limits::REQUEST_MEMORY_UNIT_BYTES`] units.
+//!
+//! Besides the budget, connections keep the allocations of their big frames for reuse
+//! (`frame_buffers`); those are not charged but counted here, and capped broker-wide at
+//! [`limits::FRAME_BUFFERS_KEPT_BYTES_TOTAL_MAX`], which adds that much to the bound above.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -35,6 +40,8 @@ pub struct RequestMemory {
     budget: Arc<Semaphore>,
     overdraft: Arc<Semaphore>,
     total_units: u32,
+    /// Bytes of big-frame buffers all connections keep for reuse (not charged).
+    kept_frame_bytes: AtomicUsize,
 }
 
 impl RequestMemory {
@@ -44,7 +51,32 @@ impl RequestMemory {
             budget: Arc::new(Semaphore::new(total_units as usize)),
             overdraft: Arc::new(Semaphore::new(1)),
             total_units,
+            kept_frame_bytes: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts `bytes` more of kept frame buffers if the broker-wide cap allows it.
+    pub(crate) fn keep_frame_bytes(&self, bytes: usize) -> bool {
+        self.kept_frame_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |kept| {
+                kept.checked_add(bytes)
+                    .filter(|n| *n <= limits::FRAME_BUFFERS_KEPT_BYTES_TOTAL_MAX)
+            })
+            .is_ok()
+    }
+
+    /// Uncounts kept frame buffers taken back into use or freed.
+    pub(crate) fn release_kept_frame_bytes(&self, bytes: usize) {
+        let before = self.kept_frame_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        debug_assert!(
+            before >= bytes,
+            "more kept frame bytes released than counted"
+        );
+    }
+
+    /// Bytes of frame buffers kept for reuse across all connections.
+    pub fn kept_frame_bytes(&self) -> usize {
+        self.kept_frame_bytes.load(Ordering::Acquire)
     }
 
     /// The whole budget, in units.

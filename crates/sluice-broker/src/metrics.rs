@@ -398,6 +398,35 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         "Checkpoints written.",
         s.checkpoints,
     )?;
+    for (name, help, value) in [
+        (
+            "sluice_log_cleaner_passes",
+            "Log cleaner passes (one partition each).",
+            s.cleaner_passes,
+        ),
+        (
+            "sluice_log_cleaner_segments_cleaned",
+            "Segments replaced by a cleaned version.",
+            s.cleaner_segments_cleaned,
+        ),
+        (
+            "sluice_log_cleaner_read_bytes",
+            "Bytes the log cleaner read.",
+            s.cleaner_bytes_read,
+        ),
+        (
+            "sluice_log_cleaner_written_bytes",
+            "Bytes the log cleaner wrote.",
+            s.cleaner_bytes_written,
+        ),
+        (
+            "sluice_log_cleaner_records_removed",
+            "Records the log cleaner removed.",
+            s.cleaner_records_removed,
+        ),
+    ] {
+        counter(enc, name, help, value)?;
+    }
     gauge(
         enc,
         "sluice_log_poisoned",

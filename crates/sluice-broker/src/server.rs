@@ -1,7 +1,9 @@
-//! The listener and the process lifecycle: open the log, reconcile topic metadata, bind,
-//! accept up to `max.connections` (and `max.connections.per.ip` from one address; a
-//! connection over either limit is closed at once, as Kafka does), and on shutdown stop accepting, let in-flight requests
-//! finish (bounded by [`limits::SHUTDOWN_DRAIN_MS_MAX`]), then shut the log down cleanly.
+//! The listeners and the process lifecycle: open the log, reconcile topic metadata, load the
+//! listeners' TLS and SASL settings, bind every listener, accept up to `max.connections` in
+//! total over all listeners (and `max.connections.per.ip` from one address; a connection over
+//! either limit is closed at once, as Kafka does), and on shutdown stop accepting, let
+//! in-flight requests finish (bounded by [`limits::SHUTDOWN_DRAIN_MS_MAX`]), then shut the log
+//! down cleanly. A listener that binds beyond loopback without authentication is warned about.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,16 +17,19 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::config::BrokerConfig;
+use crate::config_security::SecurityProtocol;
 use crate::groups::{self, GroupService};
+use crate::listeners::Listener;
 use crate::memory::RequestMemory;
 use crate::producer_ids::ProducerIds;
 use crate::topics::TopicRegistry;
-use crate::{connection, limits, Broker};
+use crate::{connection, limits, listeners, Broker};
 
 /// A bound, recovered broker that is not yet accepting.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
+    /// One socket per listener, in `Broker::listeners` order.
+    sockets: Vec<TcpListener>,
     /// The admin listener (`metrics.listen`), when configured.
     admin: Option<TcpListener>,
     broker: Arc<Broker>,
@@ -50,6 +55,8 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.segment_files_max = segment_files_budget(config);
+    lc.cleaner = config.log_cleaner;
+    lc.record_codec = Some(std::sync::Arc::new(crate::compaction::ProtocolCodec));
     lc
 }
 
@@ -123,26 +130,70 @@ impl Server {
                     error,
                 })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
+            let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
+            let security = load_security(&cfg)?;
             let txns =
                 crate::txns::TxnService::open(&log, sluice_coordinator::TxnConfig::default())
                     .map_err(|error| StartError::Log {
                         dir: cfg.data_dir.display().to_string(),
                         error,
                     })?;
-            Ok((log, topics, groups, producer_ids, txns, report))
+            Ok((
+                log,
+                topics,
+                groups,
+                producer_ids,
+                scram,
+                security,
+                txns,
+                report,
+            ))
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, txns, report) = opened;
-        let listener = TcpListener::bind(&config.listen).await?;
+        let (log, topics, groups, producer_ids, scram, security, txns, report) = opened;
+        let specs = config.listener_specs();
+        let mut sockets = Vec::with_capacity(specs.len());
+        let mut bound = Vec::with_capacity(specs.len());
+        for (i, (spec, (tls, sasl))) in specs.iter().zip(security).enumerate() {
+            let socket = TcpListener::bind(spec.bind_addr()).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("listener {}://{}: {e}", spec.name, spec.addr),
+                )
+            })?;
+            let local = socket.local_addr()?;
+            let (advertised_host, advertised_port) =
+                listeners::advertised(spec, i == 0, &config.advertised_listeners, local)?;
+            let protocol = config.listener_protocol(&spec.name)?;
+            warn_if_open(&spec.name, protocol, tls.as_deref(), local);
+            bound.push(Arc::new(Listener {
+                name: spec.name.clone(),
+                protocol,
+                local,
+                advertised_host,
+                advertised_port,
+                tls,
+                sasl,
+            }));
+            sockets.push(socket);
+        }
         let admin = match &config.metrics_listen {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
                 std::io::Error::new(e.kind(), format!("metrics.listen {addr}: {e}"))
             })?),
             None => None,
         };
-        let local = listener.local_addr()?;
-        let (advertised_host, advertised_port) = advertised(&config, local)?;
+        let first = bound[0].clone();
+        let (local, advertised_host, advertised_port) = (
+            first.local,
+            first.advertised_host.clone(),
+            first.advertised_port,
+        );
+        for l in &bound {
+            tracing::info!(listener = %l.name, protocol = l.protocol.name(), listen = %l.local,
+                advertised = %format!("{}:{}", l.advertised_host, l.advertised_port), "listener bound");
+        }
         tracing::info!(
             listen = %local, advertised = %format!("{advertised_host}:{advertised_port}"), node_id = config.node_id,
             data_dir = %config.data_dir.display(), fsync = ?config.fsync, auto_create_topics = config.auto_create_topics,
@@ -165,20 +216,32 @@ impl Server {
             producer_ids,
             advertised_host,
             advertised_port,
+            listeners: bound,
+            scram,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
         broker.txns.start(Arc::clone(&broker));
         Ok(Server {
-            listener,
+            sockets,
             admin,
             broker,
             shutdown_tx,
         })
     }
 
+    /// The first listener's address.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.sockets[0].local_addr()
+    }
+
+    /// Every listener's name and bound address, first one first.
+    pub fn listener_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.broker
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.local))
+            .collect()
     }
 
     /// The admin listener's address (`metrics.listen`), if it is on.
@@ -193,56 +256,47 @@ impl Server {
     /// Accepts connections until `signal` completes, then shuts down cleanly.
     pub async fn run(self, signal: impl Future<Output = ()>) -> Result<(), StartError> {
         let Server {
-            listener,
+            sockets,
             admin,
             broker,
             shutdown_tx,
         } = self;
-        // Ready from here on: the Kafka listener accepts below, and /ready says so until
+        // Ready from here on: the Kafka listeners accept below, and /ready says so until
         // shutdown begins.
         let admin = admin.map(|l| tokio::spawn(crate::admin::serve(l, broker.clone())));
-        let slots = Arc::new(Semaphore::new(broker.config.max_connections));
-        let per_ip: PerIp = Arc::new(Mutex::new(HashMap::new()));
+        let shared = Accepting {
+            slots: Arc::new(Semaphore::new(broker.config.max_connections)),
+            per_ip: Arc::new(Mutex::new(HashMap::new())),
+        };
         // Every connection holds a clone of `alive_tx`; when all are dropped, `alive_rx`
         // returns None and we know every connection has finished.
         let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
-        tokio::pin!(signal);
-        loop {
-            tokio::select! {
-                _ = &mut signal => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        let Ok(permit) = slots.clone().try_acquire_owned() else {
-                            tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection (max.connections)");
-                            drop(stream);
-                            continue;
-                        };
-                        let Some(per_ip) = PerIpSlot::take(&per_ip, &broker.config, peer.ip()) else {
-                            tracing::warn!(%peer, max = broker.config.connections_per_ip_max(peer.ip()), "connection limit for this address reached; closing new connection (max.connections.per.ip)");
-                            drop(stream);
-                            continue;
-                        };
-                        let broker = broker.clone();
-                        let alive = alive_tx.clone();
-                        tokio::spawn(async move {
-                            let open = crate::metrics::OpenConnection::new(broker.clone());
-                            connection::serve(broker, stream, peer).await;
-                            drop(open);
-                            drop(per_ip);
-                            drop(permit);
-                            drop(alive);
-                        });
-                    }
-                    Err(e) => {
-                        // Usually EMFILE or a reset during accept: back off briefly, keep serving.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
-            }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let reload = spawn_tls_reload(&broker, stop_rx.clone());
+        let acceptors: Vec<_> = sockets
+            .into_iter()
+            .enumerate()
+            .map(|(index, socket)| {
+                tokio::spawn(accept_loop(
+                    socket,
+                    index,
+                    broker.clone(),
+                    shared.clone(),
+                    alive_tx.clone(),
+                    stop_rx.clone(),
+                ))
+            })
+            .collect();
+        signal.await;
+        let _ = stop_tx.send(true);
+        for a in acceptors {
+            // Each returns once it stopped accepting (its socket is closed with it).
+            let _ = a.await;
+        }
+        if let Some(r) = reload {
+            r.abort();
         }
         tracing::info!("shutdown: no longer accepting; finishing in-flight requests");
-        drop(listener);
         let _ = shutdown_tx.send(true);
         drop(alive_tx);
         let drained = tokio::time::timeout(
@@ -318,15 +372,139 @@ impl Drop for PerIpSlot {
     }
 }
 
-fn advertised(config: &BrokerConfig, local: SocketAddr) -> std::io::Result<(String, i32)> {
-    let Some(adv) = &config.advertised_listener else {
-        return Ok((local.ip().to_string(), i32::from(local.port())));
-    };
-    let (host, port) = adv.rsplit_once(':').ok_or_else(|| {
-        std::io::Error::other(format!("advertised listener '{adv}' is not host:port"))
-    })?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| std::io::Error::other(format!("bad port in advertised listener '{adv}'")))?;
-    Ok((host.trim_matches(['[', ']']).to_string(), i32::from(port)))
+/// The connection limits every listener's accept loop shares.
+#[derive(Clone)]
+struct Accepting {
+    slots: Arc<Semaphore>,
+    per_ip: PerIp,
+}
+
+/// Accepts on one listener until told to stop.
+async fn accept_loop(
+    socket: TcpListener,
+    index: usize,
+    broker: Arc<Broker>,
+    shared: Accepting,
+    alive_tx: mpsc::Sender<()>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = stopped(&mut stop) => return,
+            accepted = socket.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
+                        tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection (max.connections)");
+                        drop(stream);
+                        continue;
+                    };
+                    let Some(per_ip) = PerIpSlot::take(&shared.per_ip, &broker.config, peer.ip()) else {
+                        tracing::warn!(%peer, max = broker.config.connections_per_ip_max(peer.ip()), "connection limit for this address reached; closing new connection (max.connections.per.ip)");
+                        drop(stream);
+                        continue;
+                    };
+                    let broker = broker.clone();
+                    let alive = alive_tx.clone();
+                    tokio::spawn(async move {
+                        let open = crate::metrics::OpenConnection::new(broker.clone());
+                        connection::serve(broker, stream, peer, index).await;
+                        drop(open);
+                        drop(per_ip);
+                        drop(permit);
+                        drop(alive);
+                    });
+                }
+                Err(e) => {
+                    // Usually EMFILE or a reset during accept: back off briefly, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Completes once shutdown began (holds no watch guard across an await).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Each listener's TLS and SASL settings, loaded (files read) before anything binds, so a
+/// bad store refuses to start. Blocking.
+#[allow(clippy::type_complexity)]
+fn load_security(
+    config: &BrokerConfig,
+) -> std::io::Result<
+    Vec<(
+        Option<Arc<crate::tls::Tls>>,
+        Option<Arc<crate::sasl::SaslConfig>>,
+    )>,
+> {
+    let mut out = Vec::new();
+    for spec in config.listener_specs() {
+        let protocol = config
+            .listener_protocol(&spec.name)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let fail = |e: String| std::io::Error::other(format!("listener {}: {e}", spec.name));
+        let tls = match protocol.uses_tls() {
+            true => Some(Arc::new(
+                crate::tls::Tls::load(&spec.name, &config.security).map_err(fail)?,
+            )),
+            false => None,
+        };
+        let sasl = match protocol.uses_sasl() {
+            true => Some(Arc::new(
+                crate::sasl::SaslConfig::load(&spec.name, &config.security).map_err(fail)?,
+            )),
+            false => None,
+        };
+        out.push((tls, sasl));
+    }
+    Ok(out)
+}
+
+/// Warns when a listener reachable beyond loopback lets clients in without authentication.
+fn warn_if_open(
+    name: &str,
+    protocol: SecurityProtocol,
+    tls: Option<&crate::tls::Tls>,
+    local: SocketAddr,
+) {
+    let authenticated = protocol.uses_sasl()
+        || tls.is_some_and(|t| t.client_auth == crate::tls::ClientAuth::Required);
+    if !authenticated && !local.ip().is_loopback() {
+        tracing::warn!(listener = name, protocol = protocol.name(), %local, "listener is reachable beyond loopback without authentication: anyone who can reach it can read, write and delete every topic");
+    }
+}
+
+/// Checks the listeners' TLS store files for changes every [`limits::TLS_RELOAD_CHECK_MS`]
+/// (on the blocking pool) and reloads them; None when no listener uses TLS.
+fn spawn_tls_reload(
+    broker: &Arc<Broker>,
+    mut stop: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let tls: Vec<_> = broker
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.clone())
+        .collect();
+    if tls.is_empty() {
+        return None;
+    }
+    Some(tokio::spawn(async move {
+        let every = Duration::from_millis(limits::TLS_RELOAD_CHECK_MS);
+        loop {
+            tokio::select! {
+                () = stopped(&mut stop) => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let tls = tls.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                for t in &tls {
+                    t.reload_if_changed();
+                }
+            })
+            .await;
+        }
+    }))
 }

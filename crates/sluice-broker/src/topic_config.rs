@@ -2,11 +2,13 @@
 //! reports, and the conversion of a topic's overrides into the log's [`LogConfig`].
 //!
 //! Settings Sluice enforces: retention.ms, retention.bytes, segment.bytes, segment.ms,
-//! max.message.bytes, message.timestamp.type, index.interval.bytes. Others are accepted and
-//! reported with Kafka's defaults because tools set and read them, but they have no effect on
-//! a single node (flush.*, min.insync.replicas, ...). Values Sluice cannot honour are refused
-//! with INVALID_CONFIG rather than silently ignored: `cleanup.policy=compact` (compaction is
-//! not built yet) and broker-side recompression (`compression.type` other than `producer`).
+//! max.message.bytes, message.timestamp.type, index.interval.bytes, and the compaction
+//! settings (cleanup.policy, min.cleanable.dirty.ratio, min/max.compaction.lag.ms,
+//! delete.retention.ms; see `docs/compaction.md`). Others are accepted and reported with
+//! Kafka's defaults because tools set and read them, but they have no effect on a single
+//! node (flush.*, min.insync.replicas, ...). Values Sluice cannot honour are refused with
+//! INVALID_CONFIG rather than silently ignored: broker-side recompression
+//! (`compression.type` other than `producer`).
 
 use std::collections::BTreeMap;
 
@@ -65,7 +67,7 @@ pub const TOPIC_CONFIGS: &[ConfigDef] = &[
         "cleanup.policy",
         ConfigType::List,
         Some("log.cleanup.policy"),
-        "Retention policy: only delete is supported.",
+        "delete, compact, or compact,delete.",
     ),
     def(
         "compression.type",
@@ -226,6 +228,23 @@ pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
             timestamp_type_name(d.timestamp_type).to_string(),
             &["log.message.timestamp.type"],
         ),
+        "cleanup.policy" => (d.cleanup_policy.clone(), &["log.cleanup.policy"]),
+        "min.cleanable.dirty.ratio" => (
+            d.min_cleanable_dirty_ratio.to_string(),
+            &["log.cleaner.min.cleanable.ratio"],
+        ),
+        "min.compaction.lag.ms" => (
+            d.min_compaction_lag_ms.to_string(),
+            &["log.cleaner.min.compaction.lag.ms"],
+        ),
+        "max.compaction.lag.ms" => (
+            d.max_compaction_lag_ms.to_string(),
+            &["log.cleaner.max.compaction.lag.ms"],
+        ),
+        "delete.retention.ms" => (
+            d.delete_retention_ms.to_string(),
+            &["log.cleaner.delete.retention.ms"],
+        ),
         other => (static_default(other).to_string(), &[]),
     };
     let src = if keys.iter().any(|k| from_broker(k)) {
@@ -256,6 +275,25 @@ fn static_default(name: &str) -> &'static str {
         "segment.jitter.ms" => "0",
         _ => "",
     }
+}
+
+/// Parses `cleanup.policy` (a list of `delete` and `compact`, Kafka's values) into its
+/// normal form: `delete`, `compact` or `compact,delete`.
+pub fn parse_cleanup_policy(value: &str) -> Result<String, String> {
+    let (mut compact, mut delete) = (false, false);
+    for item in value.split(',').map(str::trim) {
+        match item {
+            "compact" => compact = true,
+            "delete" => delete = true,
+            _ => return Err(format!("{item:?} is not delete or compact")),
+        }
+    }
+    Ok(match (compact, delete) {
+        (true, true) => "compact,delete",
+        (true, false) => "compact",
+        _ => "delete",
+    }
+    .to_string())
 }
 
 fn timestamp_type_name(t: sluice_log::TimestampType) -> &'static str {
@@ -299,10 +337,16 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
         }
     };
     match name {
-        "cleanup.policy" => range(
-            v == "delete",
-            "only delete is supported (compaction is not built yet)",
+        "cleanup.policy" => parse_cleanup_policy(v)
+            .map(|_| ())
+            .map_err(|e| format!("Invalid value {value} for configuration {name}: {e}")),
+        "min.compaction.lag.ms" | "delete.retention.ms" => range(
+            v.parse::<i64>().is_ok_and(|n| n >= 0),
+            "must not be negative",
         ),
+        "max.compaction.lag.ms" => {
+            range(v.parse::<i64>().is_ok_and(|n| n >= 1), "must be at least 1")
+        }
         "compression.type" => range(
             v == "producer",
             "only producer is supported (batches are stored as sent)",
@@ -367,6 +411,7 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
     };
     let num = |name: &str, fallback: i64| get(name).trim().parse::<i64>().unwrap_or(fallback);
     let defaults = LogConfig::default();
+    let policy = parse_cleanup_policy(&get("cleanup.policy")).unwrap_or_else(|_| "delete".into());
     LogConfig {
         segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(SEGMENT_BYTES_MIN)
             as u64,
@@ -385,6 +430,15 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
             i64::from(defaults.index_interval_bytes),
         )
         .clamp(0, i64::from(i32::MAX)) as u32,
+        cleanup_delete: policy.contains("delete"),
+        cleanup_compact: policy.contains("compact"),
+        min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(defaults.min_cleanable_dirty_ratio),
+        min_compaction_lag_ms: num("min.compaction.lag.ms", defaults.min_compaction_lag_ms),
+        max_compaction_lag_ms: num("max.compaction.lag.ms", defaults.max_compaction_lag_ms),
+        delete_retention_ms: num("delete.retention.ms", defaults.delete_retention_ms),
     }
 }
 
@@ -400,7 +454,11 @@ mod tests {
         assert!(validate("retention.ms", "abc").is_err());
         assert!(validate("retention.ms", "-5").is_err());
         assert!(validate("segment.bytes", "100").is_err());
-        assert!(validate("cleanup.policy", "compact").is_err());
+        assert!(validate("cleanup.policy", "compact").is_ok());
+        assert!(validate("cleanup.policy", "delete, compact").is_ok());
+        assert!(validate("cleanup.policy", "compact,bogus").is_err());
+        assert!(validate("max.compaction.lag.ms", "0").is_err());
+        assert!(validate("delete.retention.ms", "-1").is_err());
         assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate("message.timestamp.type", "Later").is_err());
         assert!(validate("no.such.config", "1").is_err());
@@ -427,5 +485,11 @@ mod tests {
         let lc = log_config(&o, &broker);
         assert_eq!(lc.segment_bytes, 2048);
         assert_eq!(lc.retention_ms, 5000);
+        assert!(lc.cleanup_delete && !lc.cleanup_compact);
+        o.insert("cleanup.policy".into(), "compact".into());
+        o.insert("delete.retention.ms".into(), "100".into());
+        let lc = log_config(&o, &broker);
+        assert!(lc.cleanup_compact && !lc.cleanup_delete);
+        assert_eq!(lc.delete_retention_ms, 100);
     }
 }

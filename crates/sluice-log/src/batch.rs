@@ -197,6 +197,36 @@ pub fn validate(batch: &[u8], max_message_bytes: u32) -> Result<BatchHeader<'_>,
     Ok(header)
 }
 
+/// Checks a batch as stored: like [`validate`] (magic, length, CRC-32C) but with the
+/// offsets a cleaned batch may have (`docs/compaction.md` §2): fewer records than its
+/// offset span (the cleaner removed some; each keeps its offset), or none at all (an empty
+/// batch kept for its producer, or a gap batch covering removed ones).
+pub fn validate_stored(batch: &[u8]) -> Result<BatchHeader<'_>, LogError> {
+    let header = BatchHeader::parse(batch)?;
+    let size = header
+        .total_size()
+        .ok_or(LogError::CorruptBatch("batchLength too small"))?;
+    if size != batch.len() {
+        return Err(LogError::CorruptBatch(
+            "batchLength does not match the bytes given",
+        ));
+    }
+    if header.magic() != MAGIC_V2 {
+        return Err(LogError::CorruptBatch("magic is not 2"));
+    }
+    if compute_crc(batch) != header.crc() {
+        return Err(LogError::CorruptBatch("CRC-32C mismatch"));
+    }
+    let count = header.records_count();
+    let delta = header.last_offset_delta();
+    if delta < 0 || count < 0 || i64::from(count) > i64::from(delta) + 1 {
+        return Err(LogError::InvalidRecord(
+            "recordsCount does not fit the batch's offsets",
+        ));
+    }
+    Ok(header)
+}
+
 /// Offsets inside a batch must be 0..recordsCount: the log assigns one offset per record.
 fn check_offsets(header: &BatchHeader<'_>) -> Result<(), LogError> {
     let count = header.records_count();

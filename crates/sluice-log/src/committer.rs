@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
+use crate::append_queue::AppendReceiver;
 use crate::batch::{self, BatchHeader};
 use crate::checkpoint::RecoveryPoint;
 use crate::completion::Completion;
@@ -186,7 +186,7 @@ enum Failure {
 #[derive(Debug)]
 pub(crate) struct Committer {
     engine: Arc<Engine>,
-    receiver: mpsc::Receiver<Message>,
+    receiver: AppendReceiver<Message>,
     journal: JournalWriter,
     round: Vec<Pending>,
     round_bytes: usize,
@@ -222,7 +222,7 @@ pub(crate) struct Committer {
 impl Committer {
     pub(crate) fn new(
         engine: Arc<Engine>,
-        receiver: mpsc::Receiver<Message>,
+        receiver: AppendReceiver<Message>,
         journal: JournalWriter,
     ) -> Self {
         Self {
@@ -292,8 +292,8 @@ impl Committer {
     fn drain_queue(&mut self) {
         while self.round_bytes < self.engine.config.commit_bytes_max {
             match self.receiver.try_recv() {
-                Ok(message) => self.accept(message),
-                Err(_) => break,
+                Some(message) => self.accept(message),
+                None => break,
             }
         }
     }

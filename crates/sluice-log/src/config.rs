@@ -49,7 +49,7 @@ pub enum TimestampType {
 }
 
 /// Per-partition settings, taken from the topic's configs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll the active segment before it would exceed this size.
     pub segment_bytes: u64,
@@ -65,6 +65,20 @@ pub struct LogConfig {
     pub timestamp_type: TimestampType,
     /// `index.interval.bytes`: bytes between offset/time index entries.
     pub index_interval_bytes: u32,
+    /// `cleanup.policy` contains `delete`: retention deletes old segments.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` contains `compact`: the log cleaner keeps the newest record per key
+    /// (see `docs/compaction.md`).
+    pub cleanup_compact: bool,
+    /// `min.cleanable.dirty.ratio`: clean when this share of the cleanable bytes is dirty.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records newer than this are not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment older than this is cleaned whatever the
+    /// dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: a tombstone is removed once its timestamp is older than this.
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -77,6 +91,12 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
             index_interval_bytes: 4096,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 86_400_000,
         }
     }
 }
@@ -126,6 +146,40 @@ pub struct LogManagerConfig {
     /// the journal, checkpoints, index files and client connections never run out. The
     /// broker sets it from `RLIMIT_NOFILE` minus its reserve; default: no limit.
     pub segment_files_max: usize,
+    /// The log cleaner's process-wide settings (Kafka's `log.cleaner.*`).
+    pub cleaner: CleanerConfig,
+    /// Reads and rewrites records for the cleaner (the log itself never decompresses);
+    /// `None`: no cleaner runs, and compacted partitions are only rolled.
+    pub record_codec: Option<std::sync::Arc<dyn crate::cleaner::RecordCodec>>,
+}
+
+/// Kafka's `log.cleaner.*` broker settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`.
+    pub enable: bool,
+    /// `log.cleaner.threads`: cleaner threads (at least 1).
+    pub threads: usize,
+    /// `log.cleaner.backoff.ms`: sleep between passes when nothing is due.
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second`: bytes read plus written by all cleaner
+    /// threads together; `u64::MAX`: no limit.
+    pub io_max_bytes_per_second: u64,
+    /// `log.cleaner.dedupe.buffer.size`: memory for the key map of one pass, shared by the
+    /// threads (each gets its share), in bytes.
+    pub dedupe_buffer_bytes: u64,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        Self {
+            enable: true,
+            threads: 1,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: u64::MAX,
+            dedupe_buffer_bytes: 128 << 20,
+        }
+    }
 }
 
 impl LogManagerConfig {
@@ -142,6 +196,8 @@ impl LogManagerConfig {
             producer_ids_per_partition_max: 10_000,
             producer_id_expiration_ms: 86_400_000,
             segment_files_max: usize::MAX,
+            cleaner: CleanerConfig::default(),
+            record_codec: None,
         }
     }
 }

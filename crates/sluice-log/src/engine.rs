@@ -119,6 +119,11 @@ pub(crate) struct Stats {
     pub(crate) segment_syncs: AtomicU64,
     pub(crate) append_requests: AtomicU64,
     pub(crate) batches_appended: AtomicU64,
+    pub(crate) cleaner_passes: AtomicU64,
+    pub(crate) cleaner_segments_cleaned: AtomicU64,
+    pub(crate) cleaner_bytes_read: AtomicU64,
+    pub(crate) cleaner_bytes_written: AtomicU64,
+    pub(crate) cleaner_records_removed: AtomicU64,
     /// Journal bytes written per commit round (padding included).
     pub(crate) round_bytes: Histogram,
     /// Append requests answered per commit round.
@@ -137,6 +142,11 @@ impl Default for Stats {
             segment_syncs: AtomicU64::default(),
             append_requests: AtomicU64::default(),
             batches_appended: AtomicU64::default(),
+            cleaner_passes: AtomicU64::default(),
+            cleaner_segments_cleaned: AtomicU64::default(),
+            cleaner_bytes_read: AtomicU64::default(),
+            cleaner_bytes_written: AtomicU64::default(),
+            cleaner_records_removed: AtomicU64::default(),
             round_bytes: Histogram::new(histogram::SIZE_BOUNDS_BYTES),
             round_requests: Histogram::new(histogram::COUNT_BOUNDS),
             journal_sync_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
@@ -167,6 +177,11 @@ impl Stats {
             segment_syncs: get(&self.segment_syncs),
             append_requests: get(&self.append_requests),
             batches_appended: get(&self.batches_appended),
+            cleaner_passes: get(&self.cleaner_passes),
+            cleaner_segments_cleaned: get(&self.cleaner_segments_cleaned),
+            cleaner_bytes_read: get(&self.cleaner_bytes_read),
+            cleaner_bytes_written: get(&self.cleaner_bytes_written),
+            cleaner_records_removed: get(&self.cleaner_records_removed),
         }
     }
 }
@@ -196,6 +211,10 @@ pub(crate) struct Engine {
     checkpoint_journal_bytes: AtomicU64,
     pub(crate) checkpoint_signal: Signal,
     pub(crate) retention_signal: Signal,
+    /// Wakes the log cleaner threads (shutdown).
+    pub(crate) cleaner_signal: Signal,
+    /// The log cleaner's shared state (`cleaner.rs`).
+    pub(crate) cleaner: crate::cleaner::CleanerState,
     /// Serializes create_partition / delete_partition.
     admin: Mutex<()>,
 }
@@ -220,6 +239,8 @@ impl Engine {
             checkpoint_journal_bytes: AtomicU64::new(0),
             checkpoint_signal: Signal::default(),
             retention_signal: Signal::default(),
+            cleaner_signal: Signal::default(),
+            cleaner: crate::cleaner::CleanerState::default(),
             admin: Mutex::new(()),
         }
     }
@@ -493,6 +514,7 @@ impl Engine {
             self.journal_pool
                 .retire(self.fs.as_ref(), &self.journal_dir, seq)?;
         }
+        crate::cleaner::retire_cleaned_files(self);
         Ok(())
     }
 }

@@ -326,6 +326,14 @@ impl ExtentFile {
     }
 }
 
+impl ExtentFile {
+    /// Whether every byte of the segment has its extent records on disk, synced.
+    pub(crate) fn all_persisted(&self) -> bool {
+        let persisted = self.persisted.lock();
+        persisted.len == self.len.load(Ordering::Acquire) && !persisted.unsynced
+    }
+}
+
 /// The valid prefix of an extents file's records (see [`ExtentFile::open`] for the checks
 /// that also need the journal files).
 fn valid_records(raw: &[u8]) -> impl Iterator<Item = Record> + '_ {

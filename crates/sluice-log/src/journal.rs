@@ -440,6 +440,22 @@ impl JournalFiles {
         self.files.lock().remove(&seq)
     }
 
+    /// Removes and returns the sequence numbers at or above `from` that nothing refers to
+    /// (the cleaner's files, `cleaner::CLEANED_SEQ_BASE` on: never replayed, so any of
+    /// them may go as soon as no segment or reader holds it).
+    pub(crate) fn take_unreferenced_from(&self, from: u64) -> Vec<u64> {
+        let mut files = self.files.lock();
+        let unreferenced: Vec<u64> = files
+            .range(from..)
+            .filter(|(_, file)| Arc::strong_count(file) == 1)
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in &unreferenced {
+            files.remove(seq);
+        }
+        unreferenced
+    }
+
     /// Removes and returns the sequence numbers below `before` that nothing refers to any
     /// more: no segment, no reader, not the writer. Nothing can take a new reference to
     /// such a file (references come from this map, under its lock, or from clones of

@@ -32,9 +32,11 @@
 //! - [`txn`]: transaction markers (control batches), aborted-transaction entries and the
 //!   isolation level of reads (docs/transactions.md §6).
 
+mod append_queue;
 pub mod batch;
 mod checkpoint;
 mod checkpointer;
+pub mod cleaner;
 mod committer;
 mod completion;
 pub mod config;
@@ -60,8 +62,9 @@ pub mod sim_fs;
 pub mod txn;
 pub mod types;
 
+pub use cleaner::{CleanerPass, RecordCodec, RecordKey};
 pub use completion::AppendGroup;
-pub use config::{FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
+pub use config::{CleanerConfig, FsyncPolicy, LogConfig, LogManagerConfig, TimestampType};
 pub use error::LogError;
 pub use manager::{
     AppendInfo, AppendWaiter, CommitHistograms, CommitListener, LogManager, LogStats,

@@ -10,8 +10,9 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use crate::append_queue::{self, AppendSender};
 use crate::completion::{AppendGroup, Completion};
 
 use crate::batch::{self, BatchHeader, BatchIter};
@@ -42,7 +43,7 @@ pub struct LogManager {
 struct Inner {
     engine: Arc<Engine>,
     /// The append queue's sending side (bounded: `append_queue_len`).
-    sender: mpsc::Sender<Message>,
+    sender: AppendSender<Message>,
     /// `None` once shut down (or stopped by drop).
     threads: Mutex<Option<Threads>>,
     /// The data directory's `.lock`: released by `shutdown` once the final checkpoint is
@@ -55,6 +56,7 @@ struct Threads {
     committer: JoinHandle<()>,
     checkpointer: JoinHandle<()>,
     retention: JoinHandle<()>,
+    cleaners: Vec<JoinHandle<()>>,
 }
 
 impl Inner {
@@ -65,11 +67,16 @@ impl Inner {
         let _ = self.sender.try_send(Message::Stop);
         self.engine.checkpoint_signal.raise();
         self.engine.retention_signal.raise();
+        self.engine.cleaner_signal.raise();
+        let cleaners = threads.cleaners.into_iter().map(|h| ("cleaner", h));
         for (name, handle) in [
             ("committer", threads.committer),
             ("checkpointer", threads.checkpointer),
             ("retention", threads.retention),
-        ] {
+        ]
+        .into_iter()
+        .chain(cleaners)
+        {
             if handle.join().is_err() {
                 tracing::error!(thread = name, "log thread panicked");
             }
@@ -96,6 +103,7 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
         engine.stopping.store(true, Ordering::Release);
         engine.checkpoint_signal.raise();
         engine.retention_signal.raise();
+        engine.cleaner_signal.raise();
         LogError::Io(error)
     };
     let committer = spawn("sluice-committer", move || committer.run()).map_err(stop_on_error)?;
@@ -107,10 +115,23 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
     let for_retention = Arc::clone(engine);
     let retention =
         spawn("sluice-retention", move || retention::run(for_retention)).map_err(stop_on_error)?;
+    let mut cleaners = Vec::new();
+    if let Some(codec) = engine.config.record_codec.as_ref() {
+        if engine.config.cleaner.enable {
+            for n in 0..engine.config.cleaner.threads.max(1) {
+                let (engine, codec) = (Arc::clone(engine), Arc::clone(codec));
+                let name = format!("sluice-cleaner-{n}");
+                let handle = spawn(&name, move || crate::cleaner::run(engine, codec))
+                    .map_err(stop_on_error)?;
+                cleaners.push(handle);
+            }
+        }
+    }
     Ok(Threads {
         committer,
         checkpointer,
         retention,
+        cleaners,
     })
 }
 
@@ -271,7 +292,7 @@ impl LogManager {
         crate::segment::set_segment_files_max(config.segment_files_max);
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
-        let (sender, receiver) = mpsc::channel(engine.config.append_queue_len.max(1));
+        let (sender, receiver) = append_queue::queue(engine.config.append_queue_len);
         let committer = Committer::new(Arc::clone(&engine), receiver, journal);
         let threads = spawn_threads(&engine, committer)?;
         let inner = Inner {
@@ -306,6 +327,14 @@ impl LogManager {
     pub fn set_config(&self, key: &PartitionKey, config: LogConfig) -> Result<(), LogError> {
         self.engine().partition(key)?.set_config(config);
         Ok(())
+    }
+
+    /// Whether the partition's `cleanup.policy` includes `compact` (the produce path refuses
+    /// keyless records there). False for an unknown partition.
+    pub fn is_compacted(&self, key: &PartitionKey) -> bool {
+        self.engine()
+            .partition(key)
+            .is_ok_and(|p| p.config().cleanup_compact)
     }
 
     /// Validates `records` (one or more v2 batches: length, magic, CRC-32C, size against
@@ -684,6 +713,30 @@ impl LogManager {
         self.engine().stats.histograms()
     }
 
+    /// Runs log cleaner passes on the caller's thread until none is due at `now_ms`
+    /// (tests, tools). Blocking. Empty without a `record_codec`.
+    pub fn clean_now(&self, now_ms: i64) -> Result<Vec<crate::cleaner::CleanerPass>, LogError> {
+        let Some(codec) = self.engine().config.record_codec.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut passes = Vec::new();
+        // Each pass moves its partition's dirty start forward by at least one segment, so
+        // this ends; the bound only guards against partitions that keep being refilled.
+        let segments: usize = self
+            .engine()
+            .partitions_snapshot()
+            .iter()
+            .map(|p| p.segment_count())
+            .sum();
+        for _ in 0..=segments {
+            match crate::cleaner::clean_once(self.engine(), codec.as_ref(), now_ms)? {
+                Some(pass) => passes.push(pass),
+                None => break,
+            }
+        }
+        Ok(passes)
+    }
+
     /// Stops accepting appends, completes queued ones, syncs, writes a final checkpoint and
     /// joins the threads. Blocking.
     pub fn shutdown(&self) -> Result<(), LogError> {
@@ -716,6 +769,13 @@ pub struct LogStats {
     pub append_requests: u64,
     /// Record batches written to segments.
     pub batches_appended: u64,
+    /// Log cleaner passes (one partition each), segments replaced by a cleaned version,
+    /// bytes the cleaner read and wrote, and records it removed.
+    pub cleaner_passes: u64,
+    pub cleaner_segments_cleaned: u64,
+    pub cleaner_bytes_read: u64,
+    pub cleaner_bytes_written: u64,
+    pub cleaner_records_removed: u64,
 }
 
 /// The group commit's histograms since open (see [`crate::histogram`]).

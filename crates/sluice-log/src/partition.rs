@@ -275,6 +275,44 @@ impl Partition {
         segments.split_off(keep)
     }
 
+    /// Where the run `olds` (consecutive sealed segments) starts in the list, if it is
+    /// still there whole.
+    fn find_run(segments: &[Arc<Segment>], olds: &[Arc<Segment>]) -> Option<usize> {
+        let last = segments.len() - 1;
+        let first = olds.first()?;
+        let at = segments[..last]
+            .iter()
+            .position(|s| Arc::ptr_eq(s, first))?;
+        let run = segments
+            .get(at..at + olds.len())
+            .filter(|_| at + olds.len() <= last)?;
+        run.iter()
+            .zip(olds)
+            .all(|(a, b)| Arc::ptr_eq(a, b))
+            .then_some(at)
+    }
+
+    /// Whether the run `olds` is still in the log, whole (caller holds `trim_lock`).
+    pub(crate) fn holds_run(&self, olds: &[Arc<Segment>]) -> bool {
+        Self::find_run(&self.segments.read(), olds).is_some()
+    }
+
+    /// Puts `new` in place of the run `olds` (the cleaner's swap; caller holds
+    /// `trim_lock`). False when the run is no longer in the list whole.
+    pub(crate) fn replace_run(&self, olds: &[Arc<Segment>], new: Arc<Segment>) -> bool {
+        let mut segments = self.segments.write();
+        let Some(at) = Self::find_run(&segments, olds) else {
+            return false;
+        };
+        debug_assert_eq!(new.base_offset, olds[0].base_offset);
+        debug_assert_eq!(
+            Some(new.next_offset()),
+            olds.last().map(|s| s.next_offset())
+        );
+        segments.splice(at..at + olds.len(), [new]);
+        true
+    }
+
     /// Replaces the whole segment list (recovery only, before the threads start).
     pub(crate) fn replace_segments(&self, segments: Vec<Arc<Segment>>) {
         assert!(!segments.is_empty());

@@ -74,6 +74,22 @@ impl FileRange {
         self.len as usize
     }
 
+    /// Makes sure the range's bytes are in the page cache, reading them in on this thread if
+    /// they are not, so that a later `sendfile` from an async worker does not wait for the
+    /// disk (a catch-up consumer reading data written long ago). Blocking file I/O: for a
+    /// fetch reader thread. A range whose last byte is cached costs one system call (a read
+    /// that may not block, `preadv2(RWF_NOWAIT)`); otherwise the range is sent to
+    /// `/dev/null`, which reads it into the page cache without copying it to user space.
+    /// Returns whether it had to read. A file system that does not support the probe is taken
+    /// as cached: this is an optimisation, never needed for correctness.
+    pub fn make_resident(&self) -> io::Result<bool> {
+        if self.len == 0 || is_cached(self.fd, self.position + u64::from(self.len) - 1)? {
+            return Ok(false);
+        }
+        page_in(self.fd, self.position, u64::from(self.len))?;
+        Ok(true)
+    }
+
     /// Reads `len` bytes of the range from byte `from` on into memory: the copy path for
     /// writers that cannot `sendfile` (e.g. TLS). Blocking file I/O: not on an async
     /// worker. A file shorter than the range is an error (`UnexpectedEof`).
@@ -93,6 +109,63 @@ impl FileRange {
         }
         Ok(buf)
     }
+}
+
+/// Whether the byte at `position` of `fd` is in the page cache: a one-byte read that may
+/// not block. `EAGAIN` means it would have to wait for the disk.
+#[allow(unsafe_code)]
+fn is_cached(fd: RawFd, position: u64) -> io::Result<bool> {
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(byte).cast(),
+        iov_len: 1,
+    };
+    let offset = libc::off_t::try_from(position)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    // SAFETY: `iov` describes one writable byte on this stack frame; `fd` is open for as
+    // long as the caller's range lives.
+    let n = unsafe { libc::preadv2(fd, &iov, 1, offset, libc::RWF_NOWAIT) };
+    if n >= 0 {
+        return Ok(true);
+    }
+    match io::Error::last_os_error() {
+        e if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        // Old kernels and some file systems refuse the flag: treat as cached.
+        e if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => Ok(true),
+        e => Err(e),
+    }
+}
+
+/// Reads `len` bytes of `fd` from `position` into the page cache by sending them to
+/// `/dev/null` (the kernel reads the pages and discards them; nothing reaches user space).
+#[allow(unsafe_code)]
+fn page_in(fd: RawFd, position: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    static DEV_NULL: std::sync::OnceLock<io::Result<std::fs::File>> = std::sync::OnceLock::new();
+    let null =
+        match DEV_NULL.get_or_init(|| std::fs::OpenOptions::new().write(true).open("/dev/null")) {
+            Ok(f) => f.as_raw_fd(),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("/dev/null: {e}"))),
+        };
+    let mut offset = libc::off_t::try_from(position)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    let mut left = len;
+    while left > 0 {
+        let chunk = usize::try_from(left.min(1 << 30)).unwrap_or(1 << 30);
+        // SAFETY: both descriptors are open; `offset` is a valid out-parameter.
+        let n = unsafe { libc::sendfile(null, fd, &mut offset, chunk) };
+        match n {
+            n if n > 0 => left -= n as u64,
+            0 => break, // end of file: nothing more to read in
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One piece of a partition's records, in order.

@@ -108,6 +108,7 @@ fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
         }
         engine.journal_files.insert(file);
     }
+    crate::cleaner::register_cleaned_files(engine)?;
     Ok(())
 }
 
@@ -357,6 +358,10 @@ impl Recovery<'_> {
     /// log file (left by an interrupted delete) and unfinished producer snapshot writes,
     /// and notes the producer snapshot files.
     fn list_segments(&mut self, dir: &Path) -> Result<Vec<Offset>, LogError> {
+        // A cleaner pass cut short: aside files go, swaps are completed (compaction.md §4).
+        for action in crate::cleaner::finish_interrupted_passes(self.fs, dir)? {
+            self.info(action);
+        }
         let names: Vec<String> = self
             .fs
             .read_dir(dir)?
@@ -381,6 +386,7 @@ impl Recovery<'_> {
         for name in names.iter().filter(|n| is_snapshot_tmp_name(n)) {
             self.fs.remove_file(&dir.join(name))?;
         }
+
         for name in &names {
             let stem = name
                 .strip_suffix(".index")
@@ -1162,6 +1168,8 @@ fn is_log_file_name(name: &str) -> bool {
     segment_file
         || producer_snapshot::parse_file_name(name).is_some()
         || is_snapshot_tmp_name(name)
+        || crate::cleaner::is_aside_name(name)
+        || crate::cleaner::is_swap_name(name)
         || name == metadata::FILE_NAME
         || name == fs::tmp_path(Path::new(metadata::FILE_NAME)).to_string_lossy()
 }

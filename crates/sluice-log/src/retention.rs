@@ -96,6 +96,9 @@ fn enforce_partition(
         return Ok(()); // Deleted while this pass was on its way.
     }
     roll_if_due(engine, partition, &config, now_ms)?;
+    if !config.cleanup_delete {
+        return Ok(()); // `cleanup.policy=compact`: the cleaner, not retention, trims it.
+    }
     let segments = partition.segments();
     let by_time = expired_by_time(&segments, &config, now_ms);
     let by_bytes = over_size(&segments, &config);

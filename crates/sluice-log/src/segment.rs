@@ -32,6 +32,9 @@ use crate::journal::{JournalFile, JournalFiles};
 use crate::record_slices::RecordSlice;
 use crate::types::Offset;
 
+/// Suffix (after `.extents`) of a cleaned segment's extents file while it is written.
+pub(crate) const CLEANED_SUFFIX: &str = ".cleaned";
+
 /// Bytes read at a time when a recovery scan checks CRCs (a batch larger than this is
 /// read whole).
 const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
@@ -63,6 +66,13 @@ pub(crate) struct SegmentPaths {
 }
 
 impl SegmentPaths {
+    /// `<base>.extents.cleaned`: a cleaned segment's extents while being written.
+    pub(crate) fn aside(&self) -> PathBuf {
+        let mut name = self.extents.clone().into_os_string();
+        name.push(CLEANED_SUFFIX);
+        PathBuf::from(name)
+    }
+
     pub(crate) fn new(dir: &Path, base_offset: Offset) -> Self {
         let stem = format!("{:020}", base_offset.0);
         Self {
@@ -350,6 +360,46 @@ impl Segment {
         Ok(())
     }
 
+    /// Creates an empty segment whose extents file is written aside, at
+    /// [`SegmentPaths::aside`], for the cleaner: once it is complete and synced, the
+    /// cleaner renames that file over the segment it replaces (`docs/compaction.md` §4).
+    /// Nothing else of the old segment is touched here.
+    pub(crate) fn create_aside(fs: &dyn Fs, dir: &Path, base_offset: Offset) -> io::Result<Self> {
+        if segment_files_open() >= SEGMENT_FILES_MAX.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
+        let paths = SegmentPaths::new(dir, base_offset);
+        let file = ExtentFile::create(fs, &paths.aside())?;
+        Ok(Self::from_parts(
+            paths,
+            file,
+            base_offset,
+            SegmentIndex::new(base_offset),
+            0,
+            base_offset,
+        ))
+    }
+
+    /// Reads segment bytes at `position` (the cleaner's batch walk); short only at the end.
+    pub(crate) fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<usize> {
+        fs::read_full_at(&self.file, buf, position)
+    }
+
+    /// Whether every extent record is on disk and synced (the checkpointer is done with
+    /// it) and no damage was found in it: only such a segment may be cleaned.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.damaged.is_empty() && self.file.all_persisted()
+    }
+
+    /// Marks the segment as replaced and removes its index files: no index file is
+    /// written for it any more (a write in progress finishes first, under the lock).
+    pub(crate) fn retire_index_files(&self, fs: &dyn Fs) -> io::Result<()> {
+        let mut deleted = self.deleted.lock();
+        *deleted = true;
+        remove_if_exists(fs, &self.paths.index)?;
+        remove_if_exists(fs, &self.paths.timeindex)
+    }
+
     /// Marks the segment's files as gone (its partition directory is being removed), so no
     /// index file is written for it any more.
     pub(crate) fn mark_deleted(&self) {
@@ -544,7 +594,7 @@ impl Segment {
         if whole < chunk.len() && breaks_sequence(&chunk, whole, last) {
             // What follows the last batch is not the next batch: that batch's length may be
             // the damaged field. Serve it only if its CRC proves it intact.
-            if batch::validate(&chunk[last..whole], u32::MAX).is_err() {
+            if batch::validate_stored(&chunk[last..whole]).is_err() {
                 whole = last;
             }
             if whole == 0 {
@@ -932,7 +982,7 @@ impl<'a> Scanner<'a> {
             };
             if let Some((size, base)) = candidate {
                 if let Some(whole) = self.bytes(position, size, limit, SCAN_WINDOW_CRC_BYTES)? {
-                    if batch::validate(whole, u32::MAX).is_ok() {
+                    if batch::validate_stored(whole).is_ok() {
                         return Ok(Some((position, base)));
                     }
                 }
@@ -984,7 +1034,7 @@ impl<'a> Scanner<'a> {
             let Some(whole) = self.bytes(position, size, limit, window)? else {
                 return Ok(Err("torn batch"));
             };
-            if batch::validate(whole, u32::MAX).is_err() {
+            if batch::validate_stored(whole).is_err() {
                 return Ok(Err("batch fails CRC-32C or offset checks"));
             }
         }

@@ -218,3 +218,37 @@ async fn damaged_headers_give_the_same_answer_both_ways() {
         assert!(same_bytes > 0, "{what}: data around it is served");
     }
 }
+
+/// A range whose pages were dropped from the page cache is read back in by
+/// `make_resident` (on the caller's thread, not later in a worker's `sendfile`), and a
+/// cached range costs nothing but the check.
+#[test]
+fn make_resident_reads_an_evicted_range_back_into_the_page_cache() {
+    use std::io::Write;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("cold");
+    let len = 1u32 << 20;
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(&vec![7u8; len as usize]).expect("write");
+    file.sync_all().expect("sync");
+    drop(file);
+    let file = std::fs::File::open(&path).expect("open");
+    // Clean pages of an unmapped file: dropped by the advice.
+    nix::fcntl::posix_fadvise(
+        file.as_raw_fd(),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .expect("fadvise");
+    let range = sluice_log::FileRange::standalone(file, 0, len);
+    assert!(
+        range.make_resident().expect("page in"),
+        "the evicted range had to be read in"
+    );
+    assert!(
+        !range.make_resident().expect("check"),
+        "once read in, the range is cached"
+    );
+    assert_eq!(range.read(len as usize - 3, 3).expect("read"), vec![7u8; 3]);
+}

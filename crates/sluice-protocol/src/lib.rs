@@ -18,6 +18,7 @@ pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod header;
+pub mod record_compact;
 pub mod record_walk;
 pub mod registry;
 

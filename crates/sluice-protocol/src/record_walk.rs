@@ -604,7 +604,7 @@ fn read_record<I: Input>(input: &mut I, index: i32) -> Result<i64, WalkError> {
 const UNDECODABLE: WalkError = WalkError::InvalidRecord("compressed records do not decode");
 
 /// A streaming decompressor over `data`.
-fn decoder<'a>(
+pub(crate) fn decoder<'a>(
     codec: Compression,
     data: &'a [u8],
     limits: &WalkLimits,

@@ -64,6 +64,12 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3),
     api(ApiKey::IncrementalAlterConfigs, 0, 1),
     api(ApiKey::DescribeCluster, 0, 2),
+    // SASL (KIP-43, KIP-152): answered by the connection's authentication gate; v0 of the
+    // handshake means raw tokens follow. SCRAM credentials (KIP-554).
+    api(ApiKey::SaslHandshake, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 2),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

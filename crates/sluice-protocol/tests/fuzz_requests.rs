@@ -129,6 +129,22 @@ fn seed(key: ApiKey) -> RequestKind {
             r.topics = vec![t];
             RequestKind::CreateTopics(r)
         }
+        ApiKey::SaslAuthenticate => {
+            let mut r = SaslAuthenticateRequest::default();
+            r.auth_bytes = Bytes::from_static(b"n,,n=user,r=nonce");
+            RequestKind::SaslAuthenticate(r)
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let mut u = alter_user_scram_credentials_request::ScramCredentialUpsertion::default();
+            u.name = name("alice");
+            u.mechanism = 2;
+            u.iterations = 4096;
+            u.salt = Bytes::from_static(b"salt");
+            u.salted_password = Bytes::from_static(&[7u8; 64]);
+            let mut r = AlterUserScramCredentialsRequest::default();
+            r.upsertions = vec![u];
+            RequestKind::AlterUserScramCredentials(r)
+        }
         other => default_kind(other),
     }
 }
@@ -164,6 +180,14 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::CreatePartitions => RequestKind::CreatePartitions(Default::default()),
         ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(Default::default()),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(Default::default()),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(Default::default()),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(Default::default()),
+        ApiKey::DescribeUserScramCredentials => {
+            RequestKind::DescribeUserScramCredentials(Default::default())
+        }
+        ApiKey::AlterUserScramCredentials => {
+            RequestKind::AlterUserScramCredentials(Default::default())
+        }
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }

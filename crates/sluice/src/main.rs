@@ -46,13 +46,15 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port). Config key: listeners.
+    /// Address to listen on (port 0 picks a free port), or Kafka's listener list
+    /// (`SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092`). Config key: listeners.
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Data directory. Config key: log.dirs.
     #[arg(long, default_value = "./data")]
     data_dir: PathBuf,
-    /// host:port given to clients (defaults to the bound address). Config key: advertised.listeners.
+    /// host:port given to clients of the first listener (defaults to the bound address), or
+    /// Kafka's `NAME://host:port,...`. Config key: advertised.listeners.
     #[arg(long)]
     advertised_listener: Option<String>,
     /// This broker's id. Config key: node.id.
@@ -254,6 +256,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             // The admin listener's line comes after, so the first line stays the contract.
             if let Some(admin) = server.admin_addr() {
                 let _ = writeln!(out, "sluice metrics listening on {admin}");
+            }
+            // Every listener after the first, by name (the first line stays the contract).
+            for (name, addr) in server.listener_addrs().into_iter().skip(1) {
+                let _ = writeln!(out, "sluice listener {name} listening on {addr}");
             }
             let _ = out.flush();
         }

@@ -29,8 +29,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     resp.cluster_authorized_operations = i32::MIN;
     let mut broker = DescribeClusterBroker::default();
     broker.broker_id = BrokerId(b.node_id());
-    broker.host = str_bytes(b.advertised_host.clone());
-    broker.port = b.advertised_port;
+    let (host, port) = ctx.advertised();
+    broker.host = str_bytes(host);
+    broker.port = port;
     resp.brokers = vec![broker];
     ctx.respond(&resp)
 }

@@ -137,8 +137,18 @@ fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, Stri
 fn broker_entries(b: &Broker) -> Vec<Entry> {
     let c = &b.config;
     let d = &c.topic_defaults;
-    let listener = format!("PLAINTEXT://{}", c.listen);
-    let advertised = format!("PLAINTEXT://{}:{}", b.advertised_host, b.advertised_port);
+    let listener = c
+        .listener_specs()
+        .iter()
+        .map(|l| format!("{}://{}", l.name, l.addr))
+        .collect::<Vec<_>>()
+        .join(",");
+    let advertised = b
+        .listeners
+        .iter()
+        .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+        .collect::<Vec<_>>()
+        .join(",");
     let fsync = match c.fsync {
         sluice_log::FsyncPolicy::Always => "always",
         sluice_log::FsyncPolicy::Never => "never",

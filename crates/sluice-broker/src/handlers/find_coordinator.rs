@@ -21,8 +21,8 @@ fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i
             error_code::NONE,
             None,
             ctx.broker.node_id(),
-            ctx.broker.advertised_host.clone(),
-            ctx.broker.advertised_port,
+            ctx.advertised().0,
+            ctx.advertised().1,
         )
     } else {
         (

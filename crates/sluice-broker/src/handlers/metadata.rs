@@ -60,8 +60,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut resp = MetadataResponse::default();
     let mut broker = MetadataResponseBroker::default();
     broker.node_id = BrokerId(b.node_id());
-    broker.host = str_bytes(b.advertised_host.clone());
-    broker.port = b.advertised_port;
+    let (host, port) = ctx.advertised();
+    broker.host = str_bytes(host);
+    broker.port = port;
     resp.brokers = vec![broker];
     resp.cluster_id = Some(str_bytes(b.topics.cluster_id.clone()));
     resp.controller_id = BrokerId(b.node_id());

@@ -11,6 +11,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
@@ -22,6 +23,7 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_user_scram_credentials;
 mod end_txn;
 pub(crate) mod fetch;
 mod find_coordinator;
@@ -38,6 +40,8 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 pub(crate) mod produce;
+pub(crate) mod sasl_authenticate;
+pub(crate) mod sasl_handshake;
 mod sync_group;
 #[cfg(test)]
 pub(crate) mod test_rng;
@@ -96,9 +100,20 @@ pub(crate) struct Ctx {
     /// The request header's client id (groups record it per member).
     pub client_id: Option<StrBytes>,
     pub peer: SocketAddr,
+    /// Index of the listener the client connected through (in `Broker::listeners`).
+    pub listener: usize,
 }
 
 impl Ctx {
+    /// The advertised host and port of the listener the client connected through.
+    pub fn advertised(&self) -> (String, i32) {
+        let b = &self.broker;
+        match b.listeners.get(self.listener) {
+            Some(l) => (l.advertised_host.clone(), l.advertised_port),
+            None => (b.advertised_host.clone(), b.advertised_port),
+        }
+    }
+
     /// Decodes the request body; a malformed body is logged and closes the connection.
     pub fn decode<R: Decodable>(&self, mut body: Bytes) -> Result<R, Reply> {
         codec::decode_request(&mut body, self.version).map_err(|e| {
@@ -109,20 +124,7 @@ impl Ctx {
 
     /// Encodes a response at the request's version.
     pub fn respond<R: Encodable>(&self, body: &R) -> Reply {
-        let mut out = BytesMut::new();
-        match codec::encode_response(
-            &mut out,
-            self.api_key,
-            self.version,
-            self.correlation_id,
-            body,
-        ) {
-            Ok(()) => Reply::Frame(out),
-            Err(e) => {
-                tracing::error!(api = ?self.api_key, version = self.version, error = %e, "response encode failed; closing connection");
-                Reply::Close
-            }
-        }
+        encode(self.api_key, self.version, self.correlation_id, body)
     }
 
     /// Runs `f` on the blocking pool and encodes what it returns as the response.
@@ -152,6 +154,23 @@ impl Ctx {
     }
 }
 
+/// Encodes a response at the request's version; a failure closes the connection.
+pub(crate) fn encode<R: Encodable>(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Reply {
+    let mut out = BytesMut::new();
+    match codec::encode_response(&mut out, api_key, version, correlation_id, body) {
+        Ok(()) => Reply::Frame(out),
+        Err(e) => {
+            tracing::error!(api = ?api_key, version, error = %e, "response encode failed; closing connection");
+            Reply::Close
+        }
+    }
+}
+
 fn task(f: impl Future<Output = Reply> + Send + 'static) -> Started {
     Started::Task(Box::pin(f))
 }
@@ -166,6 +185,7 @@ pub(crate) async fn start(
     broker: &Arc<Broker>,
     req: Request,
     peer: SocketAddr,
+    listener: usize,
     calls: &Calls,
 ) -> Started {
     let ctx = Ctx {
@@ -175,6 +195,7 @@ pub(crate) async fn start(
         correlation_id: req.header.correlation_id,
         client_id: req.header.client_id,
         peer,
+        listener,
     };
     let body = req.body;
     match req.api_key {
@@ -209,6 +230,14 @@ pub(crate) async fn start(
         ApiKey::AddPartitionsToTxn => task(add_partitions_to_txn::handle(ctx, body)),
         ApiKey::AddOffsetsToTxn => task(add_offsets_to_txn::handle(ctx, body)),
         ApiKey::EndTxn => task(end_txn::handle(ctx, body)),
+        ApiKey::DescribeUserScramCredentials => {
+            task(describe_user_scram_credentials::handle(ctx, body))
+        }
+        ApiKey::AlterUserScramCredentials => task(alter_user_scram_credentials::handle(ctx, body)),
+        // Both change the connection's authentication state, so the connection's SASL gate
+        // (`crate::sasl`) answers them in arrival order; they never get here.
+        ApiKey::SaslHandshake => task(async { Reply::Close }),
+        ApiKey::SaslAuthenticate => task(async { Reply::Close }),
         other => {
             // Unreachable while the registry and this match agree; the header parser already
             // refused keys the registry does not list.

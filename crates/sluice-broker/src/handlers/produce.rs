@@ -291,6 +291,10 @@ async fn append(
 ) -> Option<(i16, Option<String>)> {
     let validated =
         record_validation::validate_produce(&broker.producer_ids, request, &records).await;
+    let validated = match validated {
+        Ok(()) if broker.log.is_compacted(key) => crate::compaction::refuse_keyless(&records).await,
+        other => other,
+    };
     if let Err(refusal) = validated {
         tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
         return Some((refusal.error_code, Some(refusal.message)));

@@ -14,6 +14,9 @@
 //! pool instead, which allocates but never refuses: overload costs allocations, not errors.
 //! A job is on a thread at most once at a time (the request waits for it before touching
 //! its state again), and its lock is held neither across an `.await` nor during the read.
+//!
+//! The reader also makes sure long file ranges are in the page cache (reading them in if
+//! not), so the worker's `sendfile` of data written long ago does not wait for the disk.
 
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -161,6 +164,21 @@ fn unknown(r: &mut PartResult, code: i16) {
     r.log_start_offset = -1;
 }
 
+/// Reads the long file ranges of a result into the page cache if they are not there yet
+/// (data written long ago), here on the reader thread rather than in the worker's
+/// `sendfile`. A failure is left for the send to report.
+fn make_resident(records: &[sluice_log::RecordSlice]) {
+    for slice in records {
+        if let sluice_log::RecordSlice::File(range) = slice {
+            if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN {
+                if let Err(error) = range.make_resident() {
+                    tracing::debug!(%error, "could not read a fetch range in ahead of its send");
+                }
+            }
+        }
+    }
+}
+
 /// Reads every partition in order within the response byte budget. Blocking.
 fn read_all(
     log: &LogManager,
@@ -187,6 +205,7 @@ fn read_all(
             &mut r.records,
         ) {
             Ok((len, offsets, end)) => {
+                make_resident(&r.records);
                 remaining = remaining.saturating_sub(len as u64);
                 any_data |= len > 0;
                 r.high_watermark = offsets.high_watermark.0;

@@ -1,0 +1,1104 @@
+//! The log cleaner: keeps the newest record per key in partitions whose `cleanup.policy`
+//! includes `compact` (Kafka's log compaction; design and rules in `docs/compaction.md`).
+//!
+//! Guarantees:
+//! - Offsets never change: a cleaned segment holds the surviving records at their offsets;
+//!   removed batches are covered by empty *gap batches*, so every segment stays a run of
+//!   consecutive batches and readers, indexes and recovery work unchanged.
+//! - Crash-safe replacement, one segment at a time: the cleaned bytes go to a new file
+//!   (`journal/<seq>.cleaned`, synced) and the new extents to `<base>.extents.cleaned`
+//!   (synced) before the rename over `<base>.extents` switches to them. A crash at any
+//!   step leaves the old segment or the new one, never a mix and never a loss.
+//! - It runs on its own threads (`sluice-cleaner-N`), never on the async runtime or the
+//!   committer; it holds a partition's `trim_lock` only for the swap (two directory syncs
+//!   and a rename), so produce and fetch never wait for a pass.
+//! - Bounded memory: the key map holds at most `log.cleaner.dedupe.buffer.size` /
+//!   [`KEY_MAP_ENTRY_BYTES`] entries; one batch (and its records) is in memory at a time,
+//!   plus a write buffer of [`WRITE_BUFFER_BYTES`].
+//! - I/O is throttled to `log.cleaner.io.max.bytes.per.second` (read plus written).
+//! - The log never decompresses: records are read and rebuilt through [`RecordCodec`],
+//!   which the broker supplies.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::config::LogConfig;
+use crate::engine::{Engine, Stats};
+use crate::error::LogError;
+use crate::fs::{self, OpenMode};
+use crate::journal::JournalFile;
+use crate::partition::{Partition, SEGMENT_BYTES_MAX, SEGMENT_OFFSETS_MAX};
+use crate::segment::{now_ms, Segment, CLEANED_SUFFIX};
+use crate::types::Offset;
+
+/// Cleaned data files take sequence numbers from here on, so they never meet a journal
+/// file's (journal sequence numbers count up from 0).
+pub(crate) const CLEANED_SEQ_BASE: u64 = 1 << 63;
+/// Memory one key map entry is budgeted at: a 128-bit key hash and an offset (24 bytes)
+/// in a hash table that grows by doubling.
+pub const KEY_MAP_ENTRY_BYTES: u64 = 48;
+/// Cleaned bytes buffered before each write of the cleaned data file.
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+/// Bits of a cleaned file's sequence number below the open time (ms): files allocated in
+/// one process run stay below the next run's start unless it allocates 65 536 per ms.
+const CLEANED_SEQ_TIME_SHIFT: u32 = 16;
+/// Length of an empty v2 batch: the header alone.
+const EMPTY_BATCH_LEN: usize = HEADER_LEN;
+const COMPRESSION_MASK: i16 = 0b111;
+/// Longest single sleep of the I/O throttle: shutdown waits at most this for a pass.
+const THROTTLE_SLEEP_MAX: Duration = Duration::from_millis(100);
+
+/// Reads and rewrites the records of one stored v2 batch for the cleaner. The broker
+/// implements it with its codecs (`sluice_protocol::record_compact`).
+pub trait RecordCodec: Send + Sync + std::fmt::Debug {
+    /// Calls `visit` for every record of `batch`, in order.
+    fn scan(&self, batch: &[u8], visit: &mut dyn FnMut(RecordKey<'_>)) -> Result<(), String>;
+    /// Appends to `out` the batch with only the records `keep` accepts (called once per
+    /// record, in order, with its offset delta), recompressed with the batch's codec, the
+    /// header's offsets, producer fields and timestamps kept, length, count and CRC new.
+    /// Returns how many records were kept.
+    fn rebuild(
+        &self,
+        batch: &[u8],
+        keep: &mut dyn FnMut(i32) -> bool,
+        out: &mut Vec<u8>,
+    ) -> Result<i32, String>;
+}
+
+/// One record as the cleaner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordKey<'a> {
+    pub offset_delta: i32,
+    pub timestamp_ms: i64,
+    /// `None`: a keyless record (removed on a compacted topic).
+    pub key: Option<&'a [u8]>,
+    /// A null value.
+    pub tombstone: bool,
+}
+
+/// What one pass over one partition did (logged, and returned by `clean_now`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanerPass {
+    pub topic: String,
+    pub partition: i32,
+    /// Segments read and filtered.
+    pub segments_read: usize,
+    /// Segments replaced by a cleaned version.
+    pub segments_cleaned: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+    pub duration_ms: u64,
+}
+
+/// The cleaner's shared state (in the engine): where each partition's dirty part starts,
+/// which partitions a thread is cleaning, the next cleaned file number and the I/O budget.
+#[derive(Debug, Default)]
+pub(crate) struct CleanerState {
+    /// Per partition uid: offsets below this were cleaned by an earlier pass of this run.
+    first_dirty: Mutex<HashMap<u64, Offset>>,
+    busy: Mutex<HashSet<u64>>,
+    /// 0 until first used.
+    next_seq: Mutex<u64>,
+    /// When the bytes charged so far are paid for (the I/O rate limit).
+    io_paid_until: Mutex<Option<Instant>>,
+}
+
+impl CleanerState {
+    fn seq_floor(next: &mut u64) {
+        if *next == 0 {
+            let now = u64::try_from(now_ms()).unwrap_or(0) & ((1 << 46) - 1);
+            *next = CLEANED_SEQ_BASE + (now << CLEANED_SEQ_TIME_SHIFT);
+        }
+    }
+
+    /// Notes an existing cleaned file (recovery), so new ones get higher numbers.
+    pub(crate) fn note_existing_seq(&self, seq: u64) {
+        let mut next = self.next_seq.lock();
+        Self::seq_floor(&mut next);
+        *next = (*next).max(seq + 1);
+    }
+
+    fn allocate_seq(&self) -> u64 {
+        let mut next = self.next_seq.lock();
+        Self::seq_floor(&mut next);
+        let seq = *next;
+        *next += 1;
+        seq
+    }
+
+    /// Sleeps as long as `bytes` of I/O cost under the rate limit (never holding a lock
+    /// while sleeping), in slices, so a log that is stopping ends the pass promptly.
+    fn charge(&self, bytes: u64, bytes_per_second: u64, stopping: &AtomicBool) {
+        if bytes_per_second == u64::MAX || bytes_per_second == 0 {
+            return;
+        }
+        let cost = Duration::from_secs_f64(bytes as f64 / bytes_per_second as f64);
+        let wake = {
+            let mut paid = self.io_paid_until.lock();
+            let now = Instant::now();
+            let from = paid.filter(|t| *t > now).unwrap_or(now);
+            *paid = Some(from + cost);
+            from
+        };
+        loop {
+            let now = Instant::now();
+            if wake <= now || stopping.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep((wake - now).min(THROTTLE_SLEEP_MAX));
+        }
+    }
+}
+
+/// `<seq:020>.cleaned` in the journal directory.
+pub(crate) fn cleaned_file_name(seq: u64) -> String {
+    format!("{seq:020}{CLEANED_SUFFIX}")
+}
+
+fn parse_cleaned_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(CLEANED_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&seq| seq >= CLEANED_SEQ_BASE)
+}
+
+/// A cleaned segment's extents file left by a pass that did not reach its swap.
+pub(crate) fn is_aside_name(name: &str) -> bool {
+    name.strip_suffix(CLEANED_SUFFIX)
+        .and_then(|n| n.strip_suffix(crate::extents::FILE_SUFFIX))
+        .is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Recovery: registers every cleaned data file for reading (segments point into them).
+/// Those no segment names are deleted by the first retirement after open.
+pub(crate) fn register_cleaned_files(engine: &Engine) -> io::Result<()> {
+    let fs = engine.fs.as_ref();
+    for entry in fs.read_dir(&engine.journal_dir)? {
+        let Some(seq) = parse_cleaned_file_name(&entry.name) else {
+            continue;
+        };
+        let file = fs.open(&engine.journal_dir.join(&entry.name), OpenMode::Existing)?;
+        engine
+            .journal_files
+            .insert(Arc::new(JournalFile { seq, file }));
+        engine.cleaner.note_existing_seq(seq);
+    }
+    Ok(())
+}
+
+/// Deletes the cleaned data files nothing refers to any more (no segment, reader or
+/// fetch range). They are never replayed, so no checkpoint needs them.
+pub(crate) fn retire_cleaned_files(engine: &Engine) {
+    for seq in engine
+        .journal_files
+        .take_unreferenced_from(CLEANED_SEQ_BASE)
+    {
+        let path = engine.journal_dir.join(cleaned_file_name(seq));
+        if let Err(error) = engine.fs.remove_file(&path) {
+            tracing::warn!(%error, path = %path.display(), "could not delete a cleaned data file");
+        }
+    }
+}
+
+/// A cleaner thread's body.
+pub(crate) fn run(engine: Arc<Engine>, codec: Arc<dyn RecordCodec>) {
+    let backoff = Duration::from_millis(engine.config.cleaner.backoff_ms.max(1));
+    loop {
+        if engine.stopping.load(Ordering::Acquire) || engine.is_poisoned() {
+            break;
+        }
+        let cleaned = match clean_once(&engine, codec.as_ref(), now_ms()) {
+            Ok(pass) => pass.is_some(),
+            Err(error) => {
+                tracing::warn!(%error, "log cleaner pass failed");
+                false
+            }
+        };
+        if !cleaned {
+            engine.cleaner_signal.wait(backoff);
+        }
+    }
+    tracing::debug!("log cleaner stopped");
+}
+
+/// Which segments of a partition a pass would clean.
+struct Plan {
+    segments: Vec<Arc<Segment>>,
+    /// Segments `[..end]` are cleanable.
+    end: usize,
+    /// Segments `[dirty_from..end]` are dirty.
+    dirty_from: usize,
+    dirty_ratio: f64,
+}
+
+/// Cleans the partition that needs it most, if any is due. Returns what the pass did.
+pub(crate) fn clean_once(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    now_ms: i64,
+) -> Result<Option<CleanerPass>, LogError> {
+    engine.check_writable()?;
+    retire_cleaned_files(engine);
+    let partitions = engine.partitions_snapshot();
+    engine
+        .cleaner
+        .first_dirty
+        .lock()
+        .retain(|uid, _| partitions.iter().any(|p| p.uid == *uid));
+    let chosen = {
+        let mut busy = engine.cleaner.busy.lock();
+        let best = partitions
+            .into_iter()
+            .filter(|p| !p.is_deleted() && !busy.contains(&p.uid))
+            .filter_map(|p| plan(engine, &p, now_ms).map(|plan| (p, plan)))
+            .max_by(|a, b| a.1.dirty_ratio.total_cmp(&b.1.dirty_ratio));
+        if let Some((partition, _)) = &best {
+            busy.insert(partition.uid);
+        }
+        best
+    };
+    let Some((partition, plan)) = chosen else {
+        return Ok(None);
+    };
+    let result = clean_partition(engine, codec, &partition, plan, now_ms);
+    engine.cleaner.busy.lock().remove(&partition.uid);
+    retire_cleaned_files(engine);
+    result.map(Some)
+}
+
+/// The partition's cleanable and dirty segments, when a pass is due.
+fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
+    let config = partition.config();
+    if !config.cleanup_compact {
+        return None;
+    }
+    let segments = partition.segments();
+    let high_watermark = partition.high_watermark();
+    let lag_cutoff = now_ms.saturating_sub(config.min_compaction_lag_ms.max(0));
+    let end = segments[..segments.len() - 1]
+        .iter()
+        .take_while(|s| {
+            !s.is_empty()
+                && s.committed_next_offset() <= high_watermark
+                && s.is_settled()
+                && s.max_timestamp().0 <= lag_cutoff
+        })
+        .count();
+    if end + 1 < segments.len() && !segments[end].is_settled() {
+        // Sealed, but its extents are not on disk yet: a checkpoint now, instead of at the
+        // next interval, lets the next pass take it.
+        engine.checkpoint_signal.raise();
+    }
+    let first_dirty = engine
+        .cleaner
+        .first_dirty
+        .lock()
+        .get(&partition.uid)
+        .copied()
+        .unwrap_or(Offset(i64::MIN));
+    let dirty_from = segments[..end]
+        .iter()
+        .position(|s| s.next_offset() > first_dirty)
+        .unwrap_or(end);
+    if dirty_from == end {
+        return None;
+    }
+    let bytes = |range: &[Arc<Segment>]| range.iter().map(|s| s.written_len()).sum::<u64>();
+    let dirty = bytes(&segments[dirty_from..end]);
+    let total = bytes(&segments[..end]).max(1);
+    let dirty_ratio = dirty as f64 / total as f64;
+    let overdue = segments[dirty_from].max_timestamp().0
+        < now_ms.saturating_sub(config.max_compaction_lag_ms.max(1));
+    (dirty_ratio >= config.min_cleanable_dirty_ratio || overdue).then_some(Plan {
+        segments,
+        end,
+        dirty_from,
+        dirty_ratio,
+    })
+}
+
+/// Newest offset per key, by a 128-bit hash of the key.
+struct KeyMap {
+    map: HashMap<u128, i64>,
+    capacity: usize,
+}
+
+fn key_hash(key: &[u8]) -> u128 {
+    let mut first = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut first);
+    let mut second = std::collections::hash_map::DefaultHasher::new();
+    0x9e37_79b9_7f4a_7c15u64.hash(&mut second);
+    key.hash(&mut second);
+    (u128::from(first.finish()) << 64) | u128::from(second.finish())
+}
+
+impl KeyMap {
+    /// Whether a key with this newest offset survives (not superseded by a newer one).
+    fn is_newest(&self, key: &[u8], offset: i64) -> bool {
+        self.map
+            .get(&key_hash(key))
+            .is_none_or(|&newest| offset >= newest)
+    }
+}
+
+fn codec_error(what: String) -> LogError {
+    LogError::Io(io::Error::new(io::ErrorKind::InvalidData, what))
+}
+
+/// Calls `visit` for each batch of a sealed segment, CRC-checked (the cleaner never turns
+/// damaged bytes into a batch with a valid CRC).
+fn for_each_batch(
+    engine: &Engine,
+    segment: &Segment,
+    buf: &mut Vec<u8>,
+    mut visit: impl FnMut(&[u8]) -> Result<(), LogError>,
+) -> Result<(), LogError> {
+    let len = segment.committed_len();
+    let mut position = 0u64;
+    let mut next = segment.base_offset;
+    while position < len {
+        if engine.stopping.load(Ordering::Acquire) {
+            return Err(LogError::ShuttingDown); // The pass is dropped, nothing swapped.
+        }
+        let mut head = [0u8; HEADER_LEN];
+        let read = segment.read_at(&mut head, position)?;
+        let size = BatchHeader::parse(&head[..read])
+            .ok()
+            .and_then(|h| h.total_size())
+            .filter(|&size| position + size as u64 <= len)
+            .ok_or(LogError::CorruptBatch("cleaner: batch header does not fit"))?;
+        buf.resize(size, 0);
+        if segment.read_at(buf, position)? != size {
+            return Err(LogError::CorruptBatch("cleaner: batch is short"));
+        }
+        let header = batch::validate_stored(buf)?;
+        if header.base_offset() != next {
+            // Readers and recovery would call this damage too; never build on it.
+            return Err(LogError::CorruptBatch(
+                "cleaner: batch does not continue the previous one",
+            ));
+        }
+        next = header.next_offset();
+        engine.cleaner.charge(
+            size as u64,
+            engine.config.cleaner.io_max_bytes_per_second,
+            &engine.stopping,
+        );
+        Stats::add(&engine.stats.cleaner_bytes_read, size as u64);
+        visit(buf)?;
+        position += size as u64;
+    }
+    Ok(())
+}
+
+fn clean_partition(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    partition: &Arc<Partition>,
+    plan: Plan,
+    now_ms: i64,
+) -> Result<CleanerPass, LogError> {
+    let started = Instant::now();
+    let config = partition.config();
+    let mut report = CleanerPass {
+        topic: partition.key.topic.to_string(),
+        partition: partition.key.partition,
+        ..CleanerPass::default()
+    };
+    let mut buf = Vec::new();
+    let (keys, mut map_end) = build_key_map(engine, codec, &plan, &mut buf)?;
+    if map_end == plan.dirty_from {
+        // Not even one segment fits: skip it, so the cleaner does not spin on it.
+        tracing::warn!(
+            topic = %report.topic,
+            partition = report.partition,
+            base_offset = plan.segments[map_end].base_offset.0,
+            "log.cleaner.dedupe.buffer.size is too small for this segment; it is not cleaned"
+        );
+        map_end += 1;
+    } else {
+        let retained = newest_producer_batches(partition);
+        let rules = Rules {
+            keys: &keys,
+            retained: &retained,
+            tombstone_cutoff_ms: now_ms.saturating_sub(config.delete_retention_ms.max(0)),
+        };
+        let olds = &plan.segments[..map_end];
+        clean_segments(
+            engine,
+            codec,
+            partition,
+            olds,
+            &rules,
+            &mut buf,
+            &mut report,
+        )?;
+    }
+    engine
+        .cleaner
+        .first_dirty
+        .lock()
+        .insert(partition.uid, plan.segments[map_end - 1].next_offset());
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Stats::add(&engine.stats.cleaner_passes, 1);
+    Stats::add(
+        &engine.stats.cleaner_records_removed,
+        report.records_removed,
+    );
+    tracing::info!(
+        topic = %report.topic,
+        partition = report.partition,
+        segments_read = report.segments_read,
+        segments_cleaned = report.segments_cleaned,
+        bytes_before = report.bytes_before,
+        bytes_after = report.bytes_after,
+        records_removed = report.records_removed,
+        duration_ms = report.duration_ms,
+        "log cleaner pass"
+    );
+    Ok(report)
+}
+
+/// The newest offset of every key in the dirty segments, as many of them as the key map's
+/// share of `log.cleaner.dedupe.buffer.size` holds. Returns the map and the end (segment
+/// index) of the segments it covers.
+fn build_key_map(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    plan: &Plan,
+    buf: &mut Vec<u8>,
+) -> Result<(KeyMap, usize), LogError> {
+    let threads = engine.config.cleaner.threads.max(1) as u64;
+    let capacity = (engine.config.cleaner.dedupe_buffer_bytes / threads / KEY_MAP_ENTRY_BYTES)
+        .clamp(1, usize::MAX as u64) as usize;
+    let mut keys = KeyMap {
+        map: HashMap::new(),
+        capacity,
+    };
+    let mut map_end = plan.dirty_from;
+    for segment in &plan.segments[plan.dirty_from..plan.end] {
+        // A segment holds at most one key per offset: it fits if that many would.
+        let span = (segment.next_offset().0 - segment.base_offset.0).max(0) as usize;
+        if keys.map.len().saturating_add(span) > keys.capacity {
+            break;
+        }
+        for_each_batch(engine, segment, buf, |bytes| {
+            let header = BatchHeader::parse(bytes)?;
+            if header.is_control() || header.is_transactional() || header.records_count() == 0 {
+                return Ok(());
+            }
+            let base = header.base_offset().0;
+            codec
+                .scan(bytes, &mut |record| {
+                    if let Some(key) = record.key {
+                        let offset = base + i64::from(record.offset_delta);
+                        let newest = keys.map.entry(key_hash(key)).or_insert(offset);
+                        *newest = (*newest).max(offset);
+                    }
+                })
+                .map_err(codec_error)
+        })?;
+        map_end += 1;
+    }
+    debug_assert!(keys.map.len() <= keys.capacity);
+    Ok((keys, map_end))
+}
+
+/// Cleans `olds` group by group (see [`clean_group`]) and swaps each group's result in.
+fn clean_segments(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    partition: &Partition,
+    olds: &[Arc<Segment>],
+    rules: &Rules<'_>,
+    buf: &mut Vec<u8>,
+    report: &mut CleanerPass,
+) -> Result<(), LogError> {
+    let config = partition.config();
+    let mut at = 0;
+    while at < olds.len() {
+        let (count, new, removed) =
+            clean_group(engine, codec, partition, &olds[at..], rules, &config, buf)?;
+        let group = &olds[at..at + count];
+        report.segments_read += count;
+        report.bytes_before += group.iter().map(|s| s.written_len()).sum::<u64>();
+        match new {
+            Some(new) => {
+                report.bytes_after += new.written_len();
+                report.records_removed += removed;
+                if swap(engine, partition, group, &new)? {
+                    report.segments_cleaned += count;
+                    Stats::add(&engine.stats.cleaner_segments_cleaned, count as u64);
+                }
+            }
+            None => report.bytes_after += group.iter().map(|s| s.written_len()).sum::<u64>(),
+        }
+        at += count;
+    }
+    Ok(())
+}
+
+/// (producer id, last offset) of each producer's newest batch: kept (possibly empty) so
+/// its sequence checks survive cleaning.
+fn newest_producer_batches(partition: &Partition) -> HashSet<(i64, i64)> {
+    partition
+        .producers
+        .lock()
+        .by_activity()
+        .filter_map(|(id, entry)| entry.newest_batch().map(|b| (id.0, b.last_offset.0)))
+        .collect()
+}
+
+/// What one pass keeps.
+struct Rules<'a> {
+    keys: &'a KeyMap,
+    retained: &'a HashSet<(i64, i64)>,
+    /// Tombstones with a timestamp below this are removed.
+    tombstone_cutoff_ms: i64,
+}
+
+impl Rules<'_> {
+    /// Whether `record` of the batch at `base` survives. `append_time_ms` is the batch's
+    /// time on a LogAppendTime batch (its records' own timestamps are the producer's).
+    fn keeps(&self, base: i64, record: &RecordKey<'_>, append_time_ms: Option<i64>) -> bool {
+        let Some(key) = record.key else {
+            return false;
+        };
+        let offset = base + i64::from(record.offset_delta);
+        let timestamp_ms = append_time_ms.unwrap_or(record.timestamp_ms);
+        self.keys.is_newest(key, offset)
+            && !(record.tombstone && timestamp_ms < self.tombstone_cutoff_ms)
+    }
+}
+
+/// A run of removed batches, to be covered by one empty batch.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    base: i64,
+    last: i64,
+    max_timestamp: i64,
+}
+
+/// The cleaned segment being written: its data file and its extents.
+struct Output<'a> {
+    engine: &'a Engine,
+    file: Arc<JournalFile>,
+    path: std::path::PathBuf,
+    segment: Segment,
+    pending: Vec<u8>,
+    /// File position of `pending[0]`.
+    flushed: u64,
+    gap: Option<Gap>,
+    interval_bytes: u32,
+    changed: bool,
+}
+
+impl<'a> Output<'a> {
+    /// A new cleaned data file (registered, so reads can resolve it) and a new segment
+    /// written aside, starting at `base`.
+    fn create(
+        engine: &'a Engine,
+        partition: &Partition,
+        base: Offset,
+        config: &LogConfig,
+    ) -> Result<Self, LogError> {
+        let fs = engine.fs.as_ref();
+        let seq = engine.cleaner.allocate_seq();
+        let path = engine.journal_dir.join(cleaned_file_name(seq));
+        let file = Arc::new(JournalFile {
+            seq,
+            file: fs.open(&path, OpenMode::CreateTruncate)?,
+        });
+        engine.journal_files.insert(Arc::clone(&file));
+        let segment = match Segment::create_aside(fs, &partition.dir, base) {
+            Ok(segment) => segment,
+            Err(error) => {
+                drop(file);
+                retire_cleaned_files(engine);
+                return Err(error.into());
+            }
+        };
+        Ok(Self {
+            engine,
+            file,
+            path,
+            segment,
+            pending: Vec::with_capacity(WRITE_BUFFER_BYTES),
+            flushed: 0,
+            gap: None,
+            interval_bytes: config.index_interval_bytes,
+            changed: false,
+        })
+    }
+
+    /// Drops what was written: the aside extents file now, the data file with the next
+    /// retirement (nothing refers to it once this is gone).
+    fn abandon(self) {
+        let engine = self.engine;
+        let aside = self.segment.paths.aside();
+        drop(self);
+        let _ = engine.fs.remove_file(&aside);
+        retire_cleaned_files(engine);
+    }
+
+    /// Makes the output durable before anything names it: the data file, its directory
+    /// entry, then the extents. Returns the new segment, sealed and not yet in force.
+    fn finish(mut self, olds: usize) -> Result<Segment, LogError> {
+        let engine = self.engine;
+        let fs = engine.fs.as_ref();
+        let synced = self
+            .flush()
+            .and_then(|()| settle(engine, self.file.file.sync_data(), "cleaned data file sync"))
+            .and_then(|()| {
+                let journal_dir = fs.sync_dir(&engine.journal_dir);
+                settle(engine, journal_dir, "journal directory sync")
+            })
+            .and_then(|()| {
+                self.segment.publish_all();
+                self.segment.seal();
+                settle(engine, self.segment.sync(), "cleaned extents sync")
+            });
+        if let Err(error) = synced {
+            self.abandon();
+            return Err(error);
+        }
+        tracing::debug!(path = %self.path.display(), bytes = self.flushed, segments = olds, "cleaned data file written");
+        Ok(self.segment)
+    }
+
+    /// Bytes of the segment so far.
+    fn len(&self) -> u64 {
+        self.flushed + self.pending.len() as u64
+    }
+
+    fn emit(&mut self, batch: &[u8]) -> Result<(), LogError> {
+        self.close_gap()?;
+        self.place(batch)
+    }
+
+    fn place(&mut self, batch: &[u8]) -> Result<(), LogError> {
+        let header = BatchHeader::parse(batch)?;
+        let position = self.flushed + self.pending.len() as u64;
+        self.segment.place(
+            header.base_offset(),
+            &header,
+            &self.file,
+            position,
+            batch.len() as u64,
+            self.interval_bytes,
+            now_ms(),
+        );
+        self.pending.extend_from_slice(batch);
+        if self.pending.len() >= WRITE_BUFFER_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn drop_batch(&mut self, header: &BatchHeader<'_>) {
+        self.changed = true;
+        let (base, last) = (header.base_offset().0, header.last_offset().0);
+        let max_timestamp = header.max_timestamp();
+        self.gap = Some(match self.gap {
+            Some(gap) => Gap {
+                base: gap.base,
+                last,
+                max_timestamp: gap.max_timestamp.max(max_timestamp),
+            },
+            None => Gap {
+                base,
+                last,
+                max_timestamp,
+            },
+        });
+    }
+
+    fn close_gap(&mut self) -> Result<(), LogError> {
+        if let Some(gap) = self.gap.take() {
+            let bytes = gap_batch(gap);
+            self.place(&bytes)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), LogError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        fs::write_all_at(self.file.file.as_ref(), &self.pending, self.flushed)?;
+        let written = self.pending.len() as u64;
+        self.engine.cleaner.charge(
+            written,
+            self.engine.config.cleaner.io_max_bytes_per_second,
+            &self.engine.stopping,
+        );
+        Stats::add(&self.engine.stats.cleaner_bytes_written, written);
+        self.flushed += written;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// An empty batch covering `gap`: no records, producer id -1, the run's largest timestamp.
+fn gap_batch(gap: Gap) -> Vec<u8> {
+    let mut b = vec![0u8; EMPTY_BATCH_LEN];
+    b[0..8].copy_from_slice(&gap.base.to_be_bytes());
+    b[8..12].copy_from_slice(&((EMPTY_BATCH_LEN - 12) as i32).to_be_bytes());
+    b[16] = batch::MAGIC_V2 as u8;
+    let delta = i32::try_from(gap.last - gap.base).expect("a segment spans < 2^31 offsets");
+    b[23..27].copy_from_slice(&delta.to_be_bytes());
+    b[27..35].copy_from_slice(&gap.max_timestamp.to_be_bytes());
+    b[35..43].copy_from_slice(&gap.max_timestamp.to_be_bytes());
+    b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+    b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
+    b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+    set_crc(&mut b);
+    b
+}
+
+/// `batch` without its records: the header (offsets, producer fields, timestamps) with
+/// `recordsCount` 0 and no codec (an empty body needs none).
+fn emptied_batch(batch: &[u8]) -> Vec<u8> {
+    let mut b = batch[..EMPTY_BATCH_LEN].to_vec();
+    b[8..12].copy_from_slice(&((EMPTY_BATCH_LEN - 12) as i32).to_be_bytes());
+    let attributes = i16::from_be_bytes([b[21], b[22]]) & !COMPRESSION_MASK;
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    b[57..61].copy_from_slice(&0i32.to_be_bytes());
+    set_crc(&mut b);
+    b
+}
+
+fn set_crc(batch: &mut [u8]) {
+    let crc = batch::compute_crc(batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A cleaned group's result: how many old segments it covers, the new segment replacing
+/// them (written aside and synced; `None` when a lone segment would not change), and the
+/// records removed.
+type Group = (usize, Option<Arc<Segment>>, u64);
+
+/// Cleans the leading run of `olds` into one new segment, written aside and synced. The
+/// group grows while its output is below `segment.bytes` and the next old segment follows
+/// on directly, so segments emptied by cleaning merge into their neighbours (as Kafka's
+/// `groupSegmentsBySize` does) instead of staying behind as tiny files.
+fn clean_group(
+    engine: &Engine,
+    codec: &dyn RecordCodec,
+    partition: &Partition,
+    olds: &[Arc<Segment>],
+    rules: &Rules<'_>,
+    config: &LogConfig,
+    buf: &mut Vec<u8>,
+) -> Result<Group, LogError> {
+    let mut out = Output::create(engine, partition, olds[0].base_offset, config)?;
+    let target = config.segment_bytes.clamp(1, SEGMENT_BYTES_MAX);
+    let (mut count, mut removed) = (0usize, 0u64);
+    loop {
+        match filter_into(&mut out, codec, &olds[count], rules, buf) {
+            Ok(n) => removed += n,
+            Err(error) => {
+                out.abandon();
+                return Err(error);
+            }
+        }
+        count += 1;
+        let Some(next) = olds.get(count) else { break };
+        let len = out.len();
+        let joins = len < target
+            && len + next.written_len() <= SEGMENT_BYTES_MAX
+            && next.base_offset == olds[count - 1].next_offset()
+            && next.next_offset().0 - olds[0].base_offset.0 <= SEGMENT_OFFSETS_MAX;
+        if !joins {
+            break;
+        }
+    }
+    if let Err(error) = out.close_gap() {
+        out.abandon();
+        return Err(error);
+    }
+    if !out.changed && count == 1 {
+        out.abandon();
+        return Ok((count, None, 0));
+    }
+    debug_assert_eq!(out.segment.next_offset(), olds[count - 1].next_offset());
+    let segment = out.finish(count)?;
+    Ok((count, Some(Arc::new(segment)), removed))
+}
+
+/// A refused write (space, descriptors) fails the pass; any other error poisons the log,
+/// as every failed sync does (a sync is never retried).
+fn settle(engine: &Engine, result: io::Result<()>, what: &str) -> Result<(), LogError> {
+    match result {
+        Err(error) if fs::is_retryable(&error) => Err(error.into()),
+        other => engine.guard(what, other),
+    }
+}
+
+/// Filters every batch of `old` into `out`. Returns the records removed.
+fn filter_into(
+    out: &mut Output<'_>,
+    codec: &dyn RecordCodec,
+    old: &Segment,
+    rules: &Rules<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<u64, LogError> {
+    let engine = out.engine;
+    let mut keep: Vec<bool> = Vec::new();
+    let mut rebuilt: Vec<u8> = Vec::new();
+    let mut removed = 0u64;
+    for_each_batch(engine, old, buf, |bytes| {
+        let header = BatchHeader::parse(bytes)?;
+        let retained = rules
+            .retained
+            .contains(&(header.producer_id(), header.last_offset().0));
+        if header.is_control() || header.is_transactional() {
+            return out.emit(bytes); // Kept whole until transactions exist (docs §6).
+        }
+        if header.records_count() == 0 {
+            return match retained {
+                true => out.emit(bytes),
+                false => {
+                    out.drop_batch(&header);
+                    Ok(())
+                }
+            };
+        }
+        let base = header.base_offset().0;
+        let append_time = header.is_log_append_time().then(|| header.max_timestamp());
+        keep.clear();
+        codec
+            .scan(bytes, &mut |record| {
+                keep.push(rules.keeps(base, &record, append_time))
+            })
+            .map_err(codec_error)?;
+        let kept = keep.iter().filter(|k| **k).count();
+        removed += (keep.len() - kept) as u64;
+        if kept == keep.len() {
+            return out.emit(bytes);
+        }
+        out.changed = true;
+        if kept == 0 {
+            if retained {
+                return out.emit(&emptied_batch(bytes));
+            }
+            out.drop_batch(&header);
+            return Ok(());
+        }
+        rebuilt.clear();
+        let mut next = keep.iter();
+        codec
+            .rebuild(bytes, &mut |_| *next.next().unwrap_or(&false), &mut rebuilt)
+            .map_err(codec_error)?;
+        out.emit(&rebuilt)
+    })?;
+    out.close_gap()?;
+    Ok(removed)
+}
+
+/// `<base:020>.<end:020>.swap`: a cleaned segment in force, replacing every segment with a
+/// base offset in `[base, end)`, whose old files may still be there (§4 of the design).
+fn swap_file_name(base: Offset, end: Offset) -> String {
+    format!("{:020}.{:020}{SWAP_SUFFIX}", base.0, end.0)
+}
+
+const SWAP_SUFFIX: &str = ".swap";
+
+/// Parses a swap file name into (base, end).
+fn parse_swap_name(name: &str) -> Option<(Offset, Offset)> {
+    let stem = name.strip_suffix(SWAP_SUFFIX)?;
+    let (base, end) = stem.split_once('.')?;
+    let digits = |s: &str| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(base) || !digits(end) {
+        return None;
+    }
+    Some((Offset(base.parse().ok()?), Offset(end.parse().ok()?)))
+}
+
+/// Whether `name` is a cleaner swap file.
+pub(crate) fn is_swap_name(name: &str) -> bool {
+    parse_swap_name(name).is_some()
+}
+
+/// Puts `new` in place of the run `olds`: the synced aside file becomes the swap file
+/// (the switch), the old files go, the swap file takes the first old segment's name, then
+/// memory. False when the run left the log meanwhile (nothing is changed then).
+fn swap(
+    engine: &Engine,
+    partition: &Partition,
+    olds: &[Arc<Segment>],
+    new: &Arc<Segment>,
+) -> Result<bool, LogError> {
+    let fs = engine.fs.as_ref();
+    let dir = &partition.dir;
+    let aside = new.paths.aside();
+    let trim = partition.trim_lock.lock();
+    if partition.is_deleted() || !partition.holds_run(olds) {
+        drop(trim);
+        let _ = fs.remove_file(&aside);
+        return Ok(false);
+    }
+    let swap = dir.join(swap_file_name(new.base_offset, new.next_offset()));
+    engine.guard("cleaner: aside to swap", fs.rename(&aside, &swap))?;
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    for old in olds {
+        engine.guard(
+            "cleaner: remove old index files",
+            old.retire_index_files(fs),
+        )?;
+    }
+    for old in &olds[1..] {
+        engine.guard(
+            "cleaner: remove an old segment",
+            fs.remove_file(&old.paths.extents),
+        )?;
+    }
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    engine.guard(
+        "cleaner: swap into place",
+        fs.rename(&swap, &new.paths.extents),
+    )?;
+    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    let swapped = partition.replace_run(olds, Arc::clone(new));
+    assert!(swapped, "the run was checked under trim_lock");
+    drop(trim);
+    if let Err(error) = new.write_index_files(fs) {
+        // Derived data: rebuilt on the next open.
+        tracing::warn!(%error, path = %new.paths.index.display(), "could not write a cleaned segment's index files");
+    }
+    Ok(true)
+}
+
+/// Recovery, before segments are listed: removes cleaned extents files written aside
+/// whose swap never happened (the old segments are in force), and completes every swap
+/// (the new segment is in force: the old files it replaces are removed, then it takes its
+/// name). Returns what it did, for the recovery report.
+pub(crate) fn finish_interrupted_passes(
+    fs: &dyn crate::fs::Fs,
+    dir: &Path,
+) -> io::Result<Vec<String>> {
+    let names: Vec<String> = fs
+        .read_dir(dir)?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .map(|e| e.name)
+        .collect();
+    let mut done = Vec::new();
+    for name in names.iter().filter(|n| is_aside_name(n)) {
+        fs.remove_file(&dir.join(name))?;
+        done.push(format!(
+            "removed unfinished cleaned segment {}",
+            dir.join(name).display()
+        ));
+    }
+    for (name, (base, end)) in names.iter().filter_map(|n| Some((n, parse_swap_name(n)?))) {
+        for old in &names {
+            let stem = old
+                .strip_suffix(crate::extents::FILE_SUFFIX)
+                .or_else(|| old.strip_suffix(".index"))
+                .or_else(|| old.strip_suffix(".timeindex"));
+            let old_base = stem
+                .filter(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<i64>().ok());
+            if old_base.is_some_and(|b| base.0 <= b && b < end.0) {
+                fs.remove_file(&dir.join(old))?;
+            }
+        }
+        fs.sync_dir(dir)?;
+        let target = crate::segment::SegmentPaths::new(dir, base).extents;
+        fs.rename(&dir.join(name), &target)?;
+        fs.sync_dir(dir)?;
+        done.push(format!(
+            "completed the cleaner's swap of {}",
+            target.display()
+        ));
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_and_emptied_batches_are_valid_stored_batches() {
+        // Goal: the batches the cleaner invents pass the stored-batch checks and cover
+        // exactly the offsets they stand for.
+        let gap = gap_batch(Gap {
+            base: 10,
+            last: 25,
+            max_timestamp: 7,
+        });
+        let header = batch::validate_stored(&gap).expect("valid");
+        assert_eq!((header.base_offset().0, header.last_offset().0), (10, 25));
+        assert_eq!((header.records_count(), header.producer_id()), (0, -1));
+        assert_eq!(header.max_timestamp(), 7);
+        let mut original = gap.clone();
+        original[21..23].copy_from_slice(&3i16.to_be_bytes()); // lz4
+        original[43..51].copy_from_slice(&9i64.to_be_bytes());
+        set_crc(&mut original);
+        let emptied = emptied_batch(&original);
+        let header = batch::validate_stored(&emptied).expect("valid");
+        assert_eq!((header.producer_id(), header.compression()), (9, 0));
+        assert_eq!(header.last_offset().0, 25);
+    }
+
+    #[test]
+    fn key_rules() {
+        // Goal: older versions and keyless records go; the newest stays, a tombstone only
+        // until delete.retention.ms has passed.
+        let mut keys = KeyMap {
+            map: HashMap::new(),
+            capacity: 10,
+        };
+        keys.map.insert(key_hash(b"a"), 5);
+        let retained = HashSet::new();
+        let rules = Rules {
+            keys: &keys,
+            retained: &retained,
+            tombstone_cutoff_ms: 100,
+        };
+        let record = |delta, key: Option<&'static [u8]>, tombstone, timestamp_ms| RecordKey {
+            offset_delta: delta,
+            timestamp_ms,
+            key,
+            tombstone,
+        };
+        assert!(
+            !rules.keeps(0, &record(4, Some(b"a"), false, 0), None),
+            "older version"
+        );
+        assert!(
+            rules.keeps(0, &record(5, Some(b"a"), false, 0), None),
+            "newest"
+        );
+        assert!(
+            rules.keeps(0, &record(1, Some(b"b"), false, 0), None),
+            "not in the dirty part"
+        );
+        assert!(!rules.keeps(0, &record(6, None, false, 0), None), "keyless");
+        assert!(
+            rules.keeps(0, &record(5, Some(b"a"), true, 100), None),
+            "fresh tombstone"
+        );
+        assert!(
+            !rules.keeps(0, &record(5, Some(b"a"), true, 99), None),
+            "old tombstone"
+        );
+        assert!(
+            rules.keeps(0, &record(5, Some(b"a"), true, 99), Some(100)),
+            "LogAppendTime: the batch's append time counts"
+        );
+        assert_ne!(key_hash(b"a"), key_hash(b"b"));
+    }
+}

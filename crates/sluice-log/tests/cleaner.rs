@@ -1,0 +1,524 @@
+//! The log cleaner through the public API: the key rules (newest per key, offsets kept,
+//! tombstones and `delete.retention.ms`, keyless records, compressed batches rebuilt with
+//! their codec, producers' newest batches kept), cleaned segments surviving a reopen, and
+//! the crash-safe swap on the fault-injecting `SimFs` (a power cut after every file
+//! operation of a pass, then a crash: old or new segment, never a loss).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::{config, key, partition_dir};
+use sluice_log::batch::{validate_stored, BatchIter};
+use sluice_log::fs::{Fs, StdFs};
+use sluice_log::sim_fs::{SimFs, SimRng};
+use sluice_log::{LogConfig, LogManager, Offset, PartitionKey, RecordCodec, RecordKey};
+use sluice_protocol::record_compact::{self, RecordView};
+use sluice_protocol::record_walk::{Compression, WalkLimits};
+
+const LIMITS: WalkLimits = WalkLimits {
+    decompressed_bytes_max: 1 << 20,
+    zstd_window_log_max: 23,
+};
+const NOW_MS: i64 = 1_700_000_000_000;
+const DELETE_RETENTION_MS: i64 = 60_000;
+
+/// The broker's codec, as the broker wires it.
+#[derive(Debug)]
+struct ProtoCodec;
+
+impl RecordCodec for ProtoCodec {
+    fn scan(&self, batch: &[u8], visit: &mut dyn FnMut(RecordKey<'_>)) -> Result<(), String> {
+        record_compact::scan(batch, &LIMITS, &mut |r: RecordView<'_>| {
+            visit(RecordKey {
+                offset_delta: r.offset_delta,
+                timestamp_ms: r.timestamp,
+                key: r.key,
+                tombstone: r.value.is_none(),
+            })
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    fn rebuild(
+        &self,
+        batch: &[u8],
+        keep: &mut dyn FnMut(i32) -> bool,
+        out: &mut Vec<u8>,
+    ) -> Result<i32, String> {
+        record_compact::rebuild(batch, &LIMITS, keep, out).map_err(|e| e.to_string())
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    loop {
+        let byte = (zigzag & 0x7f) as u8;
+        zigzag >>= 7;
+        if zigzag == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// One record: key (None = keyless), value (None = tombstone).
+type Rec<'a> = (Option<&'a str>, Option<&'a str>);
+
+/// A v2 batch of `records` with codec id `codec`, timestamp `ts`, and optionally producer
+/// (id, epoch, base sequence).
+fn keyed_batch(
+    records: &[Rec<'_>],
+    ts: i64,
+    codec: i16,
+    producer: Option<(i64, i16, i32)>,
+) -> Bytes {
+    let mut body = Vec::new();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let mut r = vec![0u8];
+        put_varint(&mut r, 0);
+        put_varint(&mut r, i as i64);
+        for field in [k, v] {
+            match field {
+                Some(s) => {
+                    put_varint(&mut r, s.len() as i64);
+                    r.extend_from_slice(s.as_bytes());
+                }
+                None => put_varint(&mut r, -1),
+            }
+        }
+        put_varint(&mut r, 0);
+        put_varint(&mut body, r.len() as i64);
+        body.extend_from_slice(&r);
+    }
+    let body =
+        record_compact::compress(Compression::from_attributes(codec).unwrap(), &body).unwrap();
+    let count = records.len() as i32;
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let mut b = Vec::new();
+    b.extend_from_slice(&0i64.to_be_bytes());
+    b.extend_from_slice(&((49 + body.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes());
+    b.push(2);
+    b.extend_from_slice(&0u32.to_be_bytes());
+    b.extend_from_slice(&codec.to_be_bytes());
+    b.extend_from_slice(&(count - 1).to_be_bytes());
+    b.extend_from_slice(&ts.to_be_bytes());
+    b.extend_from_slice(&ts.to_be_bytes());
+    b.extend_from_slice(&pid.to_be_bytes());
+    b.extend_from_slice(&epoch.to_be_bytes());
+    b.extend_from_slice(&seq.to_be_bytes());
+    b.extend_from_slice(&count.to_be_bytes());
+    b.extend_from_slice(&body);
+    common::fix_crc(&mut b);
+    Bytes::from(b)
+}
+
+type Seen = BTreeMap<i64, (Option<String>, Option<String>)>;
+
+/// Every record from the log start to the high watermark, by offset; checks that batches
+/// are consecutive and CRC-valid.
+fn read_records(log: &LogManager, key: &PartitionKey) -> Seen {
+    let offsets = log.offsets(key).expect("offsets");
+    let mut next = offsets.log_start_offset;
+    let mut seen = Seen::new();
+    while next < offsets.high_watermark {
+        let result = log.read(key, next, 64 * 1024, true).expect("read");
+        assert!(!result.records.is_empty(), "empty read at {next:?}");
+        for batch in BatchIter::new(result.records) {
+            let batch = batch.expect("whole batch");
+            let header = validate_stored(&batch).expect("stored batch intact");
+            assert!(
+                header.base_offset() <= next || seen.is_empty(),
+                "batches are consecutive"
+            );
+            let base = header.base_offset().0;
+            record_compact::scan(&batch, &LIMITS, &mut |r| {
+                let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8(b.to_vec()).unwrap());
+                if base + i64::from(r.offset_delta) >= next.0 {
+                    seen.insert(
+                        base + i64::from(r.offset_delta),
+                        (text(r.key), text(r.value)),
+                    );
+                }
+            })
+            .expect("records decode");
+            next = Offset(header.last_offset().0 + 1);
+        }
+    }
+    seen
+}
+
+fn compacted() -> LogConfig {
+    LogConfig {
+        segment_bytes: 400,
+        cleanup_compact: true,
+        cleanup_delete: false,
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: DELETE_RETENTION_MS,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &std::path::Path, fs: Arc<dyn Fs>) -> LogManager {
+    let mut config = config(dir);
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.enable = false; // passes run through `clean_now`
+    LogManager::open(config, fs).expect("open").0
+}
+
+async fn append(log: &LogManager, key: &PartitionKey, batch: Bytes) -> i64 {
+    common::append(log, key, batch).await.base_offset.0
+}
+
+/// The newest record per key (tombstones included) of everything written.
+fn newest(written: &Seen) -> Seen {
+    let mut by_key: BTreeMap<Option<String>, (i64, Option<String>)> = BTreeMap::new();
+    for (offset, (k, v)) in written {
+        if k.is_some() {
+            by_key.insert(k.clone(), (*offset, v.clone()));
+        }
+    }
+    by_key.into_iter().map(|(k, (o, v))| (o, (k, v))).collect()
+}
+
+/// Writes 40 single-record batches over 4 keys (a tombstone for k3 last, a keyless record
+/// early), rolled into many small segments, and one more batch in the active segment.
+async fn write_versions(log: &LogManager, key: &PartitionKey) -> Seen {
+    let mut written = Seen::new();
+    for i in 0..40 {
+        let k = format!("k{}", i % 4);
+        let v = format!("v{i}");
+        let rec: Rec<'_> = match i {
+            3 => (None, Some("keyless")),
+            39 => (Some(k.as_str()), None),
+            _ => (Some(k.as_str()), Some(v.as_str())),
+        };
+        let offset = append(log, key, keyed_batch(&[rec], NOW_MS + i, 0, None)).await;
+        written.insert(offset, (rec.0.map(str::to_owned), rec.1.map(str::to_owned)));
+    }
+    // Fillers with keys of their own, so the versions above are all in sealed segments.
+    for i in 0..8 {
+        let k = format!("z{i}");
+        let rec: Rec<'_> = (Some(k.as_str()), Some("z"));
+        let offset = append(log, key, keyed_batch(&[rec], NOW_MS + 40 + i, 0, None)).await;
+        written.insert(offset, (Some(k), Some("z".to_owned())));
+    }
+    written
+}
+
+/// Base offset of the active segment (the newest `.extents` file).
+fn active_base(dir: &std::path::Path, k: &PartitionKey) -> i64 {
+    let files = common::segment_files(&partition_dir(dir, k));
+    common::segment_base(files.last().expect("a segment"))
+}
+
+/// What a pass leaves: the newest record per key below the active segment, and the active
+/// segment as written.
+fn expected_after(written: &Seen, active: i64) -> Seen {
+    let cleanable: Seen = written
+        .range(..active)
+        .map(|(o, r)| (*o, r.clone()))
+        .collect();
+    newest(&cleanable)
+        .into_iter()
+        .chain(written.range(active..).map(|(o, r)| (*o, r.clone())))
+        .collect()
+}
+
+#[tokio::test]
+async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
+    // Goal: after a pass, a read from the start sees exactly the newest record per key at
+    // its original offset (the recent tombstone included), the watermarks are unchanged,
+    // and the result survives a reopen. A later pass past delete.retention.ms removes the
+    // tombstone.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("compacted", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let written = write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let before = log.offsets(&k).unwrap();
+    assert_eq!(read_records(&log, &k), written);
+
+    let segments_before = common::segment_files(&partition_dir(dir.path(), &k)).len();
+    let passes = log.clean_now(NOW_MS + 100).unwrap();
+    let segments_after = common::segment_files(&partition_dir(dir.path(), &k)).len();
+    assert!(
+        segments_after < segments_before / 2,
+        "emptied segments merge: {segments_before} -> {segments_after}"
+    );
+    assert_eq!(passes.len(), 1, "{passes:?}");
+    assert!(passes[0].segments_cleaned > 0 && passes[0].bytes_after < passes[0].bytes_before);
+    let after = read_records(&log, &k);
+    let active = active_base(dir.path(), &k);
+    assert!(active > 39, "the versions are in sealed segments");
+    assert_eq!(after, expected_after(&written, active));
+    assert_eq!(
+        after.get(&39),
+        Some(&(Some("k3".to_owned()), None)),
+        "recent tombstone kept"
+    );
+    let offsets = log.offsets(&k).unwrap();
+    assert_eq!(offsets.high_watermark, before.high_watermark);
+    assert_eq!(offsets.log_start_offset, before.log_start_offset);
+    let stats = log.stats();
+    assert_eq!(stats.cleaner_passes, 1);
+    assert!(stats.cleaner_records_removed >= 30, "{stats:?}");
+
+    log.shutdown().unwrap();
+    drop(log);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.set_config(&k, compacted()).unwrap();
+    assert_eq!(
+        read_records(&log, &k),
+        after,
+        "cleaned segments survive a reopen"
+    );
+
+    // New data makes the log dirty again; past delete.retention.ms the tombstone goes.
+    let mut written2 = after.clone();
+    for i in 0..12 {
+        let v = format!("w{i}");
+        let rec: Rec<'_> = (Some("k0"), Some(v.as_str()));
+        let offset = append(&log, &k, keyed_batch(&[rec], NOW_MS + 100 + i, 0, None)).await;
+        written2.insert(offset, (Some("k0".into()), Some(v)));
+    }
+    log.checkpoint_now().unwrap();
+    log.clean_now(NOW_MS + DELETE_RETENTION_MS + 1_000).unwrap();
+    let last = read_records(&log, &k);
+    assert!(
+        last.values().all(|(key, _)| key.as_deref() != Some("k3")),
+        "tombstone removed after delete.retention.ms: {last:?}"
+    );
+    assert!(last.values().any(|(key, _)| key.as_deref() == Some("k1")));
+    assert_eq!(
+        log.offsets(&k).unwrap().high_watermark.0,
+        *written2.keys().last().unwrap() + 1
+    );
+}
+
+#[tokio::test]
+async fn compressed_batches_are_rebuilt_with_their_codec() {
+    // Goal: batches of several records under every codec lose exactly their superseded
+    // records; the survivors keep their offsets and decode.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("codecs", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let mut written = Seen::new();
+    for round in 0..3 {
+        for codec in 0..=4i16 {
+            let keys: Vec<String> = (0..3).map(|i| format!("c{codec}-{i}")).collect();
+            let values: Vec<String> = (0..3).map(|i| format!("r{round}-{i}")).collect();
+            // The first record's key is rewritten every round; the others only once.
+            let recs: Vec<Rec<'_>> = (0..3)
+                .map(|i| {
+                    let key = if i == 0 || round == 0 {
+                        Some(keys[i].as_str())
+                    } else {
+                        None
+                    };
+                    (key, Some(values[i].as_str()))
+                })
+                .collect();
+            let offset = append(&log, &k, keyed_batch(&recs, NOW_MS, codec, None)).await;
+            for (i, (key, value)) in recs.iter().enumerate() {
+                written.insert(
+                    offset + i as i64,
+                    (key.map(str::to_owned), value.map(str::to_owned)),
+                );
+            }
+        }
+    }
+    for i in 0..6 {
+        let t = format!("tail{i}");
+        let rec: Rec<'_> = (Some(t.as_str()), Some("x"));
+        let offset = append(&log, &k, keyed_batch(&[rec], NOW_MS, 0, None)).await;
+        written.insert(offset, (Some(t), Some("x".into())));
+    }
+    log.checkpoint_now().unwrap();
+    let passes = log.clean_now(NOW_MS).unwrap();
+    assert!(passes.iter().any(|p| p.segments_cleaned > 0), "{passes:?}");
+    let after = read_records(&log, &k);
+    assert_eq!(after, expected_after(&written, active_base(dir.path(), &k)));
+    assert!(after.len() < written.len(), "something was removed");
+}
+
+#[tokio::test]
+async fn a_producers_newest_batch_survives_cleaning() {
+    // Goal: an idempotent producer whose newest batch was wholly superseded keeps it as an
+    // empty batch: its next sequence is accepted and a retry is still a duplicate.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("producers", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let p = |seq| Some((7i64, 0i16, seq));
+    append(
+        &log,
+        &k,
+        keyed_batch(&[(Some("a"), Some("1"))], NOW_MS, 0, p(0)),
+    )
+    .await;
+    let second = keyed_batch(&[(Some("a"), Some("2"))], NOW_MS, 0, p(1));
+    let second_offset = append(&log, &k, second.clone()).await;
+    for i in 0..12 {
+        let v = format!("{i}");
+        append(
+            &log,
+            &k,
+            keyed_batch(&[(Some("a"), Some(v.as_str()))], NOW_MS, 0, None),
+        )
+        .await;
+    }
+    log.checkpoint_now().unwrap();
+    log.clean_now(NOW_MS).unwrap();
+    let read = log.read(&k, Offset(second_offset), 1 << 20, true).unwrap();
+    let first = BatchIter::new(read.records).next().unwrap().unwrap();
+    let header = validate_stored(&first).unwrap();
+    assert_eq!(header.base_offset().0, second_offset);
+    assert_eq!((header.producer_id(), header.records_count()), (7, 0));
+    let retry = common::try_append(&log, &k, second).await.unwrap();
+    assert!(
+        retry.duplicate,
+        "a retry of the newest batch is still a duplicate"
+    );
+    let next = keyed_batch(&[(Some("a"), Some("3"))], NOW_MS, 0, p(2));
+    common::try_append(&log, &k, next)
+        .await
+        .expect("next sequence accepted");
+}
+
+#[tokio::test]
+async fn a_crash_at_any_step_of_a_pass_keeps_old_or_new_segments() {
+    // Goal: a power cut after each file operation of a pass, then a crash (both modes),
+    // loses nothing: after reopening, the newest record of every key is there at its
+    // offset, nothing else appears that was not written at that offset, and every batch
+    // reads back intact.
+    let mut cut = 1u64;
+    let mut rng = SimRng::new(13);
+    loop {
+        for _draw in 0..3 {
+            let fs = SimFs::new();
+            let dir = std::path::Path::new("/data");
+            fs.create_dir_all_durable(dir).unwrap();
+            let k = key("crash", 0);
+            let log = open(dir, Arc::new(fs.clone()));
+            log.create_partition(k.clone(), compacted()).unwrap();
+            let mut written = write_versions(&log, &k).await;
+            log.checkpoint_now().unwrap();
+            // Acknowledged after the last checkpoint: recovery replays these from the
+            // journal next to the cleaned segments.
+            for i in 0..10 {
+                let key = format!("k{}", i % 4);
+                let rec: Rec<'_> = (Some(key.as_str()), Some("late"));
+                let offset = append(&log, &k, keyed_batch(&[rec], NOW_MS + 60, 0, None)).await;
+                written.insert(offset, (Some(key), Some("late".to_owned())));
+            }
+            fs.cut_power_after(cut);
+            let result = log.clean_now(NOW_MS + 100);
+            let finished = !fs.is_power_cut();
+            drop(log);
+            fs.crash(&mut rng);
+            let log = open(dir, Arc::new(fs.clone()));
+            log.set_config(&k, compacted()).unwrap();
+            let after = read_records(&log, &k);
+            for (offset, record) in newest(&written) {
+                assert_eq!(
+                    after.get(&offset),
+                    Some(&record),
+                    "cut {cut}: newest at {offset} lost"
+                );
+            }
+            for (offset, record) in &after {
+                assert_eq!(
+                    written.get(offset),
+                    Some(record),
+                    "cut {cut}: invented at {offset}"
+                );
+            }
+            let names = fs.read_dir(&partition_dir(dir, &k)).unwrap();
+            assert!(
+                !names.iter().any(|e| e.name.ends_with(".cleaned")),
+                "cut {cut}: recovery removes unfinished cleaned segments"
+            );
+            drop(log);
+            if finished {
+                assert!(result.is_ok(), "{result:?}");
+                assert!(cut > 5, "the pass did some file operations");
+                return;
+            }
+        }
+        cut += 1;
+        assert!(cut < 10_000, "the pass ends");
+    }
+}
+
+#[tokio::test]
+async fn a_small_key_map_cleans_in_several_passes() {
+    // Goal: a key map bounded far below the dirty data (6 entries for 48 records) still
+    // ends with the newest record per key: each pass cleans as many dirty segments as its
+    // map covers, and the next pass goes on from there.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("small-map", 0);
+    let mut config = config(dir.path());
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.enable = false;
+    config.cleaner.dedupe_buffer_bytes = 6 * sluice_log::cleaner::KEY_MAP_ENTRY_BYTES;
+    let log = LogManager::open(config, Arc::new(StdFs)).expect("open").0;
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let written = write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let passes = log.clean_now(NOW_MS + 100).unwrap();
+    assert!(passes.len() > 1, "the bound splits the work: {passes:?}");
+    assert_eq!(
+        read_records(&log, &k),
+        expected_after(&written, active_base(dir.path(), &k))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_throttled_pass() {
+    // Goal: a cleaner thread deep in a pass throttled by
+    // log.cleaner.io.max.bytes.per.second stops within a fraction of a second when the log
+    // shuts down (the pass is dropped; nothing half-swapped), instead of finishing the pass.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("throttled", 0);
+    let mut config = config(dir.path());
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.backoff_ms = 10;
+    config.cleaner.io_max_bytes_per_second = 500; // ~8 s for this partition's bytes
+    let log = LogManager::open(config, Arc::new(StdFs)).expect("open").0;
+    log.create_partition(
+        k.clone(),
+        LogConfig {
+            min_compaction_lag_ms: 0,
+            ..compacted()
+        },
+    )
+    .unwrap();
+    let written = write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log.stats().cleaner_bytes_read == 0 {
+        assert!(std::time::Instant::now() < deadline, "the cleaner started");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let started = std::time::Instant::now();
+    log.shutdown().unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(1500),
+        "shutdown took {took:?}"
+    );
+    drop(log);
+    let log = open(dir.path(), Arc::new(StdFs));
+    assert_eq!(
+        read_records(&log, &k),
+        written,
+        "nothing was swapped half-way"
+    );
+}

@@ -1,0 +1,171 @@
+"""`sluice bench` under faults on Sluice (issue 16, second slice): `--fault-cmd 'AT:COMMAND'`
+runs a real shell command mid-run (here a real SIGKILL of a real `sluice serve`, and its
+restart on the same port and data directory), and the report says what users felt: the
+fault's start and exit code, the ack stall and the time to recover, per-second delivery by
+send time, no acknowledged loss under acks=all; a broker that stays dead makes the run exit 4
+(records lost) with the failure reason at the top of the deduplicated error list. The embedded
+broker's own Prometheus endpoint is scraped: the report carries the broker's fdatasync
+percentiles.
+
+The three-node Apache Kafka fault run (kill -9 of broker 2, leader moves seen mid-run) is in
+test_bench_cluster.py, which owns the cluster fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import sluice_bin
+
+RUN_TIMEOUT_S = 120
+
+
+def start_sluice(data_dir: Path, log: Path, port: int = 0) -> tuple[subprocess.Popen, int]:
+    """A real `sluice serve` on loopback; returns it and its port."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([str(sluice_bin()), "serve", "--listen", f"127.0.0.1:{port}",
+                             "--data-dir", str(data_dir)],
+                            stdout=subprocess.PIPE, stderr=open(log, "ab"), stdin=subprocess.DEVNULL,
+                            text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("sluice listening on "), line
+    return proc, int(line.strip().rsplit(":", 1)[1])
+
+
+def bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "r.json"
+    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(out), "--rate", "2000",
+           "--producers", "2", "--consumers", "2", "--partitions", "4", "--warmup", "1s", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
+    assert out.exists(), f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc, json.loads(out.read_text())
+
+
+def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path):
+    data = tmp_path / "data"
+    first, port = start_sluice(data, tmp_path / "broker.log")
+    pidfile = tmp_path / "restarted.pid"
+    restart = (f"{sluice_bin()} serve --listen 127.0.0.1:{port} --data-dir {data} "
+               f">>{tmp_path / 'broker.log'} 2>&1 & echo $! >{pidfile}; echo restarted")
+    try:
+        proc, r = bench(tmp_path, "--bootstrap", f"127.0.0.1:{port}", "--broker-pid", str(first.pid),
+                        "--acks", "all", "--duration", "18s",
+                        "--fault-cmd", "2s:kill -9 $SLUICE_BENCH_BROKER_PIDS",
+                        "--fault-cmd", f"4s:{restart}", "--html", str(tmp_path / "r.html"))
+        assert first.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+        if pidfile.exists():
+            pid = int(pidfile.read_text().strip())
+            try:
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(100):
+                    os.kill(pid, 0)
+                    time.sleep(0.1)
+            except ProcessLookupError:
+                pass
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+
+    # Both faults ran when scheduled (AT counts from the end of the 1 s warmup), with their
+    # exit codes and output, and are drawn on the charts.
+    kill, start = r["faults"]
+    assert kill["command"] == "kill -9 $SLUICE_BENCH_BROKER_PIDS" and kill["exit_code"] == 0, kill
+    assert 2.9 <= kill["started_at_s"] <= 3.5, kill
+    assert start["exit_code"] == 0 and start["output_tail"] == "restarted", start
+    assert 4.9 <= start["started_at_s"] <= 5.5, start
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('class="fault"') >= 2 and "<h2>Faults</h2>" in html
+
+    # The broker was dead between the two: the stall is at least most of that gap, the run
+    # came back within the band before the load ended, and the restart fault is judged
+    # against the pre-outage baseline.
+    imp = kill["impact"]
+    assert imp["baseline_intervals"] >= 1 and imp["baseline_acked_msg_s"] > 1500, imp
+    assert imp["ack_stall_s"] >= 0.9 and imp["ack_stall_from_s"] >= kill["started_at_s"] - 0.2, imp
+    table = "\n".join(f"{i['elapsed_s']:6.2f} acked/s {i['acked_msg_s']:7.0f} p99 {i['ack_p99_ms']} "
+                      f"sent {i['sent_acked']}/{i['sent_failed']} lag {i['lag_total']}" for i in r["intervals"])
+    assert imp["time_to_recover_s"] is not None and 1.5 <= imp["time_to_recover_s"] <= 16.5, f"{imp}\n{table}"
+
+    assert start["impact"]["baseline_acked_msg_s"] == imp["baseline_acked_msg_s"]
+    assert "recovered after" in proc.stdout and "ack stall" in proc.stdout
+
+    # 1-second intervals throughout (no interval stretched by lag queries to a dead broker,
+    # no back-to-back catch-up samples), with the outage visible in them, and every record
+    # attributed to the second it was sent in: the seconds of the outage still show 2000
+    # records sent and eventually acked.
+    measured = [i for i in r["intervals"] if i["phase"] != "drain"]
+    assert all(0.8 <= i["interval_s"] <= 1.3 for i in measured), [i["interval_s"] for i in measured]
+    dead = [i for i in measured
+            if i["elapsed_s"] - i["interval_s"] >= kill["ended_at_s"] and i["elapsed_s"] <= start["started_at_s"] + 0.2]
+    assert dead and all(i["acked_msg_s"] == 0 for i in dead), dead
+    # Lag is unknown while no broker answers (the reading at the restart may race it).
+    assert all(i["lag_total"] is None for i in dead if i["elapsed_s"] <= start["started_at_s"] - 0.5), dead
+    assert all(i["sent_acked"] + i["sent_failed"] >= 1900 for i in measured[1:]), measured
+    assert sum(i["sent_acked"] for i in r["intervals"]) == r["counts"]["acked"] + r["counts"]["warmup_acked"]
+
+    # acks=all on one broker that comes back: nothing acknowledged is lost.
+    a = r["audit"]
+    assert a["lost_acked"] == 0 and a["lost"] == 0 and r["loss"] is None, a
+    # Retried records (no idempotence) may arrive twice: each duplicate is placed in the second
+    # its record was sent in, all of them from the kill on.
+    assert sum(i["sent_duplicates"] for i in r["intervals"]) == a["duplicates"], a
+    assert imp["duplicates_after"] == a["duplicates"] and imp["lost_acked_after"] == 0, imp
+    # The broker process that died is reported as gone, not with stale "final" figures.
+    assert abs(r["broker_process"]["gone_at_s"] - kill["started_at_s"]) <= 1.5, r["broker_process"]
+    assert "GONE at" in proc.stdout
+    # Reconnect noise is grouped by kind: one entry per kind, however many brokers and retries.
+    kinds = [k["kind"] for k in r["error_kinds"]]
+    assert len(kinds) == len(set(kinds)) and len(kinds) < 32, kinds
+    assert any("Connection refused" in k for k in kinds), kinds
+
+
+def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
+    proc, r = bench(tmp_path, "--acks", "1", "--duration", "3s",
+                    "--fault-cmd", "1s:kill -9 $SLUICE_BENCH_BROKER_PIDS")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out[-4000:]
+    assert r["faults"][0]["exit_code"] == 0
+    assert r["audit"]["lost"] > 0 and r["throughput"]["delivery_pct"] < 100, r["audit"]
+    assert r["loss"] and "records lost" in proc.stderr and "LOSS:" in proc.stdout
+    # Lag is unknown from the kill on, and the summary says so instead of a stale final value.
+    assert r["lag"]["unknown_since_s"] is not None
+    assert r["lag"]["unknown_since_s"] <= r["faults"][0]["started_at_s"] + 1.5, r["lag"]
+    assert "unknown from" in proc.stdout
+    # The time to recover is not invented: the load never came back.
+    assert r["faults"][0]["impact"]["time_to_recover_s"] is None
+    assert "NOT within the band" in proc.stdout
+    # The records that failed are the first kind in the error list (delivery class first).
+    first = r["error_kinds"][0]
+    assert first["class"] == "delivery" and first["count"] > 0, r["error_kinds"][:3]
+    # Records that never made it count in the seconds they were sent in, not in the second
+    # the client gave up.
+    failed_at = [i["elapsed_s"] for i in r["intervals"] if i["sent_failed"]]
+    assert failed_at and max(failed_at) <= 4.5, failed_at
+    # Acknowledged records that never arrived are placed in time too (acks=1: the leader had
+    # them, but it died before the consumers read them).
+    assert sum(i["sent_lost_acked"] for i in r["intervals"]) == r["audit"]["lost_acked"]
+
+
+def test_embedded_broker_metrics_are_scraped(tmp_path):
+    proc, r = bench(tmp_path, "--acks", "all", "--duration", "3s")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    m = r["broker_metrics"]
+    assert len(m["urls"]) == 1 and m["urls"][0].startswith("http://127.0.0.1:"), m["urls"]
+    assert m["failed_scrapes"] == 0 and m["scrapes"] >= 4, m
+    # Broker-side truth: fdatasync percentiles, group commit round size, per-API latency.
+    assert m["fsyncs"] > 0 and 0 < m["fsync_p50_ms"] <= m["fsync_p99_ms"], m
+    h = m["histograms"]["sluice_log_journal_sync_seconds"]
+    assert h["unit"] == "ms" and h["count"] == m["fsyncs"]
+    assert m["commit_round_requests_avg"] >= 1
+    assert m["request_p99_ms"]["Produce"] > 0 and "Fetch" in m["request_p99_ms"]
+    ticks = [t for t in m["intervals"] if t["fsync_p99_ms"] is not None]
+    assert len(ticks) >= 3, m["intervals"]
+    assert "fdatasync p50" in proc.stdout
