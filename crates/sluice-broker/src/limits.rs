@@ -193,14 +193,17 @@ pub const LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN: u64 = 1024 * 1024;
 
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
 
-/// Segment size of `__transaction_state-0` (Kafka's `transaction.state.log.segment.bytes` is
-/// 100 MiB; the partition holds small records and is kept short, docs/transactions.md §2).
-pub const TXN_STATE_SEGMENT_BYTES: u64 = 16 << 20;
+/// Default segment size of `__transaction_state-0` (`transaction.state.log.segment.bytes`;
+/// Kafka's is 100 MiB; the partition holds small records and is kept short,
+/// docs/transactions.md §2).
+pub const TXN_STATE_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
 
-/// How often the transaction coordinator's timer runs: Kafka's
-/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` default (timed-out
-/// transactions aborted, unfinished completions retried, idle ids expired).
-pub const TXN_TIMER_INTERVAL_MS: u64 = 10_000;
+/// Default of `transaction.abort.timed.out.transaction.cleanup.interval.ms` (Kafka's): how
+/// often timed-out transactions are aborted and unfinished completions retried.
+pub const TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 10_000;
+/// Default of `transaction.remove.expired.transaction.cleanup.interval.ms` (Kafka's): how
+/// often idle transactional ids are expired.
+pub const TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 3_600_000;
 
 // Security (listeners, TLS, SASL).
 

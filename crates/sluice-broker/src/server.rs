@@ -132,12 +132,12 @@ impl Server {
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
             let security = load_security(&cfg)?;
-            let txns =
-                crate::txns::TxnService::open(&log, sluice_coordinator::TxnConfig::default())
-                    .map_err(|error| StartError::Log {
-                        dir: cfg.data_dir.display().to_string(),
-                        error,
-                    })?;
+            let segment_bytes = cfg.transaction_state_log_segment_bytes;
+            let txns = crate::txns::TxnService::open(&log, cfg.txn.clone(), segment_bytes)
+                .map_err(|error| StartError::Log {
+                    dir: cfg.data_dir.display().to_string(),
+                    error,
+                })?;
             Ok((
                 log,
                 topics,

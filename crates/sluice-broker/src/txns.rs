@@ -51,9 +51,9 @@ pub fn txn_state_partition() -> PartitionKey {
     }
 }
 
-fn txn_state_log_config() -> LogConfig {
+fn txn_state_log_config(segment_bytes: u64) -> LogConfig {
     LogConfig {
-        segment_bytes: limits::TXN_STATE_SEGMENT_BYTES,
+        segment_bytes,
         retention_ms: -1,
         retention_bytes: -1,
         ..LogConfig::default()
@@ -69,15 +69,20 @@ pub struct TxnService {
 }
 
 impl TxnService {
-    /// Opens (creating if needed) the transaction state partition and replays it.
+    /// Opens (creating if needed) the transaction state partition, with segments of
+    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it.
     /// Blocking: runs before the listener accepts.
-    pub fn open(log: &LogManager, config: TxnConfig) -> Result<TxnService, LogError> {
+    pub fn open(
+        log: &LogManager,
+        config: TxnConfig,
+        segment_bytes: u64,
+    ) -> Result<TxnService, LogError> {
         let key = txn_state_partition();
-        match log.create_partition(key.clone(), txn_state_log_config()) {
+        match log.create_partition(key.clone(), txn_state_log_config(segment_bytes)) {
             Ok(()) | Err(LogError::PartitionExists) => {}
             Err(e) => return Err(e),
         }
-        log.set_config(&key, txn_state_log_config())?;
+        log.set_config(&key, txn_state_log_config(segment_bytes))?;
         let mut coordinator = TransactionCoordinator::new(config);
         let loaded = load(log, &key, &mut coordinator)?;
         tracing::info!(
@@ -260,11 +265,18 @@ impl TxnService {
                 tracing::error!(error = %e, "re-verifying an ongoing transaction failed");
             }
         }
+        let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
+        let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
+        let mut last_expiry_ms = now_ms();
         loop {
             let changes = self.call(|c, now| {
                 let mut changes = c.pending_completions(now);
                 changes.extend(c.abort_timed_out(now));
-                changes.extend(c.expire_idle(now));
+                // Expiry has its own, longer interval (Kafka's two cleanup settings).
+                if now.saturating_sub(last_expiry_ms) >= expire_interval_ms as i64 {
+                    last_expiry_ms = now;
+                    changes.extend(c.expire_idle(now));
+                }
                 changes
             });
             for change in changes {
@@ -275,7 +287,7 @@ impl TxnService {
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(Duration::from_millis(limits::TXN_TIMER_INTERVAL_MS)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(abort_interval_ms)) => {}
             }
         }
     }
