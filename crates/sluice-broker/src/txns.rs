@@ -265,6 +265,16 @@ impl TxnService {
                 tracing::error!(error = %e, "re-verifying an ongoing transaction failed");
             }
         }
+        // Decided before the restart: only the markers that did not become durable.
+        let mut decided = self.call(|c, now| c.pending_completions(now));
+        for change in &mut decided {
+            self.drop_written_markers(topics, change);
+        }
+        for change in decided {
+            if let Err(e) = self.write(topics, &change).await {
+                tracing::error!(error = %e, transactional_id = change.transactional_id(), "transaction completion not durable; retried later");
+            }
+        }
         let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
         let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
         let mut last_expiry_ms = now_ms();
@@ -290,6 +300,28 @@ impl TxnService {
                 _ = tokio::time::sleep(Duration::from_millis(abort_interval_ms)) => {}
             }
         }
+    }
+}
+
+impl TxnService {
+    /// Keeps, of a decided transaction's markers, only those of partitions whose log still
+    /// shows the transaction open: after a crash between the decision and the completion, a
+    /// prefix of the markers may be durable already, and none is written twice
+    /// (docs/transactions.md §5.2). Only on load: verification is not persisted, so a
+    /// partition without the marker has nothing a zombie could write through; a retry in a
+    /// running broker (§5.3) writes every marker, which also ends verifications of partitions
+    /// that got no data. Partitions deleted meanwhile are dropped later by [`marker_key`].
+    fn drop_written_markers(&self, topics: &TopicRegistry, change: &mut TxnChange) {
+        let Some(markers) = change.markers.as_mut() else {
+            return;
+        };
+        let id = ProducerId(markers.producer_id);
+        markers
+            .partitions
+            .retain(|tp| match marker_key(topics, tp) {
+                Some(key) => !matches!(self.log.txn_open(&key, id), Ok(false)),
+                None => true,
+            });
     }
 }
 

@@ -604,6 +604,16 @@ impl LogManager {
         Ok(())
     }
 
+    /// Whether `producer_id` has an open transaction at the partition: a data batch of it
+    /// is written and its marker is not. The transaction coordinator's load completion
+    /// writes markers only where this holds, so no marker is written twice
+    /// (docs/transactions.md §5.2). Non-blocking (one short lock).
+    pub fn txn_open(&self, key: &PartitionKey, producer_id: ProducerId) -> Result<bool, LogError> {
+        let partition = self.engine().partition(key)?;
+        let table = partition.producers.lock();
+        Ok(table.get(producer_id).is_some_and(|e| e.in_txn()))
+    }
+
     /// Current watermarks. Non-blocking (atomics only).
     pub fn offsets(&self, key: &PartitionKey) -> Result<PartitionOffsets, LogError> {
         Ok(self.engine().partition(key)?.offsets())

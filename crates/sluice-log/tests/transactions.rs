@@ -283,3 +283,34 @@ async fn aborted_transactions_outlive_their_producers_across_a_crash() {
     let (log, _) = open(dir.path());
     assert_eq!(aborted(&log, &k, 0, 3), vec![(7, 0, 2)]);
 }
+
+#[tokio::test]
+async fn txn_open_says_where_a_marker_is_still_missing_across_a_restart() {
+    // Goal: `txn_open` (the coordinator's load completion asks it, docs/transactions.md §5.2)
+    // is true exactly while a producer's data is written and its marker is not, per
+    // partition, and is rebuilt from the log on restart. Method: one producer's
+    // transaction over two partitions, the marker written to one only, a restart.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, a) = setup(dir.path());
+    let b = key("txn", 1);
+    create(&log, &b);
+    let id = ProducerId(9);
+    assert!(!log.txn_open(&a, id).expect("known partition"));
+    for k in [&a, &b] {
+        verify(&log, k, 9, 0).await;
+        append(&log, k, txn_batch(9, 0, 0, 2)).await;
+        assert!(log.txn_open(k, id).expect("open"));
+    }
+    marker(&log, &a, 9, 0, ControlType::Commit)
+        .await
+        .expect("marker");
+    assert!(!log.txn_open(&a, id).expect("a"));
+    assert!(log.txn_open(&b, id).expect("b"));
+    assert!(!log.txn_open(&b, ProducerId(10)).expect("other producer"));
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert!(!log.txn_open(&a, id).expect("a after restart"));
+    assert!(log.txn_open(&b, id).expect("b after restart"));
+    assert!(log.txn_open(&key("gone", 0), id).is_err());
+}
