@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 import kwire
 from admin_facade import admin
 from helpers import ck_producer, create_topic
+from java_client import java_cp  # noqa: F401 (fixture)
 
 TXN_STATE = "__transaction_state"
 OFFSETS = "__consumer_offsets"
@@ -128,3 +129,23 @@ def test_produce_outside_the_transaction_is_abortable_from_v11(broker, topic_nam
     plain = kwire.produce_v3(broker.bootstrap, topic_name, 0,
                              kwire.record_batch([kwire.RawRecord(key=None, value=b"y")]))
     assert plain.error_code == kwire.NONE and plain.base_offset == 0
+
+
+def test_java_transactional_producer(broker, topic_name, java_cp):
+    """Goal: Apache Kafka's own Java producer runs transactions against Sluice (FindCoordinator
+    type 1, InitProducerId, AddPartitionsToTxn, Produce, EndTxn as that client sends them).
+    Method: SluiceClient txn-produce over 2 partitions: commit, abort, commit rounds of 20;
+    a read_committed librdkafka consumer then sees exactly the two committed rounds and a
+    read_uncommitted one all three."""
+    from java_client import run
+    from test_txn_confluent import consume
+    create_topic(broker.bootstrap, topic_name, 2)
+    r = run("txn-produce", "--bootstrap", broker.bootstrap, "--topic", topic_name,
+            "--transactional-id", f"java-{uuid.uuid4().hex[:8]}", "--rounds", "commit,abort,commit",
+            "--count", 20, "--partitions", 2)
+    assert r.ok, r.summary()
+    assert r["rounds"] == ["commit", "abort", "commit"]
+    committed = sorted(f"r{rnd}-{i:06d}".encode() for rnd in (0, 2) for i in range(20))
+    assert consume(broker.bootstrap, topic_name, 2, "read_committed", 40) == committed
+    every = sorted(f"r{rnd}-{i:06d}".encode() for rnd in range(3) for i in range(20))
+    assert consume(broker.bootstrap, topic_name, 2, "read_uncommitted", 60) == every
