@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use sluice_coordinator::GroupConfig;
+use sluice_coordinator::{GroupConfig, TxnConfig};
 use sluice_log::{FsyncPolicy, TimestampType};
 
 use crate::config_security::{self, SecurityProtocol, SecuritySettings};
@@ -107,6 +107,17 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<String>,
     /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
     pub log_cleaner: sluice_log::CleanerConfig,
+    /// Transaction coordinator settings (`transaction.max.timeout.ms`,
+    /// `transactional.id.expiration.ms`; docs/transactions.md §8).
+    pub txn: TxnConfig,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
+    /// transactions are aborted and unfinished completions retried.
+    pub transaction_abort_cleanup_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often idle
+    /// transactional ids are expired.
+    pub transaction_remove_expired_cleanup_interval_ms: u64,
+    /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state-0`.
+    pub transaction_state_log_segment_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -137,6 +148,11 @@ impl Default for BrokerConfig {
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
             log_cleaner: sluice_log::CleanerConfig::default(),
+            txn: TxnConfig::default(),
+            transaction_abort_cleanup_interval_ms: limits::TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_remove_expired_cleanup_interval_ms:
+                limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
         }
     }
 }
@@ -259,6 +275,19 @@ impl BrokerConfig {
             }
             "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse(key, v)?,
+            "transaction.max.timeout.ms" => self.txn.transaction_max_timeout_ms = parse(key, v)?,
+            "transactional.id.expiration.ms" => {
+                self.txn.transactional_id_expiration_ms = parse(key, v)?
+            }
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.transaction_abort_cleanup_interval_ms = parse(key, v)?
+            }
+            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+                self.transaction_remove_expired_cleanup_interval_ms = parse(key, v)?
+            }
+            "transaction.state.log.segment.bytes" => {
+                self.transaction_state_log_segment_bytes = parse(key, v)?
+            }
             "metrics.listen" => {
                 self.metrics_listen = Some(strip_listener_scheme(v)).filter(|a| !a.is_empty())
             }
@@ -406,6 +435,7 @@ impl BrokerConfig {
                 "must be positive",
             ));
         }
+        self.validate_txn()?;
         if g.consumer_heartbeat_interval_ms <= 0
             || g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms
         {
@@ -419,6 +449,48 @@ impl BrokerConfig {
     }
 
     /// Every listener to bind, first one first.
+    /// Checks the transaction settings' ranges (Kafka's: each at least 1, and segments at
+    /// least `log.segment.bytes`' minimum).
+    fn validate_txn(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: String, reason: &str| ConfigError {
+            key: key.into(),
+            value,
+            reason: reason.into(),
+        };
+        let t = &self.txn;
+        if t.transaction_max_timeout_ms < 1 {
+            let v = t.transaction_max_timeout_ms.to_string();
+            return Err(bad("transaction.max.timeout.ms", v, "must be positive"));
+        }
+        if t.transactional_id_expiration_ms < 1 {
+            let v = t.transactional_id_expiration_ms.to_string();
+            return Err(bad("transactional.id.expiration.ms", v, "must be positive"));
+        }
+        for (key, ms) in [
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                self.transaction_abort_cleanup_interval_ms,
+            ),
+            (
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                self.transaction_remove_expired_cleanup_interval_ms,
+            ),
+        ] {
+            if ms == 0 {
+                return Err(bad(key, "0".into(), "must be positive"));
+            }
+        }
+        let segment = self.transaction_state_log_segment_bytes;
+        if segment < crate::topic_config::SEGMENT_BYTES_MIN as u64 || segment > i32::MAX as u64 {
+            return Err(bad(
+                "transaction.state.log.segment.bytes",
+                segment.to_string(),
+                "out of range",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn listener_specs(&self) -> Vec<ListenerSpec> {
         match self.listeners.is_empty() {
             true => vec![ListenerSpec {
@@ -571,5 +643,34 @@ mod tests {
             .is_err());
         c.fetch_max_bytes = 10;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn transaction_settings() {
+        let mut c = BrokerConfig::default();
+        let unknown = c
+            .apply_properties(
+                "transaction.max.timeout.ms=5000\ntransactional.id.expiration.ms=60000\n\
+                 transaction.abort.timed.out.transaction.cleanup.interval.ms=100\n\
+                 transaction.remove.expired.transaction.cleanup.interval.ms=200\n\
+                 transaction.state.log.segment.bytes=1048576\n",
+            )
+            .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(c.txn.transaction_max_timeout_ms, 5000);
+        assert_eq!(c.txn.transactional_id_expiration_ms, 60_000);
+        assert_eq!(c.transaction_abort_cleanup_interval_ms, 100);
+        assert_eq!(c.transaction_remove_expired_cleanup_interval_ms, 200);
+        assert_eq!(c.transaction_state_log_segment_bytes, 1 << 20);
+        c.validate().unwrap();
+        for bad in [
+            "transaction.max.timeout.ms=0",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=0",
+            "transaction.state.log.segment.bytes=100",
+        ] {
+            let mut c = BrokerConfig::default();
+            c.apply_properties(bad).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }

@@ -53,6 +53,7 @@ pub mod tls;
 mod tls_stream;
 pub mod topic_config;
 pub mod topics;
+pub mod txns;
 
 use std::sync::Arc;
 
@@ -69,6 +70,8 @@ pub struct Broker {
     pub log: LogManager,
     pub topics: topics::TopicRegistry,
     pub groups: Arc<groups::GroupService>,
+    /// The transaction coordinator (docs/transactions.md).
+    pub txns: Arc<txns::TxnService>,
     pub producer_ids: producer_ids::ProducerIds,
     /// Host and port of the first listener (what a listener without its own entry falls
     /// back to; handlers answer with the connection's listener, `handlers::Ctx::advertised`).

@@ -193,6 +193,18 @@ pub const LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN: u64 = 1024 * 1024;
 
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
 
+/// Default segment size of `__transaction_state-0` (`transaction.state.log.segment.bytes`;
+/// Kafka's is 100 MiB; the partition holds small records and is kept short,
+/// docs/transactions.md §2).
+pub const TXN_STATE_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
+
+/// Default of `transaction.abort.timed.out.transaction.cleanup.interval.ms` (Kafka's): how
+/// often timed-out transactions are aborted and unfinished completions retried.
+pub const TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 10_000;
+/// Default of `transaction.remove.expired.transaction.cleanup.interval.ms` (Kafka's): how
+/// often idle transactional ids are expired.
+pub const TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 3_600_000;
+
 // Security (listeners, TLS, SASL).
 
 /// `sasl.server.max.receive.size` default (Kafka's): the largest frame a SASL listener takes

@@ -80,6 +80,11 @@ pub(crate) struct PartResult {
     records: Vec<RecordSlice>,
     /// Bytes in `records`.
     records_len: usize,
+    /// The last stable offset (the high watermark without open transactions).
+    last_stable_offset: i64,
+    /// `read_committed` only: the aborted transactions overlapping what was returned
+    /// (docs/transactions.md §6.4); the vector keeps its capacity.
+    aborted: Vec<sluice_log::AbortedTxn>,
 }
 
 impl PartResult {
@@ -91,7 +96,8 @@ impl PartResult {
                 RecordSlice::Bytes(b) => b.len(),
                 RecordSlice::File(_) => 0,
             })
-            .sum()
+            .sum::<usize>()
+            + self.aborted.len() * encode::ABORTED_TXN_BYTES_MAX
     }
 
     fn reset(&mut self) {
@@ -100,6 +106,8 @@ impl PartResult {
         self.log_start_offset = 0;
         self.records.clear();
         self.records_len = 0;
+        self.last_stable_offset = 0;
+        self.aborted.clear();
     }
 }
 
@@ -472,6 +480,10 @@ impl FetchCall {
     fn resolve(&mut self, ctx: &Ctx) {
         let by_id = ctx.version >= 13;
         let mut state = self.job.state.lock();
+        state.isolation = match self.decoded.isolation_level {
+            1 => sluice_log::IsolationLevel::ReadCommitted,
+            _ => sluice_log::IsolationLevel::ReadUncommitted,
+        };
         let parts = &mut state.parts;
         parts.clear();
         self.topics.clear();
@@ -628,8 +640,18 @@ fn response(
                     pd.partition_index = p.partition;
                     pd.error_code = r.error_code;
                     pd.high_watermark = r.high_watermark;
-                    // No transactions yet: the last stable offset is the high watermark.
-                    pd.last_stable_offset = r.high_watermark;
+                    pd.last_stable_offset = r.last_stable_offset;
+                    pd.aborted_transactions = Some(
+                        r.aborted
+                            .iter()
+                            .map(|a| {
+                                let mut t = kafka_protocol::messages::fetch_response::AbortedTransaction::default();
+                                t.producer_id = kafka_protocol::messages::ProducerId(a.producer_id.0);
+                                t.first_offset = a.first_offset.0;
+                                t
+                            })
+                            .collect(),
+                    );
                     pd.log_start_offset = r.log_start_offset;
                     pd.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
                     pd.records = Some(records_bytes(&r.records));

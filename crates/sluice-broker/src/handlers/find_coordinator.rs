@@ -1,8 +1,7 @@
 //! FindCoordinator (key 10), v0-6, including batched keys (v4+).
 //!
-//! This broker is the group coordinator for every group. Transactions are not supported yet,
-//! so transaction-coordinator keys get COORDINATOR_NOT_AVAILABLE, a retriable error that
-//! clients report after their timeout. Other key types (share groups) are INVALID_REQUEST.
+//! This broker is the group coordinator for every group and the transaction coordinator
+//! for every transactional id. Other key types (share groups) are INVALID_REQUEST.
 
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -13,26 +12,17 @@ use crate::error_code;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
-const NO_TXN: &str = "Sluice does not run a transaction coordinator yet.";
 const BAD_KEY_TYPE: &str = "Unknown coordinator key type.";
 
 /// (error code, message, node id, host, port) for one key.
 fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i32) {
-    if key_type == KEY_TYPE_GROUP {
+    if key_type == KEY_TYPE_GROUP || key_type == KEY_TYPE_TRANSACTION {
         (
             error_code::NONE,
             None,
             ctx.broker.node_id(),
             ctx.advertised().0,
             ctx.advertised().1,
-        )
-    } else if key_type == KEY_TYPE_TRANSACTION {
-        (
-            error_code::COORDINATOR_NOT_AVAILABLE,
-            Some(NO_TXN),
-            -1,
-            String::new(),
-            -1,
         )
     } else {
         (

@@ -8,6 +8,8 @@
 //! [`fetch::FetchCall`] the writer runs itself. Both kinds of call are reused per
 //! connection ([`Calls`]).
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
@@ -22,6 +24,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_user_scram_credentials;
+mod end_txn;
 pub(crate) mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -224,6 +227,9 @@ pub(crate) async fn start(
         ApiKey::ConsumerGroupHeartbeat => task(consumer_group_heartbeat::handle(ctx, body)),
         ApiKey::ConsumerGroupDescribe => task(consumer_group_describe::handle(ctx, body)),
         ApiKey::InitProducerId => task(init_producer_id::handle(ctx, body)),
+        ApiKey::AddPartitionsToTxn => task(add_partitions_to_txn::handle(ctx, body)),
+        ApiKey::AddOffsetsToTxn => task(add_offsets_to_txn::handle(ctx, body)),
+        ApiKey::EndTxn => task(end_txn::handle(ctx, body)),
         ApiKey::DescribeUserScramCredentials => {
             task(describe_user_scram_credentials::handle(ctx, body))
         }

@@ -65,7 +65,7 @@ impl ProduceCall {
             .flat_map(|t| t.partition_responses.iter_mut());
         for (slot, pr) in partitions.enumerate() {
             match self.group.take(slot) {
-                Some(outcome) => fill(pr, outcome),
+                Some(outcome) => fill(pr, outcome, self.version),
                 // Failed before it was queued: the error is in place already.
                 None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
             }
@@ -263,7 +263,7 @@ fn pending_partition(index: i32) -> PartitionProduceResponse {
     pr
 }
 
-fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>) {
+fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>, version: i16) {
     match outcome {
         Ok(info) => {
             pr.base_offset = info.base_offset.0;
@@ -271,7 +271,7 @@ fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>
             pr.log_start_offset = info.log_start_offset.0;
         }
         Err(e) => {
-            pr.error_code = error_code::from_log(&e);
+            pr.error_code = error_code::from_produce_log(&e, version);
             pr.error_message = Some(str_bytes(e.to_string()));
         }
     }
