@@ -107,6 +107,8 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<String>,
     /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
     pub log_cleaner: sluice_log::CleanerConfig,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
+    pub authorizer: crate::acl::AuthorizerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -137,6 +139,7 @@ impl Default for BrokerConfig {
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
             log_cleaner: sluice_log::CleanerConfig::default(),
+            authorizer: crate::acl::AuthorizerConfig::default(),
         }
     }
 }
@@ -156,6 +159,21 @@ fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
         value: value.into(),
         reason: "not a valid number or boolean".into(),
     })
+}
+
+/// Kafka's authorizer class names are accepted (both serve the same ACL model here); an
+/// empty value means no authorizer, any other class refuses to start (fail closed).
+fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "" => Ok(false),
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        | "kafka.security.authorizer.AclAuthorizer" => Ok(true),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: value.into(),
+            reason: "only org.apache.kafka.metadata.authorizer.StandardAuthorizer and kafka.security.authorizer.AclAuthorizer are served; refusing to start rather than run without the authorizer asked for".into(),
+        }),
+    }
 }
 
 /// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
@@ -186,6 +204,18 @@ impl BrokerConfig {
                 self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
             }
             "advertised.listeners" => self.advertised_listeners = listeners::parse(key, v)?,
+            "authorizer.class.name" => self.authorizer.enabled = authorizer_class(key, v)?,
+            "super.users" => {
+                self.authorizer.super_users = v
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer.allow_everyone_if_no_acl_found = parse(key, v)?
+            }
             "connections.max.reauth.ms" => self.connections_max_reauth_ms = parse(key, v)?,
             "sasl.server.max.receive.size" => self.sasl_server_max_receive_size = parse(key, v)?,
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,

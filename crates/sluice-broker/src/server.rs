@@ -128,12 +128,21 @@ impl Server {
                 })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
+            let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
             let security = load_security(&cfg)?;
-            Ok((log, topics, groups, producer_ids, scram, security, report))
+            Ok((
+                log,
+                topics,
+                groups,
+                producer_ids,
+                (scram, authorizer),
+                security,
+                report,
+            ))
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, scram, security, report) = opened;
+        let (log, topics, groups, producer_ids, (scram, authorizer), security, report) = opened;
         let specs = config.listener_specs();
         let mut sockets = Vec::with_capacity(specs.len());
         let mut bound = Vec::with_capacity(specs.len());
@@ -199,6 +208,7 @@ impl Server {
             advertised_port,
             listeners: bound,
             scram,
+            authorizer,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
