@@ -8,6 +8,11 @@
 //! all-topics answer and by name or id, as Kafka lists its internal topics: regex consumers
 //! and admin tools expect it. It is never auto-created here and is read-only to clients
 //! (see `topics::internal_topic_refusal`).
+//!
+//! Authorization as Kafka's: the all-topics answer lists only topics the principal may
+//! DESCRIBE; a named topic it may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (whether or not
+//! it exists, so names do not leak); auto-creation also needs CREATE on the cluster or the
+//! topic, else TOPIC_AUTHORIZATION_FAILED.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,9 +25,9 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
 use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
 use crate::topics::{validate_name, Topic};
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: MetadataRequest = match ctx.decode(body) {
@@ -41,8 +46,17 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut topics = Vec::new();
     match wanted {
         None => {
-            topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t)));
-            topics.push(describe_internal(&ctx));
+            let visible = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
+            topics.extend(
+                b.topics
+                    .all()
+                    .iter()
+                    .filter(|t| visible(&t.name))
+                    .map(|t| describe(&ctx, t)),
+            );
+            if visible(OFFSETS_TOPIC) {
+                topics.push(describe_internal(&ctx));
+            }
         }
         Some(list) => {
             for t in list {
@@ -78,15 +92,24 @@ async fn resolve(
     allow_create: bool,
 ) -> MetadataResponseTopic {
     let b = &ctx.broker;
+    let may_describe = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
     let Some(name) = name else {
-        if id == offsets_topic_uuid() {
+        if id == offsets_topic_uuid() && may_describe(OFFSETS_TOPIC) {
             return describe_internal(ctx);
         }
         return match b.topics.get_by_id(id) {
-            Some(t) => describe(ctx, &t),
+            Some(t) if may_describe(&t.name) => describe(ctx, &t),
+            Some(_) => error_topic(None, id, error_code::TOPIC_AUTHORIZATION_FAILED),
             None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
         };
     };
+    if !may_describe(&name) {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+        );
+    }
     if let Some(t) = b.topics.get(&name) {
         return describe(ctx, &t);
     }
@@ -101,6 +124,15 @@ async fn resolve(
             Some(name),
             Uuid::nil(),
             error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        );
+    }
+    if !ctx.allowed_cluster(acl::op::CREATE)
+        && !ctx.allowed(acl::op::CREATE, acl::resource::TOPIC, &name)
+    {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
         );
     }
     let n = name.clone();
