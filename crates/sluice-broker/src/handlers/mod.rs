@@ -121,13 +121,16 @@ impl Ctx {
     /// host, do `operation` (`acl::op`) on the resource (`acl::resource`) named `name`?
     /// Allocates nothing (it runs once per topic on the produce and fetch paths).
     pub fn allowed(&self, operation: i8, resource_type: i8, name: &str) -> bool {
-        self.broker.authorizer.authorize(
-            &self.principal,
-            self.peer.ip(),
-            operation,
-            resource_type,
-            name,
-        )
+        self.who()
+            .allowed(&self.broker, operation, resource_type, name)
+    }
+
+    /// Who sent the request, to check from blocking work ([`Who::allowed`]).
+    pub fn who(&self) -> Who {
+        Who {
+            principal: self.principal.clone(),
+            host: self.peer.ip(),
+        }
     }
 
     /// [`Ctx::allowed`] for the cluster resource.
@@ -176,6 +179,21 @@ impl Ctx {
                 None
             }
         }
+    }
+}
+
+/// A request's principal and host, movable into blocking work.
+#[derive(Debug, Clone)]
+pub(crate) struct Who {
+    pub principal: Arc<str>,
+    pub host: std::net::IpAddr,
+}
+
+impl Who {
+    /// See [`Ctx::allowed`].
+    pub fn allowed(&self, b: &Broker, operation: i8, resource_type: i8, name: &str) -> bool {
+        b.authorizer
+            .authorize(&self.principal, self.host, operation, resource_type, name)
     }
 }
 
