@@ -93,7 +93,8 @@ def test_write_needed_to_produce_and_metadata_hides_topics(secured):
     # WRITE implies DESCRIBE; a topic without any ACL for alice is not listed.
     assert topic_names(b, "alice") & {"granted", "described", "hidden"} == {"granted", "described"}
     assert {"granted", "described", "hidden"} <= topic_names(b, "admin")
-    # Fetch needs READ: alice may not read what she wrote.
+    # Fetch needs READ on the topic: alice (who may use group g) may not read what she wrote.
+    add_acls(b, allow("alice", "g", AclOperation.READ, rtype=ResourceType.GROUP))
     c = Consumer({**conf(b, "alice"), "group.id": "g", "auto.offset.reset": "earliest"})
     c.assign([TopicPartition("granted", 0, 0)])
     got = None
@@ -176,3 +177,40 @@ def test_allow_everyone_if_no_acl_found(secured, allow_everyone):
     err = produce_error(b, "alice", "guarded")
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     assert produce_error(b, "bob", "guarded") is None
+
+
+def test_admin_and_group_apis_are_checked(secured):
+    b = secured(LISTENER, props())
+    # CreateTopics needs CREATE (cluster or topic), DeleteTopics needs DELETE.
+    a = admin(b, "alice")
+    f = a.create_topics([NewTopic("mine", 1, 1)], operation_timeout=10)["mine"]
+    with pytest.raises(KafkaException) as e:
+        f.result(timeout=15)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(b, allow("alice", "mine", AclOperation.CREATE))
+    a.create_topics([NewTopic("mine", 1, 1)], operation_timeout=10)["mine"].result(timeout=15)
+    f = a.delete_topics(["mine"], operation_timeout=10)["mine"]
+    with pytest.raises(KafkaException) as e:
+        f.result(timeout=15)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # A consumer group needs READ on the group (and READ on the topic to fetch).
+    add_acls(b, allow("alice", "mine", AclOperation.READ))
+    c = Consumer({**conf(b, "alice"), "group.id": "g-denied", "auto.offset.reset": "earliest"})
+    c.subscribe(["mine"])
+    got = None
+    for _ in range(20):
+        m = c.poll(0.5)
+        if m is not None and m.error():
+            got = m.error()
+            break
+    c.close()
+    assert got is not None and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
+    # SCRAM credentials need ALTER on the cluster.
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    up = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                      b"pw")
+    f = a.alter_user_scram_credentials([up], request_timeout=10)["carol"]
+    with pytest.raises(KafkaException) as e:
+        f.result(timeout=15)
+    assert e.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
