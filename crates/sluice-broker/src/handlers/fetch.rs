@@ -488,7 +488,8 @@ impl FetchCall {
             };
             // Kafka checks READ before existence; an unauthorized topic is answered as if
             // it had no partitions here, with its own code.
-            let authorized = ctx.allowed(acl::op::READ, acl::resource::TOPIC, name);
+            let authorized = (by_id && topic.is_none())
+                || ctx.allowed(acl::op::READ, acl::resource::TOPIC, name);
             let topic = topic.filter(|_| authorized);
             let unknown_code = match (&topic, by_id) {
                 _ if !authorized => error_code::TOPIC_AUTHORIZATION_FAILED,

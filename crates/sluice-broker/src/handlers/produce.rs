@@ -214,7 +214,9 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
             (Some(tp), true) => &*tp.name,
             _ => t.name.as_str(),
         };
-        let authorized = ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, name);
+        // An unknown topic id has no name to check: it is answered UNKNOWN_TOPIC_ID.
+        let authorized =
+            (by_id && topic.is_none()) || ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, name);
         let parts = &decoded.partitions[t.partitions.clone()];
         for (p, pr) in parts.iter().zip(tr.partition_responses.iter_mut()) {
             let refused = match (
