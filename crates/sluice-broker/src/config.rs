@@ -118,6 +118,8 @@ pub struct BrokerConfig {
     pub transaction_remove_expired_cleanup_interval_ms: u64,
     /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state-0`.
     pub transaction_state_log_segment_bytes: u64,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
+    pub authorizer: crate::acl::AuthorizerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -153,6 +155,7 @@ impl Default for BrokerConfig {
             transaction_remove_expired_cleanup_interval_ms:
                 limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
             transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
+            authorizer: crate::acl::AuthorizerConfig::default(),
         }
     }
 }
@@ -172,6 +175,21 @@ fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
         value: value.into(),
         reason: "not a valid number or boolean".into(),
     })
+}
+
+/// Kafka's authorizer class names are accepted (both serve the same ACL model here); an
+/// empty value means no authorizer, any other class refuses to start (fail closed).
+fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "" => Ok(false),
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        | "kafka.security.authorizer.AclAuthorizer" => Ok(true),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: value.into(),
+            reason: "only org.apache.kafka.metadata.authorizer.StandardAuthorizer and kafka.security.authorizer.AclAuthorizer are served; refusing to start rather than run without the authorizer asked for".into(),
+        }),
+    }
 }
 
 /// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
@@ -202,6 +220,18 @@ impl BrokerConfig {
                 self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
             }
             "advertised.listeners" => self.advertised_listeners = listeners::parse(key, v)?,
+            "authorizer.class.name" => self.authorizer.enabled = authorizer_class(key, v)?,
+            "super.users" => {
+                self.authorizer.super_users = v
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer.allow_everyone_if_no_acl_found = parse(key, v)?
+            }
             "connections.max.reauth.ms" => self.connections_max_reauth_ms = parse(key, v)?,
             "sasl.server.max.receive.size" => self.sasl_server_max_receive_size = parse(key, v)?,
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,

@@ -225,5 +225,7 @@ pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
 /// Longest SCRAM user name, and most SCRAM users kept (each costs a few hundred bytes).
 pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
 pub const SCRAM_USERS_MAX: usize = 100_000;
+/// Most ACLs kept (`acl`): each check walks them all, so this bounds a check's work too.
+pub const ACLS_MAX: usize = 10_000;
 /// Longest SASL token (client message) accepted in one SaslAuthenticate.
 pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;

@@ -131,6 +131,7 @@ impl Server {
                 })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
+            let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
             let security = load_security(&cfg)?;
             let segment_bytes = cfg.transaction_state_log_segment_bytes;
             let txns = crate::txns::TxnService::open(&log, cfg.txn.clone(), segment_bytes)
@@ -143,7 +144,7 @@ impl Server {
                 topics,
                 groups,
                 producer_ids,
-                scram,
+                (scram, authorizer),
                 security,
                 txns,
                 report,
@@ -151,7 +152,8 @@ impl Server {
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, scram, security, txns, report) = opened;
+        let (log, topics, groups, producer_ids, (scram, authorizer), security, txns, report) =
+            opened;
         let specs = config.listener_specs();
         let mut sockets = Vec::with_capacity(specs.len());
         let mut bound = Vec::with_capacity(specs.len());
@@ -218,6 +220,7 @@ impl Server {
             advertised_port,
             listeners: bound,
             scram,
+            authorizer,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());

@@ -70,6 +70,10 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    // ACLs (KIP-290 prefixed patterns from v1; v0 is not in the protocol crate).
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

@@ -56,7 +56,7 @@ use crate::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::memory::{self, clear_kept, Reservation};
 use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
-use crate::{error_code, limits, Broker};
+use crate::{acl, error_code, limits, Broker};
 
 /// One requested partition, resolved against the registry.
 #[derive(Debug, Clone)]
@@ -494,7 +494,17 @@ impl FetchCall {
                 true => ctx.broker.topics.get_by_id(t.topic_id),
                 false => ctx.broker.topics.get(&t.name),
             };
+            let name = match (&topic, by_id) {
+                (Some(tp), true) => &*tp.name,
+                _ => t.name.as_str(),
+            };
+            // Kafka checks READ before existence; an unauthorized topic is answered as if
+            // it had no partitions here, with its own code.
+            let authorized = (by_id && topic.is_none())
+                || ctx.allowed(acl::op::READ, acl::resource::TOPIC, name);
+            let topic = topic.filter(|_| authorized);
             let unknown_code = match (&topic, by_id) {
+                _ if !authorized => error_code::TOPIC_AUTHORIZATION_FAILED,
                 (None, true) => error_code::UNKNOWN_TOPIC_ID,
                 _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
             };

@@ -8,7 +8,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -35,6 +35,21 @@ fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i
     }
 }
 
+/// Kafka: DESCRIBE on the group, or on the transactional id.
+fn authorized(ctx: &Ctx, key_type: i8, key: &str) -> bool {
+    match key_type {
+        KEY_TYPE_GROUP => ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, key),
+        _ => ctx.allowed(acl::op::DESCRIBE, acl::resource::TRANSACTIONAL_ID, key),
+    }
+}
+
+fn denied_code(key_type: i8) -> i16 {
+    match key_type {
+        KEY_TYPE_GROUP => error_code::GROUP_AUTHORIZATION_FAILED,
+        _ => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+}
+
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: FindCoordinatorRequest = match ctx.decode(body) {
         Ok(r) => r,
@@ -53,17 +68,23 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .into_iter()
             .map(|key| {
                 let mut c = Coordinator::default();
+                c.error_code = match authorized(&ctx, key_type, &key) {
+                    true => code,
+                    false => denied_code(key_type),
+                };
                 c.key = key;
                 c.node_id = BrokerId(node);
                 c.host = str_bytes(host.clone());
                 c.port = port;
-                c.error_code = code;
                 c.error_message = message.map(str_bytes);
                 c
             })
             .collect();
     } else {
-        resp.error_code = code;
+        resp.error_code = match authorized(&ctx, key_type, &req.key) {
+            true => code,
+            false => denied_code(key_type),
+        };
         resp.error_message = message.map(str_bytes);
         resp.node_id = BrokerId(node);
         resp.host = str_bytes(host);

@@ -21,8 +21,8 @@ use sluice_log::{LogError, LogManager, PartitionKey};
 use sluice_protocol::record_walk::{self, RecordMeta};
 
 use super::{Ctx, Reply};
-use crate::error_code;
 use crate::record_validation::{self, WALK_LIMITS};
+use crate::{acl, error_code};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -48,11 +48,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     } else {
         None
     };
+    let who = ctx.who();
     ctx.respond_blocking(move |b| {
         let _permit = permit;
         let mut resp = ListOffsetsResponse::default();
         for t in req.topics {
-            let topic = b.topics.get(&t.name.0);
+            // Kafka: DESCRIBE on the topic, checked before existence.
+            let authorized = who.allowed(b, acl::op::DESCRIBE, acl::resource::TOPIC, &t.name.0);
+            let topic = b.topics.get(&t.name.0).filter(|_| authorized);
             let mut tr = ListOffsetsTopicResponse::default();
             tr.name = t.name;
             for p in t.partitions {
@@ -64,7 +67,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     .and_then(|tp| tp.partition(p.partition_index));
                 match key.map(|k| lookup(&b.log, k, p.timestamp, version, committed)) {
                     None => {
-                        pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION;
+                        pr.error_code = match authorized {
+                            true => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                            false => error_code::TOPIC_AUTHORIZATION_FAILED,
+                        };
                         pr.offset = -1;
                         pr.timestamp = -1;
                     }

@@ -9,6 +9,11 @@
 //! Kafka lists its internal topics: regex consumers and admin tools expect them. They are
 //! never auto-created here and are read-only to clients (see
 //! `topics::internal_topic_refusal`).
+//!
+//! Authorization as Kafka's: the all-topics answer lists only topics the principal may
+//! DESCRIBE; a named topic it may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (whether or not
+//! it exists, so names do not leak); auto-creation also needs CREATE on the cluster or the
+//! topic, else TOPIC_AUTHORIZATION_FAILED.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,10 +26,10 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
 use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
 use crate::topics::{validate_name, Topic};
 use crate::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: MetadataRequest = match ctx.decode(body) {
@@ -43,9 +48,19 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut topics = Vec::new();
     match wanted {
         None => {
-            topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t)));
-            topics.push(describe_internal(&ctx, OFFSETS_TOPIC));
-            topics.push(describe_internal(&ctx, TXN_STATE_TOPIC));
+            let visible = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
+            topics.extend(
+                b.topics
+                    .all()
+                    .iter()
+                    .filter(|t| visible(&t.name))
+                    .map(|t| describe(&ctx, t)),
+            );
+            for internal in [OFFSETS_TOPIC, TXN_STATE_TOPIC] {
+                if visible(internal) {
+                    topics.push(describe_internal(&ctx, internal));
+                }
+            }
         }
         Some(list) => {
             for t in list {
@@ -81,15 +96,24 @@ async fn resolve(
     allow_create: bool,
 ) -> MetadataResponseTopic {
     let b = &ctx.broker;
+    let may_describe = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
     let Some(name) = name else {
-        if let Some(internal) = internal_by_id(id) {
+        if let Some(internal) = internal_by_id(id).filter(|name| may_describe(name)) {
             return describe_internal(ctx, internal);
         }
         return match b.topics.get_by_id(id) {
-            Some(t) => describe(ctx, &t),
+            Some(t) if may_describe(&t.name) => describe(ctx, &t),
+            Some(_) => error_topic(None, id, error_code::TOPIC_AUTHORIZATION_FAILED),
             None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
         };
     };
+    if !may_describe(&name) {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+        );
+    }
     if let Some(t) = b.topics.get(&name) {
         return describe(ctx, &t);
     }
@@ -104,6 +128,15 @@ async fn resolve(
             Some(name),
             Uuid::nil(),
             error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        );
+    }
+    if !ctx.allowed_cluster(acl::op::CREATE)
+        && !ctx.allowed(acl::op::CREATE, acl::resource::TOPIC, &name)
+    {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
         );
     }
     let n = name.clone();
