@@ -55,6 +55,7 @@ mod producer_state;
 mod record_slices;
 mod recovery;
 mod retention;
+mod round_buffer;
 mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).
 #[doc(hidden)]
