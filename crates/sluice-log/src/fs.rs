@@ -219,7 +219,7 @@ pub const DIRECT_IO_ALIGN: usize = 4096;
 pub fn assert_direct_aligned(buf: &[u8], offset: u64) {
     let align = DIRECT_IO_ALIGN as u64;
     assert!(
-        offset % align == 0 && buf.len() % DIRECT_IO_ALIGN == 0,
+        offset.is_multiple_of(align) && buf.len().is_multiple_of(DIRECT_IO_ALIGN),
         "direct write at {offset} of {} bytes is not on {DIRECT_IO_ALIGN}-byte boundaries",
         buf.len()
     );
@@ -505,7 +505,10 @@ struct StdDirectFile(File);
 
 impl DirectFile for StdDirectFile {
     fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        debug_assert!(buf.as_ptr() as usize % DIRECT_IO_ALIGN == 0 && offset % 4096 == 0);
+        debug_assert!(
+            (buf.as_ptr() as usize).is_multiple_of(DIRECT_IO_ALIGN)
+                && offset.is_multiple_of(DIRECT_IO_ALIGN as u64)
+        );
         self.0.write_at(buf, offset)
     }
 }
