@@ -9,6 +9,12 @@ use std::path::PathBuf;
 /// `journal_file_bytes_max` of disk space.
 pub const JOURNAL_FILES_RECYCLED_MAX: usize = 4;
 
+/// Largest direct-I/O round buffer the committer keeps between rounds
+/// (`sluice.journal.direct.io`). Rounds are at most `commit_bytes_max` (8 MiB) plus the
+/// last request taken and padding; a larger one (one huge request) gets a buffer that is
+/// released after its write, so such a request does not leave its size allocated.
+pub const ROUND_BUFFER_KEPT_BYTES_MAX: usize = 16 << 20;
+
 /// Batches remembered per idempotent producer for duplicate detection. Kafka keeps 5
 /// because a producer has at most 5 requests in flight per partition
 /// (`max.in.flight.requests.per.connection` <= 5 is required for idempotence), so any retry

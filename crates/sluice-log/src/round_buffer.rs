@@ -10,11 +10,14 @@
 //! the buffer is written with one `pwrite`.
 //!
 //! Guarantees: the buffer is allocated once and grows only when a round is larger than
-//! any before (no allocation per round in steady state); every write handed to the file
-//! is aligned (asserted here, checked again by the kernel or the simulated file system).
+//! any before (no allocation per round in steady state); a buffer larger than
+//! [`ROUND_BUFFER_KEPT_BYTES_MAX`] is released after its round; every write handed to the
+//! file is aligned (asserted here, checked again by the kernel or the simulated file
+//! system).
 
 use std::io::{self, IoSlice};
 
+use crate::config::ROUND_BUFFER_KEPT_BYTES_MAX;
 use crate::fs::{self, DirectFile, DIRECT_IO_ALIGN};
 
 /// One reusable, page-aligned staging buffer for a round.
@@ -73,7 +76,12 @@ impl RoundBuffer {
             at += slice.len();
         }
         debug_assert_eq!(at, total);
-        fs::write_all_direct_at(file, &self.storage[self.align..self.align + total], start)
+        let written =
+            fs::write_all_direct_at(file, &self.storage[self.align..self.align + total], start);
+        if self.capacity() > ROUND_BUFFER_KEPT_BYTES_MAX {
+            *self = Self::default();
+        }
+        written
     }
 }
 
@@ -118,6 +126,32 @@ mod tests {
         assert_eq!(&data[..16], &[1u8; 16]);
         assert!(data[16..4096].iter().all(|&b| b == 7));
         assert!(data[4096..].iter().all(|&b| b == 9));
+    }
+
+    #[test]
+    fn a_buffer_beyond_the_kept_maximum_is_released() {
+        let fs = SimFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let path = Path::new("/d/f");
+        drop(fs.open(path, OpenMode::CreateTruncate).unwrap());
+        let direct = AlignedWrites(fs.open(path, OpenMode::Existing).unwrap());
+        let mut buffer = RoundBuffer::default();
+        let small = vec![1u8; 8192];
+        buffer
+            .write(&direct, &[], &[IoSlice::new(&small)], 8192, 4096)
+            .unwrap();
+        let kept = buffer.capacity();
+        assert!(kept >= 8192);
+        buffer
+            .write(&direct, &[], &[IoSlice::new(&small)], 8192, 12288)
+            .unwrap();
+        assert_eq!(buffer.capacity(), kept, "reused, not reallocated");
+        let huge = vec![2u8; ROUND_BUFFER_KEPT_BYTES_MAX + 4096];
+        let len = huge.len() as u64;
+        buffer
+            .write(&direct, &[], &[IoSlice::new(&huge)], len, 20480)
+            .unwrap();
+        assert_eq!(buffer.capacity(), 0, "released after the huge round");
     }
 
     #[test]
