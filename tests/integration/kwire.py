@@ -187,7 +187,8 @@ def _encode_record(offset_delta: int, rec: RawRecord) -> bytes:
 
 def record_batch(records: list[RawRecord], base_timestamp: int | None = None,
                  corrupt_crc: bool = False, claimed_count: int | None = None,
-                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 transactional: bool = False) -> bytes:
     """An uncompressed magic-2 batch. `corrupt_crc` flips the CRC; `claimed_count` lies about
     the number of records in the batch header (the CRC is computed over the lie, so only
     the count is wrong). The producer fields make it an idempotent producer's batch."""
@@ -197,7 +198,7 @@ def record_batch(records: list[RawRecord], base_timestamp: int | None = None,
     max_ts = base_timestamp + max((r.timestamp_delta for r in records), default=0)
     count = len(records) if claimed_count is None else claimed_count
     after_crc = (
-        i16(0)  # attributes: no compression, CreateTime
+        i16(0x10 if transactional else 0)  # attributes: no compression, CreateTime
         + i32(len(records) - 1)  # lastOffsetDelta
         + i64(base_timestamp)
         + i64(max_ts)
@@ -224,6 +225,36 @@ def produce_request_v3(correlation_id: int, topic: str, partition: int, batch: b
         + i32(1) + i32(partition) + i32(len(batch)) + batch
     )
     return frame(header_v1(PRODUCE, 3, correlation_id) + body)
+
+
+def produce_request_flexible(version: int, correlation_id: int, topic: str, partition: int,
+                             batch: bytes, transactional_id: str | None = None,
+                             acks: int = -1, timeout_ms: int = 10000) -> bytes:
+    """Produce v9-v12 (flexible versions; topics by name)."""
+    assert 9 <= version <= 12
+    body = (
+        compact_string(transactional_id)
+        + i16(acks)
+        + i32(timeout_ms)
+        + uvarint(2) + compact_string(topic)
+        + uvarint(2) + i32(partition) + uvarint(len(batch) + 1) + batch + tagged_fields_empty()
+        + tagged_fields_empty()
+        + tagged_fields_empty()
+    )
+    return frame(header_v2(PRODUCE, version, correlation_id) + body)
+
+
+def parse_produce_flexible_error(frame_body: bytes) -> tuple[int, int]:
+    """(correlation id, error code of the first partition) of a Produce v9-v12 response."""
+    r = Reader(frame_body)
+    correlation_id = r.i32()
+    _uvarint(r)  # response header tagged fields (none)
+    assert _uvarint(r) == 2, "one topic"
+    name_len = _uvarint(r) - 1
+    r.take(name_len)
+    assert _uvarint(r) == 2, "one partition"
+    r.i32()  # index
+    return correlation_id, r.i16()
 
 
 def fetch_request_v4(correlation_id: int, topic: str, partition: int, offset: int,

@@ -40,9 +40,8 @@ SECURED = [
     ("ssl.keystore.type=JKS\n", "ssl.keystore.type", "only PEM"),
     ("sasl.enabled.mechanisms=GSSAPI\n", "sasl.enabled.mechanisms", "served are"),
     ("listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=x\n", "listener.name.sasl_ssl", "not supported"),
-    ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
-     "authorizer.class.name", "not supported"),
-    ("super.users=User:admin\n", "super.users", "not supported"),
+    ("authorizer.class.name=com.example.CustomAuthorizer\n", "authorizer.class.name", "only"),
+    ("principal.builder.class=com.example.Builder\n", "principal.builder.class", "not supported"),
     ("security.inter.broker.protocol=QUIC\n", "security.inter.broker.protocol", "unknown security protocol"),
 ]
 

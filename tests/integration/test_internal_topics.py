@@ -23,7 +23,8 @@ def metadata_v1(bootstrap: str, topics: list[str] | None) -> kwire.MetadataV1:
 
 
 def test_listed_as_internal_in_metadata(broker, topic_name):
-    """Goal: Metadata describes `__consumer_offsets` as Kafka does, and only it as internal.
+    """Goal: Metadata describes `__consumer_offsets` as Kafka does, and only the two
+    coordinator topics as internal.
     Method: raw Metadata v1 for all topics and by name: no error, one partition led by the
     broker, is_internal set for it and not for an ordinary topic; librdkafka's list_topics
     and kafka-python's describe_topics (is_internal, by name and in the full list) agree."""
@@ -37,7 +38,8 @@ def test_listed_as_internal_in_metadata(broker, topic_name):
         assert OFFSETS in md.internal
     md = metadata_v1(broker.bootstrap, None)
     assert topic_name in md.topics and topic_name not in md.internal
-    assert md.internal == {OFFSETS}
+    # The transaction coordinator's partition is the other internal topic (test_txn_broker.py).
+    assert md.internal == {OFFSETS, "__transaction_state"}
 
     listed = CkAdmin(broker.bootstrap).a.list_topics(timeout=10).topics
     assert len(listed[OFFSETS].partitions) == 1 and listed[OFFSETS].error is None

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use sluice_coordinator::GroupConfig;
+use sluice_coordinator::{GroupConfig, TxnConfig};
 use sluice_log::{FsyncPolicy, TimestampType};
 
 use crate::config_security::{self, SecurityProtocol, SecuritySettings};
@@ -110,6 +110,19 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<String>,
     /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
     pub log_cleaner: sluice_log::CleanerConfig,
+    /// Transaction coordinator settings (`transaction.max.timeout.ms`,
+    /// `transactional.id.expiration.ms`; docs/transactions.md §8).
+    pub txn: TxnConfig,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
+    /// transactions are aborted and unfinished completions retried.
+    pub transaction_abort_cleanup_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often idle
+    /// transactional ids are expired.
+    pub transaction_remove_expired_cleanup_interval_ms: u64,
+    /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state-0`.
+    pub transaction_state_log_segment_bytes: u64,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
+    pub authorizer: crate::acl::AuthorizerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -141,6 +154,12 @@ impl Default for BrokerConfig {
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
             log_cleaner: sluice_log::CleanerConfig::default(),
+            txn: TxnConfig::default(),
+            transaction_abort_cleanup_interval_ms: limits::TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_remove_expired_cleanup_interval_ms:
+                limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
+            authorizer: crate::acl::AuthorizerConfig::default(),
         }
     }
 }
@@ -160,6 +179,21 @@ fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
         value: value.into(),
         reason: "not a valid number or boolean".into(),
     })
+}
+
+/// Kafka's authorizer class names are accepted (both serve the same ACL model here); an
+/// empty value means no authorizer, any other class refuses to start (fail closed).
+fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "" => Ok(false),
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        | "kafka.security.authorizer.AclAuthorizer" => Ok(true),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: value.into(),
+            reason: "only org.apache.kafka.metadata.authorizer.StandardAuthorizer and kafka.security.authorizer.AclAuthorizer are served; refusing to start rather than run without the authorizer asked for".into(),
+        }),
+    }
 }
 
 /// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
@@ -190,6 +224,18 @@ impl BrokerConfig {
                 self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
             }
             "advertised.listeners" => self.advertised_listeners = listeners::parse(key, v)?,
+            "authorizer.class.name" => self.authorizer.enabled = authorizer_class(key, v)?,
+            "super.users" => {
+                self.authorizer.super_users = v
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer.allow_everyone_if_no_acl_found = parse(key, v)?
+            }
             "connections.max.reauth.ms" => self.connections_max_reauth_ms = parse(key, v)?,
             "sasl.server.max.receive.size" => self.sasl_server_max_receive_size = parse(key, v)?,
             "node.id" | "broker.id" => self.node_id = parse(key, v)?,
@@ -264,6 +310,19 @@ impl BrokerConfig {
             }
             "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse(key, v)?,
+            "transaction.max.timeout.ms" => self.txn.transaction_max_timeout_ms = parse(key, v)?,
+            "transactional.id.expiration.ms" => {
+                self.txn.transactional_id_expiration_ms = parse(key, v)?
+            }
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.transaction_abort_cleanup_interval_ms = parse(key, v)?
+            }
+            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+                self.transaction_remove_expired_cleanup_interval_ms = parse(key, v)?
+            }
+            "transaction.state.log.segment.bytes" => {
+                self.transaction_state_log_segment_bytes = parse(key, v)?
+            }
             "metrics.listen" => {
                 self.metrics_listen = Some(strip_listener_scheme(v)).filter(|a| !a.is_empty())
             }
@@ -411,6 +470,7 @@ impl BrokerConfig {
                 "must be positive",
             ));
         }
+        self.validate_txn()?;
         if g.consumer_heartbeat_interval_ms <= 0
             || g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms
         {
@@ -424,6 +484,48 @@ impl BrokerConfig {
     }
 
     /// Every listener to bind, first one first.
+    /// Checks the transaction settings' ranges (Kafka's: each at least 1, and segments at
+    /// least `log.segment.bytes`' minimum).
+    fn validate_txn(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: String, reason: &str| ConfigError {
+            key: key.into(),
+            value,
+            reason: reason.into(),
+        };
+        let t = &self.txn;
+        if t.transaction_max_timeout_ms < 1 {
+            let v = t.transaction_max_timeout_ms.to_string();
+            return Err(bad("transaction.max.timeout.ms", v, "must be positive"));
+        }
+        if t.transactional_id_expiration_ms < 1 {
+            let v = t.transactional_id_expiration_ms.to_string();
+            return Err(bad("transactional.id.expiration.ms", v, "must be positive"));
+        }
+        for (key, ms) in [
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                self.transaction_abort_cleanup_interval_ms,
+            ),
+            (
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                self.transaction_remove_expired_cleanup_interval_ms,
+            ),
+        ] {
+            if ms == 0 {
+                return Err(bad(key, "0".into(), "must be positive"));
+            }
+        }
+        let segment = self.transaction_state_log_segment_bytes;
+        if segment < crate::topic_config::SEGMENT_BYTES_MIN as u64 || segment > i32::MAX as u64 {
+            return Err(bad(
+                "transaction.state.log.segment.bytes",
+                segment.to_string(),
+                "out of range",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn listener_specs(&self) -> Vec<ListenerSpec> {
         match self.listeners.is_empty() {
             true => vec![ListenerSpec {
@@ -576,5 +678,34 @@ mod tests {
             .is_err());
         c.fetch_max_bytes = 10;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn transaction_settings() {
+        let mut c = BrokerConfig::default();
+        let unknown = c
+            .apply_properties(
+                "transaction.max.timeout.ms=5000\ntransactional.id.expiration.ms=60000\n\
+                 transaction.abort.timed.out.transaction.cleanup.interval.ms=100\n\
+                 transaction.remove.expired.transaction.cleanup.interval.ms=200\n\
+                 transaction.state.log.segment.bytes=1048576\n",
+            )
+            .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(c.txn.transaction_max_timeout_ms, 5000);
+        assert_eq!(c.txn.transactional_id_expiration_ms, 60_000);
+        assert_eq!(c.transaction_abort_cleanup_interval_ms, 100);
+        assert_eq!(c.transaction_remove_expired_cleanup_interval_ms, 200);
+        assert_eq!(c.transaction_state_log_segment_bytes, 1 << 20);
+        c.validate().unwrap();
+        for bad in [
+            "transaction.max.timeout.ms=0",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=0",
+            "transaction.state.log.segment.bytes=100",
+        ] {
+            let mut c = BrokerConfig::default();
+            c.apply_properties(bad).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }

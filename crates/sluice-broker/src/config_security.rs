@@ -4,7 +4,7 @@
 //!
 //! Guarantee: a `server.properties` written for a secured Kafka broker never starts a listener
 //! with less security than it asked for. A security setting Sluice does not implement (an
-//! authorizer, super users, GSSAPI, OAUTHBEARER, encrypted keys, JKS stores, cipher lists, ...)
+//! custom principal builder, GSSAPI, OAUTHBEARER, encrypted keys, JKS stores, cipher lists, ...)
 //! refuses to start with a message naming the key, rather than being ignored. Empty values are
 //! accepted: they configure nothing.
 //!
@@ -87,13 +87,9 @@ const SASL_KEYS: [&str; 2] = [
 ];
 /// Key prefixes that configure security; any key under them not served above is refused.
 const SECURITY_KEY_PREFIXES: [&str; 4] = ["ssl.", "sasl.", "listener.name.", "delegation.token."];
-/// Exact keys that configure what Sluice does not implement yet (ACLs come next).
-const REFUSED_KEYS: [&str; 4] = [
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
-    "principal.builder.class",
-];
+/// Exact keys that configure what Sluice does not implement (the authorizer's settings are
+/// in `BrokerConfig::set`).
+const REFUSED_KEYS: [&str; 1] = ["principal.builder.class"];
 
 const NOT_SUPPORTED: &str = "this security setting is not supported; refusing to start rather \
      than run with less security than configured (remove the setting to run without it)";
@@ -155,7 +151,7 @@ impl SecuritySettings {
                 false => Err(refused(
                     key,
                     value,
-                    "ACLs are not supported yet; refusing to start",
+                    "custom principal builders are not supported; refusing to start",
                 )),
             };
         }
@@ -342,11 +338,7 @@ mod tests {
             ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
             ("sasl.enabled.mechanisms", "GSSAPI"),
             ("listener.name.ext.oauthbearer.sasl.jaas.config", "x"),
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
-            ("super.users", "User:admin"),
+            ("principal.builder.class", "x.Builder"),
             ("ssl.client.auth", "sometimes"),
             ("ssl.enabled.protocols", "TLSv1.1"),
             ("security.inter.broker.protocol", "QUIC"),
@@ -354,7 +346,7 @@ mod tests {
         ] {
             assert!(s.set(k, v).is_err(), "{k}={v} accepted");
         }
-        assert!(s.set("authorizer.class.name", " ").unwrap());
+        assert!(s.set("principal.builder.class", " ").unwrap());
         assert!(s.set("ssl.key.password", "").unwrap());
         assert!(s.set("security.inter.broker.protocol", "SASL_SSL").unwrap());
         assert!(!s.set("num.partitions", "3").unwrap());

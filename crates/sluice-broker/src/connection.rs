@@ -373,7 +373,16 @@ impl Reader<'_> {
         let (work, keep_going) = match self.session.gate(self.broker, &body) {
             Gate::Answered(reply, keep_going) => (Work::Ready(reply), keep_going),
             Gate::Route => {
-                start_request(self.broker, body, self.peer, self.listener, &self.calls).await
+                let principal = self.session.principal.clone();
+                start_request(
+                    self.broker,
+                    body,
+                    self.peer,
+                    self.listener,
+                    principal,
+                    &self.calls,
+                )
+                .await
             }
         };
         Some(InFlight {
@@ -394,10 +403,11 @@ async fn start_request(
     body: bytes::Bytes,
     peer: SocketAddr,
     listener: usize,
+    principal: Arc<str>,
     calls: &Calls,
 ) -> (Work, bool) {
     match header::parse(body) {
-        Ok(req) => match handlers::start(broker, req, peer, listener, calls).await {
+        Ok(req) => match handlers::start(broker, req, peer, listener, principal, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
             Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
             Started::Fetch(call) => (Work::Fetch(call), true),

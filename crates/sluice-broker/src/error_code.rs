@@ -29,7 +29,18 @@ pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub const INVALID_RECORD: i16 = 87;
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const INVALID_TXN_STATE: i16 = 48;
+pub const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
+pub const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
+pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
+pub const PRODUCER_FENCED: i16 = 90;
+pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+pub const TRANSACTION_ABORTABLE: i16 = 120;
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+pub const SECURITY_DISABLED: i16 = 54;
 pub const UNKNOWN_PRODUCER_ID: i16 = 59;
 pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
@@ -107,13 +118,65 @@ pub fn from_log(e: &LogError) -> i16 {
         LogError::InvalidRecord(_) => INVALID_RECORD,
         LogError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         LogError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
-        // Produce v11+ gets TRANSACTION_ABORTABLE instead once transactions are served
-        // (docs/transactions.md §7.3); until then no client can open a transaction.
+        // Produce v11+ gets TRANSACTION_ABORTABLE for some of these (`from_produce_log`).
         LogError::InvalidTxnState { .. } => INVALID_TXN_STATE,
         // Retriable and "not persisted" for both Java and librdkafka producers: they retry
         // the same batch, which succeeds once a slot frees up (see producer_state).
         LogError::ProducerStateFull { .. } => NOT_ENOUGH_REPLICAS,
         // Retriable: the client reconnects and retries once the broker is back.
         LogError::ShuttingDown => NOT_LEADER_OR_FOLLOWER,
+    }
+}
+
+/// Produce v11+ (KIP-890) knows TRANSACTION_ABORTABLE.
+const PRODUCE_TRANSACTION_ABORTABLE_FROM: i16 = 11;
+
+/// [`from_log`] for a Produce of `version`: a transactional batch to a partition that is not
+/// in the producer's transaction gets TRANSACTION_ABORTABLE from v11 (the client aborts and
+/// goes on), INVALID_TXN_STATE before (docs/transactions.md §7, §7.3).
+pub fn from_produce_log(e: &LogError, version: i16) -> i16 {
+    match e {
+        LogError::InvalidTxnState {
+            not_in_transaction: true,
+            ..
+        } if version >= PRODUCE_TRANSACTION_ABORTABLE_FROM => TRANSACTION_ABORTABLE,
+        other => from_log(other),
+    }
+}
+
+/// The code for a transaction coordinator refusal. `producer_fenced` says whether the
+/// request's version knows PRODUCER_FENCED (KIP-588); older versions get
+/// INVALID_PRODUCER_EPOCH instead, as Kafka's `KafkaApis` sends them.
+pub fn from_txn(e: sluice_coordinator::TxnError, producer_fenced: bool) -> i16 {
+    use sluice_coordinator::TxnError;
+    match e {
+        TxnError::InvalidRequest => INVALID_REQUEST,
+        TxnError::InvalidTransactionTimeout => INVALID_TRANSACTION_TIMEOUT,
+        TxnError::ProducerFenced if producer_fenced => PRODUCER_FENCED,
+        TxnError::ProducerFenced => INVALID_PRODUCER_EPOCH,
+        TxnError::ConcurrentTransactions => CONCURRENT_TRANSACTIONS,
+        TxnError::CoordinatorNotAvailable => COORDINATOR_NOT_AVAILABLE,
+        TxnError::InvalidProducerIdMapping => INVALID_PRODUCER_ID_MAPPING,
+        TxnError::InvalidTxnState => INVALID_TXN_STATE,
+        TxnError::TransactionalIdNotFound => TRANSACTIONAL_ID_NOT_FOUND,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_log::ProducerId;
+
+    #[test]
+    fn transaction_abortable_only_from_produce_v11_and_only_outside_the_transaction() {
+        let refusal = |not_in_transaction| LogError::InvalidTxnState {
+            producer_id: ProducerId(1),
+            why: "test",
+            not_in_transaction,
+        };
+        assert_eq!(from_produce_log(&refusal(true), 10), INVALID_TXN_STATE);
+        assert_eq!(from_produce_log(&refusal(true), 11), TRANSACTION_ABORTABLE);
+        assert_eq!(from_produce_log(&refusal(false), 11), INVALID_TXN_STATE);
+        assert_eq!(from_log(&refusal(true)), INVALID_TXN_STATE);
     }
 }

@@ -18,7 +18,7 @@
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`listeners`], [`tls`], [`sasl`], [`scram`]: named listeners and their security (TLS on
 //!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials); `config_security` refuses
-//!   the security settings not served yet.
+//!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs.
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
 //! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
@@ -30,6 +30,7 @@
 //! tokio's blocking pool (admin changes, metadata writes), never on the async workers; no
 //! lock is held across an `.await`.
 
+pub mod acl;
 mod admin;
 pub mod compaction;
 pub mod config;
@@ -53,6 +54,7 @@ pub mod tls;
 mod tls_stream;
 pub mod topic_config;
 pub mod topics;
+pub mod txns;
 
 use std::sync::Arc;
 
@@ -69,6 +71,8 @@ pub struct Broker {
     pub log: LogManager,
     pub topics: topics::TopicRegistry,
     pub groups: Arc<groups::GroupService>,
+    /// The transaction coordinator (docs/transactions.md).
+    pub txns: Arc<txns::TxnService>,
     pub producer_ids: producer_ids::ProducerIds,
     /// Host and port of the first listener (what a listener without its own entry falls
     /// back to; handlers answer with the connection's listener, `handlers::Ctx::advertised`).
@@ -78,6 +82,8 @@ pub struct Broker {
     pub listeners: Vec<Arc<listeners::Listener>>,
     /// SCRAM credentials (durable; see [`scram`]).
     pub scram: scram::CredentialStore,
+    /// The authorizer and its durable ACLs (see [`acl`]).
+    pub authorizer: acl::Authorizer,
     /// Flips to true when shutdown starts; long-polls and readers watch it.
     pub shutdown: watch::Receiver<bool>,
     /// The `queued.max.request.bytes` budget: request bytes, read buffers beyond their first

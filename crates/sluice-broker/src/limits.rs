@@ -193,6 +193,18 @@ pub const LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN: u64 = 1024 * 1024;
 
 const _: () = assert!(ADMIN_CONNECTIONS_MAX >= 2, "a scraper and a probe at once");
 
+/// Default segment size of `__transaction_state-0` (`transaction.state.log.segment.bytes`;
+/// Kafka's is 100 MiB; the partition holds small records and is kept short,
+/// docs/transactions.md §2).
+pub const TXN_STATE_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
+
+/// Default of `transaction.abort.timed.out.transaction.cleanup.interval.ms` (Kafka's): how
+/// often timed-out transactions are aborted and unfinished completions retried.
+pub const TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 10_000;
+/// Default of `transaction.remove.expired.transaction.cleanup.interval.ms` (Kafka's): how
+/// often idle transactional ids are expired.
+pub const TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 3_600_000;
+
 // Security (listeners, TLS, SASL).
 
 /// `sasl.server.max.receive.size` default (Kafka's): the largest frame a SASL listener takes
@@ -213,5 +225,7 @@ pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
 /// Longest SCRAM user name, and most SCRAM users kept (each costs a few hundred bytes).
 pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
 pub const SCRAM_USERS_MAX: usize = 100_000;
+/// Most ACLs kept (`acl`): each check walks them all, so this bounds a check's work too.
+pub const ACLS_MAX: usize = 10_000;
 /// Longest SASL token (client message) accepted in one SaslAuthenticate.
 pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;

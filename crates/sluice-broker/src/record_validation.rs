@@ -8,8 +8,9 @@
 //!    `batch::validate`): CORRUPT_MESSAGE / INVALID_RECORD;
 //! 2. a control batch from a client: INVALID_RECORD (Kafka: "Clients are not allowed to write
 //!    control records"); a transactional batch in a request without a transactional id:
-//!    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's answer), with one: INVALID_TXN_STATE
-//!    (Sluice has no transactions, so it is never part of an ongoing one, Kafka's wording);
+//!    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's answer); with one it goes on to the
+//!    log, which accepts it only inside the producer's ongoing transaction there
+//!    (INVALID_TXN_STATE otherwise, docs/transactions.md §6.1);
 //!    zstd in a Produce request older than v7: UNSUPPORTED_COMPRESSION_TYPE (Kafka's rule:
 //!    clients that old cannot read zstd);
 //! 3. a producer id that this broker never issued: UNKNOWN_PRODUCER_ID (Java and librdkafka
@@ -181,18 +182,11 @@ fn check_header(
             "clients are not allowed to write control records",
         ));
     }
-    if header.is_transactional() {
-        return Err(if request.transactional_id {
-            Refusal::new(
-                error_code::INVALID_TXN_STATE,
-                "record was not part of an ongoing transaction (transactions are not supported)",
-            )
-        } else {
-            Refusal::new(
-                error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "transactional records in a request without a transactional id",
-            )
-        });
+    if header.is_transactional() && !request.transactional_id {
+        return Err(Refusal::new(
+            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional records in a request without a transactional id",
+        ));
     }
     let compression =
         Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;

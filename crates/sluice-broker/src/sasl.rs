@@ -172,7 +172,8 @@ pub(crate) struct Session {
     config: Option<std::sync::Arc<SaslConfig>>,
     state: State,
     /// `User:<name>` once authenticated (or from the client certificate, or ANONYMOUS).
-    pub principal: String,
+    /// Shared (`Arc`) so each request's `handlers::Ctx` takes it without allocating.
+    pub principal: std::sync::Arc<str>,
     /// Authenticated through SASL (always false without SASL).
     authenticated: bool,
     /// The mechanism of the first authentication (re-authentication must use it too).
@@ -198,7 +199,9 @@ impl Session {
         Session {
             config,
             state: State::Start,
-            principal: tls_principal.unwrap_or_else(|| ANONYMOUS.to_string()),
+            principal: tls_principal
+                .unwrap_or_else(|| ANONYMOUS.to_string())
+                .into(),
             authenticated: false,
             first_mechanism: None,
             expires: None,
@@ -355,14 +358,14 @@ impl Session {
             "authenticated on a listener without SASL"
         );
         let principal = format!("User:{user}");
-        if self.authenticated && principal != self.principal {
+        if self.authenticated && *principal != *self.principal {
             return Err("re-authentication as a different principal".into());
         }
         match self.authenticated {
             false => tracing::debug!(%principal, mechanism = mech.name(), "SASL authenticated"),
             true => tracing::debug!(%principal, mechanism = mech.name(), "SASL re-authenticated"),
         }
-        self.principal = principal;
+        self.principal = principal.into();
         self.authenticated = true;
         self.first_mechanism = Some(mech);
         self.expires =

@@ -118,7 +118,10 @@ impl Server {
                 .partitions
                 .iter()
                 .map(|(k, _)| k.clone())
-                .filter(|k| k.topic_id != groups::OFFSETS_TOPIC_ID)
+                .filter(|k| {
+                    k.topic_id != groups::OFFSETS_TOPIC_ID
+                        && k.topic_id != crate::txns::TXN_STATE_TOPIC_ID
+                })
                 .collect();
             let on_disk = report.partitions.len();
             let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, on_disk, &cfg)?;
@@ -129,12 +132,29 @@ impl Server {
                 })?;
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
+            let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
             let security = load_security(&cfg)?;
-            Ok((log, topics, groups, producer_ids, scram, security, report))
+            let segment_bytes = cfg.transaction_state_log_segment_bytes;
+            let txns = crate::txns::TxnService::open(&log, cfg.txn.clone(), segment_bytes)
+                .map_err(|error| StartError::Log {
+                    dir: cfg.data_dir.display().to_string(),
+                    error,
+                })?;
+            Ok((
+                log,
+                topics,
+                groups,
+                producer_ids,
+                (scram, authorizer),
+                security,
+                txns,
+                report,
+            ))
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, scram, security, report) = opened;
+        let (log, topics, groups, producer_ids, (scram, authorizer), security, txns, report) =
+            opened;
         let specs = config.listener_specs();
         let mut sockets = Vec::with_capacity(specs.len());
         let mut bound = Vec::with_capacity(specs.len());
@@ -195,14 +215,17 @@ impl Server {
             log,
             topics,
             groups: Arc::new(groups),
+            txns: Arc::new(txns),
             producer_ids,
             advertised_host,
             advertised_port,
             listeners: bound,
             scram,
+            authorizer,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
+        broker.txns.start(Arc::clone(&broker));
         Ok(Server {
             sockets,
             admin,

@@ -118,6 +118,9 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
     if name == crate::groups::OFFSETS_TOPIC {
         return bad("reserved for the group coordinator's internal use");
     }
+    if name == crate::txns::TXN_STATE_TOPIC {
+        return bad("reserved for the transaction coordinator's internal use");
+    }
     if name.len() > limits::TOPIC_NAME_BYTES_MAX {
         return bad("longer than 249 characters");
     }
@@ -130,10 +133,11 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
     Ok(())
 }
 
-/// True for the names of internal topics (Kafka's `Topic.isInternal`): today the group
-/// coordinator's `__consumer_offsets`, which lives in the log but not in this registry.
+/// True for the names of internal topics (Kafka's `Topic.isInternal`): the group
+/// coordinator's `__consumer_offsets` and the transaction coordinator's
+/// `__transaction_state`, which live in the log but not in this registry.
 pub fn is_internal(name: &str) -> bool {
-    name == crate::groups::OFFSETS_TOPIC
+    name == crate::groups::OFFSETS_TOPIC || name == crate::txns::TXN_STATE_TOPIC
 }
 
 /// The refusal of a change to an internal topic, which is read-only to clients: Kafka answers

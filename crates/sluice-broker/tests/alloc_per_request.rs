@@ -29,22 +29,21 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_broker::{BrokerConfig, Server};
+
+mod common;
+use common::{topic_name, Client};
 use sluice_protocol::alloc_guard::GuardedAlloc;
 
 // ---------------------------------------------------------------------------------------
@@ -174,96 +173,18 @@ const FETCH_EMPTY_WAIT_MS: i32 = 2;
 /// (partitions per request, warm-up requests, measured requests).
 const SHAPES: [(i32, u32, u32); 3] = [(1, 200, 2000), (16, 40, 250), (128, 20, 120)];
 
-fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-/// One idempotent producer's v2 batch with a correct CRC-32C.
+/// One idempotent producer's v2 batch of `RECORDS_PER_BATCH` values with a correct CRC-32C.
 fn batch(producer_id: i64, epoch: i16, base_sequence: i32) -> Bytes {
-    let now = 1_700_000_000_000i64;
-    let mut records = Vec::with_capacity(16 * 1024);
-    for i in 0..RECORDS_PER_BATCH {
-        let mut body = vec![0u8]; // attributes
-        put_varint(&mut body, 0); // timestamp delta
-        put_varint(&mut body, i64::from(i));
-        put_varint(&mut body, -1); // null key
-        put_varint(&mut body, VALUE_BYTES as i64);
-        body.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, VALUE_BYTES));
-        put_varint(&mut body, 0); // no headers
-        put_varint(&mut records, body.len() as i64);
-        records.extend_from_slice(&body);
-    }
-    let mut out = Vec::with_capacity(61 + records.len());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes()); // CRC, below
-    out.extend_from_slice(&0i16.to_be_bytes()); // attributes
-    out.extend_from_slice(&(RECORDS_PER_BATCH - 1).to_be_bytes());
-    out.extend_from_slice(&now.to_be_bytes());
-    out.extend_from_slice(&now.to_be_bytes());
-    out.extend_from_slice(&producer_id.to_be_bytes());
-    out.extend_from_slice(&epoch.to_be_bytes());
-    out.extend_from_slice(&base_sequence.to_be_bytes());
-    out.extend_from_slice(&RECORDS_PER_BATCH.to_be_bytes());
-    out.extend_from_slice(&records);
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(out)
-}
-
-/// A blocking wire client: one request, then its response.
-struct Client {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Client {
-    fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        req: &Req,
-    ) -> Resp {
-        self.correlation_id += 1;
-        let mut header = RequestHeader::default();
-        header.request_api_key = key as i16;
-        header.request_api_version = version;
-        header.correlation_id = self.correlation_id;
-        header.client_id = Some(StrBytes::from_static_str("alloc-bench"));
-        let mut buf = BytesMut::new();
-        buf.put_i32(0);
-        header
-            .encode(&mut buf, key.request_header_version(version))
-            .expect("encode header");
-        req.encode(&mut buf, version).expect("encode request");
-        let size = (buf.len() - 4) as i32;
-        buf[..4].copy_from_slice(&size.to_be_bytes());
-        self.stream.write_all(&buf).expect("send");
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).expect("response size");
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).expect("response body");
-        let mut body = Bytes::from(body);
-        let rh = ResponseHeader::decode(&mut body, key.response_header_version(version))
-            .expect("response header");
-        assert_eq!(rh.correlation_id, self.correlation_id);
-        Resp::decode(&mut body, version).expect("response body decodes")
-    }
-}
-
-fn topic_name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_owned()))
+    let values: Vec<Vec<u8>> = (0..RECORDS_PER_BATCH)
+        .map(|i| vec![b'a' + (i % 26) as u8; VALUE_BYTES])
+        .collect();
+    let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+    let writer = common::Writer {
+        producer_id,
+        epoch,
+        base_sequence,
+    };
+    common::batch(writer, &values)
 }
 
 struct Producer {
@@ -475,12 +396,7 @@ fn allocations_per_request() {
     let served = runtime.spawn(server.run(async {
         let _ = stop_rx.await;
     }));
-    let stream = TcpStream::connect(addr).expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    let mut client = Client {
-        stream,
-        correlation_id: 0,
-    };
+    let mut client = Client::connect(addr);
 
     let mut create = CreateTopicsRequest::default();
     create.timeout_ms = 30_000;

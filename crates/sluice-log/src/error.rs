@@ -61,6 +61,10 @@ pub enum LogError {
     InvalidTxnState {
         producer_id: ProducerId,
         why: &'static str,
+        /// The batch's partition was never added to (verified for) the producer's
+        /// transaction: KIP-890's abortable case (TRANSACTION_ABORTABLE for Produce v11+);
+        /// the other refusals stay INVALID_TXN_STATE.
+        not_in_transaction: bool,
     },
     /// A new idempotent producer at a partition whose producer table is full of producers
     /// active too recently to be evicted (their retries may still come). Nothing of the

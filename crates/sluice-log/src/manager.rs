@@ -555,18 +555,21 @@ impl LogManager {
         out: &mut Vec<RecordSlice>,
     ) -> Result<(usize, PartitionOffsets), LogError> {
         let isolation = IsolationLevel::ReadUncommitted;
-        self.engine().partition(key)?.read_ranges_into(
+        let (len, offsets, _) = self.engine().partition(key)?.read_ranges_into(
             fetch_offset,
             max_bytes,
             min_one_batch,
             isolation,
             out,
-        )
+        )?;
+        Ok((len, offsets))
     }
 
     /// [`Self::read_ranges_into`] up to the bound of `isolation`: the high watermark, or
     /// for `ReadCommitted` the last stable offset (a fetch offset at or above the LSO and
-    /// at most the high watermark reads nothing, as in Kafka). Blocking file I/O.
+    /// at most the high watermark reads nothing, as in Kafka). Also returns the offset
+    /// after the last batch read (`fetch_offset` when none), the end of the range whose
+    /// aborted transactions a read_committed fetch reports. Blocking file I/O.
     pub fn read_ranges_isolated_into(
         &self,
         key: &PartitionKey,
@@ -575,7 +578,7 @@ impl LogManager {
         min_one_batch: bool,
         isolation: IsolationLevel,
         out: &mut Vec<RecordSlice>,
-    ) -> Result<(usize, PartitionOffsets), LogError> {
+    ) -> Result<(usize, PartitionOffsets, Offset), LogError> {
         self.engine().partition(key)?.read_ranges_into(
             fetch_offset,
             max_bytes,
@@ -599,6 +602,16 @@ impl LogManager {
         let table = partition.producers.lock();
         txn::collect_aborted(table.aborted(), from, end, out);
         Ok(())
+    }
+
+    /// Whether `producer_id` has an open transaction at the partition: a data batch of it
+    /// is written and its marker is not. The transaction coordinator's load completion
+    /// writes markers only where this holds, so no marker is written twice
+    /// (docs/transactions.md §5.2). Non-blocking (one short lock).
+    pub fn txn_open(&self, key: &PartitionKey, producer_id: ProducerId) -> Result<bool, LogError> {
+        let partition = self.engine().partition(key)?;
+        let table = partition.producers.lock();
+        Ok(table.get(producer_id).is_some_and(|e| e.in_txn()))
     }
 
     /// Current watermarks. Non-blocking (atomics only).

@@ -358,8 +358,9 @@ impl Partition {
     /// [`Self::read`] as slices of the journal files (see `Segment::read_ranges`), appended
     /// to `out`: the same batches, the same errors, up to the high watermark
     /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`; a fetch offset in
-    /// `[LSO, HW]` reads nothing). Returns the bytes appended and the watermarks the read
-    /// answers with. Allocates nothing when `out` has room.
+    /// `[LSO, HW]` reads nothing). Returns the bytes appended, the watermarks the read
+    /// answers with, and the offset after the last batch appended (`fetch_offset` when
+    /// none was). Allocates nothing when `out` has room.
     pub(crate) fn read_ranges_into(
         &self,
         fetch_offset: Offset,
@@ -367,22 +368,23 @@ impl Partition {
         min_one_batch: bool,
         isolation: IsolationLevel,
         out: &mut Vec<RecordSlice>,
-    ) -> Result<(usize, PartitionOffsets), LogError> {
+    ) -> Result<(usize, PartitionOffsets, Offset), LogError> {
         let (offsets, bound, segments) = self.read_segments(fetch_offset, isolation)?;
         let before = out.len();
         for segment in segments.into_iter().flatten() {
-            if let Some(len) =
+            if let Some((len, end)) =
                 segment.read_ranges(fetch_offset, bound, max_bytes, min_one_batch, out)?
             {
                 debug_assert_eq!(
                     out[before..].iter().map(RecordSlice::len).sum::<usize>(),
                     len
                 );
-                return Ok((len, offsets));
+                debug_assert!(end <= bound, "nothing at or above the bound is returned");
+                return Ok((len, offsets, end));
             }
         }
         debug_assert_eq!(out.len(), before);
-        Ok((0, offsets))
+        Ok((0, offsets, fetch_offset))
     }
 
     /// The snapshot of the watermarks a read answers with, the offset it reads up to (the

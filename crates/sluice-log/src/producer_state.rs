@@ -823,6 +823,7 @@ fn check_txn(
         Err(LogError::InvalidTxnState {
             producer_id: batch.producer_id,
             why,
+            not_in_transaction: false,
         })
     };
     match (batch.transactional, txn_open) {
@@ -831,7 +832,11 @@ fn check_txn(
         (true, true) if epoch == Some(batch.epoch) => Ok(true),
         (true, true) => refuse("a newer epoch while the older epoch's transaction is open"),
         (true, false) if verified == Some(batch.epoch) => Ok(true),
-        (true, false) => refuse("the partition is not part of the producer's transaction"),
+        (true, false) => Err(LogError::InvalidTxnState {
+            producer_id: batch.producer_id,
+            why: "the partition is not part of the producer's transaction",
+            not_in_transaction: true,
+        }),
     }
 }
 

@@ -618,30 +618,34 @@ impl Segment {
         max_bytes: u32,
         min_one_batch: bool,
         out: &mut Vec<RecordSlice>,
-    ) -> Result<Option<usize>, LogError> {
+    ) -> Result<Option<(usize, Offset)>, LogError> {
         let Some((start, first_len, next, limit)) =
             self.read_start(fetch_offset, high_watermark)?
         else {
             return Ok(None);
         };
         let budget = (max_bytes as u64).min(limit - start);
-        let whole = if (first_len as u64) > budget {
+        let (whole, end_offset) = if (first_len as u64) > budget {
             if !min_one_batch {
-                return Ok(Some(0));
+                return Ok(Some((0, fetch_offset)));
             }
-            first_len as u64
+            (first_len as u64, next)
         } else {
             let end = start + budget;
             match self.whole_batches_end(start + first_len as u64, next, end, high_watermark)? {
-                Some(whole_end) => whole_end - start,
+                Some((whole_end, end_offset)) => (whole_end - start, end_offset),
                 None => {
                     let bytes =
                         self.read(fetch_offset, high_watermark, max_bytes, min_one_batch)?;
                     let len = bytes.as_ref().map_or(0, Bytes::len);
+                    let end_offset = bytes
+                        .as_ref()
+                        .and_then(last_next_offset)
+                        .unwrap_or(fetch_offset);
                     if len > 0 {
                         out.extend(bytes.map(RecordSlice::Bytes));
                     }
-                    return Ok(Some(len));
+                    return Ok(Some((len, end_offset)));
                 }
             }
         };
@@ -656,12 +660,12 @@ impl Segment {
                 ),
                 _ => LogError::from(e),
             })?;
-        Ok(Some(whole as usize))
+        Ok(Some((whole as usize, end_offset)))
     }
 
     /// End of the whole batches from `position` (where the batch with base offset
     /// `expected` should start) that lie below `end` and the high watermark, walking their
-    /// headers; `None` when a header that fits below `end` does not continue the sequence
+    /// headers, with the offset after them; `None` when a header that fits below `end` does not continue the sequence
     /// (the caller then reads the bytes and lets the batch CRC decide, as `read` does).
     /// The rules are `whole_batches_len`'s and `breaks_sequence`'s, applied to headers.
     fn whole_batches_end(
@@ -670,7 +674,7 @@ impl Segment {
         mut expected: Offset,
         end: u64,
         high_watermark: Offset,
-    ) -> Result<Option<u64>, LogError> {
+    ) -> Result<Option<(u64, Offset)>, LogError> {
         let mut raw = [0u8; HEADER_LEN];
         while position + HEADER_LEN as u64 <= end {
             if fs::read_full_at(&self.file, &mut raw, position)? < HEADER_LEN {
@@ -691,7 +695,7 @@ impl Segment {
                 _ => break,
             }
         }
-        Ok(Some(position))
+        Ok(Some((position, expected)))
     }
 
     /// The first committed batch whose max timestamp is >= `timestamp` and that ends at or
@@ -786,6 +790,15 @@ impl Segment {
         }
         Ok(())
     }
+}
+
+/// The offset after the last whole batch in `bytes` (batches as `read` returns them).
+fn last_next_offset(bytes: &Bytes) -> Option<Offset> {
+    let mut next = None;
+    for batch in crate::batch::BatchIter::new(bytes.clone()) {
+        next = Some(BatchHeader::parse(&batch.ok()?).ok()?.next_offset());
+    }
+    next
 }
 
 /// Length of the prefix of `chunk` made of whole v2 batches below `high_watermark` with

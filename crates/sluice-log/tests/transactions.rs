@@ -95,6 +95,18 @@ async fn commit_and_abort_move_the_lso_and_the_aborted_list() {
     );
     assert_eq!(lso(&log, &k), 1);
     assert_eq!(read_len(&log, &k, 1, IsolationLevel::ReadCommitted), 0);
+    let mut out = Vec::new();
+    let (_, _, end) = log
+        .read_ranges_isolated_into(
+            &k,
+            Offset(0),
+            1 << 20,
+            true,
+            IsolationLevel::ReadCommitted,
+            &mut out,
+        )
+        .expect("read");
+    assert_eq!(end, Offset(1), "a read_committed read ends at the LSO");
     let committed = read_len(&log, &k, 0, IsolationLevel::ReadCommitted);
     assert!(committed > 0 && committed < read_len(&log, &k, 0, IsolationLevel::ReadUncommitted));
     verify(&log, &k, 8, 0).await;
@@ -270,4 +282,35 @@ async fn aborted_transactions_outlive_their_producers_across_a_crash() {
     drop(log);
     let (log, _) = open(dir.path());
     assert_eq!(aborted(&log, &k, 0, 3), vec![(7, 0, 2)]);
+}
+
+#[tokio::test]
+async fn txn_open_says_where_a_marker_is_still_missing_across_a_restart() {
+    // Goal: `txn_open` (the coordinator's load completion asks it, docs/transactions.md §5.2)
+    // is true exactly while a producer's data is written and its marker is not, per
+    // partition, and is rebuilt from the log on restart. Method: one producer's
+    // transaction over two partitions, the marker written to one only, a restart.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, a) = setup(dir.path());
+    let b = key("txn", 1);
+    create(&log, &b);
+    let id = ProducerId(9);
+    assert!(!log.txn_open(&a, id).expect("known partition"));
+    for k in [&a, &b] {
+        verify(&log, k, 9, 0).await;
+        append(&log, k, txn_batch(9, 0, 0, 2)).await;
+        assert!(log.txn_open(k, id).expect("open"));
+    }
+    marker(&log, &a, 9, 0, ControlType::Commit)
+        .await
+        .expect("marker");
+    assert!(!log.txn_open(&a, id).expect("a"));
+    assert!(log.txn_open(&b, id).expect("b"));
+    assert!(!log.txn_open(&b, ProducerId(10)).expect("other producer"));
+    log.shutdown().expect("shutdown");
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert!(!log.txn_open(&a, id).expect("a after restart"));
+    assert!(log.txn_open(&b, id).expect("b after restart"));
+    assert!(log.txn_open(&key("gone", 0), id).is_err());
 }

@@ -51,6 +51,10 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
     api(ApiKey::InitProducerId, 0, 5),
+    // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit comes with slice 4.
+    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::AddOffsetsToTxn, 0, 4),
+    api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),
@@ -66,6 +70,10 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::SaslAuthenticate, 0, 2),
     api(ApiKey::DescribeUserScramCredentials, 0, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0),
+    // ACLs (KIP-290 prefixed patterns from v1; v0 is not in the protocol crate).
+    api(ApiKey::DescribeAcls, 1, 3),
+    api(ApiKey::CreateAcls, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

@@ -145,6 +145,29 @@ fn seed(key: ApiKey) -> RequestKind {
             r.upsertions = vec![u];
             RequestKind::AlterUserScramCredentials(r)
         }
+        ApiKey::CreateAcls => {
+            let mut c = kafka_protocol::messages::create_acls_request::AclCreation::default();
+            c.resource_type = 2;
+            c.resource_name = StrBytes::from_static_str("topic");
+            c.resource_pattern_type = 3;
+            c.principal = StrBytes::from_static_str("User:alice");
+            c.host = StrBytes::from_static_str("*");
+            c.operation = 4;
+            c.permission_type = 3;
+            let mut r = kafka_protocol::messages::CreateAclsRequest::default();
+            r.creations = vec![c];
+            RequestKind::CreateAcls(r)
+        }
+        ApiKey::DeleteAcls => {
+            let mut f = kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default();
+            f.resource_type_filter = 1;
+            f.pattern_type_filter = 1;
+            f.operation = 1;
+            f.permission_type = 1;
+            let mut r = kafka_protocol::messages::DeleteAclsRequest::default();
+            r.filters = vec![f];
+            RequestKind::DeleteAcls(r)
+        }
         other => default_kind(other),
     }
 }
@@ -188,6 +211,9 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::AlterUserScramCredentials => {
             RequestKind::AlterUserScramCredentials(Default::default())
         }
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(Default::default()),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }

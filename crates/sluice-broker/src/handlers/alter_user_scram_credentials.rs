@@ -9,7 +9,7 @@
 //! UNSUPPORTED_SASL_MECHANISM; RESOURCE_NOT_FOUND for deleting what does not exist;
 //! DUPLICATE_RESOURCE for two changes of one user's mechanism). The accepted changes are
 //! written durably in one file replacement, on the blocking pool, before the answer.
-//! Without ACLs (the next slice) any client that may connect may call it.
+//! Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per user).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,9 +20,9 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
 use crate::limits;
 use crate::scram::{Change, Credential, ScramMechanism};
+use crate::{acl, error_code};
 
 /// A user's first refusal: (code, message).
 type Refusal = (i16, String);
@@ -32,6 +32,20 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: ALTER on the cluster; every user named gets the refusal.
+    if !ctx.allowed_cluster(acl::op::ALTER) {
+        let mut resp = AlterUserScramCredentialsResponse::default();
+        let names = req.deletions.iter().map(|d| &d.name);
+        for name in names.chain(req.upsertions.iter().map(|u| &u.name)) {
+            if resp.results.iter().all(|r| r.user != *name) {
+                let mut r = AlterUserScramCredentialsResult::default();
+                r.user = name.clone();
+                r.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+                resp.results.push(r);
+            }
+        }
+        return ctx.respond(&resp);
+    }
     let store = &ctx.broker.scram;
     let mut refused: BTreeMap<String, Refusal> = BTreeMap::new();
     let mut changes: Vec<Change> = Vec::new();

@@ -5,13 +5,14 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreatePartitionsRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    let who = ctx.who();
     ctx.respond_blocking(move |b| {
         let mut resp = CreatePartitionsResponse::default();
         for t in req.topics {
@@ -22,7 +23,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .assignments
                 .as_ref()
                 .is_some_and(|a| a.iter().any(|x| x.broker_ids.iter().any(|id| id.0 != node)));
-            let outcome = if bad_assignment {
+            // Kafka: ALTER on the topic.
+            let authorized = who.allowed(b, acl::op::ALTER, acl::resource::TOPIC, &t.name.0);
+            let outcome = if !authorized {
+                Err(crate::topics::AdminError::new(
+                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    "Authorization failed.",
+                ))
+            } else if bad_assignment {
                 Err(crate::topics::AdminError::new(
                     error_code::INVALID_REPLICA_ASSIGNMENT,
                     format!("Replicas must be [{node}]."),

@@ -13,21 +13,34 @@ use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::topics::AdminError;
-use crate::{error_code, topic_config, Broker};
+use crate::{acl, error_code, topic_config, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreateTopicsRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: CREATE on the cluster, or on each topic.
+    let cluster_create = ctx.allowed_cluster(acl::op::CREATE);
+    let denied: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| !cluster_create && !ctx.allowed(acl::op::CREATE, acl::resource::TOPIC, &t.name))
+        .collect();
     ctx.respond_blocking(move |b| {
         let mut resp = CreateTopicsResponse::default();
-        for t in req.topics {
+        for (t, denied) in req.topics.into_iter().zip(denied) {
             let mut r = CreatableTopicResult::default();
             r.name = t.name.clone();
             r.num_partitions = -1;
             r.replication_factor = -1;
-            let outcome = create_one(b, &t, req.validate_only);
+            let outcome = match denied {
+                true => Err(AdminError::new(
+                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    "Authorization failed.".to_string(),
+                )),
+                false => create_one(b, &t, req.validate_only),
+            };
             match outcome {
                 Ok((id, partitions, configs)) => {
                     r.topic_id = id;

@@ -7,7 +7,7 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteGroupsRequest = match ctx.decode(body) {
@@ -17,7 +17,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let groups = &ctx.broker.groups;
     let mut resp = DeleteGroupsResponse::default();
     for group_id in req.groups_names {
+        // Kafka: DELETE on the group.
+        let allowed = ctx.allowed(acl::op::DELETE, acl::resource::GROUP, &group_id.0);
         let code = match groups.read(|c| c.validate_delete_group(&group_id.0)) {
+            _ if !allowed => error_code::GROUP_AUTHORIZATION_FAILED,
             Err(e) => error_code::from_group(e),
             Ok(tombstone) => match groups.write(vec![tombstone]).await {
                 Ok(()) => error_code::NONE,

@@ -9,16 +9,19 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use sluice_log::Offset;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteRecordsRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    let who = ctx.who();
     ctx.respond_blocking(move |b| {
             let mut resp = DeleteRecordsResponse::default();
             for t in req.topics {
+                // Kafka: DELETE on the topic, checked before existence.
+                let authorized = who.allowed(b, acl::op::DELETE, acl::resource::TOPIC, &t.name.0);
                 let topic = b.topics.get(&t.name.0);
                 let mut tr = DeleteRecordsTopicResult::default();
                 tr.name = t.name;
@@ -27,6 +30,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     pr.partition_index = p.partition_index;
                     pr.low_watermark = -1;
                     match topic.as_ref().and_then(|tp| tp.partition(p.partition_index)) {
+                        _ if !authorized => {
+                            pr.error_code = error_code::TOPIC_AUTHORIZATION_FAILED
+                        }
                         // Kafka: "Cannot delete records of internal topic".
                         None if crate::topics::is_internal(&tr.name.0) => {
                             pr.error_code = error_code::INVALID_TOPIC_EXCEPTION

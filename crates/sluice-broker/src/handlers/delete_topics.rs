@@ -6,7 +6,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteTopicsRequest = match ctx.decode(body) {
@@ -25,6 +25,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .map(|n| (Some(n.0.to_string()), Uuid::nil()))
             .collect()
     };
+    let who = ctx.who();
     ctx.respond_blocking(move |b| {
         let mut resp = DeleteTopicsResponse::default();
         for (name, id) in wanted {
@@ -38,6 +39,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let internal = name
                 .as_deref()
                 .and_then(|n| crate::topics::internal_topic_refusal(n, "delete"));
+            // Kafka checks DELETE before existence (by name); by id, an unknown id is told.
+            let checked = topic.as_ref().map(|t| &*t.name).or(name.as_deref());
+            if checked.is_some_and(|n| !who.allowed(b, acl::op::DELETE, acl::resource::TOPIC, n)) {
+                r.error_code = error_code::TOPIC_AUTHORIZATION_FAILED;
+                r.error_message = Some(str_bytes("Authorization failed."));
+                resp.responses.push(r);
+                continue;
+            }
             match (topic, internal) {
                 (None, Some(refusal)) => {
                     r.error_code = refusal.code;

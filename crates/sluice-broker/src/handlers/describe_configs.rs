@@ -251,6 +251,48 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
             "Largest request accepted.",
         ),
         (
+            "transaction.max.timeout.ms",
+            c.txn.transaction_max_timeout_ms.to_string(),
+            ConfigType::Int,
+            "The longest transaction.timeout.ms a producer may ask.",
+        ),
+        (
+            "transactional.id.expiration.ms",
+            c.txn.transactional_id_expiration_ms.to_string(),
+            ConfigType::Int,
+            "A transactional id idle this long is removed.",
+        ),
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            c.transaction_abort_cleanup_interval_ms.to_string(),
+            ConfigType::Int,
+            "How often timed-out transactions are aborted.",
+        ),
+        (
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            c.transaction_remove_expired_cleanup_interval_ms.to_string(),
+            ConfigType::Int,
+            "How often idle transactional ids are removed.",
+        ),
+        (
+            "transaction.state.log.segment.bytes",
+            c.transaction_state_log_segment_bytes.to_string(),
+            ConfigType::Int,
+            "Segment size of __transaction_state.",
+        ),
+        (
+            "transaction.state.log.num.partitions",
+            "1".into(),
+            ConfigType::Int,
+            "Always 1: one coordinator partition on a single node.",
+        ),
+        (
+            "transaction.state.log.replication.factor",
+            "1".into(),
+            ConfigType::Int,
+            "Always 1 on a single node.",
+        ),
+        (
             "sluice.fsync",
             fsync.into(),
             ConfigType::Str,

@@ -7,7 +7,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -23,6 +23,13 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
         if group_id.0.is_empty() {
             out.error_code = error_code::INVALID_GROUP_ID;
+            out.group_id = group_id;
+            resp.groups.push(out);
+            continue;
+        }
+        // Kafka: DESCRIBE on the group.
+        if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, &group_id.0) {
+            out.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
             out.group_id = group_id;
             resp.groups.push(out);
             continue;

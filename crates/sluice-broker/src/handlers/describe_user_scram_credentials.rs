@@ -13,13 +13,19 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeUserScramCredentialsRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: DESCRIBE on the cluster.
+    if !ctx.allowed_cluster(acl::op::DESCRIBE) {
+        let mut resp = DescribeUserScramCredentialsResponse::default();
+        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let users = ctx.broker.scram.snapshot();
     let named: Vec<String> = req
         .users

@@ -56,7 +56,7 @@ use crate::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::memory::{self, clear_kept, Reservation};
 use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
-use crate::{error_code, limits, Broker};
+use crate::{acl, error_code, limits, Broker};
 
 /// One requested partition, resolved against the registry.
 #[derive(Debug, Clone)]
@@ -80,6 +80,11 @@ pub(crate) struct PartResult {
     records: Vec<RecordSlice>,
     /// Bytes in `records`.
     records_len: usize,
+    /// The last stable offset (the high watermark without open transactions).
+    last_stable_offset: i64,
+    /// `read_committed` only: the aborted transactions overlapping what was returned
+    /// (docs/transactions.md §6.4); the vector keeps its capacity.
+    aborted: Vec<sluice_log::AbortedTxn>,
 }
 
 impl PartResult {
@@ -91,7 +96,8 @@ impl PartResult {
                 RecordSlice::Bytes(b) => b.len(),
                 RecordSlice::File(_) => 0,
             })
-            .sum()
+            .sum::<usize>()
+            + self.aborted.len() * encode::ABORTED_TXN_BYTES_MAX
     }
 
     fn reset(&mut self) {
@@ -100,6 +106,8 @@ impl PartResult {
         self.log_start_offset = 0;
         self.records.clear();
         self.records_len = 0;
+        self.last_stable_offset = 0;
+        self.aborted.clear();
     }
 }
 
@@ -472,6 +480,10 @@ impl FetchCall {
     fn resolve(&mut self, ctx: &Ctx) {
         let by_id = ctx.version >= 13;
         let mut state = self.job.state.lock();
+        state.isolation = match self.decoded.isolation_level {
+            1 => sluice_log::IsolationLevel::ReadCommitted,
+            _ => sluice_log::IsolationLevel::ReadUncommitted,
+        };
         let parts = &mut state.parts;
         parts.clear();
         self.topics.clear();
@@ -482,7 +494,17 @@ impl FetchCall {
                 true => ctx.broker.topics.get_by_id(t.topic_id),
                 false => ctx.broker.topics.get(&t.name),
             };
+            let name = match (&topic, by_id) {
+                (Some(tp), true) => &*tp.name,
+                _ => t.name.as_str(),
+            };
+            // Kafka checks READ before existence; an unauthorized topic is answered as if
+            // it had no partitions here, with its own code.
+            let authorized = (by_id && topic.is_none())
+                || ctx.allowed(acl::op::READ, acl::resource::TOPIC, name);
+            let topic = topic.filter(|_| authorized);
             let unknown_code = match (&topic, by_id) {
+                _ if !authorized => error_code::TOPIC_AUTHORIZATION_FAILED,
                 (None, true) => error_code::UNKNOWN_TOPIC_ID,
                 _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
             };
@@ -628,8 +650,18 @@ fn response(
                     pd.partition_index = p.partition;
                     pd.error_code = r.error_code;
                     pd.high_watermark = r.high_watermark;
-                    // No transactions yet: the last stable offset is the high watermark.
-                    pd.last_stable_offset = r.high_watermark;
+                    pd.last_stable_offset = r.last_stable_offset;
+                    pd.aborted_transactions = Some(
+                        r.aborted
+                            .iter()
+                            .map(|a| {
+                                let mut t = kafka_protocol::messages::fetch_response::AbortedTransaction::default();
+                                t.producer_id = kafka_protocol::messages::ProducerId(a.producer_id.0);
+                                t.first_offset = a.first_offset.0;
+                                t
+                            })
+                            .collect(),
+                    );
                     pd.log_start_offset = r.log_start_offset;
                     pd.preferred_read_replica = kafka_protocol::messages::BrokerId(-1);
                     pd.records = Some(records_bytes(&r.records));

@@ -1,38 +1,28 @@
 //! FindCoordinator (key 10), v0-6, including batched keys (v4+).
 //!
-//! This broker is the group coordinator for every group. Transactions are not supported yet,
-//! so transaction-coordinator keys get COORDINATOR_NOT_AVAILABLE, a retriable error that
-//! clients report after their timeout. Other key types (share groups) are INVALID_REQUEST.
+//! This broker is the group coordinator for every group and the transaction coordinator
+//! for every transactional id. Other key types (share groups) are INVALID_REQUEST.
 
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
-const NO_TXN: &str = "Sluice does not run a transaction coordinator yet.";
 const BAD_KEY_TYPE: &str = "Unknown coordinator key type.";
 
 /// (error code, message, node id, host, port) for one key.
 fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i32) {
-    if key_type == KEY_TYPE_GROUP {
+    if key_type == KEY_TYPE_GROUP || key_type == KEY_TYPE_TRANSACTION {
         (
             error_code::NONE,
             None,
             ctx.broker.node_id(),
             ctx.advertised().0,
             ctx.advertised().1,
-        )
-    } else if key_type == KEY_TYPE_TRANSACTION {
-        (
-            error_code::COORDINATOR_NOT_AVAILABLE,
-            Some(NO_TXN),
-            -1,
-            String::new(),
-            -1,
         )
     } else {
         (
@@ -42,6 +32,21 @@ fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i
             String::new(),
             -1,
         )
+    }
+}
+
+/// Kafka: DESCRIBE on the group, or on the transactional id.
+fn authorized(ctx: &Ctx, key_type: i8, key: &str) -> bool {
+    match key_type {
+        KEY_TYPE_GROUP => ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, key),
+        _ => ctx.allowed(acl::op::DESCRIBE, acl::resource::TRANSACTIONAL_ID, key),
+    }
+}
+
+fn denied_code(key_type: i8) -> i16 {
+    match key_type {
+        KEY_TYPE_GROUP => error_code::GROUP_AUTHORIZATION_FAILED,
+        _ => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 }
 
@@ -63,17 +68,23 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .into_iter()
             .map(|key| {
                 let mut c = Coordinator::default();
+                c.error_code = match authorized(&ctx, key_type, &key) {
+                    true => code,
+                    false => denied_code(key_type),
+                };
                 c.key = key;
                 c.node_id = BrokerId(node);
                 c.host = str_bytes(host.clone());
                 c.port = port;
-                c.error_code = code;
                 c.error_message = message.map(str_bytes);
                 c
             })
             .collect();
     } else {
-        resp.error_code = code;
+        resp.error_code = match authorized(&ctx, key_type, &req.key) {
+            true => code,
+            false => denied_code(key_type),
+        };
         resp.error_message = message.map(str_bytes);
         resp.node_id = BrokerId(node);
         resp.host = str_bytes(host);

@@ -6,13 +6,19 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use sluice_coordinator::HeartbeatRequest as Beat;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: HeartbeatRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: READ on the group.
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        let mut resp = HeartbeatResponse::default();
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let beat = Beat {
         group_id: req.group_id.0.to_string(),
         generation_id: req.generation_id,

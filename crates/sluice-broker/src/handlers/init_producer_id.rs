@@ -1,16 +1,24 @@
-//! InitProducerId (key 22), v0-5, for idempotent producers.
+//! InitProducerId (key 22), v0-5.
 //!
 //! Without a transactional id every call gets a new producer id with epoch 0, as Kafka does
 //! (the id and epoch a KIP-360 client sends are not needed: a fresh id restarts its
 //! sequences cleanly). Ids never repeat, across restarts too (see `producer_ids`).
-//! Transactions are not supported yet: a transactional id gets COORDINATOR_NOT_AVAILABLE,
-//! the same answer FindCoordinator gives for transaction coordinators.
+//! With a transactional id the transaction coordinator decides (docs/transactions.md §4,
+//! §7.1): the id's producer id with a bumped epoch, answered once durable; an open
+//! transaction is first aborted (CONCURRENT_TRANSACTIONS, the client retries).
+//! PRODUCER_FENCED goes to v4+ only (KIP-588), INVALID_PRODUCER_EPOCH to older versions.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use sluice_coordinator::{InitOutcome, TxnError};
 
 use super::{Ctx, Reply};
 use crate::error_code;
+
+/// The first version that knows PRODUCER_FENCED.
+const PRODUCER_FENCED_FROM: i16 = 4;
+/// The first version that sends the producer id and epoch it had (KIP-360).
+const EXPECTED_FROM: i16 = 3;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: InitProducerIdRequest = match ctx.decode(body) {
@@ -22,8 +30,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     resp.producer_epoch = -1;
     resp.ongoing_txn_producer_id = ProducerId(-1);
     resp.ongoing_txn_producer_epoch = -1;
-    if req.transactional_id.is_some() {
-        resp.error_code = error_code::COORDINATOR_NOT_AVAILABLE;
+    if let Some(transactional_id) = &req.transactional_id {
+        match transactional(&ctx, transactional_id.0.to_string(), &req).await {
+            Ok((id, epoch)) => {
+                resp.producer_id = ProducerId(id);
+                resp.producer_epoch = epoch;
+            }
+            Err(code) => resp.error_code = code,
+        }
         return ctx.respond(&resp);
     }
     match ctx.blocking(|b| b.producer_ids.next()).await {
@@ -38,4 +52,65 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         None => resp.error_code = error_code::COORDINATOR_NOT_AVAILABLE,
     }
     ctx.respond(&resp)
+}
+
+/// The producer id and epoch for a transactional id, or the error code.
+async fn transactional(
+    ctx: &Ctx,
+    transactional_id: String,
+    req: &InitProducerIdRequest,
+) -> Result<(i64, i16), i16> {
+    let fenced = ctx.version >= PRODUCER_FENCED_FROM;
+    let broker = &ctx.broker;
+    // A producer id is reserved up front when the id may need one (reserving can write a
+    // file, which must not happen under the coordinator lock or on the runtime).
+    let needs_id = broker.txns.call(|c, _| {
+        c.get(&transactional_id)
+            .is_none_or(|m| m.producer_epoch >= i16::MAX - 1)
+    });
+    let reserved = match needs_id {
+        true => match ctx.blocking(|b| b.producer_ids.next()).await {
+            Some(Ok(id)) => Some(id.0),
+            _ => return Err(error_code::COORDINATOR_NOT_AVAILABLE),
+        },
+        false => None,
+    };
+    let expected =
+        (ctx.version >= EXPECTED_FROM).then_some((req.producer_id.0, req.producer_epoch));
+    let outcome = broker.txns.call(|c, now| {
+        c.init_producer_id(
+            &transactional_id,
+            req.transaction_timeout_ms,
+            expected,
+            now,
+            || reserved.ok_or(TxnError::CoordinatorNotAvailable),
+        )
+    });
+    match outcome {
+        Ok(InitOutcome::Write {
+            change,
+            producer_id,
+            producer_epoch,
+        }) => match broker.txns.write(&broker.topics, &change).await {
+            Ok(()) => Ok((producer_id, producer_epoch)),
+            Err(e) => {
+                tracing::warn!(error = %e, "InitProducerId not durable");
+                Err(error_code::COORDINATOR_NOT_AVAILABLE)
+            }
+        },
+        Ok(InitOutcome::Unchanged {
+            producer_id,
+            producer_epoch,
+        }) => Ok((producer_id, producer_epoch)),
+        Ok(InitOutcome::AbortFirst { change }) => {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                if let Err(e) = broker.txns.write(&broker.topics, &change).await {
+                    tracing::warn!(error = %e, "aborting the open transaction failed");
+                }
+            });
+            Err(error_code::CONCURRENT_TRANSACTIONS)
+        }
+        Err(e) => Err(error_code::from_txn(e, fenced)),
+    }
 }

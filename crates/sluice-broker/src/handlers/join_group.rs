@@ -12,13 +12,19 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use sluice_coordinator::{GroupReply, JoinGroupRequest as Join};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: JoinGroupRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: READ on the group.
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        let mut resp = JoinGroupResponse::default();
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let join = Join {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),

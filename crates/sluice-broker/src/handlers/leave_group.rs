@@ -7,13 +7,19 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use sluice_coordinator::LeavingMember;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: LeaveGroupRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: READ on the group.
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        let mut resp = LeaveGroupResponse::default();
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let batched = ctx.version >= 3;
     let leaving: Vec<LeavingMember> = if batched {
         req.members

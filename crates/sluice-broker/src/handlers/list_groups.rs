@@ -5,6 +5,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: ListGroupsRequest = match ctx.decode(body) {
@@ -13,7 +14,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     };
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_string()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_string()).collect();
-    let listed = ctx.broker.groups.read(|c| c.list_groups(&states, &types));
+    let mut listed = ctx.broker.groups.read(|c| c.list_groups(&states, &types));
+    // Kafka: DESCRIBE on the cluster lists every group, else only groups with DESCRIBE.
+    if !ctx.allowed_cluster(acl::op::DESCRIBE) {
+        listed.retain(|g| ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, &g.group_id));
+    }
     let mut resp = ListGroupsResponse::default();
     resp.groups = listed
         .into_iter()

@@ -21,8 +21,8 @@ use sluice_log::{LogError, LogManager, PartitionKey};
 use sluice_protocol::record_walk::{self, RecordMeta};
 
 use super::{Ctx, Reply};
-use crate::error_code;
 use crate::record_validation::{self, WALK_LIMITS};
+use crate::{acl, error_code};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -35,6 +35,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let version = ctx.version;
+    // read_committed (v2+): offsets end at the last stable offset (docs/transactions.md §6.4).
+    let committed = version >= 2 && req.isolation_level == 1;
     let by_time = req.topics.iter().any(|t| {
         t.partitions
             .iter()
@@ -46,11 +48,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     } else {
         None
     };
+    let who = ctx.who();
     ctx.respond_blocking(move |b| {
         let _permit = permit;
         let mut resp = ListOffsetsResponse::default();
         for t in req.topics {
-            let topic = b.topics.get(&t.name.0);
+            // Kafka: DESCRIBE on the topic, checked before existence.
+            let authorized = who.allowed(b, acl::op::DESCRIBE, acl::resource::TOPIC, &t.name.0);
+            let topic = b.topics.get(&t.name.0).filter(|_| authorized);
             let mut tr = ListOffsetsTopicResponse::default();
             tr.name = t.name;
             for p in t.partitions {
@@ -60,9 +65,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 let key = topic
                     .as_ref()
                     .and_then(|tp| tp.partition(p.partition_index));
-                match key.map(|k| lookup(&b.log, k, p.timestamp, version)) {
+                match key.map(|k| lookup(&b.log, k, p.timestamp, version, committed)) {
                     None => {
-                        pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION;
+                        pr.error_code = match authorized {
+                            true => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                            false => error_code::TOPIC_AUTHORIZATION_FAILED,
+                        };
                         pr.offset = -1;
                         pr.timestamp = -1;
                     }
@@ -91,21 +99,32 @@ fn lookup(
     key: &PartitionKey,
     target: i64,
     version: i16,
+    committed: bool,
 ) -> Result<(i64, i64), LogError> {
     let o = log.offsets(key)?;
+    let end = match committed {
+        true => o.last_stable_offset.0,
+        false => o.high_watermark.0,
+    };
+    let below_end = |found: (i64, i64)| match found.0 < end {
+        true => found,
+        false => (-1, -1),
+    };
     match target {
-        LATEST => Ok((o.high_watermark.0, -1)),
+        LATEST => Ok((end, -1)),
         EARLIEST => Ok((o.log_start_offset.0, -1)),
         EARLIEST_LOCAL if version >= 8 => Ok((o.log_start_offset.0, -1)),
         MAX_TIMESTAMP if version >= 7 => {
             let batch = log.find_max_timestamp_batch(key)?;
-            Ok(batch.and_then(max_record).unwrap_or((-1, -1)))
+            Ok(below_end(batch.and_then(max_record).unwrap_or((-1, -1))))
         }
         ts if ts >= 0 => {
             let batch = log.find_batch_by_timestamp(key, ts)?;
-            Ok(batch
-                .and_then(|b| first_at_or_after(b, ts))
-                .unwrap_or((-1, -1)))
+            Ok(below_end(
+                batch
+                    .and_then(|b| first_at_or_after(b, ts))
+                    .unwrap_or((-1, -1)),
+            ))
         }
         _ => Ok((-1, -1)),
     }

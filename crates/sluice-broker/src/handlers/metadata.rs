@@ -3,11 +3,17 @@
 //! (`allow_auto_topic_creation`, v4+) allow it, as Kafka does; creation is synchronous, so the
 //! response already describes the new topic.
 //!
-//! The internal topic `__consumer_offsets` (the group coordinator's one partition, which the
-//! topic registry does not hold) is described too, with `is_internal = true`, in the
-//! all-topics answer and by name or id, as Kafka lists its internal topics: regex consumers
-//! and admin tools expect it. It is never auto-created here and is read-only to clients
-//! (see `topics::internal_topic_refusal`).
+//! The internal topics `__consumer_offsets` and `__transaction_state` (the group and
+//! transaction coordinators' one partition each, which the topic registry does not hold) are
+//! described too, with `is_internal = true`, in the all-topics answer and by name or id, as
+//! Kafka lists its internal topics: regex consumers and admin tools expect them. They are
+//! never auto-created here and are read-only to clients (see
+//! `topics::internal_topic_refusal`).
+//!
+//! Authorization as Kafka's: the all-topics answer lists only topics the principal may
+//! DESCRIBE; a named topic it may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (whether or not
+//! it exists, so names do not leak); auto-creation also needs CREATE on the cluster or the
+//! topic, else TOPIC_AUTHORIZATION_FAILED.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,9 +26,10 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
 use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
 use crate::topics::{validate_name, Topic};
+use crate::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: MetadataRequest = match ctx.decode(body) {
@@ -41,8 +48,19 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut topics = Vec::new();
     match wanted {
         None => {
-            topics.extend(b.topics.all().iter().map(|t| describe(&ctx, t)));
-            topics.push(describe_internal(&ctx));
+            let visible = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
+            topics.extend(
+                b.topics
+                    .all()
+                    .iter()
+                    .filter(|t| visible(&t.name))
+                    .map(|t| describe(&ctx, t)),
+            );
+            for internal in [OFFSETS_TOPIC, TXN_STATE_TOPIC] {
+                if visible(internal) {
+                    topics.push(describe_internal(&ctx, internal));
+                }
+            }
         }
         Some(list) => {
             for t in list {
@@ -78,20 +96,29 @@ async fn resolve(
     allow_create: bool,
 ) -> MetadataResponseTopic {
     let b = &ctx.broker;
+    let may_describe = |name: &str| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, name);
     let Some(name) = name else {
-        if id == offsets_topic_uuid() {
-            return describe_internal(ctx);
+        if let Some(internal) = internal_by_id(id).filter(|name| may_describe(name)) {
+            return describe_internal(ctx, internal);
         }
         return match b.topics.get_by_id(id) {
-            Some(t) => describe(ctx, &t),
+            Some(t) if may_describe(&t.name) => describe(ctx, &t),
+            Some(_) => error_topic(None, id, error_code::TOPIC_AUTHORIZATION_FAILED),
             None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
         };
     };
+    if !may_describe(&name) {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+        );
+    }
     if let Some(t) = b.topics.get(&name) {
         return describe(ctx, &t);
     }
-    if name == OFFSETS_TOPIC {
-        return describe_internal(ctx);
+    if name == OFFSETS_TOPIC || name == TXN_STATE_TOPIC {
+        return describe_internal(ctx, &name);
     }
     if let Err(e) = validate_name(&name) {
         return error_topic(Some(name), Uuid::nil(), e.code);
@@ -101,6 +128,15 @@ async fn resolve(
             Some(name),
             Uuid::nil(),
             error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        );
+    }
+    if !ctx.allowed_cluster(acl::op::CREATE)
+        && !ctx.allowed(acl::op::CREATE, acl::resource::TOPIC, &name)
+    {
+        return error_topic(
+            Some(name),
+            Uuid::nil(),
+            error_code::TOPIC_AUTHORIZATION_FAILED,
         );
     }
     let n = name.clone();
@@ -141,21 +177,28 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>) -> MetadataResponseTopic {
     describe_topic(ctx, topic.name.to_string(), topic.id, partitions, false)
 }
 
-/// The group coordinator's internal topic. Its partition count is the one the groups service
-/// writes to (`__consumer_offsets-0` only).
-fn describe_internal(ctx: &Ctx) -> MetadataResponseTopic {
-    describe_topic(
-        ctx,
-        OFFSETS_TOPIC.to_string(),
-        offsets_topic_uuid(),
-        0..OFFSETS_TOPIC_PARTITIONS,
-        true,
-    )
+/// A coordinator's internal topic (`name` is one of the two). Its partition count is the one
+/// its service writes to (partition 0 only; the transaction service creates
+/// `__transaction_state-0` at start, so it always exists).
+fn describe_internal(ctx: &Ctx, name: &str) -> MetadataResponseTopic {
+    let (id, partitions) = match name {
+        TXN_STATE_TOPIC => (TXN_STATE_TOPIC_ID, 0..1),
+        _ => (OFFSETS_TOPIC_ID, 0..OFFSETS_TOPIC_PARTITIONS),
+    };
+    debug_assert!(name == OFFSETS_TOPIC || name == TXN_STATE_TOPIC);
+    let uuid = Uuid::from_bytes(id.0);
+    describe_topic(ctx, name.to_string(), uuid, partitions, true)
 }
 
-/// The internal topic's id as clients see it: the log's fixed topic id bytes.
-fn offsets_topic_uuid() -> Uuid {
-    Uuid::from_bytes(OFFSETS_TOPIC_ID.0)
+/// The internal topic whose id (as clients see it: the log's fixed topic id bytes) is `id`.
+fn internal_by_id(id: Uuid) -> Option<&'static str> {
+    [
+        (OFFSETS_TOPIC, OFFSETS_TOPIC_ID),
+        (TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID),
+    ]
+    .into_iter()
+    .find(|(_, t)| Uuid::from_bytes(t.0) == id)
+    .map(|(name, _)| name)
 }
 
 fn describe_topic(

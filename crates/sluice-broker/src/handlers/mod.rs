@@ -8,20 +8,26 @@
 //! [`fetch::FetchCall`] the writer runs itself. Both kinds of call are reused per
 //! connection ([`Calls`]).
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_user_scram_credentials;
+mod end_txn;
 pub(crate) mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -99,6 +105,9 @@ pub(crate) struct Ctx {
     pub peer: SocketAddr,
     /// Index of the listener the client connected through (in `Broker::listeners`).
     pub listener: usize,
+    /// The connection's principal (`User:<name>`, `User:ANONYMOUS` before or without
+    /// authentication), what the authorizer (`crate::acl`) checks; `peer` is its host.
+    pub principal: Arc<str>,
 }
 
 impl Ctx {
@@ -109,6 +118,31 @@ impl Ctx {
             Some(l) => (l.advertised_host.clone(), l.advertised_port),
             None => (b.advertised_host.clone(), b.advertised_port),
         }
+    }
+
+    /// The one authorization check handlers call: may this request's principal, from its
+    /// host, do `operation` (`acl::op`) on the resource (`acl::resource`) named `name`?
+    /// Allocates nothing (it runs once per topic on the produce and fetch paths).
+    pub fn allowed(&self, operation: i8, resource_type: i8, name: &str) -> bool {
+        self.who()
+            .allowed(&self.broker, operation, resource_type, name)
+    }
+
+    /// Who sent the request, to check from blocking work ([`Who::allowed`]).
+    pub fn who(&self) -> Who {
+        Who {
+            principal: self.principal.clone(),
+            host: self.peer.ip(),
+        }
+    }
+
+    /// [`Ctx::allowed`] for the cluster resource.
+    pub fn allowed_cluster(&self, operation: i8) -> bool {
+        self.allowed(
+            operation,
+            crate::acl::resource::CLUSTER,
+            crate::acl::CLUSTER_NAME,
+        )
     }
 
     /// Decodes the request body; a malformed body is logged and closes the connection.
@@ -151,6 +185,21 @@ impl Ctx {
     }
 }
 
+/// A request's principal and host, movable into blocking work.
+#[derive(Debug, Clone)]
+pub(crate) struct Who {
+    pub principal: Arc<str>,
+    pub host: std::net::IpAddr,
+}
+
+impl Who {
+    /// See [`Ctx::allowed`].
+    pub fn allowed(&self, b: &Broker, operation: i8, resource_type: i8, name: &str) -> bool {
+        b.authorizer
+            .authorize(&self.principal, self.host, operation, resource_type, name)
+    }
+}
+
 /// Encodes a response at the request's version; a failure closes the connection.
 pub(crate) fn encode<R: Encodable>(
     api_key: ApiKey,
@@ -183,6 +232,7 @@ pub(crate) async fn start(
     req: Request,
     peer: SocketAddr,
     listener: usize,
+    principal: Arc<str>,
     calls: &Calls,
 ) -> Started {
     let ctx = Ctx {
@@ -193,6 +243,7 @@ pub(crate) async fn start(
         client_id: req.header.client_id,
         peer,
         listener,
+        principal,
     };
     let body = req.body;
     match req.api_key {
@@ -224,10 +275,16 @@ pub(crate) async fn start(
         ApiKey::ConsumerGroupHeartbeat => task(consumer_group_heartbeat::handle(ctx, body)),
         ApiKey::ConsumerGroupDescribe => task(consumer_group_describe::handle(ctx, body)),
         ApiKey::InitProducerId => task(init_producer_id::handle(ctx, body)),
+        ApiKey::AddPartitionsToTxn => task(add_partitions_to_txn::handle(ctx, body)),
+        ApiKey::AddOffsetsToTxn => task(add_offsets_to_txn::handle(ctx, body)),
+        ApiKey::EndTxn => task(end_txn::handle(ctx, body)),
         ApiKey::DescribeUserScramCredentials => {
             task(describe_user_scram_credentials::handle(ctx, body))
         }
         ApiKey::AlterUserScramCredentials => task(alter_user_scram_credentials::handle(ctx, body)),
+        ApiKey::CreateAcls => task(create_acls::handle(ctx, body)),
+        ApiKey::DescribeAcls => task(describe_acls::handle(ctx, body)),
+        ApiKey::DeleteAcls => task(delete_acls::handle(ctx, body)),
         // Both change the connection's authentication state, so the connection's SASL gate
         // (`crate::sasl`) answers them in arrival order; they never get here.
         ApiKey::SaslHandshake => task(async { Reply::Close }),

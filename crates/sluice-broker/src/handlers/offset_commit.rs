@@ -14,7 +14,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use sluice_coordinator::{CommitAuth, StoreRecord, TopicPartition};
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: OffsetCommitRequest = match ctx.decode(body) {
@@ -28,6 +28,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
     };
     let groups = &ctx.broker.groups;
+    // Kafka: READ on the group (every partition gets GROUP_AUTHORIZATION_FAILED), then READ
+    // on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+    let group_read = ctx.allowed(acl::op::READ, acl::resource::GROUP, &auth.group_id);
     let allowed = groups.check(|c, now| c.validate_offset_commit(now, &auth));
     // Per partition: the response slot (topic index, partition index) and its outcome.
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
@@ -35,6 +38,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut written: Vec<(usize, usize)> = Vec::new();
     let now = crate::groups::now_ms();
     for (ti, t) in req.topics.iter().enumerate() {
+        let topic_read = ctx.allowed(acl::op::READ, acl::resource::TOPIC, &t.name.0);
         let topic = ctx.broker.topics.get(&t.name.0);
         let mut topic_codes = Vec::with_capacity(t.partitions.len());
         for (pi, p) in t.partitions.iter().enumerate() {
@@ -42,6 +46,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .as_ref()
                 .is_some_and(|tp| tp.partition(p.partition_index).is_some());
             let code = match (&allowed, exists) {
+                _ if !group_read => error_code::GROUP_AUTHORIZATION_FAILED,
+                _ if !topic_read => error_code::TOPIC_AUTHORIZATION_FAILED,
                 (Err(e), _) => error_code::from_group(*e),
                 (Ok(()), false) => error_code::UNKNOWN_TOPIC_OR_PARTITION,
                 (Ok(()), true) => {

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use sluice_coordinator::{CommittedOffset, TopicPartition};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 type Fetched = Vec<(TopicPartition, Option<CommittedOffset>)>;
 /// Fetched offsets grouped by topic: (topic, [(partition, committed)]).
@@ -31,6 +31,10 @@ fn fetch(
     if group_id.is_empty() {
         return (error_code::INVALID_GROUP_ID, Vec::new());
     }
+    // Kafka: DESCRIBE on the group, then topics without DESCRIBE are not shown.
+    if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, group_id) {
+        return (error_code::GROUP_AUTHORIZATION_FAILED, Vec::new());
+    }
     if let Some((member_id, epoch)) = member {
         let checked = ctx
             .broker
@@ -40,10 +44,21 @@ fn fetch(
             return (error_code::from_group(e), Vec::new());
         }
     }
-    let fetched = ctx
+    let all_topics = wanted.is_none();
+    let mut fetched = ctx
         .broker
         .groups
         .read(|c| c.fetch_offsets(group_id, wanted.as_deref()));
+    let visible =
+        |tp: &TopicPartition| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &tp.topic);
+    match all_topics {
+        true => fetched.retain(|(tp, _)| visible(tp)),
+        // Named partitions of a hidden topic answer as if nothing was committed.
+        false => fetched
+            .iter_mut()
+            .filter(|(tp, _)| !visible(tp))
+            .for_each(|(_, c)| *c = None),
+    }
     (error_code::NONE, fetched)
 }
 

@@ -36,7 +36,7 @@ use sluice_protocol::codec;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::metrics::{self, TopicStats};
-use crate::{error_code, limits, record_validation, Broker};
+use crate::{acl, error_code, limits, record_validation, Broker};
 
 /// One produce request from decode to response; reused (see the module comment).
 #[derive(Debug, Default)]
@@ -65,7 +65,7 @@ impl ProduceCall {
             .flat_map(|t| t.partition_responses.iter_mut());
         for (slot, pr) in partitions.enumerate() {
             match self.group.take(slot) {
-                Some(outcome) => fill(pr, outcome),
+                Some(outcome) => fill(pr, outcome, self.version),
                 // Failed before it was queued: the error is in place already.
                 None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
             }
@@ -209,6 +209,14 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
             true => ctx.broker.topics.get_by_id(t.topic_id),
             false => ctx.broker.topics.get(&t.name),
         };
+        // Kafka checks WRITE before existence, so an unauthorized client learns nothing.
+        let name = match (&topic, by_id) {
+            (Some(tp), true) => &*tp.name,
+            _ => t.name.as_str(),
+        };
+        // An unknown topic id has no name to check: it is answered UNKNOWN_TOPIC_ID.
+        let authorized =
+            (by_id && topic.is_none()) || ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, name);
         let parts = &decoded.partitions[t.partitions.clone()];
         for (p, pr) in parts.iter().zip(tr.partition_responses.iter_mut()) {
             let refused = match (
@@ -216,6 +224,7 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
                 (false, _) => Some((error_code::INVALID_REQUIRED_ACKS, None)),
+                (true, _) if !authorized => Some((error_code::TOPIC_AUTHORIZATION_FAILED, None)),
                 // Kafka: "Cannot append to internal topic" (not retriable).
                 (true, None) if !by_id && crate::topics::is_internal(&t.name) => Some((
                     error_code::INVALID_TOPIC_EXCEPTION,
@@ -263,7 +272,7 @@ fn pending_partition(index: i32) -> PartitionProduceResponse {
     pr
 }
 
-fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>) {
+fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>, version: i16) {
     match outcome {
         Ok(info) => {
             pr.base_offset = info.base_offset.0;
@@ -271,7 +280,7 @@ fn fill(pr: &mut PartitionProduceResponse, outcome: Result<AppendInfo, LogError>
             pr.log_start_offset = info.log_start_offset.0;
         }
         Err(e) => {
-            pr.error_code = error_code::from_log(&e);
+            pr.error_code = error_code::from_produce_log(&e, version);
             pr.error_message = Some(str_bytes(e.to_string()));
         }
     }

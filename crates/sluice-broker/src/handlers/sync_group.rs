@@ -9,13 +9,19 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use sluice_coordinator::{GroupReply, SyncGroupRequest as Sync};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: SyncGroupRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // Kafka: READ on the group.
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        let mut resp = SyncGroupResponse::default();
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let sync = Sync {
         group_id: req.group_id.0.to_string(),
         generation_id: req.generation_id,

@@ -23,6 +23,12 @@
 //       resolves the RE2 regex (KIP-848). Rebalance events name "topic-partition"s; records
 //       are [topic, partition, offset, value]; commitSync after every poll. Stops as
 //       consume-group does.
+//   txn-produce    --bootstrap B --topic T --transactional-id X --rounds commit,abort,...
+//                  [--count N] [--partitions P] [--conf k=v]...
+//       A transactional KafkaProducer: initTransactions, then per round beginTransaction, N
+//       records "r<round>-<i>" spread over P partitions, flush, and commitTransaction or
+//       abortTransaction as the round says. Reports the rounds done and the producer's
+//       transactional state errors, if any.
 //   admin-describe --bootstrap B --group G [--wait-members N --wait-partitions P]
 //                  [--timeout-ms T]
 //       Admin.describeConsumerGroups (waiting, when asked, until N members hold P distinct
@@ -84,6 +90,7 @@ public final class SluiceClient {
             boolean ok;
             switch (cmd) {
                 case "produce": ok = produce(o, out); break;
+                case "txn-produce": ok = txnProduce(o, out); break;
                 case "consume-group": ok = consumeGroup(o, out); break;
                 case "consume-regex": ok = consumeRegex(o, out); break;
                 case "admin-describe": ok = adminDescribe(o, out); break;
@@ -103,6 +110,43 @@ public final class SluiceClient {
         System.out.println(Json.write(out));
         System.out.flush();
         System.exit(rc);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // txn-produce
+    // ---------------------------------------------------------------------------------------
+    static boolean txnProduce(Opts o, Map<String, Object> out) throws Exception {
+        String topic = o.req("topic");
+        int count = o.intOpt("count", 10);
+        int partitions = o.intOpt("partitions", 1);
+        String[] rounds = o.req("rounds").split(",");
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, o.req("bootstrap"));
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, o.req("transactional-id"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+        o.applyConf(p);
+        List<Object> done = new ArrayList<>();
+        try (KafkaProducer<byte[], String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            for (int r = 0; r < rounds.length; r++) {
+                producer.beginTransaction();
+                for (int i = 0; i < count; i++) {
+                    String value = String.format("r%d-%06d", r, i);
+                    producer.send(new ProducerRecord<>(topic, i % partitions, null, value));
+                }
+                producer.flush();
+                switch (rounds[r]) {
+                    case "commit": producer.commitTransaction(); break;
+                    case "abort": producer.abortTransaction(); break;
+                    default: throw new IllegalArgumentException("round must be commit or abort: " + rounds[r]);
+                }
+                done.add(rounds[r]);
+            }
+        }
+        out.put("rounds", done);
+        return done.size() == rounds.length;
     }
 
     // ---------------------------------------------------------------------------------------

@@ -28,6 +28,10 @@ const PREFERRED_REPLICA_FROM: i16 = 11;
 /// First version that names topics by id instead of by name.
 const TOPIC_ID_FROM: i16 = 13;
 
+/// Bytes of one aborted transaction in the response, at most (producer id, first offset,
+/// tagged fields).
+pub(super) const ABORTED_TXN_BYTES_MAX: usize = 8 + 8 + 1;
+
 /// Framing bytes per partition, at most: index, error, three offsets, aborted transactions
 /// (empty), preferred replica, records length, tagged fields.
 const PARTITION_FRAMING_BYTES_MAX: usize = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 5 + 1;
@@ -149,13 +153,25 @@ fn put_partition(
     out.put_i32(p.partition);
     out.put_i16(r.error_code);
     out.put_i64(r.high_watermark);
-    // No transactions yet: the last stable offset is the high watermark.
-    out.put_i64(r.high_watermark);
+    out.put_i64(r.last_stable_offset);
     if version >= LOG_START_FROM {
         out.put_i64(r.log_start_offset);
     }
-    // Aborted transactions: none, an empty (not null) array.
-    put_array_len(out, flexible, 0, "aborted transactions", version)?;
+    // Aborted transactions (read_committed only; an empty, not null, array otherwise).
+    put_array_len(
+        out,
+        flexible,
+        r.aborted.len(),
+        "aborted transactions",
+        version,
+    )?;
+    for aborted in r.aborted.drain(..) {
+        out.put_i64(aborted.producer_id.0);
+        out.put_i64(aborted.first_offset.0);
+        if flexible {
+            put_tagged_fields_none(out);
+        }
+    }
     if version >= PREFERRED_REPLICA_FROM {
         out.put_i32(-1);
     }
@@ -324,12 +340,22 @@ mod tests {
                     unknown_code: 0,
                 });
                 let (records, records_len) = random_records(rng, file);
+                let aborted = (0..rng.next() % 3)
+                    .map(|_| sluice_log::AbortedTxn {
+                        producer_id: sluice_log::ProducerId(rng.i64()),
+                        first_offset: sluice_log::Offset(rng.i64()),
+                        last_offset: sluice_log::Offset(0),
+                        last_stable_offset: sluice_log::Offset(0),
+                    })
+                    .collect();
                 results.push(PartResult {
                     error_code: rng.next() as i16,
                     high_watermark: rng.i64(),
                     log_start_offset: rng.i64(),
                     records_len,
                     records,
+                    last_stable_offset: rng.i64(),
+                    aborted,
                 });
             }
             // As decoded from a request of this version: names below v13, ids from v13.
@@ -404,12 +430,17 @@ mod tests {
                 };
                 let cid = rng.next() as i32;
                 let records_bytes: usize = results.iter().map(|r| r.records_len).sum();
+                // Aborted transactions are charged with the read (`PartResult::memory_len`).
+                let aborted_bytes: usize = results
+                    .iter()
+                    .map(|r| r.aborted.len() * ABORTED_TXN_BYTES_MAX)
+                    .sum();
                 let want = reference(version, cid, top, &topics, &parts, results.clone());
                 encode(&mut frame, version, cid, top, &topics, &parts, &mut results).unwrap();
                 assert_eq!(frame.len(), want.len(), "version {version}");
                 assert!(frame.to_vec() == want, "version {version}: bytes differ");
                 assert!(
-                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics, parts.len())
+                    SIZE_PREFIX_BYTES + framing_bytes_max(&topics, parts.len()) + aborted_bytes
                         >= frame.len() - records_bytes,
                     "version {version}: framing above its bound"
                 );

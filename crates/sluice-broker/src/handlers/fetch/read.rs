@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice_log::{LogError, LogManager, Offset};
+use sluice_log::{IsolationLevel, LogError, LogManager, Offset};
 use tokio::sync::Notify;
 
 use super::{Part, PartResult};
@@ -39,6 +39,8 @@ pub(crate) struct ReadState {
     limit_bytes: u32,
     /// The log, set for the read in progress (a clone of the broker's handle).
     log: Option<LogManager>,
+    /// The request's isolation level: reads end at the high watermark or at the LSO.
+    pub(crate) isolation: IsolationLevel,
 }
 
 /// A fetch's reusable read: its state and the wake-up for its end.
@@ -53,17 +55,18 @@ impl ReadJob {
     /// The vectors are taken out for the read, so the state's lock is never held during
     /// file I/O (a call dropped meanwhile, its client gone, only finds them missing).
     fn run(&self) {
-        let (mut parts, mut results, limit_bytes, log) = {
+        let (mut parts, mut results, limit_bytes, log, isolation) = {
             let mut state = self.state.lock();
             (
                 std::mem::take(&mut state.parts),
                 std::mem::take(&mut state.results),
                 state.limit_bytes,
                 state.log.take(),
+                state.isolation,
             )
         };
         if let Some(log) = log {
-            read_all(&log, &parts, limit_bytes, &mut results);
+            read_all(&log, &parts, limit_bytes, isolation, &mut results);
         }
         {
             let mut state = self.state.lock();
@@ -84,6 +87,7 @@ pub(crate) fn offsets_only(log: &LogManager, state: &mut ReadState) {
         match p.key.as_ref().map(|k| log.offsets(k)) {
             Some(Ok(o)) => {
                 r.high_watermark = o.high_watermark.0;
+                r.last_stable_offset = o.last_stable_offset.0;
                 r.log_start_offset = o.log_start_offset.0;
             }
             _ => unknown(r, p.unknown_code),
@@ -156,6 +160,7 @@ fn reset_results(results: &mut Vec<PartResult>, n: usize) {
 fn unknown(r: &mut PartResult, code: i16) {
     r.error_code = code;
     r.high_watermark = -1;
+    r.last_stable_offset = -1;
     r.log_start_offset = -1;
 }
 
@@ -175,7 +180,13 @@ fn make_resident(records: &[sluice_log::RecordSlice]) {
 }
 
 /// Reads every partition in order within the response byte budget. Blocking.
-fn read_all(log: &LogManager, parts: &[Part], limit_bytes: u32, results: &mut Vec<PartResult>) {
+fn read_all(
+    log: &LogManager,
+    parts: &[Part],
+    limit_bytes: u32,
+    isolation: IsolationLevel,
+    results: &mut Vec<PartResult>,
+) {
     reset_results(results, parts.len());
     let mut remaining = u64::from(limit_bytes);
     let mut any_data = false;
@@ -185,20 +196,28 @@ fn read_all(log: &LogManager, parts: &[Part], limit_bytes: u32, results: &mut Ve
             continue;
         };
         let budget = remaining.min(p.max_bytes.max(0) as u64) as u32;
-        match log.read_ranges_into(
+        match log.read_ranges_isolated_into(
             key,
             Offset(p.fetch_offset),
             budget,
             !any_data,
+            isolation,
             &mut r.records,
         ) {
-            Ok((len, offsets)) => {
+            Ok((len, offsets, end)) => {
                 make_resident(&r.records);
                 remaining = remaining.saturating_sub(len as u64);
                 any_data |= len > 0;
                 r.high_watermark = offsets.high_watermark.0;
+                r.last_stable_offset = offsets.last_stable_offset.0;
                 r.log_start_offset = offsets.log_start_offset.0;
                 r.records_len = len;
+                if len > 0 && isolation == IsolationLevel::ReadCommitted {
+                    // The transactions overlapping what was returned: each overlaps a
+                    // returned batch, so there are at most as many as batches returned.
+                    let from = Offset(p.fetch_offset);
+                    let _ = log.aborted_transactions(key, from, end, &mut r.aborted);
+                }
             }
             Err(LogError::OffsetOutOfRange {
                 log_start_offset,
@@ -207,6 +226,7 @@ fn read_all(log: &LogManager, parts: &[Part], limit_bytes: u32, results: &mut Ve
             }) => {
                 r.error_code = error_code::OFFSET_OUT_OF_RANGE;
                 r.high_watermark = high_watermark.0;
+                r.last_stable_offset = high_watermark.0;
                 r.log_start_offset = log_start_offset.0;
             }
             Err(e) => {
@@ -214,6 +234,7 @@ fn read_all(log: &LogManager, parts: &[Part], limit_bytes: u32, results: &mut Ve
                 r.records.clear();
                 r.error_code = error_code::from_log(&e);
                 r.high_watermark = o.map_or(-1, |o| o.high_watermark.0);
+                r.last_stable_offset = o.map_or(-1, |o| o.last_stable_offset.0);
                 r.log_start_offset = o.map_or(-1, |o| o.log_start_offset.0);
             }
         }

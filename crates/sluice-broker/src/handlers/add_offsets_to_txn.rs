@@ -1,0 +1,37 @@
+//! AddOffsetsToTxn (key 25), v0-4: adds `__consumer_offsets-0` (where every group lives)
+//! to the producer's transaction (docs/transactions.md §6.5, §7.2). PRODUCER_FENCED goes
+//! to v2+ only (KIP-588).
+
+use bytes::Bytes;
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use super::{Ctx, Reply};
+use crate::error_code;
+
+const PRODUCER_FENCED_FROM: i16 = 2;
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: AddOffsetsToTxnRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let id = req.transactional_id.0.to_string();
+    let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+    let broker = &ctx.broker;
+    let mut resp = AddOffsetsToTxnResponse::default();
+    let change = broker
+        .txns
+        .call(|c, now| c.add_offsets(&id, pid, epoch, now));
+    resp.error_code = match change {
+        Ok(Some(change)) => match broker.txns.write(&broker.topics, &change).await {
+            Ok(()) => error_code::NONE,
+            Err(e) => {
+                tracing::warn!(error = %e, "AddOffsetsToTxn not durable");
+                error_code::COORDINATOR_NOT_AVAILABLE
+            }
+        },
+        Ok(None) => error_code::NONE,
+        Err(e) => error_code::from_txn(e, ctx.version >= PRODUCER_FENCED_FROM),
+    };
+    ctx.respond(&resp)
+}

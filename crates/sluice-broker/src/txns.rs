@@ -1,0 +1,411 @@
+//! The transaction coordinator service (docs/transactions.md §2, §5): the pure
+//! [`TransactionCoordinator`] wired to its durable home, the internal partition
+//! `__transaction_state-0`, and to the markers it writes into the transactions' partitions.
+//!
+//! - Calls into the coordinator take a short `parking_lot` lock, never held across an
+//!   `.await`.
+//! - A change (decision record, markers, completion record) is queued by the request's task
+//!   as one [`AppendGroup`], in that order, so one group-commit sync covers it and recovery
+//!   keeps a prefix of it (§5.2). Once the group is answered, the records whose appends
+//!   succeeded are applied in order and the id's pending flag is cleared: memory is the fold
+//!   of durable records. Changes of one id are serialized by that flag (other requests get
+//!   CONCURRENT_TRANSACTIONS), changes of different ids are independent.
+//! - After AddPartitionsToTxn is durable, each added partition is verified in the log
+//!   (`LogManager::verify_txn`) before the client is answered (§6.1).
+//! - On start the partition is replayed; ongoing transactions have their partitions verified
+//!   again and decided ones are completed. A timer aborts timed-out transactions, retries
+//!   unfinished completions and expires idle ids (§8).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use parking_lot::Mutex;
+use sluice_coordinator::{
+    TopicPartition, TransactionCoordinator, TxnChange, TxnConfig, TxnRecord, TxnResult,
+};
+use sluice_log::{
+    AppendGroup, ControlType, LogConfig, LogError, LogManager, Offset, PartitionKey, ProducerEpoch,
+    ProducerId, TopicId,
+};
+
+use crate::groups::{now_ms, offsets_partition, OFFSETS_TOPIC};
+use crate::limits;
+use crate::topics::TopicRegistry;
+
+/// The internal topic that holds the transaction state.
+pub const TXN_STATE_TOPIC: &str = "__transaction_state";
+/// Its fixed topic id, so recovery and the topic registry recognize its directory.
+pub const TXN_STATE_TOPIC_ID: TopicId = TopicId(*b"sluice.txnstate1");
+
+/// The log key of the transaction state partition (one partition: §2).
+pub fn txn_state_partition() -> PartitionKey {
+    PartitionKey {
+        topic_id: TXN_STATE_TOPIC_ID,
+        topic: Arc::from(TXN_STATE_TOPIC),
+        partition: 0,
+    }
+}
+
+fn txn_state_log_config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        retention_ms: -1,
+        retention_bytes: -1,
+        ..LogConfig::default()
+    }
+}
+
+/// The coordinator and the log it writes to.
+#[derive(Debug)]
+pub struct TxnService {
+    coordinator: Mutex<TransactionCoordinator>,
+    log: LogManager,
+    key: PartitionKey,
+}
+
+impl TxnService {
+    /// Opens (creating if needed) the transaction state partition, with segments of
+    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it.
+    /// Blocking: runs before the listener accepts.
+    pub fn open(
+        log: &LogManager,
+        config: TxnConfig,
+        segment_bytes: u64,
+    ) -> Result<TxnService, LogError> {
+        let key = txn_state_partition();
+        match log.create_partition(key.clone(), txn_state_log_config(segment_bytes)) {
+            Ok(()) | Err(LogError::PartitionExists) => {}
+            Err(e) => return Err(e),
+        }
+        log.set_config(&key, txn_state_log_config(segment_bytes))?;
+        let mut coordinator = TransactionCoordinator::new(config);
+        let loaded = load(log, &key, &mut coordinator)?;
+        tracing::info!(
+            records = loaded,
+            "transaction coordinator loaded {TXN_STATE_TOPIC}"
+        );
+        Ok(TxnService {
+            coordinator: Mutex::new(coordinator),
+            log: log.clone(),
+            key,
+        })
+    }
+
+    /// Runs `f` on the coordinator with the current time.
+    pub fn call<T>(&self, f: impl FnOnce(&mut TransactionCoordinator, i64) -> T) -> T {
+        f(&mut self.coordinator.lock(), now_ms())
+    }
+
+    /// Starts the load completion and the timer on the current runtime.
+    pub fn start(self: &Arc<Self>, broker: Arc<crate::Broker>) {
+        tokio::spawn(Arc::clone(self).run_timer(broker));
+    }
+
+    /// Writes `change` as one append group and applies what became durable. `Err` when
+    /// any append of it failed (the id stays as its durable records say).
+    pub async fn write(&self, topics: &TopicRegistry, change: &TxnChange) -> Result<(), LogError> {
+        self.write_then_verify(topics, change, &[]).await
+    }
+
+    /// [`Self::write`], then, once the change is durable and while the id is still
+    /// pending (so no EndTxn can slip in between), verifies `partitions` in the log for
+    /// the change's producer id and epoch (AddPartitionsToTxn, §6.1).
+    pub async fn write_then_verify(
+        &self,
+        topics: &TopicRegistry,
+        change: &TxnChange,
+        partitions: &[TopicPartition],
+    ) -> Result<(), LogError> {
+        let result = self.append_change(topics, change).await;
+        let durable = match &result {
+            Ok(durable) => durable.len() == change.records().count(),
+            Err(_) => false,
+        };
+        if let Ok(records) = &result {
+            let mut coordinator = self.coordinator.lock();
+            for record in records {
+                coordinator.apply(record);
+            }
+        }
+        let verified = match (durable, change.complete.value.as_ref()) {
+            (true, Some(v)) if !partitions.is_empty() => {
+                self.verify(topics, partitions, v.producer_id, v.producer_epoch)
+                    .await
+            }
+            _ => Ok(()),
+        };
+        self.coordinator.lock().finish(change.transactional_id());
+        result?;
+        verified?;
+        match durable {
+            true => Ok(()),
+            false => Err(LogError::Poisoned),
+        }
+    }
+
+    /// Appends the change; returns its records whose appends are durable (a prefix).
+    async fn append_change(
+        &self,
+        topics: &TopicRegistry,
+        change: &TxnChange,
+    ) -> Result<Vec<TxnRecord>, LogError> {
+        let markers: Vec<PartitionKey> = change
+            .markers
+            .iter()
+            .flat_map(|m| m.partitions.iter())
+            .filter_map(|tp| marker_key(topics, tp))
+            .collect();
+        let slots = usize::from(change.prepare.is_some()) + markers.len() + 1;
+        let mut group = AppendGroup::new();
+        group.reset(slots);
+        let mut slot = 0;
+        let mut queued_error = None;
+        if let Some(prepare) = &change.prepare {
+            if let Err(e) = self
+                .log
+                .append_in_group(&self.key, encode(prepare), &group, slot)
+                .await
+            {
+                queued_error = Some(e);
+            }
+            slot += 1;
+        }
+        if let (Some(m), None) = (&change.markers, &queued_error) {
+            let control = match m.result {
+                TxnResult::Commit => ControlType::Commit,
+                TxnResult::Abort => ControlType::Abort,
+            };
+            for key in &markers {
+                let (id, epoch) = (ProducerId(m.producer_id), ProducerEpoch(m.producer_epoch));
+                if let Err(e) = self
+                    .log
+                    .append_marker_in_group(key, id, epoch, control, &group, slot)
+                    .await
+                {
+                    queued_error.get_or_insert(e);
+                }
+                slot += 1;
+            }
+        }
+        if queued_error.is_none() {
+            if let Err(e) = self
+                .log
+                .append_in_group(&self.key, encode(&change.complete), &group, slot)
+                .await
+            {
+                queued_error = Some(e);
+            }
+        }
+        group.wait().await;
+        let mut durable = Vec::new();
+        let mut slot = 0;
+        let ok = |group: &AppendGroup, slot: usize| matches!(group.take(slot), Some(Ok(_)));
+        if let Some(prepare) = &change.prepare {
+            if !ok(&group, slot) {
+                return queued_error.map_or(Ok(durable), Err);
+            }
+            durable.push(prepare.clone());
+            slot += 1;
+        }
+        let mut markers_ok = true;
+        for _ in &markers {
+            markers_ok &= ok(&group, slot);
+            slot += 1;
+        }
+        if markers_ok && ok(&group, slot) {
+            durable.push(change.complete.clone());
+        }
+        match queued_error {
+            Some(e) if durable.is_empty() => Err(e),
+            _ => Ok(durable),
+        }
+    }
+
+    /// Marks `partitions` as part of the producer's transaction in the log (§6.1).
+    pub async fn verify(
+        &self,
+        topics: &TopicRegistry,
+        partitions: &[TopicPartition],
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), LogError> {
+        for tp in partitions {
+            let Some(key) = marker_key(topics, tp) else {
+                continue;
+            };
+            let (id, epoch) = (ProducerId(producer_id), ProducerEpoch(producer_epoch));
+            self.log.verify_txn(&key, id, epoch).await?.wait().await?;
+        }
+        Ok(())
+    }
+
+    async fn run_timer(self: Arc<Self>, broker: Arc<crate::Broker>) {
+        let mut shutdown = broker.shutdown.clone();
+        let topics = &broker.topics;
+        // The load's unfinished business first: verify ongoing transactions again and
+        // complete decided ones.
+        let ongoing: Vec<(Vec<TopicPartition>, i64, i16)> = self.call(|c, _| {
+            c.ongoing()
+                .map(|(_, m)| {
+                    (
+                        m.partitions.iter().cloned().collect(),
+                        m.producer_id,
+                        m.producer_epoch,
+                    )
+                })
+                .collect()
+        });
+        for (partitions, id, epoch) in ongoing {
+            if let Err(e) = self.verify(topics, &partitions, id, epoch).await {
+                tracing::error!(error = %e, "re-verifying an ongoing transaction failed");
+            }
+        }
+        // Decided before the restart: only the markers that did not become durable.
+        let mut decided = self.call(|c, now| c.pending_completions(now));
+        for change in &mut decided {
+            self.drop_written_markers(topics, change);
+        }
+        for change in decided {
+            if let Err(e) = self.write(topics, &change).await {
+                tracing::error!(error = %e, transactional_id = change.transactional_id(), "transaction completion not durable; retried later");
+            }
+        }
+        let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
+        let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
+        let mut last_expiry_ms = now_ms();
+        loop {
+            let changes = self.call(|c, now| {
+                let mut changes = c.pending_completions(now);
+                changes.extend(c.abort_timed_out(now));
+                // Expiry has its own, longer interval (Kafka's two cleanup settings).
+                if now.saturating_sub(last_expiry_ms) >= expire_interval_ms as i64 {
+                    last_expiry_ms = now;
+                    changes.extend(c.expire_idle(now));
+                }
+                changes
+            });
+            for change in changes {
+                if let Err(e) = self.write(topics, &change).await {
+                    tracing::error!(error = %e, transactional_id = change.transactional_id(), "transaction completion not durable; retried later");
+                }
+            }
+            tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|s| *s) => break,
+                _ = tokio::time::sleep(Duration::from_millis(abort_interval_ms)) => {}
+            }
+        }
+    }
+}
+
+impl TxnService {
+    /// Keeps, of a decided transaction's markers, only those of partitions whose log still
+    /// shows the transaction open: after a crash between the decision and the completion, a
+    /// prefix of the markers may be durable already, and none is written twice
+    /// (docs/transactions.md §5.2). Only on load: verification is not persisted, so a
+    /// partition without the marker has nothing a zombie could write through; a retry in a
+    /// running broker (§5.3) writes every marker, which also ends verifications of partitions
+    /// that got no data. Partitions deleted meanwhile are dropped later by [`marker_key`].
+    fn drop_written_markers(&self, topics: &TopicRegistry, change: &mut TxnChange) {
+        let Some(markers) = change.markers.as_mut() else {
+            return;
+        };
+        let id = ProducerId(markers.producer_id);
+        markers
+            .partitions
+            .retain(|tp| match marker_key(topics, tp) {
+                Some(key) => !matches!(self.log.txn_open(&key, id), Ok(false)),
+                None => true,
+            });
+    }
+}
+
+/// The log key of a transaction's partition; `None` when it no longer exists (markers to
+/// deleted partitions are skipped, as Kafka does).
+fn marker_key(topics: &TopicRegistry, tp: &TopicPartition) -> Option<PartitionKey> {
+    if tp.topic == OFFSETS_TOPIC {
+        return (tp.partition == 0).then(offsets_partition);
+    }
+    topics.get(&tp.topic)?.partition(tp.partition).cloned()
+}
+
+/// One record in a v2 batch of its own.
+fn encode(record: &TxnRecord) -> Bytes {
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    let batch = [Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: now_ms(),
+        key: Some(Bytes::from(record.encode_key())),
+        value: record.encode_value().map(Bytes::from),
+        headers: IndexMap::new(),
+    }];
+    let mut out = BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, &batch, &options).expect("a small record encodes");
+    out.freeze()
+}
+
+/// Replays the transaction state partition. Returns the records applied.
+fn load(
+    log: &LogManager,
+    key: &PartitionKey,
+    coordinator: &mut TransactionCoordinator,
+) -> Result<u64, LogError> {
+    let offsets = log.offsets(key)?;
+    let mut next = offsets.log_start_offset;
+    let mut applied = 0u64;
+    while next < offsets.high_watermark {
+        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
+        if read.records.is_empty() {
+            break;
+        }
+        let mut buf = read.records.clone();
+        let Ok(sets) = RecordBatchDecoder::decode_all(&mut buf) else {
+            tracing::error!(
+                offset = next.0,
+                "undecodable batch in {TXN_STATE_TOPIC}; stopping load here"
+            );
+            break;
+        };
+        let before = next;
+        for set in sets {
+            for record in set.records {
+                if record.offset < next.0 {
+                    continue;
+                }
+                next = Offset(record.offset + 1);
+                let Some(k) = record.key.as_deref() else {
+                    continue;
+                };
+                match TxnRecord::decode(k, record.value.as_deref()) {
+                    Ok(r) => {
+                        coordinator.apply(&r);
+                        applied += 1;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {TXN_STATE_TOPIC}")
+                    }
+                }
+            }
+        }
+        if next == before {
+            break;
+        }
+    }
+    Ok(applied)
+}
