@@ -389,12 +389,8 @@ impl ExtentFile {
                 debug_assert_eq!(start, covered, "extents tile the segment");
                 let len = (end - start) as u32;
                 let position = e.file_position + (start - e.start);
-                match e
-                    .file
-                    .as_ref()
-                    .and_then(|f| record_slices::FileRange::new(f, position, len))
-                {
-                    Some(range) => out.push(record_slices::RecordSlice::File(range)),
+                match e.file.as_ref().and_then(|f| sendable(f, position, len)) {
+                    Some(slice) => out.push(slice),
                     None => {
                         to_read.push((out.len(), start, len));
                         out.push(record_slices::RecordSlice::Bytes(bytes::Bytes::new()));
@@ -523,6 +519,16 @@ impl FsFile for ExtentFile {
     }
 }
 
+/// File bytes as something the network layer sends without a copy: the journal's
+/// in-memory tail while it still holds them (just written with direct I/O), else a range
+/// of the file; `None` for a file without a descriptor.
+fn sendable(file: &Arc<JournalFile>, position: u64, len: u32) -> Option<record_slices::RecordSlice> {
+    if let Some(bytes) = file.tail_slice(position, len) {
+        return Some(record_slices::RecordSlice::Bytes(bytes));
+    }
+    record_slices::FileRange::new(file, position, len).map(record_slices::RecordSlice::File)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,7 +539,7 @@ mod tests {
             .open(&dir.join(format!("{seq}.wal")), OpenMode::CreateTruncate)
             .expect("open");
         fs::write_all_at(file.as_ref(), bytes, 0).expect("write");
-        Arc::new(JournalFile { seq, file })
+        JournalFile::new(seq, file)
     }
 
     #[test]

@@ -29,10 +29,12 @@
 //! commit, which roughly doubles synchronous write throughput on ext4.
 //!
 //! Direct I/O (`sluice.journal.direct.io`, [`crate::LogManagerConfig::journal_direct_io`]): the
-//! writer copies each round into one page-aligned buffer (`round_buffer`) and writes it
+//! writer copies each round into page-aligned memory (`journal_tail`) and writes it
 //! through a second, `O_DIRECT` descriptor of the current file; the sync, the end marker,
 //! the header and every read use the buffered descriptor as before. The page cache then
-//! holds no copy of the journal, so recycled files need no eviction.
+//! holds no copy of the journal, so recycled files need no eviction, and the aligned
+//! memory of the newest rounds stays published as the journal's in-memory tail, from which
+//! fetches of just-written records are served.
 //!
 //! Guarantees: [`JournalWriter`] only appends; a new file is set up (directory fsynced)
 //! before anything in it is acknowledged. [`read_entries`] stops at the end marker, or at the
@@ -52,7 +54,7 @@ use parking_lot::Mutex;
 use crate::batch::{self, HEADER_LEN};
 use crate::config::JOURNAL_FILES_RECYCLED_MAX;
 use crate::fs::{self, DirectFile, Fs, FsFile, OpenMode};
-use crate::round_buffer::RoundBuffer;
+use crate::journal_tail::{JournalTail, TailWriter};
 use crate::types::TopicId;
 
 pub(crate) const FILE_MAGIC: &[u8; 8] = b"SLUICEJ2";
@@ -417,6 +419,25 @@ impl FreePool {
 pub(crate) struct JournalFile {
     pub(crate) seq: u64,
     pub(crate) file: Box<dyn FsFile>,
+    /// The in-memory tail that may hold this file's newest bytes (files written with
+    /// direct I/O by this process; see `journal_tail`).
+    pub(crate) tail: Option<Arc<JournalTail>>,
+}
+
+impl JournalFile {
+    /// A file with no in-memory tail (read from disk and the page cache only).
+    pub(crate) fn new(seq: u64, file: Box<dyn FsFile>) -> Arc<Self> {
+        Arc::new(Self {
+            seq,
+            file,
+            tail: None,
+        })
+    }
+
+    /// The bytes `[position, position + len)` from the in-memory tail, if it holds them.
+    pub(crate) fn tail_slice(&self, position: u64, len: u32) -> Option<bytes::Bytes> {
+        self.tail.as_ref()?.slice(self.seq, position, len)
+    }
 }
 
 /// Every journal file the log may read, by sequence number.
@@ -511,7 +532,8 @@ pub(crate) struct JournalWriter {
 #[derive(Debug)]
 struct DirectWriter {
     file: Box<dyn DirectFile>,
-    buffer: RoundBuffer,
+    tail: Arc<JournalTail>,
+    writer: TailWriter,
 }
 
 impl JournalWriter {
@@ -527,16 +549,16 @@ impl JournalWriter {
         file_bytes_max: u64,
         direct_io: bool,
     ) -> io::Result<Self> {
-        let current = open_file(fs.as_ref(), dir, &pool, seq, !direct_io)?;
+        let tail = direct_io.then(JournalTail::new);
+        let current = open_file(fs.as_ref(), dir, &pool, seq, tail.as_ref())?;
         files.insert(Arc::clone(&current));
-        let direct = if direct_io {
-            let file = fs.open_direct(&dir.join(file_name(seq)))?;
-            Some(DirectWriter {
-                file,
-                buffer: RoundBuffer::default(),
-            })
-        } else {
-            None
+        let direct = match tail {
+            Some(tail) => Some(DirectWriter {
+                file: fs.open_direct(&dir.join(file_name(seq)))?,
+                writer: TailWriter::new(Arc::clone(&tail)),
+                tail,
+            }),
+            None => None,
         };
         Ok(Self {
             fs,
@@ -604,9 +626,14 @@ impl JournalWriter {
                 } else {
                     &[]
                 };
-                direct
-                    .buffer
-                    .write(direct.file.as_ref(), prefix, round, round_len, self.len)?;
+                direct.writer.write(
+                    direct.file.as_ref(),
+                    self.current.seq,
+                    prefix,
+                    round,
+                    round_len,
+                    self.len,
+                )?;
             }
             None => fs::write_all_vectored_at(self.current.file.as_ref(), round, self.len)?,
         }
@@ -629,8 +656,8 @@ impl JournalWriter {
         fs::write_all_at(self.current.file.as_ref(), &marker, self.len)?;
         self.current.file.sync_data()?;
         let next = self.current.seq + 1;
-        let drop_cache = self.direct.is_none();
-        self.current = open_file(self.fs.as_ref(), &self.dir, &self.pool, next, drop_cache)?;
+        let tail = self.direct.as_ref().map(|d| &d.tail);
+        self.current = open_file(self.fs.as_ref(), &self.dir, &self.pool, next, tail)?;
         self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
         self.reopen_direct()?;
@@ -650,6 +677,9 @@ impl JournalWriter {
         );
         debug_assert!(round_start.offset <= self.len);
         self.len = round_start.offset;
+        if let Some(direct) = &mut self.direct {
+            direct.writer.discard_from(round_start.seq, round_start.offset);
+        }
         self.current.file.set_len(self.len)?;
         self.current.file.sync_data()
     }
@@ -688,7 +718,11 @@ impl JournalWriter {
         file.set_len(FILE_HEADER_LEN).map_err(after_rename)?;
         file.sync_data().map_err(after_rename)?;
         self.fs.sync_dir(&self.dir).map_err(after_rename)?;
-        self.current = Arc::new(JournalFile { seq: next, file });
+        self.current = Arc::new(JournalFile {
+            seq: next,
+            file,
+            tail: self.direct.as_ref().map(|d| Arc::clone(&d.tail)),
+        });
         self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
         self.reopen_direct().map_err(after_rename)?;
@@ -710,21 +744,26 @@ fn open_file(
     dir: &Path,
     pool: &FreePool,
     seq: u64,
-    drop_cache: bool,
+    tail: Option<&Arc<JournalTail>>,
 ) -> io::Result<Arc<JournalFile>> {
-    let file = match pool.take(fs, dir, seq, drop_cache)? {
+    // A journal written with direct I/O leaves nothing in the page cache to evict.
+    let file = match pool.take(fs, dir, seq, tail.is_none())? {
         Some(recycled) => recycled,
         None => fs.open(&dir.join(file_name(seq)), OpenMode::CreateTruncate)?,
     };
     fs::write_all_at(file.as_ref(), &encode_header(seq), 0)?;
     fs.sync_dir(dir)?;
-    Ok(Arc::new(JournalFile { seq, file }))
+    Ok(Arc::new(JournalFile {
+        seq,
+        file,
+        tail: tail.cloned(),
+    }))
 }
 
 /// Opens an existing journal file for reading (recovery).
 pub(crate) fn open_existing(fs: &dyn Fs, dir: &Path, seq: u64) -> io::Result<Arc<JournalFile>> {
     let file = fs.open(&dir.join(file_name(seq)), OpenMode::Existing)?;
-    Ok(Arc::new(JournalFile { seq, file }))
+    Ok(JournalFile::new(seq, file))
 }
 
 /// Encodes one entry holding `batch` stamped with `base_offset` into `buf` (tests; the

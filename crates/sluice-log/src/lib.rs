@@ -47,6 +47,7 @@ pub mod fs;
 pub mod histogram;
 mod index;
 mod journal;
+mod journal_tail;
 mod manager;
 mod metadata;
 mod partition;
@@ -55,7 +56,6 @@ mod producer_state;
 mod record_slices;
 mod recovery;
 mod retention;
-mod round_buffer;
 mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).
 #[doc(hidden)]
