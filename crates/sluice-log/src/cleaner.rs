@@ -188,9 +188,7 @@ pub(crate) fn register_cleaned_files(engine: &Engine) -> io::Result<()> {
             continue;
         };
         let file = fs.open(&engine.journal_dir.join(&entry.name), OpenMode::Existing)?;
-        engine
-            .journal_files
-            .insert(JournalFile::new(seq, file));
+        engine.journal_files.insert(JournalFile::new(seq, file));
         engine.cleaner.note_existing_seq(seq);
     }
     Ok(())

@@ -427,13 +427,16 @@ pub(crate) fn stored_len(fs: &dyn Fs, path: &Path) -> io::Result<u64> {
 
 impl FsFile for ExtentFile {
     /// Reads from the extent holding `offset`, at most to its end (a short read; callers
-    /// loop with `read_full_at`). No lock is held during the read.
+    /// loop with `read_full_at`): from the journal's in-memory tail while it holds the
+    /// bytes (a fetch's header walk over just-written batches then costs no system call
+    /// and no disk read), else from the file. No lock is held during a file read.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let Some((journal, position, available)) = self.locate(offset) else {
             return Ok(0);
         };
         let want = buf.len().min(available);
         match journal {
+            Some(journal) if journal.read_tail(&mut buf[..want], position) => Ok(want),
             Some(journal) => journal.file.read_at(&mut buf[..want], position),
             None => {
                 buf[..want].fill(0);
@@ -448,6 +451,7 @@ impl FsFile for ExtentFile {
         };
         let want = buf.len().min(available);
         match journal {
+            Some(journal) if journal.read_tail_uninit(&mut buf[..want], position) => Ok(want),
             Some(journal) => journal.file.read_at_uninit(&mut buf[..want], position),
             None => {
                 fs::zero_filled(&mut buf[..want]);
@@ -522,7 +526,11 @@ impl FsFile for ExtentFile {
 /// File bytes as something the network layer sends without a copy: the journal's
 /// in-memory tail while it still holds them (just written with direct I/O), else a range
 /// of the file; `None` for a file without a descriptor.
-fn sendable(file: &Arc<JournalFile>, position: u64, len: u32) -> Option<record_slices::RecordSlice> {
+fn sendable(
+    file: &Arc<JournalFile>,
+    position: u64,
+    len: u32,
+) -> Option<record_slices::RecordSlice> {
     if let Some(bytes) = file.tail_slice(position, len) {
         return Some(record_slices::RecordSlice::Bytes(bytes));
     }

@@ -438,6 +438,37 @@ impl JournalFile {
     pub(crate) fn tail_slice(&self, position: u64, len: u32) -> Option<bytes::Bytes> {
         self.tail.as_ref()?.slice(self.seq, position, len)
     }
+
+    /// Fills `buf` with the bytes at `position` from the in-memory tail; false (and `buf`
+    /// untouched) unless it holds all of them.
+    pub(crate) fn read_tail(&self, buf: &mut [u8], position: u64) -> bool {
+        let len = u32::try_from(buf.len()).ok();
+        match len.and_then(|len| self.tail_slice(position, len)) {
+            Some(bytes) => {
+                buf.copy_from_slice(&bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Self::read_tail`] into memory that may be uninitialized.
+    pub(crate) fn read_tail_uninit(
+        &self,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+        position: u64,
+    ) -> bool {
+        let len = u32::try_from(buf.len()).ok();
+        match len.and_then(|len| self.tail_slice(position, len)) {
+            Some(bytes) => {
+                for (to, from) in buf.iter_mut().zip(bytes.iter()) {
+                    to.write(*from);
+                }
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Every journal file the log may read, by sequence number.
@@ -678,7 +709,9 @@ impl JournalWriter {
         debug_assert!(round_start.offset <= self.len);
         self.len = round_start.offset;
         if let Some(direct) = &mut self.direct {
-            direct.writer.discard_from(round_start.seq, round_start.offset);
+            direct
+                .writer
+                .discard_from(round_start.seq, round_start.offset);
         }
         self.current.file.set_len(self.len)?;
         self.current.file.sync_data()

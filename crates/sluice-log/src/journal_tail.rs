@@ -151,9 +151,10 @@ impl JournalTail {
     pub(crate) fn slice(&self, seq: u64, position: u64, len: u32) -> Option<Bytes> {
         let end = position + u64::from(len);
         let chunks = self.chunks.lock();
-        let chunk = chunks.iter().rev().find(|c| {
-            c.seq == seq && c.file_start <= position && end <= c.file_start + c.len
-        })?;
+        let chunk = chunks
+            .iter()
+            .rev()
+            .find(|c| c.seq == seq && c.file_start <= position && end <= c.file_start + c.len)?;
         let at = (position - chunk.file_start) as usize;
         Some(chunk.bytes.slice(at..at + len as usize))
     }
@@ -365,7 +366,10 @@ mod tests {
         // Every published byte is the file's byte; nothing past the end, no other file.
         let got = tail.slice(1, 4000, 5000).expect("in the tail");
         assert_eq!(&got[..], &data[4000..9000]);
-        assert!(tail.slice(1, 12000, 1000).is_none(), "past what was written");
+        assert!(
+            tail.slice(1, 12000, 1000).is_none(),
+            "past what was written"
+        );
         assert!(tail.slice(2, 4096, 10).is_none(), "another file");
     }
 

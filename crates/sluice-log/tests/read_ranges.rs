@@ -145,7 +145,11 @@ async fn ranges_match_read(direct_io: bool) {
     assert_eq!(compared, 3000);
     assert!(multi_slice > 100, "reads across extents: {multi_slice}");
     assert!(files_seen.len() >= 4, "reads from several journal files");
-    assert_eq!(from_memory > 100, direct_io, "slices from the tail: {from_memory}");
+    assert_eq!(
+        from_memory > 100,
+        direct_io,
+        "slices from the tail: {from_memory}"
+    );
 }
 
 #[tokio::test]
