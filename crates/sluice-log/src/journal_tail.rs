@@ -14,7 +14,10 @@
 //! of a file starts on one; the first starts right after the 16-byte file header, so its
 //! bytes are preceded by the header again and the write covers the file from byte 0
 //! (rewriting the header with the same bytes). A chunk holds one stretch of one journal
-//! file: `[file_start, file_start + len)`.
+//! file: `[file_start, file_start + len)`. A round that does not fit in the open chunk's
+//! room goes on in the next chunk (two direct writes, both on pages), so rounds of any size
+//! are published and no chunk is ever larger than [`JOURNAL_TAIL_CHUNK_BYTES`]; a batch
+//! that straddles two chunks is read from the file.
 //!
 //! Guarantees:
 //! - Readers ([`JournalTail::slice`]) get a `Bytes` of a published chunk only for file
@@ -28,9 +31,8 @@
 //!   is left outside the ring (the reference count of its allocation says so).
 //! - Bounded: the ring keeps at most [`JOURNAL_TAIL_BYTES_MAX`]; chunks pinned by responses
 //!   still being written count against [`JOURNAL_TAIL_ALLOCATED_BYTES_MAX`], past which the
-//!   writer stages rounds in one private buffer that readers never see (they then read the
-//!   file). A round larger than a chunk gets memory of its own, released once it leaves
-//!   the ring. No allocation per round in steady state: chunks are reused.
+//!   writer stages rounds in one private chunk that readers never see (they then read the
+//!   file). No allocation per round in steady state: chunks are reused.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -191,10 +193,12 @@ impl TailWriter {
         Self { tail, open: None }
     }
 
-    /// Lays out a round of file `seq` that goes at `offset` and writes it with one direct
-    /// write, then publishes it. `prefix` is what the file holds before `offset` on the
+    /// Lays out a round of file `seq` that goes at `offset` and writes it with direct
+    /// writes, one per chunk it lands in (one, unless it fills the open chunk), publishing
+    /// each part once written. `prefix` is what the file holds before `offset` on the
     /// round's first page (the file header for the first round of a file, else empty:
-    /// `offset` is on a page). The round's length must bring it to a page boundary.
+    /// `offset` is on a page). The round's length must bring it to a page boundary. On an
+    /// error nothing of the round stays published.
     pub(crate) fn write(
         &mut self,
         file: &dyn DirectFile,
@@ -213,24 +217,42 @@ impl TailWriter {
         );
         let total = prefix.len() + usize::try_from(round_len).expect("round fits memory");
         assert_eq!(total % DIRECT_IO_ALIGN, 0, "rounds end on a page");
-        let open = self.open_for(seq, start, total);
-        // SAFETY: `[filled, filled + total)` is past the published length (or private),
-        // and this writer is the only one.
-        #[allow(unsafe_code)]
-        let out = unsafe { open.alloc.window_mut(open.filled, total) };
-        out[..prefix.len()].copy_from_slice(prefix);
-        let mut at = prefix.len();
-        for slice in round {
-            out[at..at + slice.len()].copy_from_slice(slice);
-            at += slice.len();
+        let mut pieces = Pieces::new(prefix, round);
+        let mut at = start;
+        while at < start + total as u64 {
+            let left = (start + total as u64 - at) as usize;
+            let written = self.write_part(file, seq, at, left, &mut pieces);
+            at += written.inspect_err(|_| self.discard_from(seq, start))? as u64;
         }
-        debug_assert_eq!(at, total);
-        fs::write_all_direct_at(file, out, start)?;
-        open.filled += total;
+        debug_assert!(pieces.is_done());
+        Ok(())
+    }
+
+    /// Copies as much of the round's remaining `left` bytes as the open chunk has room for
+    /// (a whole number of pages: chunks and rounds are page multiples), writes them at `at`
+    /// and publishes them. Returns the bytes written.
+    fn write_part(
+        &mut self,
+        file: &dyn DirectFile,
+        seq: u64,
+        at: u64,
+        left: usize,
+        pieces: &mut Pieces<'_, '_>,
+    ) -> io::Result<usize> {
+        let open = self.open_for(seq, at);
+        let n = left.min(open.alloc.cap - open.filled);
+        debug_assert!(n > 0 && n.is_multiple_of(DIRECT_IO_ALIGN));
+        // SAFETY: `[filled, filled + n)` is past the published length (or private), and
+        // this writer is the only one.
+        #[allow(unsafe_code)]
+        let out = unsafe { open.alloc.window_mut(open.filled, n) };
+        pieces.copy_into(out);
+        fs::write_all_direct_at(file, out, at)?;
+        open.filled += n;
         if !open.private {
             self.publish();
         }
-        Ok(())
+        Ok(n)
     }
 
     /// After a refused round was cut from file `seq` at `offset`: no chunk may answer for
@@ -260,54 +282,48 @@ impl TailWriter {
         newest.len = open.filled as u64;
     }
 
-    /// The chunk the round `[start, start + total)` of file `seq` goes to: the open one if
-    /// it continues it and has room, else a new one.
-    fn open_for(&mut self, seq: u64, start: u64, total: usize) -> &mut OpenChunk {
+    /// The chunk for bytes at `at` of file `seq`: the open one if it continues there and
+    /// has room, else a new one.
+    fn open_for(&mut self, seq: u64, at: u64) -> &mut OpenChunk {
         let continues = self.open.as_ref().is_some_and(|o| {
-            o.seq == seq
-                && o.file_start + o.filled as u64 == start
-                && o.alloc.cap - o.filled >= total
+            o.seq == seq && o.file_start + o.filled as u64 == at && o.filled < o.alloc.cap
         });
         if !continues {
-            let next = self.next_chunk(seq, start, total);
+            let next = self.next_chunk(seq, at);
             self.open = Some(next);
         }
         self.open.as_mut().expect("just opened")
     }
 
-    /// A chunk for a round of `total` bytes starting a new stretch at `start` of file
-    /// `seq`: the oldest published chunk reused if nothing outside the ring holds it, else
-    /// new memory, else (over the bound) private staging.
-    fn next_chunk(&mut self, seq: u64, start: u64, total: usize) -> OpenChunk {
+    /// A chunk starting a new stretch at `start` of file `seq`: the oldest published chunk
+    /// reused if nothing outside the ring holds it, else new memory, else (over the bound)
+    /// private staging.
+    fn next_chunk(&mut self, seq: u64, start: u64) -> OpenChunk {
+        let cap = JOURNAL_TAIL_CHUNK_BYTES;
         // The previous open chunk: kept only as private staging to reuse (a published one
-        // lives on in the ring, and must not count as a reader of itself below).
+        // lives on in the ring, and must not count as a holder of itself below).
         let staging = self.open.take().filter(|p| p.private);
-        let huge = total > JOURNAL_TAIL_CHUNK_BYTES;
-        let cap = total.max(JOURNAL_TAIL_CHUNK_BYTES);
         let mut chunks = self.tail.chunks.lock();
         let mut reuse = None;
-        let mut kept: usize = chunks.iter().map(|c| c.alloc.cap).sum();
-        while !chunks.is_empty() && (huge || kept + cap > JOURNAL_TAIL_BYTES_MAX) {
-            let oldest = chunks.pop_front().expect("not empty");
-            kept -= oldest.alloc.cap;
+        let mut kept = chunks.len() * cap;
+        while reuse.is_none() && kept + cap > JOURNAL_TAIL_BYTES_MAX {
+            let Some(oldest) = chunks.pop_front() else {
+                break;
+            };
+            kept -= cap;
             let TailChunk { bytes, alloc, .. } = oldest;
             drop(bytes);
-            if reuse.is_none() && Arc::strong_count(&alloc) == 1 && alloc.cap == cap {
+            if Arc::strong_count(&alloc) == 1 {
                 reuse = Some(alloc);
             }
-            if !huge && reuse.is_some() {
-                break;
-            }
         }
-        let staging = staging.filter(|p| p.alloc.cap >= cap);
-        let private = huge
-            || (reuse.is_none()
-                && self.tail.allocated.load(Ordering::Relaxed) + cap
-                    > JOURNAL_TAIL_ALLOCATED_BYTES_MAX);
-        let alloc = match (private, reuse, staging) {
-            (true, _, Some(staging)) => staging.alloc,
-            (_, Some(alloc), _) => alloc,
-            _ => AlignedAlloc::new(cap, &self.tail.allocated),
+        let over_bound =
+            || self.tail.allocated.load(Ordering::Relaxed) + cap > JOURNAL_TAIL_ALLOCATED_BYTES_MAX;
+        let (alloc, private) = match (reuse, staging) {
+            (Some(alloc), _) => (alloc, false),
+            (None, Some(staging)) if over_bound() => (staging.alloc, true),
+            (None, _) if over_bound() => (AlignedAlloc::new(cap, &self.tail.allocated), true),
+            (None, _) => (AlignedAlloc::new(cap, &self.tail.allocated), false),
         };
         if !private {
             chunks.push_back(TailChunk {
@@ -325,6 +341,45 @@ impl TailWriter {
             filled: 0,
             private,
         }
+    }
+}
+
+/// A cursor over a round's bytes (the prefix, then the slices), copied out in parts.
+struct Pieces<'a, 'b> {
+    prefix: &'a [u8],
+    round: std::slice::Iter<'a, IoSlice<'b>>,
+    current: &'a [u8],
+}
+
+impl<'a, 'b> Pieces<'a, 'b> {
+    fn new(prefix: &'a [u8], round: &'a [IoSlice<'b>]) -> Self {
+        Self {
+            prefix,
+            round: round.iter(),
+            current: &[],
+        }
+    }
+
+    /// Fills `out` with the next `out.len()` bytes; panics if the round has fewer.
+    fn copy_into(&mut self, out: &mut [u8]) {
+        let mut at = 0;
+        while at < out.len() {
+            if self.current.is_empty() {
+                self.current = match std::mem::take(&mut self.prefix) {
+                    p if !p.is_empty() => p,
+                    _ => self.round.next().expect("round shorter than its length"),
+                };
+                continue;
+            }
+            let n = self.current.len().min(out.len() - at);
+            out[at..at + n].copy_from_slice(&self.current[..n]);
+            self.current = &self.current[n..];
+            at += n;
+        }
+    }
+
+    fn is_done(&mut self) -> bool {
+        self.current.is_empty() && self.prefix.is_empty() && self.round.all(|s| s.is_empty())
     }
 }
 
@@ -417,26 +472,95 @@ mod tests {
     }
 
     #[test]
-    fn a_huge_round_is_staged_privately_and_released() {
+    fn a_round_larger_than_the_room_left_goes_on_in_the_next_chunk() {
         let fs = SimFs::new();
         let (file, direct) = direct_file(&fs);
         let tail = JournalTail::new();
         let mut writer = TailWriter::new(Arc::clone(&tail));
-        let huge = vec![2u8; JOURNAL_TAIL_CHUNK_BYTES + 4096];
-        let len = huge.len() as u64;
+        let first = vec![1u8; 8192];
         writer
-            .write(&direct, 1, &[], &[IoSlice::new(&huge)], len, 4096)
+            .write(&direct, 1, &[], &[IoSlice::new(&first)], 8192, 4096)
             .unwrap();
-        assert!(tail.slice(1, 4096, 10).is_none(), "not published");
-        let small = vec![5u8; 4096];
+        // Larger than a whole chunk, in uneven pieces.
+        let big: Vec<u8> = (0..JOURNAL_TAIL_CHUNK_BYTES + 3 * 4096)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let pieces = [
+            IoSlice::new(&big[..1000]),
+            IoSlice::new(&big[1000..JOURNAL_TAIL_CHUNK_BYTES - 77]),
+            IoSlice::new(&big[JOURNAL_TAIL_CHUNK_BYTES - 77..]),
+        ];
+        let at = 4096 + 8192;
         writer
-            .write(&direct, 1, &[], &[IoSlice::new(&small)], 4096, 4096 + len)
+            .write(&direct, 1, &[], &pieces, big.len() as u64, at)
             .unwrap();
-        assert_eq!(tail.allocated_bytes(), JOURNAL_TAIL_CHUNK_BYTES, "released");
         let data = fs::read_whole(file.as_ref()).unwrap();
-        assert!(data[4096..4096 + len as usize].iter().all(|&b| b == 2));
-        let got = tail.slice(1, 4096 + len, 4096).unwrap();
-        assert!(got.iter().all(|&b| b == 5));
+        let at = at as usize;
+        assert_eq!(
+            &data[at..at + big.len()],
+            &big[..],
+            "the file holds the round"
+        );
+        // The first chunk began at 4096: its room ends at 4096 + CHUNK.
+        let boundary = 4096 + JOURNAL_TAIL_CHUNK_BYTES;
+        let before = tail
+            .slice(1, (boundary - 5000) as u64, 5000)
+            .expect("first chunk");
+        assert_eq!(&before[..], &data[boundary - 5000..boundary]);
+        let after = tail.slice(1, boundary as u64, 5000).expect("second chunk");
+        assert_eq!(&after[..], &data[boundary..boundary + 5000]);
+        assert!(
+            tail.slice(1, (boundary - 10) as u64, 20).is_none(),
+            "straddles"
+        );
+        assert_eq!(tail.allocated_bytes(), 2 * JOURNAL_TAIL_CHUNK_BYTES);
+    }
+
+    #[test]
+    fn readers_pinning_every_chunk_never_grow_it_past_its_bound() {
+        let fs = SimFs::new();
+        let (file, direct) = direct_file(&fs);
+        let tail = JournalTail::new();
+        let mut writer = TailWriter::new(Arc::clone(&tail));
+        let round = vec![6u8; JOURNAL_TAIL_CHUNK_BYTES];
+        let mut pins = Vec::new();
+        let mut unpublished = 0;
+        for i in 0..3 * JOURNAL_TAIL_ALLOCATED_BYTES_MAX / JOURNAL_TAIL_CHUNK_BYTES {
+            let at = (4096 + i * round.len()) as u64;
+            let len = round.len() as u64;
+            writer
+                .write(&direct, 1, &[], &[IoSlice::new(&round)], len, at)
+                .unwrap();
+            match tail.slice(1, at, 4096) {
+                Some(pin) => pins.push(pin),
+                None => unpublished += 1,
+            }
+            assert!(
+                tail.allocated_bytes()
+                    <= JOURNAL_TAIL_ALLOCATED_BYTES_MAX + JOURNAL_TAIL_CHUNK_BYTES,
+                "{} B allocated",
+                tail.allocated_bytes()
+            );
+        }
+        assert!(
+            unpublished > 0,
+            "over the bound, rounds are staged privately"
+        );
+        let data = fs::read_whole(file.as_ref()).unwrap();
+        assert!(
+            data[4096..].iter().all(|&b| b == 6),
+            "every round reached the file"
+        );
+        drop(pins);
+        let at = (4096 + 3 * JOURNAL_TAIL_ALLOCATED_BYTES_MAX) as u64;
+        let len = round.len() as u64;
+        writer
+            .write(&direct, 1, &[], &[IoSlice::new(&round)], len, at)
+            .unwrap();
+        assert!(
+            tail.slice(1, at, 4096).is_some(),
+            "published again once let go"
+        );
     }
 
     #[test]
