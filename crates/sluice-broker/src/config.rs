@@ -72,6 +72,9 @@ pub struct BrokerConfig {
     /// Broker settings that were set explicitly (Kafka names), for DescribeConfigs sources.
     pub explicit: BTreeMap<String, String>,
     pub fsync: FsyncPolicy,
+    /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
+    /// `sluice_log::LogManagerConfig::journal_direct_io`). Default false.
+    pub journal_direct_io: bool,
     /// `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
     /// `max.connections`.
@@ -134,6 +137,7 @@ impl Default for BrokerConfig {
             topic_defaults: TopicDefaults::default(),
             explicit: BTreeMap::new(),
             fsync: FsyncPolicy::Always,
+            journal_direct_io: false,
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
@@ -283,6 +287,7 @@ impl BrokerConfig {
             "connections.max.idle.ms" => self.connections_max_idle_ms = parse(key, v)?,
             "fetch.max.bytes" => self.fetch_max_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
+            "sluice.journal.direct.io" => self.journal_direct_io = parse(key, v)?,
             "group.min.session.timeout.ms" => {
                 self.group.group_min_session_timeout_ms = parse(key, v)?
             }

@@ -52,6 +52,7 @@ pub enum StartError {
 fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     let mut lc = LogManagerConfig::new(config.data_dir.clone());
     lc.fsync = config.fsync;
+    lc.journal_direct_io = config.journal_direct_io;
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.segment_files_max = segment_files_budget(config);

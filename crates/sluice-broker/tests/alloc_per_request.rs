@@ -366,9 +366,19 @@ fn print_table(rows: &[Row]) {
     println!();
 }
 
-// Runs in the test command (a few seconds), so the gates below hold on every commit.
+// Runs in the test command (a few seconds), so the gates below hold on every commit: with
+// the buffered journal (fetches sent from the page cache with sendfile) and with the journal
+// written by direct I/O (fetches of fresh records sent from its in-memory tail). One test,
+// the modes in turn: the counting allocator is process-wide.
 #[test]
 fn allocations_per_request() {
+    for journal_direct_io in [false, true] {
+        println!("journal written with direct I/O: {journal_direct_io}");
+        allocations_per_request_in(journal_direct_io);
+    }
+}
+
+fn allocations_per_request_in(journal_direct_io: bool) {
     set_role(Role::Client);
     let dir = tempfile::Builder::new()
         .prefix("alloc-per-request-")
@@ -386,6 +396,7 @@ fn allocations_per_request() {
     let config = BrokerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.path().join("data"),
+        journal_direct_io,
         ..BrokerConfig::default()
     };
     let server = runtime
@@ -447,7 +458,7 @@ fn allocations_per_request() {
         let bound = PRODUCE_WORKER_ALLOCS_MAX;
         assert!(
             per_request <= bound,
-            "Produce at {} partitions: {per_request:.1} worker allocations per request, more than {bound}",
+            "Produce at {} partitions (direct I/O {journal_direct_io}): {per_request:.1} worker allocations per request, more than {bound}",
             r.partitions
         );
     }
@@ -463,7 +474,7 @@ fn allocations_per_request() {
         let per_request = request_allocs as f64 / f64::from(r.requests);
         assert!(
             per_request <= FETCH_ALLOCS_MAX,
-            "{} at {} partitions: {per_request:.1} worker allocations per request, more than {FETCH_ALLOCS_MAX}",
+            "{} at {} partitions (direct I/O {journal_direct_io}): {per_request:.1} worker allocations per request, more than {FETCH_ALLOCS_MAX}",
             r.api,
             r.partitions
         );

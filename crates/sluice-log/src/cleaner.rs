@@ -188,9 +188,7 @@ pub(crate) fn register_cleaned_files(engine: &Engine) -> io::Result<()> {
             continue;
         };
         let file = fs.open(&engine.journal_dir.join(&entry.name), OpenMode::Existing)?;
-        engine
-            .journal_files
-            .insert(Arc::new(JournalFile { seq, file }));
+        engine.journal_files.insert(JournalFile::new(seq, file));
         engine.cleaner.note_existing_seq(seq);
     }
     Ok(())
@@ -615,10 +613,7 @@ impl<'a> Output<'a> {
         let fs = engine.fs.as_ref();
         let seq = engine.cleaner.allocate_seq();
         let path = engine.journal_dir.join(cleaned_file_name(seq));
-        let file = Arc::new(JournalFile {
-            seq,
-            file: fs.open(&path, OpenMode::CreateTruncate)?,
-        });
+        let file = JournalFile::new(seq, fs.open(&path, OpenMode::CreateTruncate)?);
         engine.journal_files.insert(Arc::clone(&file));
         let segment = match Segment::create_aside(fs, &partition.dir, base) {
             Ok(segment) => segment,

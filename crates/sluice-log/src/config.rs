@@ -9,6 +9,21 @@ use std::path::PathBuf;
 /// `journal_file_bytes_max` of disk space.
 pub const JOURNAL_FILES_RECYCLED_MAX: usize = 4;
 
+/// Size of one chunk of the journal's in-memory tail (`sluice.journal.direct.io`, see
+/// `journal_tail`): rounds are laid out back to back in it. A round larger than this (one
+/// huge request) is staged in memory of its own, released after its write.
+pub const JOURNAL_TAIL_CHUNK_BYTES: usize = 4 << 20;
+
+/// Chunks of the in-memory tail kept for readers: the newest stretch of the journal that
+/// fetches are served from memory, without reading back what was written with `O_DIRECT`.
+/// At 200 MB/s of produce it is the last 80 ms, far more than a tailing consumer lags.
+pub const JOURNAL_TAIL_BYTES_MAX: usize = 16 << 20;
+
+/// All chunk memory alive at once: the ring plus chunks still pinned by fetch responses
+/// being written to slow sockets. Past it the committer stages rounds privately (readers
+/// then read the file) until the responses let go.
+pub const JOURNAL_TAIL_ALLOCATED_BYTES_MAX: usize = 32 << 20;
+
 /// Batches remembered per idempotent producer for duplicate detection. Kafka keeps 5
 /// because a producer has at most 5 requests in flight per partition
 /// (`max.in.flight.requests.per.connection` <= 5 is required for idempotence), so any retry
@@ -119,6 +134,10 @@ pub struct LogManagerConfig {
     pub fsync: FsyncPolicy,
     /// Roll the journal to a new file after this many bytes.
     pub journal_file_bytes_max: u64,
+    /// `sluice.journal.direct.io`: write journal rounds with `O_DIRECT` from one aligned
+    /// buffer instead of through the page cache (same `fdatasync`, same durability).
+    /// Default false.
+    pub journal_direct_io: bool,
     /// Checkpoint (sync dirty segments, then drop covered journal files) when this many
     /// journal bytes have been written since the last checkpoint...
     pub checkpoint_bytes: u64,
@@ -188,6 +207,7 @@ impl LogManagerConfig {
             data_dir: data_dir.into(),
             fsync: FsyncPolicy::Always,
             journal_file_bytes_max: 128 << 20,
+            journal_direct_io: false,
             checkpoint_bytes: 256 << 20,
             checkpoint_interval_ms: 5_000,
             append_queue_len: 4096,

@@ -16,6 +16,14 @@
 //! mode 0700 ([`DIR_MODE`]) and files with mode 0600 ([`FILE_MODE`]), whatever the umask
 //! would allow; the broker's own metadata files use the same helpers.
 //!
+//! Direct writes ([`Fs::open_direct`], [`DirectFile`]): with `sluice.journal.direct.io` the
+//! committer writes journal rounds through a second descriptor opened with `O_DIRECT`, next
+//! to the buffered one that readers, `sendfile` and syncs use. Every direct write starts and
+//! ends on a [`DIRECT_IO_ALIGN`] boundary from an aligned buffer; the kernel refuses anything
+//! else (`EINVAL`), and simulated files assert it, so the crash model checks the alignment
+//! that production relies on. A direct write is durable only after `sync_data`, like any
+//! other write.
+//!
 //! The data directory lock ([`Fs::lock_data_dir`]): an exclusive `flock` on
 //! `<data_dir>/.lock` (Kafka's `log.dir` lock file), held for the life of the process, so a
 //! second broker on the same directory refuses to start instead of overwriting the first
@@ -202,6 +210,80 @@ pub trait FsFile: Send + Sync + Debug {
     }
 }
 
+/// The alignment of offsets, lengths and buffer addresses of [`DirectFile`] writes: one
+/// page, which covers the logical block size of every device the broker runs on.
+pub const DIRECT_IO_ALIGN: usize = 4096;
+
+/// Panics unless `buf` (address and length) and `offset` are multiples of
+/// [`DIRECT_IO_ALIGN`]: a misaligned direct write is a bug in the caller, never bad input.
+pub fn assert_direct_aligned(buf: &[u8], offset: u64) {
+    let align = DIRECT_IO_ALIGN as u64;
+    assert!(
+        offset.is_multiple_of(align) && buf.len().is_multiple_of(DIRECT_IO_ALIGN),
+        "direct write at {offset} of {} bytes is not on {DIRECT_IO_ALIGN}-byte boundaries",
+        buf.len()
+    );
+    assert_eq!(
+        buf.as_ptr() as usize % DIRECT_IO_ALIGN,
+        0,
+        "direct write from a misaligned buffer"
+    );
+}
+
+/// A file opened for writes that bypass the page cache (`O_DIRECT`). Write only: reads,
+/// syncs and truncation go through the file's [`FsFile`] handle.
+pub trait DirectFile: Send + Sync + Debug {
+    /// Writes `buf` at `offset`; both aligned (see [`assert_direct_aligned`]). May write
+    /// fewer bytes than given (a multiple of the alignment).
+    fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+}
+
+/// Writes all of `buf` at `offset` through `file`, looping over short writes.
+pub fn write_all_direct_at(
+    file: &dyn DirectFile,
+    mut buf: &[u8],
+    mut offset: u64,
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = file.write_direct_at(buf, offset)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "direct write returned 0",
+            ));
+        }
+        buf = &buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// A [`DirectFile`] that writes through an ordinary handle after checking the alignment:
+/// what simulated and fault-injecting file systems hand out (their write semantics stay
+/// theirs), and the fallback where the file system refuses `O_DIRECT`.
+#[derive(Debug)]
+pub struct AlignedWrites(pub Box<dyn FsFile>);
+
+impl DirectFile for AlignedWrites {
+    /// A short write is reported in whole blocks, as the kernel reports a short direct
+    /// write: the bytes of a partly written block are written again by the next call
+    /// (same bytes, same place). A write shorter than one block is tried once more, which
+    /// either gets further or reports the error that cut it short (a full disk).
+    fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        assert_direct_aligned(buf, offset);
+        for _ in 0..2 {
+            let written = self.0.write_at(buf, offset)?;
+            let whole_blocks = written - written % DIRECT_IO_ALIGN;
+            if written == 0 || whole_blocks > 0 {
+                return Ok(whole_blocks);
+            }
+        }
+        Err(io::Error::other(
+            "direct write shorter than one block twice",
+        ))
+    }
+}
+
 /// An entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -221,6 +303,14 @@ pub trait Fs: Send + Sync + Debug {
     /// fsyncs a directory so that entries created, renamed or removed in it are durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
+    /// Opens the existing file `path` a second time, for direct writes (see
+    /// [`DirectFile`]). The default opens it like [`OpenMode::Existing`] and checks the
+    /// alignment of every write.
+    fn open_direct(&self, path: &Path) -> io::Result<Box<dyn DirectFile>> {
+        Ok(Box::new(AlignedWrites(
+            self.open(path, OpenMode::Existing)?,
+        )))
+    }
     /// Takes the data directory's exclusive lock for the life of the returned guard. The
     /// real implementation is [`lock_dir`]; a simulated file system may hold nothing.
     fn lock_data_dir(&self, dir: &Path) -> io::Result<DataDirLock> {
@@ -410,7 +500,39 @@ impl FsFile for StdFile {
     }
 }
 
+#[derive(Debug)]
+struct StdDirectFile(File);
+
+impl DirectFile for StdDirectFile {
+    fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        debug_assert!(
+            (buf.as_ptr() as usize).is_multiple_of(DIRECT_IO_ALIGN)
+                && offset.is_multiple_of(DIRECT_IO_ALIGN as u64)
+        );
+        self.0.write_at(buf, offset)
+    }
+}
+
 impl Fs for StdFs {
+    fn open_direct(&self, path: &Path) -> io::Result<Box<dyn DirectFile>> {
+        let direct = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match direct {
+            Ok(file) => Ok(Box::new(StdDirectFile(file))),
+            // The file system does not do direct I/O (tmpfs on older kernels): the same
+            // aligned writes, buffered. Durability is unchanged (the sync covers them).
+            Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::warn!(path = %path.display(), "O_DIRECT refused here; journal writes stay buffered");
+                Ok(Box::new(AlignedWrites(
+                    self.open(path, OpenMode::Existing)?,
+                )))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).mode(FILE_MODE);

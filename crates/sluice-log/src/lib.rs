@@ -47,6 +47,7 @@ pub mod fs;
 pub mod histogram;
 mod index;
 mod journal;
+mod journal_tail;
 mod manager;
 mod metadata;
 mod partition;

@@ -48,10 +48,7 @@ impl FileRange {
     /// A range of a file that belongs to no log (tests and tools of other crates): the
     /// range keeps the file open.
     pub fn standalone(file: std::fs::File, position: u64, len: u32) -> Self {
-        let journal = Arc::new(JournalFile {
-            seq: u64::MAX,
-            file: fs::std_file(file),
-        });
+        let journal = JournalFile::new(u64::MAX, fs::std_file(file));
         Self::new(&journal, position, len).expect("a std file has a descriptor")
     }
 

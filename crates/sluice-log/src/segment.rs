@@ -1272,7 +1272,7 @@ mod tests {
             at += len;
         }
         fs::write_all_at(file.as_ref(), &vec![0u8; zeros], at).expect("zeros");
-        (Arc::new(JournalFile { seq: 1, file }), batches)
+        (JournalFile::new(1, file), batches)
     }
 
     fn append_all(segment: &Segment, journal: &Arc<JournalFile>, batches: &[(Vec<u8>, u64)]) {

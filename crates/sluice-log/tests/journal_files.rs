@@ -535,6 +535,7 @@ const SIM_DATA_DIR: &str = "/data";
 
 fn sim_config() -> LogManagerConfig {
     let mut config = LogManagerConfig::new(SIM_DATA_DIR);
+    config.journal_direct_io = common::journal_direct_io();
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;

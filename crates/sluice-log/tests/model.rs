@@ -27,6 +27,8 @@
 //! committer's rounds lined up at the file system's gate), so a failure replays: it prints
 //! `SLUICE_MODEL_SEED=<seed>` and the last operations (all of them when replaying).
 //! `SLUICE_MODEL_CASES=<n>` runs n cases from a fresh random base seed.
+//! `SLUICE_TEST_JOURNAL_DIRECT_IO=1` runs it with the journal written by direct I/O (the
+//! simulated file system asserts that every direct write is page-aligned).
 //! `crash_model_with_background_checkpoints` runs the same with the checkpointer on its own
 //! (closer to production, replays only approximately). The fixed cases at the end are the
 //! bugs the model found, each failing without its fix.
@@ -198,6 +200,7 @@ fn log_config() -> LogManagerConfig {
 /// depends on thread timing and a seed no longer replays exactly).
 fn log_config_for(background: bool) -> LogManagerConfig {
     let mut config = LogManagerConfig::new(DATA_DIR);
+    config.journal_direct_io = common::journal_direct_io();
     // Otherwise background threads stay idle: checkpoints and retention run when the test
     // says, so the sequence of file-system operations is a function of the seed.
     config.checkpoint_interval_ms = 3_600_000;

@@ -44,6 +44,7 @@ const PRODUCERS: usize = 3;
 
 fn log_config() -> LogManagerConfig {
     let mut config = LogManagerConfig::new(DATA_DIR);
+    config.journal_direct_io = common::journal_direct_io();
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;

@@ -298,6 +298,12 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
             ConfigType::Str,
             "always: acknowledge after fdatasync; never: page-cache durability.",
         ),
+        (
+            "sluice.journal.direct.io",
+            c.journal_direct_io.to_string(),
+            ConfigType::Boolean,
+            "Write journal rounds with O_DIRECT from one aligned buffer (same fdatasync).",
+        ),
     ];
     rows.into_iter()
         .map(|(name, value, kind, doc)| {

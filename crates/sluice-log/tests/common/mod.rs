@@ -108,9 +108,18 @@ pub fn key(topic: &str, partition: i32) -> PartitionKey {
     }
 }
 
+/// Whether the tests run with the journal written by direct I/O
+/// (`SLUICE_TEST_JOURNAL_DIRECT_IO=1`; `sluice.journal.direct.io` in the broker). The
+/// suites that build their own configuration (the crash models) read it too, so one
+/// variable runs the whole sluice-log suite in that mode.
+pub fn journal_direct_io() -> bool {
+    std::env::var_os("SLUICE_TEST_JOURNAL_DIRECT_IO").is_some_and(|v| v == "1")
+}
+
 /// Test defaults: background threads effectively off (checkpoints are taken explicitly).
 pub fn config(dir: &Path) -> LogManagerConfig {
     let mut config = LogManagerConfig::new(dir);
+    config.journal_direct_io = journal_direct_io();
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;
