@@ -190,6 +190,34 @@ def test_keyless_records_are_refused_on_a_compacted_topic(sluice_factory, topic_
     c.close()
 
 
+def test_keyless_records_are_named_in_record_errors(sluice_factory, topic_name):
+    """Goal: a batch with a keyless record on a compacted topic is refused whole, and the
+    Produce response's record_errors (v8+) names exactly the keyless record, so the client
+    blames it alone: kafka-python fails that record with InvalidRecordError and Kafka's
+    per-record message, and its batch mates with "part of a batch which had one more more
+    invalid records" (without record_errors all three get the top-level error).
+    Method: kafka-python producer (retries off, one batch by linger), records keyed,
+    keyless, keyed; their futures; watermarks show nothing stored."""
+    from kafka.errors import InvalidRecordError, KafkaError as KpError
+
+    from helpers import kp_producer
+    b = sluice_factory(CLEANER_ARGS)
+    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    p = kp_producer(b.bootstrap, retries=0, linger_ms=500)
+    futures = [p.send(topic_name, key=k, value=b"v", partition=0) for k in (b"a", None, b"c")]
+    p.flush(15)
+    errors = [f.exception for f in futures]
+    p.close()
+    assert all(e is not None for e in errors), errors
+    assert isinstance(errors[1], InvalidRecordError), errors
+    assert "Compacted topic cannot accept message without key in topic partition" in str(errors[1])
+    for e in (errors[0], errors[2]):
+        assert type(e) is KpError and "part of a batch" in str(e), errors
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "w"})
+    assert c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10) == (0, 0)
+    c.close()
+
+
 def test_sigkill_during_cleaning_loses_nothing(sluice_factory, topic_name):
     """Goal: a SIGKILL in the middle of a cleaning pass (some segments swapped, others not)
     loses nothing: after a restart every key's newest record is at its offset and nothing
