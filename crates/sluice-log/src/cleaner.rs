@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::cleaner_checkpoint::{self, EntryKey};
 use crate::config::LogConfig;
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
@@ -103,8 +104,11 @@ pub struct CleanerPass {
 /// which partitions a thread is cleaning, the next cleaned file number and the I/O budget.
 #[derive(Debug, Default)]
 pub(crate) struct CleanerState {
-    /// Per partition uid: offsets below this were cleaned by an earlier pass of this run.
+    /// Per partition uid: offsets below this were cleaned by an earlier pass.
     first_dirty: Mutex<HashMap<u64, Offset>>,
+    /// The cleaner checkpoint as read at open, for partitions no pass has looked at yet
+    /// (moved into `first_dirty` by the first plan that does).
+    loaded: Mutex<HashMap<EntryKey, Offset>>,
     busy: Mutex<HashSet<u64>>,
     /// 0 until first used.
     next_seq: Mutex<u64>,
@@ -194,6 +198,60 @@ pub(crate) fn register_cleaned_files(engine: &Engine) -> io::Result<()> {
         engine.cleaner.note_existing_seq(seq);
     }
     Ok(())
+}
+
+/// Reads the cleaner checkpoint (recovery, before any pass).
+pub(crate) fn load_checkpoint(engine: &Engine) {
+    let loaded = cleaner_checkpoint::load(engine.fs.as_ref(), &engine.config.data_dir);
+    *engine.cleaner.loaded.lock() = loaded;
+}
+
+fn entry_key(partition: &Partition) -> EntryKey {
+    (
+        partition.key.topic.to_string(),
+        partition.key.partition,
+        partition.key.topic_id,
+    )
+}
+
+/// Where a partition's dirty part starts: from this run's passes, else from the
+/// checkpoint (when it is within the log), else the log start (`i64::MIN`: all dirty).
+fn first_dirty(engine: &Engine, partition: &Partition) -> Offset {
+    let mut first_dirty = engine.cleaner.first_dirty.lock();
+    if let Some(&offset) = first_dirty.get(&partition.uid) {
+        return offset;
+    }
+    let loaded = engine.cleaner.loaded.lock().remove(&entry_key(partition));
+    let offset = loaded
+        .filter(|o| *o <= partition.log_end())
+        .unwrap_or(Offset(i64::MIN));
+    first_dirty.insert(partition.uid, offset);
+    offset
+}
+
+/// Persists every partition's first dirty offset (after a pass's swaps are durable). A
+/// failed write poisons the log unless the system refused it for space or descriptors
+/// (the pass stays done in memory; the next pass writes the file again).
+fn store_checkpoint(engine: &Engine) -> Result<(), LogError> {
+    let partitions = engine.partitions_snapshot();
+    let entries: Vec<(EntryKey, Offset)> = {
+        let first_dirty = engine.cleaner.first_dirty.lock();
+        let loaded = engine.cleaner.loaded.lock();
+        partitions
+            .iter()
+            .filter(|p| !p.is_deleted())
+            .filter_map(|p| {
+                let key = entry_key(p);
+                let offset = first_dirty
+                    .get(&p.uid)
+                    .copied()
+                    .or_else(|| loaded.get(&key).copied())?;
+                (offset.0 >= 0).then_some((key, offset))
+            })
+            .collect()
+    };
+    let result = cleaner_checkpoint::store(engine.fs.as_ref(), &engine.config.data_dir, entries);
+    engine.guard("cleaner checkpoint", result)
 }
 
 /// Deletes the cleaned data files nothing refers to any more (no segment, reader or
@@ -299,13 +357,7 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
         // next interval, lets the next pass take it.
         engine.checkpoint_signal.raise();
     }
-    let first_dirty = engine
-        .cleaner
-        .first_dirty
-        .lock()
-        .get(&partition.uid)
-        .copied()
-        .unwrap_or(Offset(i64::MIN));
+    let first_dirty = first_dirty(engine, partition);
     let dirty_from = segments[..end]
         .iter()
         .position(|s| s.next_offset() > first_dirty)
@@ -449,6 +501,7 @@ fn clean_partition(
         .first_dirty
         .lock()
         .insert(partition.uid, plan.segments[map_end - 1].next_offset());
+    store_checkpoint(engine)?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     Stats::add(&engine.stats.cleaner_passes, 1);
     Stats::add(

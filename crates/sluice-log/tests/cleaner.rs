@@ -233,7 +233,7 @@ fn expected_after(written: &Seen, active: i64) -> Seen {
 async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
     // Goal: after a pass, a read from the start sees exactly the newest record per key at
     // its original offset (the recent tombstone included), the watermarks are unchanged,
-    // and the result survives a reopen. A later pass past delete.retention.ms removes the
+    // and the result survives a reopen, which finds nothing dirty (cleaner checkpoint). A later pass past delete.retention.ms removes the
     // tombstone.
     let dir = tempfile::tempdir().unwrap();
     let k = key("compacted", 0);
@@ -277,6 +277,12 @@ async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
         read_records(&log, &k),
         after,
         "cleaned segments survive a reopen"
+    );
+    // The cleaner checkpoint says how far the first run cleaned: nothing is dirty.
+    assert_eq!(
+        log.clean_now(NOW_MS + 200).unwrap(),
+        Vec::new(),
+        "a restart does not clean again what was cleaned"
     );
 
     // New data makes the log dirty again; past delete.retention.ms the tombstone goes.
