@@ -40,9 +40,11 @@ impl RecordCodec for ProtocolCodec {
         &self,
         batch: &[u8],
         keep: &mut dyn FnMut(i32) -> bool,
+        delete_horizon_ms: Option<i64>,
         out: &mut Vec<u8>,
     ) -> Result<i32, String> {
-        record_compact::rebuild(batch, &WALK_LIMITS, keep, out).map_err(|e| e.to_string())
+        record_compact::rebuild(batch, &WALK_LIMITS, keep, delete_horizon_ms, out)
+            .map_err(|e| e.to_string())
     }
 }
 
