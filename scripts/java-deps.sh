@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetches and builds the Java client family of the integration suite:
-#   target/java-deps/    kafka-clients, kafka-tools (kafka-consumer-groups) and their runtime
+#   target/java-deps/    kafka-clients, kafka-tools (kafka-consumer-groups), connect-file (with
+#                        connect-runtime: a Connect worker), kafka-streams and their runtime
 #                        dependencies from Maven Central (versions pinned in
 #                        tests/integration/java/pom.xml), via `mvn dependency:copy-dependencies`
 #   target/java-classes/ tests/integration/java/src/*.java compiled with javac
@@ -28,7 +29,7 @@ hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
 deps_key="$(hash_of "$SRC/pom.xml")"
 if [ "$(cat "$DEPS/.stamp" 2>/dev/null || true)" != "$deps_key" ]; then
-    echo "java-deps: fetching kafka-clients and kafka-tools from Maven Central into $DEPS" >&2
+    echo "java-deps: fetching kafka-clients, kafka-tools, connect-file and kafka-streams from Maven Central into $DEPS" >&2
     start=$(date +%s)
     rm -rf "$DEPS" "$DEPS.tmp"
     mkdir -p "$(dirname "$DEPS")"

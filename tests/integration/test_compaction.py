@@ -46,9 +46,10 @@ def vm_kib(pid: int, field: str) -> int:
     raise AssertionError(f"{field} missing")
 
 
-def produce(bootstrap: str, topic: str, items: list[tuple[str | None, str | None]]) -> dict:
-    """Produces (key, value) pairs in order; returns {offset: (key, value)}; raises on any
-    delivery error."""
+def produce(bootstrap: str, topic: str, items: list[tuple[str | None, str | None]],
+            timestamp_ms: int = 0) -> dict:
+    """Produces (key, value) pairs in order (with this CreateTime when not 0); returns
+    {offset: (key, value)}; raises on any delivery error."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
                   "batch.num.messages": 8, "enable.idempotence": False})
     out, errors = {}, []
@@ -62,7 +63,7 @@ def produce(bootstrap: str, topic: str, items: list[tuple[str | None, str | None
                                  v.decode() if v is not None else None)
 
     for k, v in items:
-        p.produce(topic, key=k, value=v, on_delivery=report)
+        p.produce(topic, key=k, value=v, on_delivery=report, timestamp=timestamp_ms)
         p.poll(0)
     assert p.flush(15) == 0
     assert not errors, errors
@@ -105,7 +106,8 @@ def versions(keys: int, rounds: int, size: int = 40) -> list[tuple[str, str]]:
 
 def test_compaction_keeps_the_newest_value_per_key(sluice_factory, topic_name):
     """Goal: after cleaning, a read from the beginning sees exactly the newest record per key
-    at its original offset, watermarks unchanged; tombstones go after delete.retention.ms; a
+    at its original offset, watermarks unchanged; tombstones produced with old timestamps
+    stay until delete.retention.ms after the pass that first saw them, then go; a
     group whose committed offset was cleaned away resumes at the next surviving record with
     no error and no reset; DescribeConfigs shows the policy; each pass is logged.
     Method: 30 keys x 10 versions and 5 tombstones (~1 KiB segments, rolled by segment.ms);
@@ -120,7 +122,11 @@ def test_compaction_keeps_the_newest_value_per_key(sluice_factory, topic_name):
     assert desc["cleanup.policy"].value == "compact"
 
     written = produce(b.bootstrap, topic_name, versions(30, 10))
-    written.update(produce(b.bootstrap, topic_name, [(f"k{k:03d}", None) for k in range(5)]))
+    # Tombstones stamped long ago: they still live delete.retention.ms from the pass that
+    # first sees them (Kafka >= 3.1), not from their timestamp.
+    long_ago_ms = int(time.time() * 1000) - 100 * DELETE_RETENTION_MS
+    written.update(produce(b.bootstrap, topic_name, [(f"k{k:03d}", None) for k in range(5)],
+                           timestamp_ms=long_ago_ms))
     tombstones_at = time.monotonic()
     assert sorted(written) == list(range(305))
 
@@ -188,6 +194,62 @@ def test_keyless_records_are_refused_on_a_compacted_topic(sluice_factory, topic_
     p.flush(10)
     assert reports[2] is None, reports
     c.close()
+
+
+def test_keyless_records_are_named_in_record_errors(sluice_factory, topic_name):
+    """Goal: a batch with a keyless record on a compacted topic is refused whole, and the
+    Produce response's record_errors (v8+) names exactly the keyless record, so the client
+    blames it alone: kafka-python fails that record with InvalidRecordError and Kafka's
+    per-record message, and its batch mates with "part of a batch which had one more more
+    invalid records" (without record_errors all three get the top-level error).
+    Method: kafka-python producer (retries off, one batch by linger), records keyed,
+    keyless, keyed; their futures; watermarks show nothing stored."""
+    from kafka.errors import InvalidRecordError, KafkaError as KpError
+
+    from helpers import kp_producer
+    b = sluice_factory(CLEANER_ARGS)
+    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    p = kp_producer(b.bootstrap, retries=0, linger_ms=500)
+    futures = [p.send(topic_name, key=k, value=b"v", partition=0) for k in (b"a", None, b"c")]
+    p.flush(15)
+    errors = [f.exception for f in futures]
+    p.close()
+    assert all(e is not None for e in errors), errors
+    assert isinstance(errors[1], InvalidRecordError), errors
+    assert "Compacted topic cannot accept message without key in topic partition" in str(errors[1])
+    for e in (errors[0], errors[2]):
+        assert type(e) is KpError and "part of a batch" in str(e), errors
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "w"})
+    assert c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10) == (0, 0)
+    c.close()
+
+
+def test_a_restart_does_not_clean_again(sluice_factory, topic_name):
+    """Goal: how far each partition was cleaned is persisted (cleaner-offset-checkpoint,
+    written atomically after each pass), so a broker restarted after a SIGKILL finds
+    nothing dirty and runs no pass, and the records read back the same.
+    Method: 30 keys x 10 versions; wait until passes stop (everything but the active
+    segment cleaned); kill -9; restart; /metrics shows no pass within 10 cleaner backoffs
+    (without the checkpoint the whole cleanable range is dirty again and a pass runs)."""
+    b = sluice_factory(CLEANER_ARGS, metrics=True)
+    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    written = produce(b.bootstrap, topic_name, versions(30, 10))
+    wait_until(lambda: metric(b, "sluice_log_cleaner_segments_cleaned") >= 1, 30, what="a pass")
+    settled = {"passes": -1.0}
+
+    def passes_stopped() -> bool:
+        now = metric(b, "sluice_log_cleaner_passes")
+        stopped, settled["passes"] = now == settled["passes"], now
+        return stopped
+    wait_until(passes_stopped, 30, interval=1.0, what="passes to stop")
+    before = read_all(b.bootstrap, topic_name)
+    assert len(before) < len(written)
+    assert (b.data_dir / "cleaner-offset-checkpoint").exists()
+    b.kill9()
+    b.start(extra_args=[*CLEANER_ARGS, "--metrics-listen", "127.0.0.1:0"])
+    time.sleep(2.0)
+    assert metric(b, "sluice_log_cleaner_passes") == 0, "a restart cleaned again"
+    assert read_all(b.bootstrap, topic_name) == before
 
 
 def test_sigkill_during_cleaning_loses_nothing(sluice_factory, topic_name):

@@ -9,10 +9,11 @@
 
 use bytes::Bytes;
 use sluice_log::batch::{BatchHeader, BatchIter};
-use sluice_log::{RecordCodec, RecordKey};
+use sluice_log::{PartitionKey, RecordCodec, RecordKey};
 use sluice_protocol::record_compact;
 
 use crate::error_code;
+use crate::limits::PRODUCE_RECORD_ERRORS_MAX;
 use crate::record_validation::{Refusal, DECOMPRESSION_PERMITS, WALK_LIMITS};
 
 /// Kafka's message for a keyless record on a compacted topic (`LogValidator`).
@@ -39,53 +40,71 @@ impl RecordCodec for ProtocolCodec {
         &self,
         batch: &[u8],
         keep: &mut dyn FnMut(i32) -> bool,
+        delete_horizon_ms: Option<i64>,
         out: &mut Vec<u8>,
     ) -> Result<i32, String> {
-        record_compact::rebuild(batch, &WALK_LIMITS, keep, out).map_err(|e| e.to_string())
+        record_compact::rebuild(batch, &WALK_LIMITS, keep, delete_horizon_ms, out)
+            .map_err(|e| e.to_string())
     }
 }
 
-/// The index of the first batch holding a keyless record, if any (blocking for compressed
-/// data). Records that do not decode were refused by record validation before this runs.
-fn first_keyless(records: &Bytes) -> Option<usize> {
-    BatchIter::new(records.clone())
-        .enumerate()
-        .find_map(|(index, batch)| {
-            let batch = batch.ok()?;
-            let mut keyless = false;
-            let _ = record_compact::scan(&batch, &WALK_LIMITS, &mut |r| {
-                keyless |= r.key.is_none();
-            });
-            keyless.then_some(index)
-        })
+/// The keyless records of a partition's records, as (index among the records, index of
+/// the batch holding it); at most [`PRODUCE_RECORD_ERRORS_MAX`] of them, and how many in all.
+/// Blocking for compressed data. Records that do not decode were refused by record
+/// validation before this runs.
+fn keyless_records(records: &Bytes) -> (Vec<(i32, usize)>, usize) {
+    let mut found = Vec::new();
+    let (mut index, mut total) = (0i32, 0usize);
+    for (batch_index, batch) in BatchIter::new(records.clone()).enumerate() {
+        let Ok(batch) = batch else { break };
+        let _ = record_compact::scan(&batch, &WALK_LIMITS, &mut |r| {
+            if r.key.is_none() {
+                total += 1;
+                if found.len() < PRODUCE_RECORD_ERRORS_MAX {
+                    found.push((index, batch_index));
+                }
+            }
+            index = index.saturating_add(1);
+        });
+    }
+    (found, total)
 }
 
 /// Refuses a partition's records for a compacted topic when any record has no key, as
-/// Kafka does: INVALID_RECORD, nothing stored.
-pub async fn refuse_keyless(records: &Bytes) -> Result<(), Refusal> {
+/// Kafka does: INVALID_RECORD, nothing stored, and each keyless record named in
+/// `record_errors` (Kafka's `LogValidator` message, per record).
+pub async fn refuse_keyless(records: &Bytes, key: &PartitionKey) -> Result<(), Refusal> {
     let compressed = BatchIter::new(records.clone()).any(|b| {
         b.ok()
             .and_then(|b| BatchHeader::parse(&b).ok().map(|h| h.compression() != 0))
             .unwrap_or(false)
     });
-    let found = if compressed {
+    let (found, total) = if compressed {
         let Ok(permit) = DECOMPRESSION_PERMITS.acquire().await else {
             return Ok(()); // The semaphore is never closed.
         };
         let owned = records.clone();
-        let found = tokio::task::spawn_blocking(move || first_keyless(&owned))
+        let found = tokio::task::spawn_blocking(move || keyless_records(&owned))
             .await
-            .unwrap_or(None);
+            .unwrap_or_default();
         drop(permit);
         found
     } else {
-        first_keyless(records)
+        keyless_records(records)
     };
-    match found {
-        None => Ok(()),
-        Some(batch_index) => Err(Refusal {
-            error_code: error_code::INVALID_RECORD,
-            message: format!("{KEYLESS_MESSAGE} (batch {batch_index})"),
-        }),
-    }
+    let Some(&(_, batch_index)) = found.first() else {
+        return Ok(());
+    };
+    let per_record = format!(
+        "{KEYLESS_MESSAGE} in topic partition {}-{}.",
+        key.topic, key.partition
+    );
+    Err(Refusal {
+        error_code: error_code::INVALID_RECORD,
+        message: format!("{KEYLESS_MESSAGE} (batch {batch_index}; {total} keyless records)"),
+        record_errors: found
+            .into_iter()
+            .map(|(index, _)| (index, per_record.clone()))
+            .collect(),
+    })
 }

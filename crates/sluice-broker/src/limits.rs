@@ -145,6 +145,11 @@ pub const DECOMPRESSIONS_CONCURRENT_MAX: usize = 4;
 /// Uncompressed records up to this size per partition are walked on the async worker (a
 /// framing walk of well under a millisecond); larger ones go to the blocking pool.
 pub const RECORDS_INLINE_WALK_BYTES_MAX: usize = 256 * 1024;
+/// Records named in one partition's Produce `record_errors` (keyless records refused by a
+/// compacted topic). Kafka names every one; a batch of a million keyless records would make
+/// a response of tens of megabytes, so the list stops here (the error message says how many
+/// there were).
+pub const PRODUCE_RECORD_ERRORS_MAX: usize = 1000;
 
 const _: () = assert!(DECOMPRESSIONS_CONCURRENT_MAX >= 1);
 const _: () = assert!(ZSTD_WINDOW_LOG_MAX >= 21, "zstd's default level needs 2^21");

@@ -70,6 +70,9 @@ const ZSTD_PRODUCE_VERSION_MIN: i16 = 7;
 pub struct Refusal {
     pub error_code: i16,
     pub message: String,
+    /// The records to blame (Produce v8+ `record_errors`): their index among the
+    /// partition's records and a message for each. Empty when the whole batch is at fault.
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl Refusal {
@@ -77,6 +80,7 @@ impl Refusal {
         Self {
             error_code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 }

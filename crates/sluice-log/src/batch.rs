@@ -57,6 +57,8 @@ pub const ATTR_COMPRESSION_MASK: i16 = 0b111;
 pub const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
 pub const ATTR_TRANSACTIONAL: i16 = 1 << 4;
 pub const ATTR_CONTROL: i16 = 1 << 5;
+/// Set by a log cleaner: `baseTimestamp` is the batch's delete horizon (KIP-534).
+pub const ATTR_DELETE_HORIZON: i16 = 1 << 6;
 
 /// A borrowed view of the 61-byte header at the start of `bytes`. Accessors read the
 /// fields in place; nothing is copied or decoded up front.
@@ -145,6 +147,11 @@ impl<'a> BatchHeader<'a> {
     }
     pub fn base_timestamp(&self) -> i64 {
         self.i64_at(OFF_BASE_TIMESTAMP)
+    }
+    /// The delete horizon a log cleaner stamped on the batch (Kafka's KIP-534: attribute
+    /// bit 6, the time in `baseTimestamp`): its tombstones go once this has passed.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes() & ATTR_DELETE_HORIZON != 0).then(|| self.base_timestamp())
     }
     pub fn max_timestamp(&self) -> i64 {
         self.i64_at(OFF_MAX_TIMESTAMP)

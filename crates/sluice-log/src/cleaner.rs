@@ -19,6 +19,7 @@
 //! - The log never decompresses: records are read and rebuilt through [`RecordCodec`],
 //!   which the broker supplies.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::io;
@@ -30,6 +31,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::cleaner_checkpoint::{self, EntryKey};
 use crate::config::LogConfig;
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
@@ -65,10 +67,14 @@ pub trait RecordCodec: Send + Sync + std::fmt::Debug {
     /// record, in order, with its offset delta), recompressed with the batch's codec, the
     /// header's offsets, producer fields and timestamps kept, length, count and CRC new.
     /// Returns how many records were kept.
+    /// With `delete_horizon_ms`, the batch is stamped with it (Kafka's KIP-534: attribute
+    /// bit 6, `baseTimestamp` = the horizon, record timestamp deltas rebased so every
+    /// record keeps its timestamp).
     fn rebuild(
         &self,
         batch: &[u8],
         keep: &mut dyn FnMut(i32) -> bool,
+        delete_horizon_ms: Option<i64>,
         out: &mut Vec<u8>,
     ) -> Result<i32, String>;
 }
@@ -103,8 +109,16 @@ pub struct CleanerPass {
 /// which partitions a thread is cleaning, the next cleaned file number and the I/O budget.
 #[derive(Debug, Default)]
 pub(crate) struct CleanerState {
-    /// Per partition uid: offsets below this were cleaned by an earlier pass of this run.
+    /// Per partition uid: offsets below this were cleaned by an earlier pass.
     first_dirty: Mutex<HashMap<u64, Offset>>,
+    /// Per partition uid: the latest delete horizon among the batches that still held
+    /// tombstones after the last pass. Once it has passed, the partition gets a pass even
+    /// with nothing dirty, so its tombstones go (Kafka's `latestDeleteHorizon`). Not
+    /// persisted: after a restart it is known again after the partition's next pass.
+    delete_horizons: Mutex<HashMap<u64, i64>>,
+    /// The cleaner checkpoint as read at open, for partitions no pass has looked at yet
+    /// (moved into `first_dirty` by the first plan that does).
+    loaded: Mutex<HashMap<EntryKey, Offset>>,
     busy: Mutex<HashSet<u64>>,
     /// 0 until first used.
     next_seq: Mutex<u64>,
@@ -194,6 +208,60 @@ pub(crate) fn register_cleaned_files(engine: &Engine) -> io::Result<()> {
     Ok(())
 }
 
+/// Reads the cleaner checkpoint (recovery, before any pass).
+pub(crate) fn load_checkpoint(engine: &Engine) {
+    let loaded = cleaner_checkpoint::load(engine.fs.as_ref(), &engine.config.data_dir);
+    *engine.cleaner.loaded.lock() = loaded;
+}
+
+fn entry_key(partition: &Partition) -> EntryKey {
+    (
+        partition.key.topic.to_string(),
+        partition.key.partition,
+        partition.key.topic_id,
+    )
+}
+
+/// Where a partition's dirty part starts: from this run's passes, else from the
+/// checkpoint (when it is within the log), else the log start (`i64::MIN`: all dirty).
+fn first_dirty(engine: &Engine, partition: &Partition) -> Offset {
+    let mut first_dirty = engine.cleaner.first_dirty.lock();
+    if let Some(&offset) = first_dirty.get(&partition.uid) {
+        return offset;
+    }
+    let loaded = engine.cleaner.loaded.lock().remove(&entry_key(partition));
+    let offset = loaded
+        .filter(|o| *o <= partition.log_end())
+        .unwrap_or(Offset(i64::MIN));
+    first_dirty.insert(partition.uid, offset);
+    offset
+}
+
+/// Persists every partition's first dirty offset (after a pass's swaps are durable). A
+/// failed write poisons the log unless the system refused it for space or descriptors
+/// (the pass stays done in memory; the next pass writes the file again).
+fn store_checkpoint(engine: &Engine) -> Result<(), LogError> {
+    let partitions = engine.partitions_snapshot();
+    let entries: Vec<(EntryKey, Offset)> = {
+        let first_dirty = engine.cleaner.first_dirty.lock();
+        let loaded = engine.cleaner.loaded.lock();
+        partitions
+            .iter()
+            .filter(|p| !p.is_deleted())
+            .filter_map(|p| {
+                let key = entry_key(p);
+                let offset = first_dirty
+                    .get(&p.uid)
+                    .copied()
+                    .or_else(|| loaded.get(&key).copied())?;
+                (offset.0 >= 0).then_some((key, offset))
+            })
+            .collect()
+    };
+    let result = cleaner_checkpoint::store(engine.fs.as_ref(), &engine.config.data_dir, entries);
+    engine.guard("cleaner checkpoint", result)
+}
+
 /// Deletes the cleaned data files nothing refers to any more (no segment, reader or
 /// fetch range). They are never replayed, so no checkpoint needs them.
 pub(crate) fn retire_cleaned_files(engine: &Engine) {
@@ -253,6 +321,11 @@ pub(crate) fn clean_once(
         .first_dirty
         .lock()
         .retain(|uid, _| partitions.iter().any(|p| p.uid == *uid));
+    engine
+        .cleaner
+        .delete_horizons
+        .lock()
+        .retain(|uid, _| partitions.iter().any(|p| p.uid == *uid));
     let chosen = {
         let mut busy = engine.cleaner.busy.lock();
         let best = partitions
@@ -297,19 +370,26 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
         // next interval, lets the next pass take it.
         engine.checkpoint_signal.raise();
     }
-    let first_dirty = engine
-        .cleaner
-        .first_dirty
-        .lock()
-        .get(&partition.uid)
-        .copied()
-        .unwrap_or(Offset(i64::MIN));
+    let first_dirty = first_dirty(engine, partition);
     let dirty_from = segments[..end]
         .iter()
         .position(|s| s.next_offset() > first_dirty)
         .unwrap_or(end);
     if dirty_from == end {
-        return None;
+        // Nothing dirty; a pass only to remove tombstones whose delete horizon has passed.
+        let horizon = engine
+            .cleaner
+            .delete_horizons
+            .lock()
+            .get(&partition.uid)
+            .copied();
+        let due = end > 0 && horizon.is_some_and(|h| h <= now_ms);
+        return due.then_some(Plan {
+            segments,
+            end,
+            dirty_from: end,
+            dirty_ratio: 0.0,
+        });
     }
     let bytes = |range: &[Arc<Segment>]| range.iter().map(|s| s.written_len()).sum::<u64>();
     let dirty = bytes(&segments[dirty_from..end]);
@@ -415,7 +495,7 @@ fn clean_partition(
     };
     let mut buf = Vec::new();
     let (keys, mut map_end) = build_key_map(engine, codec, &plan, &mut buf)?;
-    if map_end == plan.dirty_from {
+    if map_end == plan.dirty_from && plan.dirty_from < plan.end {
         // Not even one segment fits: skip it, so the cleaner does not spin on it.
         tracing::warn!(
             topic = %report.topic,
@@ -429,7 +509,9 @@ fn clean_partition(
         let rules = Rules {
             keys: &keys,
             retained: &retained,
-            tombstone_cutoff_ms: now_ms.saturating_sub(config.delete_retention_ms.max(0)),
+            now_ms,
+            new_delete_horizon_ms: now_ms.saturating_add(config.delete_retention_ms.max(0)),
+            latest_delete_horizon_ms: Cell::new(None),
         };
         let olds = &plan.segments[..map_end];
         clean_segments(
@@ -441,12 +523,18 @@ fn clean_partition(
             &mut buf,
             &mut report,
         )?;
+        let mut horizons = engine.cleaner.delete_horizons.lock();
+        match rules.latest_delete_horizon_ms.get() {
+            Some(horizon) => horizons.insert(partition.uid, horizon),
+            None => horizons.remove(&partition.uid),
+        };
     }
     engine
         .cleaner
         .first_dirty
         .lock()
         .insert(partition.uid, plan.segments[map_end - 1].next_offset());
+    store_checkpoint(engine)?;
     report.duration_ms = started.elapsed().as_millis() as u64;
     Stats::add(&engine.stats.cleaner_passes, 1);
     Stats::add(
@@ -561,21 +649,28 @@ fn newest_producer_batches(partition: &Partition) -> HashSet<(i64, i64)> {
 struct Rules<'a> {
     keys: &'a KeyMap,
     retained: &'a HashSet<(i64, i64)>,
-    /// Tombstones with a timestamp below this are removed.
-    tombstone_cutoff_ms: i64,
+    /// The pass's clock: a batch's tombstones go once its delete horizon is not after it.
+    now_ms: i64,
+    /// The horizon stamped on a batch whose tombstones this pass sees first: now +
+    /// `delete.retention.ms` (Kafka >= 3.1, KIP-534).
+    new_delete_horizon_ms: i64,
+    /// The latest horizon of the batches left holding tombstones (filled by the pass).
+    latest_delete_horizon_ms: Cell<Option<i64>>,
 }
 
 impl Rules<'_> {
-    /// Whether `record` of the batch at `base` survives. `append_time_ms` is the batch's
-    /// time on a LogAppendTime batch (its records' own timestamps are the producer's).
-    fn keeps(&self, base: i64, record: &RecordKey<'_>, append_time_ms: Option<i64>) -> bool {
+    /// Whether `record` of the batch at `base` survives. A tombstone (the newest of its
+    /// key) survives until its batch's delete horizon (`None`: not stamped yet, so it is
+    /// kept and the batch gets one). Timestamps play no part: a tombstone produced with an
+    /// old timestamp still gets its full `delete.retention.ms`, counted from the pass that
+    /// first saw it, as in Kafka.
+    fn keeps(&self, base: i64, record: &RecordKey<'_>, delete_horizon_ms: Option<i64>) -> bool {
         let Some(key) = record.key else {
             return false;
         };
         let offset = base + i64::from(record.offset_delta);
-        let timestamp_ms = append_time_ms.unwrap_or(record.timestamp_ms);
         self.keys.is_newest(key, offset)
-            && !(record.tombstone && timestamp_ms < self.tombstone_cutoff_ms)
+            && !(record.tombstone && delete_horizon_ms.is_some_and(|h| h <= self.now_ms))
     }
 }
 
@@ -870,16 +965,26 @@ fn filter_into(
             };
         }
         let base = header.base_offset().0;
-        let append_time = header.is_log_append_time().then(|| header.max_timestamp());
+        let horizon = header.delete_horizon_ms();
         keep.clear();
+        let mut tombstone_kept = false;
         codec
             .scan(bytes, &mut |record| {
-                keep.push(rules.keeps(base, &record, append_time))
+                let kept = rules.keeps(base, &record, horizon);
+                tombstone_kept |= kept && record.tombstone;
+                keep.push(kept)
             })
             .map_err(codec_error)?;
         let kept = keep.iter().filter(|k| **k).count();
         removed += (keep.len() - kept) as u64;
-        if kept == keep.len() {
+        // A batch whose surviving tombstones this pass sees first is stamped with its
+        // delete horizon (rewritten even when every record is kept).
+        let stamp = (horizon.is_none() && tombstone_kept).then_some(rules.new_delete_horizon_ms);
+        if tombstone_kept {
+            let latest = horizon.or(stamp).max(rules.latest_delete_horizon_ms.get());
+            rules.latest_delete_horizon_ms.set(latest);
+        }
+        if kept == keep.len() && stamp.is_none() {
             return out.emit(bytes);
         }
         out.changed = true;
@@ -893,7 +998,12 @@ fn filter_into(
         rebuilt.clear();
         let mut next = keep.iter();
         codec
-            .rebuild(bytes, &mut |_| *next.next().unwrap_or(&false), &mut rebuilt)
+            .rebuild(
+                bytes,
+                &mut |_| *next.next().unwrap_or(&false),
+                stamp,
+                &mut rebuilt,
+            )
             .map_err(codec_error)?;
         out.emit(&rebuilt)
     })?;
@@ -1050,8 +1160,8 @@ mod tests {
 
     #[test]
     fn key_rules() {
-        // Goal: older versions and keyless records go; the newest stays, a tombstone only
-        // until delete.retention.ms has passed.
+        // Goal: older versions and keyless records go; the newest stays, a tombstone until
+        // its batch's delete horizon has passed, whatever its timestamp.
         let mut keys = KeyMap {
             map: HashMap::new(),
             capacity: 10,
@@ -1061,7 +1171,9 @@ mod tests {
         let rules = Rules {
             keys: &keys,
             retained: &retained,
-            tombstone_cutoff_ms: 100,
+            now_ms: 100,
+            new_delete_horizon_ms: 200,
+            latest_delete_horizon_ms: Cell::new(None),
         };
         let record = |delta, key: Option<&'static [u8]>, tombstone, timestamp_ms| RecordKey {
             offset_delta: delta,
@@ -1083,16 +1195,20 @@ mod tests {
         );
         assert!(!rules.keeps(0, &record(6, None, false, 0), None), "keyless");
         assert!(
-            rules.keeps(0, &record(5, Some(b"a"), true, 100), None),
-            "fresh tombstone"
+            rules.keeps(0, &record(5, Some(b"a"), true, -1_000_000), None),
+            "a tombstone not seen before stays, however old its timestamp"
         );
         assert!(
-            !rules.keeps(0, &record(5, Some(b"a"), true, 99), None),
-            "old tombstone"
+            rules.keeps(0, &record(5, Some(b"a"), true, 0), Some(101)),
+            "before its horizon"
         );
         assert!(
-            rules.keeps(0, &record(5, Some(b"a"), true, 99), Some(100)),
-            "LogAppendTime: the batch's append time counts"
+            !rules.keeps(0, &record(5, Some(b"a"), true, 0), Some(100)),
+            "at its horizon"
+        );
+        assert!(
+            !rules.keeps(0, &record(4, Some(b"a"), true, 0), Some(101)),
+            "an older tombstone is an older version"
         );
         assert_ne!(key_hash(b"a"), key_hash(b"b"));
     }

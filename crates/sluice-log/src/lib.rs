@@ -37,6 +37,7 @@ pub mod batch;
 mod checkpoint;
 mod checkpointer;
 pub mod cleaner;
+mod cleaner_checkpoint;
 mod committer;
 mod completion;
 pub mod config;

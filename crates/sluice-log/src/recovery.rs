@@ -109,6 +109,7 @@ fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
         engine.journal_files.insert(file);
     }
     crate::cleaner::register_cleaned_files(engine)?;
+    crate::cleaner::load_checkpoint(engine);
     Ok(())
 }
 

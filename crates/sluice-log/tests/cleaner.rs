@@ -1,5 +1,5 @@
 //! The log cleaner through the public API: the key rules (newest per key, offsets kept,
-//! tombstones and `delete.retention.ms`, keyless records, compressed batches rebuilt with
+//! tombstones and `delete.retention.ms` (counted from the pass that first saw them), keyless records, compressed batches rebuilt with
 //! their codec, producers' newest batches kept), cleaned segments surviving a reopen, and
 //! the crash-safe swap on the fault-injecting `SimFs` (a power cut after every file
 //! operation of a pass, then a crash: old or new segment, never a loss).
@@ -46,9 +46,11 @@ impl RecordCodec for ProtoCodec {
         &self,
         batch: &[u8],
         keep: &mut dyn FnMut(i32) -> bool,
+        delete_horizon_ms: Option<i64>,
         out: &mut Vec<u8>,
     ) -> Result<i32, String> {
-        record_compact::rebuild(batch, &LIMITS, keep, out).map_err(|e| e.to_string())
+        record_compact::rebuild(batch, &LIMITS, keep, delete_horizon_ms, out)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -233,7 +235,7 @@ fn expected_after(written: &Seen, active: i64) -> Seen {
 async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
     // Goal: after a pass, a read from the start sees exactly the newest record per key at
     // its original offset (the recent tombstone included), the watermarks are unchanged,
-    // and the result survives a reopen. A later pass past delete.retention.ms removes the
+    // and the result survives a reopen, which finds nothing dirty (cleaner checkpoint). A later pass past delete.retention.ms removes the
     // tombstone.
     let dir = tempfile::tempdir().unwrap();
     let k = key("compacted", 0);
@@ -278,6 +280,12 @@ async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
         after,
         "cleaned segments survive a reopen"
     );
+    // The cleaner checkpoint says how far the first run cleaned: nothing is dirty.
+    assert_eq!(
+        log.clean_now(NOW_MS + 200).unwrap(),
+        Vec::new(),
+        "a restart does not clean again what was cleaned"
+    );
 
     // New data makes the log dirty again; past delete.retention.ms the tombstone goes.
     let mut written2 = after.clone();
@@ -299,6 +307,70 @@ async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
         log.offsets(&k).unwrap().high_watermark.0,
         *written2.keys().last().unwrap() + 1
     );
+}
+
+#[tokio::test]
+async fn a_tombstone_ages_from_the_pass_that_first_saw_it() {
+    // Goal: as in Kafka >= 3.1 (KIP-534), delete.retention.ms counts from the pass that
+    // first saw a tombstone, not from its timestamp: a tombstone produced with a timestamp
+    // far in the past survives that pass (its batch stamped with the delete horizon) and a
+    // pass just before the horizon, and a pass after it removes it, although nothing new
+    // was written meanwhile (the horizon alone makes the partition due).
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("aging", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let old_ts = NOW_MS - 100 * DELETE_RETENTION_MS;
+    append(
+        &log,
+        &k,
+        keyed_batch(&[(Some("k0"), Some("v"))], old_ts, 0, None),
+    )
+    .await;
+    let tombstone = append(
+        &log,
+        &k,
+        keyed_batch(&[(Some("k0"), None)], old_ts, 0, None),
+    )
+    .await;
+    for i in 0..8 {
+        let z = format!("z{i}");
+        append(
+            &log,
+            &k,
+            keyed_batch(&[(Some(z.as_str()), Some("z"))], NOW_MS, 0, None),
+        )
+        .await;
+    }
+    log.checkpoint_now().unwrap();
+    let is_there = |log: &LogManager| {
+        read_records(log, &k).get(&tombstone) == Some(&(Some("k0".to_owned()), None))
+    };
+
+    let first = log.clean_now(NOW_MS).unwrap();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(is_there(&log), "kept by the pass that first saw it");
+    assert!(
+        !read_records(&log, &k).contains_key(&(tombstone - 1)),
+        "older value removed"
+    );
+    let early = log.clean_now(NOW_MS + DELETE_RETENTION_MS - 1).unwrap();
+    assert!(early.is_empty(), "not due before the horizon: {early:?}");
+    assert!(is_there(&log));
+    let late = log.clean_now(NOW_MS + DELETE_RETENTION_MS).unwrap();
+    assert_eq!(
+        late.len(),
+        1,
+        "due at the horizon with nothing dirty: {late:?}"
+    );
+    assert!(!is_there(&log), "removed once the horizon has passed");
+    assert!(read_records(&log, &k)
+        .values()
+        .any(|(key, _)| key.as_deref() == Some("z0")));
+    assert!(log
+        .clean_now(NOW_MS + 10 * DELETE_RETENTION_MS)
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test]

@@ -22,6 +22,9 @@ const OFF_CRC: usize = 17;
 const OFF_ATTRIBUTES: usize = 21;
 const OFF_BASE_TIMESTAMP: usize = 27;
 const OFF_RECORDS_COUNT: usize = 57;
+/// Attribute bit 6: `baseTimestamp` holds the batch's delete horizon (Kafka's
+/// `DELETE_HORIZON_FLAG_MASK`, KIP-534).
+const DELETE_HORIZON_FLAG: i16 = 0x40;
 /// Input bytes per xerial snappy block (snappy-java's default block size).
 const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
 /// zstd level Kafka's producers use by default.
@@ -62,10 +65,16 @@ pub fn scan(
 /// delta). Returns how many were kept. The caller handles the cases "all kept" (keep the
 /// original) and "none kept" (drop it or keep an empty header); this writes whatever it
 /// is asked to.
+///
+/// With `delete_horizon_ms` (Kafka's KIP-534, for a batch whose tombstones the cleaner
+/// has now seen for the first time), the batch is stamped as Kafka's cleaner stamps it:
+/// attribute bit 6 set, `baseTimestamp` = the horizon, and each kept record's timestamp
+/// delta rewritten against it, so every record keeps its timestamp.
 pub fn rebuild(
     batch: &[u8],
     limits: &WalkLimits,
     keep: &mut dyn FnMut(i32) -> bool,
+    delete_horizon_ms: Option<i64>,
     out: &mut Vec<u8>,
 ) -> Result<i32, WalkError> {
     let records = records_bytes(batch, limits)?;
@@ -76,16 +85,28 @@ pub fn rebuild(
     while at < records.len() {
         let (end, view) = parse_record(&records, at, base_timestamp)?;
         if keep(view.offset_delta) {
-            kept_bytes.extend_from_slice(&records[at..end]);
+            match delete_horizon_ms {
+                None => kept_bytes.extend_from_slice(&records[at..end]),
+                Some(horizon) => {
+                    rebase_record(&records[at..end], view.timestamp, horizon, &mut kept_bytes)?
+                }
+            }
             kept += 1;
         }
         at = end;
     }
-    let attributes = be_i16(&batch[OFF_ATTRIBUTES..]);
+    let mut attributes = be_i16(&batch[OFF_ATTRIBUTES..]);
     let codec = Compression::from_attributes(attributes)?;
     let body = compress(codec, &kept_bytes)?;
     let start = out.len();
     out.extend_from_slice(&batch[..BATCH_HEADER_BYTES]);
+    if let Some(horizon) = delete_horizon_ms {
+        attributes |= DELETE_HORIZON_FLAG;
+        out[start + OFF_ATTRIBUTES..start + OFF_ATTRIBUTES + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        out[start + OFF_BASE_TIMESTAMP..start + OFF_BASE_TIMESTAMP + 8]
+            .copy_from_slice(&horizon.to_be_bytes());
+    }
     out.extend_from_slice(&body);
     let total = out.len() - start;
     let batch_length = i32::try_from(total - 12).map_err(|_| BAD_RECORD)?;
@@ -96,6 +117,53 @@ pub fn rebuild(
     let crc = crc32c_of(&out[start + OFF_ATTRIBUTES..]);
     out[start + OFF_CRC..start + OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(kept)
+}
+
+/// Appends `record` (one whole record, length prefix included) with its timestamp delta
+/// rewritten so that `new_base` + delta = `timestamp`; the rest of its bytes unchanged.
+fn rebase_record(
+    record: &[u8],
+    timestamp: i64,
+    new_base: i64,
+    out: &mut Vec<u8>,
+) -> Result<(), WalkError> {
+    let mut pos = 0;
+    varint(record, &mut pos)?; // length
+    let attributes_at = pos;
+    pos += 1;
+    varint(record, &mut pos)?; // old timestamp delta
+    let rest = record.get(pos..).ok_or(BAD_RECORD)?;
+    let mut body = Vec::with_capacity(record.len() + 10);
+    body.push(*record.get(attributes_at).ok_or(BAD_RECORD)?);
+    put_varint(&mut body, timestamp.wrapping_sub(new_base));
+    body.extend_from_slice(rest);
+    put_varint(out, i64::try_from(body.len()).map_err(|_| BAD_RECORD)?);
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// A zigzag varint (Kafka's varint and varlong).
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut raw = ((value << 1) ^ (value >> 63)) as u64;
+    loop {
+        let byte = (raw & 0x7f) as u8;
+        raw >>= 7;
+        if raw == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// Whether a batch carries a delete horizon (KIP-534): its `baseTimestamp` is then the
+/// time after which its tombstones may be removed.
+pub fn delete_horizon_ms(batch: &[u8]) -> Option<i64> {
+    if batch.len() < BATCH_HEADER_BYTES {
+        return None;
+    }
+    (be_i16(&batch[OFF_ATTRIBUTES..]) & DELETE_HORIZON_FLAG != 0)
+        .then(|| be_i64(&batch[OFF_BASE_TIMESTAMP..]))
 }
 
 fn crc32c_of(bytes: &[u8]) -> u32 {
@@ -252,19 +320,6 @@ mod tests {
         zstd_window_log_max: 23,
     };
 
-    fn put_varint(out: &mut Vec<u8>, value: i64) {
-        let mut raw = ((value << 1) ^ (value >> 63)) as u64;
-        loop {
-            let byte = (raw & 0x7f) as u8;
-            raw >>= 7;
-            if raw == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-
     fn record(delta: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> Vec<u8> {
         let mut body = vec![0u8];
         put_varint(&mut body, delta * 10);
@@ -334,7 +389,7 @@ mod tests {
             let original = batch(codec);
             assert_eq!(keys(&original).len(), 3, "codec {codec}");
             let mut out = Vec::new();
-            let kept = rebuild(&original, &LIMITS, &mut |d| d != 1, &mut out).unwrap();
+            let kept = rebuild(&original, &LIMITS, &mut |d| d != 1, None, &mut out).unwrap();
             assert_eq!(kept, 2);
             assert_eq!(
                 keys(&out),
@@ -355,6 +410,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_delete_horizon_rebases_timestamps_for_every_codec() {
+        // Goal: stamping a delete horizon sets bit 6 and baseTimestamp to the horizon, and
+        // every kept record still decodes to its own timestamp (deltas now negative).
+        for codec in 0..=4i16 {
+            let original = batch(codec);
+            assert_eq!(delete_horizon_ms(&original), None);
+            let mut out = Vec::new();
+            let kept = rebuild(&original, &LIMITS, &mut |_| true, Some(90_000), &mut out).unwrap();
+            assert_eq!(kept, 3);
+            assert_eq!(delete_horizon_ms(&out), Some(90_000), "codec {codec}");
+            assert_eq!(
+                keys(&out),
+                keys(&original),
+                "timestamps kept, codec {codec}"
+            );
+            assert_eq!(be_i16(&out[21..]) & 0x7, codec, "codec kept");
+            assert_eq!(out[35..43], original[35..43], "maxTimestamp kept");
+            let crc = u32::from_be_bytes([out[17], out[18], out[19], out[20]]);
+            assert_eq!(crc, crc32c_of(&out[21..]));
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
         // Goal: any bytes after a valid header (any codec id) give an answer or an error,
@@ -370,7 +448,7 @@ mod tests {
             b.extend_from_slice(&body);
             let _ = scan(&b, &LIMITS, &mut |_| {});
             let mut out = Vec::new();
-            let _ = rebuild(&b, &LIMITS, &mut |d| d % 2 == 0, &mut out);
+            let _ = rebuild(&b, &LIMITS, &mut |d| d % 2 == 0, Some(7), &mut out);
         }
     }
 
@@ -380,7 +458,7 @@ mod tests {
         let original = batch(0);
         for cut in [0, 10, 61, 62, original.len() - 1] {
             let mut out = Vec::new();
-            let _ = rebuild(&original[..cut], &LIMITS, &mut |_| true, &mut out);
+            let _ = rebuild(&original[..cut], &LIMITS, &mut |_| true, Some(7), &mut out);
             let _ = scan(&original[..cut], &LIMITS, &mut |_| {});
         }
         let mut bad = batch(4);

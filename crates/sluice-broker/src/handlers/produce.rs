@@ -24,10 +24,15 @@
 
 mod decode;
 
+/// First Produce version whose response carries `record_errors` (KIP-467).
+const RECORD_ERRORS_VERSION_MIN: i16 = 8;
+
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
@@ -105,6 +110,7 @@ impl ProduceCall {
             t.name = TopicName(StrBytes::default());
             for p in &mut t.partition_responses {
                 p.error_message = None;
+                p.record_errors.clear();
             }
         }
     }
@@ -223,16 +229,23 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 acks_valid,
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
-                (false, _) => Some((error_code::INVALID_REQUIRED_ACKS, None)),
-                (true, _) if !authorized => Some((error_code::TOPIC_AUTHORIZATION_FAILED, None)),
+                (false, _) => Some(Refused::new(error_code::INVALID_REQUIRED_ACKS, None)),
+                (true, _) if !authorized => {
+                    Some(Refused::new(error_code::TOPIC_AUTHORIZATION_FAILED, None))
+                }
                 // Kafka: "Cannot append to internal topic" (not retriable).
-                (true, None) if !by_id && crate::topics::is_internal(&t.name) => Some((
-                    error_code::INVALID_TOPIC_EXCEPTION,
-                    Some(format!("Cannot append to internal topic {}", &*t.name)),
-                )),
-                (true, None) => Some((unknown, None)),
+                (true, None) if !by_id && crate::topics::is_internal(&t.name) => {
+                    Some(Refused::new(
+                        error_code::INVALID_TOPIC_EXCEPTION,
+                        Some(format!("Cannot append to internal topic {}", &*t.name)),
+                    ))
+                }
+                (true, None) => Some(Refused::new(unknown, None)),
                 (true, Some(key)) => match &p.records {
-                    None => Some((error_code::CORRUPT_MESSAGE, Some("no records".into()))),
+                    None => Some(Refused::new(
+                        error_code::CORRUPT_MESSAGE,
+                        Some("no records".into()),
+                    )),
                     Some(records) => {
                         let stats = topic.as_ref().map(|tp| &*tp.stats);
                         append(
@@ -248,9 +261,21 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                     }
                 },
             };
-            if let Some((code, message)) = refused {
-                pr.error_code = code;
-                pr.error_message = message.map(str_bytes);
+            if let Some(refused) = refused {
+                pr.error_code = refused.error_code;
+                pr.error_message = refused.message.map(str_bytes);
+                if *version >= RECORD_ERRORS_VERSION_MIN {
+                    pr.record_errors = refused
+                        .record_errors
+                        .into_iter()
+                        .map(|(index, message)| {
+                            let mut e = BatchIndexAndErrorMessage::default();
+                            e.batch_index = index;
+                            e.batch_index_error_message = Some(str_bytes(message));
+                            e
+                        })
+                        .collect();
+                }
             }
             slot += 1;
         }
@@ -297,16 +322,22 @@ async fn append(
     group: &AppendGroup,
     slot: usize,
     stats: Option<&TopicStats>,
-) -> Option<(i16, Option<String>)> {
+) -> Option<Refused> {
     let validated =
         record_validation::validate_produce(&broker.producer_ids, request, &records).await;
     let validated = match validated {
-        Ok(()) if broker.log.is_compacted(key) => crate::compaction::refuse_keyless(&records).await,
+        Ok(()) if broker.log.is_compacted(key) => {
+            crate::compaction::refuse_keyless(&records, key).await
+        }
         other => other,
     };
     if let Err(refusal) = validated {
         tracing::debug!(?key, code = refusal.error_code, reason = %refusal.message, "produce refused");
-        return Some((refusal.error_code, Some(refusal.message)));
+        return Some(Refused {
+            error_code: refusal.error_code,
+            message: Some(refusal.message),
+            record_errors: refusal.record_errors,
+        });
     }
     let (bytes, count) = (records.len() as u64, metrics::batch_records(&records));
     match broker.log.append_in_group(key, records, group, slot).await {
@@ -317,6 +348,24 @@ async fn append(
             }
             None
         }
-        Err(e) => Some((error_code::from_log(&e), Some(e.to_string()))),
+        Err(e) => Some(Refused::new(error_code::from_log(&e), Some(e.to_string()))),
+    }
+}
+
+/// Why a partition entry got no offset: its error code, message and, for refused records,
+/// the `record_errors` to name (index among the partition's records, message).
+struct Refused {
+    error_code: i16,
+    message: Option<String>,
+    record_errors: Vec<(i32, String)>,
+}
+
+impl Refused {
+    fn new(error_code: i16, message: Option<String>) -> Self {
+        Self {
+            error_code,
+            message,
+            record_errors: Vec::new(),
+        }
     }
 }
