@@ -145,6 +145,42 @@ impl Ctx {
         )
     }
 
+    /// WRITE on a transactional id: what InitProducerId, AddPartitionsToTxn,
+    /// AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need (denied:
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    pub fn allowed_transactional_id(&self, transactional_id: &str) -> bool {
+        self.allowed(
+            crate::acl::op::WRITE,
+            crate::acl::resource::TRANSACTIONAL_ID,
+            transactional_id,
+        )
+    }
+
+    /// Kafka's check for an idempotent producer id: IDEMPOTENT_WRITE on the cluster, or
+    /// WRITE on any topic (denied: CLUSTER_AUTHORIZATION_FAILED).
+    pub fn allowed_idempotent_write(&self) -> bool {
+        use crate::acl::{op, resource};
+        self.allowed_cluster(op::IDEMPOTENT_WRITE)
+            || self.broker.authorizer.authorize_by_resource_type(
+                &self.principal,
+                self.peer.ip(),
+                op::WRITE,
+                resource::TOPIC,
+            )
+    }
+
+    /// The `*_authorized_operations` bit field for a resource (`acl::supported::*` lists
+    /// the operations Kafka reports for each type).
+    pub fn authorized_operations(&self, resource_type: i8, name: &str, operations: &[i8]) -> i32 {
+        self.broker.authorizer.authorized_operations(
+            &self.principal,
+            self.peer.ip(),
+            resource_type,
+            name,
+            operations,
+        )
+    }
+
     /// Decodes the request body; a malformed body is logged and closes the connection.
     pub fn decode<R: Decodable>(&self, mut body: Bytes) -> Result<R, Reply> {
         codec::decode_request(&mut body, self.version).map_err(|e| {

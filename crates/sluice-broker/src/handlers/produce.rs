@@ -8,6 +8,9 @@
 //! acks=1 and acks=all are the same on one node: both are answered once the log reports the
 //! appends durable (after the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
+//! With an authorizer: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED per partition), and
+//! for transactional records WRITE on the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), as Kafka checks them.
 //!
 //! No task per request: the appends of one request share one [`AppendGroup`], and the
 //! connection's writer waits on it directly ([`ProduceCall::wait`]), then has the call
@@ -195,8 +198,15 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
     } = call;
     let request = record_validation::ProduceContext {
         version: *version,
-        transactional_id: decoded.transactional_id,
+        transactional_id: decoded.transactional_id.is_some(),
     };
+    // Kafka: transactional records need WRITE on the transactional id; without it every
+    // partition of the request is refused.
+    let txn_denied = decoded.has_transactional_records()
+        && !decoded
+            .transactional_id
+            .as_ref()
+            .is_some_and(|id| ctx.allowed_transactional_id(id));
     let by_id = *version >= 13;
     let unknown = match by_id {
         true => error_code::UNKNOWN_TOPIC_ID,
@@ -224,6 +234,9 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
                 (false, _) => Some((error_code::INVALID_REQUIRED_ACKS, None)),
+                (true, _) if txn_denied => {
+                    Some((error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
+                }
                 (true, _) if !authorized => Some((error_code::TOPIC_AUTHORIZATION_FAILED, None)),
                 // Kafka: "Cannot append to internal topic" (not retriable).
                 (true, None) if !by_id && crate::topics::is_internal(&t.name) => Some((
