@@ -487,3 +487,22 @@ def test_kip848_group_apis_and_describe_cluster_are_checked(secured):
     res = ali.describe_cluster(include_authorized_operations=True,
                                request_timeout=10).result(timeout=15)
     assert set(res.authorized_operations) == {AclOperation.ALTER, AclOperation.DESCRIBE}
+
+
+def test_client_quota_apis_need_cluster_alter_and_describe_configs(secured):
+    from test_quotas import (alter_quotas_frame, describe_quotas_frame, parse_alter_quotas,
+                             parse_describe_quotas)
+    b = secured(LISTENER, props())
+    entry = ([("user", "bob")], [("producer_byte_rate", 1024.0, False)])
+    s = raw_session(b, "alice")
+    assert parse_alter_quotas(on(s, alter_quotas_frame([entry])))[0][0] == \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert parse_describe_quotas(on(s, describe_quotas_frame()))[0] == \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    add_acls(b, allow("alice", "kafka-cluster", AclOperation.ALTER_CONFIGS,
+                      rtype=ResourceType.BROKER))
+    assert parse_alter_quotas(on(s, alter_quotas_frame([entry]))) == [(0, None)]
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    assert parse_describe_quotas(on(s, describe_quotas_frame())) == \
+        (0, {(("user", "bob"),): {"producer_byte_rate": 1024.0}})
+    s.close()

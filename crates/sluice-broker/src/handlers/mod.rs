@@ -10,6 +10,7 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
@@ -23,6 +24,7 @@ mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -320,6 +322,8 @@ pub(crate) async fn start(
         ApiKey::AlterUserScramCredentials => task(alter_user_scram_credentials::handle(ctx, body)),
         ApiKey::CreateAcls => task(create_acls::handle(ctx, body)),
         ApiKey::DescribeAcls => task(describe_acls::handle(ctx, body)),
+        ApiKey::DescribeClientQuotas => task(describe_client_quotas::handle(ctx, body)),
+        ApiKey::AlterClientQuotas => task(alter_client_quotas::handle(ctx, body)),
         ApiKey::DeleteAcls => task(delete_acls::handle(ctx, body)),
         // Both change the connection's authentication state, so the connection's SASL gate
         // (`crate::sasl`) answers them in arrival order; they never get here.

@@ -39,7 +39,7 @@ use sluice_protocol::codec;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::metrics::{self, TopicStats};
-use crate::{acl, error_code, limits, record_validation, Broker};
+use crate::{acl, error_code, limits, quotas, record_validation, Broker};
 
 /// One produce request from decode to response; reused (see the module comment).
 #[derive(Debug, Default)]
@@ -50,6 +50,8 @@ pub(crate) struct ProduceCall {
     group: AppendGroup,
     resp: ProduceResponse,
     out: BytesMut,
+    /// The client quota's throttle time for this request (`quotas`; 0: not throttled).
+    throttle_ms: u64,
 }
 
 impl ProduceCall {
@@ -73,6 +75,7 @@ impl ProduceCall {
                 None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
             }
         }
+        self.resp.throttle_time_ms = i32::try_from(self.throttle_ms).unwrap_or(i32::MAX);
         self.out.clear();
         let encoded = codec::encode_response(
             &mut self.out,
@@ -89,6 +92,11 @@ impl ProduceCall {
                 None
             }
         }
+    }
+
+    /// How long the connection is muted after this request (its quota's throttle time).
+    pub(crate) fn throttle_ms(&self) -> u64 {
+        self.throttle_ms
     }
 
     /// Whether a partition of the last response carries an error code (for metrics).
@@ -165,6 +173,7 @@ pub(crate) enum Started {
 }
 
 pub(crate) async fn start(ctx: Ctx, body: Bytes, mut call: Box<ProduceCall>) -> Started {
+    call.throttle_ms = 0;
     if let Err(e) = call.decoded.decode(&body, ctx.version) {
         tracing::warn!(version = ctx.version, error = %e, "malformed request; closing connection");
         call.decoded.clear();
@@ -172,6 +181,14 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes, mut call: Box<ProduceCall>) -> 
     }
     call.version = ctx.version;
     call.correlation_id = ctx.correlation_id;
+    // Kafka charges a produce request's whole size to the producer_byte_rate quota.
+    call.throttle_ms = ctx.broker.quotas.throttle_ms(
+        quotas::Kind::Produce,
+        &ctx.principal,
+        ctx.client_id.as_deref().unwrap_or(""),
+        body.len(),
+        std::time::Instant::now(),
+    );
     call.lay_out_response();
     let entries = call.decoded.partitions.len();
     call.group.reset(entries);
