@@ -493,6 +493,29 @@ mod tests {
         assert!(ClientQuotas::open(dir.path()).is_err());
     }
 
+    // Goal: a `<default>` client-id quota and more client ids than QUOTA_BUCKETS_MAX keep
+    // the bucket map within its bound (idle buckets are forgotten first).
+    #[test]
+    fn buckets_stay_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = ClientQuotas::open(dir.path()).unwrap();
+        q.alter(&[(
+            vec![part(ENTITY_CLIENT_ID, None)],
+            vec![set(PRODUCER_BYTE_RATE, 1000.0)],
+        )])
+        .unwrap();
+        let now = Instant::now();
+        for i in 0..limits::QUOTA_BUCKETS_MAX + 10 {
+            // Half of them go into debt (kept while in debt), half stay idle.
+            let bytes = if i % 2 == 0 { 5000 } else { 1 };
+            q.throttle_ms(Kind::Produce, "User:u", &format!("c{i}"), bytes, now);
+            assert!(q.buckets.lock().len() <= limits::QUOTA_BUCKETS_MAX);
+        }
+        // The latest client in debt is still tracked, and still owes its 4 s.
+        let last = format!("c{}", limits::QUOTA_BUCKETS_MAX + 8);
+        assert_eq!(q.debt_ms(Kind::Produce, "User:u", &last, now), 4000);
+    }
+
     // Goal: unsupported keys, entity types and values are refused with a reason.
     #[test]
     fn refusals() {
