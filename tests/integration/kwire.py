@@ -216,9 +216,10 @@ def record_batch(records: list[RawRecord], base_timestamp: int | None = None,
 
 
 def produce_request_v3(correlation_id: int, topic: str, partition: int, batch: bytes,
-                       acks: int = -1, timeout_ms: int = 10000) -> bytes:
+                       acks: int = -1, timeout_ms: int = 10000,
+                       transactional_id: str | None = None) -> bytes:
     body = (
-        string(None)  # transactional_id
+        string(transactional_id)
         + i16(acks)
         + i32(timeout_ms)
         + i32(1) + string(topic)

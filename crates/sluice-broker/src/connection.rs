@@ -38,12 +38,18 @@
 //! SASL listener every frame passes the connection's SASL gate before it is routed: until the
 //! client has authenticated only ApiVersions, SaslHandshake and SaslAuthenticate are served.
 //!
+//! Client quotas (see [`crate::quotas`]): a produce or fetch whose quota is in debt carries
+//! `throttle_time_ms`, and the connection is muted for that long: the reader takes no next
+//! request (buffered or not) until it is over, as Kafka mutes a throttled channel. The
+//! reader mutes itself for produce requests (acks=0 included), the writer for fetches
+//! (whose throttle is known once they are answered); both extend one shared deadline.
+//!
 //! A malformed frame, an unknown API key or an unsupported version (other than
 //! ApiVersions, which gets the v0 fallback) closes this connection after the responses
 //! already owed are written; no other connection is affected.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
@@ -64,6 +70,39 @@ use crate::response_chunks::{self, ChunkedFrame};
 use crate::sasl::{Gate, Session};
 use crate::tls_stream::{self, ConnRead, ConnWrite};
 use crate::{limits, Broker};
+
+/// The connection's mute deadline (client quotas), shared by its reader and writer.
+#[derive(Debug)]
+struct Mute {
+    base: Instant,
+    /// Milliseconds after `base` until which the reader takes no request (0: never muted).
+    until_ms: AtomicU64,
+}
+
+impl Mute {
+    fn new() -> Mute {
+        Mute {
+            base: Instant::now(),
+            until_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Mutes for `throttle_ms` from now (never shortening a longer mute).
+    fn extend(&self, throttle_ms: u64) {
+        if throttle_ms == 0 {
+            return;
+        }
+        let until = self.base.elapsed().as_millis() as u64 + throttle_ms;
+        self.until_ms.fetch_max(until, Ordering::AcqRel);
+    }
+
+    /// When the mute ends, if it has not.
+    fn until(&self) -> Option<Instant> {
+        let ms = self.until_ms.load(Ordering::Acquire);
+        let until = self.base + Duration::from_millis(ms);
+        (ms > 0 && until > Instant::now()).then_some(until)
+    }
+}
 
 /// Why the reader stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +126,7 @@ pub(crate) async fn serve(
     let (tx, rx) = mpsc::channel::<InFlight>(limits::IN_FLIGHT_PER_CONNECTION_MAX);
     let (abort_tx, abort_rx) = watch::channel(false);
     let owed = Arc::new(AtomicUsize::new(0));
+    let mute = Arc::new(Mute::new());
     let calls = Calls::default();
     let writer = tokio::spawn(write_loop(
         Writer {
@@ -99,6 +139,7 @@ pub(crate) async fn serve(
         abort_rx,
         owed.clone(),
         calls.clone(),
+        mute.clone(),
     ));
     let mut reader = Reader {
         broker: &broker,
@@ -115,6 +156,7 @@ pub(crate) async fn serve(
         overdraft: None,
         frame_deadline: None,
         owed,
+        mute,
     };
     let stop = reader.run(&tx).await;
     if stop == Stop::Abort {
@@ -150,6 +192,8 @@ struct Reader<'a> {
     frame_deadline: Option<Instant>,
     /// Requests started whose responses are not yet written (the writer decrements).
     owed: Arc<AtomicUsize>,
+    /// Until when the client's quota mutes this connection.
+    mute: Arc<Mute>,
 }
 
 impl Reader<'_> {
@@ -159,6 +203,13 @@ impl Reader<'_> {
         let idle = Duration::from_millis(broker.config.connections_max_idle_ms);
         let mut idle_deadline = Instant::now() + idle;
         loop {
+            if let Some(until) = self.mute.until() {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    _ = shutdown.wait_for(|s| *s) => return Stop::Drain,
+                }
+                idle_deadline = Instant::now() + idle;
+            }
             let max_frame_bytes = self
                 .session
                 .max_frame_bytes(broker.config.max_request_bytes);
@@ -374,7 +425,7 @@ impl Reader<'_> {
             Gate::Answered(reply, keep_going) => (Work::Ready(reply), keep_going),
             Gate::Route => {
                 let principal = self.session.principal.clone();
-                start_request(
+                let (work, keep_going, throttle_ms) = start_request(
                     self.broker,
                     body,
                     self.peer,
@@ -382,7 +433,9 @@ impl Reader<'_> {
                     principal,
                     &self.calls,
                 )
-                .await
+                .await;
+                self.mute.extend(throttle_ms);
+                (work, keep_going)
             }
         };
         Some(InFlight {
@@ -396,8 +449,8 @@ impl Reader<'_> {
     }
 }
 
-/// Parses one frame and starts its request. Returns the work that yields the response, and
-/// whether to keep reading from this connection.
+/// Parses one frame and starts its request. Returns the work that yields the response,
+/// whether to keep reading from this connection, and the produce quota's throttle time.
 async fn start_request(
     broker: &Arc<Broker>,
     body: bytes::Bytes,
@@ -405,16 +458,20 @@ async fn start_request(
     listener: usize,
     principal: Arc<str>,
     calls: &Calls,
-) -> (Work, bool) {
+) -> (Work, bool, u64) {
     match header::parse(body) {
         Ok(req) => match handlers::start(broker, req, peer, listener, principal, calls).await {
-            Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true),
-            Started::Produce(produce::Started::Waiting(call)) => (Work::Produce(call), true),
-            Started::Fetch(call) => (Work::Fetch(call), true),
+            Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true, 0),
+            Started::Produce(produce::Started::Waiting(call)) => {
+                let throttle_ms = call.throttle_ms();
+                (Work::Produce(call), true, throttle_ms)
+            }
+            Started::Fetch(call) => (Work::Fetch(call), true, 0),
             Started::Produce(produce::Started::Done(reply, call)) => {
+                let throttle_ms = call.throttle_ms();
                 calls.produce.put(call);
                 let keep_going = !matches!(reply, Reply::Close);
-                (Work::Ready(reply), keep_going)
+                (Work::Ready(reply), keep_going, throttle_ms)
             }
         },
         Err(fail) => {
@@ -434,7 +491,7 @@ async fn start_request(
                 }
             };
             let keep_going = matches!(reply, Reply::Frame(_));
-            (Work::Ready(reply), keep_going)
+            (Work::Ready(reply), keep_going, 0)
         }
     }
 }
@@ -564,6 +621,7 @@ async fn write_loop(
     mut abort: watch::Receiver<bool>,
     owed: Arc<AtomicUsize>,
     calls: Calls,
+    mute: Arc<Mute>,
 ) {
     while let Some(mut item) = rx.recv().await {
         let written = match &mut item.work {
@@ -582,7 +640,9 @@ async fn write_loop(
                     ok = call.run() => ok,
                     _ = abort.wait_for(|a| *a) => break,
                 };
-                answered && wr.chunks(call.frame()).await
+                let written = answered && wr.chunks(call.frame()).await;
+                mute.extend(call.throttle_ms());
+                written
             }
             Work::Task(task) => {
                 let outcome = tokio::select! {

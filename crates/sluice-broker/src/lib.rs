@@ -18,7 +18,8 @@
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`listeners`], [`tls`], [`sasl`], [`scram`]: named listeners and their security (TLS on
 //!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials); `config_security` refuses
-//!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs.
+//!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs;
+//!   [`quotas`]: client byte-rate quotas and their throttle times.
 //! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
 //! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
@@ -45,6 +46,7 @@ pub mod listeners;
 pub mod memory;
 pub mod metrics;
 pub mod producer_ids;
+pub mod quotas;
 pub mod record_validation;
 mod response_chunks;
 pub mod sasl;
@@ -84,6 +86,8 @@ pub struct Broker {
     pub scram: scram::CredentialStore,
     /// The authorizer and its durable ACLs (see [`acl`]).
     pub authorizer: acl::Authorizer,
+    /// Client quotas (durable; see [`quotas`]).
+    pub quotas: quotas::ClientQuotas,
     /// Flips to true when shutdown starts; long-polls and readers watch it.
     pub shutdown: watch::Receiver<bool>,
     /// The `queued.max.request.bytes` budget: request bytes, read buffers beyond their first

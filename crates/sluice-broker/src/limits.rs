@@ -232,5 +232,15 @@ pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
 pub const SCRAM_USERS_MAX: usize = 100_000;
 /// Most ACLs kept (`acl`): each check walks them all, so this bounds a check's work too.
 pub const ACLS_MAX: usize = 10_000;
+
+/// Client quotas (`quotas`): the burst a byte-rate bucket holds (this long at its rate), the
+/// longest throttle time answered (Kafka's bound: its quota window, 11 samples of 1 s), most
+/// quota entities kept and their names' length, and most buckets (one per user or client id
+/// a quota applies to) tracked before idle ones are forgotten.
+pub const QUOTA_BURST_MS: u64 = 1_000;
+pub const QUOTA_THROTTLE_MS_MAX: u64 = 11_000;
+pub const QUOTA_ENTITIES_MAX: usize = 10_000;
+pub const QUOTA_ENTITY_NAME_BYTES_MAX: usize = 1024;
+pub const QUOTA_BUCKETS_MAX: usize = 100_000;
 /// Longest SASL token (client message) accepted in one SaslAuthenticate.
 pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;

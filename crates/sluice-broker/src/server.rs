@@ -3,7 +3,8 @@
 //! total over all listeners (and `max.connections.per.ip` from one address; a connection over
 //! either limit is closed at once, as Kafka does), and on shutdown stop accepting, let
 //! in-flight requests finish (bounded by [`limits::SHUTDOWN_DRAIN_MS_MAX`]), then shut the log
-//! down cleanly. A listener that binds beyond loopback without authentication is warned about.
+//! down cleanly. A listener that binds beyond loopback without authentication is warned about,
+//! and so is a data directory other users may read or enter.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -103,6 +104,7 @@ impl Server {
         let cfg = config.clone();
         let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
             sluice_log::fs::create_private_dir_all(&cfg.data_dir)?;
+            warn_if_data_dir_shared(&cfg.data_dir);
             let (log, report) =
                 LogManager::open(log_config(&cfg), Arc::new(StdFs)).map_err(|error| {
                     StartError::Log {
@@ -133,6 +135,7 @@ impl Server {
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
             let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
+            let quotas = crate::quotas::ClientQuotas::open(&cfg.data_dir)?;
             let security = load_security(&cfg)?;
             let segment_bytes = cfg.transaction_state_log_segment_bytes;
             let txns = crate::txns::TxnService::open(&log, cfg.txn.clone(), segment_bytes)
@@ -145,7 +148,7 @@ impl Server {
                 topics,
                 groups,
                 producer_ids,
-                (scram, authorizer),
+                (scram, authorizer, quotas),
                 security,
                 txns,
                 report,
@@ -153,8 +156,16 @@ impl Server {
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-        let (log, topics, groups, producer_ids, (scram, authorizer), security, txns, report) =
-            opened;
+        let (
+            log,
+            topics,
+            groups,
+            producer_ids,
+            (scram, authorizer, quotas),
+            security,
+            txns,
+            report,
+        ) = opened;
         let specs = config.listener_specs();
         let mut sockets = Vec::with_capacity(specs.len());
         let mut bound = Vec::with_capacity(specs.len());
@@ -222,6 +233,7 @@ impl Server {
             listeners: bound,
             scram,
             authorizer,
+            quotas,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
@@ -465,6 +477,20 @@ fn load_security(
         out.push((tls, sasl));
     }
     Ok(out)
+}
+
+/// Warns when other users may read or enter the data directory. An existing directory is the
+/// operator's and is left as it is (it may be a mount point); everything the broker creates
+/// under it is owner-only (`sluice_log::fs::DIR_MODE`, `FILE_MODE`).
+fn warn_if_data_dir_shared(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(data_dir = %dir.display(), mode = %format!("{mode:o}"), "data directory is accessible to other users; restrict it (chmod 700) so only the broker's user reaches the data");
+    }
 }
 
 /// Warns when a listener reachable beyond loopback lets clients in without authentication.

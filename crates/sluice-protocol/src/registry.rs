@@ -74,6 +74,9 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::DescribeAcls, 1, 3),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
+    // Client quotas (KIP-546).
+    api(ApiKey::DescribeClientQuotas, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

@@ -168,6 +168,21 @@ fn seed(key: ApiKey) -> RequestKind {
             r.filters = vec![f];
             RequestKind::DeleteAcls(r)
         }
+        ApiKey::AlterClientQuotas => {
+            use kafka_protocol::messages::alter_client_quotas_request as acq;
+            let mut e = acq::EntityData::default();
+            e.entity_type = StrBytes::from_static_str("user");
+            e.entity_name = Some(StrBytes::from_static_str("alice"));
+            let mut o = acq::OpData::default();
+            o.key = StrBytes::from_static_str("producer_byte_rate");
+            o.value = 1024.0;
+            let mut entry = acq::EntryData::default();
+            entry.entity = vec![e];
+            entry.ops = vec![o];
+            let mut r = kafka_protocol::messages::AlterClientQuotasRequest::default();
+            r.entries = vec![entry];
+            RequestKind::AlterClientQuotas(r)
+        }
         other => default_kind(other),
     }
 }
@@ -217,6 +232,8 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
         ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
+        ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
+        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }

@@ -9,6 +9,9 @@
 //	franz-it consume-group --brokers B --group G --topic T --count N [--commit]
 //	franz-it lag           --brokers B --group G
 //	franz-it describe      --brokers B --group G
+//
+// Every command also takes --sasl-mechanism/--sasl-user/--sasl-password and
+// --tls-ca/--tls-cert/--tls-key (security.go) to reach SASL, TLS and mTLS listeners.
 package main
 
 import (
@@ -66,6 +69,7 @@ type common struct {
 	timeout  time.Duration
 	logLevel string
 	clientID string
+	security security
 }
 
 func (c *common) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
@@ -73,6 +77,7 @@ func (c *common) register(fs *flag.FlagSet, defaultTimeout time.Duration) {
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "hard deadline for the whole command")
 	fs.StringVar(&c.logLevel, "log", "warn", "franz-go log level on stderr: none, error, warn, info, debug")
 	fs.StringVar(&c.clientID, "client-id", "", "client.id (default: franz-go's)")
+	c.security.register(fs)
 }
 
 // parse parses args and checks the required flags; it exits with 2 on bad usage.
@@ -94,6 +99,7 @@ func parse(fs *flag.FlagSet, args []string, required map[string]*string) {
 
 func (c *common) opts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...)}
+	opts = append(opts, c.security.opts()...)
 	if c.clientID != "" {
 		opts = append(opts, kgo.ClientID(c.clientID))
 	}

@@ -1,12 +1,14 @@
 //! AddOffsetsToTxn (key 25), v0-4: adds `__consumer_offsets-0` (where every group lives)
 //! to the producer's transaction (docs/transactions.md §6.5, §7.2). PRODUCER_FENCED goes
-//! to v2+ only (KIP-588).
+//! to v2+ only (KIP-588). With an authorizer (Kafka's checks): WRITE on the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
+//! (GROUP_AUTHORIZATION_FAILED).
 
 use bytes::Bytes;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 const PRODUCER_FENCED_FROM: i16 = 2;
 
@@ -19,6 +21,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
     let broker = &ctx.broker;
     let mut resp = AddOffsetsToTxnResponse::default();
+    if !ctx.allowed_transactional_id(&id) {
+        resp.error_code = error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let change = broker
         .txns
         .call(|c, now| c.add_offsets(&id, pid, epoch, now));

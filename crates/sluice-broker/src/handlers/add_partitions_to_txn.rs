@@ -5,6 +5,11 @@
 //! (docs/transactions.md §7.2), the change is made durable, each partition is verified in
 //! the log for the producer's epoch (§6.1), and only then is the client answered.
 //! PRODUCER_FENCED goes to v2+ only (KIP-588).
+//!
+//! With an authorizer (Kafka's checks): WRITE on the transactional id, else every partition
+//! gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its partitions get
+//! TOPIC_AUTHORIZATION_FAILED (before existence is checked) and the rest
+//! OPERATION_NOT_ATTEMPTED, as for refused partitions.
 
 use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -15,7 +20,7 @@ use sluice_coordinator::TopicPartition;
 use sluice_log::LogError;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 const PRODUCER_FENCED_FROM: i16 = 2;
 
@@ -31,30 +36,40 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     );
     let broker = &ctx.broker;
     let mut partitions = Vec::new();
-    let mut unknown = Vec::new();
+    // Partitions refused before the coordinator is asked, with their codes.
+    let mut refused = Vec::new();
+    let id_allowed = ctx.allowed_transactional_id(&id);
     for t in &req.v3_and_below_topics {
         let topic = broker.topics.get(&t.name.0);
+        let code = match id_allowed {
+            false => Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            true if !ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, &t.name.0) => {
+                Some(error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
+            true => None,
+        };
         for &p in &t.partitions {
             let tp = TopicPartition {
                 topic: t.name.0.to_string(),
                 partition: p,
             };
-            match topic.as_ref().and_then(|t| t.partition(p)) {
-                Some(_) => partitions.push(tp),
-                None => unknown.push(tp),
+            match (code, topic.as_ref().and_then(|t| t.partition(p))) {
+                (Some(code), _) => refused.push((tp, code)),
+                (None, Some(_)) => partitions.push(tp),
+                (None, None) => refused.push((tp, error_code::UNKNOWN_TOPIC_OR_PARTITION)),
             }
         }
     }
     let code_of = |tp: &TopicPartition, code: i16| (tp.clone(), code);
-    let codes: Vec<(TopicPartition, i16)> = if !unknown.is_empty() {
-        unknown
+    let not_attempted = match id_allowed {
+        true => error_code::OPERATION_NOT_ATTEMPTED,
+        false => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    };
+    let codes: Vec<(TopicPartition, i16)> = if !refused.is_empty() {
+        refused
             .iter()
-            .map(|tp| code_of(tp, error_code::UNKNOWN_TOPIC_OR_PARTITION))
-            .chain(
-                partitions
-                    .iter()
-                    .map(|tp| code_of(tp, error_code::OPERATION_NOT_ATTEMPTED)),
-            )
+            .map(|(tp, code)| code_of(tp, *code))
+            .chain(partitions.iter().map(|tp| code_of(tp, not_attempted)))
             .collect()
     } else {
         let code = add(&ctx, &id, pid, epoch, &partitions).await;

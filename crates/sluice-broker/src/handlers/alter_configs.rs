@@ -1,6 +1,8 @@
 //! AlterConfigs (key 33), v0-2: replaces a topic's whole set of overrides (settings not named
 //! go back to their defaults). Broker settings are static and cannot be altered.
-//! [`apply_topic_configs`] is shared with IncrementalAlterConfigs.
+//! [`apply_topic_configs`] is shared with IncrementalAlterConfigs. With an authorizer, each
+//! resource needs ALTER_CONFIGS on its topic, or on the cluster for a broker
+//! (`describe_configs::config_refusal`), checked before anything else.
 
 use std::collections::BTreeMap;
 
@@ -8,19 +10,31 @@ use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{config_refusal, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
 use crate::topics::AdminError;
-use crate::{error_code, topic_config, Broker};
+use crate::{acl, error_code, topic_config, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AlterConfigsRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    let refusals: Vec<Option<(i16, String)>> = req
+        .resources
+        .iter()
+        .map(|r| {
+            config_refusal(
+                &ctx,
+                acl::op::ALTER_CONFIGS,
+                r.resource_type,
+                &r.resource_name,
+            )
+        })
+        .collect();
     ctx.respond_blocking(move |b| {
         let mut resp = AlterConfigsResponse::default();
-        for res in req.resources {
+        for (res, refused) in req.resources.into_iter().zip(refusals) {
             let mut r = AlterConfigsResourceResponse::default();
             r.resource_type = res.resource_type;
             r.resource_name = res.resource_name.clone();
@@ -33,11 +47,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                         .map(|v| (c.name.to_string(), v.to_string()))
                 })
                 .collect();
-            let outcome = match res.resource_type {
-                RESOURCE_TOPIC => {
+            let outcome = match (refused, res.resource_type) {
+                (Some((code, message)), _) => Err(AdminError::new(code, message)),
+                (None, RESOURCE_TOPIC) => {
                     apply_topic_configs(b, &res.resource_name, |_| Ok(overrides), req.validate_only)
                 }
-                other => Err(resource_error(other)),
+                (None, other) => Err(resource_error(other)),
             };
             if let Err(e) = outcome {
                 r.error_code = e.code;

@@ -2,6 +2,11 @@
 //! assignment epochs, assignor, and per member its epoch, subscription, current and target
 //! assignment). A group that is not a KIP-848 group (classic or unknown) gets
 //! GROUP_ID_NOT_FOUND, as in Kafka; admin clients then fall back to DescribeGroups.
+//!
+//! With an authorizer (Kafka's checks): DESCRIBE on each group, else
+//! GROUP_AUTHORIZATION_FAILED for it; a group whose members' assignments name a topic the
+//! client may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED and no members. Authorized
+//! operations are filled in when asked for.
 
 use bytes::Bytes;
 use kafka_protocol::messages::consumer_group_describe_response::{
@@ -14,7 +19,7 @@ use sluice_coordinator::DescribedTopicPartitions;
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -45,6 +50,16 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     for group_id in req.group_ids {
         let mut out = DescribedGroup::default();
         out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+        if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, &group_id.0) {
+            out.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+            out.group_id = group_id;
+            resp.groups.push(out);
+            continue;
+        }
+        if req.include_authorized_operations {
+            out.authorized_operations =
+                ctx.authorized_operations(acl::resource::GROUP, &group_id.0, acl::supported::GROUP);
+        }
         match ctx
             .broker
             .groups
@@ -85,10 +100,30 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                         dm
                     })
                     .collect();
+                if !topics_describable(&ctx, &out.members) {
+                    out.error_code = error_code::TOPIC_AUTHORIZATION_FAILED;
+                    out.error_message = Some(str_bytes(
+                        "The group has described topic(s) that the client is not authorized to describe.",
+                    ));
+                    out.members.clear();
+                }
             }
         }
         out.group_id = group_id;
         resp.groups.push(out);
     }
     ctx.respond(&resp)
+}
+
+/// Whether the client may DESCRIBE every topic the members' assignments name.
+fn topics_describable(ctx: &Ctx, members: &[Member]) -> bool {
+    members
+        .iter()
+        .flat_map(|m| {
+            m.assignment
+                .topic_partitions
+                .iter()
+                .chain(&m.target_assignment.topic_partitions)
+        })
+        .all(|tp| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &tp.topic_name.0))
 }

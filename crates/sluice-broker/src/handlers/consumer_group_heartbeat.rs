@@ -6,6 +6,10 @@
 //! The coordinator resolves subscriptions against a snapshot of the topic registry taken
 //! here. The answer is sent once any group epoch change it caused is durable in
 //! `__consumer_offsets` (the same parked-reply path JoinGroup uses).
+//!
+//! With an authorizer (Kafka's checks): READ on the group, else GROUP_AUTHORIZATION_FAILED;
+//! DESCRIBE on every subscribed topic name, else TOPIC_AUTHORIZATION_FAILED (a client may
+//! not learn of topics it cannot describe through its assignment).
 
 use bytes::Bytes;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
@@ -14,14 +18,19 @@ use sluice_coordinator::{ConsumerHeartbeatRequest, GroupReply};
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::error_code;
 use crate::groups::topics_snapshot;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: ConsumerGroupHeartbeatRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    if let Some(code) = refusal(&ctx, &req) {
+        let mut resp = ConsumerGroupHeartbeatResponse::default();
+        resp.error_code = code;
+        return ctx.respond(&resp);
+    }
     let beat = ConsumerHeartbeatRequest {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),
@@ -72,4 +81,16 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         _ => resp.error_code = error_code::NOT_COORDINATOR,
     }
     ctx.respond(&resp)
+}
+
+/// The authorization refusal of a heartbeat, if refused.
+fn refusal(ctx: &Ctx, req: &ConsumerGroupHeartbeatRequest) -> Option<i16> {
+    if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
+        return Some(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
+    let names = req.subscribed_topic_names.as_deref().unwrap_or_default();
+    names
+        .iter()
+        .any(|t| !ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &t.0))
+        .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
 }

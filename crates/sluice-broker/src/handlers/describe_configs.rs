@@ -3,6 +3,10 @@
 //! default, DEFAULT_CONFIG otherwise), synonyms on request, types (v3+) and documentation.
 //! Broker resources list the broker's settings, all read-only (there is no dynamic broker
 //! config).
+//!
+//! With an authorizer, a topic needs DESCRIBE_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED) and a
+//! broker DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before the
+//! resource is looked up, as Kafka does ([`config_refusal`], shared with the alter APIs).
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_response::{
@@ -12,10 +16,34 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Ctx, Reply};
 use crate::topic_config::{self, source, ConfigType};
-use crate::{error_code, Broker};
+use crate::{acl, error_code, Broker};
 
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
+/// Kafka's BROKER_LOGGER config resource (authorized as the cluster, then refused).
+pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
+
+/// The authorization refusal of `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+/// resource, if refused: topics are checked on the topic, broker resources on the cluster.
+/// Other resource types are left to the caller's own refusal.
+pub(crate) fn config_refusal(
+    ctx: &Ctx,
+    operation: i8,
+    resource_type: i8,
+    name: &str,
+) -> Option<(i16, String)> {
+    match resource_type {
+        RESOURCE_TOPIC if !ctx.allowed(operation, acl::resource::TOPIC, name) => Some((
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+            format!("Not authorized to access the configs of topic '{name}'."),
+        )),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !ctx.allowed_cluster(operation) => Some((
+            error_code::CLUSTER_AUTHORIZATION_FAILED,
+            "Not authorized to access the broker's configs.".to_string(),
+        )),
+        _ => None,
+    }
+}
 
 struct Entry {
     name: String,
@@ -38,7 +66,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let mut r = DescribeConfigsResult::default();
         r.resource_type = res.resource_type;
         r.resource_name = res.resource_name.clone();
+        let refused = config_refusal(
+            &ctx,
+            acl::op::DESCRIBE_CONFIGS,
+            res.resource_type,
+            &res.resource_name,
+        );
         let entries = match res.resource_type {
+            _ if refused.is_some() => Err(refused.expect("checked")),
             RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
                 Some(t) => Ok(topic_entries(b, &t.configs)),
                 None => Err((

@@ -34,6 +34,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             resp.groups.push(out);
             continue;
         }
+        if req.include_authorized_operations {
+            out.authorized_operations =
+                ctx.authorized_operations(acl::resource::GROUP, &group_id.0, acl::supported::GROUP);
+        }
         let g = ctx.broker.groups.read(|c| c.describe_group(&group_id.0));
         out.group_id = group_id;
         out.group_state = str_bytes(g.state);

@@ -2,7 +2,8 @@
 //! marker per partition of the transaction and the completion are one append group, so
 //! one sync covers them (docs/transactions.md §5); the client is answered once they are
 //! durable and the markers applied (the LSO has moved). PRODUCER_FENCED goes to v2+ only
-//! (KIP-588).
+//! (KIP-588). With an authorizer: WRITE on the transactional id, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
@@ -28,6 +29,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut resp = EndTxnResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
+    if !ctx.allowed_transactional_id(&id) {
+        resp.error_code = error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
     let change = broker
         .txns
         .call(|c, now| c.end_txn(&id, pid, epoch, result, now));

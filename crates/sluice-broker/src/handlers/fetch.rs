@@ -56,7 +56,7 @@ use crate::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::memory::{self, clear_kept, Reservation};
 use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
-use crate::{acl, error_code, limits, Broker};
+use crate::{acl, error_code, limits, quotas, Broker};
 
 /// One requested partition, resolved against the registry.
 #[derive(Debug, Clone)]
@@ -151,6 +151,8 @@ pub(crate) struct FetchCall {
     listening: bool,
     frame: ChunkedFrame,
     charge: Option<Reservation>,
+    /// The client quota's throttle time of the last response (`quotas`; 0: not throttled).
+    throttle_ms: u64,
 }
 
 /// The fetch calls a connection keeps for reuse (shared by its reader and writer).
@@ -200,11 +202,26 @@ impl FetchCall {
             debug_assert!(false, "run without start");
             return false;
         };
+        self.throttle_ms = 0;
         if self.stage != Stage::Ready {
             return false;
         }
         let d = &self.decoded;
-        let ok = if ctx.version >= 7 && d.session_id != 0 {
+        let debt_ms = ctx.broker.quotas.debt_ms(
+            quotas::Kind::Fetch,
+            &ctx.principal,
+            ctx.client_id.as_deref().unwrap_or(""),
+            std::time::Instant::now(),
+        );
+        let ok = if debt_ms > 0 {
+            // Kafka's throttled fetch: no data while the quota is in debt, only the wait.
+            self.throttle_ms = debt_ms;
+            let top = encode::Top {
+                throttle_time_ms: i32::try_from(debt_ms).unwrap_or(i32::MAX),
+                ..encode::Top::default()
+            };
+            self.respond_empty(&ctx, top)
+        } else if ctx.version >= 7 && d.session_id != 0 {
             self.session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND)
         } else if ctx.version >= 7 && d.session_epoch > 0 {
             self.session_error(&ctx, INVALID_FETCH_SESSION_EPOCH)
@@ -227,6 +244,11 @@ impl FetchCall {
         self.topics.clear();
         self.seen.clear();
         self.ctx = None;
+    }
+
+    /// How long the connection is muted after this response (its quota's throttle time).
+    pub(crate) fn throttle_ms(&self) -> u64 {
+        self.throttle_ms
     }
 
     /// The response, after [`FetchCall::run`] returned true.
@@ -264,7 +286,19 @@ impl FetchCall {
             let done =
                 bytes >= min_bytes || errors || Instant::now() >= deadline || *shutdown.borrow();
             if done {
-                return self.respond(ctx, encode::Top::default(), charge);
+                // Kafka charges what a fetch returns to the consumer_byte_rate quota.
+                self.throttle_ms = broker.quotas.throttle_ms(
+                    quotas::Kind::Fetch,
+                    &ctx.principal,
+                    ctx.client_id.as_deref().unwrap_or(""),
+                    bytes,
+                    std::time::Instant::now(),
+                );
+                let top = encode::Top {
+                    throttle_time_ms: i32::try_from(self.throttle_ms).unwrap_or(i32::MAX),
+                    ..encode::Top::default()
+                };
+                return self.respond(ctx, top, charge);
             }
             drop(charge);
             // About to wait: arm the wake-up first, then look again, so a commit that landed
@@ -444,6 +478,11 @@ impl FetchCall {
             error_code: code,
             ..encode::Top::default()
         };
+        self.respond_empty(ctx, top)
+    }
+
+    /// Answers with no topics: a fetch-session error, or a throttled fetch.
+    fn respond_empty(&mut self, ctx: &Ctx, top: encode::Top) -> bool {
         self.topics.clear();
         self.topic_stats.clear();
         self.job.state.lock().parts.clear();

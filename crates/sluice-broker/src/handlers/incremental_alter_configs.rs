@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs (key 44), v0-1: SET, DELETE, APPEND and SUBTRACT on a topic's
-//! overrides; the list operations apply only to list-typed settings (cleanup.policy).
+//! overrides; the list operations apply only to list-typed settings (cleanup.policy). With
+//! an authorizer, ALTER_CONFIGS on the topic or the cluster, as AlterConfigs.
 
 use std::collections::BTreeMap;
 
@@ -9,11 +10,11 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{apply_topic_configs, resource_error};
-use super::describe_configs::RESOURCE_TOPIC;
+use super::describe_configs::{config_refusal, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
 use crate::topic_config::{self, ConfigType};
 use crate::topics::AdminError;
-use crate::{error_code, Broker};
+use crate::{acl, error_code, Broker};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -25,13 +26,28 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    let refusals: Vec<Option<(i16, String)>> = req
+        .resources
+        .iter()
+        .map(|r| {
+            config_refusal(
+                &ctx,
+                acl::op::ALTER_CONFIGS,
+                r.resource_type,
+                &r.resource_name,
+            )
+        })
+        .collect();
     ctx.respond_blocking(move |b| {
         let mut resp = IncrementalAlterConfigsResponse::default();
-        for res in req.resources {
+        for (res, refused) in req.resources.into_iter().zip(refusals) {
             let mut r = AlterConfigsResourceResponse::default();
             r.resource_type = res.resource_type;
             r.resource_name = res.resource_name.clone();
-            if let Err(e) = alter_one(
+            if let Some((code, message)) = refused {
+                r.error_code = code;
+                r.error_message = Some(str_bytes(message));
+            } else if let Err(e) = alter_one(
                 b,
                 res.resource_type,
                 &res.resource_name,

@@ -7,6 +7,10 @@
 //! §7.1): the id's producer id with a bumped epoch, answered once durable; an open
 //! transaction is first aborted (CONCURRENT_TRANSACTIONS, the client retries).
 //! PRODUCER_FENCED goes to v4+ only (KIP-588), INVALID_PRODUCER_EPOCH to older versions.
+//!
+//! With an authorizer (Kafka's checks): WRITE on the transactional id, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, IDEMPOTENT_WRITE on the cluster or
+//! WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED.
 
 use bytes::Bytes;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -30,6 +34,17 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     resp.producer_epoch = -1;
     resp.ongoing_txn_producer_id = ProducerId(-1);
     resp.ongoing_txn_producer_epoch = -1;
+    let authorized = match &req.transactional_id {
+        Some(id) => ctx.allowed_transactional_id(&id.0),
+        None => ctx.allowed_idempotent_write(),
+    };
+    if !authorized {
+        resp.error_code = match req.transactional_id {
+            Some(_) => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            None => error_code::CLUSTER_AUTHORIZATION_FAILED,
+        };
+        return ctx.respond(&resp);
+    }
     if let Some(transactional_id) = &req.transactional_id {
         match transactional(&ctx, transactional_id.0.to_string(), &req).await {
             Ok((id, epoch)) => {

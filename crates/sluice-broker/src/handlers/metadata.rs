@@ -13,7 +13,8 @@
 //! Authorization as Kafka's: the all-topics answer lists only topics the principal may
 //! DESCRIBE; a named topic it may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (whether or not
 //! it exists, so names do not leak); auto-creation also needs CREATE on the cluster or the
-//! topic, else TOPIC_AUTHORIZATION_FAILED.
+//! topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+) are filled in when
+//! asked for: the cluster's (v8-10; 0 without DESCRIBE on it) and each described topic's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +38,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let b = &ctx.broker;
+    let (cluster_ops, topic_ops) = (
+        req.include_cluster_authorized_operations,
+        req.include_topic_authorized_operations,
+    );
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let wanted = match req.topics {
         None => None,
@@ -84,7 +89,26 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     resp.brokers = vec![broker];
     resp.cluster_id = Some(str_bytes(b.topics.cluster_id.clone()));
     resp.controller_id = BrokerId(b.node_id());
-    resp.cluster_authorized_operations = i32::MIN;
+    resp.cluster_authorized_operations = match cluster_ops {
+        false => i32::MIN,
+        true if !ctx.allowed_cluster(acl::op::DESCRIBE) => 0,
+        true => ctx.authorized_operations(
+            acl::resource::CLUSTER,
+            acl::CLUSTER_NAME,
+            acl::supported::CLUSTER,
+        ),
+    };
+    if topic_ops {
+        for t in topics
+            .iter_mut()
+            .filter(|t| t.error_code == error_code::NONE)
+        {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations =
+                    ctx.authorized_operations(acl::resource::TOPIC, &name.0, acl::supported::TOPIC);
+            }
+        }
+    }
     resp.topics = topics;
     ctx.respond(&resp)
 }

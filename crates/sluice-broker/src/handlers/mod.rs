@@ -10,6 +10,7 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_user_scram_credentials;
 mod api_versions;
@@ -23,6 +24,7 @@ mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -142,6 +144,42 @@ impl Ctx {
             operation,
             crate::acl::resource::CLUSTER,
             crate::acl::CLUSTER_NAME,
+        )
+    }
+
+    /// WRITE on a transactional id: what InitProducerId, AddPartitionsToTxn,
+    /// AddOffsetsToTxn, EndTxn, TxnOffsetCommit and a transactional Produce need (denied:
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    pub fn allowed_transactional_id(&self, transactional_id: &str) -> bool {
+        self.allowed(
+            crate::acl::op::WRITE,
+            crate::acl::resource::TRANSACTIONAL_ID,
+            transactional_id,
+        )
+    }
+
+    /// Kafka's check for an idempotent producer id: IDEMPOTENT_WRITE on the cluster, or
+    /// WRITE on any topic (denied: CLUSTER_AUTHORIZATION_FAILED).
+    pub fn allowed_idempotent_write(&self) -> bool {
+        use crate::acl::{op, resource};
+        self.allowed_cluster(op::IDEMPOTENT_WRITE)
+            || self.broker.authorizer.authorize_by_resource_type(
+                &self.principal,
+                self.peer.ip(),
+                op::WRITE,
+                resource::TOPIC,
+            )
+    }
+
+    /// The `*_authorized_operations` bit field for a resource (`acl::supported::*` lists
+    /// the operations Kafka reports for each type).
+    pub fn authorized_operations(&self, resource_type: i8, name: &str, operations: &[i8]) -> i32 {
+        self.broker.authorizer.authorized_operations(
+            &self.principal,
+            self.peer.ip(),
+            resource_type,
+            name,
+            operations,
         )
     }
 
@@ -284,6 +322,8 @@ pub(crate) async fn start(
         ApiKey::AlterUserScramCredentials => task(alter_user_scram_credentials::handle(ctx, body)),
         ApiKey::CreateAcls => task(create_acls::handle(ctx, body)),
         ApiKey::DescribeAcls => task(describe_acls::handle(ctx, body)),
+        ApiKey::DescribeClientQuotas => task(describe_client_quotas::handle(ctx, body)),
+        ApiKey::AlterClientQuotas => task(alter_client_quotas::handle(ctx, body)),
         ApiKey::DeleteAcls => task(delete_acls::handle(ctx, body)),
         // Both change the connection's authentication state, so the connection's SASL gate
         // (`crate::sasl`) answers them in arrival order; they never get here.

@@ -1,6 +1,9 @@
 //! OffsetDelete (key 47), v0: removes committed offsets of a group for given partitions.
 //! Partitions of a topic the group is still subscribed to get GROUP_SUBSCRIBED_TO_TOPIC;
 //! unknown topics get UNKNOWN_TOPIC_OR_PARTITION. Deletions are durable before the answer.
+//! With an authorizer (Kafka's checks): DELETE on the group, else GROUP_AUTHORIZATION_FAILED
+//! for the whole request; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+//! partitions (checked before existence).
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_delete_response::{
@@ -10,7 +13,7 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use sluice_coordinator::{StoreRecord, TopicPartition};
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: OffsetDeleteRequest = match ctx.decode(body) {
@@ -19,9 +22,19 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     };
     let group_id = req.group_id.0.to_string();
     let groups = &ctx.broker.groups;
-    // Partitions of existing topics go to the coordinator; others fail here.
+    let mut resp = OffsetDeleteResponse::default();
+    if !ctx.allowed(acl::op::DELETE, acl::resource::GROUP, &group_id) {
+        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
+    // Partitions of existing, readable topics go to the coordinator; others fail here.
     let mut asked: Vec<TopicPartition> = Vec::new();
+    let mut unreadable: Vec<&str> = Vec::new();
     for t in &req.topics {
+        if !ctx.allowed(acl::op::READ, acl::resource::TOPIC, &t.name.0) {
+            unreadable.push(t.name.0.as_str());
+            continue;
+        }
         let topic = ctx.broker.topics.get(&t.name.0);
         for p in &t.partitions {
             if topic
@@ -35,7 +48,6 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             }
         }
     }
-    let mut resp = OffsetDeleteResponse::default();
     let checked = if group_id.is_empty() {
         Err(sluice_coordinator::GroupError::InvalidGroupId)
     } else {
@@ -67,13 +79,19 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         resp.error_code = error_code::COORDINATOR_NOT_AVAILABLE;
         return ctx.respond(&resp);
     }
+    let unreadable: Vec<String> = unreadable.into_iter().map(String::from).collect();
     for t in req.topics {
         let mut rt = OffsetDeleteResponseTopic::default();
+        let denied = unreadable.iter().any(|n| *n == *t.name.0);
         for p in t.partitions {
             let code = outcome
                 .iter()
                 .find(|(tp, _)| tp.topic == t.name.0.as_str() && tp.partition == p.partition_index)
                 .map_or(error_code::UNKNOWN_TOPIC_OR_PARTITION, |(_, c)| *c);
+            let code = match denied {
+                true => error_code::TOPIC_AUTHORIZATION_FAILED,
+                false => code,
+            };
             let mut rp = OffsetDeleteResponsePartition::default();
             rp.partition_index = p.partition_index;
             rp.error_code = code;

@@ -28,7 +28,7 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use sluice_log::PartitionOffsets;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 use crate::{groups, topics};
 
 /// The one leader epoch of every Sluice partition (Metadata reports none, -1).
@@ -47,6 +47,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     for t in req.topics {
         let topic = b.topics.get(&t.topic.0);
         let internal = topics::is_internal(&t.topic.0);
+        let authorized = ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &t.topic.0);
         let mut tr = OffsetForLeaderTopicResult::default();
         tr.topic = t.topic;
         for p in t.partitions {
@@ -59,6 +60,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let mut r = EpochEndOffset::default();
             r.partition = p.partition;
             (r.error_code, r.leader_epoch, r.end_offset) = match offsets {
+                _ if !authorized => (
+                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    UNDEFINED_EPOCH,
+                    UNDEFINED_EPOCH_OFFSET,
+                ),
                 None => (
                     error_code::UNKNOWN_TOPIC_OR_PARTITION,
                     UNDEFINED_EPOCH,

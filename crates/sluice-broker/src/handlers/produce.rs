@@ -8,6 +8,9 @@
 //! acks=1 and acks=all are the same on one node: both are answered once the log reports the
 //! appends durable (after the fsync). acks=0 returns no response at all and waits for nothing.
 //! The produce path never touches topic metadata on disk: it reads the in-memory registry.
+//! With an authorizer: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED per partition), and
+//! for transactional records WRITE on the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), as Kafka checks them.
 //!
 //! No task per request: the appends of one request share one [`AppendGroup`], and the
 //! connection's writer waits on it directly ([`ProduceCall::wait`]), then has the call
@@ -41,7 +44,7 @@ use sluice_protocol::codec;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::metrics::{self, TopicStats};
-use crate::{acl, error_code, limits, record_validation, Broker};
+use crate::{acl, error_code, limits, quotas, record_validation, Broker};
 
 /// One produce request from decode to response; reused (see the module comment).
 #[derive(Debug, Default)]
@@ -52,6 +55,8 @@ pub(crate) struct ProduceCall {
     group: AppendGroup,
     resp: ProduceResponse,
     out: BytesMut,
+    /// The client quota's throttle time for this request (`quotas`; 0: not throttled).
+    throttle_ms: u64,
 }
 
 impl ProduceCall {
@@ -75,6 +80,7 @@ impl ProduceCall {
                 None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
             }
         }
+        self.resp.throttle_time_ms = i32::try_from(self.throttle_ms).unwrap_or(i32::MAX);
         self.out.clear();
         let encoded = codec::encode_response(
             &mut self.out,
@@ -91,6 +97,11 @@ impl ProduceCall {
                 None
             }
         }
+    }
+
+    /// How long the connection is muted after this request (its quota's throttle time).
+    pub(crate) fn throttle_ms(&self) -> u64 {
+        self.throttle_ms
     }
 
     /// Whether a partition of the last response carries an error code (for metrics).
@@ -168,6 +179,7 @@ pub(crate) enum Started {
 }
 
 pub(crate) async fn start(ctx: Ctx, body: Bytes, mut call: Box<ProduceCall>) -> Started {
+    call.throttle_ms = 0;
     if let Err(e) = call.decoded.decode(&body, ctx.version) {
         tracing::warn!(version = ctx.version, error = %e, "malformed request; closing connection");
         call.decoded.clear();
@@ -175,6 +187,14 @@ pub(crate) async fn start(ctx: Ctx, body: Bytes, mut call: Box<ProduceCall>) -> 
     }
     call.version = ctx.version;
     call.correlation_id = ctx.correlation_id;
+    // Kafka charges a produce request's whole size to the producer_byte_rate quota.
+    call.throttle_ms = ctx.broker.quotas.throttle_ms(
+        quotas::Kind::Produce,
+        &ctx.principal,
+        ctx.client_id.as_deref().unwrap_or(""),
+        body.len(),
+        std::time::Instant::now(),
+    );
     call.lay_out_response();
     let entries = call.decoded.partitions.len();
     call.group.reset(entries);
@@ -201,8 +221,15 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
     } = call;
     let request = record_validation::ProduceContext {
         version: *version,
-        transactional_id: decoded.transactional_id,
+        transactional_id: decoded.transactional_id.is_some(),
     };
+    // Kafka: transactional records need WRITE on the transactional id; without it every
+    // partition of the request is refused.
+    let txn_denied = decoded.has_transactional_records()
+        && !decoded
+            .transactional_id
+            .as_ref()
+            .is_some_and(|id| ctx.allowed_transactional_id(id));
     let by_id = *version >= 13;
     let unknown = match by_id {
         true => error_code::UNKNOWN_TOPIC_ID,
@@ -230,6 +257,10 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
                 (false, _) => Some(Refused::new(error_code::INVALID_REQUIRED_ACKS, None)),
+                (true, _) if txn_denied => Some(Refused::new(
+                    error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    None,
+                )),
                 (true, _) if !authorized => {
                     Some(Refused::new(error_code::TOPIC_AUTHORIZATION_FAILED, None))
                 }

@@ -54,18 +54,33 @@ pub(crate) struct PartitionData {
 /// A decoded Produce request; reused from request to request.
 #[derive(Debug, Default)]
 pub(crate) struct Decoded {
-    pub(crate) transactional_id: bool,
+    /// The request's transactional id (a slice of the frame; forgotten by `clear`).
+    pub(crate) transactional_id: Option<StrBytes>,
     pub(crate) acks: i16,
     pub(crate) topics: Vec<TopicData>,
     pub(crate) partitions: Vec<PartitionData>,
 }
 
 impl Decoded {
+    /// Kafka's `hasTransactionalRecords`: whether a partition's first batch has the
+    /// transactional attribute (the bit `record_validation` checks again per batch).
+    pub(crate) fn has_transactional_records(&self) -> bool {
+        /// Where a v2 batch header keeps its attributes, and the transactional bit.
+        const ATTRIBUTES_AT: usize = 21;
+        const TRANSACTIONAL: u8 = 0x10;
+        self.partitions.iter().any(|p| {
+            p.records
+                .as_ref()
+                .and_then(|r| r.get(ATTRIBUTES_AT + 1))
+                .is_some_and(|low| low & TRANSACTIONAL != 0)
+        })
+    }
+
     /// Decodes `body` at `version`, replacing what the vectors held.
     pub(crate) fn decode(&mut self, body: &Bytes, version: i16) -> Result<(), Malformed> {
         self.clear();
         let mut r = WireReader::new(body, version >= FLEXIBLE_VERSION_MIN);
-        self.transactional_id = r.nullable_string()?.is_some();
+        self.transactional_id = r.nullable_string()?;
         self.acks = r.i16()?;
         let _timeout_ms = r.i32()?;
         let shape = TopicArray {
@@ -99,6 +114,7 @@ impl Decoded {
 
     /// Forgets the request (its frame can go), keeping the vectors' capacity unless large.
     pub(crate) fn clear(&mut self) {
+        self.transactional_id = None;
         clear_kept(&mut self.topics, CALL_ENTRIES_KEPT_MAX);
         clear_kept(&mut self.partitions, CALL_ENTRIES_KEPT_MAX);
     }
@@ -163,7 +179,10 @@ mod tests {
                 decoded
                     .decode(&body, version)
                     .unwrap_or_else(|e| panic!("seed {seed} v{version}: {e}"));
-                assert_eq!(decoded.transactional_id, req.transactional_id.is_some());
+                assert_eq!(
+                    decoded.transactional_id.is_some(),
+                    req.transactional_id.is_some()
+                );
                 assert_eq!(decoded.acks, req.acks, "seed {seed} v{version}");
                 assert_eq!(decoded.topics.len(), req.topic_data.len());
                 for (got, want) in decoded.topics.iter().zip(&req.topic_data) {
