@@ -4,7 +4,11 @@ A commit makes the group's offsets and the output visible together; an abort mov
 (a new consumer re-reads the input); a SIGKILL between TxnOffsetCommit and EndTxn leaves
 the offsets uncommitted after the restart (the transaction is aborted at its timeout);
 OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT while the transaction is
-open.
+open; raw TxnOffsetCommit requests get Kafka's error codes (docs/transactions.md §7.5).
+
+Before slice 4 TxnOffsetCommit was not advertised: librdkafka's send_offsets_to_transaction
+failed with _UNSUPPORTED_FEATURE and a raw request closed the connection, so every test here
+failed.
 """
 
 from __future__ import annotations
@@ -204,3 +208,93 @@ def test_offsets_of_a_transaction_cut_by_sigkill_are_not_committed(sluice_factor
     assert committed(broker.bootstrap, group, inp) == N
     expected = sorted(b"out-" + v for v in first + rest)
     assert read_committed_values(broker.bootstrap, out, N) == expected
+
+
+# ---------------------------------------------------------------------------
+# Raw TxnOffsetCommit: the error codes of docs/transactions.md §7.5
+# ---------------------------------------------------------------------------
+TXN_OFFSET_COMMIT = 28
+ADD_OFFSETS_TO_TXN = 25
+
+
+def init_producer_id(bootstrap: str, txn_id: str) -> tuple[int, int]:
+    """Raw InitProducerId v1: (producer id, epoch)."""
+    req = kwire.frame(kwire.header_v1(22, 1, 3) + kwire.string(txn_id) + kwire.i32(60000))
+    r = kwire.Reader(kwire.roundtrip(bootstrap, req))
+    assert r.i32() == 3
+    r.i32()
+    assert r.i16() == kwire.NONE
+    return r.i64(), r.i16()
+
+
+def add_offsets(bootstrap: str, txn_id: str, pid: int, epoch: int, group: str) -> int:
+    """Raw AddOffsetsToTxn v0: the error code."""
+    body = kwire.string(txn_id) + kwire.i64(pid) + kwire.i16(epoch) + kwire.string(group)
+    r = kwire.Reader(kwire.roundtrip(bootstrap, kwire.frame(kwire.header_v1(ADD_OFFSETS_TO_TXN, 0, 4) + body)))
+    assert r.i32() == 4
+    r.i32()
+    return r.i16()
+
+
+def txn_offset_commit(bootstrap: str, version: int, txn_id: str, pid: int, epoch: int, group: str,
+                      topic: str, offset: int, generation: int = -1, member: str = "") -> int:
+    """Raw TxnOffsetCommit (v0, or v3+ flexible) for one partition: its error code."""
+    if version < 3:
+        body = (kwire.string(txn_id) + kwire.string(group) + kwire.i64(pid) + kwire.i16(epoch)
+                + kwire.i32(1) + kwire.string(topic) + kwire.i32(1)
+                + kwire.i32(0) + kwire.i64(offset) + kwire.string(None))
+        req = kwire.frame(kwire.header_v1(TXN_OFFSET_COMMIT, version, 9) + body)
+    else:
+        tags = kwire.tagged_fields_empty()
+        body = (kwire.compact_string(txn_id) + kwire.compact_string(group) + kwire.i64(pid)
+                + kwire.i16(epoch) + kwire.i32(generation) + kwire.compact_string(member)
+                + kwire.compact_string(None)
+                + kwire.uvarint(2) + kwire.compact_string(topic)
+                + kwire.uvarint(2) + kwire.i32(0) + kwire.i64(offset) + kwire.i32(-1)
+                + kwire.compact_string(None) + tags + tags + tags)
+        req = kwire.frame(kwire.header_v2(TXN_OFFSET_COMMIT, version, 9) + body)
+    r = kwire.Reader(kwire.roundtrip(bootstrap, req))
+    assert r.i32() == 9
+    if version >= 3:
+        kwire._read_uvarint(r)
+    r.i32()  # throttle
+    if version < 3:
+        assert r.i32() == 1 and r.string() == topic and r.i32() == 1 and r.i32() == 0
+        return r.i16()
+    assert kwire._read_uvarint(r) == 2
+    r.take(kwire._read_uvarint(r) - 1)
+    assert kwire._read_uvarint(r) == 2 and r.i32() == 0
+    return r.i16()
+
+
+def test_txn_offset_commit_error_codes(broker, topic_name):
+    """Goal: TxnOffsetCommit refuses what Kafka refuses, with Kafka's code per version:
+    no AddOffsetsToTxn first: INVALID_TXN_STATE (48) at v0, TRANSACTION_ABORTABLE (120) at
+    v5; an old epoch: INVALID_PRODUCER_EPOCH (47); an unknown transactional id:
+    INVALID_PRODUCER_ID_MAPPING (49); v3 naming a member of an unknown group with a
+    generation: ILLEGAL_GENERATION (22), without one: UNKNOWN_MEMBER_ID (25); an unknown
+    topic: UNKNOWN_TOPIC_OR_PARTITION (3). Nothing refused becomes visible.
+    Method: raw requests after a raw InitProducerId; OffsetFetch v7 afterwards."""
+    create_topic(broker.bootstrap, topic_name)
+    bs, group = broker.bootstrap, f"raw-{uuid.uuid4().hex[:8]}"
+    txn_id = f"txn-raw-{uuid.uuid4().hex[:8]}"
+    pid, epoch = init_producer_id(bs, txn_id)
+    assert txn_offset_commit(bs, 0, txn_id, pid, epoch, group, topic_name, 7) == 48
+    assert txn_offset_commit(bs, 5, txn_id, pid, epoch, group, topic_name, 7) == 120
+    assert txn_offset_commit(bs, 0, "nobody", pid, epoch, group, topic_name, 7) == 49
+    assert add_offsets(bs, txn_id, pid, epoch, group) == kwire.NONE
+    assert txn_offset_commit(bs, 0, txn_id, pid, epoch - 1 if epoch > 0 else epoch + 1,
+                             group, topic_name, 7) == 47
+    assert txn_offset_commit(bs, 3, txn_id, pid, epoch, group, topic_name, 7,
+                             generation=1, member="ghost") == 22
+    assert txn_offset_commit(bs, 3, txn_id, pid, epoch, group, topic_name, 7,
+                             generation=-1, member="ghost") == 25
+    assert txn_offset_commit(bs, 3, txn_id, pid, epoch, group, "no-such-topic", 7) == 3
+    wire = KafkaWire(bs)
+    try:
+        assert wire.offset_fetch(group, topic_name, 0, require_stable=True) == (0, -1)
+        assert txn_offset_commit(bs, 3, txn_id, pid, epoch, group, topic_name, 7) == kwire.NONE
+        assert wire.offset_fetch(group, topic_name, 0, require_stable=True) == (88, -1)
+        assert wire.offset_fetch(group, topic_name, 0, require_stable=False) == (0, -1)
+    finally:
+        wire.close()
