@@ -498,18 +498,21 @@ impl GroupService {
 
     /// When the offsets log holds many more records than there is live state, appends a
     /// snapshot of the live state and moves the log start offset to it.
+    ///
+    /// Undecided transactional offsets are not in the snapshot (it holds committed state
+    /// only), so the log start never passes the first open transaction: the last stable
+    /// offset, read before the snapshot is taken, bounds it, and a replay still finds their
+    /// records and their markers (docs/transactions.md §6.5). Only the records below it
+    /// can go, so only they count towards the threshold; otherwise a long transaction would
+    /// make every round append another snapshot.
     async fn maybe_compact(&self) -> Result<(), WriteError> {
         let offsets = self.log.offsets(&self.key).map_err(WriteError::new)?;
-        let held = (offsets.log_end_offset.0 - offsets.log_start_offset.0).max(0) as u64;
+        let stable = offsets.last_stable_offset;
+        let held = (stable.0 - offsets.log_start_offset.0).max(0) as u64;
         let live = self.live_records.load(Ordering::Relaxed);
         if held <= limits::OFFSETS_COMPACT_RECORDS_MIN.max(live.saturating_mul(2)) {
             return Ok(());
         }
-        // Undecided transactional offsets are not in the snapshot (it holds committed
-        // state only): the log start never passes the first open transaction (the LSO,
-        // read before the snapshot is taken), so a replay still finds their records and
-        // their markers (docs/transactions.md §6.5).
-        let stable = offsets.last_stable_offset;
         let snapshot = self.coordinator.lock().snapshot();
         let snapshot_start = if snapshot.is_empty() {
             offsets.log_end_offset

@@ -217,6 +217,7 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
         ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }
