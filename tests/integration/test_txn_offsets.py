@@ -298,3 +298,66 @@ def test_txn_offset_commit_error_codes(broker, topic_name):
         assert wire.offset_fetch(group, topic_name, 0, require_stable=False) == (0, -1)
     finally:
         wire.close()
+
+
+def plain_commits(bootstrap: str, group: str, topic: str, n: int, window: int = 50) -> None:
+    """n raw OffsetCommit v2 requests (one offset each, standalone), pipelined `window` at a
+    time over one connection: n records in `__consumer_offsets`."""
+    sock = kwire.connect(bootstrap, timeout=30)
+    try:
+        sent = 0
+        while sent < n:
+            k = min(window, n - sent)
+            frames = b""
+            for i in range(sent, sent + k):
+                body = (kwire.string(group) + kwire.i32(-1) + kwire.string("") + kwire.i64(-1)
+                        + kwire.i32(1) + kwire.string(topic) + kwire.i32(1)
+                        + kwire.i32(0) + kwire.i64(i) + kwire.string(None))
+                frames += kwire.frame(kwire.header_v1(8, 2, i) + body)
+            sock.sendall(frames)
+            for _ in range(k):
+                r = kwire.Reader(kwire.read_frame(sock))
+                r.i32()
+                assert r.i32() == 1 and r.string() == topic and r.i32() == 1 and r.i32() == 0
+                assert r.i16() == kwire.NONE
+            sent += k
+    finally:
+        sock.close()
+
+
+def test_pending_offsets_survive_offsets_log_compaction(sluice_factory, topic_name):
+    """Goal: compacting `__consumer_offsets` by snapshot (coordinator.md §9) never drops an
+    undecided transaction's offsets: the log start stops at the partition's last stable
+    offset, so after a restart the replay still finds the offsets and their COMMIT marker.
+    Method: transaction A sends offsets (group ga) and stays open; 60 000 plain commits;
+    transaction B sends offsets (group gb); A commits, so the LSO moves to B's first offset
+    and more commits trigger a compaction with B open; B commits; restart; both groups'
+    offsets are committed. Before the LSO bound, the log start passed B's offsets and gb
+    came back with no offset."""
+    broker = sluice_factory()
+    bs = broker.bootstrap
+    create_topic(bs, topic_name)
+    ga, gb = f"ga-{uuid.uuid4().hex[:6]}", f"gb-{uuid.uuid4().hex[:6]}"
+
+    def open_txn(group: str, offset: int):
+        p = txn_producer(bs, f"txn-{uuid.uuid4().hex[:8]}", timeout_ms=600000)
+        p.begin_transaction()
+        p.produce(topic_name, b"x")
+        c = ck_consumer(bs, **{"group.id": group})
+        p.send_offsets_to_transaction([TopicPartition(topic_name, 0, offset)],
+                                      c.consumer_group_metadata(), 30)
+        c.close()
+        return p
+
+    a = open_txn(ga, 11)
+    plain_commits(bs, "plain", topic_name, 60000)
+    assert "compacted __consumer_offsets" not in broker.stderr_text(), \
+        "compacted while only records above an open transaction could go"
+    b = open_txn(gb, 22)
+    a.commit_transaction(30)
+    plain_commits(bs, "plain", topic_name, 100)
+    assert "compacted __consumer_offsets" in broker.stderr_text(), "no compaction happened"
+    b.commit_transaction(30)
+    assert (committed(bs, ga, topic_name), committed(bs, gb, topic_name)) == (11, 22)
+    broker.restart()
+    assert (committed(bs, ga, topic_name), committed(bs, gb, topic_name)) == (11, 22)
