@@ -102,9 +102,9 @@ class JavaProc:
     """A long-running SluiceClient command (consume-group --stop-on-stdin): its event lines
     are collected as they arrive, and stop() asks it to finish through stdin."""
 
-    def __init__(self, command: str, *args):
+    def __init__(self, command: str, *args, main_class: str = "SluiceClient"):
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(java_cmd("SluiceClient", [command, *args]), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(java_cmd(main_class, [command, *args]), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self.lines: list[str] = []
         self._lock = threading.Lock()

@@ -276,6 +276,55 @@ def fetch_request_v4(correlation_id: int, topic: str, partition: int, offset: in
 # ---------------------------------------------------------------------------
 # Response reading / decoding
 # ---------------------------------------------------------------------------
+OFFSET_FETCH = 9
+UNSTABLE_OFFSET_COMMIT = 88
+
+
+def offset_fetch_request_v7(correlation_id: int, group: str, topic: str, partition: int,
+                            require_stable: bool) -> bytes:
+    """OffsetFetch v7 (flexible) for one partition, with KIP-447's `require_stable`."""
+    body = (compact_string(group)
+            + uvarint(2) + compact_string(topic) + uvarint(2) + i32(partition)
+            + tagged_fields_empty()
+            + i8(1 if require_stable else 0) + tagged_fields_empty())
+    return frame(header_v2(OFFSET_FETCH, 7, correlation_id) + body)
+
+
+def parse_offset_fetch_v7(frame_body: bytes) -> tuple[int, int]:
+    """(partition error code, committed offset) of the one partition of an OffsetFetch v7
+    response; asserts the group-level error is NONE."""
+    r = Reader(frame_body)
+    r.i32()  # correlation id
+    _read_uvarint(r)  # response header tags
+    r.i32()  # throttle time
+    topics = _read_uvarint(r) - 1
+    assert topics == 1, topics
+    r.take(_read_uvarint(r) - 1)  # topic name
+    parts = _read_uvarint(r) - 1
+    assert parts == 1, parts
+    r.i32()  # partition index
+    offset = r.i64()
+    r.i32()  # leader epoch
+    n = _read_uvarint(r)
+    if n > 0:
+        r.take(n - 1)  # metadata
+    code = r.i16()
+    _read_uvarint(r)  # partition tags
+    _read_uvarint(r)  # topic tags
+    assert r.i16() == NONE, "group-level error"
+    return code, offset
+
+
+def _read_uvarint(r: "Reader") -> int:
+    shift = value = 0
+    while True:
+        b = r.take(1)[0]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value
+        shift += 7
+
+
 class ConnectionClosed(Exception):
     pass
 

@@ -11,6 +11,8 @@ a small Go program whose subcommands each print one JSON object.
   every record exactly once.
 - The idempotent producer keeps going through a broker SIGKILL and restart: every value is in
   the log once, in order, at the offset the producer was told.
+- GroupTransactSession (EOS, KIP-447) over two members with a rebalance mid-stream and
+  deliberate aborts: every input record is in the output exactly once under read_committed.
 
 The binary comes from FRANZ_IT_BIN (scripts/test-integration.sh builds it); without that
 variable this module builds it into target/franz-it with `go build`.
@@ -32,7 +34,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from conftest import REPO_ROOT
-from helpers import ck_admin, ck_consumer, ck_poll, create_topic, wait_until
+from helpers import ck_admin, ck_consumer, ck_poll, ck_producer, create_topic, wait_until
 
 FRANZ_SRC = Path(__file__).resolve().parent / "franz"
 # Fast rebalances for tests: no initial delay, short sessions allowed.
@@ -403,3 +405,68 @@ def test_idempotent_producer_survives_sigkill(broker, topic_name, franz):
     assert first_bad is None, (f"seed {seed}: acked offsets are not 0..{n - 1} in order; from record "
                                f"{first_bad}: {offsets[first_bad:first_bad + 8]}")
     assert high_watermark(bs, topic_name) == n
+
+
+def produce_values(bootstrap: str, topic: str, start: int, n: int, partitions: int) -> None:
+    """Values v-<i> for i in start..start+n-1, record i to partition i % partitions."""
+    p = ck_producer(bootstrap, **{"enable.idempotence": True})
+    for i in range(start, start + n):
+        p.produce(topic, value=f"v-{i:05d}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def read_committed_all(bootstrap: str, topic: str, idle_s: float = 2.0) -> list[bytes]:
+    c = ck_consumer(bootstrap, **{"isolation.level": "read_committed"})
+    out: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        last = time.monotonic()
+        while time.monotonic() - last < idle_s:
+            for m in c.consume(num_messages=1000, timeout=0.25):
+                if m.error() is None:
+                    out.append(m.value())
+                    last = time.monotonic()
+    finally:
+        c.close()
+    return out
+
+
+def test_group_transact_session_exactly_once_across_a_rebalance(sluice_factory, topic_name, franz):
+    """Goal: franz-go's GroupTransactSession (consume-transform-produce, TxnOffsetCommit
+    with KIP-447 member checks, read_committed, require_stable) over a two-member group:
+    every input record reaches the output exactly once under read_committed, the aborted
+    transactions (every 3rd of member A's on purpose, and any the session aborts for the
+    rebalance) leave nothing visible and move no offset, and the group's committed offsets
+    end at the input's end.
+    Method: 3 partitions; 90 records; member A starts; once the group committed something,
+    member B joins (a rebalance mid-stream) and 210 more records arrive; wait until the
+    group committed 100 on each partition; SIGTERM both; read the output."""
+    broker = sluice_factory(GROUP_ARGS)
+    bs = broker.bootstrap
+    inp, out = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bs, inp, 3)
+    create_topic(bs, out)
+    group = f"g-eos-{uuid.uuid4().hex[:8]}"
+
+    def member(name: str, *extra: str):
+        return franz.start("transact", bs, "--group", group, "--topic", inp, "--out", out,
+                           "--transactional-id", f"{group}-{name}", "--client-id", name, *extra)
+
+    produce_values(bs, inp, 0, 90, 3)
+    a = member("a", "--abort-every", "3")
+    wait_until(lambda: sum(max(o, 0) for o in librdkafka_committed(bs, group, inp, 3).values()) > 0,
+               timeout=60, what="member a's first committed transaction")
+    b = member("b")
+    produce_values(bs, inp, 90, 90, 3)
+    time.sleep(1.0)
+    produce_values(bs, inp, 180, 120, 3)
+    wait_until(lambda: librdkafka_committed(bs, group, inp, 3) == {0: 100, 1: 100, 2: 100},
+               timeout=90, what="the group's offsets at the input's end")
+    ra = a.finish(timeout=60, sig=signal.SIGTERM)
+    rb = b.finish(timeout=60, sig=signal.SIGTERM)
+    assert ra["aborted"] >= 1, ra
+    assert ra["committed"] >= 1 and rb["committed"] >= 1, (ra, rb)
+    got = read_committed_all(bs, out)
+    expected = [f"out-v-{i:05d}".encode() for i in range(300)]
+    assert len(got) == len(expected), (len(got), ra, rb)
+    assert sorted(got) == expected

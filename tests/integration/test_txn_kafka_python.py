@@ -44,3 +44,31 @@ def test_commit_and_abort_with_kafka_python(broker, topic_name):
     assert read_all(broker.bootstrap, topic_name, "read_committed") == [(0, b"c1"), (4, b"c2")]
     assert read_all(broker.bootstrap, topic_name, "read_uncommitted") == [
         (0, b"c1"), (2, b"a1"), (4, b"c2")]
+
+
+def test_send_offsets_to_transaction_with_kafka_python(broker, topic_name):
+    """Goal: kafka-python's send_offsets_to_transaction (AddOffsetsToTxn, TxnOffsetCommit at
+    its own versions) commits the group's offset with the transaction and an abort leaves it
+    where it was. Method: one transaction sends offset 3 and commits; a second sends offset
+    9 and aborts; the group's committed offset is 3 (read by kafka-python's consumer)."""
+    from kafka.structs import OffsetAndMetadata
+    create_topic(broker.bootstrap, topic_name)
+    group = f"kp-ctp-{uuid.uuid4().hex[:8]}"
+    p = kp_producer(broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:8]}",
+                    enable_idempotence=True)
+    p.init_transactions()
+    tp = TopicPartition(topic_name, 0)
+    for offset, commit in [(3, True), (9, False)]:
+        p.begin_transaction()
+        p.send(topic_name, b"x")
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(offset, "", -1)}, group)
+        if commit:
+            p.commit_transaction()
+        else:
+            p.abort_transaction()
+    p.close()
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        assert c.committed(tp) == 3
+    finally:
+        c.close()

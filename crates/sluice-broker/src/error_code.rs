@@ -54,6 +54,7 @@ pub const UNKNOWN_MEMBER_ID: i16 = 25;
 pub const INVALID_SESSION_TIMEOUT: i16 = 26;
 pub const REBALANCE_IN_PROGRESS: i16 = 27;
 pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub const NON_EMPTY_GROUP: i16 = 68;
 pub const GROUP_ID_NOT_FOUND: i16 = 69;
 pub const MEMBER_ID_REQUIRED: i16 = 79;

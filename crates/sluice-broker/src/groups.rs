@@ -37,7 +37,10 @@ use parking_lot::Mutex;
 use sluice_coordinator::{
     Effects, GroupConfig, GroupCoordinator, GroupReply, ReplyId, StoreRecord,
 };
-use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey, TopicId};
+use sluice_log::{
+    AppendGroup, LogConfig, LogError, LogManager, Offset, PartitionKey, ProducerEpoch, ProducerId,
+    TopicId,
+};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::limits;
@@ -85,10 +88,43 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Why a write to the offsets log failed.
+/// Why a write to the offsets log failed. `refused` says why the log refused a
+/// transactional offset batch (TxnOffsetCommit), when that is the reason.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("writing to {OFFSETS_TOPIC} failed: {0}")]
-pub struct WriteError(pub String);
+pub struct WriteError(pub String, pub Option<TxnRefusal>);
+
+impl WriteError {
+    fn new(message: impl ToString) -> WriteError {
+        WriteError(message.to_string(), None)
+    }
+
+    fn from_log(e: &LogError) -> WriteError {
+        let refused = match e {
+            LogError::InvalidProducerEpoch { .. } => Some(TxnRefusal::Fenced),
+            LogError::InvalidTxnState { .. } => Some(TxnRefusal::NotInTransaction),
+            _ => None,
+        };
+        WriteError(e.to_string(), refused)
+    }
+}
+
+/// The log's refusal of a transactional offset batch (docs/transactions.md §7.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnRefusal {
+    /// The producer's epoch is older than the partition's: a newer incarnation or the
+    /// coordinator's timeout abort fenced it.
+    Fenced,
+    /// `__consumer_offsets-0` is not (or no longer) part of the producer's transaction.
+    NotInTransaction,
+}
+
+/// The producer a transactional offsets job writes for (TxnOffsetCommit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
 
 /// One unit of work for the writer task.
 #[derive(Debug)]
@@ -97,6 +133,9 @@ struct Job {
     /// Apply the records to the coordinator once durable (validated commits and deletes);
     /// false for records whose state is already applied.
     apply: bool,
+    /// Transactional offsets (TxnOffsetCommit): written as the producer's transactional
+    /// batch in an append of their own, and held as pending once durable.
+    txn: Option<TxnProducer>,
     /// Parked requests to answer once the records are durable.
     replies: Vec<(ReplyId, GroupReply)>,
     done: Option<oneshot::Sender<Result<(), WriteError>>>,
@@ -199,6 +238,43 @@ impl GroupService {
 
     /// Appends validated records (commits, deletes) and applies them once durable.
     pub async fn write(&self, records: Vec<StoreRecord>) -> Result<(), WriteError> {
+        self.write_job(records, None).await
+    }
+
+    /// Appends validated transactional offsets as `producer`'s transactional batch and,
+    /// once durable, holds them as the producer's pending offsets (KIP-447,
+    /// docs/transactions.md §6.5): the marker of its transaction decides them
+    /// ([`Self::complete_txn`]).
+    pub async fn write_txn(
+        &self,
+        records: Vec<StoreRecord>,
+        producer: TxnProducer,
+    ) -> Result<(), WriteError> {
+        self.write_job(records, Some(producer)).await
+    }
+
+    /// The producer's transaction marker in `__consumer_offsets-0` is durable: its pending
+    /// offsets become committed (`commit`) or are dropped.
+    pub fn complete_txn(&self, producer_id: i64, commit: bool) {
+        let decided = self
+            .coordinator
+            .lock()
+            .complete_txn(producer_id, commit, now_ms());
+        if decided > 0 {
+            tracing::debug!(
+                producer_id,
+                commit,
+                offsets = decided,
+                "transactional offsets decided"
+            );
+        }
+    }
+
+    async fn write_job(
+        &self,
+        records: Vec<StoreRecord>,
+        txn: Option<TxnProducer>,
+    ) -> Result<(), WriteError> {
         if records.is_empty() {
             return Ok(());
         }
@@ -206,15 +282,16 @@ impl GroupService {
         let job = Job {
             records,
             apply: true,
+            txn,
             replies: Vec::new(),
             done: Some(done),
         };
         if self.jobs.send(job).is_err() {
-            return Err(WriteError("the offsets writer has stopped".into()));
+            return Err(WriteError::new("the offsets writer has stopped"));
         }
         result
             .await
-            .unwrap_or_else(|_| Err(WriteError("the offsets writer has stopped".into())))
+            .unwrap_or_else(|_| Err(WriteError::new("the offsets writer has stopped")))
     }
 
     fn dispatch(&self, effects: Effects) {
@@ -226,6 +303,7 @@ impl GroupService {
         let job = Job {
             records: persist,
             apply: false,
+            txn: None,
             replies,
             done: None,
         };
@@ -278,32 +356,35 @@ impl GroupService {
             .await
             > 0
         {
-            let records: Vec<&StoreRecord> = jobs.iter().flat_map(|j| j.records.iter()).collect();
-            let result = self.append(&records).await;
-            drop(records);
-            match result {
-                Ok(base) => {
-                    let now = now_ms();
-                    let mut coordinator = self.coordinator.lock();
-                    let mut offset = base.0;
-                    for job in &jobs {
-                        for record in &job.records {
-                            if job.apply {
-                                coordinator.apply(record, offset, now);
-                            }
-                            offset += 1;
+            let outcomes = self.append_round(&jobs).await;
+            {
+                let now = now_ms();
+                let mut coordinator = self.coordinator.lock();
+                for (job, outcome) in jobs.iter().zip(&outcomes) {
+                    let Ok(base) = outcome else { continue };
+                    if !job.apply {
+                        continue;
+                    }
+                    for (offset, record) in (base.0..).zip(&job.records) {
+                        match job.txn {
+                            None => coordinator.apply(record, offset, now),
+                            Some(p) => coordinator.apply_txn_offset(p.producer_id, record, offset),
                         }
                     }
                 }
-                Err(ref e) => tracing::error!(error = %e, "group coordinator write failed"),
             }
-            for job in jobs.drain(..) {
+            for (job, outcome) in jobs.drain(..).zip(outcomes) {
+                if let Err(e) = &outcome {
+                    if e.1.is_none() {
+                        tracing::error!(error = %e, "group coordinator write failed");
+                    }
+                }
                 // Already-applied state (a finished rebalance) is answered even when the
                 // write failed: the group works in memory; the log is poisoned and the
                 // broker refuses writes until restarted.
                 self.deliver(job.replies);
                 if let Some(done) = job.done {
-                    let _ = done.send(result.clone().map(|_| ()));
+                    let _ = done.send(outcome.map(|_| ()));
                 }
             }
             if let Err(e) = self.maybe_compact().await {
@@ -312,44 +393,140 @@ impl GroupService {
         }
     }
 
+    /// Appends one round of jobs as one append group (one sync): the plain jobs' records
+    /// as one log request, each transactional job as a request of its own (the log judges
+    /// a request whole, so one producer's refused batch must not fail the others).
+    /// Returns each job's outcome: the log offset of its first record.
+    async fn append_round(&self, jobs: &[Job]) -> Vec<Result<Offset, WriteError>> {
+        let plain: Vec<&StoreRecord> = jobs
+            .iter()
+            .filter(|j| j.txn.is_none())
+            .flat_map(|j| j.records.iter())
+            .collect();
+        let has_plain = !plain.is_empty();
+        let slots = usize::from(has_plain) + jobs.iter().filter(|j| j.txn.is_some()).count();
+        let mut group = AppendGroup::new();
+        group.reset(slots);
+        // Per slot: an error found before the append was queued.
+        let mut queued: Vec<Option<WriteError>> = Vec::with_capacity(slots);
+        if has_plain {
+            let result = match encode_batches(&plain, None) {
+                Ok(bytes) => self
+                    .log
+                    .append_in_group(&self.key, bytes, &group, 0)
+                    .await
+                    .map_err(|e| WriteError::from_log(&e)),
+                Err(e) => Err(WriteError::new(e)),
+            };
+            queued.push(result.err());
+        }
+        drop(plain);
+        for job in jobs {
+            let Some(p) = job.txn else { continue };
+            let slot = queued.len();
+            let records: Vec<&StoreRecord> = job.records.iter().collect();
+            let result = self.append_txn_job(&records, p, &group, slot).await;
+            queued.push(result.err());
+        }
+        group.wait().await;
+        let outcome = |slot: usize, queued: &mut [Option<WriteError>]| {
+            if let Some(e) = queued[slot].take() {
+                return Err(e);
+            }
+            match group.take(slot) {
+                Some(Ok(info)) => Ok(info.base_offset),
+                Some(Err(e)) => Err(WriteError::from_log(&e)),
+                None => Err(WriteError::new("append not answered")),
+            }
+        };
+        let plain_outcome = has_plain.then(|| outcome(0, &mut queued));
+        let mut plain_next = plain_outcome.clone().and_then(Result::ok).map(|o| o.0);
+        let mut txn_slot = usize::from(has_plain);
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if job.txn.is_some() {
+                out.push(outcome(txn_slot, &mut queued));
+                txn_slot += 1;
+                continue;
+            }
+            match (&plain_outcome, plain_next.as_mut()) {
+                (_, Some(next)) => {
+                    out.push(Ok(Offset(*next)));
+                    *next += job.records.len() as i64;
+                }
+                (Some(Err(e)), None) => out.push(Err(e.clone())),
+                _ => out.push(Err(WriteError::new("append not answered"))),
+            }
+        }
+        out
+    }
+
+    /// Queues one transactional offsets job in `slot` of `group`: the producer's batch,
+    /// with the base sequence the log expects next (this writer is the only one writing
+    /// that producer's batches in the offsets partition, one round at a time).
+    async fn append_txn_job(
+        &self,
+        records: &[&StoreRecord],
+        p: TxnProducer,
+        group: &AppendGroup,
+        slot: usize,
+    ) -> Result<(), WriteError> {
+        let (id, epoch) = (ProducerId(p.producer_id), ProducerEpoch(p.producer_epoch));
+        let sequence = self
+            .log
+            .next_sequence(&self.key, id, epoch)
+            .map_err(|e| WriteError::from_log(&e))?;
+        let bytes = encode_batches(records, Some((p, sequence))).map_err(WriteError::new)?;
+        self.log
+            .append_in_group(&self.key, bytes, group, slot)
+            .await
+            .map_err(|e| WriteError::from_log(&e))
+    }
+
     /// Appends records (in as many batches as their size needs) as one log request and
     /// waits until durable. Returns the offset of the first record.
     async fn append(&self, records: &[&StoreRecord]) -> Result<Offset, WriteError> {
-        let bytes = encode_batches(records).map_err(WriteError)?;
+        let bytes = encode_batches(records, None).map_err(WriteError::new)?;
         let waiter = self
             .log
             .append(&self.key, bytes)
             .await
-            .map_err(|e| WriteError(e.to_string()))?;
-        let info = waiter.wait().await.map_err(|e| WriteError(e.to_string()))?;
+            .map_err(|e| WriteError::from_log(&e))?;
+        let info = waiter.wait().await.map_err(|e| WriteError::from_log(&e))?;
         Ok(info.base_offset)
     }
 
     /// When the offsets log holds many more records than there is live state, appends a
     /// snapshot of the live state and moves the log start offset to it.
+    ///
+    /// Undecided transactional offsets are not in the snapshot (it holds committed state
+    /// only), so the log start never passes the first open transaction: the last stable
+    /// offset, read before the snapshot is taken, bounds it, and a replay still finds their
+    /// records and their markers (docs/transactions.md §6.5). Only the records below it
+    /// can go, so only they count towards the threshold; otherwise a long transaction would
+    /// make every round append another snapshot.
     async fn maybe_compact(&self) -> Result<(), WriteError> {
-        let offsets = self
-            .log
-            .offsets(&self.key)
-            .map_err(|e| WriteError(e.to_string()))?;
-        let held = (offsets.log_end_offset.0 - offsets.log_start_offset.0).max(0) as u64;
+        let offsets = self.log.offsets(&self.key).map_err(WriteError::new)?;
+        let stable = offsets.last_stable_offset;
+        let held = (stable.0 - offsets.log_start_offset.0).max(0) as u64;
         let live = self.live_records.load(Ordering::Relaxed);
         if held <= limits::OFFSETS_COMPACT_RECORDS_MIN.max(live.saturating_mul(2)) {
             return Ok(());
         }
         let snapshot = self.coordinator.lock().snapshot();
-        let new_start = if snapshot.is_empty() {
+        let snapshot_start = if snapshot.is_empty() {
             offsets.log_end_offset
         } else {
             let refs: Vec<&StoreRecord> = snapshot.iter().collect();
             self.append(&refs).await?
         };
+        let new_start = snapshot_start.min(stable);
         let log = self.log.clone();
         let key = self.key.clone();
         let moved = tokio::task::spawn_blocking(move || log.delete_records(&key, new_start))
             .await
-            .map_err(|e| WriteError(e.to_string()))?
-            .map_err(|e| WriteError(e.to_string()))?;
+            .map_err(WriteError::new)?
+            .map_err(WriteError::new)?;
         self.live_records
             .store(snapshot.len() as u64, Ordering::Relaxed);
         tracing::info!(
@@ -387,7 +564,12 @@ fn random_seed() -> u64 {
 
 /// Encodes records into v2 batches of at most [`limits::OFFSETS_BATCH_BYTES_SOFT`] each
 /// (a single larger record gets a batch of its own).
-fn encode_batches(records: &[&StoreRecord]) -> Result<Bytes, String> {
+/// With `producer`, the batches are that producer's transactional batches, sequences
+/// numbered on from the given base sequence.
+fn encode_batches(
+    records: &[&StoreRecord],
+    producer: Option<(TxnProducer, i32)>,
+) -> Result<Bytes, String> {
     let now = now_ms();
     let mut out = BytesMut::new();
     let mut batch: Vec<Record> = Vec::new();
@@ -396,7 +578,7 @@ fn encode_batches(records: &[&StoreRecord]) -> Result<Bytes, String> {
         version: 2,
         compression: Compression::None,
     };
-    for record in records {
+    for (index, record) in records.iter().enumerate() {
         let key = Bytes::from(record.encode_key());
         let value = record.encode_value().map(Bytes::from);
         let size = key.len() + value.as_ref().map_or(0, Bytes::len) + 32;
@@ -406,16 +588,25 @@ fn encode_batches(records: &[&StoreRecord]) -> Result<Bytes, String> {
             batch_bytes = 0;
         }
         batch_bytes += size;
+        let (producer_id, producer_epoch, sequence) = match producer {
+            Some((p, base)) => (
+                p.producer_id,
+                p.producer_epoch,
+                // Kafka's wrapping sequence arithmetic.
+                base.wrapping_add(index as i32) & i32::MAX,
+            ),
+            None => (-1, -1, -1),
+        };
         batch.push(Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: batch.len() as i64,
-            sequence: -1,
+            sequence,
             timestamp: now,
             key: Some(key),
             value,
@@ -463,7 +654,19 @@ fn load(
                 let Some(k) = record.key.as_deref() else {
                     continue;
                 };
+                if record.control {
+                    // A transaction marker (docs/transactions.md §6.5): decides the
+                    // producer's pending offsets, in log order as they were decided.
+                    if let Some(commit) = marker_commits(k) {
+                        coordinator.complete_txn(record.producer_id, commit, now);
+                    }
+                    continue;
+                }
                 match StoreRecord::decode(k, record.value.as_deref()) {
+                    Ok(r) if record.transactional => {
+                        coordinator.apply_txn_offset(record.producer_id, &r, record.offset);
+                        applied += 1;
+                    }
                     Ok(r) => {
                         coordinator.apply(&r, record.offset, now);
                         applied += 1;
@@ -479,4 +682,14 @@ fn load(
         }
     }
     Ok(applied)
+}
+
+/// A control record's key (version i16, type i16: 0 ABORT, 1 COMMIT): whether the marker
+/// commits; `None` for a key that is not a marker's.
+fn marker_commits(key: &[u8]) -> Option<bool> {
+    match key {
+        [_, _, 0, 0] => Some(false),
+        [_, _, 0, 1] => Some(true),
+        _ => None,
+    }
 }

@@ -132,17 +132,23 @@ impl Server {
                     dir: cfg.data_dir.display().to_string(),
                     error,
                 })?;
+            let groups = Arc::new(groups);
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
             let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
             let quotas = crate::quotas::ClientQuotas::open(&cfg.data_dir)?;
             let security = load_security(&cfg)?;
             let segment_bytes = cfg.transaction_state_log_segment_bytes;
-            let txns = crate::txns::TxnService::open(&log, cfg.txn.clone(), segment_bytes)
-                .map_err(|error| StartError::Log {
-                    dir: cfg.data_dir.display().to_string(),
-                    error,
-                })?;
+            let txns = crate::txns::TxnService::open(
+                &log,
+                cfg.txn.clone(),
+                segment_bytes,
+                Arc::clone(&groups),
+            )
+            .map_err(|error| StartError::Log {
+                dir: cfg.data_dir.display().to_string(),
+                error,
+            })?;
             Ok((
                 log,
                 topics,
@@ -225,7 +231,7 @@ impl Server {
             config,
             log,
             topics,
-            groups: Arc::new(groups),
+            groups,
             txns: Arc::new(txns),
             producer_ids,
             advertised_host,

@@ -33,7 +33,7 @@ use sluice_log::{
     ProducerId, TopicId,
 };
 
-use crate::groups::{now_ms, offsets_partition, OFFSETS_TOPIC};
+use crate::groups::{now_ms, offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
 use crate::limits;
 use crate::topics::TopicRegistry;
 
@@ -66,6 +66,9 @@ pub struct TxnService {
     coordinator: Mutex<TransactionCoordinator>,
     log: LogManager,
     key: PartitionKey,
+    /// The group coordinator, told when a marker in `__consumer_offsets-0` decides a
+    /// producer's transactional offsets (§6.5).
+    groups: Arc<GroupService>,
 }
 
 impl TxnService {
@@ -76,6 +79,7 @@ impl TxnService {
         log: &LogManager,
         config: TxnConfig,
         segment_bytes: u64,
+        groups: Arc<GroupService>,
     ) -> Result<TxnService, LogError> {
         let key = txn_state_partition();
         match log.create_partition(key.clone(), txn_state_log_config(segment_bytes)) {
@@ -93,6 +97,7 @@ impl TxnService {
             coordinator: Mutex::new(coordinator),
             log: log.clone(),
             key,
+            groups,
         })
     }
 
@@ -123,13 +128,20 @@ impl TxnService {
     ) -> Result<(), LogError> {
         let result = self.append_change(topics, change).await;
         let durable = match &result {
-            Ok(durable) => durable.len() == change.records().count(),
+            Ok((durable, _)) => durable.len() == change.records().count(),
             Err(_) => false,
         };
-        if let Ok(records) = &result {
+        if let Ok((records, offsets_marker)) = &result {
             let mut coordinator = self.coordinator.lock();
             for record in records {
                 coordinator.apply(record);
+            }
+            drop(coordinator);
+            // The marker in the offsets partition decides the producer's pending offsets
+            // there; it is durable, so memory may follow (as a replay would).
+            if let (true, Some(m)) = (*offsets_marker, &change.markers) {
+                let commit = m.result == TxnResult::Commit;
+                self.groups.complete_txn(m.producer_id, commit);
             }
         }
         let verified = match (durable, change.complete.value.as_ref()) {
@@ -148,12 +160,13 @@ impl TxnService {
         }
     }
 
-    /// Appends the change; returns its records whose appends are durable (a prefix).
+    /// Appends the change; returns its records whose appends are durable (a prefix), and
+    /// whether a marker in `__consumer_offsets-0` is durable.
     async fn append_change(
         &self,
         topics: &TopicRegistry,
         change: &TxnChange,
-    ) -> Result<Vec<TxnRecord>, LogError> {
+    ) -> Result<(Vec<TxnRecord>, bool), LogError> {
         let markers: Vec<PartitionKey> = change
             .markers
             .iter()
@@ -207,22 +220,25 @@ impl TxnService {
         let ok = |group: &AppendGroup, slot: usize| matches!(group.take(slot), Some(Ok(_)));
         if let Some(prepare) = &change.prepare {
             if !ok(&group, slot) {
-                return queued_error.map_or(Ok(durable), Err);
+                return queued_error.map_or(Ok((durable, false)), Err);
             }
             durable.push(prepare.clone());
             slot += 1;
         }
         let mut markers_ok = true;
-        for _ in &markers {
-            markers_ok &= ok(&group, slot);
+        let mut offsets_marker = false;
+        for key in &markers {
+            let marker_ok = ok(&group, slot);
+            markers_ok &= marker_ok;
+            offsets_marker |= marker_ok && key.topic_id == OFFSETS_TOPIC_ID;
             slot += 1;
         }
         if markers_ok && ok(&group, slot) {
             durable.push(change.complete.clone());
         }
         match queued_error {
-            Some(e) if durable.is_empty() => Err(e),
-            _ => Ok(durable),
+            Some(e) if durable.is_empty() && !offsets_marker => Err(e),
+            _ => Ok((durable, offsets_marker)),
         }
     }
 

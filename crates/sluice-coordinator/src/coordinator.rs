@@ -7,7 +7,7 @@
 //! Guarantees: every parked request is answered exactly once (a result or an error); no call
 //! panics on any input; every collection is bounded by [`GroupConfig`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
@@ -188,6 +188,10 @@ pub struct Effects {
     pub persist: Vec<StoreRecord>,
 }
 
+/// One producer's pending transactional offsets: (group, partition) → the offset and the
+/// log offset of its record.
+type PendingOffsets = BTreeMap<(String, TopicPartition), (OffsetValue, i64)>;
+
 /// All groups and their committed offsets.
 #[derive(Debug)]
 pub struct GroupCoordinator {
@@ -210,6 +214,17 @@ pub struct GroupCoordinator {
     /// the group (a replay would not). Kept [`TOMBSTONE_MARKER_TTL_MS`], at most
     /// `groups_max` entries.
     deleted_groups: HashMap<String, (i64, i64)>,
+    /// Transactional offsets not yet decided (TxnOffsetCommit, KIP-447;
+    /// docs/transactions.md §6.5): producer id → (group, partition) → the offset and the
+    /// log offset of its record. Invisible to OffsetFetch until the producer's COMMIT
+    /// marker in the offsets log makes them committed ([`Self::complete_txn`]); an ABORT
+    /// drops them. Bounded by `offsets_per_group_max` per group (counted with the live
+    /// offsets when a commit is validated).
+    pending_txn: HashMap<i64, PendingOffsets>,
+    /// Index of `pending_txn`: (group, partition) → how many producers hold an offset for
+    /// it, and group → how many of its partitions that is, so checks are O(1).
+    pending_by_partition: HashMap<(String, TopicPartition), usize>,
+    pending_by_group: HashMap<String, usize>,
 }
 
 fn join_refusal(error: GroupError) -> GroupReply {
@@ -231,6 +246,9 @@ impl GroupCoordinator {
             id_state: seed,
             loaded: false,
             deleted_groups: HashMap::new(),
+            pending_txn: HashMap::new(),
+            pending_by_partition: HashMap::new(),
+            pending_by_group: HashMap::new(),
         }
     }
 
@@ -755,6 +773,157 @@ impl GroupCoordinator {
             None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
             None => Ok(()),
         }
+    }
+
+    /// TxnOffsetCommit's group check (KIP-447): like [`Self::validate_offset_commit`], but
+    /// a commit naming no member is accepted while the group has members (pre-v3 clients),
+    /// and a rebalance in progress does not refuse it. A KIP-848 member's epoch mismatch is
+    /// ILLEGAL_GENERATION here, as Kafka answers transactional commits.
+    pub fn validate_txn_offset_commit(
+        &mut self,
+        now_ms: i64,
+        auth: &CommitAuth,
+    ) -> Result<(), GroupError> {
+        if auth.group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
+        let names_member = auth.generation_id >= 0
+            || !auth.member_id.is_empty()
+            || auth.group_instance_id.is_some();
+        if let Some(c) = self.consumer.get(&auth.group_id) {
+            if !names_member {
+                return Ok(());
+            }
+            return match c.validate_commit(&auth.member_id, auth.generation_id) {
+                Err(GroupError::StaleMemberEpoch) => Err(GroupError::IllegalGeneration),
+                other => other,
+            };
+        }
+        let at_group_limit = self.group_count() >= self.config.groups_max;
+        match self.groups.get_mut(&auth.group_id) {
+            Some(g) => g.validate_txn_commit(now_ms, auth),
+            None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),
+            None if names_member => Err(GroupError::UnknownMemberId),
+            None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
+            None => Ok(()),
+        }
+    }
+
+    /// The record for one transactional offset: [`Self::offset_record`], with the group's
+    /// pending transactional offsets counted towards `offsets_per_group_max`.
+    pub fn txn_offset_record(
+        &self,
+        group_id: &str,
+        tp: TopicPartition,
+        offset: i64,
+        leader_epoch: i32,
+        metadata: Option<String>,
+        now_ms: i64,
+    ) -> Result<StoreRecord, GroupError> {
+        let pending = self.pending_by_group.get(group_id).copied().unwrap_or(0);
+        let known = self
+            .groups
+            .get(group_id)
+            .is_some_and(|g| g.committed(&tp).is_some())
+            || self.has_pending_offset(group_id, &tp);
+        let live = self.groups.get(group_id).map_or(0, Group::offset_count);
+        if !known && live + pending >= self.config.offsets_per_group_max {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        self.offset_record(group_id, tp, offset, leader_epoch, metadata, now_ms)
+    }
+
+    /// Holds a durable transactional offset record of `producer_id` (written at
+    /// `log_offset`) as pending: during load in log order, and after the broker made a
+    /// TxnOffsetCommit durable. A later record of the same producer for the same partition
+    /// replaces it. Tombstones are never transactional; they are ignored.
+    pub fn apply_txn_offset(&mut self, producer_id: i64, record: &StoreRecord, log_offset: i64) {
+        let StoreRecord::Offset {
+            group_id,
+            topic,
+            partition,
+            value: Some(value),
+        } = record
+        else {
+            return;
+        };
+        let tp = TopicPartition {
+            topic: topic.clone(),
+            partition: *partition,
+        };
+        let key = (group_id.clone(), tp);
+        let held = self.pending_txn.entry(producer_id).or_default();
+        if held
+            .insert(key.clone(), (value.clone(), log_offset))
+            .is_none()
+        {
+            let holders = self.pending_by_partition.entry(key).or_insert(0);
+            *holders += 1;
+            if *holders == 1 {
+                *self.pending_by_group.entry(group_id.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// Takes a pending offset out of the index.
+    fn unindex_pending(&mut self, key: &(String, TopicPartition)) {
+        let Some(holders) = self.pending_by_partition.get_mut(key) else {
+            debug_assert!(false, "a pending offset is indexed");
+            return;
+        };
+        *holders -= 1;
+        if *holders > 0 {
+            return;
+        }
+        self.pending_by_partition.remove(key);
+        if let Some(n) = self.pending_by_group.get_mut(&key.0) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending_by_group.remove(&key.0);
+            }
+        }
+    }
+
+    /// The producer's marker in the offsets log: COMMIT makes its pending offsets the
+    /// groups' committed ones, each at its own record's log offset (so a plain commit
+    /// written after it still wins, as in Kafka); ABORT drops them. Returns how many
+    /// offsets it decided.
+    pub fn complete_txn(&mut self, producer_id: i64, commit: bool, now_ms: i64) -> usize {
+        let Some(pending) = self.pending_txn.remove(&producer_id) else {
+            return 0;
+        };
+        let decided = pending.len();
+        for key in pending.keys() {
+            self.unindex_pending(key);
+        }
+        if commit {
+            for ((group_id, tp), (value, log_offset)) in pending {
+                let record = StoreRecord::Offset {
+                    group_id,
+                    topic: tp.topic,
+                    partition: tp.partition,
+                    value: Some(value),
+                };
+                self.apply(&record, log_offset, now_ms);
+            }
+        }
+        decided
+    }
+
+    /// Whether a transaction holds an undecided offset for the group's partition (OffsetFetch
+    /// `require_stable`, KIP-447: UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending_offset(&self, group_id: &str, tp: &TopicPartition) -> bool {
+        // One lookup; the key is built only when the group has pending offsets at all.
+        self.pending_by_group.contains_key(group_id)
+            && self
+                .pending_by_partition
+                .contains_key(&(group_id.to_owned(), tp.clone()))
+    }
+
+    /// Pending transactional offsets held, across groups and producers (for tests and
+    /// inspection).
+    pub fn pending_txn_offsets(&self) -> usize {
+        self.pending_txn.values().map(BTreeMap::len).sum()
     }
 
     /// OffsetFetch v9's member check (`member_id`, `member_epoch`): for a KIP-848 group the

@@ -1142,6 +1142,33 @@ impl Group {
         }
     }
 
+    /// Kafka's `validateOffsetCommit` for a transactional commit (TxnOffsetCommit, KIP-447).
+    /// A commit naming no member (generation -1, no member id, no instance id: clients
+    /// before v3) is accepted in any state, as Kafka does for transactional producers that
+    /// know nothing of the group. One naming a member needs it current (UNKNOWN_MEMBER_ID,
+    /// FENCED_INSTANCE_ID) at the group's generation (ILLEGAL_GENERATION); a rebalance in
+    /// progress does not refuse it: the transaction decides whether it counts.
+    pub(crate) fn validate_txn_commit(
+        &mut self,
+        now_ms: i64,
+        auth: &CommitAuth,
+    ) -> Result<(), GroupError> {
+        let names_member = auth.generation_id >= 0
+            || !auth.member_id.is_empty()
+            || auth.group_instance_id.is_some();
+        if !names_member {
+            return Ok(());
+        }
+        self.validate_current(&auth.member_id, auth.group_instance_id.as_deref())?;
+        if auth.generation_id != self.generation_id {
+            return Err(GroupError::IllegalGeneration);
+        }
+        if let Some(m) = self.members.get_mut(&auth.member_id) {
+            m.last_heard_ms = now_ms;
+        }
+        Ok(())
+    }
+
     // ---- timers ----
 
     /// Fires the group's due timers: pending-member and session expiry, the sync deadline,

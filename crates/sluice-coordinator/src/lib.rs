@@ -71,5 +71,6 @@ pub use records::{
 };
 pub use transaction::{
     InitOutcome, TransactionCoordinator, TxnChange, TxnMarkers, TxnMetadata, TxnResult,
+    CONSUMER_OFFSETS_PARTITION,
 };
 pub use txn_records::{TxnRecord, TxnStatus, TxnValue};

@@ -1809,3 +1809,127 @@ fn all_members_expire_to_empty() {
     let (_c, jc) = h.join_new("g", "c");
     assert_eq!(h.join_resp(jc).generation_id, 4);
 }
+
+// ---- transactional offsets (KIP-447, docs/transactions.md §6.5) ----
+
+// Goal: a transaction's offsets are invisible until its COMMIT marker, which makes them the
+// group's offsets (creating the group if needed); an ABORT drops them; a plain commit
+// written after a transactional offset wins over it when the transaction commits later,
+// as in Kafka (order by the records' log offsets).
+#[test]
+fn transactional_offsets_wait_for_the_marker() {
+    let mut h = H::new();
+    h.commit("g", "t", 0, 5);
+    let log_offset = h.log_offset + 1;
+    h.log_offset = log_offset;
+    h.c.apply_txn_offset(7, &offset_rec("g", "t", 0, Some(12)), log_offset);
+    h.c.apply_txn_offset(7, &offset_rec("new", "t", 1, Some(3)), log_offset + 1);
+    h.log_offset += 1;
+    assert_eq!(
+        h.fetch("g", "t", 0),
+        Some(5),
+        "pending offsets are invisible"
+    );
+    assert!(h.c.has_pending_offset("g", &tp("t", 0)));
+    assert!(!h.c.has_pending_offset("g", &tp("t", 1)));
+    assert_eq!(h.c.pending_txn_offsets(), 2);
+    assert_eq!(h.c.complete_txn(7, true, h.now), 2);
+    assert_eq!(h.fetch("g", "t", 0), Some(12));
+    assert_eq!(
+        h.fetch("new", "t", 1),
+        Some(3),
+        "the commit created the group"
+    );
+    assert!(!h.c.has_pending_offset("g", &tp("t", 0)));
+    assert_eq!(
+        h.c.complete_txn(7, true, h.now),
+        0,
+        "a second marker decides nothing"
+    );
+    // Abort: dropped.
+    h.log_offset += 1;
+    h.c.apply_txn_offset(8, &offset_rec("g", "t", 0, Some(40)), h.log_offset);
+    assert_eq!(h.c.complete_txn(8, false, h.now), 1);
+    assert_eq!(h.fetch("g", "t", 0), Some(12));
+    assert_eq!(h.c.pending_txn_offsets(), 0);
+    // A plain commit after the transactional record wins over it.
+    h.log_offset += 1;
+    h.c.apply_txn_offset(9, &offset_rec("g", "t", 0, Some(50)), h.log_offset);
+    h.commit("g", "t", 0, 60);
+    h.c.complete_txn(9, true, h.now);
+    assert_eq!(h.fetch("g", "t", 0), Some(60));
+}
+
+// Goal: two producers holding offsets for one partition: it stays unstable until both
+// are decided; the per-group bound counts pending offsets.
+#[test]
+fn pending_offsets_are_indexed_and_bounded() {
+    let mut h = H::with(GroupConfig {
+        offsets_per_group_max: 2,
+        ..config()
+    });
+    h.c.apply_txn_offset(1, &offset_rec("g", "t", 0, Some(1)), 1);
+    h.c.apply_txn_offset(2, &offset_rec("g", "t", 0, Some(2)), 2);
+    h.c.apply_txn_offset(2, &offset_rec("g", "t", 1, Some(2)), 3);
+    assert_eq!(
+        h.c.txn_offset_record("g", tp("t", 2), 1, -1, None, 0),
+        Err(GroupError::CoordinatorNotAvailable),
+        "two pending partitions fill the bound"
+    );
+    assert!(h
+        .c
+        .txn_offset_record("g", tp("t", 1), 1, -1, None, 0)
+        .is_ok());
+    h.c.complete_txn(1, false, 0);
+    assert!(
+        h.c.has_pending_offset("g", &tp("t", 0)),
+        "producer 2 still holds it"
+    );
+    h.c.complete_txn(2, false, 0);
+    assert!(!h.c.has_pending_offset("g", &tp("t", 0)));
+    assert!(h
+        .c
+        .txn_offset_record("g", tp("t", 2), 1, -1, None, 0)
+        .is_ok());
+}
+
+// Goal: TxnOffsetCommit's member checks (KIP-447): a commit naming no member is accepted
+// even while the group has members (pre-v3 clients) and during a rebalance; a named member
+// must exist at the current generation; a replaced static instance is fenced.
+#[test]
+fn txn_offset_commit_validation_matrix() {
+    let mut h = H::new();
+    let v = |h: &mut H, a: CommitAuth| h.c.validate_txn_offset_commit(h.now, &a);
+    assert_eq!(v(&mut h, auth("", -1, "")), Err(GroupError::InvalidGroupId));
+    assert_eq!(v(&mut h, auth("solo", -1, "")), Ok(()));
+    assert_eq!(
+        v(&mut h, auth("solo", 1, "m")),
+        Err(GroupError::IllegalGeneration)
+    );
+    let (a, b) = stable_pair(&mut h);
+    assert_eq!(v(&mut h, auth("g", -1, "")), Ok(()), "no member named");
+    assert_eq!(
+        v(&mut h, auth("g", 2, "ghost")),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        v(&mut h, auth("g", 1, &a)),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(v(&mut h, auth("g", 2, &a)), Ok(()));
+    h.join(jreq("g", &a));
+    h.join(jreq("g", &b));
+    assert_eq!(h.state("g"), "CompletingRebalance");
+    assert_eq!(
+        v(&mut h, auth("g", 3, &b)),
+        Ok(()),
+        "a rebalance does not refuse a transactional commit"
+    );
+    let mut h = H::new();
+    let (s1, _d) = static_group(&mut h);
+    let gen = h.c.group("g").unwrap().generation_id();
+    h.join(static_req("g", "", "i1"));
+    let mut old = auth("g", gen, &s1);
+    old.group_instance_id = Some("i1".into());
+    assert_eq!(v(&mut h, old), Err(GroupError::FencedInstanceId));
+}

@@ -393,6 +393,31 @@ impl TransactionCoordinator {
             .collect())
     }
 
+    /// TxnOffsetCommit's transaction check (§6.5, §7.5): the producer id and epoch are the
+    /// id's current ones, and its ongoing transaction holds `__consumer_offsets-0`
+    /// (AddOffsetsToTxn came first; else InvalidTxnState). On `Ok` the id is marked
+    /// pending until the broker calls [`Self::finish`] once the offsets are durable and
+    /// held as pending in the group coordinator, so an EndTxn cannot be decided (and its
+    /// marker written) while they are in flight: the marker always finds them.
+    pub fn begin_offset_commit(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), TxnError> {
+        let m = self.writable(transactional_id, producer_id, producer_epoch)?;
+        let (topic, partition) = CONSUMER_OFFSETS_PARTITION;
+        let holds_offsets = m
+            .partitions
+            .iter()
+            .any(|tp| tp.topic == topic && tp.partition == partition);
+        if m.status != TxnStatus::Ongoing || !holds_offsets {
+            return Err(TxnError::InvalidTxnState);
+        }
+        self.set_pending(transactional_id);
+        Ok(())
+    }
+
     /// EndTxn (§4, §7.4). `Ok(None)`: a retry of a completed EndTxn, answer NONE at once.
     /// Otherwise write the change (decision, markers, completion); answer once durable.
     pub fn end_txn(

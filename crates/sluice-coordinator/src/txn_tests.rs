@@ -517,3 +517,40 @@ fn replaying_the_records_rebuilds_the_same_state() {
     );
     assert_eq!(from_snapshot.partition_count(), 1);
 }
+
+// Goal: TxnOffsetCommit's transaction check (§7.5): the producer must be current, and its
+// ongoing transaction must hold `__consumer_offsets-0`; while the commit is written the id
+// is busy, so EndTxn cannot be decided in between.
+#[test]
+fn txn_offset_commit_needs_add_offsets_and_holds_the_id() {
+    let mut c = coordinator();
+    let (pid, epoch) = init(&mut c, None);
+    assert_eq!(
+        c.begin_offset_commit("nobody", pid, epoch),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        c.begin_offset_commit(ID, pid, epoch),
+        Err(TxnError::InvalidTxnState),
+        "no transaction yet"
+    );
+    add(&mut c, pid, epoch, &[tp("t", 0)], T0);
+    assert_eq!(
+        c.begin_offset_commit(ID, pid, epoch),
+        Err(TxnError::InvalidTxnState),
+        "AddOffsetsToTxn did not come first"
+    );
+    let change = c.add_offsets(ID, pid, epoch, T0).unwrap().unwrap();
+    durable(&mut c, &change);
+    assert_eq!(
+        c.begin_offset_commit(ID, pid, epoch + 1),
+        Err(TxnError::ProducerFenced)
+    );
+    assert_eq!(c.begin_offset_commit(ID, pid, epoch), Ok(()));
+    assert_eq!(
+        c.end_txn(ID, pid, epoch, TxnResult::Commit, T0).map(|_| ()),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    c.finish(ID);
+    assert!(c.end_txn(ID, pid, epoch, TxnResult::Commit, T0).is_ok());
+}

@@ -614,6 +614,31 @@ impl LogManager {
         Ok(table.get(producer_id).is_some_and(|e| e.in_txn()))
     }
 
+    /// The base sequence the next batch of `producer_id` at `epoch` must carry in the
+    /// partition: one after its newest batch of that epoch, else 0 (a new epoch starts at
+    /// 0; a producer with no batch of its epoch here takes any). For the group
+    /// coordinator's transactional offset batches in `__consumer_offsets`, whose only
+    /// writer (one task, one round at a time) asks before each batch; Kafka skips the
+    /// sequence check for coordinator appends instead (docs/transactions.md §6.5).
+    /// Non-blocking (one short lock).
+    pub fn next_sequence(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<i32, LogError> {
+        let partition = self.engine().partition(key)?;
+        let table = partition.producers.lock();
+        let next = table
+            .get(producer_id)
+            .filter(|e| e.epoch == epoch)
+            .and_then(|e| e.newest_batch())
+            .map_or(0, |b| {
+                crate::producer_state::increment_sequence(b.last_seq, 1)
+            });
+        Ok(next)
+    }
+
     /// Current watermarks. Non-blocking (atomics only).
     pub fn offsets(&self, key: &PartitionKey) -> Result<PartitionOffsets, LogError> {
         Ok(self.engine().partition(key)?.offsets())

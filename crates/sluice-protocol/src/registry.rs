@@ -51,10 +51,12 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::ConsumerGroupDescribe, 0, 1),
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
     api(ApiKey::InitProducerId, 0, 5),
-    // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit comes with slice 4.
+    // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit v3+ carries the group
+    // member (KIP-447), v5 knows TRANSACTION_ABORTABLE (KIP-890).
     api(ApiKey::AddPartitionsToTxn, 0, 3),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 4),
+    api(ApiKey::TxnOffsetCommit, 0, 5),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteTopics, 1, 6),

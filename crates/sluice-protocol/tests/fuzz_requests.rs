@@ -234,6 +234,7 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
         ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
         ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(Default::default()),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }

@@ -9,6 +9,8 @@
 //	franz-it consume-group --brokers B --group G --topic T --count N [--commit]
 //	franz-it lag           --brokers B --group G
 //	franz-it describe      --brokers B --group G
+//	franz-it transact      --brokers B --group G --topic IN --out OUT --transactional-id X
+//	                       [--count N] [--abort-every K]
 //
 // Every command also takes --sasl-mechanism/--sasl-user/--sasl-password and
 // --tls-ca/--tls-cert/--tls-key (security.go) to reach SASL, TLS and mTLS listeners.
@@ -33,6 +35,7 @@ commands:
   consume-group  classic-protocol group consumer
   lag            kadm group lag (committed offset, end offset, lag per partition)
   describe       kadm DescribeGroups (state, protocol, members, assignments)
+  transact       GroupTransactSession consume-transform-produce (EOS)
 run "franz-it <command> -h" for the flags of one command`)
 }
 
@@ -52,6 +55,8 @@ func main() {
 		code = runLag(args)
 	case "describe":
 		code = runDescribe(args)
+	case "transact":
+		code = runTransact(args)
 	case "-h", "--help", "help":
 		usage()
 		return

@@ -1,14 +1,27 @@
 //! AddOffsetsToTxn (key 25), v0-4: adds `__consumer_offsets-0` (where every group lives)
-//! to the producer's transaction (docs/transactions.md §6.5, §7.2). PRODUCER_FENCED goes
-//! to v2+ only (KIP-588). With an authorizer (Kafka's checks): WRITE on the transactional id
-//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
+//! to the producer's transaction (docs/transactions.md §6.5, §7.2) and, once that is
+//! durable, verifies the partition in the log for the producer's epoch, so the
+//! TxnOffsetCommit batches that follow may open the transaction there (§6.1).
+//! PRODUCER_FENCED goes to v2+ only (KIP-588). With an authorizer (Kafka's checks): WRITE on
+//! the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
 //! (GROUP_AUTHORIZATION_FAILED).
 
 use bytes::Bytes;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
+use sluice_coordinator::{TopicPartition, CONSUMER_OFFSETS_PARTITION};
+
 use super::{Ctx, Reply};
 use crate::{acl, error_code};
+
+/// The partition AddOffsetsToTxn adds.
+fn offsets_partition() -> TopicPartition {
+    let (topic, partition) = CONSUMER_OFFSETS_PARTITION;
+    TopicPartition {
+        topic: topic.to_owned(),
+        partition,
+    }
+}
 
 const PRODUCER_FENCED_FROM: i16 = 2;
 
@@ -33,7 +46,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         .txns
         .call(|c, now| c.add_offsets(&id, pid, epoch, now));
     resp.error_code = match change {
-        Ok(Some(change)) => match broker.txns.write(&broker.topics, &change).await {
+        Ok(Some(change)) => match broker
+            .txns
+            .write_then_verify(&broker.topics, &change, &[offsets_partition()])
+            .await
+        {
             Ok(()) => error_code::NONE,
             Err(e) => {
                 tracing::warn!(error = %e, "AddOffsetsToTxn not durable");

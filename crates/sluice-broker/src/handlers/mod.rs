@@ -50,6 +50,7 @@ pub(crate) mod sasl_handshake;
 mod sync_group;
 #[cfg(test)]
 pub(crate) mod test_rng;
+mod txn_offset_commit;
 mod wire;
 
 use std::future::Future;
@@ -316,6 +317,7 @@ pub(crate) async fn start(
         ApiKey::AddPartitionsToTxn => task(add_partitions_to_txn::handle(ctx, body)),
         ApiKey::AddOffsetsToTxn => task(add_offsets_to_txn::handle(ctx, body)),
         ApiKey::EndTxn => task(end_txn::handle(ctx, body)),
+        ApiKey::TxnOffsetCommit => task(txn_offset_commit::handle(ctx, body)),
         ApiKey::DescribeUserScramCredentials => {
             task(describe_user_scram_credentials::handle(ctx, body))
         }

@@ -4,6 +4,11 @@
 //!
 //! v9 names the fetching member (member id and epoch, KIP-848): for a consumer group the
 //! coordinator checks them like a commit's (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+//!
+//! Offsets a transaction committed but has not decided yet (TxnOffsetCommit, KIP-447) are
+//! never shown: the partition answers its last committed offset. With `require_stable`
+//! (v7+, sent by read_committed consumers) such a partition answers UNSTABLE_OFFSET_COMMIT
+//! and offset -1 instead, and the client retries until the transaction is decided.
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -16,9 +21,12 @@ use sluice_coordinator::{CommittedOffset, TopicPartition};
 use super::{str_bytes, Ctx, Reply};
 use crate::{acl, error_code};
 
-type Fetched = Vec<(TopicPartition, Option<CommittedOffset>)>;
-/// Fetched offsets grouped by topic: (topic, [(partition, committed)]).
-type ByTopic = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+/// A fetched partition: its committed offset, or the partition's error code
+/// (UNSTABLE_OFFSET_COMMIT).
+type Slot = Result<Option<CommittedOffset>, i16>;
+type Fetched = Vec<(TopicPartition, Slot)>;
+/// Fetched offsets grouped by topic: (topic, [(partition, slot)]).
+type ByTopic = Vec<(String, Vec<(i32, Slot)>)>;
 
 /// Looks one group up: the requested partitions, or all committed ones when `None`.
 /// `member`: v9's member id and epoch.
@@ -27,6 +35,7 @@ fn fetch(
     group_id: &str,
     wanted: Option<Vec<TopicPartition>>,
     member: Option<(Option<&str>, i32)>,
+    require_stable: bool,
 ) -> (i16, Fetched) {
     if group_id.is_empty() {
         return (error_code::INVALID_GROUP_ID, Vec::new());
@@ -45,10 +54,19 @@ fn fetch(
         }
     }
     let all_topics = wanted.is_none();
-    let mut fetched = ctx
-        .broker
-        .groups
-        .read(|c| c.fetch_offsets(group_id, wanted.as_deref()));
+    let mut fetched: Fetched = ctx.broker.groups.read(|c| {
+        c.fetch_offsets(group_id, wanted.as_deref())
+            .into_iter()
+            .map(|(tp, committed)| {
+                let unstable = require_stable && c.has_pending_offset(group_id, &tp);
+                let slot = match unstable {
+                    true => Err(error_code::UNSTABLE_OFFSET_COMMIT),
+                    false => Ok(committed),
+                };
+                (tp, slot)
+            })
+            .collect()
+    });
     let visible =
         |tp: &TopicPartition| ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &tp.topic);
     match all_topics {
@@ -57,7 +75,7 @@ fn fetch(
         false => fetched
             .iter_mut()
             .filter(|(tp, _)| !visible(tp))
-            .for_each(|(_, c)| *c = None),
+            .for_each(|(_, c)| *c = Ok(None)),
     }
     (error_code::NONE, fetched)
 }
@@ -87,10 +105,12 @@ fn by_topic(fetched: Fetched) -> ByTopic {
     out
 }
 
-fn values(committed: Option<CommittedOffset>) -> (i64, i32, String) {
-    match committed {
-        Some(c) => (c.offset, c.leader_epoch, c.metadata),
-        None => (-1, -1, String::new()),
+/// (offset, leader epoch, metadata, partition error code) of a slot.
+fn values(slot: Slot) -> (i64, i32, String, i16) {
+    match slot {
+        Ok(Some(c)) => (c.offset, c.leader_epoch, c.metadata, error_code::NONE),
+        Ok(None) => (-1, -1, String::new(), error_code::NONE),
+        Err(code) => (-1, -1, String::new(), code),
     }
 }
 
@@ -106,20 +126,21 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .topics
                 .map(|ts| partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
             let member = (ctx.version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
-            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted, member);
+            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted, member, req.require_stable);
             let mut rg = OffsetFetchResponseGroup::default();
             rg.group_id = g.group_id;
             rg.error_code = code;
             for (topic, parts) in by_topic(fetched) {
                 let mut rt = OffsetFetchResponseTopics::default();
                 rt.name = TopicName(str_bytes(topic));
-                for (partition, committed) in parts {
-                    let (offset, epoch, metadata) = values(committed);
+                for (partition, slot) in parts {
+                    let (offset, epoch, metadata, partition_code) = values(slot);
                     let mut rp = OffsetFetchResponsePartitions::default();
                     rp.partition_index = partition;
                     rp.committed_offset = offset;
                     rp.committed_leader_epoch = epoch;
                     rp.metadata = Some(str_bytes(metadata));
+                    rp.error_code = partition_code;
                     rt.partitions.push(rp);
                 }
                 rg.topics.push(rt);
@@ -131,13 +152,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let wanted = req
         .topics
         .map(|ts| partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
-    let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted, None);
+    // `require_stable` exists from v7; older requests decode it as false.
+    let (code, fetched) = fetch(&ctx, &req.group_id.0, wanted, None, req.require_stable);
     resp.error_code = code;
     for (topic, parts) in by_topic(fetched) {
         let mut rt = OffsetFetchResponseTopic::default();
         rt.name = TopicName(str_bytes(topic));
-        for (partition, committed) in parts {
-            let (offset, epoch, metadata) = values(committed);
+        for (partition, slot) in parts {
+            let (offset, epoch, metadata, partition_code) = values(slot);
             let mut rp = OffsetFetchResponsePartition::default();
             rp.partition_index = partition;
             rp.committed_offset = offset;
@@ -147,7 +169,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             rp.error_code = if ctx.version < 2 {
                 code
             } else {
-                error_code::NONE
+                partition_code
             };
             rt.partitions.push(rp);
         }

@@ -1,0 +1,221 @@
+//! TxnOffsetCommit (key 28), v0-5: a transactional producer commits a group's consumed
+//! positions inside its transaction (KIP-98, KIP-447; docs/transactions.md §6.5, §7.5).
+//!
+//! The offsets are written durably into `__consumer_offsets-0` as the producer's
+//! transactional batch (its id and epoch) and held by the group coordinator as *pending*:
+//! OffsetFetch does not show them (with `require_stable` it answers
+//! UNSTABLE_OFFSET_COMMIT for those partitions) until the transaction's marker in the
+//! offsets partition commits them; an ABORT marker drops them. The marker is written by
+//! EndTxn or the timeout abort, and replay applies records and markers in log order, so a
+//! restart decides them the same way.
+//!
+//! Checks, in Kafka's order: WRITE on the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group and each topic; then the
+//! transaction (the producer id and epoch are the id's current ones, and AddOffsetsToTxn
+//! added `__consumer_offsets-0` to its ongoing transaction: INVALID_PRODUCER_EPOCH,
+//! INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, or TRANSACTION_ABORTABLE for v5); then,
+//! v3+ (KIP-447), the member: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID;
+//! unknown partitions get UNKNOWN_TOPIC_OR_PARTITION. While the commit is written, the
+//! transactional id counts as busy (an EndTxn gets CONCURRENT_TRANSACTIONS and retries),
+//! so the marker always finds the offsets it decides.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use sluice_coordinator::{CommitAuth, StoreRecord, TopicPartition, TxnError};
+
+use super::{Ctx, Reply};
+use crate::groups::{TxnProducer, TxnRefusal};
+use crate::txns::TxnService;
+use crate::{acl, error_code};
+
+/// v5 (KIP-890) knows TRANSACTION_ABORTABLE.
+const TRANSACTION_ABORTABLE_FROM: i16 = 5;
+
+/// How long a commit waits for another change of its transactional id in flight (an
+/// AddPartitionsToTxn of the same producer, one commit round) before answering
+/// CONCURRENT_TRANSACTIONS; clients treat that code as fatal here, so a short wait is
+/// kinder than a refusal.
+const BUSY_WAIT_MS_MAX: u64 = 2_000;
+const BUSY_POLL_MS: u64 = 5;
+
+/// Clears the transactional id's busy flag when the commit is done, however it ends.
+struct Busy<'a> {
+    txns: &'a TxnService,
+    id: &'a str,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.txns.call(|c, _| c.finish(self.id));
+    }
+}
+
+/// The transaction check, waiting out a short change in flight.
+async fn begin<'a>(
+    txns: &'a TxnService,
+    id: &'a str,
+    producer: TxnProducer,
+) -> Result<Busy<'a>, TxnError> {
+    let mut waited_ms = 0;
+    loop {
+        let checked = txns
+            .call(|c, _| c.begin_offset_commit(id, producer.producer_id, producer.producer_epoch));
+        match checked {
+            Ok(()) => return Ok(Busy { txns, id }),
+            Err(TxnError::ConcurrentTransactions) if waited_ms < BUSY_WAIT_MS_MAX => {
+                tokio::time::sleep(Duration::from_millis(BUSY_POLL_MS)).await;
+                waited_ms += BUSY_POLL_MS;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The code for a transaction refusal: an old epoch is INVALID_PRODUCER_EPOCH in every
+/// version (the Java client and librdkafka treat it as fenced).
+fn txn_code(e: TxnError, version: i16) -> i16 {
+    match e {
+        TxnError::InvalidTxnState if version >= TRANSACTION_ABORTABLE_FROM => {
+            error_code::TRANSACTION_ABORTABLE
+        }
+        e => error_code::from_txn(e, false),
+    }
+}
+
+fn refusal_code(e: TxnRefusal, version: i16) -> i16 {
+    match e {
+        TxnRefusal::Fenced => error_code::INVALID_PRODUCER_EPOCH,
+        TxnRefusal::NotInTransaction => txn_code(TxnError::InvalidTxnState, version),
+    }
+}
+
+pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
+    let req: TxnOffsetCommitRequest = match ctx.decode(body) {
+        Ok(r) => r,
+        Err(reply) => return reply,
+    };
+    let transactional_id = req.transactional_id.0.to_string();
+    let producer = TxnProducer {
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+    };
+    let auth = CommitAuth {
+        group_id: req.group_id.0.to_string(),
+        generation_id: req.generation_id,
+        member_id: req.member_id.to_string(),
+        group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
+    };
+    let broker = &ctx.broker;
+    // One code for every partition when the request as a whole is refused.
+    let mut request_code = None;
+    if !ctx.allowed(
+        acl::op::WRITE,
+        acl::resource::TRANSACTIONAL_ID,
+        &transactional_id,
+    ) {
+        request_code = Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    } else if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &auth.group_id) {
+        request_code = Some(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
+    let busy = match request_code {
+        Some(_) => None,
+        None => match begin(&broker.txns, &transactional_id, producer).await {
+            Ok(busy) => Some(busy),
+            Err(e) => {
+                request_code = Some(txn_code(e, ctx.version));
+                None
+            }
+        },
+    };
+    if request_code.is_none() {
+        let member = broker
+            .groups
+            .check(|c, now| c.validate_txn_offset_commit(now, &auth));
+        if let Err(e) = member {
+            request_code = Some(error_code::from_group(e));
+        }
+    }
+    let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
+    let mut records: Vec<StoreRecord> = Vec::new();
+    let mut written: Vec<(usize, usize)> = Vec::new();
+    let now = crate::groups::now_ms();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let topic_read = ctx.allowed(acl::op::READ, acl::resource::TOPIC, &t.name.0);
+        let topic = broker.topics.get(&t.name.0);
+        let mut topic_codes = Vec::with_capacity(t.partitions.len());
+        for (pi, p) in t.partitions.iter().enumerate() {
+            let exists = topic
+                .as_ref()
+                .is_some_and(|tp| tp.partition(p.partition_index).is_some());
+            let code = match request_code {
+                Some(code) => code,
+                None if !topic_read => error_code::TOPIC_AUTHORIZATION_FAILED,
+                None if !exists => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                None => {
+                    let tp = TopicPartition {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index,
+                    };
+                    let metadata = p.committed_metadata.as_ref().map(|m| m.to_string());
+                    let leader_epoch = match ctx.version {
+                        0..=1 => -1,
+                        _ => p.committed_leader_epoch,
+                    };
+                    let record = broker.groups.read(|c| {
+                        c.txn_offset_record(
+                            &auth.group_id,
+                            tp,
+                            p.committed_offset,
+                            leader_epoch,
+                            metadata,
+                            now,
+                        )
+                    });
+                    match record {
+                        Ok(record) => {
+                            records.push(record);
+                            written.push((ti, pi));
+                            error_code::NONE
+                        }
+                        Err(e) => error_code::from_group(e),
+                    }
+                }
+            };
+            topic_codes.push(code);
+        }
+        codes.push(topic_codes);
+    }
+    if let Err(e) = broker.groups.write_txn(records, producer).await {
+        let code = match e.1 {
+            Some(refused) => refusal_code(refused, ctx.version),
+            None => {
+                tracing::warn!(group = %auth.group_id, error = %e, "transactional offset commit not durable");
+                error_code::COORDINATOR_NOT_AVAILABLE
+            }
+        };
+        for (ti, pi) in written {
+            codes[ti][pi] = code;
+        }
+    }
+    // The offsets are pending in the group coordinator (or were not written): the id may
+    // change again.
+    drop(busy);
+    let mut resp = TxnOffsetCommitResponse::default();
+    for (t, topic_codes) in req.topics.into_iter().zip(codes) {
+        let mut rt = TxnOffsetCommitResponseTopic::default();
+        rt.name = t.name;
+        for (p, code) in t.partitions.into_iter().zip(topic_codes) {
+            let mut rp = TxnOffsetCommitResponsePartition::default();
+            rp.partition_index = p.partition_index;
+            rp.error_code = code;
+            rt.partitions.push(rp);
+        }
+        resp.topics.push(rt);
+    }
+    ctx.respond(&resp)
+}
