@@ -153,6 +153,10 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
         sluice_log::FsyncPolicy::Always => "always",
         sluice_log::FsyncPolicy::Never => "never",
     };
+    let storage = match c.storage {
+        sluice_log::Storage::Disk => "disk",
+        sluice_log::Storage::Null => "null",
+    };
     let rows: Vec<(&str, String, ConfigType, &'static str)> = vec![
         (
             "node.id",
@@ -297,6 +301,12 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
             fsync.into(),
             ConfigType::Str,
             "always: acknowledge after fdatasync; never: page-cache durability.",
+        ),
+        (
+            "sluice.storage",
+            storage.into(),
+            ConfigType::Str,
+            "disk; null: acknowledge produce and keep nothing (bench calibration only).",
         ),
     ];
     rows.into_iter()
