@@ -1,6 +1,6 @@
 //! The `sluice-bench` binary: the benchmark lab, separate from the broker so the broker builds
 //! without cmake or librdkafka. Its embedded and null targets run the `sluice` binary beside
-//! it (or `--broker-bin`) as a child process; `sluice-bench ARGS` runs this binary.
+//! it (or `--broker-bin`) as a child process; `sluice bench ARGS` runs this binary.
 
 use std::process::ExitCode;
 

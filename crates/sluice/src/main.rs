@@ -1,6 +1,6 @@
 //! The `sluice` binary: the broker only, command-line parsing and wiring. `sluice serve` runs
 //! the broker. The benchmark lab is a separate binary, `sluice-bench` (crate `sluice-bench`,
-//! which links librdkafka): `sluice-bench ARGS` only replaces this process with the
+//! which links librdkafka): `sluice bench ARGS` only replaces this process with the
 //! `sluice-bench` beside it, so the broker builds without cmake or librdkafka and the command
 //! users know keeps working wherever both binaries are installed together.
 
@@ -216,7 +216,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// `sluice-bench ARGS`: replaces this process with `sluice-bench ARGS` from the same
+/// `sluice bench ARGS`: replaces this process with `sluice-bench ARGS` from the same
 /// directory, so signals, exit codes and output are the bench's own. Only returns on failure.
 fn exec_bench(args: Vec<OsString>) -> ExitCode {
     use std::os::unix::process::CommandExt;
