@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs Apache Kafka as a single KRaft node (broker + controller) on loopback, as the reference
-# broker for `sluice bench --target embedded --target 127.0.0.1:$KAFKA_PORT`; or, with
+# broker for `sluice-bench --target embedded --target 127.0.0.1:$KAFKA_PORT`; or, with
 # KAFKA_NODES=N (N > 1), a cluster of N combined KRaft nodes (each broker + controller, all N
-# voters) on loopback, for `sluice bench --bootstrap <list> --replication-factor 3`.
+# voters) on loopback, for `sluice-bench --bootstrap <list> --replication-factor 3`.
 #
 # The broker is fetched from Maven Central (org.apache.kafka:kafka_2.13 and its runtime
 # dependencies, resolved by `mvn dependency:copy-dependencies`) into $KAFKA_HOME/libs, so only
@@ -10,7 +10,7 @@
 #
 # Usage: scripts/kafka-local.sh start|stop|status|fetch|pids|wipe
 #   start prints the bootstrap list (one address for one node) on stdout; pids prints the
-#   broker pids, one per line (for `sluice bench --broker-pid`); wipe stops the node(s) and
+#   broker pids, one per line (for `sluice-bench --broker-pid`); wipe stops the node(s) and
 #   deletes their data.
 # Environment: KAFKA_VERSION (3.9.1), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1),
 #              KAFKA_HOME (.cache/kafka-$KAFKA_VERSION), KAFKA_HEAP (1G; 512M per node when

@@ -42,8 +42,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 
-echo "test-integration: building sluice (release)" >&2
-cargo build --release -p sluice
+# The broker and the bench are two binaries; the bench runs the broker beside it.
+echo "test-integration: building sluice and sluice-bench (release)" >&2
+cargo build --release -p sluice -p sluice-bench
 
 # franz-go client driver (tests/integration/franz, test_franz.py): built from source every run;
 # go.sum pins every module, and -mod=readonly refuses to change it.
@@ -61,9 +62,12 @@ echo "test-integration: building tests/integration/franz with $("$GO" version)" 
 export FRANZ_IT_BIN="$ROOT/target/franz-it"
 
 export SLUICE_BIN="${SLUICE_BIN:-$ROOT/target/release/sluice}"
-if [ ! -x "$SLUICE_BIN" ]; then
-    echo "test-integration: $SLUICE_BIN is missing or not executable" >&2
-    exit 1
-fi
+export SLUICE_BENCH_BIN="${SLUICE_BENCH_BIN:-$ROOT/target/release/sluice-bench}"
+for bin in "$SLUICE_BIN" "$SLUICE_BENCH_BIN"; do
+    if [ ! -x "$bin" ]; then
+        echo "test-integration: $bin is missing or not executable" >&2
+        exit 1
+    fi
+done
 
 exec "$VENV/bin/python" -m pytest tests/integration -v "$@"

@@ -35,6 +35,14 @@ def sluice_bin() -> Path:
     return Path(os.environ.get("SLUICE_BIN", str(DEFAULT_BIN)))
 
 
+def sluice_bench_bin() -> Path:
+    """The benchmark lab, a binary of its own (`cargo build --release -p sluice-bench`):
+    SLUICE_BENCH_BIN, else `sluice-bench` beside the broker binary. Its embedded target runs
+    the `sluice` beside it."""
+    given = os.environ.get("SLUICE_BENCH_BIN")
+    return Path(given) if given else sluice_bin().with_name("sluice-bench")
+
+
 class BrokerStartError(AssertionError):
     pass
 

@@ -1,4 +1,4 @@
-"""`sluice bench` end to end: short runs of the real binary against its embedded broker and
+"""`sluice-bench` end to end: short runs of the real binary against its embedded broker and
 against a separately started `sluice serve`, checking the JSON report's invariants rather than
 particular numbers (the machine is shared; latencies vary), the exit codes of gates and bad
 input, and that Ctrl-C still writes a report and stops the embedded broker.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sluice_bin
+from conftest import sluice_bench_bin
 
 RUN_TIMEOUT_S = 120
 LATENCY_KINDS = ["ack", "ack_intended", "send_delay", "e2e", "e2e_intended"]
@@ -26,7 +26,7 @@ PERCENTILE_ORDER = ["min_ms", "p50_ms", "p75_ms", "p90_ms", "p95_ms", "p99_ms", 
 
 def run_bench(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, dict | None]:
     out = tmp_path / "report.json"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(out), *args]
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     report = json.loads(out.read_text()) if out.exists() else None
     return proc, report
@@ -374,7 +374,7 @@ def test_bad_input_is_a_usage_error(tmp_path, args, needle):
 
 
 def test_list_presets(tmp_path):
-    proc = subprocess.run([str(sluice_bin()), "bench", "--list-presets"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(sluice_bench_bin()), "--list-presets"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0
     names = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
     assert "baseline" in names and "quick" in names and len(names) == len(set(names))
@@ -382,7 +382,7 @@ def test_list_presets(tmp_path):
 
 def test_ctrl_c_writes_partial_report_and_stops_broker(tmp_path):
     out = tmp_path / "partial.json"
-    proc = subprocess.Popen([str(sluice_bin()), "bench", "--quiet", "--json", str(out), "--rate", "1000",
+    proc = subprocess.Popen([str(sluice_bench_bin()), "--quiet", "--json", str(out), "--rate", "1000",
                              "--producers", "2", "--consumers", "1", "--duration", "60s", "--warmup", "1s"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:

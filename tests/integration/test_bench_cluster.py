@@ -1,4 +1,4 @@
-"""`sluice bench` against a real three-node Apache Kafka cluster (KRaft, combined nodes on
+"""`sluice-bench` against a real three-node Apache Kafka cluster (KRaft, combined nodes on
 loopback, 512 MB heaps) started with `KAFKA_NODES=3 scripts/kafka-local.sh` (issue 16, first
 slice): the bench's topics get the replication factor and topic configs it was given (or the
 cluster's default), the report records the topology (brokers, racks, each partition's leader,
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from conftest import sluice_bin
+from conftest import sluice_bench_bin
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "kafka-local.sh"
@@ -122,7 +122,7 @@ def cluster():
 
 def run_bench(c: Cluster, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "r.json"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--bootstrap", c.bootstrap, "--json", str(out),
+    cmd = [str(sluice_bench_bin()), "--quiet", "--bootstrap", c.bootstrap, "--json", str(out),
            # Light load: three JVMs share the machine's cores with the bench.
            "--rate", "2000", "--producers", "2", "--consumers", "2", "--partitions", "6",
            "--warmup", "1s", *args]
@@ -279,7 +279,7 @@ def test_a_broker_killed_by_a_fault_command_fails_over_and_recovers(cluster, tmp
 
 def sluice_bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "s.json"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(out), "--rate", "2000",
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), "--rate", "2000",
            "--producers", "2", "--consumers", "2", "--partitions", "4", "--warmup", "1s",
            "--duration", "2s", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""`sluice bench` machine outputs beyond its own JSON: the OpenMessaging Benchmark and SSP
+"""`sluice-bench` machine outputs beyond its own JSON: the OpenMessaging Benchmark and SSP
 result formats (`--omb-json`, `--ssp-json`), the raw HdrHistogram of every latency
 (`latency.<kind>.hdr_base64`, decoded here independently of the Rust code) and the offline
 compression table. Short real runs against the embedded broker; the assertions are
@@ -15,7 +15,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from conftest import sluice_bin
+from conftest import sluice_bench_bin
 
 RUN_TIMEOUT_S = 120
 OMB_STATS = ["Avg", "50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "99999pct", "Max"]
@@ -24,7 +24,7 @@ SSP_STATS = ["Min", "Max", "Mean", "StdDev", "Variance", "P50", "P75", "P90", "P
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [str(sluice_bin()), "bench", "--quiet", *args]
+    cmd = [str(sluice_bench_bin()), "--quiet", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
 
 

@@ -1,4 +1,4 @@
-"""`sluice bench` under faults on Sluice (issue 16, second slice): `--fault-cmd 'AT:COMMAND'`
+"""`sluice-bench` under faults on Sluice (issue 16, second slice): `--fault-cmd 'AT:COMMAND'`
 runs a real shell command mid-run (here a real SIGKILL of a real `sluice serve`, and its
 restart on the same port and data directory), and the report says what users felt: the
 fault's start and exit code, the ack stall and the time to recover, per-second delivery by
@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import sluice_bin
+from conftest import sluice_bin, sluice_bench_bin
 
 RUN_TIMEOUT_S = 120
 
@@ -40,7 +40,7 @@ def start_sluice(data_dir: Path, log: Path, port: int = 0) -> tuple[subprocess.P
 
 def bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "r.json"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(out), "--rate", "2000",
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), "--rate", "2000",
            "--producers", "2", "--consumers", "2", "--partitions", "4", "--warmup", "1s", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     assert out.exists(), f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

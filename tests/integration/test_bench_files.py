@@ -1,7 +1,7 @@
-"""`sluice bench` driven by files: scenario files (TOML and YAML) and their precedence under
+"""`sluice-bench` driven by files: scenario files (TOML and YAML) and their precedence under
 command-line flags, `bench list` / `bench run` / `bench sweep`, OMB workload import, and the
 regression check against a previous report (`--baseline`, `--max-regress`). Every run is a real
-`sluice bench` process against its embedded `sluice serve` child, kept to a couple of seconds of
+`sluice-bench` process against its embedded `sluice serve` child, kept to a couple of seconds of
 light load; the assertions read the JSON report the run wrote.
 """
 
@@ -11,7 +11,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import REPO_ROOT, sluice_bin
+from conftest import REPO_ROOT, sluice_bench_bin
 
 RUN_TIMEOUT_S = 120
 # Light, short load: one producer and one consumer at 1000 msg/s for 2 s, no warmup.
@@ -22,7 +22,7 @@ def bench(tmp_path: Path, *args: str, out: str = "report.json") -> tuple[subproc
     path = tmp_path / out
     if path.exists():
         path.unlink()
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--json", str(path), *args]
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(path), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     return proc, (json.loads(path.read_text()) if path.exists() else None)
 
@@ -125,13 +125,13 @@ def test_omb_workload_import_runs(tmp_path):
 
 
 def test_bench_list_lists_presets(tmp_path):
-    proc = subprocess.run([str(sluice_bin()), "bench", "list"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(sluice_bench_bin()), "list"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, explain(proc)
     names = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
     assert {"baseline", "quick", "sweep-acks", "sparse-fanout"} <= set(names)
-    old = subprocess.run([str(sluice_bin()), "bench", "--list-presets"], capture_output=True, text=True, timeout=30)
+    old = subprocess.run([str(sluice_bench_bin()), "--list-presets"], capture_output=True, text=True, timeout=30)
     assert old.stdout == proc.stdout
-    proc = subprocess.run([str(sluice_bin()), "bench", "lst"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(sluice_bench_bin()), "lst"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and '"lst"' in proc.stderr
 
 

@@ -1,4 +1,4 @@
-"""The `sluice bench --html` report renders: a short real run writes the page, headless
+"""The `sluice-bench --html` report renders: a short real run writes the page, headless
 Chromium draws it (screenshot, compared with a blank page's) and dumps the DOM it built, in
 which the SVG charts must have drawn lines and the tables must be filled. The page must not
 reach for the network. Once for one run, once for an A/A comparison of two embedded brokers
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sluice_bin
+from conftest import sluice_bench_bin
 
 RUN_TIMEOUT_S = 180
 CHROMIUM_TIMEOUT_S = 90
@@ -89,7 +89,7 @@ def assert_renders(tmp_path: Path, page: Path, min_charts: int) -> str:
 
 def test_single_run_html_renders(tmp_path):
     page = tmp_path / "report.html"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--duration", "3s", "--warmup", "1s", "--rate", "2000",
+    cmd = [str(sluice_bench_bin()), "--quiet", "--duration", "3s", "--warmup", "1s", "--rate", "2000",
            "--consumer-delay", "2ms", "--json", "r.json", "--html", str(page)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -109,7 +109,7 @@ def test_single_run_html_renders(tmp_path):
 
 def test_ab_comparison_html_renders(tmp_path):
     page = tmp_path / "ab.html"
-    cmd = [str(sluice_bin()), "bench", "--quiet", "--target", "embedded", "--target", "embedded",
+    cmd = [str(sluice_bench_bin()), "--quiet", "--target", "embedded", "--target", "embedded",
            "--duration", "2s", "--warmup", "0", "--rate", "1000", "--json", "ab.json", "--html", str(page),
            "--omb-json", "omb.json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)

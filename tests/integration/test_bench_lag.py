@@ -1,4 +1,4 @@
-"""`sluice bench` lag views and multi-topic runs: the real binary against its embedded broker or
+"""`sluice-bench` lag views and multi-topic runs: the real binary against its embedded broker or
 a separately started `sluice serve`, checking the report's lag series against each other (the
 broker view reads committed offsets, so it can only trail the consumer position) and the
 multi-topic audit, rather than particular numbers.

@@ -1,4 +1,4 @@
-"""`sluice bench` producer shaping end to end: message keys and hot-key skew, OMB's
+"""`sluice-bench` producer shaping end to end: message keys and hot-key skew, OMB's
 max-sustainable rate search, OMB's backlog build-and-drain mode and teranode's stacked linger
 (an application batcher in front of the client). Short runs of the real binary against its
 embedded broker; assertions are about the shape of the results, not particular numbers.

@@ -1,17 +1,20 @@
 //! Client-ceiling calibration. A result can only blame the broker if the load generator itself
 //! was not the limit, so the bench can measure its own ceiling: the same scenario, unthrottled,
-//! against an in-process null broker (`nullsink`, the `null` target) that stamps offsets, keeps
-//! recent batches in memory and does nothing else. What remains is the cost of our generator,
-//! librdkafka and the consumers, plus the least any broker must do on the same cores.
+//! against `sluice serve --storage null` (the `null` target): the broker's own front end
+//! (network, decoding, record validation, the append queue and commit rounds) over a no-op
+//! log that acknowledges every produce and keeps nothing. What remains is the cost of our
+//! generator and librdkafka's producers, plus the least this broker must do on the same cores,
+//! so calibration measures the front end it benchmarks.
+//!
+//! Consumers run but receive nothing (the null log has no data to fetch: they long-poll), so
+//! the ceiling is the producers' one; `consume_msg_s` is reported as measured (0). A null run
+//! is a calibration, never a result: it neither waits to drain nor counts loss.
 //!
 //! (librdkafka's own mock cluster was tried first: it is slower than Sluice, so it would have
-//! called Sluice runs "client-bound".) A null run is a calibration, never a result.
-
-use std::sync::{Arc, Mutex};
+//! called Sluice runs "client-bound". An in-process null broker, a second Kafka server inside
+//! the bench, came next; it measured a front end other than the one benchmarked.)
 
 use serde::Serialize;
-
-use crate::nullsink::NullBroker;
 
 use crate::scenario::Scenario;
 
@@ -19,60 +22,9 @@ use crate::scenario::Scenario;
 /// the broker, set the pace.
 pub const CLIENT_BOUND_SHARE: f64 = 0.8;
 
-/// The live null brokers by bootstrap address, so `create_topic` can find the right one.
-static NULLS: Mutex<Vec<(String, Arc<NullBroker>)>> = Mutex::new(Vec::new());
-
-fn nulls() -> std::sync::MutexGuard<'static, Vec<(String, Arc<NullBroker>)>> {
-    NULLS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The null broker of one run; stopped when dropped.
-#[derive(Debug)]
-pub struct NullTarget {
-    bootstrap: String,
-}
-
-impl NullTarget {
-    pub fn start() -> Result<NullTarget, String> {
-        let broker = NullBroker::start()?;
-        let bootstrap = broker.bootstrap().to_string();
-        nulls().push((bootstrap.clone(), Arc::new(broker)));
-        Ok(NullTarget { bootstrap })
-    }
-
-    pub fn bootstrap(&self) -> &str {
-        &self.bootstrap
-    }
-}
-
-impl Drop for NullTarget {
-    fn drop(&mut self) {
-        // The registry holds the only handle: removing it stops the broker.
-        let gone: Vec<_> = {
-            let mut all = nulls();
-            let (gone, keep) = std::mem::take(&mut *all)
-                .into_iter()
-                .partition(|(b, _)| b == &self.bootstrap);
-            *all = keep;
-            gone
-        };
-        drop(gone);
-    }
-}
-
-/// Creates `topic` on the null broker at `bootstrap`; None when no null broker lives there
-/// (then the caller uses CreateTopics as for any broker).
-pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Option<Result<(), String>> {
-    let broker = nulls()
-        .iter()
-        .find(|(b, _)| b == bootstrap)
-        .map(|(_, n)| n.clone())?;
-    Some(broker.create_topic(topic, partitions))
-}
-
-/// Whether `bootstrap` is a live null broker of this process.
-pub fn is_null(bootstrap: &str) -> bool {
-    nulls().iter().any(|(b, _)| b == bootstrap)
+/// The `sluice serve` flags of the null target.
+pub fn null_serve_args() -> Vec<String> {
+    vec!["--storage".into(), "null".into()]
 }
 
 /// The calibration scenario: the run's own message shape and client settings, but unthrottled,
@@ -92,7 +44,7 @@ pub fn scenario(base: &Scenario) -> Scenario {
     s
 }
 
-/// The client's own ceiling, from a calibration run against the null broker.
+/// The client's own ceiling, from a calibration run against the null target.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClientCeiling {
     /// Acknowledged messages per second the producers reached.
@@ -158,7 +110,7 @@ pub fn attach(rep: &mut crate::report::Report, ceiling: &ClientCeiling) {
     );
     if b.verdict == "client" {
         rep.warnings.push(format!(
-            "client-bound: {:.0} msg/s acknowledged is {:.0}% of the client's own ceiling ({:.0} msg/s against the null broker); the broker may be capable of more",
+            "client-bound: {:.0} msg/s acknowledged is {:.0}% of the client's own ceiling ({:.0} msg/s against the null target, sluice serve --storage null); the broker may be capable of more",
             rep.throughput.acked_msg_s,
             b.share_of_ceiling * 100.0,
             ceiling.produce_msg_s
@@ -179,7 +131,7 @@ pub fn human(rep: &crate::report::Report) -> String {
         _ => "the BROKER set the pace (the client had headroom)",
     };
     format!(
-        "  client ceiling   {:.0} msg/s produced, {:.0} msg/s consumed (null broker); this run reached {:.0}% of it: {what}\n",
+        "  client ceiling   {:.0} msg/s produced, {:.0} msg/s consumed (null target); this run reached {:.0}% of it: {what}\n",
         c.produce_msg_s,
         c.consume_msg_s,
         b.share_of_ceiling * 100.0
@@ -226,18 +178,5 @@ mod tests {
         assert_eq!(s.message_bytes, base.message_bytes);
         assert_eq!(s.compression, base.compression);
         assert_eq!(s.duration_s, crate::limits::CALIBRATION_DURATION);
-    }
-
-    #[test]
-    fn null_broker_creates_topics_and_is_forgotten_when_dropped() {
-        let m = NullTarget::start().expect("null broker");
-        let b = m.bootstrap().to_string();
-        assert!(is_null(&b));
-        assert!(matches!(create_topic(&b, "t", 3), Some(Ok(()))));
-        assert!(create_topic("127.0.0.1:1", "t", 3).is_none());
-        drop(m);
-        assert!(!is_null(&b));
-        // Its port is closed once it is stopped.
-        assert!(std::net::TcpStream::connect(&b).is_err());
     }
 }

@@ -607,6 +607,9 @@ pub struct RunOptions {
     pub broker_pids: Vec<u32>,
     pub broker_data_dirs: Vec<std::path::PathBuf>,
     pub delete_topic: bool,
+    /// False for the null target (`sluice serve --storage null` keeps nothing): consumers
+    /// receive nothing, so the run does not wait for them to drain.
+    pub delivers: bool,
     pub progress: bool,
     /// Prometheus endpoints to scrape each interval (`--broker-metrics`, or the embedded
     /// broker's own admin listener).
@@ -725,14 +728,6 @@ fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
 
 fn create_topics(bootstrap: &str, topics: &[String], s: &Scenario) -> Result<(), String> {
     let partitions = s.partitions;
-    if crate::calibrate::is_null(bootstrap) {
-        for t in topics {
-            if let Some(Err(e)) = crate::calibrate::create_topic(bootstrap, t, partitions) {
-                return Err(e);
-            }
-        }
-        return Ok(());
-    }
     let admin: AdminClient<DefaultClientContext> = base_config(bootstrap, "sluice-bench-admin")
         .create()
         .map_err(|e| format!("cannot create an admin client: {e}"))?;
@@ -774,9 +769,6 @@ fn create_topics(bootstrap: &str, topics: &[String], s: &Scenario) -> Result<(),
 }
 
 fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
-    if crate::calibrate::is_null(bootstrap) {
-        return true; // the null broker's topics go with it
-    }
     let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
     let Ok(admin) =
         base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
@@ -799,9 +791,6 @@ fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
 /// Deletes the bench's consumer group (its committed offsets), as its topics are deleted: a
 /// run leaves no `sluice-bench-*` group behind. True when the broker confirmed it.
 fn delete_group(bootstrap: &str, group: &str) -> bool {
-    if crate::calibrate::is_null(bootstrap) {
-        return true;
-    }
     let Ok(admin) =
         base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
     else {
@@ -1935,7 +1924,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let mut last_change = Instant::now();
     loop {
         let seen = unique_measured.load(Ordering::Relaxed);
-        if seen >= produced_measured {
+        if seen >= produced_measured || !opts.delivers {
             break;
         }
         if seen != last_seen {

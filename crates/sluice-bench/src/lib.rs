@@ -1,4 +1,4 @@
-//! `sluice bench`: the benchmark lab. Drives any Kafka-compatible broker over TCP through
+//! `sluice-bench`: the benchmark lab. Drives any Kafka-compatible broker over TCP through
 //! librdkafka — an embedded `sluice serve` child by default, or `--bootstrap host:port` — with
 //! an open-loop, seeded schedule, and reports throughput, ack and end-to-end latency (also
 //! from intended send time), a loss/duplicate/reorder audit, consumer lag, and the broker
@@ -10,7 +10,7 @@
 //! on `lost`, `lost_acked` or `delivery_pct` judges it); 130 interrupted by Ctrl-C (report
 //! still written).
 //!
-//! Commands: `sluice bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
+//! Commands: `sluice-bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
 //! the presets; `bench run PRESET|FILE` runs a preset or a scenario file; `bench sweep
 //! KEY=V1,V2 ...` runs every combination of the values over the chosen preset or file.
 
@@ -33,7 +33,6 @@ pub mod html;
 pub mod keys;
 pub mod lagview;
 pub mod limits;
-pub mod nullsink;
 pub mod omb_import;
 pub mod payload;
 pub mod procstat;
@@ -65,16 +64,16 @@ pub const EXIT_GATE_FAILED: u8 = 3;
 pub const EXIT_DATA_LOSS: u8 = 4;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-/// Flags of `sluice bench`. Scenario flags override the chosen preset.
+/// Flags of `sluice-bench`. Scenario flags override the chosen preset.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
 Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 4 records lost\n\
 (acknowledged ones, or delivery below 100%; --allow-loss or a gate on lost/lost_acked/delivery_pct decides instead), 130 interrupted.\n\
-Example: sluice bench --bootstrap h1:9092,h2:9092 --acks all --fault-cmd '10s:kill -9 1234' --fault-cmd '20s:./restart.sh'\n\
-Example: sluice bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
-Example: sluice bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
-Example: sluice bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
+Example: sluice-bench --bootstrap h1:9092,h2:9092 --acks all --fault-cmd '10s:kill -9 1234' --fault-cmd '20s:./restart.sh'\n\
+Example: sluice-bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
+Example: sluice-bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
+Example: sluice-bench sweep linger_ms=0,5 acks=1,all --baseline prev.json --max-regress 10%"
 )]
 pub struct BenchArgs {
     /// Optional command: `list`, `run PRESET|FILE` or `sweep KEY=V1,V2,... [KEY=...]`.
@@ -87,7 +86,7 @@ pub struct BenchArgs {
     /// Import an OpenMessaging Benchmark workload YAML as the scenario (flags override it).
     #[arg(long, value_name = "FILE")]
     pub omb_workload: Option<PathBuf>,
-    /// Compare with a previous report (a run or a set written by sluice bench) and print
+    /// Compare with a previous report (a run or a set written by sluice-bench) and print
     /// old / new / change of the key metrics per matching run.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
@@ -259,6 +258,10 @@ pub struct BenchArgs {
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// The broker binary the embedded and null targets run as `BIN serve ...` (default: the
+    /// `sluice` beside this executable).
+    #[arg(long, value_name = "PATH")]
+    pub broker_bin: Option<PathBuf>,
     /// Extra flag for the embedded `sluice serve` (repeatable), e.g. --serve-arg=--fsync=never.
     #[arg(long = "serve-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub serve_args: Vec<String>,
@@ -297,10 +300,10 @@ pub struct BenchArgs {
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
     pub keep_topic: bool,
-    /// First measure the client's own ceiling for each scenario (unthrottled, against an
-    /// in-process null broker that only stamps offsets and keeps recent batches in memory, a few
-    /// seconds) and say in every report whether the client or the broker set the pace.
-    /// `--target null` runs a whole scenario against the null broker.
+    /// First measure the client's own ceiling for each scenario (unthrottled, a few seconds,
+    /// against `sluice serve --storage null`: the broker's front end over a log that
+    /// acknowledges produce and keeps nothing) and say in every report whether the client or
+    /// the broker set the pace. `--target null` runs a whole scenario against it.
     #[arg(long)]
     pub calibrate: bool,
 }
@@ -325,7 +328,7 @@ fn parse_message_bytes(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
-/// What `sluice bench` was asked to do (the optional command words).
+/// What `sluice-bench` was asked to do (the optional command words).
 #[derive(Debug, Clone)]
 pub enum Action {
     Bench,
@@ -515,7 +518,7 @@ fn unix_now_s() -> f64 {
 enum TargetSpec {
     Embedded,
     Bootstrap(String),
-    /// The in-process null broker (client-ceiling calibration).
+    /// `sluice serve --storage null` (client-ceiling calibration).
     Null,
 }
 
@@ -556,9 +559,21 @@ fn run_one(
             }
         }
         TargetSpec::Embedded => {
-            Target::Embedded(EmbeddedBroker::start(&args.serve_args, args.embedded_port)?)
+            let bin = target::broker_bin(args.broker_bin.as_deref())?;
+            Target::Embedded(EmbeddedBroker::start(
+                &bin,
+                &args.serve_args,
+                args.embedded_port,
+            )?)
         }
-        TargetSpec::Null => Target::Null(calibrate::NullTarget::start()?),
+        TargetSpec::Null => {
+            let bin = target::broker_bin(args.broker_bin.as_deref())?;
+            Target::Null(EmbeddedBroker::start(
+                &bin,
+                &calibrate::null_serve_args(),
+                None,
+            )?)
+        }
     };
     if let Err(e) = engine::check_metadata(target.bootstrap()) {
         let _ = target.shutdown();
@@ -594,6 +609,7 @@ fn run_one(
         broker_pids: info.broker_pids.clone(),
         broker_data_dirs: target.data_dirs().to_vec(),
         delete_topic: matches!(target, Target::External { .. }) && !args.keep_topic,
+        delivers: target.delivers(),
         progress: !args.quiet,
         broker_metrics: match &target {
             Target::External { .. } => args.broker_metrics.clone(),
@@ -642,7 +658,7 @@ fn calibrate_client(
         measure_s: rep.window.measure_s,
     };
     eprintln!(
-        "sluice bench: client ceiling{}: {:.0} msg/s ({:.1} MiB/s) produced, {:.0} msg/s consumed (unthrottled, null broker, {:.1} s)",
+        "sluice bench: client ceiling{}: {:.0} msg/s ({:.1} MiB/s) produced, {:.0} msg/s consumed (unthrottled, null target, {:.1} s)",
         label.map(|l| format!(" [{l}]")).unwrap_or_default(),
         c.produce_msg_s,
         c.produce_mib_s,
@@ -766,7 +782,7 @@ fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), Exi
     Ok(())
 }
 
-/// Runs `sluice bench` and returns the process exit code.
+/// Runs `sluice-bench` and returns the process exit code.
 pub fn run(mut args: BenchArgs) -> ExitCode {
     let list = matches!(args.action(), Ok(Action::List));
     if args.list_presets || list {

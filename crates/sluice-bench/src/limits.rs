@@ -1,4 +1,4 @@
-//! Every limit and fixed timing of `sluice bench`, in one place. Flags are range-checked against
+//! Every limit and fixed timing of `sluice-bench`, in one place. Flags are range-checked against
 //! these, queues and tables are sized from them, and every wait in the run is bounded by one.
 
 use std::time::Duration;
@@ -151,13 +151,6 @@ pub const MAX_DISTINCT_ERRORS: usize = 32;
 pub const CALIBRATION_DURATION: Duration = Duration::from_secs(3);
 pub const CALIBRATION_WARMUP: Duration = Duration::from_secs(1);
 
-/// The null broker of the calibration (see `nullsink`): largest request frame, memory kept per
-/// partition (older batches are dropped, moving the log start offset), connections, and the
-/// longest a Fetch waits for data.
-pub const NULL_SINK_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
-pub const NULL_SINK_PARTITION_MAX_BYTES: usize = 8 * 1024 * 1024;
-pub const NULL_SINK_MAX_CONNECTIONS: usize = 1024;
-pub const NULL_SINK_FETCH_WAIT_MAX: Duration = Duration::from_millis(500);
 /// Keys (`--keys`): distinct keys of a key set.
 pub const MAX_KEY_COUNT: u32 = 1_000_000;
 /// Max-rate search (`--rate search`): shortest adjustment period, lowest rate the controller

@@ -115,7 +115,7 @@ pub struct Tool {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetInfo {
-    /// "embedded" or "bootstrap".
+    /// "embedded", "bootstrap" or "null" (`sluice serve --storage null`, the calibration).
     pub kind: &'static str,
     /// The target as given: "embedded" or the --bootstrap / --target host:port list.
     pub spec: String,
@@ -605,7 +605,12 @@ pub fn build(
         warnings.push("producer flush timed out: some messages were never acknowledged".into());
     }
     let unconsumed = d.intervals.last().and_then(|i| i.lag_total).unwrap_or(0);
-    if d.audit.lost > 0 && !d.interrupted {
+    if target.kind == "null" {
+        // Not loss: the null target (`sluice serve --storage null`) keeps nothing to fetch.
+        warnings.push(
+            "null target: nothing is kept, so consumers receive nothing; produce rates only".into(),
+        );
+    } else if d.audit.lost > 0 && !d.interrupted {
         if unconsumed > 0 {
             warnings.push(format!(
                 "{} measured messages were not consumed by the end of the drain; {unconsumed} were still on the topic unread (a consumer backlog, not necessarily loss)",
@@ -976,7 +981,8 @@ impl Report {
     /// record (delivery below 100 %) unless the shortfall is still unread on the topic at the
     /// end (a consumer backlog, not loss) or the run was interrupted.
     pub fn loss_line(&self) -> Option<String> {
-        if self.window.interrupted {
+        // The null target keeps nothing: consumers receiving nothing is not loss.
+        if self.window.interrupted || self.target.kind == "null" {
             return None;
         }
         let a = &self.audit;

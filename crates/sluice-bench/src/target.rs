@@ -1,7 +1,9 @@
-//! The broker under test. Either an embedded Sluice — a `sluice serve` child of this very
-//! binary on an ephemeral loopback port with a temporary data directory, stopped with SIGTERM
-//! when the target is dropped — or any broker reachable at a `--bootstrap` list, which is
-//! checked with a plain TCP connect first so an unreachable address fails within seconds.
+//! The broker under test. Either an embedded Sluice — a `sluice serve` child process (the
+//! `sluice` binary beside this one, or `--broker-bin`) on an ephemeral loopback port with a
+//! temporary data directory, stopped with SIGTERM when the target is dropped — or the same
+//! child with `--storage null` (the calibration's no-op log), or any broker reachable at a
+//! `--bootstrap` list, which is checked with a plain TCP connect first so an unreachable
+//! address fails within seconds.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -24,8 +26,8 @@ pub enum Target {
         /// by position), for bytes on disk.
         data_dirs: Vec<PathBuf>,
     },
-    /// The in-process null broker: the client-ceiling calibration (see `calibrate`).
-    Null(crate::calibrate::NullTarget),
+    /// `sluice serve --storage null`: the client-ceiling calibration (see `calibrate`).
+    Null(EmbeddedBroker),
 }
 
 impl Target {
@@ -33,7 +35,7 @@ impl Target {
         match self {
             Target::Embedded(b) => &b.bootstrap,
             Target::External { bootstrap, .. } => bootstrap,
-            Target::Null(m) => m.bootstrap(),
+            Target::Null(b) => &b.bootstrap,
         }
     }
 
@@ -45,16 +47,16 @@ impl Target {
         }
     }
 
-    /// The broker processes to sample: the embedded child, or the --broker-pid list.
+    /// The broker processes to sample: the embedded (or null) child, or the --broker-pid list.
     pub fn pids(&self) -> Vec<u32> {
         match self {
-            Target::Embedded(b) => vec![b.child.id()],
+            Target::Embedded(b) | Target::Null(b) => vec![b.child.id()],
             Target::External { pids, .. } => pids.clone(),
-            Target::Null(_) => Vec::new(),
         }
     }
 
-    /// The brokers' data directories, paired with `pids` by position.
+    /// The brokers' data directories, paired with `pids` by position (none for the null
+    /// target, which keeps nothing there).
     pub fn data_dirs(&self) -> &[PathBuf] {
         match self {
             Target::Embedded(b) => std::slice::from_ref(&b.data_dir),
@@ -63,22 +65,51 @@ impl Target {
         }
     }
 
-    /// The broker's Prometheus endpoint the bench found itself (the embedded broker's admin
-    /// listener); `--broker-metrics` gives it for other targets.
+    /// The broker's Prometheus endpoint the bench found itself (the embedded or null
+    /// broker's admin listener); `--broker-metrics` gives it for other targets.
     pub fn metrics_url(&self) -> Option<String> {
         match self {
-            Target::Embedded(b) => b.metrics.as_ref().map(|a| format!("http://{a}/metrics")),
-            Target::External { .. } | Target::Null(_) => None,
+            Target::Embedded(b) | Target::Null(b) => {
+                b.metrics.as_ref().map(|a| format!("http://{a}/metrics"))
+            }
+            Target::External { .. } => None,
         }
+    }
+
+    /// Whether consumers can receive what producers send: not from the null target, whose
+    /// log keeps nothing (the run then neither waits to drain nor counts loss).
+    pub fn delivers(&self) -> bool {
+        !matches!(self, Target::Null(_))
     }
 
     /// Stops an embedded broker; returns a note when it did not exit cleanly.
     pub fn shutdown(self) -> Option<String> {
         match self {
-            Target::Embedded(b) => b.stop(),
-            Target::External { .. } | Target::Null(_) => None,
+            Target::Embedded(b) | Target::Null(b) => b.stop(),
+            Target::External { .. } => None,
         }
     }
+}
+
+/// The broker binary for the embedded and null targets: `given` (`--broker-bin`), else the
+/// `sluice` in this executable's directory (where cargo and an install put both binaries).
+pub fn broker_bin(given: Option<&Path>) -> Result<PathBuf, String> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this executable: {e}"))?
+            .parent()
+            .map(|dir| dir.join("sluice"))
+            .ok_or("this executable has no directory")?,
+    };
+    if path.is_file() {
+        return Ok(path);
+    }
+    Err(format!(
+        "no broker binary at {}: build it (`cargo build --release -p sluice`, next to \
+         sluice-bench in target/release) or give its path with --broker-bin",
+        path.display()
+    ))
 }
 
 /// The short name of a bootstrap list in tables and A/B labels: its first address, and `+N`
@@ -159,12 +190,15 @@ pub struct EmbeddedBroker {
 }
 
 impl EmbeddedBroker {
-    /// Starts `<this binary> serve --listen 127.0.0.1:<port or 0> --data-dir <tmp>/data
+    /// Starts `<broker bin> serve --listen 127.0.0.1:<port or 0> --data-dir <tmp>/data
     /// --metrics-listen 127.0.0.1:0 [extra...]` and waits for its "sluice listening on ADDR"
     /// line, then briefly for "sluice metrics listening on ADDR" (the admin listener, scraped
     /// for broker-side metrics; left out when an extra argument sets it).
-    pub fn start(extra_args: &[String], port: Option<u16>) -> Result<EmbeddedBroker, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    pub fn start(
+        exe: &Path,
+        extra_args: &[String],
+        port: Option<u16>,
+    ) -> Result<EmbeddedBroker, String> {
         let workdir = tempfile::Builder::new()
             .prefix("sluice-bench-")
             .tempdir()
@@ -173,7 +207,7 @@ impl EmbeddedBroker {
         let log_path = workdir.path().join("broker.log");
         let log = std::fs::File::create(&log_path)
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-        let mut cmd = Command::new(&exe);
+        let mut cmd = Command::new(exe);
         cmd.arg("serve")
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", port.unwrap_or(0)))

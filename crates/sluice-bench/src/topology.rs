@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::limits;
 
 /// Metadata v9: the first flexible version; has racks, cluster id and controller id, and every
-/// broker the bench talks to (Kafka 2.4+, Sluice, the null broker) answers it.
+/// broker the bench talks to (Kafka 2.4+, Sluice) answers it.
 const METADATA_VERSION: i16 = 9;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

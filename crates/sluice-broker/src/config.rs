@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sluice_coordinator::{GroupConfig, TxnConfig};
-use sluice_log::{FsyncPolicy, TimestampType};
+use sluice_log::{FsyncPolicy, Storage, TimestampType};
 
 use crate::config_security::{self, SecurityProtocol, SecuritySettings};
 use crate::limits;
@@ -75,6 +75,9 @@ pub struct BrokerConfig {
     /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
     /// `sluice_log::LogManagerConfig::journal_direct_io`). Default false.
     pub journal_direct_io: bool,
+    /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
+    /// produce is acknowledged and nothing is kept; never for data).
+    pub storage: Storage,
     /// `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
     /// `max.connections`.
@@ -138,6 +141,7 @@ impl Default for BrokerConfig {
             explicit: BTreeMap::new(),
             fsync: FsyncPolicy::Always,
             journal_direct_io: false,
+            storage: Storage::Disk,
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
             max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
@@ -288,6 +292,7 @@ impl BrokerConfig {
             "fetch.max.bytes" => self.fetch_max_bytes = parse(key, v)?,
             "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
             "sluice.journal.direct.io" => self.journal_direct_io = parse(key, v)?,
+            "sluice.storage" => self.storage = parse_storage(key, v)?,
             "group.min.session.timeout.ms" => {
                 self.group.group_min_session_timeout_ms = parse(key, v)?
             }
@@ -618,6 +623,18 @@ fn parse_ip_overrides(key: &str, v: &str) -> Result<BTreeMap<IpAddr, usize>, Con
         out.insert(ip, count);
     }
     Ok(out)
+}
+
+fn parse_storage(key: &str, v: &str) -> Result<Storage, ConfigError> {
+    match v {
+        "disk" => Ok(Storage::Disk),
+        "null" => Ok(Storage::Null),
+        _ => Err(ConfigError {
+            key: key.into(),
+            value: v.into(),
+            reason: "expected disk or null".into(),
+        }),
+    }
 }
 
 fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {

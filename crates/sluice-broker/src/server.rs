@@ -54,6 +54,7 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     let mut lc = LogManagerConfig::new(config.data_dir.clone());
     lc.fsync = config.fsync;
     lc.journal_direct_io = config.journal_direct_io;
+    lc.storage = config.storage;
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.segment_files_max = segment_files_budget(config);
@@ -216,11 +217,14 @@ impl Server {
         }
         tracing::info!(
             listen = %local, advertised = %format!("{advertised_host}:{advertised_port}"), node_id = config.node_id,
-            data_dir = %config.data_dir.display(), fsync = ?config.fsync, auto_create_topics = config.auto_create_topics,
+            data_dir = %config.data_dir.display(), fsync = ?config.fsync, storage = ?config.storage, auto_create_topics = config.auto_create_topics,
             topics = topics.all().len(), partitions_recovered = report.partitions.len(),
             journal_entries_replayed = report.journal_entries_replayed, startup_ms = started.elapsed().as_millis() as u64,
             "sluice broker started"
         );
+        if config.storage == sluice_log::Storage::Null {
+            tracing::warn!("sluice.storage=null: produce is acknowledged and nothing is kept (calibration only)");
+        }
         let (shutdown_tx, shutdown) = watch::channel(false);
         let request_memory = RequestMemory::new(config.queued_max_request_bytes);
         let fetch_readers = crate::handlers::fetch::FetchReaders::start()?;

@@ -40,6 +40,10 @@
 //! the error (KAFKA_STORAGE_ERROR). The next round tries again, so appends resume by
 //! themselves once space is freed, with nothing lost and nothing written twice.
 //!
+//! `Storage::Null` (calibration only): a round stamps offsets and answers every request
+//! without writing, syncing, placing batches in segments or checking producers; the high
+//! watermark is never published, so the log stays empty to readers (see `commit_round_null`).
+//!
 //! Steady state allocates nothing per request beyond the channel message: the round's
 //! vectors, the slice list handed to `pwritev` and the producer undo records are reused.
 
@@ -55,7 +59,7 @@ use crate::append_queue::AppendReceiver;
 use crate::batch::{self, BatchHeader};
 use crate::checkpoint::RecoveryPoint;
 use crate::completion::Completion;
-use crate::config::FsyncPolicy;
+use crate::config::{FsyncPolicy, Storage};
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
 use crate::journal::{self, EntryHeader, JournalWriter, ENTRY_HEADER_LEN};
@@ -122,6 +126,35 @@ fn marker_producer(header: &BatchHeader<'_>) -> (ProducerId, ProducerEpoch) {
 fn recycle_slices<'a, 'b>(slices: Vec<IoSlice<'a>>) -> Vec<IoSlice<'b>> {
     debug_assert!(slices.is_empty());
     slices.into_iter().map(|_| IoSlice::new(&[])).collect()
+}
+
+/// One request on the no-op log: offsets stamped from the log end, nothing stored.
+fn null_append(request: &AppendRequest) -> Result<AppendInfo, LogError> {
+    let partition = &request.partition;
+    let _append = partition.append_lock.lock();
+    if partition.is_deleted() {
+        return Err(LogError::UnknownPartition);
+    }
+    let first = partition.log_end();
+    let mut next = first;
+    let mut at = 0usize;
+    while at < request.records.len() {
+        let len = batch::batch_len_within(&request.records[at..]).ok_or(LogError::CorruptBatch(
+            "batch length is invalid or exceeds the buffer",
+        ))?;
+        let header = BatchHeader::parse(&request.records[at..at + len])?;
+        next = Offset(next.0 + i64::from(header.last_offset_delta()) + 1);
+        at += len;
+    }
+    partition.set_log_end(next);
+    debug_assert!(partition.high_watermark() <= partition.log_end());
+    Ok(AppendInfo {
+        base_offset: first,
+        last_offset: Offset(next.0 - 1),
+        log_append_time_ms: request.log_append_time_ms,
+        log_start_offset: partition.log_start(),
+        duplicate: false,
+    })
 }
 
 /// The bytes padding entries are made of.
@@ -307,6 +340,9 @@ impl Committer {
             self.fail_round(None);
             return self.finish_round();
         }
+        if self.engine.config.storage == Storage::Null {
+            return self.commit_round_null();
+        }
         let now = now_ms();
         // Segments deleted since the last round may have left nothing pointing into the
         // current journal file: reusing it in place frees its space now (on a full disk,
@@ -350,6 +386,18 @@ impl Committer {
             }
         }
         self.publish_high_watermarks();
+        self.finish_round();
+    }
+
+    /// The no-op log's round (`Storage::Null`): each request's batches get offsets from the
+    /// partition's log end, as on disk, and the request is answered at once. Nothing is laid
+    /// out, written, synced, indexed or checked against producer state, and the high
+    /// watermark stays where it is, so readers see an empty log (no data to fetch, nothing
+    /// that could be read from a file that was never written).
+    fn commit_round_null(&mut self) {
+        for pending in &mut self.round {
+            pending.outcome = Some(null_append(&pending.request));
+        }
         self.finish_round();
     }
 

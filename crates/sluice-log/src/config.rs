@@ -127,11 +127,28 @@ pub enum FsyncPolicy {
     Never,
 }
 
+/// What the log does with appended batches (`sluice.storage`, `sluice serve --storage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// The journal and segments on disk: the broker.
+    #[default]
+    Disk,
+    /// A no-op log for calibration (`sluice-bench --calibrate`, `--target null`): every
+    /// append is validated, queued and given offsets by the committer as usual, then
+    /// acknowledged without being laid out, written or synced. Nothing is kept, the high
+    /// watermark never moves, so a fetch finds nothing and long-polls instead of spinning.
+    /// What remains is the cost of the front end (network, decoding, validation, the append
+    /// queue and the commit round's wake-ups): the least a broker must do. Never durable.
+    Null,
+}
+
 /// Process-wide settings for the [`crate::LogManager`].
 #[derive(Debug, Clone)]
 pub struct LogManagerConfig {
     pub data_dir: PathBuf,
     pub fsync: FsyncPolicy,
+    /// Disk (the default), or the no-op log of calibration runs.
+    pub storage: Storage,
     /// Roll the journal to a new file after this many bytes.
     pub journal_file_bytes_max: u64,
     /// `sluice.journal.direct.io`: write journal rounds with `O_DIRECT` from one aligned
@@ -206,6 +223,7 @@ impl LogManagerConfig {
         Self {
             data_dir: data_dir.into(),
             fsync: FsyncPolicy::Always,
+            storage: Storage::Disk,
             journal_file_bytes_max: 128 << 20,
             journal_direct_io: false,
             checkpoint_bytes: 256 << 20,

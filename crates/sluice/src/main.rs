@@ -1,6 +1,10 @@
-//! The `sluice` binary: command-line parsing and wiring only. `sluice serve` runs the broker;
-//! `sluice bench` runs the benchmark lab (crate `sluice-bench`) against it or any Kafka broker.
+//! The `sluice` binary: the broker only, command-line parsing and wiring. `sluice serve` runs
+//! the broker. The benchmark lab is a separate binary, `sluice-bench` (crate `sluice-bench`,
+//! which links librdkafka): `sluice bench ARGS` only replaces this process with the
+//! `sluice-bench` beside it, so the broker builds without cmake or librdkafka and the command
+//! users know keeps working wherever both binaries are installed together.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +13,14 @@ use clap::{Parser, Subcommand};
 use sluice_broker::{BrokerConfig, Server};
 use sluice_protocol::alloc_guard::GuardedAlloc;
 
+/// `--version`: the crate version and the git revision it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("SLUICE_GIT_SHA"),
+    ")"
+);
+
 /// Hostile array counts in requests must not abort the process; see `alloc_guard`.
 #[global_allocator]
 static ALLOC: GuardedAlloc = GuardedAlloc;
@@ -16,7 +28,7 @@ static ALLOC: GuardedAlloc = GuardedAlloc;
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
-    version,
+    version = VERSION,
     about = "A durable single-node Kafka-compatible broker"
 )]
 struct Cli {
@@ -40,8 +52,14 @@ enum LogFormat {
 enum Command {
     /// Run the broker.
     Serve(ServeArgs),
-    /// Benchmark a broker: an embedded Sluice by default, or any Kafka broker (--bootstrap).
-    Bench(sluice_bench::BenchArgs),
+    /// Benchmark a broker: runs `sluice-bench ARGS` from this binary's directory (the lab is
+    /// a separate binary; see `sluice-bench --help`).
+    #[command(disable_help_flag = true, disable_version_flag = true)]
+    Bench {
+        /// Everything after `bench`, passed on unchanged.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<OsString>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +105,11 @@ struct ServeArgs {
     /// always: answer acks=1/all only after fdatasync (default); never: page-cache durability.
     #[arg(long, value_parser = ["always", "never"])]
     fsync: Option<String>,
+    /// disk (default), or null: a no-op log behind the same front end that acknowledges
+    /// produce and keeps nothing (fetch finds an empty log), for `sluice-bench --calibrate`.
+    /// Never for data. Config key: sluice.storage.
+    #[arg(long, value_parser = ["disk", "null"])]
+    storage: Option<String>,
     /// Concurrent connection limit. Config key: max.connections.
     #[arg(long)]
     max_connections: Option<usize>,
@@ -165,6 +188,7 @@ impl ServeArgs {
             self.retention_check_interval_ms.map(|v| v.to_string()),
         )?;
         set("sluice.fsync", s(&self.fsync))?;
+        set("sluice.storage", s(&self.storage))?;
         set(
             "max.connections",
             self.max_connections.map(|v| v.to_string()),
@@ -188,8 +212,28 @@ fn main() -> ExitCode {
     init_logging(cli.log_format);
     match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Bench(args) => sluice_bench::run(args),
+        Command::Bench { args } => exec_bench(args),
     }
+}
+
+/// `sluice bench ARGS`: replaces this process with `sluice-bench ARGS` from the same
+/// directory, so signals, exit codes and output are the bench's own. Only returns on failure.
+fn exec_bench(args: Vec<OsString>) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("sluice-bench")));
+    let Some(bench) = beside.filter(|p| p.is_file()) else {
+        eprintln!(
+            "sluice: the benchmark lab is a separate binary, sluice-bench, and none is installed \
+             beside this one; build it with `cargo build --release -p sluice-bench` (it needs \
+             cmake, a C compiler and make for librdkafka) and run target/release/sluice-bench"
+        );
+        return ExitCode::FAILURE;
+    };
+    let error = std::process::Command::new(&bench).args(args).exec();
+    eprintln!("sluice: cannot run {}: {error}", bench.display());
+    ExitCode::FAILURE
 }
 
 /// Logs go to stderr, filtered by `SLUICE_LOG` (tracing's EnvFilter syntax; default

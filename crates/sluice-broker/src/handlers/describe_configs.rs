@@ -188,6 +188,10 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
         sluice_log::FsyncPolicy::Always => "always",
         sluice_log::FsyncPolicy::Never => "never",
     };
+    let storage = match c.storage {
+        sluice_log::Storage::Disk => "disk",
+        sluice_log::Storage::Null => "null",
+    };
     let rows: Vec<(&str, String, ConfigType, &'static str)> = vec![
         (
             "node.id",
@@ -337,7 +341,13 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
             "sluice.journal.direct.io",
             c.journal_direct_io.to_string(),
             ConfigType::Boolean,
-            "Write journal rounds with O_DIRECT from one aligned buffer (same fdatasync).",
+            "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync).",
+        ),
+        (
+            "sluice.storage",
+            storage.into(),
+            ConfigType::Str,
+            "disk; null: acknowledge produce and keep nothing (bench calibration only).",
         ),
     ];
     rows.into_iter()

@@ -213,3 +213,5 @@ pub fn batch(writer: Writer, values: &[&[u8]]) -> Bytes {
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(out)
 }
+
+pub mod requests;
