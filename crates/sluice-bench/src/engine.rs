@@ -396,7 +396,7 @@ impl ProducerContext for ProducerCtx {
         self.counters.acked.fetch_add(1, Ordering::Relaxed);
         if let Some(f) = self.topics.flat(msg.topic(), msg.partition()) {
             self.checkpoints.note(f, msg.offset(), h.sent_ns);
-            self.avail.acks.note(f);
+            self.avail.acks.note(f, now);
         }
         let ack = now.saturating_sub(h.sent_ns);
         let ack_intended = now.saturating_sub(h.intended_ns);
@@ -1577,7 +1577,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut acc_p = ProduceSide::default();
     let mut acc_c = ConsumeSide::default();
     let mut acc_split = SplitAcc::default();
-    let mut avail = crate::availability::Tracker::new(job.topics.len());
+    let mut avail = crate::availability::Tracker::new(job.topics.len(), job.sched.load_start_ns);
     let mut lag = match LagAsk::start(
         job.probe,
         job.watcher,
@@ -1622,12 +1622,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
 
         let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
         prev_ns = now_ns;
-        avail.tick(
-            now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
-            dt,
-            &job.avail.acks,
-            &job.avail.leaderless,
-        );
+        avail.tick(now_ns, &job.avail.acks, &job.avail.leaderless);
 
         // The lag views come from the lag thread, asked now and awaited briefly: a broker
         // that cannot answer (dead, failing over) leaves this interval's lag unknown instead

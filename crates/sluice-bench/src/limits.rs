@@ -40,8 +40,11 @@ pub const MAX_TOPIC_CONFIG_VALUE_BYTES: usize = 4096;
 pub const MAX_CLIENT_CONFIGS: usize = 128;
 pub const MAX_CLIENT_CONFIG_VALUE_BYTES: usize = 64 * 1024;
 pub const MAX_CLIENT_CONFIG_FILE_BYTES: u64 = 1024 * 1024;
-/// Per-partition unavailability (see `availability`): an interval without acks counts only
-/// when the partition was expected to get at least this many; partitions listed in the text.
+/// Per-partition unavailability (see `availability`): a partition is silent when it had no ack
+/// for longer than the grace while another partition had one within the live window and its
+/// own rate predicted at least this many acks in the grace; partitions listed in the text.
+pub const UNAVAILABLE_GRACE: Duration = Duration::from_secs(2);
+pub const UNAVAILABLE_LIVE: Duration = Duration::from_millis(500);
 pub const UNAVAILABLE_MIN_EXPECTED_ACKS: u64 = 5;
 pub const UNAVAILABLE_ROWS_IN_TEXT: usize = 8;
 /// --broker-pid processes sampled per run.
