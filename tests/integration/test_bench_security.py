@@ -81,6 +81,7 @@ def test_bench_over_sasl_ssl_with_scram_delivers_everything(secured, pki, tmp_pa
     for f in ["r.json", "r.html"]:
         assert SECRET not in (tmp_path / f).read_text(), f
     assert SECRET not in out
+    assert "client settings" in proc.stdout and "sasl.password=***" in proc.stdout
     # The topology came through a SASL_SSL client: the broker as that listener advertises it.
     start = r["topology"]["start"]
     assert [br["port"] for br in start["brokers"]] == [b.ports["SASL_SSL"]], start

@@ -751,14 +751,20 @@ pub fn body(r: &Report) -> String {
         if r.window.interrupted { " · <b class=warn>interrupted: partial results</b>" } else { "" }
     );
     let configs = crate::report::topic_configs_text(s);
+    let client = crate::report::client_configs_text(s);
     let _ = write!(
         o,
-        "<p>replication.factor={}{}</p>",
+        "<p>replication.factor={}{}{}</p>",
         crate::report::replication_factor_text(s.replication_factor),
         if configs.is_empty() {
             String::new()
         } else {
             format!(" · topic configs <code>{}</code>", esc(&configs))
+        },
+        if client.is_empty() {
+            String::new()
+        } else {
+            format!(" · client settings <code>{}</code>", esc(&client))
         }
     );
     o.push_str(&topology_section(&r.topology));

@@ -1170,14 +1170,20 @@ impl Report {
             s.consumers
         );
         let configs = topic_configs_text(s);
+        let client = client_configs_text(s);
         let _ = writeln!(
             o,
-            " replication.factor={}{}",
+            " replication.factor={}{}{}",
             replication_factor_text(s.replication_factor),
             if configs.is_empty() {
                 String::new()
             } else {
                 format!(" · topic configs {configs}")
+            },
+            if client.is_empty() {
+                String::new()
+            } else {
+                format!(" · client settings {client}")
             }
         );
         let w = &self.window;
@@ -1447,6 +1453,22 @@ pub(crate) fn topic_configs_text(s: &Scenario) -> String {
     s.topic_config
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The clients' `-X` / `--client-config` settings as `k=v k=v`, secrets as `***` (empty when
+/// none).
+pub(crate) fn client_configs_text(s: &Scenario) -> String {
+    s.client_config
+        .iter()
+        .map(|(k, v)| {
+            if crate::clientconf::is_secret(k) {
+                format!("{k}=***")
+            } else {
+                format!("{k}={v}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
