@@ -4,6 +4,12 @@
 //! `limits::AUDIT_MAX_SEQ_PER_PRODUCER` bits, beyond which messages are counted as unaudited.
 //! Reordering is judged per partition and producer: a number lower than the last one seen
 //! from that producer on that partition.
+//!
+//! An acknowledged record that never arrived counts against the broker's contract only when
+//! the producer asked for it: with acks=all (`lost_acked`). With acks=1 the leader alone
+//! confirmed the write, and Kafka permits losing it when that leader fails before a follower
+//! copied it; with acks=0 nothing was confirmed at all. Those count as `lost_unsynced`,
+//! reported apart and not judged as a broker bug by default.
 
 use std::collections::HashMap;
 
@@ -144,8 +150,12 @@ pub struct AuditResult {
     pub received: u64,
     /// produced - received: never arrived (includes ones whose produce failed).
     pub lost: u64,
-    /// Acknowledged by the broker but never received: lost after the broker said it had them.
+    /// Acknowledged with acks=all but never received: lost after the broker promised to keep
+    /// them (0 with acks=1 or 0).
     pub lost_acked: u64,
+    /// Acknowledged with acks=1 (by the leader alone) or sent with acks=0, and never
+    /// received: a loss the broker's contract permits when a leader fails (0 with acks=all).
+    pub lost_unsynced: u64,
     /// Received more than once (each extra copy counts once).
     pub duplicates: u64,
     /// Arrived on a partition after a later message of the same producer.
@@ -174,7 +184,14 @@ pub fn for_each_lost_acked(
     }
 }
 
-pub fn reconcile(produced: &[u64], acked: &[SeqSet], consumers: &[ConsumerAudit]) -> AuditResult {
+/// The verdict; `acks_all` says which figure an acknowledged-but-lost record counts in
+/// (`lost_acked` for acks=all, `lost_unsynced` otherwise).
+pub fn reconcile(
+    produced: &[u64],
+    acked: &[SeqSet],
+    consumers: &[ConsumerAudit],
+    acks_all: bool,
+) -> AuditResult {
     let mut r = AuditResult::default();
     let producers = produced.len();
     let mut received = vec![SeqSet::default(); producers];
@@ -191,10 +208,17 @@ pub fn reconcile(produced: &[u64], acked: &[SeqSet], consumers: &[ConsumerAudit]
         r.produced += produced[p];
         r.received += received[p].len();
         if let Some(a) = acked.get(p) {
-            r.lost_acked += a.count_missing_from(&received[p]);
+            let missing = a.count_missing_from(&received[p]);
+            if acks_all {
+                r.lost_acked += missing;
+            } else {
+                r.lost_unsynced += missing;
+            }
         }
     }
     r.lost = r.produced.saturating_sub(r.received);
+    debug_assert!(r.lost_acked + r.lost_unsynced <= r.lost || r.unaudited > 0);
+    debug_assert!(r.lost_acked == 0 || r.lost_unsynced == 0);
     r
 }
 
@@ -219,8 +243,13 @@ mod tests {
             lost.push((p, seq))
         });
         assert_eq!(lost, vec![(0, 1), (0, 3), (0, 64), (0, 200)]);
-        let r = reconcile(&[6, 1], &acked, &[a, b]);
+        let r = reconcile(&[6, 1], &acked, &[a.clone(), b.clone()], true);
         assert_eq!(r.lost_acked, lost.len() as u64);
+        assert_eq!(r.lost_unsynced, 0);
+        // The same loss under acks=1: permitted by the contract, counted apart.
+        let r1 = reconcile(&[6, 1], &acked, &[a, b], false);
+        assert_eq!((r1.lost_acked, r1.lost_unsynced), (0, lost.len() as u64));
+        assert_eq!(r1.lost, r.lost);
     }
 
     #[test]
@@ -242,7 +271,7 @@ mod tests {
             b.note(1, 1, s); // 2 after 3: one reorder
         }
         b.note(1, 0, 9); // producer 0 seq 9 again, on another consumer
-        let r = reconcile(&[10, 10], &acked, &[a, b]);
+        let r = reconcile(&[10, 10], &acked, &[a, b], true);
         assert_eq!(r.produced, 20);
         assert_eq!(r.received, 19);
         assert_eq!(r.lost, 1);

@@ -38,6 +38,7 @@ use crate::attribution::{SentSlots, SeqMarks};
 use crate::audit::{reconcile, AuditResult, ConsumerAudit, SeqSet};
 use crate::backlog::{BacklogJob, BacklogResult};
 use crate::batcher::{AppBatcher, BatcherStats, Pending};
+use crate::clientconf::ClientConf;
 use crate::clientstats::{Cumulative, LatencySplit, SplitAcc};
 use crate::hist::LatencyHist;
 use crate::keys::{Key, KeyGen};
@@ -336,6 +337,7 @@ struct ProducerCtx {
     counters: Arc<LoadCounters>,
     topics: Arc<TopicSet>,
     checkpoints: Arc<AckCheckpoints>,
+    avail: Arc<crate::availability::Shared>,
 }
 
 impl ClientContext for ProducerCtx {
@@ -394,6 +396,7 @@ impl ProducerContext for ProducerCtx {
         self.counters.acked.fetch_add(1, Ordering::Relaxed);
         if let Some(f) = self.topics.flat(msg.topic(), msg.partition()) {
             self.checkpoints.note(f, msg.offset(), h.sent_ns);
+            self.avail.acks.note(f, now);
         }
         let ack = now.saturating_sub(h.sent_ns);
         let ack_intended = now.saturating_sub(h.intended_ns);
@@ -456,11 +459,21 @@ impl ClientContext for ConsumerCtx {
 
 impl ConsumerContext for ConsumerCtx {}
 
-/// librdkafka's own log lines: warnings and worse go to the report's error list, the rest is
-/// dropped (it would otherwise reach the process's tracing subscriber).
+/// librdkafka's own log lines: warnings and worse go to the report's error list; the rest
+/// (only logged with `-X debug=...`, see `base_config`) is written to stderr with a UTC
+/// timestamp, to line up with a broker's log.
 fn log_to_errors(errors: &ErrorLog, level: RDKafkaLogLevel, fac: &str, msg: &str) {
     if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
         errors.note(format!("librdkafka {fac}: {msg}"));
+    } else {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!(
+            "{}.{:03} librdkafka {fac}: {msg}",
+            crate::report::utc_string(now.as_secs_f64()).trim_end_matches('Z'),
+            now.subsec_millis()
+        );
     }
 }
 
@@ -487,8 +500,9 @@ pub struct IntervalSample {
     pub sent_acked: Option<u64>,
     pub sent_failed: Option<u64>,
     pub sent_ack_p99_ms: Option<f64>,
-    /// By send time: acknowledged records no consumer received, and records received more
-    /// than once (see `attribution`).
+    /// By send time: acknowledged records no consumer received (with acks=1 or 0 these are
+    /// the audit's `lost_unsynced`, else its `lost_acked`), and records received more than
+    /// once (see `attribution`).
     pub sent_lost_acked: Option<u64>,
     pub sent_duplicates: Option<u64>,
     /// By completion time: acks and ack latencies reported in this interval.
@@ -573,6 +587,8 @@ pub struct RunData {
     pub group_deleted: Option<bool>,
     /// Brokers, controller and the bench topics' partitions at the start and end of the run.
     pub topology: crate::topology::TopologyReport,
+    /// Per-partition unavailability (see `availability`).
+    pub availability: crate::availability::AvailabilityReport,
     /// Backpressure: pauses and total paused seconds (None when off).
     pub bp_events: Option<u64>,
     pub bp_paused_s: Option<f64>,
@@ -616,18 +632,33 @@ pub struct RunOptions {
     pub broker_metrics: Vec<String>,
 }
 
-fn base_config(bootstrap: &str, client_id: &str) -> ClientConfig {
+/// The settings every client starts from; the user's (`cc`) are applied last by the callers
+/// (`finish`), so they win over these defaults.
+fn base_config(bootstrap: &str, client_id: &str, cc: &ClientConf) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", bootstrap)
         .set("client.id", client_id)
         // Latency benchmark on loopback: no Nagle (the Java client disables it too).
         .set("socket.nagle.disable", "true")
-        .set_log_level(RDKafkaLogLevel::Warning);
+        // `-X debug=...`: librdkafka's debug lines reach `log_to_errors`, which prints them.
+        .set_log_level(if cc.debug() {
+            RDKafkaLogLevel::Debug
+        } else {
+            RDKafkaLogLevel::Warning
+        });
+    c
+}
+
+/// The user's settings over the bench's (see `clientconf`: keys the bench owns are refused
+/// before the run, so these only add or replace defaults).
+fn finish(mut c: ClientConfig, cc: &ClientConf) -> ClientConfig {
+    cc.apply(&mut c);
     c
 }
 
 fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
-    let mut c = base_config(bootstrap, &format!("sluice-bench-producer-{i}"));
+    let cc = &s.client_config;
+    let mut c = base_config(bootstrap, &format!("sluice-bench-producer-{i}"), cc);
     c.set("acks", s.acks.config_value())
         .set("compression.codec", s.compression.config_value())
         .set("linger.ms", s.linger_ms.to_string())
@@ -652,11 +683,11 @@ fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
     if s.message_bytes + 512 > 1_000_000 {
         c.set("message.max.bytes", (s.message_bytes + 4096).to_string());
     }
-    c
+    finish(c, cc)
 }
 
-fn consumer_config(bootstrap: &str, client_id: &str) -> ClientConfig {
-    let mut c = base_config(bootstrap, client_id);
+fn consumer_config(bootstrap: &str, client_id: &str, cc: &ClientConf) -> ClientConfig {
+    let mut c = base_config(bootstrap, client_id, cc);
     // assign() only: no group membership, no commits, no offset store.
     c.set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
@@ -665,7 +696,7 @@ fn consumer_config(bootstrap: &str, client_id: &str) -> ClientConfig {
             "queued.max.messages.kbytes",
             limits::CONSUMER_QUEUE_MAX_KBYTES.to_string(),
         );
-    c
+    finish(c, cc)
 }
 
 /// A bench consumer: like `consumer_config`, but it stores each message's offset as poll()
@@ -676,8 +707,9 @@ fn committing_consumer_config(
     client_id: &str,
     group: &str,
     commit_interval_ms: u32,
+    cc: &ClientConf,
 ) -> ClientConfig {
-    let mut c = consumer_config(bootstrap, client_id);
+    let mut c = consumer_config(bootstrap, client_id, cc);
     c.set("group.id", group)
         .set("enable.auto.commit", "true")
         .set("enable.auto.offset.store", "true")
@@ -685,7 +717,7 @@ fn committing_consumer_config(
             "auto.commit.interval.ms",
             commit_interval_ms.max(1).to_string(),
         );
-    c
+    finish(c, cc)
 }
 
 /// The per-run group id the consumers commit to.
@@ -695,8 +727,8 @@ fn group_id(run_tag: u32) -> String {
 
 type Probe = BaseConsumer<ConsumerCtx>;
 
-fn make_probe(bootstrap: &str, errors: &Arc<ErrorLog>) -> Result<Probe, String> {
-    consumer_config(bootstrap, "sluice-bench-probe")
+fn make_probe(bootstrap: &str, cc: &ClientConf, errors: &Arc<ErrorLog>) -> Result<Probe, String> {
+    consumer_config(bootstrap, "sluice-bench-probe", cc)
         .create_with_context(ConsumerCtx {
             errors: errors.clone(),
             who: "probe",
@@ -704,19 +736,50 @@ fn make_probe(bootstrap: &str, errors: &Arc<ErrorLog>) -> Result<Probe, String> 
         .map_err(|e| format!("cannot create a client: {e}"))
 }
 
-/// A Metadata round trip; fails clearly when the address is not a working Kafka broker.
-pub fn check_metadata(bootstrap: &str) -> Result<usize, String> {
+/// A Metadata round trip; fails clearly when the address is not a working Kafka broker. An
+/// authentication or TLS failure (a wrong password, an untrusted certificate) fails within
+/// about a second with the client's own reason, instead of waiting out the timeout.
+pub fn check_metadata(bootstrap: &str, cc: &ClientConf) -> Result<usize, String> {
     let errors = Arc::new(ErrorLog::default());
-    let probe = make_probe(bootstrap, &errors)?;
-    probe
-        .fetch_metadata(None, limits::METADATA_TIMEOUT)
-        .map(|m| m.brokers().len())
-        .map_err(|e| {
-            format!(
-                "{bootstrap} accepted a connection but did not answer Metadata within {:?}: {e}",
-                limits::METADATA_TIMEOUT
-            )
-        })
+    let probe = make_probe(bootstrap, cc, &errors)?;
+    let deadline = Instant::now() + limits::METADATA_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let step = left.min(limits::METADATA_CHECK_STEP);
+        let err = match probe.fetch_metadata(None, step) {
+            Ok(m) => return Ok(m.brokers().len()),
+            Err(e) => e,
+        };
+        // Serves the error callback (authentication failures arrive there).
+        let _ = probe.poll(Duration::ZERO);
+        let (_, kinds, _) = errors.snapshot(Instant::now());
+        if let Some(k) = kinds.iter().find(|k| is_auth_failure(&k.example)) {
+            return Err(format!(
+                "{bootstrap}: the client could not authenticate or complete the TLS handshake: {}",
+                k.example
+            ));
+        }
+        if left <= step {
+            let seen = kinds.first().map(|k| format!(" (client: {})", k.example));
+            return Err(format!(
+                "{bootstrap} accepted a connection but did not answer Metadata within {:?}: {err}{}",
+                limits::METADATA_TIMEOUT,
+                seen.unwrap_or_default()
+            ));
+        }
+    }
+}
+
+/// A client error that retrying will not cure: SASL authentication or the TLS handshake.
+fn is_auth_failure(msg: &str) -> bool {
+    [
+        "Authentication",
+        "SASL authentication error",
+        "SSL handshake failed",
+        "certificate verify failed",
+    ]
+    .iter()
+    .any(|m| msg.contains(m))
 }
 
 fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -726,9 +789,13 @@ fn admin_runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start a runtime for admin requests: {e}"))
 }
 
+fn admin_config(bootstrap: &str, cc: &ClientConf) -> ClientConfig {
+    finish(base_config(bootstrap, "sluice-bench-admin", cc), cc)
+}
+
 fn create_topics(bootstrap: &str, topics: &[String], s: &Scenario) -> Result<(), String> {
     let partitions = s.partitions;
-    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap, "sluice-bench-admin")
+    let admin: AdminClient<DefaultClientContext> = admin_config(bootstrap, &s.client_config)
         .create()
         .map_err(|e| format!("cannot create an admin client: {e}"))?;
     let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
@@ -768,10 +835,9 @@ fn create_topics(bootstrap: &str, topics: &[String], s: &Scenario) -> Result<(),
     }
 }
 
-fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
+fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32, cc: &ClientConf) -> bool {
     let timeout = limits::admin_timeout(topics.len() * partitions.max(1) as usize);
-    let Ok(admin) =
-        base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
+    let Ok(admin) = admin_config(bootstrap, cc).create::<AdminClient<DefaultClientContext>>()
     else {
         return false;
     };
@@ -790,9 +856,8 @@ fn delete_topics(bootstrap: &str, topics: &[String], partitions: i32) -> bool {
 
 /// Deletes the bench's consumer group (its committed offsets), as its topics are deleted: a
 /// run leaves no `sluice-bench-*` group behind. True when the broker confirmed it.
-fn delete_group(bootstrap: &str, group: &str) -> bool {
-    let Ok(admin) =
-        base_config(bootstrap, "sluice-bench-admin").create::<AdminClient<DefaultClientContext>>()
+fn delete_group(bootstrap: &str, group: &str, cc: &ClientConf) -> bool {
+    let Ok(admin) = admin_config(bootstrap, cc).create::<AdminClient<DefaultClientContext>>()
     else {
         return false;
     };
@@ -884,6 +949,7 @@ struct ProducerJob {
     topic: String,
     topics: Arc<TopicSet>,
     checkpoints: Arc<AckCheckpoints>,
+    avail: Arc<crate::availability::Shared>,
     pool: Arc<PayloadPool>,
     clock: Clock,
     sched: Schedule,
@@ -918,6 +984,7 @@ fn producer_thread(job: ProducerJob) -> bool {
         counters: job.counters.clone(),
         topics: job.topics.clone(),
         checkpoints: job.checkpoints.clone(),
+        avail: job.avail.clone(),
     };
     let producer: ThreadedProducer<ProducerCtx> =
         match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
@@ -1256,6 +1323,7 @@ fn consumer_thread(job: ConsumerJob) {
         &format!("sluice-bench-consumer-{}", job.index),
         &group_id(job.run_tag),
         job.scenario.commit_interval_ms,
+        &job.scenario.client_config,
     )
     .create_with_context(ctx)
     {
@@ -1463,6 +1531,7 @@ struct SamplerOut {
     brokers: procstat::BrokerTrack,
     /// High watermarks at the last successful sample, per flat topic-partition.
     last_high: Option<Vec<i64>>,
+    availability: crate::availability::AvailabilityReport,
 }
 
 struct SamplerJob {
@@ -1473,6 +1542,7 @@ struct SamplerJob {
     /// Carries the bench group id, never joins nor commits: reads the committed offsets.
     watcher: Option<Probe>,
     checkpoints: Arc<AckCheckpoints>,
+    avail: Arc<crate::availability::Shared>,
     producers: Vec<Arc<Mutex<ProducerState>>>,
     consumers: Vec<Arc<Mutex<ConsumerState>>>,
     positions: Arc<Vec<AtomicI64>>,
@@ -1496,6 +1566,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut acc_p = ProduceSide::default();
     let mut acc_c = ConsumeSide::default();
     let mut acc_split = SplitAcc::default();
+    let mut avail = crate::availability::Tracker::new(job.topics.len(), job.sched.load_start_ns);
     let mut lag = match LagAsk::start(
         job.probe,
         job.watcher,
@@ -1540,6 +1611,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
 
         let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
         prev_ns = now_ns;
+        avail.tick(now_ns, &job.avail.acks, &job.avail.leaderless);
 
         // The lag views come from the lag thread, asked now and awaited briefly: a broker
         // that cannot answer (dead, failing over) leaves this interval's lag unknown instead
@@ -1637,6 +1709,10 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             if job.progress && tty {
                 eprintln!();
             }
+            out.availability = avail.finish(|f| {
+                let (t, p) = job.topics.split(f);
+                (t.to_string(), p)
+            });
             return out;
         }
     }
@@ -1697,12 +1773,13 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     ));
     let topic = topics.names[0].clone();
     create_topics(&opts.bootstrap, &topics.names, s)?;
-    let probe = make_probe(&opts.bootstrap, &errors)?;
+    let probe = make_probe(&opts.bootstrap, &s.client_config, &errors)?;
     wait_topics_ready(&probe, &topics.names, s.partitions)?;
-    let topology_start = crate::topology::snapshot(&opts.bootstrap, &topics.names);
+    let topology_source = crate::topology::Source::new(&opts.bootstrap, &s.client_config);
+    let topology_start = topology_source.snapshot(&topics.names);
     let topology_start_copy = topology_start.as_ref().ok().cloned();
     // The committed-offset reader: the bench group id, auto-commit off, never assigned.
-    let watcher = consumer_config(&opts.bootstrap, "sluice-bench-committed")
+    let watcher = consumer_config(&opts.bootstrap, "sluice-bench-committed", &s.client_config)
         .set("group.id", group_id(run_tag))
         .create_with_context(ConsumerCtx {
             errors: errors.clone(),
@@ -1712,6 +1789,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     // One fetch now, so finding the group coordinator does not delay the first sample.
     let _ = lagview::committed_offsets(&watcher, &topics);
     let checkpoints = Arc::new(AckCheckpoints::new(topics.len()));
+    let avail = Arc::new(crate::availability::Shared::new(topics.len()));
 
     let clock = Clock::new();
     let pool = Arc::new(PayloadPool::new(s.payload, s.message_bytes, s.seed));
@@ -1782,6 +1860,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             probe,
             watcher: Some(watcher),
             checkpoints: checkpoints.clone(),
+            avail: avail.clone(),
             producers: producer_states.clone(),
             consumers: consumer_states.clone(),
             positions: positions.clone(),
@@ -1792,12 +1871,20 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         };
         spawn("bench-sampler".into(), move || sampler_thread(job))?
     };
-    let observers = Observers::start(s, opts, &topics.names, clock, sched, topology_start_copy)?;
+    let observers = Observers::start(
+        s,
+        opts,
+        &topics,
+        clock,
+        sched,
+        topology_start_copy,
+        avail.clone(),
+    )?;
     let bp_stop = Arc::new(AtomicBool::new(false));
     let (bp, bp_handle) = if s.bp_max_lag > 0 {
         let state = Arc::new(BpState::default());
         let job = BpJob {
-            probe: make_probe(&opts.bootstrap, &errors)?,
+            probe: make_probe(&opts.bootstrap, &s.client_config, &errors)?,
             topics: topics.clone(),
             positions: positions.clone(),
             state: state.clone(),
@@ -1873,6 +1960,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             topic: topic.clone(),
             topics: topics.clone(),
             checkpoints: checkpoints.clone(),
+            avail: avail.clone(),
             pool: pool.clone(),
             clock,
             sched,
@@ -1952,15 +2040,24 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let sampled = sampler.join().unwrap_or_default();
     let client_cpu_s = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
 
-    let topology_end = crate::topology::snapshot(&opts.bootstrap, &topics.names);
+    let topology_end = topology_source.snapshot(&topics.names);
     let mut topology = crate::topology::TopologyReport::new(topology_start, topology_end);
     topology.during = observed.topology_changes;
     topology.samples_during = observed.topology_samples;
     topology.failed_samples_during = observed.topology_failed;
     let (topic_deleted, group_deleted) = if opts.delete_topic {
         (
-            Some(delete_topics(&opts.bootstrap, &topics.names, s.partitions)),
-            Some(delete_group(&opts.bootstrap, &group_id(run_tag))),
+            Some(delete_topics(
+                &opts.bootstrap,
+                &topics.names,
+                s.partitions,
+                &s.client_config,
+            )),
+            Some(delete_group(
+                &opts.bootstrap,
+                &group_id(run_tag),
+                &s.client_config,
+            )),
         )
     } else {
         (None, None)
@@ -2013,8 +2110,15 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         audits.push(st.audit.clone());
         by_sent.merge(&st.by_sent);
     }
-    let audit = reconcile(&produced_counts, &acked_sets, &audits);
-    if audit.lost_acked > 0 {
+    let audit = reconcile(
+        &produced_counts,
+        &acked_sets,
+        &audits,
+        s.acks == crate::scenario::Acks::All,
+    );
+    // Placed in time whatever the acks: with acks=1 the series shows when the permitted
+    // (unsynced) losses were sent.
+    if audit.lost_acked + audit.lost_unsynced > 0 {
         crate::audit::for_each_lost_acked(&acked_sets, &audits, |p, seq| {
             if let Some(ns) = seq_marks.get(p).and_then(|m| m.sent_ns_of(seq)) {
                 by_sent.lost_acked(ns);
@@ -2041,6 +2145,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             .collect()
     });
     Ok(RunData {
+        availability: sampled.availability,
         topic,
         topics: topics.names.clone(),
         topic_received,
@@ -2136,10 +2241,11 @@ impl Observers {
     fn start(
         s: &Scenario,
         opts: &RunOptions,
-        topics: &[String],
+        topic_set: &Arc<TopicSet>,
         clock: Clock,
         sched: Schedule,
         topology_start: Option<crate::topology::Topology>,
+        avail: Arc<crate::availability::Shared>,
     ) -> Result<Observers, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let load_start = clock.instant_at(sched.load_start_ns);
@@ -2171,9 +2277,12 @@ impl Observers {
             })?);
         }
         let topology = {
-            let (bootstrap, topics, stop) = (opts.bootstrap.clone(), topics.to_vec(), stop.clone());
+            let (bootstrap, topics, stop) =
+                (opts.bootstrap.clone(), topic_set.clone(), stop.clone());
+            let cc = s.client_config.clone();
             spawn("bench-topology".into(), move || {
-                topology_thread(&bootstrap, &topics, topology_start, load_start, &stop)
+                let source = crate::topology::Source::new(&bootstrap, &cc);
+                topology_thread(&source, &topics, topology_start, load_start, &stop, &avail)
             })?
         };
         let metrics = if opts.broker_metrics.is_empty() {
@@ -2241,12 +2350,14 @@ fn sleep_until(due: Instant, stop: &AtomicBool) {
 /// Takes a topology snapshot every `limits::TOPOLOGY_SAMPLE_INTERVAL` and records the changes
 /// from the previous successful one, with the time they were first seen.
 fn topology_thread(
-    bootstrap: &str,
-    topics: &[String],
+    source: &crate::topology::Source,
+    topic_set: &TopicSet,
     mut prev: Option<crate::topology::Topology>,
     load_start: Instant,
     stop: &AtomicBool,
+    avail: &crate::availability::Shared,
 ) -> TopologyDuring {
+    let topics = &topic_set.names;
     let mut out = TopologyDuring::default();
     let mut next = Instant::now() + limits::TOPOLOGY_SAMPLE_INTERVAL;
     loop {
@@ -2256,8 +2367,16 @@ fn topology_thread(
         }
         next = Instant::now() + limits::TOPOLOGY_SAMPLE_INTERVAL;
         out.samples += 1;
-        match crate::topology::snapshot(bootstrap, topics) {
+        match source.snapshot(topics) {
             Ok(t) => {
+                // Partitions without a leader (or answered with an error) in this sample.
+                avail.leaderless.set(
+                    topic_set.len(),
+                    t.partitions
+                        .iter()
+                        .filter(|p| p.leader < 0 || p.error_code != 0)
+                        .filter_map(|p| topic_set.flat(&p.topic, p.partition)),
+                );
                 let at_s = load_start.elapsed().as_secs_f64();
                 if let Some(p) = &prev {
                     for change in crate::topology::diff(p, &t) {

@@ -17,7 +17,7 @@ pub const LATENCY_STATS: [&str; 11] = [
     "min", "mean", "p50", "p75", "p90", "p95", "p99", "p99_5", "p999", "p9999", "max",
 ];
 /// Scalar metrics.
-pub const SCALARS: [&str; 17] = [
+pub const SCALARS: [&str; 18] = [
     "produced_msg_s",
     "acked_msg_s",
     "received_msg_s",
@@ -26,6 +26,7 @@ pub const SCALARS: [&str; 17] = [
     "rate_accuracy_pct",
     "lost",
     "lost_acked",
+    "lost_unsynced",
     "duplicates",
     "reordered",
     "ack_errors",

@@ -617,6 +617,40 @@ fn fault_markers(r: &Report) -> Vec<(f64, String)> {
         .collect()
 }
 
+/// The partitions that were unavailable while the others were not (nothing when none were).
+fn availability_table(a: &crate::availability::AvailabilityReport) -> String {
+    let mut o = String::new();
+    if a.per_partition.is_empty() {
+        return o;
+    }
+    let _ = write!(
+        o,
+        "<h2>Unavailable partitions</h2><p>{} of {} partitions had intervals with no ack while the others had acks, or no leader in the topology samples; worst {:.1} s.</p><table><tr><th>partition</th><th>unavailable</th><th>no ack</th><th>no leader</th><th>longest (from)</th><th>first / last (s since load start)</th></tr>",
+        a.unavailable_partitions, a.partitions, a.worst_s
+    );
+    for p in a
+        .per_partition
+        .iter()
+        .take(crate::limits::MAX_TOPOLOGY_ROWS_IN_HTML)
+    {
+        let _ = write!(
+            o,
+            "<tr><td style=text-align:left>{}-{}</td><td>{:.1} s</td><td>{:.1} s</td><td>{:.1} s</td><td>{:.1} s ({:.1})</td><td>{:.1} / {:.1}</td></tr>",
+            esc(&p.topic),
+            p.partition,
+            p.unavailable_s,
+            p.no_ack_s,
+            p.no_leader_s,
+            p.longest_s,
+            p.longest_from_s,
+            p.first_at_s,
+            p.last_at_s
+        );
+    }
+    o.push_str("</table>");
+    o
+}
+
 /// Faults (command, times, exit, output, recovery), error kinds and broker metrics.
 fn faults_section(r: &Report) -> String {
     let mut o = String::new();
@@ -650,6 +684,7 @@ fn faults_section(r: &Report) -> String {
             esc(&crate::faults::band_text())
         );
     }
+    o.push_str(&availability_table(&r.availability));
     if let Some(m) = &r.broker_metrics {
         o.push_str("<h2>Broker metrics (scraped)</h2><table><tr><th>histogram</th><th>count</th><th>mean</th><th>p50</th><th>p99</th><th>unit</th></tr>");
         for (name, h) in &m.histograms {
@@ -716,14 +751,20 @@ pub fn body(r: &Report) -> String {
         if r.window.interrupted { " · <b class=warn>interrupted: partial results</b>" } else { "" }
     );
     let configs = crate::report::topic_configs_text(s);
+    let client = crate::report::client_configs_text(s);
     let _ = write!(
         o,
-        "<p>replication.factor={}{}</p>",
+        "<p>replication.factor={}{}{}</p>",
         crate::report::replication_factor_text(s.replication_factor),
         if configs.is_empty() {
             String::new()
         } else {
             format!(" · topic configs <code>{}</code>", esc(&configs))
+        },
+        if client.is_empty() {
+            String::new()
+        } else {
+            format!(" · client settings <code>{}</code>", esc(&client))
         }
     );
     o.push_str(&topology_section(&r.topology));
@@ -784,8 +825,8 @@ pub fn body(r: &Report) -> String {
         (
             "audit",
             format!(
-                "lost {} (after ack {}) · duplicates {} · reordered {} · warmup excluded {}",
-                a.lost, a.lost_acked, a.duplicates, a.reordered, r.counts.warmup_produced
+                "lost {} (after ack {}; unsynced, acks=1/0: {}) · duplicates {} · reordered {} · warmup excluded {}",
+                a.lost, a.lost_acked, a.lost_unsynced, a.duplicates, a.reordered, r.counts.warmup_produced
             ),
         ),
         (

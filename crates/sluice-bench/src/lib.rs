@@ -7,8 +7,9 @@
 //! Exit codes: 0 success; 1 the run could not be done (unreachable broker, admin failure);
 //! 2 bad usage; 3 a `--gate` was violated or a metric regressed past `--max-regress`; 4
 //! acknowledged records were lost or delivery was below 100 % (unless `--allow-loss` or a gate
-//! on `lost`, `lost_acked` or `delivery_pct` judges it); 130 interrupted by Ctrl-C (report
-//! still written).
+//! on `lost`, `lost_acked`, `lost_unsynced` or `delivery_pct` judges it; records acknowledged
+//! with acks=1 or 0 and lost, `lost_unsynced`, are reported but permitted by their contract);
+//! 130 interrupted by Ctrl-C (report still written).
 //!
 //! Commands: `sluice-bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
 //! the presets; `bench run PRESET|FILE` runs a preset or a scenario file; `bench sweep
@@ -16,10 +17,12 @@
 
 pub mod attribution;
 pub mod audit;
+pub mod availability;
 pub mod backlog;
 pub mod batcher;
 pub mod brokermetrics;
 pub mod calibrate;
+pub mod clientconf;
 pub mod clientstats;
 pub mod compare;
 pub mod compression;
@@ -69,7 +72,8 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 #[command(
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
 Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 4 records lost\n\
-(acknowledged ones, or delivery below 100%; --allow-loss or a gate on lost/lost_acked/delivery_pct decides instead), 130 interrupted.\n\
+(acknowledged with acks=all, or delivery below 100%; acks=1/0 losses are reported as lost_unsynced, not judged;\n\
+--allow-loss or a gate on lost/lost_acked/lost_unsynced/delivery_pct decides instead), 130 interrupted.\n\
 Example: sluice-bench --bootstrap h1:9092,h2:9092 --acks all --fault-cmd '10s:kill -9 1234' --fault-cmd '20s:./restart.sh'\n\
 Example: sluice-bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
 Example: sluice-bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
@@ -281,6 +285,22 @@ pub struct BenchArgs {
     /// min.insync.replicas=2; set over the scenario's.
     #[arg(long = "topic-config", value_name = "KEY=VALUE", value_parser = scenario::parse_topic_config)]
     pub topic_configs: Vec<(String, String)>,
+    /// A librdkafka setting for every client the bench makes (producers, consumers, admin),
+    /// key=value, repeatable, over --client-config's; e.g. -X security.protocol=SASL_SSL,
+    /// -X debug=broker,protocol (librdkafka's debug log, to stderr). Checked by librdkafka
+    /// before the run; keys the bench sets from its own flags (acks, linger.ms, ...) are refused.
+    #[arg(short = 'X', long = "client-setting", value_name = "KEY=VALUE", value_parser = clientconf::parse_setting)]
+    pub client_settings: Vec<(String, String)>,
+    /// A Java-style properties file of librdkafka settings for every client (as Kafka's
+    /// client.properties: security.protocol, sasl.mechanism, sasl.username, ssl.ca.location, ...).
+    #[arg(long = "client-config", value_name = "FILE")]
+    pub client_config_file: Option<PathBuf>,
+    /// Security protocol of the embedded broker's listener: PLAINTEXT (default), SSL,
+    /// SASL_PLAINTEXT or SASL_SSL. Its TLS stores and SASL users come from broker settings
+    /// (--serve-arg=--config=FILE or --serve-arg=--override=KEY=VALUE), the clients' from
+    /// -X / --client-config.
+    #[arg(long, value_name = "PROTOCOL", value_parser = parse_listener_protocol)]
+    pub embedded_listener: Option<String>,
     /// Port of the embedded broker (default: an ephemeral one), e.g. to attach other tools.
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub embedded_port: Option<u16>,
@@ -306,6 +326,17 @@ pub struct BenchArgs {
     /// the broker set the pace. `--target null` runs a whole scenario against it.
     #[arg(long)]
     pub calibrate: bool,
+}
+
+fn parse_listener_protocol(s: &str) -> Result<String, String> {
+    let p = s.trim().to_ascii_uppercase();
+    if ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&p.as_str()) {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{s:?} is not a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"
+        ))
+    }
 }
 
 fn parse_fault(s: &str) -> Result<String, String> {
@@ -466,6 +497,14 @@ impl BenchArgs {
             s.topic_config.insert(k.clone(), v.clone());
         }
         s.fault_cmd.extend(self.fault_cmds.iter().cloned());
+        if let Some(path) = &self.client_config_file {
+            for (k, v) in clientconf::load_properties(path)? {
+                s.client_config.insert(&k, &v)?;
+            }
+        }
+        for (k, v) in &self.client_settings {
+            s.client_config.insert(k, v)?;
+        }
         if s.topic_config.len() > limits::MAX_TOPIC_CONFIGS {
             return Err(format!(
                 "at most {} topic configs",
@@ -564,6 +603,7 @@ fn run_one(
                 &bin,
                 &args.serve_args,
                 args.embedded_port,
+                args.embedded_listener.as_deref(),
             )?)
         }
         TargetSpec::Null => {
@@ -572,10 +612,22 @@ fn run_one(
                 &bin,
                 &calibrate::null_serve_args(),
                 None,
+                None,
             )?)
         }
     };
-    if let Err(e) = engine::check_metadata(target.bootstrap()) {
+    // The null broker speaks plaintext only: the user's security settings stay out of it.
+    let plain_scenario;
+    let scenario = if matches!(target, Target::Null(_)) {
+        plain_scenario = Scenario {
+            client_config: scenario.client_config.without_security(),
+            ..scenario.clone()
+        };
+        &plain_scenario
+    } else {
+        scenario
+    };
+    if let Err(e) = engine::check_metadata(target.bootstrap(), &scenario.client_config) {
         let _ = target.shutdown();
         return Err(e);
     }
@@ -633,6 +685,7 @@ fn run_one(
     let mut rep = report::build(scenario, info, data, started_at, warnings);
     rep.label = label.map(str::to_string);
     rep.loss = rep.loss_line();
+    rep.unsynced = rep.unsynced_line();
     rep.gates = gate::evaluate(&args.gates, &rep.metrics());
     Ok(rep)
 }
@@ -781,6 +834,9 @@ fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), Exi
     }
     Ok(())
 }
+
+/// Metrics a gate may judge loss by instead of the default exit 4.
+const LOSS_METRICS: [&str; 4] = ["lost", "lost_acked", "lost_unsynced", "delivery_pct"];
 
 /// Runs `sluice-bench` and returns the process exit code.
 pub fn run(mut args: BenchArgs) -> ExitCode {
@@ -1034,10 +1090,10 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
     }
     let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
     let loss_judged_by_gate = args.gates.iter().any(|g| {
-        ["lost", "lost_acked", "delivery_pct"].contains(&g.metric.as_str())
+        LOSS_METRICS.contains(&g.metric.as_str())
             || g.rhs_metric
                 .as_deref()
-                .is_some_and(|m| ["lost", "lost_acked", "delivery_pct"].contains(&m))
+                .is_some_and(|m| LOSS_METRICS.contains(&m))
     });
 
     if gates_failed > 0 || regressed {
@@ -1060,7 +1116,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         for l in &losses {
             eprintln!("sluice bench: {l}");
         }
-        eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost; --allow-loss or a gate on lost, lost_acked or delivery_pct decides instead)");
+        eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost; --allow-loss or a gate on lost, lost_acked, lost_unsynced or delivery_pct decides instead)");
         return ExitCode::from(EXIT_DATA_LOSS);
     }
     ExitCode::SUCCESS

@@ -35,6 +35,18 @@ pub const MAX_REPLICATION_FACTOR: i16 = 32;
 /// --topic-config entries per run, and the bytes of one value.
 pub const MAX_TOPIC_CONFIGS: usize = 64;
 pub const MAX_TOPIC_CONFIG_VALUE_BYTES: usize = 4096;
+/// Client settings (`-X`, `--client-config`, a scenario's `client_config`) per run, the bytes
+/// of one value (an inline PEM chain fits), and the largest properties file read.
+pub const MAX_CLIENT_CONFIGS: usize = 128;
+pub const MAX_CLIENT_CONFIG_VALUE_BYTES: usize = 64 * 1024;
+pub const MAX_CLIENT_CONFIG_FILE_BYTES: u64 = 1024 * 1024;
+/// Per-partition unavailability (see `availability`): a partition is silent when it had no ack
+/// for longer than the grace while another partition had one within the live window and its
+/// own rate predicted at least this many acks in the grace; partitions listed in the text.
+pub const UNAVAILABLE_GRACE: Duration = Duration::from_secs(2);
+pub const UNAVAILABLE_LIVE: Duration = Duration::from_millis(500);
+pub const UNAVAILABLE_MIN_EXPECTED_ACKS: u64 = 5;
+pub const UNAVAILABLE_ROWS_IN_TEXT: usize = 8;
 /// --broker-pid processes sampled per run.
 pub const MAX_BROKER_PIDS: usize = 64;
 /// The topology snapshot (one Metadata request): connect and answer timeouts, the largest
@@ -117,6 +129,9 @@ pub const PROGRESS_EVERY_N_SAMPLES_NON_TTY: u64 = 5;
 /// Reaching a `--bootstrap` address: TCP connect, then a Metadata round trip.
 pub const BOOTSTRAP_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+/// The first Metadata round trip is retried in steps this long, so an authentication failure
+/// reported in between ends the wait early.
+pub const METADATA_CHECK_STEP: Duration = Duration::from_millis(500);
 /// Topic create/delete, and waiting until Metadata shows every partition with a leader.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 pub const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(15);

@@ -51,6 +51,8 @@ pub struct Report {
     pub client_process: ClientProcess,
     /// Brokers, controller, partitions' leaders, replicas and ISR at start and end.
     pub topology: crate::topology::TopologyReport,
+    /// Partitions that were unavailable while the others were not (see `availability`).
+    pub availability: crate::availability::AvailabilityReport,
     /// Whether the bench's topics and its consumer group were deleted after the run (null:
     /// kept, e.g. the embedded broker's or with --keep-topic).
     pub topics_deleted: Option<bool>,
@@ -77,6 +79,9 @@ pub struct Report {
     /// One line when records were lost (acknowledged ones, or delivery below 100 %); the
     /// process then exits 4 unless allowed (see `loss_line`).
     pub loss: Option<String>,
+    /// One line when records acknowledged with acks=1 or 0 were lost (`audit.lost_unsynced`):
+    /// said, not judged (see `unsynced_line`).
+    pub unsynced: Option<String>,
     pub warnings: Vec<String>,
     pub gates: Vec<GateResult>,
     pub environment: Environment,
@@ -505,9 +510,11 @@ fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
-/// The command line, quoted so it can be pasted back into a shell.
+/// The command line, quoted so it can be pasted back into a shell; secret client settings
+/// (`-X sasl.password=...`) are shown as `***` (see `clientconf::redact_arg`).
 pub fn command_line() -> String {
     std::env::args()
+        .map(|a| crate::clientconf::redact_arg(&a))
         .map(|a| {
             if !a.is_empty()
                 && a.chars()
@@ -618,8 +625,17 @@ pub fn build(
             ));
         } else {
             warnings.push(format!(
-                "{} measured messages never arrived ({} of them acknowledged)",
-                d.audit.lost, d.audit.lost_acked
+                "{} measured messages never arrived ({} of them acknowledged{})",
+                d.audit.lost,
+                d.audit.lost_acked + d.audit.lost_unsynced,
+                if d.audit.lost_unsynced > 0 {
+                    format!(
+                        " with acks={}: lost_unsynced, which the contract permits when a leader fails",
+                        scenario.acks.config_value()
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
     }
@@ -793,6 +809,7 @@ pub fn build(
         compression_offline: crate::compression::offline(scenario),
         broker_process,
         topology: d.topology.clone(),
+        availability: d.availability.clone(),
         topics_deleted: d.topic_deleted,
         group_deleted: d.group_deleted,
         client_process: ClientProcess {
@@ -804,6 +821,7 @@ pub fn build(
         backlog: d.backlog.clone(),
         app_batcher,
         loss: None,
+        unsynced: None,
         intervals: data.intervals,
         faults: data.faults,
         broker_metrics: data.broker_metrics,
@@ -952,7 +970,7 @@ impl Report {
         let t = &self.throughput;
         let f = |v: u64| Some(v as f64);
         let bp = self.broker_process.as_ref();
-        let scalars: [(&str, Option<f64>); 17] = [
+        let scalars: [(&str, Option<f64>); 18] = [
             ("produced_msg_s", Some(t.produced_msg_s)),
             ("acked_msg_s", Some(t.acked_msg_s)),
             ("received_msg_s", Some(t.received_msg_s)),
@@ -961,6 +979,7 @@ impl Report {
             ("rate_accuracy_pct", t.rate_accuracy_pct),
             ("lost", f(self.audit.lost)),
             ("lost_acked", f(self.audit.lost_acked)),
+            ("lost_unsynced", f(self.audit.lost_unsynced)),
             ("duplicates", f(self.audit.duplicates)),
             ("reordered", f(self.audit.reordered)),
             ("ack_errors", f(self.counts.ack_errors)),
@@ -977,9 +996,12 @@ impl Report {
         m
     }
 
-    /// One line when the run lost records: acknowledged ones (always), or any measured
-    /// record (delivery below 100 %) unless the shortfall is still unread on the topic at the
-    /// end (a consumer backlog, not loss) or the run was interrupted.
+    /// One line when the run lost records: acknowledged ones with acks=all (always), or any
+    /// other measured record (delivery below 100 %) unless the shortfall is still unread on
+    /// the topic at the end (a consumer backlog, not loss) or the run was interrupted. Records
+    /// acknowledged with acks=1 or 0 and lost (`lost_unsynced`) are not judged here: the
+    /// contract permits that loss when a leader fails (`unsynced_line` says it; a gate on
+    /// `lost_unsynced` can still fail the run).
     pub fn loss_line(&self) -> Option<String> {
         // The null target keeps nothing: consumers receiving nothing is not loss.
         if self.window.interrupted || self.target.kind == "null" {
@@ -1000,16 +1022,32 @@ impl Report {
                 self.throughput.delivery_pct.unwrap_or(0.0)
             ));
         }
-        if a.lost > 0 && !backlog {
+        let unexplained = a.lost.saturating_sub(a.lost_unsynced);
+        if unexplained > 0 && !backlog {
             return Some(format!(
                 "{}delivery {:.2}%: {} measured records never arrived (none of them acknowledged; {} delivery failures)",
                 self.label.as_deref().map(|l| format!("[{l}] ")).unwrap_or_default(),
                 self.throughput.delivery_pct.unwrap_or(0.0),
-                a.lost,
+                unexplained,
                 self.counts.ack_errors
             ));
         }
         None
+    }
+
+    /// One line when records acknowledged with acks=1 (or sent with acks=0) were lost: a loss
+    /// the broker's contract permits when a leader fails before replicating, so it is said,
+    /// not judged (see `loss_line`).
+    pub fn unsynced_line(&self) -> Option<String> {
+        let n = self.audit.lost_unsynced;
+        (n > 0).then(|| {
+            format!(
+                "{}{n} records acknowledged with acks={} were lost (lost_unsynced): permitted by acks={} when a leader fails before a replica has them; acks=all would make this a failure",
+                self.label.as_deref().map(|l| format!("[{l}] ")).unwrap_or_default(),
+                self.scenario.acks.config_value(),
+                self.scenario.acks.config_value(),
+            )
+        })
     }
 
     /// Fault lines for the summary: each command, and its impact.
@@ -1138,14 +1176,20 @@ impl Report {
             s.consumers
         );
         let configs = topic_configs_text(s);
+        let client = client_configs_text(s);
         let _ = writeln!(
             o,
-            " replication.factor={}{}",
+            " replication.factor={}{}{}",
             replication_factor_text(s.replication_factor),
             if configs.is_empty() {
                 String::new()
             } else {
                 format!(" · topic configs {configs}")
+            },
+            if client.is_empty() {
+                String::new()
+            } else {
+                format!(" · client settings {client}")
             }
         );
         let w = &self.window;
@@ -1209,8 +1253,17 @@ impl Report {
         }
         let _ = writeln!(
             o,
-            " audit     lost {} (acked {}) · duplicates {} · reordered {} · warmup msgs excluded {}",
-            a.lost, a.lost_acked, a.duplicates, a.reordered, self.counts.warmup_produced
+            " audit     lost {} (acked {}{}) · duplicates {} · reordered {} · warmup msgs excluded {}",
+            a.lost,
+            a.lost_acked,
+            if a.lost_unsynced > 0 {
+                format!(", acked with acks={} {}", self.scenario.acks.config_value(), a.lost_unsynced)
+            } else {
+                String::new()
+            },
+            a.duplicates,
+            a.reordered,
+            self.counts.warmup_produced
         );
         let _ = writeln!(o);
         let _ = writeln!(
@@ -1311,6 +1364,7 @@ impl Report {
         }
         o.push_str(&self.shaping_lines());
         o.push_str(&self.fault_lines());
+        o.push_str(&self.availability.human());
         if let Some(bp) = &self.backpressure {
             let _ = writeln!(
                 o,
@@ -1383,6 +1437,9 @@ impl Report {
         if let Some(l) = &self.loss {
             let _ = writeln!(o, " LOSS: {l}");
         }
+        if let Some(l) = &self.unsynced {
+            let _ = writeln!(o, " UNSYNCED: {l}");
+        }
         o.push_str(&gate_lines(&self.gates));
         let _ = writeln!(o, "{rule}");
         o
@@ -1402,6 +1459,22 @@ pub(crate) fn topic_configs_text(s: &Scenario) -> String {
     s.topic_config
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The clients' `-X` / `--client-config` settings as `k=v k=v`, secrets as `***` (empty when
+/// none).
+pub(crate) fn client_configs_text(s: &Scenario) -> String {
+    s.client_config
+        .iter()
+        .map(|(k, v)| {
+            if crate::clientconf::is_secret(k) {
+                format!("{k}=***")
+            } else {
+                format!("{k}={v}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -142,6 +142,9 @@ pub struct Scenario {
     pub topic_config: BTreeMap<String, String>,
     /// Fault commands, `AT:COMMAND` (see `faults`), AT from the start of the measured window.
     pub fault_cmd: Vec<String>,
+    /// librdkafka settings for every client of the run (`-X`, `--client-config`; see
+    /// `clientconf`), secrets shown as `***`.
+    pub client_config: crate::clientconf::ClientConf,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -203,6 +206,7 @@ impl Scenario {
             replication_factor: -1,
             topic_config: BTreeMap::new(),
             fault_cmd: Vec::new(),
+            client_config: Default::default(),
         }
     }
 
@@ -343,6 +347,9 @@ impl Scenario {
                 }
             }
             "topic_config" => self.topic_config = parse_topic_configs(v).map_err(bad)?,
+            "client_config" => {
+                self.client_config = crate::clientconf::parse_scenario_value(v).map_err(bad)?
+            }
             "fault_cmd" | "fault_cmds" | "faults" => {
                 self.fault_cmd = parse_fault_cmds(v).map_err(bad)?
             }
@@ -405,6 +412,7 @@ impl Scenario {
         if self.bp_max_lag > 0 && self.bp_resume() > self.bp_max_lag {
             return Err("--bp-resume-lag must not exceed --bp-max-lag".into());
         }
+        self.client_config.check()?;
         if self.fault_cmd.len() > limits::MAX_FAULTS {
             return Err(format!("at most {} fault commands", limits::MAX_FAULTS));
         }

@@ -255,8 +255,12 @@ fn stem_name(path: &Path) -> String {
 fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, String> {
     let shown = path.display().to_string();
     let text = |k: &str, n: &Node| -> Result<String, String> {
-        // `topic_config` is the one key whose value is a table (config name -> value).
-        let is_table_key = k.rsplit('.').next().unwrap_or(k).replace('-', "_") == "topic_config";
+        // `topic_config` and `client_config` are the keys whose value is a table (config
+        // name -> value).
+        let is_table_key = matches!(
+            k.rsplit('.').next().unwrap_or(k).replace('-', "_").as_str(),
+            "topic_config" | "client_config"
+        );
         // `fault_cmd` is the one key whose value is a list (of `AT:COMMAND` strings).
         let is_list_key = k.replace('-', "_") == "fault_cmd";
         match n {
@@ -339,12 +343,32 @@ fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, Strin
     Ok(file)
 }
 
-/// A table of scalars as the JSON object text `Scenario::set` takes for `topic_config`.
+/// A table of scalars as the JSON object text `Scenario::set` takes for `topic_config` and
+/// `client_config`. Nested tables are dotted names, so a TOML `[client_config]` section may
+/// write `security.protocol = "SASL_SSL"` unquoted.
 fn table_text(entries: &[(String, Node)]) -> Option<String> {
-    let mut obj = serde_json::Map::new();
-    for (k, v) in entries {
-        obj.insert(k.clone(), serde_json::Value::String(v.scalar_text()?));
+    fn flatten(
+        prefix: &str,
+        entries: &[(String, Node)],
+        obj: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Option<()> {
+        for (k, v) in entries {
+            let name = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                Node::Map(inner) => flatten(&name, inner, obj)?,
+                _ => {
+                    obj.insert(name, serde_json::Value::String(v.scalar_text()?));
+                }
+            }
+        }
+        Some(())
     }
+    let mut obj = serde_json::Map::new();
+    flatten("", entries, &mut obj)?;
     Some(serde_json::Value::Object(obj).to_string())
 }
 
@@ -574,6 +598,47 @@ mod tests {
         assert!(err.contains("measured window"), "{err}");
         let bad = write(dir.path(), "b.toml", "fault_cmd = [\"kill -9 1\"]\n");
         assert!(load(&bad, false).and_then(|f| f.scenario()).is_err());
+    }
+
+    #[test]
+    fn client_settings_in_files_as_tables_or_sections() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let t = write(
+            dir.path(),
+            "c.toml",
+            "duration = \"5s\"\n[client_config]\nsecurity.protocol = \"SASL_SSL\"\n\"sasl.mechanism\" = \"PLAIN\"\nsocket.send.buffer.bytes = 1048576\n",
+        );
+        let y = write(
+            dir.path(),
+            "c.yaml",
+            "client_config:\n  security.protocol: SASL_SSL\n  sasl.mechanism: PLAIN\n  socket.send.buffer.bytes: 1048576\n",
+        );
+        let (st, _) = load(&t, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (sy, _) = load(&y, false)
+            .and_then(|f| f.scenario())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(st.client_config.get("security.protocol"), Some("SASL_SSL"));
+        assert_eq!(
+            st.client_config.get("socket.send.buffer.bytes"),
+            Some("1048576")
+        );
+        assert_eq!(st.client_config, sy.client_config);
+        // librdkafka judges the values when the scenario is checked.
+        let bad = write(
+            dir.path(),
+            "b.toml",
+            "client_config = { \"no.such\" = 1 }\n",
+        );
+        let err = load(&bad, false)
+            .and_then(|f| f.scenario())
+            .and_then(|(s, _)| s.validate())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("No such configuration property"), "{err}");
+        let owned = write(dir.path(), "o.toml", "client_config = { acks = \"all\" }\n");
+        assert!(load(&owned, false).and_then(|f| f.scenario()).is_err());
     }
 
     #[test]

@@ -190,14 +190,17 @@ pub struct EmbeddedBroker {
 }
 
 impl EmbeddedBroker {
-    /// Starts `<broker bin> serve --listen 127.0.0.1:<port or 0> --data-dir <tmp>/data
-    /// --metrics-listen 127.0.0.1:0 [extra...]` and waits for its "sluice listening on ADDR"
-    /// line, then briefly for "sluice metrics listening on ADDR" (the admin listener, scraped
-    /// for broker-side metrics; left out when an extra argument sets it).
+    /// Starts `<broker bin> serve --listen [PROTOCOL://]127.0.0.1:<port or 0> --data-dir
+    /// <tmp>/data --metrics-listen 127.0.0.1:0 [extra...]` and waits for its "sluice listening
+    /// on ADDR" line, then briefly for "sluice metrics listening on ADDR" (the admin listener,
+    /// scraped for broker-side metrics; left out when an extra argument sets it). A secured
+    /// `protocol` (SSL, SASL_SSL, ...) names the listener after it, as Kafka does without a
+    /// `listener.security.protocol.map`; its stores and users come from `extra_args`.
     pub fn start(
         exe: &Path,
         extra_args: &[String],
         port: Option<u16>,
+        protocol: Option<&str>,
     ) -> Result<EmbeddedBroker, String> {
         let workdir = tempfile::Builder::new()
             .prefix("sluice-bench-")
@@ -210,7 +213,10 @@ impl EmbeddedBroker {
         let mut cmd = Command::new(exe);
         cmd.arg("serve")
             .arg("--listen")
-            .arg(format!("127.0.0.1:{}", port.unwrap_or(0)))
+            .arg(match protocol {
+                Some(p) => format!("{p}://127.0.0.1:{}", port.unwrap_or(0)),
+                None => format!("127.0.0.1:{}", port.unwrap_or(0)),
+            })
             .arg("--data-dir")
             .arg(&data_dir);
         let own_metrics = !extra_args

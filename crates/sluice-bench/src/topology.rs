@@ -5,7 +5,10 @@
 //! came or left).
 //!
 //! Guarantees: a snapshot is one request over a plain TCP connection (kafka-protocol codecs, no
-//! librdkafka cache, so it is what the broker answered at that moment), bounded in time
+//! librdkafka cache, so it is what the broker answered at that moment) — or, when the clients'
+//! settings ask for TLS or SASL (`ClientConf::secured`), one Metadata request through a
+//! librdkafka client made with those settings (it has no controller, cluster id or racks:
+//! they show as -1 / none) — bounded in time
 //! (`limits::TOPOLOGY_TIMEOUT`) and in response size; it never fails a run — a broker that
 //! cannot answer yields an error string in the report instead. The controller is Metadata's
 //! `controller_id`: in KRaft clusters brokers answer with a broker id there, not the quorum
@@ -21,6 +24,9 @@ use kafka_protocol::messages::{
     ApiKey, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use serde::Serialize;
 
 use crate::limits;
@@ -303,6 +309,108 @@ pub fn diff(a: &Topology, b: &Topology) -> Vec<TopologyChange> {
         }
     }
     out
+}
+
+/// Where snapshots come from: a raw request on plain TCP, or a librdkafka client with the
+/// user's security settings (kept for the run, so each sample is one request, not a handshake).
+pub enum Source {
+    Raw(String),
+    Client(Box<Result<BaseConsumer<Quiet>, String>>),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Raw(b) => write!(f, "Source::Raw({b})"),
+            Source::Client(_) => write!(f, "Source::Client"),
+        }
+    }
+}
+
+/// A context that drops the topology client's logs and errors: the run's own clients report
+/// the same connection problems.
+#[derive(Debug)]
+pub struct Quiet;
+
+impl ClientContext for Quiet {
+    fn log(&self, _: RDKafkaLogLevel, _: &str, _: &str) {}
+    fn error(&self, _: rdkafka::error::KafkaError, _: &str) {}
+}
+
+impl ConsumerContext for Quiet {}
+
+impl Source {
+    pub fn new(bootstrap: &str, cc: &crate::clientconf::ClientConf) -> Source {
+        if !cc.secured() {
+            return Source::Raw(bootstrap.to_string());
+        }
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", bootstrap)
+            .set("client.id", "sluice-bench-topology")
+            .set_log_level(RDKafkaLogLevel::Emerg);
+        cc.apply(&mut c);
+        Source::Client(Box::new(
+            c.create_with_context(Quiet)
+                .map_err(|e| format!("topology client: {e}")),
+        ))
+    }
+
+    /// One Metadata answer for `topics` (see the module comment).
+    pub fn snapshot(&self, topics: &[String]) -> Result<Topology, String> {
+        match self {
+            Source::Raw(bootstrap) => snapshot(bootstrap, topics),
+            Source::Client(c) => match c.as_ref() {
+                Ok(c) => via_client(c, topics),
+                Err(e) => Err(e.clone()),
+            },
+        }
+    }
+}
+
+fn via_client(c: &BaseConsumer<Quiet>, topics: &[String]) -> Result<Topology, String> {
+    // One topic: ask for it alone; several: ask for all and keep the bench's.
+    let one = match topics {
+        [t] => Some(t.as_str()),
+        _ => None,
+    };
+    let md = c
+        .fetch_metadata(one, limits::TOPOLOGY_TIMEOUT)
+        .map_err(|e| format!("Metadata: {e}"))?;
+    let mut partitions = Vec::new();
+    for t in md
+        .topics()
+        .iter()
+        .filter(|t| topics.iter().any(|n| n == t.name()))
+    {
+        for p in t.partitions() {
+            partitions.push(PartitionNode {
+                topic: t.name().to_string(),
+                partition: p.id(),
+                leader: p.leader(),
+                replicas: p.replicas().to_vec(),
+                isr: p.isr().to_vec(),
+                error_code: p.error().map(|e| e as i16).unwrap_or(0),
+            });
+        }
+    }
+    partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    let mut brokers: Vec<BrokerNode> = md
+        .brokers()
+        .iter()
+        .map(|b| BrokerNode {
+            id: b.id(),
+            host: b.host().to_string(),
+            port: b.port(),
+            rack: None,
+        })
+        .collect();
+    brokers.sort_by_key(|b| b.id);
+    Ok(Topology {
+        cluster_id: None,
+        controller_id: -1,
+        brokers,
+        partitions,
+    })
 }
 
 /// One Metadata request for `topics` to the first bootstrap address that accepts a connection.
