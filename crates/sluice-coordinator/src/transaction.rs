@@ -386,6 +386,10 @@ impl TransactionCoordinator {
         partitions: &[TopicPartition],
     ) -> Result<Vec<bool>, TxnError> {
         let m = self.current(transactional_id, producer_id, producer_epoch)?;
+        // Kafka's `handleVerifyPartitionsInTransaction`: a decided transaction is busy.
+        if matches!(m.status, TxnStatus::PrepareCommit | TxnStatus::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         let ongoing = m.status == TxnStatus::Ongoing;
         Ok(partitions
             .iter()

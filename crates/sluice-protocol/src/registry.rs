@@ -52,7 +52,7 @@ pub const SUPPORTED: &[ApiSupport] = &[
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
     api(ApiKey::InitProducerId, 0, 5),
     // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit comes with slice 4.
-    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::ApiVersions, 0, 4),
@@ -74,6 +74,11 @@ pub const SUPPORTED: &[ApiSupport] = &[
     api(ApiKey::DescribeAcls, 1, 3),
     api(ApiKey::CreateAcls, 1, 3),
     api(ApiKey::DeleteAcls, 1, 3),
+    // Transaction admin (KIP-664; `kafka-transactions.sh`): ListTransactions v1 adds the
+    // duration filter (KIP-994), v2 the transactional id pattern (KIP-1152).
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

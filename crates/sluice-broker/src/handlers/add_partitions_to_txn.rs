@@ -1,38 +1,79 @@
-//! AddPartitionsToTxn (key 24), v0-3: the client form (one transactional id per request).
+//! AddPartitionsToTxn (key 24), v0-5: the client form (v0-3, one transactional id per
+//! request) and the batched form (v4-5, KIP-890: several transactions, each with
+//! `verify_only`), which Kafka's brokers and tools send.
 //!
-//! Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others
-//! OPERATION_NOT_ATTEMPTED (nothing is added); otherwise the coordinator adds them
-//! (docs/transactions.md §7.2), the change is made durable, each partition is verified in
-//! the log for the producer's epoch (§6.1), and only then is the client answered.
-//! PRODUCER_FENCED goes to v2+ only (KIP-588).
+//! Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others of the same
+//! transaction OPERATION_NOT_ATTEMPTED (nothing is added); otherwise the coordinator adds
+//! them (docs/transactions.md §7.2), the change is made durable, each partition is verified
+//! in the log for the producer's epoch (§6.1), and only then is the client answered.
+//! `verify_only` adds nothing: a partition in the ongoing transaction gets NONE, one
+//! outside it TRANSACTION_ABORTABLE (INVALID_TXN_STATE before v5, KIP-890).
+//! PRODUCER_FENCED goes to v2+ only (KIP-588). v4+ needs CLUSTER_ACTION on the cluster
+//! (Kafka: it is a broker-to-broker form), else CLUSTER_AUTHORIZATION_FAILED for the
+//! whole request.
 
 use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use sluice_coordinator::TopicPartition;
 use sluice_log::LogError;
 
 use super::{Ctx, Reply};
-use crate::error_code;
+use crate::{acl, error_code};
 
 const PRODUCER_FENCED_FROM: i16 = 2;
+const BATCHED_FROM: i16 = 4;
+const TRANSACTION_ABORTABLE_FROM: i16 = 5;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AddPartitionsToTxnRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let id = req.v3_and_below_transactional_id.0.to_string();
-    let (pid, epoch) = (
-        req.v3_and_below_producer_id.0,
-        req.v3_and_below_producer_epoch,
-    );
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if ctx.version < BATCHED_FROM {
+        let id = req.v3_and_below_transactional_id.0.to_string();
+        let (pid, epoch) = (
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+        );
+        let topics = &req.v3_and_below_topics;
+        resp.results_by_topic_v3_and_below =
+            transaction(&ctx, &id, pid, epoch, false, topics).await;
+        return ctx.respond(&resp);
+    }
+    if !ctx.allowed_cluster(acl::op::CLUSTER_ACTION) {
+        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
+    for t in &req.transactions {
+        let id = t.transactional_id.0.to_string();
+        let (pid, epoch) = (t.producer_id.0, t.producer_epoch);
+        let mut result = AddPartitionsToTxnResult::default();
+        result.transactional_id = t.transactional_id.clone();
+        result.topic_results = transaction(&ctx, &id, pid, epoch, t.verify_only, &t.topics).await;
+        resp.results_by_transaction.push(result);
+    }
+    ctx.respond(&resp)
+}
+
+/// One transaction's partitions: adds them (or, `verify_only`, checks them); the result of
+/// each, in request order.
+async fn transaction(
+    ctx: &Ctx,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    verify_only: bool,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Vec<AddPartitionsToTxnTopicResult> {
     let broker = &ctx.broker;
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
-    for t in &req.v3_and_below_topics {
+    for t in topics {
         let topic = broker.topics.get(&t.name.0);
         for &p in &t.partitions {
             let tp = TopicPartition {
@@ -56,27 +97,60 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     .map(|tp| code_of(tp, error_code::OPERATION_NOT_ATTEMPTED)),
             )
             .collect()
+    } else if verify_only {
+        verify(ctx, id, pid, epoch, &partitions)
     } else {
-        let code = add(&ctx, &id, pid, epoch, &partitions).await;
+        let code = add(ctx, id, pid, epoch, &partitions).await;
         partitions.iter().map(|tp| code_of(tp, code)).collect()
     };
-    let mut resp = AddPartitionsToTxnResponse::default();
-    for t in &req.v3_and_below_topics {
-        let mut result = AddPartitionsToTxnTopicResult::default();
-        result.name = t.name.clone();
-        for &p in &t.partitions {
-            let code = codes
-                .iter()
-                .find(|(tp, _)| tp.topic == *t.name.0 && tp.partition == p)
-                .map_or(error_code::NONE, |(_, c)| *c);
-            let mut r = AddPartitionsToTxnPartitionResult::default();
-            r.partition_index = p;
-            r.partition_error_code = code;
-            result.results_by_partition.push(r);
+    topics
+        .iter()
+        .map(|t| {
+            let mut result = AddPartitionsToTxnTopicResult::default();
+            result.name = t.name.clone();
+            for &p in &t.partitions {
+                let code = codes
+                    .iter()
+                    .find(|(tp, _)| tp.topic == *t.name.0 && tp.partition == p)
+                    .map_or(error_code::NONE, |(_, c)| *c);
+                let mut r = AddPartitionsToTxnPartitionResult::default();
+                r.partition_index = p;
+                r.partition_error_code = code;
+                result.results_by_partition.push(r);
+            }
+            result
+        })
+        .collect()
+}
+
+/// `verify_only` (KIP-890): whether each partition is in the ongoing transaction; nothing
+/// is written.
+fn verify(
+    ctx: &Ctx,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    partitions: &[TopicPartition],
+) -> Vec<(TopicPartition, i16)> {
+    let contained = ctx
+        .broker
+        .txns
+        .call(|c, _| c.contains_partitions(id, pid, epoch, partitions));
+    let outside = match ctx.version >= TRANSACTION_ABORTABLE_FROM {
+        true => error_code::TRANSACTION_ABORTABLE,
+        false => error_code::INVALID_TXN_STATE,
+    };
+    match contained {
+        Ok(inside) => partitions
+            .iter()
+            .zip(inside)
+            .map(|(tp, i)| (tp.clone(), if i { error_code::NONE } else { outside }))
+            .collect(),
+        Err(e) => {
+            let code = error_code::from_txn(e, true);
+            partitions.iter().map(|tp| (tp.clone(), code)).collect()
         }
-        resp.results_by_topic_v3_and_below.push(result);
     }
-    ctx.respond(&resp)
 }
 
 /// Adds the partitions; the code every partition gets.
