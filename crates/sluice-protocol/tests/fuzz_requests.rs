@@ -214,6 +214,9 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::DescribeAcls => RequestKind::DescribeAcls(Default::default()),
         ApiKey::CreateAcls => RequestKind::CreateAcls(Default::default()),
         ApiKey::DeleteAcls => RequestKind::DeleteAcls(Default::default()),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
+        ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }
