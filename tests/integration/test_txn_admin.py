@@ -279,3 +279,37 @@ def test_idle_transactional_id_expires_durably_but_an_ongoing_one_stays(sluice_f
     assert (d_busy.state, d_busy.pid) == ("Ongoing", bpid)
     err, pid, epoch = tw.init_producer_id(b.bootstrap, idle)
     assert err == tw.NONE and pid != ipid and epoch == 0
+
+
+def test_admin_apis_check_acls(sluice_factory, topic_name):
+    """Goal: with an authorizer, the admin APIs check what Kafka's `KafkaApis` checks:
+    DESCRIBE on the transactional id (DescribeTransactions answers
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ListTransactions leaves the id out), READ on the
+    topic (DescribeProducers TOPIC_AUTHORIZATION_FAILED), CLUSTER_ACTION for the batched
+    AddPartitionsToTxn (CLUSTER_AUTHORIZATION_FAILED); a broker that lets everyone in when no
+    ACL is set answers all of them. Method: plaintext clients (User:ANONYMOUS) against
+    StandardAuthorizer brokers without ACLs."""
+    authorizer = ["--override", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]
+    for allow_everyone in (False, True):
+        b = sluice_factory([*authorizer, "--override",
+                            f"allow.everyone.if.no.acl.found={str(allow_everyone).lower()}"],
+                           name=f"acl-{allow_everyone}")
+        bs = b.bootstrap
+        txn_id = f"acl-{uuid.uuid4().hex[:6]}"
+        err, pid, epoch = tw.init_producer_id(bs, txn_id)
+        assert err == tw.NONE
+        [d] = tw.describe_transactions(bs, [txn_id])
+        _, _, listed = tw.list_transactions(bs, 0)
+        producers = tw.describe_producers(bs, topic_name, [0])
+        top, _ = tw.add_partitions_batched(
+            bs, [tw.BatchedTxn(txn_id, pid, epoch, True, {topic_name: [0]})], version=5)
+        if allow_everyone:
+            assert (d.error, d.state) == (tw.NONE, "Empty")
+            assert listed == {txn_id: (pid, "Empty")}
+            assert producers[0][0] == tw.UNKNOWN_TOPIC_OR_PARTITION
+            assert top == tw.NONE
+        else:
+            assert d.error == tw.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            assert listed == {}
+            assert producers == {0: (tw.TOPIC_AUTHORIZATION_FAILED, [])}
+            assert top == tw.CLUSTER_AUTHORIZATION_FAILED

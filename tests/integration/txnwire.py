@@ -192,3 +192,37 @@ def list_transactions(bootstrap: str, version: int, states: list[str] = (), pids
     _tags(r)
     assert r.remaining() == 0
     return error, unknown, listed
+
+
+DESCRIBE_PRODUCERS = 61
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+
+
+def describe_producers(bootstrap: str, topic: str, partitions: list[int]
+                       ) -> dict[int, tuple[int, list[tuple[int, int, int, int, int, int]]]]:
+    """DescribeProducers v0 for one topic: {partition: (error, [(producer id, epoch, last
+    sequence, last timestamp, coordinator epoch, current txn start offset)])}."""
+    body = _carr([compact_string(topic) + _carr([i32(p) for p in partitions])
+                  + tagged_fields_empty()]) + tagged_fields_empty()
+    r = _send(bootstrap, kwire.header_v2(DESCRIBE_PRODUCERS, 0, 7), body)
+    assert r.i32() == 7
+    _tags(r)
+    r.i32()  # throttle
+    out = {}
+    for _ in range(_uv(r) - 1):
+        _cstr(r)
+        for _ in range(_uv(r) - 1):
+            p, error = r.i32(), r.i16()
+            _cstr(r)  # error message
+            producers = []
+            for _ in range(_uv(r) - 1):
+                producers.append((r.i64(), r.i32(), r.i32(), r.i64(), r.i32(), r.i64()))
+                _tags(r)
+            _tags(r)
+            out[p] = (error, producers)
+        _tags(r)
+    _tags(r)
+    assert r.remaining() == 0
+    return out

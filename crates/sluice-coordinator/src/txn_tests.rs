@@ -271,6 +271,11 @@ fn a_decided_transaction_blocks_until_completed() {
         c.add_partitions(ID, pid, epoch, &[tp("b", 0)], T0),
         Err(TxnError::ConcurrentTransactions)
     );
+    // AddPartitionsToTxn v4+ `verify_only`, as Kafka's handleVerifyPartitionsInTransaction.
+    assert_eq!(
+        c.contains_partitions(ID, pid, epoch, &[tp("a", 0)]),
+        Err(TxnError::ConcurrentTransactions)
+    );
     let completions = c.pending_completions(T0 + 2);
     assert_eq!(completions.len(), 1);
     let completion = &completions[0];

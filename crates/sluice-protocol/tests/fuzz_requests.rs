@@ -217,6 +217,9 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(Default::default()),
         ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(Default::default()),
         ApiKey::EndTxn => RequestKind::EndTxn(Default::default()),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(Default::default()),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(Default::default()),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }
