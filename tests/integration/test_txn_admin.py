@@ -200,8 +200,9 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(sluice_factory
     """Goal: `transaction.timeout.ms` is enforced as Kafka does: the timer aborts a stalled
     transaction at a bumped epoch, not before its timeout; the old producer's next EndTxn
     and AddPartitionsToTxn get INVALID_PRODUCER_EPOCH before v2 and PRODUCER_FENCED from v2
-    (KIP-588), its next produce INVALID_PRODUCER_EPOCH; a new InitProducerId gets the next
-    epoch. Method: a broker with a 200 ms abort interval; raw requests with a 1.5 s timeout;
+    (KIP-588), its next produce INVALID_PRODUCER_EPOCH, its InitProducerId from the old
+    epoch (a KIP-360 re-initialization) the same per version; a new InitProducerId gets the
+    next epoch. Method: a broker with a 200 ms abort interval; raw requests with a 1.5 s timeout;
     a confluent-kafka producer with a 1 s timeout fails its commit after the abort."""
     b = sluice_factory(["--override", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200"])
     bs = b.bootstrap
@@ -226,6 +227,10 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(sluice_factory
     assert tw.add_partitions(bs, txn_id, pid, epoch, topic_name, [0], version=2) == \
         {0: tw.PRODUCER_FENCED}
     assert produce_txn(bs, txn_id, topic_name, pid, epoch, 1) == tw.INVALID_PRODUCER_EPOCH
+    # Re-initializing from the fenced epoch (KIP-360) is fenced too, as in Kafka.
+    assert tw.init_producer_id_expecting(bs, txn_id, pid, epoch, version=3)[0] == \
+        tw.INVALID_PRODUCER_EPOCH
+    assert tw.init_producer_id_expecting(bs, txn_id, pid, epoch, version=4)[0] == tw.PRODUCER_FENCED
     err, pid2, epoch2 = tw.init_producer_id(bs, txn_id, timeout_ms=1500)
     assert (err, pid2, epoch2) == (tw.NONE, pid, epoch + 2)
 

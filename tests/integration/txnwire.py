@@ -58,6 +58,22 @@ def init_producer_id(bootstrap: str, txn_id: str, timeout_ms: int = 60000) -> tu
     return out
 
 
+def init_producer_id_expecting(bootstrap: str, txn_id: str, pid: int, epoch: int, version: int,
+                               timeout_ms: int = 60000) -> tuple[int, int, int]:
+    """InitProducerId v3-5 (flexible) with the producer id and epoch a producer that
+    re-initializes sends (KIP-360): (error, producer id, epoch)."""
+    assert 3 <= version <= 5
+    body = compact_string(txn_id) + i32(timeout_ms) + i64(pid) + i16(epoch) + tagged_fields_empty()
+    r = _send(bootstrap, kwire.header_v2(INIT_PRODUCER_ID, version, 8), body)
+    assert r.i32() == 8
+    _tags(r)
+    r.i32()  # throttle
+    out = r.i16(), r.i64(), r.i16()
+    _tags(r)
+    assert r.remaining() == 0
+    return out
+
+
 def add_partitions(bootstrap: str, txn_id: str, pid: int, epoch: int, topic: str,
                    partitions: list[int], version: int = 2) -> dict[int, int]:
     """AddPartitionsToTxn v0-2 (one topic): {partition: error}."""

@@ -537,7 +537,15 @@ impl TransactionCoordinator {
             if old.producer_epoch >= 0 && old.producer_id != value.producer_id {
                 (previous_producer_id, last_producer_epoch) = (old.producer_id, NO_EPOCH);
             } else if old.producer_epoch >= 0 && old.producer_epoch != value.producer_epoch {
-                last_producer_epoch = old.producer_epoch;
+                // A fencing abort (timeout, or a new incarnation) bumps the epoch with its
+                // decision record; the fenced epoch is no retry to honour (Kafka's
+                // `prepareFenceProducerEpoch` clears the last epoch), so an InitProducerId
+                // from the fenced producer gets PRODUCER_FENCED.
+                let fenced = matches!(
+                    value.status,
+                    TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence
+                );
+                last_producer_epoch = if fenced { NO_EPOCH } else { old.producer_epoch };
             }
         }
         let metadata = TxnMetadata {

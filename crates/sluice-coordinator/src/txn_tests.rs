@@ -452,6 +452,12 @@ fn timed_out_transactions_are_aborted_and_their_producer_fenced() {
         c.add_partitions(ID, pid, epoch, &[tp("a", 0)], T0),
         Err(TxnError::ProducerFenced)
     );
+    // Nor can it re-initialize from its old epoch (KIP-360 bump): Kafka fences it too.
+    let mut next = ids();
+    assert_eq!(
+        c.init_producer_id(ID, 60_000, Some((pid, epoch)), T0, &mut next),
+        Err(TxnError::ProducerFenced)
+    );
 }
 
 #[test]
