@@ -44,8 +44,8 @@ def _carr(items: list[bytes]) -> bytes:
     return uvarint(len(items) + 1) + b"".join(items)
 
 
-def _send(bootstrap: str, header: bytes, body: bytes) -> Reader:
-    return Reader(kwire.roundtrip(bootstrap, kwire.frame(header + body)))
+def _send(bootstrap: str, header: bytes, body: bytes, timeout: float = 10.0) -> Reader:
+    return Reader(kwire.roundtrip(bootstrap, kwire.frame(header + body), timeout))
 
 
 def init_producer_id(bootstrap: str, txn_id: str, timeout_ms: int = 60000) -> tuple[int, int, int]:
@@ -75,12 +75,12 @@ def init_producer_id_expecting(bootstrap: str, txn_id: str, pid: int, epoch: int
 
 
 def add_partitions(bootstrap: str, txn_id: str, pid: int, epoch: int, topic: str,
-                   partitions: list[int], version: int = 2) -> dict[int, int]:
+                   partitions: list[int], version: int = 2, timeout: float = 10.0) -> dict[int, int]:
     """AddPartitionsToTxn v0-2 (one topic): {partition: error}."""
     assert 0 <= version <= 2
     body = (string(txn_id) + i64(pid) + i16(epoch) + i32(1) + string(topic)
             + i32(len(partitions)) + b"".join(i32(p) for p in partitions))
-    r = _send(bootstrap, kwire.header_v1(ADD_PARTITIONS_TO_TXN, version, 2), body)
+    r = _send(bootstrap, kwire.header_v1(ADD_PARTITIONS_TO_TXN, version, 2), body, timeout)
     assert r.i32() == 2
     r.i32()  # throttle
     out = {}

@@ -61,7 +61,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
 }
 
 /// One transaction's partitions: adds them (or, `verify_only`, checks them); the result of
-/// each, in request order.
+/// each, in request order. Codes are computed in request order and paired by position, so
+/// the work is linear in the request (a request may name very many partitions).
 async fn transaction(
     ctx: &Ctx,
     id: &str,
@@ -72,50 +73,45 @@ async fn transaction(
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let broker = &ctx.broker;
     let mut partitions = Vec::new();
-    let mut unknown = Vec::new();
+    let mut any_unknown = false;
+    let mut known = Vec::new();
     for t in topics {
         let topic = broker.topics.get(&t.name.0);
         for &p in &t.partitions {
-            let tp = TopicPartition {
+            let exists = topic.as_ref().and_then(|t| t.partition(p)).is_some();
+            any_unknown |= !exists;
+            known.push(exists);
+            partitions.push(TopicPartition {
                 topic: t.name.0.to_string(),
                 partition: p,
-            };
-            match topic.as_ref().and_then(|t| t.partition(p)) {
-                Some(_) => partitions.push(tp),
-                None => unknown.push(tp),
-            }
+            });
         }
     }
-    let code_of = |tp: &TopicPartition, code: i16| (tp.clone(), code);
-    let codes: Vec<(TopicPartition, i16)> = if !unknown.is_empty() {
-        unknown
+    let codes: Vec<i16> = if any_unknown {
+        known
             .iter()
-            .map(|tp| code_of(tp, error_code::UNKNOWN_TOPIC_OR_PARTITION))
-            .chain(
-                partitions
-                    .iter()
-                    .map(|tp| code_of(tp, error_code::OPERATION_NOT_ATTEMPTED)),
-            )
+            .map(|&k| match k {
+                true => error_code::OPERATION_NOT_ATTEMPTED,
+                false => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            })
             .collect()
     } else if verify_only {
         verify(ctx, id, pid, epoch, &partitions)
     } else {
         let code = add(ctx, id, pid, epoch, &partitions).await;
-        partitions.iter().map(|tp| code_of(tp, code)).collect()
+        vec![code; partitions.len()]
     };
+    debug_assert_eq!(codes.len(), partitions.len());
+    let mut codes = codes.into_iter();
     topics
         .iter()
         .map(|t| {
             let mut result = AddPartitionsToTxnTopicResult::default();
             result.name = t.name.clone();
             for &p in &t.partitions {
-                let code = codes
-                    .iter()
-                    .find(|(tp, _)| tp.topic == *t.name.0 && tp.partition == p)
-                    .map_or(error_code::NONE, |(_, c)| *c);
                 let mut r = AddPartitionsToTxnPartitionResult::default();
                 r.partition_index = p;
-                r.partition_error_code = code;
+                r.partition_error_code = codes.next().unwrap_or(error_code::NONE);
                 result.results_by_partition.push(r);
             }
             result
@@ -124,14 +120,8 @@ async fn transaction(
 }
 
 /// `verify_only` (KIP-890): whether each partition is in the ongoing transaction; nothing
-/// is written.
-fn verify(
-    ctx: &Ctx,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    partitions: &[TopicPartition],
-) -> Vec<(TopicPartition, i16)> {
+/// is written. One code per partition, in order.
+fn verify(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicPartition]) -> Vec<i16> {
     let contained = ctx
         .broker
         .txns
@@ -141,15 +131,11 @@ fn verify(
         false => error_code::INVALID_TXN_STATE,
     };
     match contained {
-        Ok(inside) => partitions
-            .iter()
-            .zip(inside)
-            .map(|(tp, i)| (tp.clone(), if i { error_code::NONE } else { outside }))
+        Ok(inside) => inside
+            .into_iter()
+            .map(|i| if i { error_code::NONE } else { outside })
             .collect(),
-        Err(e) => {
-            let code = error_code::from_txn(e, true);
-            partitions.iter().map(|tp| (tp.clone(), code)).collect()
-        }
+        Err(e) => vec![error_code::from_txn(e, true); partitions.len()],
     }
 }
 
