@@ -156,8 +156,10 @@ def test_group_error_codes(sluice_factory, topic_name):
     assert commit_standalone(bs, group, topic_name, 0, 5) == UNKNOWN_MEMBER_ID
     assert commit_standalone(bs, "", topic_name, 0, 5) == INVALID_GROUP_ID
 
-    # Transactions have no coordinator yet; unknown key types are invalid requests.
-    assert find_coordinator(bs, "txn", 1)[0] == 15  # COORDINATOR_NOT_AVAILABLE
+    # A transactional id's coordinator is this node (issue 12); unknown key types are
+    # invalid requests.
+    err, node, port = find_coordinator(bs, "txn", 1)
+    assert (err, port) == (0, int(bs.rsplit(":", 1)[1])) and node >= 0
     assert find_coordinator(bs, group, 7)[0] == kwire.INVALID_REQUEST
 
 

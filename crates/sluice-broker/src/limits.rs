@@ -209,6 +209,13 @@ pub const TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 10_000;
 /// Default of `transaction.remove.expired.transaction.cleanup.interval.ms` (Kafka's): how
 /// often idle transactional ids are expired.
 pub const TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT: u64 = 3_600_000;
+/// The most a ListTransactions v2 transactional id pattern may compile to (as the KIP-848
+/// subscription patterns are bounded by `consumer_regex_compiled_bytes_max`); beyond it the
+/// request gets INVALID_REGULAR_EXPRESSION.
+pub const TXN_ID_REGEX_COMPILED_BYTES_MAX: usize = 256 * 1024;
+/// The most producers one DescribeProducers response lists (about 40 bytes each); the
+/// partitions past it get UNKNOWN_SERVER_ERROR with a message to ask for fewer at once.
+pub const DESCRIBE_PRODUCERS_ENTRIES_MAX: usize = 100_000;
 
 // Security (listeners, TLS, SASL).
 

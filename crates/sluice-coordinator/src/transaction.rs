@@ -386,6 +386,10 @@ impl TransactionCoordinator {
         partitions: &[TopicPartition],
     ) -> Result<Vec<bool>, TxnError> {
         let m = self.current(transactional_id, producer_id, producer_epoch)?;
+        // Kafka's `handleVerifyPartitionsInTransaction`: a decided transaction is busy.
+        if matches!(m.status, TxnStatus::PrepareCommit | TxnStatus::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         let ongoing = m.status == TxnStatus::Ongoing;
         Ok(partitions
             .iter()
@@ -558,7 +562,15 @@ impl TransactionCoordinator {
             if old.producer_epoch >= 0 && old.producer_id != value.producer_id {
                 (previous_producer_id, last_producer_epoch) = (old.producer_id, NO_EPOCH);
             } else if old.producer_epoch >= 0 && old.producer_epoch != value.producer_epoch {
-                last_producer_epoch = old.producer_epoch;
+                // A fencing abort (timeout, or a new incarnation) bumps the epoch with its
+                // decision record; the fenced epoch is no retry to honour (Kafka's
+                // `prepareFenceProducerEpoch` clears the last epoch), so an InitProducerId
+                // from the fenced producer gets PRODUCER_FENCED.
+                let fenced = matches!(
+                    value.status,
+                    TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence
+                );
+                last_producer_epoch = if fenced { NO_EPOCH } else { old.producer_epoch };
             }
         }
         let metadata = TxnMetadata {

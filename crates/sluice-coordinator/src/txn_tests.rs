@@ -271,6 +271,11 @@ fn a_decided_transaction_blocks_until_completed() {
         c.add_partitions(ID, pid, epoch, &[tp("b", 0)], T0),
         Err(TxnError::ConcurrentTransactions)
     );
+    // AddPartitionsToTxn v4+ `verify_only`, as Kafka's handleVerifyPartitionsInTransaction.
+    assert_eq!(
+        c.contains_partitions(ID, pid, epoch, &[tp("a", 0)]),
+        Err(TxnError::ConcurrentTransactions)
+    );
     let completions = c.pending_completions(T0 + 2);
     assert_eq!(completions.len(), 1);
     let completion = &completions[0];
@@ -445,6 +450,12 @@ fn timed_out_transactions_are_aborted_and_their_producer_fenced() {
     );
     assert_eq!(
         c.add_partitions(ID, pid, epoch, &[tp("a", 0)], T0),
+        Err(TxnError::ProducerFenced)
+    );
+    // Nor can it re-initialize from its old epoch (KIP-360 bump): Kafka fences it too.
+    let mut next = ids();
+    assert_eq!(
+        c.init_producer_id(ID, 60_000, Some((pid, epoch)), T0, &mut next),
         Err(TxnError::ProducerFenced)
     );
 }

@@ -73,5 +73,5 @@ pub use manager::{
     PartitionOffsets, ReadResult, RecoveryReport,
 };
 pub use record_slices::{FileRange, RangesResult, RecordSlice};
-pub use txn::{AbortedTxn, ControlType, IsolationLevel};
+pub use txn::{AbortedTxn, ActiveProducer, ControlType, IsolationLevel};
 pub use types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};

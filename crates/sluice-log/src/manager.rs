@@ -639,6 +639,29 @@ impl LogManager {
         Ok(next)
     }
 
+    /// Appends to `out` every producer the partition's producer state holds, least recently
+    /// active first (DescribeProducers). At most `producer_ids_per_partition_max` entries;
+    /// non-blocking (one short lock, no I/O).
+    pub fn active_producers(
+        &self,
+        key: &PartitionKey,
+        out: &mut Vec<txn::ActiveProducer>,
+    ) -> Result<(), LogError> {
+        let partition = self.engine().partition(key)?;
+        let table = partition.producers.lock();
+        out.extend(table.by_activity().map(|(id, e)| {
+            let newest = e.newest_batch();
+            txn::ActiveProducer {
+                producer_id: id,
+                epoch: e.epoch,
+                last_sequence: newest.map_or(-1, |b| b.last_seq),
+                last_timestamp_ms: newest.map_or(-1, |b| b.timestamp_ms),
+                current_txn_start_offset: e.current_txn_first_offset,
+            }
+        }));
+        Ok(())
+    }
+
     /// Current watermarks. Non-blocking (atomics only).
     pub fn offsets(&self, key: &PartitionKey) -> Result<PartitionOffsets, LogError> {
         Ok(self.engine().partition(key)?.offsets())

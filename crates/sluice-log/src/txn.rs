@@ -158,6 +158,21 @@ pub struct AbortedTxn {
     pub last_stable_offset: Offset,
 }
 
+/// One producer a partition knows, as DescribeProducers (KIP-664) reports it: what its
+/// producer-state entry holds (docs/transactions.md §7.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: ProducerId,
+    pub epoch: ProducerEpoch,
+    /// The last sequence of its newest cached batch; -1 when none is cached (a producer
+    /// known only from a marker or a verification).
+    pub last_sequence: i32,
+    /// The max timestamp of its newest cached batch; -1 when none is cached.
+    pub last_timestamp_ms: i64,
+    /// The first offset of its open transaction here, if any.
+    pub current_txn_start_offset: Option<Offset>,
+}
+
 /// Encoded size of an [`AbortedTxn`] (Kafka's `.txnindex` entry).
 pub(crate) const ABORTED_TXN_BYTES: usize = 2 + 8 + 8 + 8 + 8;
 

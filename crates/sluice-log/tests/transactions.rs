@@ -314,3 +314,50 @@ async fn txn_open_says_where_a_marker_is_still_missing_across_a_restart() {
     assert!(log.txn_open(&b, id).expect("b after restart"));
     assert!(log.txn_open(&key("gone", 0), id).is_err());
 }
+
+#[tokio::test]
+async fn active_producers_describe_each_producer() {
+    // Goal: what DescribeProducers reports (docs/transactions.md §7.6): per producer its
+    // epoch, last sequence, last timestamp and the first offset of its open transaction;
+    // -1 sequence and timestamp for a producer known only from a verification; the marker
+    // closes the transaction.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, k) = setup(dir.path());
+    append(&log, &k, idempotent_batch(8, 2, 0, 4, 0)).await; // offsets 0-3
+    verify(&log, &k, 7, 0).await;
+    append(&log, &k, txn_batch(7, 0, 0, 3)).await; // offsets 4-6
+    verify(&log, &k, 9, 1).await;
+    let describe = |log: &LogManager| {
+        let mut out = Vec::new();
+        log.active_producers(&k, &mut out).expect("producers");
+        out.sort_by_key(|p| p.producer_id);
+        out.iter()
+            .map(|p| {
+                (
+                    p.producer_id.0,
+                    p.epoch.0,
+                    p.last_sequence,
+                    p.last_timestamp_ms >= 0,
+                    p.current_txn_start_offset.map(|o| o.0),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        describe(&log),
+        vec![
+            (7, 0, 2, true, Some(4)),
+            (8, 2, 3, true, None),
+            (9, 1, -1, false, None),
+        ]
+    );
+    marker(&log, &k, 7, 0, ControlType::Commit)
+        .await
+        .expect("marker");
+    assert_eq!(describe(&log)[0], (7, 0, 2, true, None));
+    let mut out = Vec::new();
+    assert!(matches!(
+        log.active_producers(&key("none", 0), &mut out),
+        Err(LogError::UnknownPartition)
+    ));
+}

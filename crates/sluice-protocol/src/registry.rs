@@ -52,8 +52,9 @@ pub const SUPPORTED: &[ApiSupport] = &[
     // Idempotent producers. v6 (KIP-939 two-phase commit) is not served.
     api(ApiKey::InitProducerId, 0, 5),
     // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit v3+ carries the group
-    // member (KIP-447), v5 knows TRANSACTION_ABORTABLE (KIP-890).
-    api(ApiKey::AddPartitionsToTxn, 0, 3),
+    // member (KIP-447), v5 knows TRANSACTION_ABORTABLE (KIP-890); AddPartitionsToTxn v4+ is
+    // the batched broker form with `verify_only`.
+    api(ApiKey::AddPartitionsToTxn, 0, 5),
     api(ApiKey::AddOffsetsToTxn, 0, 4),
     api(ApiKey::EndTxn, 0, 4),
     api(ApiKey::TxnOffsetCommit, 0, 5),
@@ -79,6 +80,11 @@ pub const SUPPORTED: &[ApiSupport] = &[
     // Client quotas (KIP-546).
     api(ApiKey::DescribeClientQuotas, 0, 1),
     api(ApiKey::AlterClientQuotas, 0, 1),
+    // Transaction admin (KIP-664; `kafka-transactions.sh`): ListTransactions v1 adds the
+    // duration filter (KIP-994), v2 the transactional id pattern (KIP-1152).
+    api(ApiKey::DescribeProducers, 0, 0),
+    api(ApiKey::DescribeTransactions, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2),
 ];
 
 /// The advertised range for `key`, if Sluice serves it.

@@ -235,6 +235,9 @@ fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(Default::default()),
         ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(Default::default()),
         ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(Default::default()),
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(Default::default()),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(Default::default()),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(Default::default()),
         other => panic!("{other:?} is advertised but has no fuzz seed; add it here"),
     }
 }

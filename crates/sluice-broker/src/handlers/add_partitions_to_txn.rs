@@ -1,19 +1,26 @@
-//! AddPartitionsToTxn (key 24), v0-3: the client form (one transactional id per request).
+//! AddPartitionsToTxn (key 24), v0-5: the client form (v0-3, one transactional id per
+//! request) and the batched form (v4-5, KIP-890: several transactions, each with
+//! `verify_only`), which Kafka's brokers and tools send.
 //!
-//! Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others
-//! OPERATION_NOT_ATTEMPTED (nothing is added); otherwise the coordinator adds them
-//! (docs/transactions.md §7.2), the change is made durable, each partition is verified in
-//! the log for the producer's epoch (§6.1), and only then is the client answered.
-//! PRODUCER_FENCED goes to v2+ only (KIP-588).
+//! Partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the others of the same
+//! transaction OPERATION_NOT_ATTEMPTED (nothing is added); otherwise the coordinator adds
+//! them (docs/transactions.md §7.2), the change is made durable, each partition is verified
+//! in the log for the producer's epoch (§6.1), and only then is the client answered.
+//! `verify_only` adds nothing: a partition in the ongoing transaction gets NONE, one
+//! outside it TRANSACTION_ABORTABLE (INVALID_TXN_STATE before v5, KIP-890).
+//! PRODUCER_FENCED goes to v2+ only (KIP-588). v4+ needs CLUSTER_ACTION on the cluster
+//! (Kafka: it is a broker-to-broker form), else CLUSTER_AUTHORIZATION_FAILED for the
+//! whole request.
 //!
-//! With an authorizer (Kafka's checks): WRITE on the transactional id, else every partition
-//! gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its partitions get
-//! TOPIC_AUTHORIZATION_FAILED (before existence is checked) and the rest
+//! The client form (v0-3) with an authorizer (Kafka's checks): WRITE on the transactional id,
+//! else every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else
+//! its partitions get TOPIC_AUTHORIZATION_FAILED (before existence is checked) and the rest
 //! OPERATION_NOT_ATTEMPTED, as for refused partitions.
 
 use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use sluice_coordinator::TopicPartition;
@@ -23,75 +30,141 @@ use super::{Ctx, Reply};
 use crate::{acl, error_code};
 
 const PRODUCER_FENCED_FROM: i16 = 2;
+const BATCHED_FROM: i16 = 4;
+const TRANSACTION_ABORTABLE_FROM: i16 = 5;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AddPartitionsToTxnRequest = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let id = req.v3_and_below_transactional_id.0.to_string();
-    let (pid, epoch) = (
-        req.v3_and_below_producer_id.0,
-        req.v3_and_below_producer_epoch,
-    );
-    let broker = &ctx.broker;
-    let mut partitions = Vec::new();
-    // Partitions refused before the coordinator is asked, with their codes.
-    let mut refused = Vec::new();
-    let id_allowed = ctx.allowed_transactional_id(&id);
-    for t in &req.v3_and_below_topics {
-        let topic = broker.topics.get(&t.name.0);
-        let code = match id_allowed {
-            false => Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-            true if !ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, &t.name.0) => {
-                Some(error_code::TOPIC_AUTHORIZATION_FAILED)
-            }
-            true => None,
+    let mut resp = AddPartitionsToTxnResponse::default();
+    if ctx.version < BATCHED_FROM {
+        let id = req.v3_and_below_transactional_id.0.to_string();
+        let (pid, epoch) = (
+            req.v3_and_below_producer_id.0,
+            req.v3_and_below_producer_epoch,
+        );
+        let topics = &req.v3_and_below_topics;
+        resp.results_by_topic_v3_and_below =
+            transaction(&ctx, &id, pid, epoch, Form::Client, topics).await;
+        return ctx.respond(&resp);
+    }
+    if !ctx.allowed_cluster(acl::op::CLUSTER_ACTION) {
+        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        return ctx.respond(&resp);
+    }
+    for t in &req.transactions {
+        let id = t.transactional_id.0.to_string();
+        let (pid, epoch) = (t.producer_id.0, t.producer_epoch);
+        let mut result = AddPartitionsToTxnResult::default();
+        result.transactional_id = t.transactional_id.clone();
+        let form = match t.verify_only {
+            true => Form::VerifyOnly,
+            false => Form::Batched,
         };
+        result.topic_results = transaction(&ctx, &id, pid, epoch, form, &t.topics).await;
+        resp.results_by_transaction.push(result);
+    }
+    ctx.respond(&resp)
+}
+
+/// How a transaction's partitions came: the client form (v0-3, checked against ACLs per
+/// transactional id and topic), or the batched broker form (v4+, authorized as a whole by
+/// CLUSTER_ACTION), adding or only verifying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Client,
+    Batched,
+    VerifyOnly,
+}
+
+/// One transaction's partitions: adds them (or, `verify_only`, checks them); the result of
+/// each, in request order. Codes are computed in request order and paired by position, so
+/// the work is linear in the request (a request may name very many partitions).
+async fn transaction(
+    ctx: &Ctx,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    form: Form,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let broker = &ctx.broker;
+    let checked = form == Form::Client;
+    let id_allowed = !checked || ctx.allowed_transactional_id(id);
+    let mut partitions = Vec::new();
+    // Per partition, in order: the code it is refused with before the coordinator is asked.
+    let mut refusals = Vec::new();
+    for t in topics {
+        let topic = broker.topics.get(&t.name.0);
+        let topic_allowed =
+            !checked || ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, &t.name.0);
         for &p in &t.partitions {
-            let tp = TopicPartition {
+            let exists = topic.as_ref().and_then(|t| t.partition(p)).is_some();
+            refusals.push(match (id_allowed, topic_allowed, exists) {
+                (false, _, _) => Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                (true, false, _) => Some(error_code::TOPIC_AUTHORIZATION_FAILED),
+                (true, true, false) => Some(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                (true, true, true) => None,
+            });
+            partitions.push(TopicPartition {
                 topic: t.name.0.to_string(),
                 partition: p,
-            };
-            match (code, topic.as_ref().and_then(|t| t.partition(p))) {
-                (Some(code), _) => refused.push((tp, code)),
-                (None, Some(_)) => partitions.push(tp),
-                (None, None) => refused.push((tp, error_code::UNKNOWN_TOPIC_OR_PARTITION)),
-            }
+            });
         }
     }
-    let code_of = |tp: &TopicPartition, code: i16| (tp.clone(), code);
     let not_attempted = match id_allowed {
         true => error_code::OPERATION_NOT_ATTEMPTED,
         false => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     };
-    let codes: Vec<(TopicPartition, i16)> = if !refused.is_empty() {
-        refused
+    let codes: Vec<i16> = if refusals.iter().any(Option::is_some) {
+        refusals
             .iter()
-            .map(|(tp, code)| code_of(tp, *code))
-            .chain(partitions.iter().map(|tp| code_of(tp, not_attempted)))
+            .map(|r| r.unwrap_or(not_attempted))
             .collect()
+    } else if form == Form::VerifyOnly {
+        verify(ctx, id, pid, epoch, &partitions)
     } else {
-        let code = add(&ctx, &id, pid, epoch, &partitions).await;
-        partitions.iter().map(|tp| code_of(tp, code)).collect()
+        let code = add(ctx, id, pid, epoch, &partitions).await;
+        vec![code; partitions.len()]
     };
-    let mut resp = AddPartitionsToTxnResponse::default();
-    for t in &req.v3_and_below_topics {
-        let mut result = AddPartitionsToTxnTopicResult::default();
-        result.name = t.name.clone();
-        for &p in &t.partitions {
-            let code = codes
-                .iter()
-                .find(|(tp, _)| tp.topic == *t.name.0 && tp.partition == p)
-                .map_or(error_code::NONE, |(_, c)| *c);
-            let mut r = AddPartitionsToTxnPartitionResult::default();
-            r.partition_index = p;
-            r.partition_error_code = code;
-            result.results_by_partition.push(r);
-        }
-        resp.results_by_topic_v3_and_below.push(result);
+    debug_assert_eq!(codes.len(), partitions.len());
+    let mut codes = codes.into_iter();
+    topics
+        .iter()
+        .map(|t| {
+            let mut result = AddPartitionsToTxnTopicResult::default();
+            result.name = t.name.clone();
+            for &p in &t.partitions {
+                let mut r = AddPartitionsToTxnPartitionResult::default();
+                r.partition_index = p;
+                r.partition_error_code = codes.next().unwrap_or(error_code::NONE);
+                result.results_by_partition.push(r);
+            }
+            result
+        })
+        .collect()
+}
+
+/// `verify_only` (KIP-890): whether each partition is in the ongoing transaction; nothing
+/// is written. One code per partition, in order.
+fn verify(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicPartition]) -> Vec<i16> {
+    let contained = ctx
+        .broker
+        .txns
+        .call(|c, _| c.contains_partitions(id, pid, epoch, partitions));
+    let outside = match ctx.version >= TRANSACTION_ABORTABLE_FROM {
+        true => error_code::TRANSACTION_ABORTABLE,
+        false => error_code::INVALID_TXN_STATE,
+    };
+    match contained {
+        Ok(inside) => inside
+            .into_iter()
+            .map(|i| if i { error_code::NONE } else { outside })
+            .collect(),
+        Err(e) => vec![error_code::from_txn(e, true); partitions.len()],
     }
-    ctx.respond(&resp)
 }
 
 /// Adds the partitions; the code every partition gets.

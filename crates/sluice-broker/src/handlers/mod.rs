@@ -28,6 +28,8 @@ mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_producers;
+mod describe_transactions;
 mod describe_user_scram_credentials;
 mod end_txn;
 pub(crate) mod fetch;
@@ -39,6 +41,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
@@ -327,6 +330,9 @@ pub(crate) async fn start(
         ApiKey::DescribeClientQuotas => task(describe_client_quotas::handle(ctx, body)),
         ApiKey::AlterClientQuotas => task(alter_client_quotas::handle(ctx, body)),
         ApiKey::DeleteAcls => task(delete_acls::handle(ctx, body)),
+        ApiKey::DescribeProducers => task(describe_producers::handle(ctx, body)),
+        ApiKey::DescribeTransactions => task(describe_transactions::handle(ctx, body)),
+        ApiKey::ListTransactions => task(list_transactions::handle(ctx, body)),
         // Both change the connection's authentication state, so the connection's SASL gate
         // (`crate::sasl`) answers them in arrival order; they never get here.
         ApiKey::SaslHandshake => task(async { Reply::Close }),
