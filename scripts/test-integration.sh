@@ -42,6 +42,23 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 
+# kcat (librdkafka's command-line client) over SASL_SSL and mTLS (test_secured_clients.py):
+# Debian's package, installed like chromium when missing.
+if ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test-integration: installing kcat (apt-get) for the secured-clients test" >&2
+        if ! { apt-get update -qq >/dev/null && \
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kcat >/dev/null; }; then
+            echo "test-integration: apt-get could not install kcat (see above)" >&2
+            exit 1
+        fi
+    else
+        echo "test-integration: kcat is required (test_secured_clients.py) but is not on PATH;" \
+             "install Debian's kcat package, or run this script as root with apt-get available" >&2
+        exit 1
+    fi
+fi
+
 # The broker and the bench are two binaries; the bench runs the broker beside it.
 echo "test-integration: building sluice and sluice-bench (release)" >&2
 cargo build --release -p sluice -p sluice-bench

@@ -2,8 +2,8 @@
 secured listeners), through `franz-it`'s security flags (tests/integration/franz/security.go):
 the right user gets in and its records are read back by librdkafka, a wrong password is an
 authentication error within seconds (not a hang), and a client certificate is the principal
-the ACLs see; and kcat (librdkafka's command-line client) the same ways. The kcat tests skip,
-saying so, only when kcat is not installed.
+the ACLs see; and kcat (librdkafka's command-line client) the same ways. The test command
+installs kcat (scripts/test-integration.sh); run alone without it, the kcat tests skip, saying so.
 """
 
 from __future__ import annotations
