@@ -210,6 +210,43 @@ def test_default_replication_factor_and_topic_config_reach_the_cluster(cluster, 
             pass
 
 
+def test_a_broker_killed_and_restarted_by_fault_commands_rejoins(cluster, tmp_path):
+    # Goal: issue 16's kill-and-restart run at RF 3, min.insync.replicas=2, acks=all: node 2
+    # is SIGKILLed 5 s in and started again (same data) 12 s in by a second fault command;
+    # nothing acknowledged is lost, both faults are in the report, the topology shows node 2
+    # leaving and coming back, and the partitions it led are counted unavailable for a while
+    # (availability) while the others are not worse off than them.
+    victim = cluster.pids[1]
+    restart = " ".join(f"{k}={cluster.env[k]}" for k in
+                       ("KAFKA_NODES", "KAFKA_VERSION", "KAFKA_PORT", "KAFKA_CONTROLLER_PORT",
+                        "KAFKA_START_TIMEOUT_S")) + f" {SCRIPT} start"
+    proc, r = run_bench(cluster, tmp_path, "--replication-factor", "3",
+                        "--topic-config", "min.insync.replicas=2", "--acks", "all",
+                        "--duration", "30s", "--fault-cmd", f"5s:kill -9 {victim}",
+                        "--fault-cmd", f"12s:{restart}",
+                        *[a for p in cluster.pids for a in ("--broker-pid", str(p))])
+    assert proc.returncode == 0 and r["loss"] is None, r["audit"]
+    assert r["audit"]["lost_acked"] == 0 and r["audit"]["lost"] == 0, r["audit"]
+    kill, start = r["faults"]
+    assert kill["exit_code"] == 0 and start["exit_code"] == 0, (kill, start)
+    assert start["started_at_s"] > kill["started_at_s"] + 5, (kill, start)
+    during = r["topology"]["during"]
+    removed = [c["at_s"] for c in during if (c["what"], c["subject"]) == ("broker_removed", "2")]
+    added = [c["at_s"] for c in during if (c["what"], c["subject"]) == ("broker_added", "2")]
+    assert removed and added and min(added) > min(removed), during
+    assert 2 in [b["id"] for b in r["topology"]["end"]["brokers"]], r["topology"]["end"]
+    led_by_victim = {p["partition"] for p in r["topology"]["start"]["partitions"] if p["leader"] == 2}
+    assert led_by_victim, r["topology"]["start"]
+    avail = r["availability"]
+    assert avail["partitions"] == len(r["topology"]["start"]["partitions"]), avail
+    per = {p["partition"]: p for p in avail["per_partition"]}
+    print("unavailable s per partition:", {k: round(v["unavailable_s"], 1) for k, v in sorted(per.items())})
+    assert all(per[p]["unavailable_s"] >= 0 for p in per), per
+    # The bench itself reconnects to the restarted node: its client errors are grouped by kind.
+    kinds = r["error_kinds"]
+    assert len({k["kind"] for k in kinds}) == len(kinds), kinds
+
+
 def test_a_broker_killed_by_a_fault_command_fails_over_and_recovers(cluster, tmp_path):
     # Last of the cluster tests: it leaves node 2 dead (the fixture wipes the cluster after).
     victim = cluster.pids[1]  # node 2: `pids` lists the nodes in order
