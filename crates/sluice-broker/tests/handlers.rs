@@ -8,33 +8,20 @@ mod common;
 
 use std::io::Write;
 
+use common::requests::{
+    create_topic as create, fetch_partition, list_offsets_at as list_offset, produce_as,
+    produce_values as produce,
+};
 use common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, FetchRequest, FetchResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    FetchResponse, MetadataRequest, MetadataResponse,
 };
 use sluice_broker::error_code;
 
 const NONE: i16 = 0;
-
-fn create(client: &mut Client, name: &str, partitions: i32) -> i16 {
-    let mut t = CreatableTopic::default();
-    t.name = topic_name(name);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    let mut req = CreateTopicsRequest::default();
-    req.timeout_ms = 30_000;
-    req.topics = vec![t];
-    let resp: CreateTopicsResponse = client.call(ApiKey::CreateTopics, 5, &req);
-    resp.topics[0].error_code
-}
 
 fn metadata(client: &mut Client, names: &[&str]) -> MetadataResponse {
     let mut req = MetadataRequest::default();
@@ -52,67 +39,8 @@ fn metadata(client: &mut Client, names: &[&str]) -> MetadataResponse {
     client.call(ApiKey::Metadata, 12, &req)
 }
 
-/// Produces `values` as one batch (acks=all); returns (error code, base offset).
-fn produce(client: &mut Client, topic: &str, partition: i32, values: &[&[u8]]) -> (i16, i64) {
-    produce_as(client, NO_PRODUCER, topic, partition, values)
-}
-
-/// Produces `values` as one batch written by `writer` (acks=all).
-fn produce_as(
-    client: &mut Client,
-    writer: common::Writer,
-    topic: &str,
-    partition: i32,
-    values: &[&[u8]],
-) -> (i16, i64) {
-    let mut pd = PartitionProduceData::default();
-    pd.index = partition;
-    pd.records = Some(batch(writer, values));
-    let mut td = TopicProduceData::default();
-    td.name = topic_name(topic);
-    td.partition_data = vec![pd];
-    let mut req = ProduceRequest::default();
-    req.transactional_id = None;
-    req.acks = -1;
-    req.timeout_ms = 30_000;
-    req.topic_data = vec![td];
-    let resp: ProduceResponse = client.call(ApiKey::Produce, 9, &req);
-    let p = &resp.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
 fn fetch(client: &mut Client, topic: &str, partition: i32, offset: i64) -> FetchResponse {
-    let mut fp = FetchPartition::default();
-    fp.partition = partition;
-    fp.fetch_offset = offset;
-    fp.partition_max_bytes = 1 << 20;
-    let mut ft = FetchTopic::default();
-    ft.topic = topic_name(topic);
-    ft.partitions = vec![fp];
-    let mut req = FetchRequest::default();
-    req.replica_id = (-1).into();
-    req.max_wait_ms = 0;
-    req.min_bytes = 1;
-    req.max_bytes = i32::MAX;
-    req.session_epoch = -1;
-    req.topics = vec![ft];
-    client.call(ApiKey::Fetch, 12, &req)
-}
-
-/// ListOffsets at `timestamp` (-1 latest, -2 earliest): (error code, offset).
-fn list_offset(client: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
-    let mut p = ListOffsetsPartition::default();
-    p.partition_index = partition;
-    p.timestamp = timestamp;
-    let mut t = ListOffsetsTopic::default();
-    t.name = topic_name(topic);
-    t.partitions = vec![p];
-    let mut req = ListOffsetsRequest::default();
-    req.replica_id = (-1).into();
-    req.topics = vec![t];
-    let resp: ListOffsetsResponse = client.call(ApiKey::ListOffsets, 7, &req);
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.offset)
+    fetch_partition(client, topic, partition, offset, 0)
 }
 
 #[test]

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
 };
 
-use super::{batch, topic_name, Client, NO_PRODUCER};
+use super::{batch, topic_name, Client, Writer, NO_PRODUCER};
 
 /// CreateTopics v5 for one topic; its error code.
 pub fn create_topic(client: &mut Client, name: &str, partitions: i32) -> i16 {
@@ -32,13 +32,25 @@ pub fn produce_values(
     partition: i32,
     values: &[&[u8]],
 ) -> (i16, i64) {
+    produce_as(client, NO_PRODUCER, topic, partition, values)
+}
+
+/// Produce v9, acks=all, `values` as one batch written by `writer`: (error code, base offset).
+pub fn produce_as(
+    client: &mut Client,
+    writer: Writer,
+    topic: &str,
+    partition: i32,
+    values: &[&[u8]],
+) -> (i16, i64) {
     let mut pd = PartitionProduceData::default();
     pd.index = partition;
-    pd.records = Some(batch(NO_PRODUCER, values));
+    pd.records = Some(batch(writer, values));
     let mut td = TopicProduceData::default();
     td.name = topic_name(topic);
     td.partition_data = vec![pd];
     let mut req = ProduceRequest::default();
+    req.transactional_id = None;
     req.acks = -1;
     req.timeout_ms = 30_000;
     req.topic_data = vec![td];
