@@ -26,38 +26,29 @@ if ! "$ROOT/scripts/java-deps.sh" >/dev/null; then
     exit 1
 fi
 
-# Headless Chromium renders the bench HTML report (tests/integration/test_bench_html.py).
-if ! command -v chromium >/dev/null 2>&1; then
+# Installs Debian package $1 (which provides command $1) with apt-get when the command is
+# missing; $2 says which test needs it. Needs root and apt-get, else stops with what to do.
+apt_install_if_missing() {
+    local package="$1" why="$2"
+    command -v "$package" >/dev/null 2>&1 && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test-integration: installing chromium (apt-get) for the HTML render test" >&2
+        echo "test-integration: installing $package (apt-get) for $why" >&2
         if ! { apt-get update -qq >/dev/null && \
-               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }; then
-            echo "test-integration: apt-get could not install chromium (see above)" >&2
+               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null; }; then
+            echo "test-integration: apt-get could not install $package (see above)" >&2
             exit 1
         fi
     else
-        echo "test-integration: chromium is required (the bench HTML render test) but is not on PATH;" \
-             "install Debian's chromium package, or run this script as root with apt-get available" >&2
+        echo "test-integration: $package is required ($why) but is not on PATH;" \
+             "install Debian's $package package, or run this script as root with apt-get available" >&2
         exit 1
     fi
-fi
+}
 
-# kcat (librdkafka's command-line client) over SASL_SSL and mTLS (test_secured_clients.py):
-# Debian's package, installed like chromium when missing.
-if ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test-integration: installing kcat (apt-get) for the secured-clients test" >&2
-        if ! { apt-get update -qq >/dev/null && \
-               DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kcat >/dev/null; }; then
-            echo "test-integration: apt-get could not install kcat (see above)" >&2
-            exit 1
-        fi
-    else
-        echo "test-integration: kcat is required (test_secured_clients.py) but is not on PATH;" \
-             "install Debian's kcat package, or run this script as root with apt-get available" >&2
-        exit 1
-    fi
-fi
+# Headless Chromium renders the bench HTML report (tests/integration/test_bench_html.py).
+apt_install_if_missing chromium "the bench HTML render test"
+# kcat (librdkafka's command-line client) over SASL_SSL and mTLS (test_secured_clients.py).
+apt_install_if_missing kcat "the secured-clients test"
 
 # The broker and the bench are two binaries; the bench runs the broker beside it.
 echo "test-integration: building sluice and sluice-bench (release)" >&2
