@@ -245,6 +245,10 @@ def test_a_broker_killed_and_restarted_by_fault_commands_rejoins(cluster, tmp_pa
     # The bench itself reconnects to the restarted node: its client errors are grouped by kind.
     kinds = r["error_kinds"]
     assert len({k["kind"] for k in kinds}) == len(kinds), kinds
+    # Node 2 runs under a new pid now: the tests after this one see the cluster as it is.
+    cluster.pids = [int(p) for p in cluster.script("pids", 30).stdout.split()]
+    assert len(cluster.pids) == NODES and cluster.pids[1] != victim, cluster.pids
+    cluster.wait_brokers()
 
 
 def test_a_broker_killed_by_a_fault_command_fails_over_and_recovers(cluster, tmp_path):
