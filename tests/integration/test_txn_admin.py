@@ -291,8 +291,8 @@ def test_admin_apis_check_acls(sluice_factory, topic_name):
     DESCRIBE on the transactional id (DescribeTransactions answers
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ListTransactions leaves the id out), READ on the
     topic (DescribeProducers TOPIC_AUTHORIZATION_FAILED), CLUSTER_ACTION for the batched
-    AddPartitionsToTxn (CLUSTER_AUTHORIZATION_FAILED); a broker that lets everyone in when no
-    ACL is set answers all of them. Method: plaintext clients (User:ANONYMOUS) against
+    AddPartitionsToTxn (CLUSTER_AUTHORIZATION_FAILED), and WRITE on the id for InitProducerId
+    itself; a broker that lets everyone in when no ACL is set answers all of them. Method: plaintext clients (User:ANONYMOUS) against
     StandardAuthorizer brokers without ACLs."""
     authorizer = ["--override", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"]
     for allow_everyone in (False, True):
@@ -302,7 +302,8 @@ def test_admin_apis_check_acls(sluice_factory, topic_name):
         bs = b.bootstrap
         txn_id = f"acl-{uuid.uuid4().hex[:6]}"
         err, pid, epoch = tw.init_producer_id(bs, txn_id)
-        assert err == tw.NONE
+        # InitProducerId itself needs WRITE on the transactional id (issue 14's checks).
+        assert err == (tw.NONE if allow_everyone else tw.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         [d] = tw.describe_transactions(bs, [txn_id])
         _, _, listed = tw.list_transactions(bs, 0)
         producers = tw.describe_producers(bs, topic_name, [0])
