@@ -214,8 +214,8 @@ def test_a_broker_killed_and_restarted_by_fault_commands_rejoins(cluster, tmp_pa
     # Goal: issue 16's kill-and-restart run at RF 3, min.insync.replicas=2, acks=all: node 2
     # is SIGKILLed 5 s in and started again (same data) 12 s in by a second fault command;
     # nothing acknowledged is lost, both faults are in the report, the topology shows node 2
-    # leaving and coming back, and the partitions it led are counted unavailable for a while
-    # (availability) while the others are not worse off than them.
+    # leaving and coming back, and only partitions it led may be counted unavailable
+    # (availability).
     victim = cluster.pids[1]
     restart = " ".join(f"{k}={cluster.env[k]}" for k in
                        ("KAFKA_NODES", "KAFKA_VERSION", "KAFKA_PORT", "KAFKA_CONTROLLER_PORT",
@@ -241,7 +241,11 @@ def test_a_broker_killed_and_restarted_by_fault_commands_rejoins(cluster, tmp_pa
     assert avail["partitions"] == len(r["topology"]["start"]["partitions"]), avail
     per = {p["partition"]: p for p in avail["per_partition"]}
     print("unavailable s per partition:", {k: round(v["unavailable_s"], 1) for k, v in sorted(per.items())})
-    assert all(per[p]["unavailable_s"] >= 0 for p in per), per
+    # Only the partitions node 2 led can have gone without acks while the others acked: the
+    # others resumed when the controller fenced node 2 and shrank their ISRs, the victim's
+    # waited for a new leader and the clients' metadata refresh on top.
+    assert set(per) <= led_by_victim, (per, led_by_victim)
+    assert all(per[p]["unavailable_s"] > 0 for p in per), per
     # The bench itself reconnects to the restarted node: its client errors are grouped by kind.
     kinds = r["error_kinds"]
     assert len({k["kind"] for k in kinds}) == len(kinds), kinds
