@@ -157,6 +157,7 @@ pub(crate) async fn serve(
         frame_deadline: None,
         owed,
         mute,
+        recv_low_water: 1,
     };
     let stop = reader.run(&tx).await;
     if stop == Stop::Abort {
@@ -194,6 +195,8 @@ struct Reader<'a> {
     owed: Arc<AtomicUsize>,
     /// Until when the client's quota mutes this connection.
     mute: Arc<Mute>,
+    /// The socket's `SO_RCVLOWAT` as last set (1: the kernel's default).
+    recv_low_water: usize,
 }
 
 impl Reader<'_> {
@@ -242,6 +245,7 @@ impl Reader<'_> {
             if let Err(stop) = self.charge_next_read(&mut shutdown).await {
                 return stop;
             }
+            self.wait_for_frame_rest();
             tokio::select! {
                 ready = self.rd.readable() => {
                     if let Err(e) = ready {
@@ -287,6 +291,25 @@ impl Reader<'_> {
             // frame::check accepted the prefix: positive and within the limit.
             frame::SIZE_PREFIX_BYTES + i32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
         })
+    }
+
+    /// Sets the socket's low-water mark before a wait: the rest of a big frame (within
+    /// [`limits::RECV_LOW_WATER_MAX_BYTES`]), else 1. Never more than the bytes still to come
+    /// of the frame being read, so the wake-up it delays always comes.
+    fn wait_for_frame_rest(&mut self) {
+        let rest = self
+            .frame_total()
+            .map_or(0, |total| total.saturating_sub(self.buf.len()));
+        let want = match rest >= limits::RECV_LOW_WATER_MIN_BYTES {
+            true => rest.min(limits::RECV_LOW_WATER_MAX_BYTES),
+            false => 1,
+        };
+        if want != self.recv_low_water {
+            match self.rd.set_recv_low_water(want) {
+                Ok(()) => self.recv_low_water = want,
+                Err(e) => tracing::debug!(peer = %self.peer, error = %e, "SO_RCVLOWAT refused"),
+            }
+        }
     }
 
     /// A frame's size prefix has arrived: its body must arrive in time.

@@ -131,6 +131,18 @@ impl ConnRead {
 
     /// Reads what is there into `buf` without waiting: `Ok(0)` at end of stream,
     /// `WouldBlock` when nothing is there. Never grows `buf` beyond its spare room.
+    /// Asks the kernel to report the socket readable only once `bytes` have arrived
+    /// (`SO_RCVLOWAT`; 1 is the default). Plaintext only: over TLS the reader waits for
+    /// records, whose sizes are not the frame's. Non-blocking reads still return whatever
+    /// is there, and Linux wakes the reader early when its receive buffer or window is
+    /// full, so a mark at most the bytes still to come can delay a wake-up, never lose one.
+    pub(crate) fn set_recv_low_water(&self, bytes: usize) -> io::Result<()> {
+        match self {
+            ConnRead::Plain(rd) => set_recv_low_water(rd.as_ref(), bytes),
+            ConnRead::Tls { .. } => Ok(()),
+        }
+    }
+
     pub(crate) fn try_read_buf<B: BufMut>(&mut self, buf: &mut B) -> io::Result<usize> {
         match self {
             ConnRead::Plain(rd) => rd.try_read_buf(buf),
@@ -208,5 +220,26 @@ impl AsyncWrite for ConnWrite {
             ConnWrite::Plain(w) => Pin::new(w).poll_shutdown(cx),
             ConnWrite::Tls(w) => Pin::new(w).poll_shutdown(cx),
         }
+    }
+}
+
+#[allow(unsafe_code)]
+fn set_recv_low_water(socket: &TcpStream, bytes: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = nix::libc::c_int::try_from(bytes).unwrap_or(nix::libc::c_int::MAX);
+    // SAFETY: the descriptor is the live socket `socket` borrows; the option value is a
+    // c_int on the stack, passed with its exact size.
+    let rc = unsafe {
+        nix::libc::setsockopt(
+            socket.as_raw_fd(),
+            nix::libc::SOL_SOCKET,
+            nix::libc::SO_RCVLOWAT,
+            std::ptr::from_ref(&value).cast(),
+            std::mem::size_of::<nix::libc::c_int>() as nix::libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
