@@ -53,4 +53,4 @@ say "kafka $KAFKA_VERSION at $KAFKA_BOOTSTRAP (pid $KAFKA_PID), sluice at 127.0.
 
 "$VENV/bin/python" scripts/perf_compare.py \
     --kafka "$KAFKA_BOOTSTRAP,$KAFKA_PID" --sluice "127.0.0.1:$SLUICE_PORT,$SLUICE_PID" \
-    --classpath "$CLASSPATH_TOOLS" --json "$PERF_DIR/results.json" "$@"
+    --classpath "$CLASSPATH_TOOLS" --json "$PERF_DIR/results.json" --fsync-probe-dir "$PERF_DIR" "$@"
