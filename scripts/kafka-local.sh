@@ -109,6 +109,8 @@ log4j.logger.kafka.log.LogCleaner=INFO, cleaner
 log4j.additivity.kafka.log.LogCleaner=false
 log4j.logger.org.apache.kafka.storage.internals.log.LogCleaner=INFO, cleaner
 log4j.additivity.org.apache.kafka.storage.internals.log.LogCleaner=false
+log4j.logger.org.apache.kafka.storage.internals.log.LogCleaner\$CleanerThread=INFO, cleaner
+log4j.additivity.org.apache.kafka.storage.internals.log.LogCleaner\$CleanerThread=false
 EOF
     fi
     if [ ! -f "$KAFKA_HOME/data/meta.properties" ]; then
