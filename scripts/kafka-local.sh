@@ -14,7 +14,9 @@
 #   deletes their data.
 # Environment: KAFKA_VERSION (3.9.1), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1),
 #              KAFKA_HOME (.cache/kafka-$KAFKA_VERSION), KAFKA_HEAP (1G; 512M per node when
-#              KAFKA_NODES > 1), KAFKA_START_TIMEOUT_S (90), KAFKA_NODES (1)
+#              KAFKA_NODES > 1), KAFKA_START_TIMEOUT_S (90), KAFKA_NODES (1),
+#              KAFKA_CLEANER_LOG (0; 1: the log cleaner's pass statistics in
+#              $KAFKA_HOME/log-cleaner.log, one node only)
 # With KAFKA_NODES=N > 1, node i (1..N) listens on KAFKA_PORT + 2(i-1) and its controller on
 # KAFKA_CONTROLLER_PORT + 2(i-1) (19092/19093, 19094/19095, ...); its files live under
 # $KAFKA_HOME/cluster-$KAFKA_PORT/node-i, so clusters on other ports do not share them. The
@@ -37,6 +39,7 @@ else
     KAFKA_HEAP="${KAFKA_HEAP:-1G}"
 fi
 KAFKA_START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-90}"
+KAFKA_CLEANER_LOG="${KAFKA_CLEANER_LOG:-0}"
 CLUSTER_DIR="$KAFKA_HOME/cluster-$KAFKA_PORT"
 PIDFILE="$KAFKA_HOME/kafka.pid"
 CP="$KAFKA_HOME/libs/*"
@@ -94,6 +97,22 @@ log4j.appender.file.File=$KAFKA_HOME/kafka.log
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 EOF
+    if [ "$KAFKA_CLEANER_LOG" = 1 ]; then
+        # The log cleaner's per-pass statistics (INFO) into log-cleaner.log, as Kafka's own
+        # distribution configures it (the logger's name changed when the cleaner moved to Java).
+        cat >>"$KAFKA_HOME/log4j.properties" <<EOF
+log4j.appender.cleaner=org.apache.log4j.FileAppender
+log4j.appender.cleaner.File=$KAFKA_HOME/log-cleaner.log
+log4j.appender.cleaner.layout=org.apache.log4j.PatternLayout
+log4j.appender.cleaner.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.log.LogCleaner=INFO, cleaner
+log4j.additivity.kafka.log.LogCleaner=false
+log4j.logger.org.apache.kafka.storage.internals.log.LogCleaner=INFO, cleaner
+log4j.additivity.org.apache.kafka.storage.internals.log.LogCleaner=false
+log4j.logger.org.apache.kafka.storage.internals.log.LogCleaner\$CleanerThread=INFO, cleaner
+log4j.additivity.org.apache.kafka.storage.internals.log.LogCleaner\$CleanerThread=false
+EOF
+    fi
     if [ ! -f "$KAFKA_HOME/data/meta.properties" ]; then
         local id
         id="$(java -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$CP" \

@@ -1,8 +1,9 @@
 """Compacted topics (issue 13) with confluent-kafka against a real broker: the log cleaner
 keeps the newest record per key at its original offset, tombstones go after
 delete.retention.ms, watermarks never move, a committed offset inside a removed range resumes
-at the next surviving record, keyless records are refused, and a SIGKILL in the middle of a
-cleaning pass loses nothing. Cleaning is made fast with small segments, segment.ms, a short
+at the next surviving record, keyless records are refused, a SIGKILL in the middle of a
+cleaning pass loses nothing, delete horizons outlive a restart, and transactions are cleaned
+as Kafka cleans them (aborted data and lone markers go, committed data is compacted). Cleaning is made fast with small segments, segment.ms, a short
 cleaner backoff and a low dirty ratio; passes are counted through /metrics."""
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import urllib.request
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 
+import kwire
 from admin_facade import CkAdmin
-from helpers import ck_admin, create_topic, wait_until
+from helpers import ck_admin, ck_producer, create_topic, wait_until
 
 CLEANER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200"]
 DELETE_RETENTION_MS = 6000
@@ -70,10 +72,11 @@ def produce(bootstrap: str, topic: str, items: list[tuple[str | None, str | None
     return out
 
 
-def read_all(bootstrap: str, topic: str) -> dict:
+def read_all(bootstrap: str, topic: str, isolation: str = "read_committed") -> dict:
     """Every record from the beginning to the high watermark: {offset: (key, value)}."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
-                  "fetch.wait.max.ms": 50, "enable.partition.eof": False})
+                  "fetch.wait.max.ms": 50, "enable.partition.eof": False,
+                  "isolation.level": isolation})
     try:
         low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         c.assign([TopicPartition(topic, 0, low)])
@@ -284,3 +287,116 @@ def test_sigkill_during_cleaning_loses_nothing(sluice_factory, topic_name):
     hwm = vm_kib(b.proc.pid, "VmHWM")
     print(f"broker VmHWM after cleaning: {hwm} KiB")
     assert hwm < VMHWM_KIB_MAX, hwm
+
+
+def raw_batches(bootstrap: str, topic: str) -> list[kwire.BatchInfo]:
+    """Every stored batch from offset 0 to the high watermark, as Fetch v4 returns them
+    (read_uncommitted: control batches included)."""
+    out, offset = [], 0
+    while True:
+        part = kwire.fetch_v4(bootstrap, topic, 0, offset)
+        assert part.error_code == 0, part.error_code
+        batches = [b for b in part.batches() if b.last_offset >= offset]
+        if offset >= part.high_watermark or not batches:
+            return out
+        out += batches
+        offset = batches[-1].last_offset + 1
+
+
+def markers(bootstrap: str, topic: str) -> list[int]:
+    """Offsets of the transaction markers (control batches with their record) in the log."""
+    return [b.base_offset for b in raw_batches(bootstrap, topic)
+            if b.attributes & 0x20 and b.record_count > 0]
+
+
+def test_a_delete_horizon_outlives_a_restart(sluice_factory, topic_name):
+    """Goal: the latest delete horizon of a partition is persisted with the cleaner
+    checkpoint, so tombstones whose horizon passes after a restart go by themselves, with
+    nothing new written (kept in memory only, they would wait for new data).
+    Method: 10 keys x 3 versions, then tombstones for 5 keys; wait until a pass stamped them
+    and passes stopped; SIGKILL; restart; wait past delete.retention.ms producing nothing;
+    the tombstoned keys disappear from a read."""
+    b = sluice_factory(CLEANER_ARGS, metrics=True)
+    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    produce(b.bootstrap, topic_name, versions(10, 3))
+    time.sleep(1.1)  # segment.ms: the next append rolls, so the tombstones sit in a sealed segment
+    written = produce(b.bootstrap, topic_name, [(f"k{k:03d}", None) for k in range(5)])
+    time.sleep(1.1)
+    produce(b.bootstrap, topic_name, [("x", "y")])
+    tombstones = set(written)
+    wait_until(lambda: tombstones <= set(read_all(b.bootstrap, topic_name))
+               and len(read_all(b.bootstrap, topic_name)) <= 11, 20, what="versions cleaned")
+    settled = {"passes": -1.0}
+
+    def passes_stopped() -> bool:
+        now = metric(b, "sluice_log_cleaner_passes")
+        stopped, settled["passes"] = now == settled["passes"], now
+        return stopped
+    wait_until(passes_stopped, 20, interval=1.0, what="passes to stop")
+    stamped_by = time.monotonic()
+    b.kill9()
+    b.start(extra_args=[*CLEANER_ARGS, "--metrics-listen", "127.0.0.1:0"])
+    assert tombstones <= set(read_all(b.bootstrap, topic_name)), "kept until the horizon"
+    time.sleep(max(0.0, stamped_by + DELETE_RETENTION_MS / 1000 - time.monotonic()))
+    final = wait_until(lambda: (lambda r: r if not tombstones & set(r) else None)(
+        read_all(b.bootstrap, topic_name)), 15, what="tombstones removed after the restart")
+    assert {k for k, _ in final.values()} == {f"k{k:03d}" for k in range(5, 10)} | {"x"}
+    assert metric(b, "sluice_log_cleaner_passes") >= 1
+
+
+def test_transactions_in_a_compacted_topic(sluice_factory, topic_name):
+    """Goal: the cleaner treats transactions as Kafka's does: after the passes, read_committed
+    and read_uncommitted readers both see exactly the newest committed value per key at its
+    original offset (aborted values are gone and never hid an older committed one); the
+    ABORT markers, whose data is gone, are removed after delete.retention.ms while the
+    COMMIT markers of transactions with surviving data stay; the transactional producer
+    keeps working afterwards.
+    Method: confluent-kafka transactional producer: commit 20 keys, abort new values for
+    them, commit 10, abort 10, commit 5; fillers from a plain producer every second roll
+    segments and make passes run; markers are read with raw Fetch v4 requests."""
+    b = sluice_factory(CLEANER_ARGS, metrics=True)
+    create_topic(b.bootstrap, topic_name, config=TOPIC_CONFIG)
+    p = ck_producer(b.bootstrap, **{"transactional.id": f"t-{topic_name}"[:200],
+                                    "enable.idempotence": True, "linger.ms": 2})
+    p.init_transactions(30)
+    delivered: dict[int, tuple[str, str]] = {}
+
+    def report(err, msg):
+        assert err is None, err
+        delivered[msg.offset()] = (msg.key().decode(), msg.value().decode())
+
+    plan = [("c1", range(20), True), ("a2", range(20), False), ("c3", range(10), True),
+            ("a4", range(10, 20), False), ("c5", range(5), True)]
+    for tag, keys, commit in plan:
+        p.begin_transaction()
+        for k in keys:
+            p.produce(topic_name, key=f"k{k:03d}", value=f"{tag}-{k:03d}-" + "x" * 40,
+                      partition=0, on_delivery=report)
+        p.flush(30)
+        p.commit_transaction(30) if commit else p.abort_transaction(30)
+    committed = {o: kv for o, kv in delivered.items() if not kv[1].startswith("a")}
+    expected = newest(committed)
+    assert {v[:2] for _, v in expected.values()} == {"c1", "c3", "c5"}
+    before = markers(b.bootstrap, topic_name)
+    assert len(before) == 5, before
+    kept_markers = [before[0], before[2], before[4]]  # the COMMITs of data that survives
+
+    plain = ck_producer(b.bootstrap)
+
+    def cleaned_and_markers_gone():
+        plain.produce(topic_name, key="filler", value="f", partition=0)
+        plain.flush(10)
+        return markers(b.bootstrap, topic_name) == kept_markers
+    wait_until(cleaned_and_markers_gone, 40, interval=1.0, what="ABORT markers removed")
+    for isolation in ("read_committed", "read_uncommitted"):
+        seen = read_all(b.bootstrap, topic_name, isolation)
+        records = {o: kv for o, kv in seen.items() if kv[0] != "filler"}
+        assert records == expected, isolation
+    assert metric(b, "sluice_log_cleaner_records_removed") >= 45
+
+    p.begin_transaction()
+    p.produce(topic_name, key="k000", value="c6", partition=0, on_delivery=report)
+    p.flush(30)
+    p.commit_transaction(30)
+    after = read_all(b.bootstrap, topic_name, "read_committed")
+    assert [after[o][1] for o in sorted(after) if after[o][0] == "k000"][-1] == "c6"

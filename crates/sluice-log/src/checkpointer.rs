@@ -109,7 +109,10 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     let retirable = engine
         .journal_files
         .any_unreferenced_before(state.journal.seq);
-    if !clean_shutdown && !taken.is_news_to(&state) && !retirable {
+    let snapshot_wanted = engine
+        .producer_snapshot_wanted
+        .swap(false, Ordering::AcqRel);
+    if !clean_shutdown && !taken.is_news_to(&state) && !retirable && !snapshot_wanted {
         return Ok(false);
     }
     let result = write_checkpoint(engine, &mut state, &taken, clean_shutdown);
@@ -341,11 +344,15 @@ pub(crate) fn finish_producer_snapshots(
 ) {
     for capture in captures {
         let partition = &capture.partition;
-        if capture.snapshot.is_some() {
-            partition.producers.lock().snapshot = Some(SnapshotMark {
-                version: capture.version,
-                offset: capture.log_end,
-            });
+        {
+            let mut table = partition.producers.lock();
+            if capture.snapshot.is_some() {
+                table.snapshot = Some(SnapshotMark {
+                    version: capture.version,
+                    offset: capture.log_end,
+                });
+            }
+            table.note_checkpointed(capture.version);
         }
         let old = previous.get(&partition.uid).and_then(|p| p.snapshot);
         if let Some(old) = old.filter(|&old| Some(old) != capture.point.snapshot) {

@@ -18,8 +18,15 @@
 //! - I/O is throttled to `log.cleaner.io.max.bytes.per.second` (read plus written).
 //! - The log never decompresses: records are read and rebuilt through [`RecordCodec`],
 //!   which the broker supplies.
+//! - Transactions as in Kafka (docs/compaction.md §6): nothing at or past the last stable
+//!   offset is cleaned; aborted data goes like old versions and never counts in the key
+//!   map; a marker stays while data of its transaction remains before it, then for
+//!   `delete.retention.ms` (a delete horizon, as tombstones get). Offsets, the
+//!   aborted-transaction list and producer state stay valid for read_committed readers
+//!   and producers: only records that no reader may see, or that a newer committed
+//!   version supersedes, go.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::io;
@@ -31,7 +38,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::batch::{self, BatchHeader, HEADER_LEN};
-use crate::cleaner_checkpoint::{self, EntryKey};
+use crate::cleaner_checkpoint::{self, Entry, EntryKey};
+use crate::cleaner_txn::TxnWalk;
 use crate::config::LogConfig;
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
@@ -39,6 +47,7 @@ use crate::fs::{self, OpenMode};
 use crate::journal::JournalFile;
 use crate::partition::{Partition, SEGMENT_BYTES_MAX, SEGMENT_OFFSETS_MAX};
 use crate::segment::{now_ms, Segment, CLEANED_SUFFIX};
+use crate::txn::{self, AbortedTxn};
 use crate::types::Offset;
 
 /// Cleaned data files take sequence numbers from here on, so they never meet a journal
@@ -113,12 +122,12 @@ pub(crate) struct CleanerState {
     first_dirty: Mutex<HashMap<u64, Offset>>,
     /// Per partition uid: the latest delete horizon among the batches that still held
     /// tombstones after the last pass. Once it has passed, the partition gets a pass even
-    /// with nothing dirty, so its tombstones go (Kafka's `latestDeleteHorizon`). Not
-    /// persisted: after a restart it is known again after the partition's next pass.
+    /// with nothing dirty, so its tombstones go (Kafka's `latestDeleteHorizon`). Persisted
+    /// in the cleaner checkpoint, so this holds across a restart too (Kafka's does not).
     delete_horizons: Mutex<HashMap<u64, i64>>,
     /// The cleaner checkpoint as read at open, for partitions no pass has looked at yet
-    /// (moved into `first_dirty` by the first plan that does).
-    loaded: Mutex<HashMap<EntryKey, Offset>>,
+    /// (moved into `first_dirty` and `delete_horizons` by the first plan that does).
+    loaded: Mutex<HashMap<EntryKey, Entry>>,
     busy: Mutex<HashSet<u64>>,
     /// 0 until first used.
     next_seq: Mutex<u64>,
@@ -223,38 +232,52 @@ fn entry_key(partition: &Partition) -> EntryKey {
 }
 
 /// Where a partition's dirty part starts: from this run's passes, else from the
-/// checkpoint (when it is within the log), else the log start (`i64::MIN`: all dirty).
+/// checkpoint (when it is within the log; its delete horizon is taken along), else the
+/// log start (`i64::MIN`: all dirty).
 fn first_dirty(engine: &Engine, partition: &Partition) -> Offset {
     let mut first_dirty = engine.cleaner.first_dirty.lock();
     if let Some(&offset) = first_dirty.get(&partition.uid) {
         return offset;
     }
-    let loaded = engine.cleaner.loaded.lock().remove(&entry_key(partition));
-    let offset = loaded
-        .filter(|o| *o <= partition.log_end())
-        .unwrap_or(Offset(i64::MIN));
+    let loaded = engine
+        .cleaner
+        .loaded
+        .lock()
+        .remove(&entry_key(partition))
+        .filter(|e| e.first_dirty <= partition.log_end());
+    if let Some(horizon) = loaded.and_then(|e| e.delete_horizon_ms) {
+        let mut horizons = engine.cleaner.delete_horizons.lock();
+        horizons.entry(partition.uid).or_insert(horizon);
+    }
+    let offset = loaded.map_or(Offset(i64::MIN), |e| e.first_dirty);
     first_dirty.insert(partition.uid, offset);
     offset
 }
 
-/// Persists every partition's first dirty offset (after a pass's swaps are durable). A
-/// failed write poisons the log unless the system refused it for space or descriptors
-/// (the pass stays done in memory; the next pass writes the file again).
+/// Persists every partition's first dirty offset and delete horizon (after a pass's
+/// swaps are durable, and before the first stamped batch of a partition without a
+/// horizon is swapped in). A failed write poisons the log unless the system refused it
+/// for space or descriptors (the pass stays done in memory; the next pass writes the file
+/// again).
 fn store_checkpoint(engine: &Engine) -> Result<(), LogError> {
     let partitions = engine.partitions_snapshot();
-    let entries: Vec<(EntryKey, Offset)> = {
+    let entries: Vec<(EntryKey, Entry)> = {
         let first_dirty = engine.cleaner.first_dirty.lock();
         let loaded = engine.cleaner.loaded.lock();
+        let horizons = engine.cleaner.delete_horizons.lock();
         partitions
             .iter()
             .filter(|p| !p.is_deleted())
             .filter_map(|p| {
                 let key = entry_key(p);
-                let offset = first_dirty
-                    .get(&p.uid)
-                    .copied()
-                    .or_else(|| loaded.get(&key).copied())?;
-                (offset.0 >= 0).then_some((key, offset))
+                let entry = match first_dirty.get(&p.uid) {
+                    Some(&first_dirty) => Entry {
+                        first_dirty,
+                        delete_horizon_ms: horizons.get(&p.uid).copied(),
+                    },
+                    None => *loaded.get(&key)?,
+                };
+                (entry.first_dirty.0 >= 0).then_some((key, entry))
             })
             .collect()
     };
@@ -354,13 +377,15 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
         return None;
     }
     let segments = partition.segments();
-    let high_watermark = partition.high_watermark();
+    // The last stable offset (<= the high watermark): a still-open transaction's data and
+    // everything after it is never cleaned, so every transaction met in a pass is decided.
+    let stable = partition.offsets().last_stable_offset;
     let lag_cutoff = now_ms.saturating_sub(config.min_compaction_lag_ms.max(0));
     let end = segments[..segments.len() - 1]
         .iter()
         .take_while(|s| {
             !s.is_empty()
-                && s.committed_next_offset() <= high_watermark
+                && s.committed_next_offset() <= stable
                 && s.is_settled()
                 && s.max_timestamp().0 <= lag_cutoff
         })
@@ -375,16 +400,17 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
         .iter()
         .position(|s| s.next_offset() > first_dirty)
         .unwrap_or(end);
-    if dirty_from == end {
-        // Nothing dirty; a pass only to remove tombstones whose delete horizon has passed.
-        let horizon = engine
+    // Tombstones or markers whose delete horizon has passed make a pass due by themselves,
+    // however little is dirty (Kafka's `logsWithTombstonesExpired`).
+    let horizon_passed = end > 0
+        && engine
             .cleaner
             .delete_horizons
             .lock()
             .get(&partition.uid)
-            .copied();
-        let due = end > 0 && horizon.is_some_and(|h| h <= now_ms);
-        return due.then_some(Plan {
+            .is_some_and(|&h| h <= now_ms);
+    if dirty_from == end {
+        return horizon_passed.then_some(Plan {
             segments,
             end,
             dirty_from: end,
@@ -397,7 +423,7 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
     let dirty_ratio = dirty as f64 / total as f64;
     let overdue = segments[dirty_from].max_timestamp().0
         < now_ms.saturating_sub(config.max_compaction_lag_ms.max(1));
-    (dirty_ratio >= config.min_cleanable_dirty_ratio || overdue).then_some(Plan {
+    (dirty_ratio >= config.min_cleanable_dirty_ratio || overdue || horizon_passed).then_some(Plan {
         segments,
         end,
         dirty_from,
@@ -494,7 +520,12 @@ fn clean_partition(
         ..CleanerPass::default()
     };
     let mut buf = Vec::new();
-    let (keys, mut map_end) = build_key_map(engine, codec, &plan, &mut buf)?;
+    // Taken after the plan read the last stable offset: every ABORT marker below it is in.
+    let (aborted, aborted_durable) = {
+        let table = partition.producers.lock();
+        (table.aborted().to_vec(), table.forgotten_aborted_durable())
+    };
+    let (keys, mut map_end) = build_key_map(engine, codec, &plan, &aborted, &mut buf)?;
     if map_end == plan.dirty_from && plan.dirty_from < plan.end {
         // Not even one segment fits: skip it, so the cleaner does not spin on it.
         tracing::warn!(
@@ -505,16 +536,21 @@ fn clean_partition(
         );
         map_end += 1;
     } else {
-        let retained = newest_producer_batches(partition);
+        let (retained, retained_markers) = newest_producer_batches(partition);
+        let olds = &plan.segments[..map_end];
         let rules = Rules {
             keys: &keys,
             retained: &retained,
+            retained_markers: &retained_markers,
+            txns: RefCell::new(TxnWalk::new(&aborted, olds[0].base_offset)),
+            aborted: &aborted,
+            aborted_durable,
+            forget: RefCell::new(Vec::new()),
             now_ms,
             new_delete_horizon_ms: now_ms.saturating_add(config.delete_retention_ms.max(0)),
             latest_delete_horizon_ms: Cell::new(None),
         };
-        let olds = &plan.segments[..map_end];
-        clean_segments(
+        let cleaned = clean_segments(
             engine,
             codec,
             partition,
@@ -522,7 +558,18 @@ fn clean_partition(
             &rules,
             &mut buf,
             &mut report,
-        )?;
+        );
+        // Aborted transactions with nothing left but their marker: readers need not skip
+        // anything of them (whether or not this pass's swaps happened: their data went in
+        // an earlier, durable pass).
+        let forget = rules.forget.take();
+        if !forget.is_empty() && partition.producers.lock().forget_aborted(&forget) > 0 {
+            engine
+                .producer_snapshot_wanted
+                .store(true, Ordering::Release);
+            engine.checkpoint_signal.raise();
+        }
+        cleaned?;
         let mut horizons = engine.cleaner.delete_horizons.lock();
         match rules.latest_delete_horizon_ms.get() {
             Some(horizon) => horizons.insert(partition.uid, horizon),
@@ -562,6 +609,7 @@ fn build_key_map(
     engine: &Engine,
     codec: &dyn RecordCodec,
     plan: &Plan,
+    aborted: &[AbortedTxn],
     buf: &mut Vec<u8>,
 ) -> Result<(KeyMap, usize), LogError> {
     let threads = engine.config.cleaner.threads.max(1) as u64;
@@ -572,15 +620,25 @@ fn build_key_map(
         capacity,
     };
     let mut map_end = plan.dirty_from;
+    let mut txns = plan
+        .segments
+        .get(plan.dirty_from)
+        .map(|s| TxnWalk::new(aborted, s.base_offset));
     for segment in &plan.segments[plan.dirty_from..plan.end] {
         // A segment holds at most one key per offset: it fits if that many would.
         let span = (segment.next_offset().0 - segment.base_offset.0).max(0) as usize;
         if keys.map.len().saturating_add(span) > keys.capacity {
             break;
         }
+        let txns = txns.as_mut().expect("a dirty segment");
         for_each_batch(engine, segment, buf, |bytes| {
             let header = BatchHeader::parse(bytes)?;
-            if header.is_control() || header.is_transactional() || header.records_count() == 0 {
+            if header.is_control() {
+                txns.on_marker(&header, txn::control_type(&bytes[HEADER_LEN..]));
+                return Ok(());
+            }
+            // Only committed data counts: an aborted version never hides an older one.
+            if txns.on_data(&header) || header.records_count() == 0 {
                 return Ok(());
             }
             let base = header.base_offset().0;
@@ -622,6 +680,7 @@ fn clean_segments(
             Some(new) => {
                 report.bytes_after += new.written_len();
                 report.records_removed += removed;
+                announce_delete_horizon(engine, partition, rules)?;
                 if swap(engine, partition, group, &new)? {
                     report.segments_cleaned += count;
                     Stats::add(&engine.stats.cleaner_segments_cleaned, count as u64);
@@ -634,21 +693,60 @@ fn clean_segments(
     Ok(())
 }
 
+/// Before a swap that may put the partition's first stamped batches on disk: when no
+/// horizon is known for the partition, stores one (memory and checkpoint), so a crash
+/// before the pass's own checkpoint cannot leave stamped tombstones that no horizon
+/// makes due after the restart. At most once per partition while it holds tombstones.
+fn announce_delete_horizon(
+    engine: &Engine,
+    partition: &Partition,
+    rules: &Rules<'_>,
+) -> Result<(), LogError> {
+    let Some(horizon) = rules.latest_delete_horizon_ms.get() else {
+        return Ok(());
+    };
+    {
+        let mut horizons = engine.cleaner.delete_horizons.lock();
+        if horizons.contains_key(&partition.uid) {
+            return Ok(());
+        }
+        horizons.insert(partition.uid, horizon);
+    }
+    store_checkpoint(engine)
+}
+
 /// (producer id, last offset) of each producer's newest batch: kept (possibly empty) so
-/// its sequence checks survive cleaning.
-fn newest_producer_batches(partition: &Partition) -> HashSet<(i64, i64)> {
-    partition
-        .producers
-        .lock()
-        .by_activity()
-        .filter_map(|(id, entry)| entry.newest_batch().map(|b| (id.0, b.last_offset.0)))
-        .collect()
+/// its sequence checks survive cleaning; and, for each producer with no batch of its
+/// epoch (a marker bumped it), that epoch: its markers of that epoch are kept, since
+/// they are what holds the epoch in the log (Kafka's `lastRecordsOfActiveProducers`).
+fn newest_producer_batches(partition: &Partition) -> (HashSet<(i64, i64)>, HashMap<i64, i16>) {
+    let table = partition.producers.lock();
+    let mut batches = HashSet::new();
+    let mut markers = HashMap::new();
+    for (id, entry) in table.by_activity() {
+        match entry.newest_batch() {
+            Some(b) => batches.insert((id.0, b.last_offset.0)),
+            None => markers.insert(id.0, entry.epoch.0).is_none(),
+        };
+    }
+    (batches, markers)
 }
 
 /// What one pass keeps.
 struct Rules<'a> {
     keys: &'a KeyMap,
     retained: &'a HashSet<(i64, i64)>,
+    /// Producer id -> epoch whose markers are kept (see [`newest_producer_batches`]).
+    retained_markers: &'a HashMap<i64, i16>,
+    /// Transactions as the pass's walk from the first cleaned segment meets them.
+    txns: RefCell<TxnWalk>,
+    /// The partition's aborted transactions (by marker offset) as the pass began.
+    aborted: &'a [AbortedTxn],
+    /// Whether aborted transactions forgotten earlier cannot come back with a restart
+    /// (`ProducerStateTable::forgotten_aborted_durable`).
+    aborted_durable: bool,
+    /// ABORT markers the walk found alone (their transactions are forgotten after it).
+    forget: RefCell<Vec<Offset>>,
     /// The pass's clock: a batch's tombstones go once its delete horizon is not after it.
     now_ms: i64,
     /// The horizon stamped on a batch whose tombstones this pass sees first: now +
@@ -659,6 +757,13 @@ struct Rules<'a> {
 }
 
 impl Rules<'_> {
+    /// Notes a horizon left in the partition (a kept tombstone or marker).
+    fn note_horizon(&self, horizon_ms: i64) {
+        let latest = self.latest_delete_horizon_ms.get();
+        self.latest_delete_horizon_ms
+            .set(Some(latest.map_or(horizon_ms, |l| l.max(horizon_ms))));
+    }
+
     /// Whether `record` of the batch at `base` survives. A tombstone (the newest of its
     /// key) survives until its batch's delete horizon (`None`: not stamped yet, so it is
     /// kept and the batch gets one). Timestamps play no part: a tombstone produced with an
@@ -949,11 +1054,22 @@ fn filter_into(
     let mut removed = 0u64;
     for_each_batch(engine, old, buf, |bytes| {
         let header = BatchHeader::parse(bytes)?;
+        if header.is_control() {
+            return filter_marker(out, codec, bytes, &header, rules);
+        }
         let retained = rules
             .retained
             .contains(&(header.producer_id(), header.last_offset().0));
-        if header.is_control() || header.is_transactional() {
-            return out.emit(bytes); // Kept whole until transactions exist (docs §6).
+        let aborted = rules.txns.borrow_mut().on_data(&header);
+        if aborted && header.records_count() > 0 {
+            // Removed like old versions (kept empty when it is its producer's newest).
+            removed += u64::try_from(header.records_count()).unwrap_or(0);
+            out.changed = true;
+            if retained {
+                return out.emit(&emptied_batch(bytes));
+            }
+            out.drop_batch(&header);
+            return Ok(());
         }
         if header.records_count() == 0 {
             return match retained {
@@ -1009,6 +1125,70 @@ fn filter_into(
     })?;
     out.close_gap()?;
     Ok(removed)
+}
+
+/// A transaction marker: kept while data of its transaction remains before it (or while
+/// it holds its producer's epoch), then stamped with a delete horizon by the first pass
+/// that finds it alone, and removed by the first pass after that horizon.
+fn filter_marker(
+    out: &mut Output<'_>,
+    codec: &dyn RecordCodec,
+    bytes: &[u8],
+    header: &BatchHeader<'_>,
+    rules: &Rules<'_>,
+) -> Result<(), LogError> {
+    let control = txn::control_type(&bytes[HEADER_LEN..]);
+    let alone = rules.txns.borrow_mut().on_marker(header, control);
+    let offset = header.base_offset();
+    let listed = rules
+        .aborted
+        .binary_search_by_key(&offset, |a| a.last_offset)
+        .is_ok();
+    if alone && listed {
+        rules.forget.borrow_mut().push(offset); // In offset order: the walk's.
+    }
+    let holds_epoch =
+        rules.retained_markers.get(&header.producer_id()) == Some(&header.producer_epoch());
+    if !alone || holds_epoch {
+        return out.emit(bytes);
+    }
+    // An ABORT marker goes only once no restart can bring its forgotten entry back: the
+    // entry without the marker would hide the producer's later data.
+    let abort_pinned =
+        control == Some(txn::ControlType::Abort) && (listed || !rules.aborted_durable);
+    match header.delete_horizon_ms() {
+        _ if header.records_count() == 0 => {}
+        Some(horizon) if horizon > rules.now_ms => {
+            rules.note_horizon(horizon);
+            return out.emit(bytes);
+        }
+        Some(_) if abort_pinned => {
+            // Due again once the checkpointer (asked now) has written the snapshot.
+            let engine = out.engine;
+            engine.checkpoint_signal.raise();
+            let interval_ms =
+                i64::try_from(engine.config.checkpoint_interval_ms).unwrap_or(i64::MAX);
+            rules.note_horizon(rules.now_ms.saturating_add(interval_ms.max(1)));
+            return out.emit(bytes);
+        }
+        Some(_) => {}
+        None => {
+            out.changed = true;
+            rules.note_horizon(rules.new_delete_horizon_ms);
+            let mut stamped = Vec::with_capacity(bytes.len());
+            codec
+                .rebuild(
+                    bytes,
+                    &mut |_| true,
+                    Some(rules.new_delete_horizon_ms),
+                    &mut stamped,
+                )
+                .map_err(codec_error)?;
+            return out.emit(&stamped);
+        }
+    }
+    out.drop_batch(header);
+    Ok(())
 }
 
 /// `<base:020>.<end:020>.swap`: a cleaned segment in force, replacing every segment with a
@@ -1168,9 +1348,15 @@ mod tests {
         };
         keys.map.insert(key_hash(b"a"), 5);
         let retained = HashSet::new();
+        let retained_markers = HashMap::new();
         let rules = Rules {
             keys: &keys,
             retained: &retained,
+            retained_markers: &retained_markers,
+            txns: RefCell::new(TxnWalk::new(&[], Offset(0))),
+            aborted: &[],
+            aborted_durable: true,
+            forget: RefCell::new(Vec::new()),
             now_ms: 100,
             new_delete_horizon_ms: 200,
             latest_delete_horizon_ms: Cell::new(None),

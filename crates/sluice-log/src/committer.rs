@@ -203,9 +203,6 @@ struct RoundUndo {
     active_next: Offset,
     /// Producer entries as they were (see `ProducerStateTable::record_header_undoable`).
     producers: Vec<(ProducerId, Option<ProducerEntry>)>,
-    /// The partition's aborted-transaction count before the round's first marker there
-    /// (`usize::MAX` while the round wrote none).
-    aborted_len: usize,
 }
 
 /// Why a request could not be applied.
@@ -519,7 +516,6 @@ impl Committer {
                 active_next: active.next_offset(),
                 active,
                 producers: self.undo_pool.pop().unwrap_or_default(),
-                aborted_len: usize::MAX,
             });
             self.touched.push(Arc::clone(&partition));
         }
@@ -577,9 +573,6 @@ impl Committer {
                 let mut scratch = Vec::new();
                 match (txn, undo) {
                     (Some(TxnOp::Marker(control)), Some(undo)) => {
-                        if undo.aborted_len == usize::MAX {
-                            undo.aborted_len = table.aborted().len();
-                        }
                         let (producer_id, epoch) = marker_producer(&header);
                         let saved = &mut undo.producers;
                         table.record_marker_undoable(producer_id, epoch, control, next, now, saved);
@@ -809,11 +802,12 @@ impl Committer {
             result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
             partition.set_log_end(undo.log_end);
             if !undo.producers.is_empty() {
-                let aborted_len = undo.aborted_len;
+                // The round's aborted transactions are those whose marker it placed: at or
+                // after the log end it started from.
                 partition
                     .producers
                     .lock()
-                    .undo(&mut undo.producers, aborted_len);
+                    .undo(&mut undo.producers, undo.log_end);
             }
             debug_assert!(partition.high_watermark() <= partition.log_end());
         }

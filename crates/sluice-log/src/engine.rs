@@ -210,6 +210,10 @@ pub(crate) struct Engine {
     /// `checkpoints` lock (which is held across segment syncs).
     checkpoint_journal_bytes: AtomicU64,
     pub(crate) checkpoint_signal: Signal,
+    /// Set when a producer-state table changed with no append (the log cleaner forgot
+    /// aborted transactions): the next checkpoint runs even with nothing new in the
+    /// journal, so its producer snapshots make the change durable.
+    pub(crate) producer_snapshot_wanted: AtomicBool,
     pub(crate) retention_signal: Signal,
     /// Wakes the log cleaner threads (shutdown).
     pub(crate) cleaner_signal: Signal,
@@ -238,6 +242,7 @@ impl Engine {
             checkpoints: Mutex::new(CheckpointState::default()),
             checkpoint_journal_bytes: AtomicU64::new(0),
             checkpoint_signal: Signal::default(),
+            producer_snapshot_wanted: AtomicBool::new(false),
             retention_signal: Signal::default(),
             cleaner_signal: Signal::default(),
             cleaner: crate::cleaner::CleanerState::default(),

@@ -38,6 +38,7 @@ mod checkpoint;
 mod checkpointer;
 pub mod cleaner;
 mod cleaner_checkpoint;
+mod cleaner_txn;
 mod committer;
 mod completion;
 pub mod config;

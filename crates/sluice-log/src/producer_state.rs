@@ -253,6 +253,12 @@ pub(crate) struct ProducerStateTable {
     /// The partition's aborted transactions whose marker is at or above the log start, in
     /// marker order (persisted in snapshot v2).
     aborted: Vec<AbortedTxn>,
+    /// The table's version when the log cleaner last forgot aborted transactions (0:
+    /// never since open); see [`Self::forgotten_aborted_durable`].
+    aborted_forgotten_version: u64,
+    /// The newest table version a durable checkpoint describes (its snapshot file, or no
+    /// snapshot for an empty table: recovery then rebuilds from the log).
+    checkpointed_version: u64,
 }
 
 impl ProducerStateTable {
@@ -269,6 +275,8 @@ impl ProducerStateTable {
             snapshot: None,
             ongoing: BTreeMap::new(),
             aborted: Vec::new(),
+            aborted_forgotten_version: 0,
+            checkpointed_version: 0,
         }
     }
 
@@ -291,6 +299,39 @@ impl ProducerStateTable {
             .is_none_or(|last| last.last_offset < entry.last_offset));
         self.aborted.push(entry);
         self.version += 1;
+    }
+
+    /// Forgets the aborted transactions whose ABORT marker is at one of `markers` (sorted):
+    /// the log cleaner found no batch of them left, so there is nothing for readers to
+    /// skip, and their markers may go later (a reader told of an aborted transaction skips
+    /// its producer's batches until it meets the marker, so the entry must go first, as in
+    /// Kafka's cleaned `.txnindex`). Returns how many were forgotten.
+    pub(crate) fn forget_aborted(&mut self, markers: &[Offset]) -> usize {
+        debug_assert!(markers.windows(2).all(|w| w[0] < w[1]));
+        let before = self.aborted.len();
+        self.aborted
+            .retain(|e| markers.binary_search(&e.last_offset).is_err());
+        let forgotten = before - self.aborted.len();
+        if forgotten > 0 {
+            self.version += 1;
+            self.aborted_forgotten_version = self.version;
+        }
+        forgotten
+    }
+
+    /// Whether the producer state in force after a restart (what a durable checkpoint
+    /// names) was taken after the cleaner last forgot aborted transactions, so a restart
+    /// cannot bring them back. Until then the cleaner keeps their ABORT markers: a
+    /// forgotten entry that came back without its marker would hide its producer's later
+    /// data from read_committed readers. (A rebuild from the log cannot bring one back:
+    /// an entry is made only when the walk meets data of the transaction, and none is left.)
+    pub(crate) fn forgotten_aborted_durable(&self) -> bool {
+        self.checkpointed_version >= self.aborted_forgotten_version
+    }
+
+    /// A durable checkpoint now describes the table as it was at `version`.
+    pub(crate) fn note_checkpointed(&mut self, version: u64) {
+        self.checkpointed_version = self.checkpointed_version.max(version);
     }
 
     /// Forgets aborted transactions whose marker is below `log_start`: none of their
@@ -616,15 +657,19 @@ impl ProducerStateTable {
     }
 
     /// Puts back the entries saved by the `*_undoable` methods (a commit round whose
-    /// writes were refused), and the aborted transactions as they were when there were
-    /// `aborted_len`. The restored entries count as the most recently active. `saved` is
-    /// left empty (its capacity is reused by the committer).
+    /// writes were refused), and drops the aborted transactions whose marker is at or
+    /// after `round_start` (the round's; by offset, not by count, since the cleaner and
+    /// retention may forget older entries meanwhile). The restored entries count as the
+    /// most recently active. `saved` is left empty (its capacity is reused by the committer).
     pub(crate) fn undo(
         &mut self,
         saved: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
-        aborted_len: usize,
+        round_start: Offset,
     ) {
-        self.aborted.truncate(aborted_len);
+        let keep = self
+            .aborted
+            .partition_point(|e| e.last_offset < round_start);
+        self.aborted.truncate(keep);
         for (producer_id, _) in saved.iter() {
             if let Some(&slot) = self.by_id.get(producer_id) {
                 self.remove_slot(slot);
@@ -1211,7 +1256,7 @@ mod tests {
         );
         assert!(table.get(ProducerId(1)).is_none(), "1 evicted, 2 kept");
         assert_eq!(table.first_unstable_offset(), Some(Offset(1)));
-        table.undo(&mut undo, usize::MAX);
+        table.undo(&mut undo, Offset(i64::MAX));
         assert!(table.get(ProducerId(1)).is_some() && table.get(ProducerId(3)).is_none());
         assert_eq!(table.first_unstable_offset(), Some(Offset(1)));
         // Undo of an ABORT marker removes its aborted entry and reopens the transaction.
@@ -1228,11 +1273,37 @@ mod tests {
             (table.aborted().len(), table.first_unstable_offset()),
             (1, None)
         );
-        table.undo(&mut undo, 0);
+        table.undo(&mut undo, Offset(3));
         assert_eq!(
             (table.aborted().len(), table.first_unstable_offset()),
             (0, Some(Offset(1)))
         );
+    }
+
+    #[test]
+    fn forgotten_aborted_transactions_wait_for_a_checkpoint() {
+        // Goal: the cleaner may remove the ABORT marker of a forgotten aborted transaction
+        // only once a durable checkpoint describes the table without it; undo by offset
+        // keeps older entries whatever was forgotten meanwhile.
+        let mut table = ProducerStateTable::new(4);
+        let entry = |first, last| AbortedTxn {
+            producer_id: ProducerId(1),
+            first_offset: Offset(first),
+            last_offset: Offset(last),
+            last_stable_offset: Offset(last + 1),
+        };
+        for (first, last) in [(0, 2), (3, 5), (6, 8)] {
+            table.push_loaded_aborted(entry(first, last));
+        }
+        assert!(table.forgotten_aborted_durable(), "nothing forgotten");
+        assert_eq!(table.forget_aborted(&[Offset(2), Offset(7)]), 1);
+        assert!(!table.forgotten_aborted_durable());
+        table.note_checkpointed(table.version() - 1);
+        assert!(!table.forgotten_aborted_durable(), "an older state");
+        table.note_checkpointed(table.version());
+        assert!(table.forgotten_aborted_durable());
+        table.undo(&mut Vec::new(), Offset(6));
+        assert_eq!(table.aborted(), &[entry(3, 5)]);
     }
 
     /// A batch header (no records) of producer `id` at `epoch` and `seq`.

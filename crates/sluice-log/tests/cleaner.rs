@@ -2,7 +2,9 @@
 //! tombstones and `delete.retention.ms` (counted from the pass that first saw them), keyless records, compressed batches rebuilt with
 //! their codec, producers' newest batches kept), cleaned segments surviving a reopen, and
 //! the crash-safe swap on the fault-injecting `SimFs` (a power cut after every file
-//! operation of a pass, then a crash: old or new segment, never a loss).
+//! operation of a pass, then a crash: old or new segment, never a loss), delete horizons
+//! across restarts and crashes, and transactions (aborted data, markers, open
+//! transactions) as Kafka's cleaner treats them.
 
 mod common;
 
@@ -14,7 +16,10 @@ use common::{config, key, partition_dir};
 use sluice_log::batch::{validate_stored, BatchIter};
 use sluice_log::fs::{Fs, StdFs};
 use sluice_log::sim_fs::{SimFs, SimRng};
-use sluice_log::{LogConfig, LogManager, Offset, PartitionKey, RecordCodec, RecordKey};
+use sluice_log::{
+    AbortedTxn, ControlType, IsolationLevel, LogConfig, LogManager, Offset, PartitionKey,
+    ProducerEpoch, ProducerId, RecordCodec, RecordKey,
+};
 use sluice_protocol::record_compact::{self, RecordView};
 use sluice_protocol::record_walk::{Compression, WalkLimits};
 
@@ -593,4 +598,375 @@ async fn shutdown_does_not_wait_for_a_throttled_pass() {
         written,
         "nothing was swapped half-way"
     );
+}
+
+/// Writes `k0`..`k7` twice each, cleans them (a pass that stamps nothing; what it leaves
+/// fills more than a segment, so a later pass does not merge it all into one dirty
+/// segment), then a tombstone for `k0` and fillers. Returns the tombstone's offset.
+async fn values_then_a_tombstone(log: &LogManager, k: &PartitionKey) -> i64 {
+    let value = "v".repeat(100);
+    for i in 0..16 {
+        let key = format!("k{}", i % 8);
+        let rec: Rec<'_> = (Some(key.as_str()), Some(value.as_str()));
+        append(log, k, keyed_batch(&[rec], NOW_MS, 0, None)).await;
+    }
+    log.checkpoint_now().unwrap();
+    assert_eq!(log.clean_now(NOW_MS).unwrap().len(), 1);
+    let tombstone = append(log, k, keyed_batch(&[(Some("k0"), None)], NOW_MS, 0, None)).await;
+    for i in 0..8 {
+        let z = format!("z{i}");
+        let rec: Rec<'_> = (Some(z.as_str()), Some("z"));
+        append(log, k, keyed_batch(&[rec], NOW_MS, 0, None)).await;
+    }
+    log.checkpoint_now().unwrap();
+    tombstone
+}
+
+/// Whether the batch holding `offset` is stamped with a delete horizon and still holds
+/// the record at `offset`.
+fn stamped_and_there(log: &LogManager, k: &PartitionKey, offset: i64) -> bool {
+    let read = log.read(k, Offset(offset), 1 << 20, true).unwrap();
+    let Some(batch) = BatchIter::new(read.records).next() else {
+        return false;
+    };
+    let batch = batch.unwrap();
+    let header = validate_stored(&batch).unwrap();
+    header.delete_horizon_ms().is_some() && read_records(log, k).contains_key(&offset)
+}
+
+#[tokio::test]
+async fn a_delete_horizon_survives_a_restart() {
+    // Goal: the latest delete horizon of a partition is kept in the cleaner checkpoint:
+    // after a restart with nothing new written, a pass comes at the horizon by itself and
+    // removes the tombstone (kept only in memory, the partition would wait for new data).
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("horizon-restart", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let tombstone = values_then_a_tombstone(&log, &k).await;
+    assert_eq!(log.clean_now(NOW_MS + 1).unwrap().len(), 1);
+    assert!(stamped_and_there(&log, &k, tombstone), "stamped, kept");
+    log.shutdown().unwrap();
+    drop(log);
+
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.set_config(&k, compacted()).unwrap();
+    assert!(log
+        .clean_now(NOW_MS + DELETE_RETENTION_MS)
+        .unwrap()
+        .is_empty());
+    assert!(stamped_and_there(&log, &k, tombstone));
+    let passes = log.clean_now(NOW_MS + 1 + DELETE_RETENTION_MS).unwrap();
+    assert_eq!(
+        passes.len(),
+        1,
+        "due at the horizon after a restart: {passes:?}"
+    );
+    assert!(!read_records(&log, &k).contains_key(&tombstone), "removed");
+}
+
+#[tokio::test]
+async fn a_crash_after_stamping_keeps_the_delete_horizon() {
+    // Goal: a power cut after each file operation of a pass that stamps a partition's
+    // first tombstone, then a crash: whenever the stamped tombstone is on disk after the
+    // reopen, a pass after its horizon removes it with nothing new written and a dirty
+    // ratio that would never make the partition due (the horizon was stored before the
+    // swap, not only with the pass's own checkpoint after it).
+    let mut cut = 1u64;
+    let mut rng = SimRng::new(29);
+    let mut stamped_cuts = 0;
+    loop {
+        let fs = SimFs::new();
+        let dir = std::path::Path::new("/data");
+        fs.create_dir_all_durable(dir).unwrap();
+        let k = key("horizon-crash", 0);
+        let log = open(dir, Arc::new(fs.clone()));
+        log.create_partition(k.clone(), compacted()).unwrap();
+        let tombstone = values_then_a_tombstone(&log, &k).await;
+        fs.cut_power_after(cut);
+        let result = log.clean_now(NOW_MS + 1);
+        let finished = !fs.is_power_cut();
+        drop(log);
+        fs.crash(&mut rng);
+        let log = open(dir, Arc::new(fs.clone()));
+        let never_dirty_enough = LogConfig {
+            min_cleanable_dirty_ratio: 1.0,
+            ..compacted()
+        };
+        log.set_config(&k, never_dirty_enough).unwrap();
+        if stamped_and_there(&log, &k, tombstone) {
+            stamped_cuts += 1;
+            log.clean_now(NOW_MS + 1 + DELETE_RETENTION_MS).unwrap();
+            assert!(
+                !read_records(&log, &k).contains_key(&tombstone),
+                "cut {cut}: a stamped tombstone outlived its horizon"
+            );
+        }
+        drop(log);
+        if finished {
+            assert!(result.is_ok(), "{result:?}");
+            assert!(stamped_cuts > 1, "some cuts left the stamp on disk");
+            return;
+        }
+        cut += 1;
+        assert!(cut < 10_000, "the pass ends");
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.expect("after 1970").as_millis() as i64
+}
+
+/// `batch` marked transactional (attribute bit 4).
+fn transactional(batch: Bytes) -> Bytes {
+    let mut b = batch.to_vec();
+    let attributes = i16::from_be_bytes([b[21], b[22]]) | (1 << 4);
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    common::fix_crc(&mut b);
+    Bytes::from(b)
+}
+
+/// One transaction of `producer_id` (epoch 0): the partition verified, one batch of
+/// `records` at sequence `seq`, then its marker. Returns the batch's base offset.
+async fn transaction(
+    log: &LogManager,
+    k: &PartitionKey,
+    producer_id: i64,
+    seq: i32,
+    records: &[Rec<'_>],
+    control: Option<ControlType>,
+) -> i64 {
+    log.verify_txn(k, ProducerId(producer_id), ProducerEpoch(0))
+        .await
+        .expect("queued")
+        .wait()
+        .await
+        .expect("verified");
+    let batch = keyed_batch(records, NOW_MS, 0, Some((producer_id, 0, seq)));
+    let offset = append(log, k, transactional(batch)).await;
+    if let Some(control) = control {
+        end_transaction(log, k, producer_id, control).await;
+    }
+    offset
+}
+
+async fn end_transaction(log: &LogManager, k: &PartitionKey, producer_id: i64, c: ControlType) {
+    log.append_marker(k, ProducerId(producer_id), ProducerEpoch(0), c)
+        .await
+        .expect("queued")
+        .wait()
+        .await
+        .expect("marker written");
+}
+
+/// Offsets of the control batches (markers) from the log start to the high watermark.
+fn markers(log: &LogManager, k: &PartitionKey) -> Vec<i64> {
+    let offsets = log.offsets(k).unwrap();
+    let mut next = offsets.log_start_offset;
+    let mut found = Vec::new();
+    while next < offsets.high_watermark {
+        let read = log.read(k, next, 64 * 1024, true).unwrap();
+        for batch in BatchIter::new(read.records) {
+            let batch = batch.unwrap();
+            let header = validate_stored(&batch).unwrap();
+            if header.is_control() && header.last_offset() >= next {
+                found.push(header.base_offset().0);
+            }
+            next = Offset(header.last_offset().0 + 1);
+        }
+    }
+    found
+}
+
+async fn fillers(log: &LogManager, k: &PartitionKey, tag: &str, count: usize) {
+    for i in 0..count {
+        let z = format!("{tag}{i}");
+        let rec: Rec<'_> = (Some(z.as_str()), Some("z"));
+        append(log, k, keyed_batch(&[rec], NOW_MS, 0, None)).await;
+    }
+    log.checkpoint_now().unwrap();
+}
+
+fn value_of(seen: &Seen, key: &str) -> Vec<(i64, Option<String>)> {
+    seen.iter()
+        .filter(|(_, (k, _))| k.as_deref() == Some(key))
+        .map(|(o, (_, v))| (*o, v.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn transactions_are_cleaned_as_kafka_cleans_them() {
+    // Goal: aborted data goes like old versions and never hides an older committed value
+    // (k0 and k2 keep T1's values over T2's aborted ones); committed transactional data is
+    // compacted like any record (T3's k1 superseded); a marker stays while data of its
+    // transaction remains (T1, T4), and one whose data is gone (T2 ABORT, T3 COMMIT)
+    // stays through the pass that removed the data and the next one (which stamps its
+    // delete horizon and forgets T2 in the aborted-transaction list), and goes at the
+    // horizon (the ABORT marker once a producer snapshot without T2 is in force); the
+    // producer goes on at its next sequence.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("txn-compacted", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    // Markers carry the wall clock: the passes run after it (min.compaction.lag.ms 0).
+    let now = wall_clock_ms() + 1_000;
+    use ControlType::{Abort, Commit};
+    let recs_t1: [Rec<'_>; 3] = [
+        (Some("k0"), Some("a1")),
+        (Some("k1"), Some("a1")),
+        (Some("k2"), Some("a1")),
+    ];
+    let t1 = transaction(&log, &k, 1, 0, &recs_t1, Some(Commit)).await;
+    let recs_t2: [Rec<'_>; 2] = [(Some("k0"), Some("b2")), (Some("k2"), Some("b2"))];
+    let t2 = transaction(&log, &k, 1, 3, &recs_t2, Some(Abort)).await;
+    append(
+        &log,
+        &k,
+        keyed_batch(&[(Some("k1"), Some("n3"))], NOW_MS, 0, None),
+    )
+    .await;
+    let t3 = transaction(&log, &k, 1, 5, &[(Some("k1"), Some("c3"))], Some(Commit)).await;
+    let t4 = transaction(&log, &k, 1, 6, &[(Some("k3"), Some("d4"))], Some(Commit)).await;
+    let n5 = append(
+        &log,
+        &k,
+        keyed_batch(&[(Some("k1"), Some("n5"))], NOW_MS, 0, None),
+    )
+    .await;
+    fillers(&log, &k, "z", 8).await;
+    let all_markers = vec![t1 + 3, t2 + 2, t3 + 1, t4 + 1];
+    assert_eq!(markers(&log, &k), all_markers);
+
+    assert_eq!(log.clean_now(now).unwrap().len(), 1);
+    let after = read_records(&log, &k);
+    assert_eq!(
+        value_of(&after, "k0"),
+        vec![(t1, Some("a1".into()))],
+        "aborted b2 hides nothing"
+    );
+    assert_eq!(value_of(&after, "k2"), vec![(t1 + 2, Some("a1".into()))]);
+    assert_eq!(value_of(&after, "k1"), vec![(n5, Some("n5".into()))]);
+    assert_eq!(value_of(&after, "k3"), vec![(t4, Some("d4".into()))]);
+    assert_eq!(
+        markers(&log, &k),
+        all_markers,
+        "each marker's data was seen by this pass"
+    );
+
+    let listed = |log: &LogManager| {
+        let mut listed: Vec<AbortedTxn> = Vec::new();
+        let high_watermark = log.offsets(&k).unwrap().high_watermark;
+        log.aborted_transactions(&k, Offset(0), high_watermark, &mut listed)
+            .unwrap();
+        listed
+            .iter()
+            .map(|a| (a.producer_id.0, a.first_offset.0, a.last_offset.0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(&log), vec![(1, t2, t2 + 2)], "T2's data was there");
+
+    fillers(&log, &k, "y", 8).await;
+    assert_eq!(log.clean_now(now + 10).unwrap().len(), 1);
+    assert_eq!(
+        markers(&log, &k),
+        all_markers,
+        "stamped, kept for delete.retention.ms"
+    );
+    assert_eq!(
+        listed(&log),
+        Vec::new(),
+        "T2 forgotten: readers must not skip anything of it, since its marker will go"
+    );
+    assert!(log
+        .clean_now(now + 9 + DELETE_RETENTION_MS)
+        .unwrap()
+        .is_empty());
+    // The forgetting raised a checkpoint; made sure of here, so the ABORT marker may go
+    // (a restart cannot bring T2's entry back without it).
+    log.checkpoint_now().unwrap();
+    let passes = log.clean_now(now + 10 + DELETE_RETENTION_MS).unwrap();
+    assert_eq!(passes.len(), 1, "due at the markers' horizon: {passes:?}");
+    assert_eq!(
+        markers(&log, &k),
+        vec![t1 + 3, t4 + 1],
+        "markers alone removed"
+    );
+    let last = read_records(&log, &k);
+    assert_eq!(value_of(&last, "k0"), vec![(t1, Some("a1".into()))]);
+    assert_eq!(value_of(&last, "k3"), vec![(t4, Some("d4".into()))]);
+
+    let high_watermark = log.offsets(&k).unwrap().high_watermark;
+    let mut out = Vec::new();
+    let (committed_bytes, _, _) = log
+        .read_ranges_isolated_into(
+            &k,
+            Offset(0),
+            1 << 20,
+            true,
+            IsolationLevel::ReadCommitted,
+            &mut out,
+        )
+        .unwrap();
+    assert!(committed_bytes > 0);
+    assert_eq!(log.offsets(&k).unwrap().last_stable_offset, high_watermark);
+    let t5 = transaction(&log, &k, 1, 7, &[(Some("k3"), Some("e5"))], Some(Commit)).await;
+    assert!(t5 > n5, "the producer goes on at its next sequence");
+}
+
+#[tokio::test]
+async fn an_open_transaction_bounds_the_cleanable_range() {
+    // Goal: nothing at or past the last stable offset is cleaned (an open transaction's
+    // data, and every later version of a key); once the transaction commits, the next
+    // pass cleans it all and keeps its data as the newest committed value.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("txn-open", 0);
+    let now = wall_clock_ms() + 1_000;
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let mut written = Seen::new();
+    for i in 0..8 {
+        let v = format!("v{i}");
+        let offset = append(
+            &log,
+            &k,
+            keyed_batch(&[(Some("k0"), Some(v.as_str()))], NOW_MS, 0, None),
+        )
+        .await;
+        written.insert(offset, (Some("k0".into()), Some(v)));
+    }
+    let open_at = transaction(&log, &k, 2, 0, &[(Some("k1"), Some("open"))], None).await;
+    written.insert(open_at, (Some("k1".into()), Some("open".into())));
+    for i in 8..24 {
+        let v = format!("v{i}");
+        let offset = append(
+            &log,
+            &k,
+            keyed_batch(&[(Some("k0"), Some(v.as_str()))], NOW_MS, 0, None),
+        )
+        .await;
+        written.insert(offset, (Some("k0".into()), Some(v)));
+    }
+    log.checkpoint_now().unwrap();
+    assert_eq!(log.offsets(&k).unwrap().last_stable_offset.0, open_at);
+    log.clean_now(now).unwrap();
+    let after = read_records(&log, &k);
+    for (offset, record) in written.range(open_at..) {
+        assert_eq!(
+            after.get(offset),
+            Some(record),
+            "{offset} is at or past the LSO"
+        );
+    }
+    assert!(
+        after.range(..open_at).count() < 8,
+        "below the LSO was cleaned"
+    );
+
+    end_transaction(&log, &k, 2, ControlType::Commit).await;
+    fillers(&log, &k, "z", 8).await;
+    log.clean_now(now + 1).unwrap();
+    let last = read_records(&log, &k);
+    assert_eq!(value_of(&last, "k1"), vec![(open_at, Some("open".into()))]);
+    assert_eq!(value_of(&last, "k0").len(), 1, "{last:?}");
 }
