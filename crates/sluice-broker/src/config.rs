@@ -555,6 +555,32 @@ mod tests {
         );
     }
 
+    // Goal: a KRaft-style server.properties as Kafka ships it loads: the settings that do
+    // not apply to one node are table rows accepted with no effect, not unknown keys.
+    #[test]
+    fn kafka_style_file_loads() {
+        let text = "process.roles=broker,controller\nnode.id=1\n\
+            controller.quorum.bootstrap.servers=localhost:9093\n\
+            listeners=PLAINTEXT://127.0.0.1:0\ninter.broker.listener.name=PLAINTEXT\n\
+            controller.listener.names=CONTROLLER\n\
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+            num.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n\
+            socket.receive.buffer.bytes=102400\nsocket.request.max.bytes=104857600\n\
+            log.dirs=/tmp/kraft-combined-logs\nnum.partitions=1\n\
+            num.recovery.threads.per.data.dir=1\noffsets.topic.replication.factor=1\n\
+            share.coordinator.state.topic.replication.factor=1\n\
+            share.coordinator.state.topic.min.isr=1\n\
+            transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+            log.retention.hours=168\nlog.segment.bytes=1073741824\n\
+            log.retention.check.interval.ms=300000\n";
+        let c = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap();
+        assert_eq!(c.data_dir, std::path::Path::new("/tmp/kraft-combined-logs"));
+        assert_eq!(
+            c.explicit.get("num.io.threads").map(String::as_str),
+            Some("8")
+        );
+    }
+
     // Goal: secrets never land in `explicit` (and so in no Debug output or DescribeConfigs).
     #[test]
     fn secrets_are_not_kept() {

@@ -690,7 +690,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some(|c| match c.fsync {
             sluice_log::FsyncPolicy::Always => "always".into(),
             sluice_log::FsyncPolicy::Never => "never".into(),
-        })).check(Check::OneOf(&["always", "never"])),
+        })).check(Check::Custom("always, never")),
     D::new("sluice.journal.direct.io", Boolean, "false", Ro, Sluice,
         "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync).",
         |c, _, v| { c.journal_direct_io = parse_bool(v)?; Ok(()) },
@@ -701,7 +701,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some(|c| match c.storage {
             sluice_log::Storage::Disk => "disk".into(),
             sluice_log::Storage::Null => "null".into(),
-        })).check(Check::OneOf(&["disk", "null"])),
+        })).check(Check::Custom("disk, null")),
     D::new("metrics.listen", Str, "", Ro, Sluice,
         "host:port of the admin listener (Prometheus /metrics, /ready); off when empty, port 0 picks one.",
         |c, _, v| {
