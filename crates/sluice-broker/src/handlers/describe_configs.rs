@@ -18,6 +18,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::config::BrokerConfig;
 use crate::config_table::{self, BrokerConfigDef, BROKER_CONFIGS};
 use crate::topic_config::{self, source, ConfigType};
 use crate::{acl, config_security, error_code, Broker};
@@ -177,12 +178,17 @@ fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, Stri
         .collect()
 }
 
+/// A value as DescribeConfigs shows it: null when sensitive or empty.
+fn shown(d: &BrokerConfigDef, value: String) -> Option<String> {
+    match d.sensitive || value.is_empty() {
+        true => None,
+        false => Some(value),
+    }
+}
+
+/// Every row of the broker config table, then the per-listener security settings given.
 fn broker_entries(b: &Broker) -> Vec<Entry> {
     let c = &b.config;
-    let source_of = |key: &str| match c.explicit.contains_key(key) {
-        true => source::STATIC_BROKER_CONFIG,
-        false => source::DEFAULT_CONFIG,
-    };
     // What clients are told is the bound listeners' advertised addresses (port 0 resolved).
     let advertised = b
         .listeners
@@ -190,10 +196,6 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
         .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
         .collect::<Vec<_>>()
         .join(",");
-    let shown = |d: &BrokerConfigDef, value: String| match d.sensitive || value.is_empty() {
-        true => None,
-        false => Some(value),
-    };
     let mut entries: Vec<Entry> = BROKER_CONFIGS
         .iter()
         .map(|d| {
@@ -201,64 +203,72 @@ fn broker_entries(b: &Broker) -> Vec<Entry> {
                 "advertised.listeners" => advertised.clone(),
                 _ => d.current(c),
             };
-            // Kafka's synonyms: the names set (this one first), then their defaults.
-            let names = std::iter::once(d.name).chain(d.synonyms.iter().copied());
-            let mut synonyms: Vec<_> = names
-                .clone()
-                .filter(|n| c.explicit.contains_key(*n))
-                .filter_map(config_table::lookup)
-                .map(|s| {
-                    (
-                        s.name.to_string(),
-                        shown(s, s.current(c)),
-                        source::STATIC_BROKER_CONFIG,
-                    )
-                })
-                .collect();
-            synonyms.extend(
-                names
-                    .filter_map(config_table::lookup)
-                    .filter(|s| !s.default.is_empty())
-                    .map(|s| {
-                        (
-                            s.name.to_string(),
-                            shown(s, s.default.to_string()),
-                            source::DEFAULT_CONFIG,
-                        )
-                    }),
-            );
+            let source = match c.explicit.contains_key(d.name) {
+                true => source::STATIC_BROKER_CONFIG,
+                false => source::DEFAULT_CONFIG,
+            };
             Entry {
                 name: d.name.to_string(),
                 value: shown(d, value),
-                source: source_of(d.name),
+                source,
                 kind: d.kind,
                 read_only: true,
                 sensitive: d.sensitive,
                 doc: d.doc,
-                synonyms,
+                synonyms: broker_synonyms(c, d),
             }
         })
         .collect();
-    // Per-listener and per-mechanism security settings given (`listener.name.<l>.<key>`).
-    for (key, value) in c.security.iter() {
-        if config_table::lookup(key).is_some() {
-            continue;
-        }
-        let base = config_table::lookup(config_security::base_key(key));
-        let sensitive = config_security::secret(key) || base.is_some_and(|d| d.sensitive);
-        entries.push(Entry {
-            name: key.clone(),
-            value: (!sensitive && !value.is_empty()).then(|| value.clone()),
-            source: source::STATIC_BROKER_CONFIG,
-            kind: match sensitive {
-                true => ConfigType::Password,
-                false => base.map_or(ConfigType::Str, |d| d.kind),
-            },
-            read_only: true,
-            sensitive,
-            doc: base.map_or("Per-listener security setting.", |d| d.doc),
-            synonyms: vec![],
-        });
-    }
+    entries.extend(listener_security_entries(c));
     entries
+}
+
+/// Kafka's synonyms of a broker setting: the names that were set (the setting first, then its
+/// synonyms in precedence order), then their defaults.
+fn broker_synonyms(c: &BrokerConfig, d: &BrokerConfigDef) -> Vec<(String, Option<String>, i8)> {
+    let names = || {
+        std::iter::once(d.name)
+            .chain(d.synonyms.iter().copied())
+            .filter_map(config_table::lookup)
+    };
+    let set = names()
+        .filter(|s| c.explicit.contains_key(s.name))
+        .map(|s| {
+            (
+                s.name.to_string(),
+                shown(s, s.current(c)),
+                source::STATIC_BROKER_CONFIG,
+            )
+        });
+    let defaults = names().filter(|s| !s.default.is_empty()).map(|s| {
+        let value = shown(s, s.default.to_string());
+        (s.name.to_string(), value, source::DEFAULT_CONFIG)
+    });
+    set.chain(defaults).collect()
+}
+
+/// The per-listener and per-mechanism security settings given (`listener.name.<l>.<key>`),
+/// secrets null.
+fn listener_security_entries(c: &BrokerConfig) -> Vec<Entry> {
+    c.security
+        .iter()
+        .filter(|(key, _)| config_table::lookup(key).is_none())
+        .map(|(key, value)| {
+            let base = config_table::lookup(config_security::base_key(key));
+            let sensitive = config_security::secret(key) || base.is_some_and(|d| d.sensitive);
+            Entry {
+                name: key.clone(),
+                value: (!sensitive && !value.is_empty()).then(|| value.clone()),
+                source: source::STATIC_BROKER_CONFIG,
+                kind: match sensitive {
+                    true => ConfigType::Password,
+                    false => base.map_or(ConfigType::Str, |d| d.kind),
+                },
+                read_only: true,
+                sensitive,
+                doc: base.map_or("Per-listener security setting.", |d| d.doc),
+                synonyms: vec![],
+            }
+        })
+        .collect()
 }
