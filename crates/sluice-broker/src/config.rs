@@ -1,6 +1,10 @@
-//! [`BrokerConfig`]: everything `sluice serve` is told at start, with Kafka's names where a
-//! Kafka broker setting exists. A `server.properties`-style file can supply values; explicit
-//! command-line flags win over the file, and the file wins over defaults.
+//! [`BrokerConfig`]: everything `sluice serve` is told at start, under Kafka's names where a
+//! Kafka broker setting exists. Every setting is a row of [`config_table::BROKER_CONFIGS`]:
+//! [`BrokerConfig::set`] checks and applies a value through its row, and refuses keys that
+//! have none (with the closest known key as a suggestion). [`BrokerConfig::load`] layers the
+//! sources: defaults (the table), then a `server.properties` file, then `SLUICE_*`
+//! environment variables, then command-line flags (`--override` and the convenience flags).
+//! A later source wins over an earlier one; within one source, the later line wins.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -10,6 +14,7 @@ use sluice_coordinator::{GroupConfig, TxnConfig};
 use sluice_log::{FsyncPolicy, Storage, TimestampType};
 
 use crate::config_security::{self, SecurityProtocol, SecuritySettings};
+use crate::config_table;
 use crate::limits;
 use crate::listeners::{self, ListenerSpec};
 
@@ -69,7 +74,8 @@ pub struct BrokerConfig {
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     pub topic_defaults: TopicDefaults,
-    /// Broker settings that were set explicitly (Kafka names), for DescribeConfigs sources.
+    /// Table settings that were set explicitly (Kafka names), for DescribeConfigs sources and
+    /// the values of settings that own no field. Sensitive ones are kept with an empty value.
     pub explicit: BTreeMap<String, String>,
     pub fsync: FsyncPolicy,
     /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
@@ -130,7 +136,7 @@ pub struct BrokerConfig {
 
 impl Default for BrokerConfig {
     fn default() -> Self {
-        Self {
+        let mut c = Self {
             listen: "127.0.0.1:9092".into(),
             listeners: Vec::new(),
             advertised_listeners: Vec::new(),
@@ -164,7 +170,16 @@ impl Default for BrokerConfig {
                 limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
             transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
             authorizer: crate::acl::AuthorizerConfig::default(),
+        };
+        // The table's defaults are the defaults: they replace the values above for every
+        // setting that owns a field (a test checks that each reads back unchanged).
+        for d in config_table::BROKER_CONFIGS {
+            if d.value.is_some() && !d.default.is_empty() {
+                let applied = (d.apply)(&mut c, d.name, d.default);
+                debug_assert!(applied.is_ok(), "default of {}: {applied:?}", d.name);
+            }
         }
+        c
     }
 }
 
@@ -177,17 +192,17 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
-    value.trim().parse().map_err(|_| ConfigError {
-        key: key.into(),
-        value: value.into(),
-        reason: "not a valid number or boolean".into(),
-    })
+/// Where a setting came from, for error messages.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: {error}")]
+pub struct LoadError {
+    pub origin: String,
+    pub error: ConfigError,
 }
 
 /// Kafka's authorizer class names are accepted (both serve the same ACL model here); an
 /// empty value means no authorizer, any other class refuses to start (fail closed).
-fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
+pub(crate) fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value {
         "" => Ok(false),
         "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -201,7 +216,7 @@ fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
 }
 
 /// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
-fn strip_listener_scheme(value: &str) -> String {
+pub(crate) fn strip_listener_scheme(value: &str) -> String {
     let first = value.split(',').next().unwrap_or(value).trim();
     match first.split_once("://") {
         Some((_, addr)) => addr.to_string(),
@@ -210,153 +225,109 @@ fn strip_listener_scheme(value: &str) -> String {
 }
 
 impl BrokerConfig {
-    /// Applies one setting by its Kafka broker name (or a Sluice name). Unknown keys are
-    /// returned as `Ok(false)` so the caller can warn about them.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+    /// Applies one setting by its key: a row of the config table, or a per-listener or
+    /// per-mechanism security key (`config_security`). Any other key is an error that names
+    /// the closest known key.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let v = value.trim();
-        // Security settings are stored apart (never in `explicit`: JAAS values hold passwords).
-        if self.security.set(key, v)? {
-            return Ok(true);
-        }
-        let d = &mut self.topic_defaults;
-        match key {
-            "listeners" => {
-                self.listeners = listeners::parse(key, v)?;
-                self.listen = self.listeners[0].addr.clone();
+        let Some(def) = config_table::lookup(key) else {
+            // Security settings outside the table are stored apart (never in `explicit`:
+            // JAAS values hold passwords), or refused when not served.
+            if self.security.set(key, v)? {
+                return Ok(());
             }
-            "listener.security.protocol.map" => {
-                self.listener_security_protocol_map = config_security::parse_protocol_map(key, v)?
-            }
-            "advertised.listeners" => self.advertised_listeners = listeners::parse(key, v)?,
-            "authorizer.class.name" => self.authorizer.enabled = authorizer_class(key, v)?,
-            "super.users" => {
-                self.authorizer.super_users = v
-                    .split(';')
-                    .map(str::trim)
-                    .filter(|u| !u.is_empty())
-                    .map(String::from)
-                    .collect()
-            }
-            "allow.everyone.if.no.acl.found" => {
-                self.authorizer.allow_everyone_if_no_acl_found = parse(key, v)?
-            }
-            "connections.max.reauth.ms" => self.connections_max_reauth_ms = parse(key, v)?,
-            "sasl.server.max.receive.size" => self.sasl_server_max_receive_size = parse(key, v)?,
-            "node.id" | "broker.id" => self.node_id = parse(key, v)?,
-            "log.dirs" | "log.dir" => {
-                self.data_dir = PathBuf::from(v.split(',').next().unwrap_or(v))
-            }
-            "auto.create.topics.enable" => self.auto_create_topics = parse(key, v)?,
-            "num.partitions" => d.partitions = parse(key, v)?,
-            "log.retention.ms" => d.retention_ms = parse(key, v)?,
-            "log.retention.minutes" => d.retention_ms = parse::<i64>(key, v)? * 60_000,
-            "log.retention.hours" => d.retention_ms = parse::<i64>(key, v)? * 3_600_000,
-            "log.retention.bytes" => d.retention_bytes = parse(key, v)?,
-            "log.segment.bytes" => d.segment_bytes = parse(key, v)?,
-            "log.roll.ms" => d.segment_ms = parse(key, v)?,
-            "log.roll.hours" => d.segment_ms = parse::<i64>(key, v)? * 3_600_000,
-            "message.max.bytes" => d.max_message_bytes = parse(key, v)?,
-            "log.message.timestamp.type" => d.timestamp_type = parse_timestamp_type(key, v)?,
-            "log.retention.check.interval.ms" => self.retention_check_interval_ms = parse(key, v)?,
-            "log.cleaner.enable" => self.log_cleaner.enable = parse(key, v)?,
-            "log.cleaner.threads" => self.log_cleaner.threads = parse(key, v)?,
-            "log.cleaner.backoff.ms" => self.log_cleaner.backoff_ms = parse(key, v)?,
-            "log.cleaner.io.max.bytes.per.second" => {
-                // Kafka's default is Double.MAX_VALUE: anything that large means no limit.
-                let rate: f64 = parse(key, v)?;
-                self.log_cleaner.io_max_bytes_per_second = rate.min(u64::MAX as f64) as u64;
-            }
-            "log.cleaner.dedupe.buffer.size" => {
-                self.log_cleaner.dedupe_buffer_bytes = parse(key, v)?
-            }
-            "log.cleanup.policy" => {
-                d.cleanup_policy =
-                    crate::topic_config::parse_cleanup_policy(v).map_err(|reason| ConfigError {
-                        key: key.into(),
-                        value: v.into(),
-                        reason,
-                    })?
-            }
-            "log.cleaner.min.cleanable.ratio" => d.min_cleanable_dirty_ratio = parse(key, v)?,
-            "log.cleaner.min.compaction.lag.ms" => d.min_compaction_lag_ms = parse(key, v)?,
-            "log.cleaner.max.compaction.lag.ms" => d.max_compaction_lag_ms = parse(key, v)?,
-            "log.cleaner.delete.retention.ms" => d.delete_retention_ms = parse(key, v)?,
-            "max.connections" => self.max_connections = parse(key, v)?,
-            "socket.request.max.bytes" => self.max_request_bytes = parse(key, v)?,
-            "queued.max.request.bytes" => self.queued_max_request_bytes = parse(key, v)?,
-            "max.connections.per.ip" => self.max_connections_per_ip = parse(key, v)?,
-            "max.connections.per.ip.overrides" => {
-                self.max_connections_per_ip_overrides = parse_ip_overrides(key, v)?
-            }
-            "connections.max.idle.ms" => self.connections_max_idle_ms = parse(key, v)?,
-            "fetch.max.bytes" => self.fetch_max_bytes = parse(key, v)?,
-            "sluice.fsync" => self.fsync = parse_fsync(key, v)?,
-            "sluice.journal.direct.io" => self.journal_direct_io = parse(key, v)?,
-            "sluice.storage" => self.storage = parse_storage(key, v)?,
-            "group.min.session.timeout.ms" => {
-                self.group.group_min_session_timeout_ms = parse(key, v)?
-            }
-            "group.max.session.timeout.ms" => {
-                self.group.group_max_session_timeout_ms = parse(key, v)?
-            }
-            "group.initial.rebalance.delay.ms" => {
-                self.group.group_initial_rebalance_delay_ms = parse(key, v)?
-            }
-            "group.max.size" => self.group.group_max_size = parse(key, v)?,
-            "group.consumer.session.timeout.ms" => {
-                self.group.consumer_session_timeout_ms = parse(key, v)?
-            }
-            "group.consumer.heartbeat.interval.ms" => {
-                self.group.consumer_heartbeat_interval_ms = parse(key, v)?
-            }
-            "group.consumer.max.size" => self.group.consumer_group_max_size = parse(key, v)?,
-            "offsets.retention.minutes" => {
-                self.group.offsets_retention_ms = parse::<i64>(key, v)?.saturating_mul(60_000)
-            }
-            "offset.metadata.max.bytes" => self.group.offset_metadata_bytes_max = parse(key, v)?,
-            "producer.id.expiration.ms" => self.producer_id_expiration_ms = parse(key, v)?,
-            "transaction.max.timeout.ms" => self.txn.transaction_max_timeout_ms = parse(key, v)?,
-            "transactional.id.expiration.ms" => {
-                self.txn.transactional_id_expiration_ms = parse(key, v)?
-            }
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
-                self.transaction_abort_cleanup_interval_ms = parse(key, v)?
-            }
-            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
-                self.transaction_remove_expired_cleanup_interval_ms = parse(key, v)?
-            }
-            "transaction.state.log.segment.bytes" => {
-                self.transaction_state_log_segment_bytes = parse(key, v)?
-            }
-            "metrics.listen" => {
-                self.metrics_listen = Some(strip_listener_scheme(v)).filter(|a| !a.is_empty())
-            }
-            _ => return Ok(false),
-        }
-        self.explicit.insert(key.to_string(), v.to_string());
-        Ok(true)
+            return Err(ConfigError {
+                key: key.into(),
+                value: v.into(),
+                reason: format!(
+                    "not a broker setting; did you mean {}? (docs/configuration.md lists them)",
+                    config_table::closest(key)
+                ),
+            });
+        };
+        let shown = if def.sensitive || v.len() > 80 {
+            "(value)"
+        } else {
+            v
+        };
+        let refused = |reason: String| ConfigError {
+            key: key.into(),
+            value: shown.into(),
+            reason,
+        };
+        def.check_value(v).map_err(refused)?;
+        (def.apply)(self, key, v).map_err(refused)?;
+        let kept = if def.sensitive { "" } else { v };
+        self.explicit.insert(key.to_string(), kept.to_string());
+        Ok(())
     }
 
-    /// Applies a `server.properties` file's text. Returns the keys it did not know.
-    pub fn apply_properties(&mut self, text: &str) -> Result<Vec<String>, ConfigError> {
-        let mut unknown = Vec::new();
-        for line in logical_lines(text) {
+    /// Applies a `server.properties` file's text; the error names the line.
+    pub fn apply_properties(&mut self, text: &str) -> Result<(), LoadError> {
+        for (n, line) in logical_lines(text).iter().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
                 continue;
             }
+            let origin = || format!("line {}", n + 1);
             let Some((key, value)) = line.split_once(['=', ':']) else {
-                unknown.push(line.to_string());
-                continue;
+                return Err(LoadError {
+                    origin: origin(),
+                    error: ConfigError {
+                        key: line.into(),
+                        value: String::new(),
+                        reason: "expected key=value".into(),
+                    },
+                });
             };
-            if !self.set(key.trim(), value)? {
-                unknown.push(key.trim().to_string());
-            }
+            self.set(key.trim(), value).map_err(|error| LoadError {
+                origin: origin(),
+                error,
+            })?;
         }
-        Ok(unknown)
+        Ok(())
     }
 
-    /// Checks values that have a valid range.
+    /// The config from its sources, each winning over the ones before: the table's
+    /// defaults, the `server.properties` text (`file`: its name and text), the environment
+    /// (`env` looks up a variable: `SLUICE_` + the key upper-cased with dots as
+    /// underscores, for every key of the table), and the command-line flags in order
+    /// (`--override` first, then the convenience flags, which are aliases of table keys).
+    /// The result is validated.
+    pub fn load(
+        file: Option<(&str, &str)>,
+        env: impl Fn(&str) -> Option<String>,
+        flags: &[(String, String)],
+    ) -> Result<BrokerConfig, LoadError> {
+        let mut c = BrokerConfig::default();
+        if let Some((name, text)) = file {
+            c.apply_properties(text).map_err(|e| LoadError {
+                origin: format!("{name} {}", e.origin),
+                error: e.error,
+            })?;
+        }
+        for d in config_table::BROKER_CONFIGS {
+            let var = d.env_var();
+            if let Some(value) = env(&var) {
+                c.set(d.name, &value)
+                    .map_err(|error| LoadError { origin: var, error })?;
+            }
+        }
+        for (key, value) in flags {
+            c.set(key, value).map_err(|error| LoadError {
+                origin: "command line".into(),
+                error,
+            })?;
+        }
+        c.validate().map_err(|error| LoadError {
+            origin: "settings".into(),
+            error,
+        })?;
+        Ok(c)
+    }
+
+    /// Checks the rules that join settings (a single value's range is checked by its row of
+    /// the config table when it is set).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key: &str, value: String, reason: &str| ConfigError {
             key: key.into(),
@@ -370,52 +341,13 @@ impl BrokerConfig {
             config_security::check_listener(&spec.name, protocol, &self.security)?;
         }
         listeners::check_advertised(&specs, &self.advertised_listeners)?;
-        let d = &self.topic_defaults;
-        if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&d.partitions) {
-            return Err(bad(
-                "num.partitions",
-                d.partitions.to_string(),
-                "must be between 1 and 10000",
-            ));
-        }
-        if d.segment_bytes < crate::topic_config::SEGMENT_BYTES_MIN {
-            return Err(bad(
-                "log.segment.bytes",
-                d.segment_bytes.to_string(),
-                "too small",
-            ));
-        }
-        if d.max_message_bytes < 0 || d.max_message_bytes > i64::from(i32::MAX) {
-            return Err(bad(
-                "message.max.bytes",
-                d.max_message_bytes.to_string(),
-                "out of range",
-            ));
-        }
-        if self.max_connections == 0 {
-            return Err(bad("max.connections", "0".into(), "must be positive"));
-        }
         let cleaner = &self.log_cleaner;
-        if !(1..=limits::LOG_CLEANER_THREADS_MAX).contains(&cleaner.threads) {
-            return Err(bad(
-                "log.cleaner.threads",
-                cleaner.threads.to_string(),
-                "must be between 1 and 16",
-            ));
-        }
-        let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads as u64;
+        let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads.max(1) as u64;
         if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {
             return Err(bad(
                 "log.cleaner.dedupe.buffer.size",
                 cleaner.dedupe_buffer_bytes.to_string(),
                 "must be at least 1 MiB per cleaner thread",
-            ));
-        }
-        if self.max_request_bytes < 1024 {
-            return Err(bad(
-                "socket.request.max.bytes",
-                self.max_request_bytes.to_string(),
-                "too small",
             ));
         }
         if self.queued_max_request_bytes < self.max_request_bytes {
@@ -425,112 +357,25 @@ impl BrokerConfig {
                 "must be at least socket.request.max.bytes",
             ));
         }
-        if self.max_connections_per_ip == 0 {
-            return Err(bad(
-                "max.connections.per.ip",
-                "0".into(),
-                "must be positive",
-            ));
-        }
-        if self.connections_max_idle_ms == 0 {
-            return Err(bad(
-                "connections.max.idle.ms",
-                "0".into(),
-                "must be positive",
-            ));
-        }
-        if self.fetch_max_bytes < limits::FETCH_MAX_BYTES_MIN
-            || self.fetch_max_bytes > i32::MAX as usize
-        {
-            return Err(bad(
-                "fetch.max.bytes",
-                self.fetch_max_bytes.to_string(),
-                "must be between 1024 and 2147483647",
-            ));
-        }
         let g = &self.group;
-        if g.group_min_session_timeout_ms < 0
-            || g.group_min_session_timeout_ms > g.group_max_session_timeout_ms
-        {
+        if g.group_min_session_timeout_ms > g.group_max_session_timeout_ms {
             return Err(bad(
                 "group.min.session.timeout.ms",
                 g.group_min_session_timeout_ms.to_string(),
-                "must be between 0 and group.max.session.timeout.ms",
+                "must not exceed group.max.session.timeout.ms",
             ));
         }
-        if g.group_initial_rebalance_delay_ms < 0 {
-            return Err(bad(
-                "group.initial.rebalance.delay.ms",
-                g.group_initial_rebalance_delay_ms.to_string(),
-                "must not be negative",
-            ));
-        }
-        if g.group_max_size == 0 {
-            return Err(bad("group.max.size", "0".into(), "must be positive"));
-        }
-        if g.consumer_group_max_size == 0 {
-            return Err(bad(
-                "group.consumer.max.size",
-                "0".into(),
-                "must be positive",
-            ));
-        }
-        self.validate_txn()?;
-        if g.consumer_heartbeat_interval_ms <= 0
-            || g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms
-        {
+        if g.consumer_heartbeat_interval_ms >= g.consumer_session_timeout_ms {
             return Err(bad(
                 "group.consumer.heartbeat.interval.ms",
                 g.consumer_heartbeat_interval_ms.to_string(),
-                "must be positive and below group.consumer.session.timeout.ms",
+                "must be below group.consumer.session.timeout.ms",
             ));
         }
         Ok(())
     }
 
     /// Every listener to bind, first one first.
-    /// Checks the transaction settings' ranges (Kafka's: each at least 1, and segments at
-    /// least `log.segment.bytes`' minimum).
-    fn validate_txn(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, value: String, reason: &str| ConfigError {
-            key: key.into(),
-            value,
-            reason: reason.into(),
-        };
-        let t = &self.txn;
-        if t.transaction_max_timeout_ms < 1 {
-            let v = t.transaction_max_timeout_ms.to_string();
-            return Err(bad("transaction.max.timeout.ms", v, "must be positive"));
-        }
-        if t.transactional_id_expiration_ms < 1 {
-            let v = t.transactional_id_expiration_ms.to_string();
-            return Err(bad("transactional.id.expiration.ms", v, "must be positive"));
-        }
-        for (key, ms) in [
-            (
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                self.transaction_abort_cleanup_interval_ms,
-            ),
-            (
-                "transaction.remove.expired.transaction.cleanup.interval.ms",
-                self.transaction_remove_expired_cleanup_interval_ms,
-            ),
-        ] {
-            if ms == 0 {
-                return Err(bad(key, "0".into(), "must be positive"));
-            }
-        }
-        let segment = self.transaction_state_log_segment_bytes;
-        if segment < crate::topic_config::SEGMENT_BYTES_MIN as u64 || segment > i32::MAX as u64 {
-            return Err(bad(
-                "transaction.state.log.segment.bytes",
-                segment.to_string(),
-                "out of range",
-            ));
-        }
-        Ok(())
-    }
-
     pub fn listener_specs(&self) -> Vec<ListenerSpec> {
         match self.listeners.is_empty() {
             true => vec![ListenerSpec {
@@ -604,7 +449,10 @@ pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigE
 /// Parses `max.connections.per.ip.overrides`: comma-separated `ip:count` (IPv6 addresses in
 /// brackets, `[::1]:10`). Kafka also accepts host names; we take addresses only, so the limit
 /// never depends on a DNS answer.
-fn parse_ip_overrides(key: &str, v: &str) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
+pub(crate) fn parse_ip_overrides(
+    key: &str,
+    v: &str,
+) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
     let bad = |reason: &str| ConfigError {
         key: key.into(),
         value: v.into(),
@@ -625,7 +473,7 @@ fn parse_ip_overrides(key: &str, v: &str) -> Result<BTreeMap<IpAddr, usize>, Con
     Ok(out)
 }
 
-fn parse_storage(key: &str, v: &str) -> Result<Storage, ConfigError> {
+pub(crate) fn parse_storage(key: &str, v: &str) -> Result<Storage, ConfigError> {
     match v {
         "disk" => Ok(Storage::Disk),
         "null" => Ok(Storage::Null),
@@ -637,7 +485,7 @@ fn parse_storage(key: &str, v: &str) -> Result<Storage, ConfigError> {
     }
 }
 
-fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
+pub(crate) fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
     match v {
         "always" => Ok(FsyncPolicy::Always),
         "never" => Ok(FsyncPolicy::Never),
@@ -653,19 +501,103 @@ fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
 mod tests {
     use super::*;
 
-    // Goal: a server.properties file maps onto the config, and unknown keys are reported.
+    // Goal: a server.properties file maps onto the config; an unknown key is an error that
+    // names the line and suggests the key meant.
     #[test]
     fn applies_properties() {
         let mut c = BrokerConfig::default();
-        let unknown = c
-            .apply_properties("# comment\nlisteners=PLAINTEXT://0.0.0.0:19092\nnum.partitions=3\nlog.retention.hours=2\nfoo.bar=1\n")
+        c.apply_properties("# comment\nlisteners=PLAINTEXT://0.0.0.0:19092\nnum.partitions=3\nlog.retention.hours=2\n")
             .unwrap();
         assert_eq!(c.listen, "0.0.0.0:19092");
         assert_eq!(c.topic_defaults.partitions, 3);
         assert_eq!(c.topic_defaults.retention_ms, 7_200_000);
-        assert_eq!(unknown, vec!["foo.bar".to_string()]);
         assert!(c.explicit.contains_key("num.partitions"));
+        let e = c.apply_properties("a=1\n\nnum.partitions=x").unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
+        let e = c.apply_properties("\nnum.partition=2").unwrap_err();
+        assert_eq!(e.origin, "line 2");
+        assert!(
+            e.error.reason.contains("did you mean num.partitions?"),
+            "{e}"
+        );
         assert!(c.apply_properties("num.partitions=x").is_err());
+        assert!(c.apply_properties("num.partitions=0").is_err());
+    }
+
+    // Goal: file < environment < flags, each for every table key; the env name is SLUICE_
+    // plus the key upper-cased with dots as underscores.
+    #[test]
+    fn sources_have_a_precedence() {
+        let file = "log.retention.ms=1000\nlog.segment.bytes=4096\nnum.partitions=2\n";
+        let env = |var: &str| match var {
+            "SLUICE_LOG_RETENTION_MS" => Some("2000".to_string()),
+            "SLUICE_LOG_SEGMENT_BYTES" => Some("8192".to_string()),
+            "SLUICE_LOG" => Some("debug".to_string()),
+            _ => None,
+        };
+        let flags = vec![("log.segment.bytes".to_string(), "16384".to_string())];
+        let c = BrokerConfig::load(Some(("server.properties", file)), env, &flags).unwrap();
+        assert_eq!(c.topic_defaults.partitions, 2, "file over default");
+        assert_eq!(c.topic_defaults.retention_ms, 2000, "env over file");
+        assert_eq!(c.topic_defaults.segment_bytes, 16384, "flag over env");
+        let c = BrokerConfig::load(None, |_| None, &[]).unwrap();
+        assert!(c.explicit.is_empty());
+        let bad_env = |var: &str| (var == "SLUICE_NUM_PARTITIONS").then(|| "x".to_string());
+        let e = BrokerConfig::load(None, bad_env, &[]).unwrap_err();
+        assert_eq!(e.origin, "SLUICE_NUM_PARTITIONS");
+        let e = BrokerConfig::load(Some(("f.properties", "x.y=1")), |_| None, &[]).unwrap_err();
+        assert!(e.to_string().starts_with("f.properties line 1"), "{e}");
+        let flags = vec![("log.retention.msec".to_string(), "5".to_string())];
+        let e = BrokerConfig::load(None, |_| None, &flags).unwrap_err();
+        assert!(
+            e.to_string().contains("did you mean log.retention.ms?"),
+            "{e}"
+        );
+    }
+
+    // Goal: a KRaft-style server.properties as Kafka ships it loads: the settings that do
+    // not apply to one node are table rows accepted with no effect, not unknown keys.
+    #[test]
+    fn kafka_style_file_loads() {
+        let text = "process.roles=broker,controller\nnode.id=1\n\
+            controller.quorum.bootstrap.servers=localhost:9093\n\
+            listeners=PLAINTEXT://127.0.0.1:0\ninter.broker.listener.name=PLAINTEXT\n\
+            controller.listener.names=CONTROLLER\n\
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+            num.network.threads=3\nnum.io.threads=8\nsocket.send.buffer.bytes=102400\n\
+            socket.receive.buffer.bytes=102400\nsocket.request.max.bytes=104857600\n\
+            log.dirs=/tmp/kraft-combined-logs\nnum.partitions=1\n\
+            num.recovery.threads.per.data.dir=1\noffsets.topic.replication.factor=1\n\
+            share.coordinator.state.topic.replication.factor=1\n\
+            share.coordinator.state.topic.min.isr=1\n\
+            transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+            log.retention.hours=168\nlog.segment.bytes=1073741824\n\
+            log.retention.check.interval.ms=300000\n";
+        let c = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap();
+        assert_eq!(c.data_dir, std::path::Path::new("/tmp/kraft-combined-logs"));
+        assert_eq!(
+            c.explicit.get("num.io.threads").map(String::as_str),
+            Some("8")
+        );
+    }
+
+    // Goal: secrets never land in `explicit` (and so in no Debug output or DescribeConfigs).
+    #[test]
+    fn secrets_are_not_kept() {
+        let mut c = BrokerConfig::default();
+        c.set("ssl.keystore.key", "-----BEGIN PRIVATE KEY----- hunter2")
+            .unwrap();
+        assert_eq!(
+            c.explicit.get("ssl.keystore.key").map(String::as_str),
+            Some("")
+        );
+        let e = c.set("ssl.keystore.type", "JKS").unwrap_err();
+        assert!(e.reason.contains("only PEM"), "{e}");
+        assert!(
+            c.set("ssl.cipher.suites", "x").is_err(),
+            "unserved security keys refuse"
+        );
+        assert!(!format!("{c:?}").contains("hunter2"));
     }
 
     // Goal: backslash continuation joins lines as Java's Properties does (JAAS values).
@@ -693,22 +625,24 @@ mod tests {
         assert!(c
             .set("max.connections.per.ip.overrides", "localhost:3")
             .is_err());
-        c.fetch_max_bytes = 10;
-        assert!(c.validate().is_err());
+        assert!(c.set("fetch.max.bytes", "10").is_err());
+        c.set("queued.max.request.bytes", "2048").unwrap();
+        assert!(
+            c.validate().is_err(),
+            "queued below socket.request.max.bytes"
+        );
     }
 
     #[test]
     fn transaction_settings() {
         let mut c = BrokerConfig::default();
-        let unknown = c
-            .apply_properties(
-                "transaction.max.timeout.ms=5000\ntransactional.id.expiration.ms=60000\n\
-                 transaction.abort.timed.out.transaction.cleanup.interval.ms=100\n\
-                 transaction.remove.expired.transaction.cleanup.interval.ms=200\n\
-                 transaction.state.log.segment.bytes=1048576\n",
-            )
-            .unwrap();
-        assert!(unknown.is_empty(), "{unknown:?}");
+        c.apply_properties(
+            "transaction.max.timeout.ms=5000\ntransactional.id.expiration.ms=60000\n\
+             transaction.abort.timed.out.transaction.cleanup.interval.ms=100\n\
+             transaction.remove.expired.transaction.cleanup.interval.ms=200\n\
+             transaction.state.log.segment.bytes=1048576\n",
+        )
+        .unwrap();
         assert_eq!(c.txn.transaction_max_timeout_ms, 5000);
         assert_eq!(c.txn.transactional_id_expiration_ms, 60_000);
         assert_eq!(c.transaction_abort_cleanup_interval_ms, 100);
@@ -721,8 +655,64 @@ mod tests {
             "transaction.state.log.segment.bytes=100",
         ] {
             let mut c = BrokerConfig::default();
-            c.apply_properties(bad).unwrap();
-            assert!(c.validate().is_err(), "{bad}");
+            assert!(c.apply_properties(bad).is_err(), "{bad}");
         }
+    }
+
+    // Goal: no second default: the crates' own defaults for what a broker setting controls
+    // equal the table's (the broker always passes its values, but tools and tests use the
+    // crates' defaults directly).
+    #[test]
+    fn crate_defaults_match_the_table() {
+        let c = BrokerConfig::default();
+        let log = sluice_log::LogManagerConfig::new("x");
+        assert_eq!(
+            log.retention_check_interval_ms,
+            c.retention_check_interval_ms
+        );
+        assert_eq!(log.producer_id_expiration_ms, c.producer_id_expiration_ms);
+        assert_eq!(log.cleaner, c.log_cleaner);
+        assert_eq!(log.fsync, c.fsync);
+        let topic = crate::topic_config::log_config(&BTreeMap::new(), &c);
+        assert_eq!(topic, sluice_log::LogConfig::default());
+        let g = GroupConfig::default();
+        assert_eq!(
+            (
+                g.group_min_session_timeout_ms,
+                g.group_max_session_timeout_ms
+            ),
+            (
+                c.group.group_min_session_timeout_ms,
+                c.group.group_max_session_timeout_ms
+            )
+        );
+        assert_eq!(
+            g.group_initial_rebalance_delay_ms,
+            c.group.group_initial_rebalance_delay_ms
+        );
+        assert_eq!(g.group_max_size, c.group.group_max_size);
+        assert_eq!(g.offsets_retention_ms, c.group.offsets_retention_ms);
+        assert_eq!(
+            g.offset_metadata_bytes_max,
+            c.group.offset_metadata_bytes_max
+        );
+        assert_eq!(
+            g.consumer_session_timeout_ms,
+            c.group.consumer_session_timeout_ms
+        );
+        assert_eq!(
+            g.consumer_heartbeat_interval_ms,
+            c.group.consumer_heartbeat_interval_ms
+        );
+        assert_eq!(g.consumer_group_max_size, c.group.consumer_group_max_size);
+        let t = TxnConfig::default();
+        assert_eq!(
+            t.transaction_max_timeout_ms,
+            c.txn.transaction_max_timeout_ms
+        );
+        assert_eq!(
+            t.transactional_id_expiration_ms,
+            c.txn.transactional_id_expiration_ms
+        );
     }
 }

@@ -62,29 +62,6 @@ impl SecurityProtocol {
 /// The SASL mechanisms Sluice serves, in Kafka's spelling.
 pub const SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
-/// `ssl.*` keys that are served (each may be given per listener).
-const SSL_KEYS: [&str; 11] = [
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
-    "ssl.client.auth",
-    "ssl.enabled.protocols",
-    "ssl.protocol",
-    // How a broker checks other brokers' host names when it is their client; a single node
-    // is nobody's client, so any value configures nothing here.
-    "ssl.endpoint.identification.algorithm",
-];
-/// `sasl.*` keys that are served (each may be given per listener).
-const SASL_KEYS: [&str; 2] = [
-    "sasl.enabled.mechanisms",
-    // The mechanism this broker would use towards other brokers: none on a single node, but
-    // it must name a mechanism Sluice knows.
-    "sasl.mechanism.inter.broker.protocol",
-];
 /// Key prefixes that configure security; any key under them not served above is refused.
 const SECURITY_KEY_PREFIXES: [&str; 4] = ["ssl.", "sasl.", "listener.name.", "delegation.token."];
 /// Exact keys that configure what Sluice does not implement (the authorizer's settings are
@@ -109,8 +86,9 @@ pub struct SecuritySettings {
     values: BTreeMap<String, String>,
 }
 
-/// Secrets (JAAS configs hold passwords, inline keys are keys) never reach a log.
-fn secret(key: &str) -> bool {
+/// Secrets (JAAS configs hold passwords, inline keys are keys) never reach a log or a
+/// DescribeConfigs answer.
+pub(crate) fn secret(key: &str) -> bool {
     key.ends_with("sasl.jaas.config") || key.ends_with("ssl.keystore.key")
 }
 
@@ -136,7 +114,7 @@ impl SecuritySettings {
             .filter(|v| !v.is_empty())
     }
 
-    /// Every stored key and value (for DescribeConfigs; secrets are never stored here).
+    /// Every stored key and value (for DescribeConfigs, which hides the [`secret`] ones).
     pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
         self.values.iter()
     }
@@ -172,7 +150,7 @@ impl SecuritySettings {
             value
         };
         let base = base_key(key);
-        let served = SSL_KEYS.contains(&base) || SASL_KEYS.contains(&base) || is_jaas_key(base);
+        let served = is_listener_security_key(base) || is_jaas_key(base);
         if !served {
             if value.is_empty() {
                 return Ok(true);
@@ -186,10 +164,18 @@ impl SecuritySettings {
 }
 
 /// The key without a `listener.name.<listener>.` prefix.
-fn base_key(key: &str) -> &str {
+pub(crate) fn base_key(key: &str) -> &str {
     key.strip_prefix("listener.name.")
         .and_then(|rest| rest.split_once('.'))
         .map_or(key, |(_, base)| base)
+}
+
+/// An `ssl.*` or `sasl.*` key that is served: the Security rows of the broker config table
+/// (each may also be given per listener).
+fn is_listener_security_key(base: &str) -> bool {
+    (base.starts_with("ssl.") || base.starts_with("sasl."))
+        && crate::config_table::lookup(base)
+            .is_some_and(|d| d.section == crate::config_table::Section::Security)
 }
 
 /// `<mechanism>.sasl.jaas.config` for a served mechanism (Kafka's per-mechanism JAAS key).

@@ -20,7 +20,9 @@
 //!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials); `config_security` refuses
 //!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs;
 //!   [`quotas`]: client byte-rate quotas and their throttle times.
-//! - [`topic_config`], [`config`], [`limits`], [`error_code`]: settings, bounds and error codes.
+//! - [`config_table`]: the one table of every broker setting, from which [`config`] (parsing,
+//!   file, environment, flags), DescribeConfigs, the topic-config defaults and the docs come;
+//!   [`topic_config`], [`limits`], [`error_code`]: topic settings, bounds and error codes.
 //! - [`memory`]: the request-memory budget every large network buffer is charged to.
 //! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
 //!   optional admin listener (`metrics.listen`) serving `/metrics` and `/ready`.
@@ -36,6 +38,7 @@ mod admin;
 pub mod compaction;
 pub mod config;
 mod config_security;
+pub mod config_table;
 mod connection;
 pub mod error_code;
 mod frame_buffers;

@@ -25,9 +25,11 @@ pub enum ConfigType {
     Boolean = 1,
     Str = 2,
     Int = 3,
+    Short = 4,
     Long = 5,
     Double = 6,
     List = 7,
+    Password = 9,
 }
 
 /// Kafka's DescribeConfigs config sources.
@@ -207,74 +209,25 @@ pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
-/// The default value of a topic config on this broker, and where it came from.
+/// The default value of a topic config on this broker, and where it came from: the
+/// current value of its broker synonym (a row of the broker config table), whose source is
+/// STATIC_BROKER_CONFIG when it or one of its own synonyms was set.
 pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
-    let d = &broker.topic_defaults;
-    let from_broker = |key: &str| broker.explicit.contains_key(key);
-    let (value, keys): (String, &[&str]) = match name {
-        "retention.ms" => (
-            d.retention_ms.to_string(),
-            &[
-                "log.retention.ms",
-                "log.retention.minutes",
-                "log.retention.hours",
-            ],
-        ),
-        "retention.bytes" => (d.retention_bytes.to_string(), &["log.retention.bytes"]),
-        "segment.bytes" => (d.segment_bytes.to_string(), &["log.segment.bytes"]),
-        "segment.ms" => (d.segment_ms.to_string(), &["log.roll.ms", "log.roll.hours"]),
-        "max.message.bytes" => (d.max_message_bytes.to_string(), &["message.max.bytes"]),
-        "message.timestamp.type" => (
-            timestamp_type_name(d.timestamp_type).to_string(),
-            &["log.message.timestamp.type"],
-        ),
-        "cleanup.policy" => (d.cleanup_policy.clone(), &["log.cleanup.policy"]),
-        "min.cleanable.dirty.ratio" => (
-            d.min_cleanable_dirty_ratio.to_string(),
-            &["log.cleaner.min.cleanable.ratio"],
-        ),
-        "min.compaction.lag.ms" => (
-            d.min_compaction_lag_ms.to_string(),
-            &["log.cleaner.min.compaction.lag.ms"],
-        ),
-        "max.compaction.lag.ms" => (
-            d.max_compaction_lag_ms.to_string(),
-            &["log.cleaner.max.compaction.lag.ms"],
-        ),
-        "delete.retention.ms" => (
-            d.delete_retention_ms.to_string(),
-            &["log.cleaner.delete.retention.ms"],
-        ),
-        other => (static_default(other).to_string(), &[]),
+    let Some(row) = lookup(name)
+        .and_then(|d| d.broker_synonym)
+        .and_then(crate::config_table::lookup)
+    else {
+        debug_assert!(false, "{name}: no broker synonym in the config table");
+        return (String::new(), source::DEFAULT_CONFIG);
     };
-    let src = if keys.iter().any(|k| from_broker(k)) {
-        source::STATIC_BROKER_CONFIG
-    } else {
-        source::DEFAULT_CONFIG
+    let set = std::iter::once(row.name)
+        .chain(row.synonyms.iter().copied())
+        .any(|k| broker.explicit.contains_key(k));
+    let src = match set {
+        true => source::STATIC_BROKER_CONFIG,
+        false => source::DEFAULT_CONFIG,
     };
-    (value, src)
-}
-
-fn static_default(name: &str) -> &'static str {
-    match name {
-        "cleanup.policy" => "delete",
-        "compression.type" => "producer",
-        "delete.retention.ms" => "86400000",
-        "file.delete.delay.ms" => "60000",
-        "flush.messages"
-        | "flush.ms"
-        | "max.compaction.lag.ms"
-        | "message.timestamp.before.max.ms" => "9223372036854775807",
-        "message.timestamp.after.max.ms" => "3600000",
-        "index.interval.bytes" => "4096",
-        "min.cleanable.dirty.ratio" => "0.5",
-        "min.compaction.lag.ms" => "0",
-        "min.insync.replicas" => "1",
-        "preallocate" | "unclean.leader.election.enable" => "false",
-        "segment.index.bytes" => "10485760",
-        "segment.jitter.ms" => "0",
-        _ => "",
-    }
+    (row.current(broker), src)
 }
 
 /// Parses `cleanup.policy` (a list of `delete` and `compact`, Kafka's values) into its
@@ -296,7 +249,7 @@ pub fn parse_cleanup_policy(value: &str) -> Result<String, String> {
     .to_string())
 }
 
-fn timestamp_type_name(t: sluice_log::TimestampType) -> &'static str {
+pub fn timestamp_type_name(t: sluice_log::TimestampType) -> &'static str {
     match t {
         sluice_log::TimestampType::CreateTime => "CreateTime",
         sluice_log::TimestampType::LogAppendTime => "LogAppendTime",
@@ -312,6 +265,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             .parse::<bool>()
             .map(|_| ())
             .map_err(|_| "expected true or false".to_string()),
+        ConfigType::Short => v
+            .parse::<i16>()
+            .map(|_| ())
+            .map_err(|_| "expected a 16-bit integer".to_string()),
         ConfigType::Int => v
             .parse::<i32>()
             .map(|_| ())
@@ -324,7 +281,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             .parse::<f64>()
             .map(|_| ())
             .map_err(|_| "expected a number".to_string()),
-        ConfigType::Str | ConfigType::List => Ok(()),
+        ConfigType::Str | ConfigType::List | ConfigType::Password => Ok(()),
     };
     typed.map_err(|e| format!("Invalid value {value} for configuration {name}: {e}"))?;
     let range = |ok: bool, what: &str| {
@@ -462,6 +419,39 @@ mod tests {
         assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate("message.timestamp.type", "Later").is_err());
         assert!(validate("no.such.config", "1").is_err());
+    }
+
+    // Goal: one source of topic defaults: every topic config's default is a broker setting
+    // of the table, and setting it (or its synonym) changes the topic default and source.
+    #[test]
+    fn topic_defaults_come_from_broker_settings() {
+        for d in TOPIC_CONFIGS {
+            let broker = d.broker_synonym.and_then(crate::config_table::lookup);
+            assert!(
+                broker.is_some(),
+                "{}: broker synonym not in the table",
+                d.name
+            );
+        }
+        let mut broker = BrokerConfig::default();
+        assert_eq!(
+            default_value("index.interval.bytes", &broker),
+            ("4096".into(), source::DEFAULT_CONFIG)
+        );
+        broker.set("log.index.interval.bytes", "8192").unwrap();
+        broker.set("log.retention.hours", "2").unwrap();
+        assert_eq!(
+            default_value("index.interval.bytes", &broker),
+            ("8192".into(), source::STATIC_BROKER_CONFIG)
+        );
+        assert_eq!(
+            default_value("retention.ms", &broker),
+            ("7200000".into(), source::STATIC_BROKER_CONFIG)
+        );
+        assert_eq!(
+            log_config(&BTreeMap::new(), &broker).index_interval_bytes,
+            8192
+        );
     }
 
     // Goal: overrides win over broker defaults, and broker-set defaults report their source.

@@ -230,7 +230,9 @@ impl LogManagerConfig {
             checkpoint_interval_ms: 5_000,
             append_queue_len: 4096,
             commit_bytes_max: 8 << 20,
-            retention_check_interval_ms: 30_000,
+            // Kafka's `log.retention.check.interval.ms` default, as the broker's config
+            // table has it (a broker test checks they agree).
+            retention_check_interval_ms: 300_000,
             producer_ids_per_partition_max: 10_000,
             producer_id_expiration_ms: 86_400_000,
             segment_files_max: usize::MAX,

@@ -65,12 +65,13 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Address to listen on (port 0 picks a free port), or Kafka's listener list
-    /// (`SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092`). Config key: listeners.
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    listen: String,
-    /// Data directory. Config key: log.dirs.
-    #[arg(long, default_value = "./data")]
-    data_dir: PathBuf,
+    /// (`SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092`). Config key: listeners
+    /// (default 127.0.0.1:9092).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Data directory. Config key: log.dirs (default ./data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// host:port given to clients of the first listener (defaults to the bound address), or
     /// Kafka's `NAME://host:port,...`. Config key: advertised.listeners.
     #[arg(long)]
@@ -123,87 +124,83 @@ struct ServeArgs {
     /// given; port 0 picks a free port). Config key: metrics.listen.
     #[arg(long)]
     metrics_listen: Option<String>,
-    /// A server.properties-style file; flags given on the command line win over it.
+    /// A server.properties-style file. Precedence: flags > SLUICE_* environment > file >
+    /// defaults (docs/configuration.md).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Sets any broker setting by its Kafka name, e.g.
-    /// `--override group.initial.rebalance.delay.ms=0`. Repeatable; wins over the file,
-    /// loses to the dedicated flags.
+    /// `--override group.initial.rebalance.delay.ms=0`. Repeatable; wins over the
+    /// environment and the file, loses to the dedicated flags above.
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
 }
 
 impl ServeArgs {
-    /// Builds the broker config: defaults, then the file, then explicit flags.
-    fn to_config(&self) -> Result<BrokerConfig, String> {
-        let mut c = BrokerConfig::default();
-        if let Some(path) = &self.config {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            for key in c.apply_properties(&text).map_err(|e| e.to_string())? {
-                tracing::warn!(key, "ignoring unknown setting in config file");
-            }
-        }
+    /// The command-line settings as (key, value) in the order they apply: `--override`
+    /// first, then the dedicated flags, each an alias of one key of the config table.
+    fn flags(&self) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::new();
         for item in &self.overrides {
             let (key, value) = item
                 .split_once('=')
                 .ok_or_else(|| format!("--override {item}: expected KEY=VALUE"))?;
-            if !c.set(key.trim(), value).map_err(|e| e.to_string())? {
-                return Err(format!("--override {item}: unknown setting {}", key.trim()));
-            }
+            out.push((key.trim().to_string(), value.to_string()));
         }
-        let mut set = |key: &str, value: Option<String>| -> Result<(), String> {
-            match value {
-                Some(v) => c.set(key, &v).map(|_| ()).map_err(|e| e.to_string()),
-                None => Ok(()),
-            }
-        };
-        let s = |v: &Option<String>| v.clone();
         let n = |v: Option<i64>| v.map(|x| x.to_string());
-        // Flags given explicitly override the file; the defaults of --listen and --data-dir
-        // only apply when the file did not set them.
-        if self.config.is_none() || self.listen != "127.0.0.1:9092" {
-            set("listeners", Some(self.listen.clone()))?;
+        let u = |v: Option<usize>| v.map(|x| x.to_string());
+        let aliases = [
+            ("listeners", self.listen.clone()),
+            (
+                "log.dirs",
+                self.data_dir.as_ref().map(|d| d.display().to_string()),
+            ),
+            ("advertised.listeners", self.advertised_listener.clone()),
+            ("node.id", self.node_id.map(|v| v.to_string())),
+            (
+                "auto.create.topics.enable",
+                self.auto_create_topics.map(|v| v.to_string()),
+            ),
+            (
+                "num.partitions",
+                self.default_partitions.map(|v| v.to_string()),
+            ),
+            ("log.retention.ms", n(self.retention_ms)),
+            ("log.retention.bytes", n(self.retention_bytes)),
+            ("log.segment.bytes", n(self.segment_bytes)),
+            ("log.roll.ms", n(self.segment_ms)),
+            ("message.max.bytes", n(self.max_message_bytes)),
+            (
+                "log.retention.check.interval.ms",
+                self.retention_check_interval_ms.map(|v| v.to_string()),
+            ),
+            ("sluice.fsync", self.fsync.clone()),
+            ("sluice.storage", self.storage.clone()),
+            ("max.connections", u(self.max_connections)),
+            ("socket.request.max.bytes", u(self.max_request_bytes)),
+            ("queued.max.request.bytes", u(self.queued_max_request_bytes)),
+            ("metrics.listen", self.metrics_listen.clone()),
+        ];
+        for (key, value) in aliases {
+            if let Some(value) = value {
+                out.push((key.to_string(), value));
+            }
         }
-        if self.config.is_none() || self.data_dir != std::path::Path::new("./data") {
-            set("log.dirs", Some(self.data_dir.display().to_string()))?;
-        }
-        set("advertised.listeners", s(&self.advertised_listener))?;
-        set("node.id", self.node_id.map(|v| v.to_string()))?;
-        set(
-            "auto.create.topics.enable",
-            self.auto_create_topics.map(|v| v.to_string()),
-        )?;
-        set(
-            "num.partitions",
-            self.default_partitions.map(|v| v.to_string()),
-        )?;
-        set("log.retention.ms", n(self.retention_ms))?;
-        set("log.retention.bytes", n(self.retention_bytes))?;
-        set("log.segment.bytes", n(self.segment_bytes))?;
-        set("log.roll.ms", n(self.segment_ms))?;
-        set("message.max.bytes", n(self.max_message_bytes))?;
-        set(
-            "log.retention.check.interval.ms",
-            self.retention_check_interval_ms.map(|v| v.to_string()),
-        )?;
-        set("sluice.fsync", s(&self.fsync))?;
-        set("sluice.storage", s(&self.storage))?;
-        set(
-            "max.connections",
-            self.max_connections.map(|v| v.to_string()),
-        )?;
-        set(
-            "queued.max.request.bytes",
-            self.queued_max_request_bytes.map(|v| v.to_string()),
-        )?;
-        set(
-            "socket.request.max.bytes",
-            self.max_request_bytes.map(|v| v.to_string()),
-        )?;
-        set("metrics.listen", s(&self.metrics_listen))?;
-        c.validate().map_err(|e| e.to_string())?;
-        Ok(c)
+        Ok(out)
+    }
+
+    /// Builds the broker config from its sources: defaults < file < environment < flags.
+    fn to_config(&self) -> Result<BrokerConfig, String> {
+        let text = match &self.config {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let name = self.config.as_ref().map(|p| p.display().to_string());
+        let file = name.as_deref().zip(text.as_deref());
+        let env = |var: &str| std::env::var(var).ok();
+        BrokerConfig::load(file, env, &self.flags()?).map_err(|e| e.to_string())
     }
 }
 

@@ -1,8 +1,11 @@
 //! DescribeConfigs (key 32), v1-4: every topic config with its effective value and source
 //! (TOPIC_CONFIG for overrides, STATIC_BROKER_CONFIG when a broker setting supplies the
 //! default, DEFAULT_CONFIG otherwise), synonyms on request, types (v3+) and documentation.
-//! Broker resources list the broker's settings, all read-only (there is no dynamic broker
-//! config).
+//! Broker resources list every row of the broker config table (`config_table`) plus the
+//! per-listener security settings given, each with its value and source (STATIC_BROKER_CONFIG
+//! when set by the file, the environment or a flag, DEFAULT_CONFIG otherwise), all read-only
+//! (there is no dynamic broker config); sensitive ones (passwords, keys, JAAS) have a null
+//! value and is_sensitive.
 //!
 //! With an authorizer, a topic needs DESCRIBE_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED) and a
 //! broker DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before the
@@ -15,8 +18,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::config::BrokerConfig;
+use crate::config_table::{self, BrokerConfigDef, BROKER_CONFIGS};
 use crate::topic_config::{self, source, ConfigType};
-use crate::{acl, error_code, Broker};
+use crate::{acl, config_security, error_code, Broker};
 
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
@@ -47,12 +52,14 @@ pub(crate) fn config_refusal(
 
 struct Entry {
     name: String,
-    value: String,
+    /// None: null (no value, or a sensitive one).
+    value: Option<String>,
     source: i8,
     kind: ConfigType,
     read_only: bool,
+    sensitive: bool,
     doc: &'static str,
-    synonyms: Vec<(String, String, i8)>,
+    synonyms: Vec<(String, Option<String>, i8)>,
 }
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -120,8 +127,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
 fn encode(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let mut c = DescribeConfigsResourceResult::default();
     c.name = str_bytes(e.name);
-    c.value = Some(str_bytes(e.value));
+    c.value = e.value.map(str_bytes);
     c.read_only = e.read_only;
+    c.is_sensitive = e.sensitive;
     c.config_source = e.source;
     c.config_type = e.kind as i8;
     if docs {
@@ -134,7 +142,7 @@ fn encode(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult
             .map(|(name, value, source)| {
                 let mut s = DescribeConfigsSynonym::default();
                 s.name = str_bytes(name);
-                s.value = Some(str_bytes(value));
+                s.value = value.map(str_bytes);
                 s.source = source;
                 s
             })
@@ -150,18 +158,19 @@ fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, Stri
             let def = topic_config::lookup(name);
             let mut synonyms = Vec::new();
             if src == source::TOPIC_CONFIG {
-                synonyms.push((name.to_string(), value.clone(), source::TOPIC_CONFIG));
+                synonyms.push((name.to_string(), Some(value.clone()), source::TOPIC_CONFIG));
             }
             if let Some(broker_name) = def.and_then(|d| d.broker_synonym) {
                 let (v, s) = topic_config::default_value(name, &b.config);
-                synonyms.push((broker_name.to_string(), v, s));
+                synonyms.push((broker_name.to_string(), Some(v), s));
             }
             Entry {
                 name: name.to_string(),
-                value,
+                value: Some(value),
                 source: src,
                 kind: def.map_or(ConfigType::Str, |d| d.kind),
                 read_only: false,
+                sensitive: false,
                 doc: def.map_or("", |d| d.doc),
                 synonyms,
             }
@@ -169,201 +178,95 @@ fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, Stri
         .collect()
 }
 
+/// A value as DescribeConfigs shows it: null when sensitive or empty.
+fn shown(d: &BrokerConfigDef, value: String) -> Option<String> {
+    match d.sensitive || value.is_empty() {
+        true => None,
+        false => Some(value),
+    }
+}
+
+/// Every row of the broker config table, then the per-listener security settings given.
 fn broker_entries(b: &Broker) -> Vec<Entry> {
     let c = &b.config;
-    let d = &c.topic_defaults;
-    let listener = c
-        .listener_specs()
-        .iter()
-        .map(|l| format!("{}://{}", l.name, l.addr))
-        .collect::<Vec<_>>()
-        .join(",");
+    // What clients are told is the bound listeners' advertised addresses (port 0 resolved).
     let advertised = b
         .listeners
         .iter()
         .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
         .collect::<Vec<_>>()
         .join(",");
-    let fsync = match c.fsync {
-        sluice_log::FsyncPolicy::Always => "always",
-        sluice_log::FsyncPolicy::Never => "never",
-    };
-    let storage = match c.storage {
-        sluice_log::Storage::Disk => "disk",
-        sluice_log::Storage::Null => "null",
-    };
-    let rows: Vec<(&str, String, ConfigType, &'static str)> = vec![
-        (
-            "node.id",
-            c.node_id.to_string(),
-            ConfigType::Int,
-            "This broker's id.",
-        ),
-        (
-            "broker.id",
-            c.node_id.to_string(),
-            ConfigType::Int,
-            "Same as node.id.",
-        ),
-        (
-            "listeners",
-            listener,
-            ConfigType::List,
-            "Address the broker binds.",
-        ),
-        (
-            "advertised.listeners",
-            advertised,
-            ConfigType::List,
-            "Address given to clients.",
-        ),
-        (
-            "log.dirs",
-            c.data_dir.display().to_string(),
-            ConfigType::List,
-            "The data directory.",
-        ),
-        (
-            "num.partitions",
-            d.partitions.to_string(),
-            ConfigType::Int,
-            "Default partitions for new topics.",
-        ),
-        (
-            "auto.create.topics.enable",
-            c.auto_create_topics.to_string(),
-            ConfigType::Boolean,
-            "Create unknown topics on Metadata.",
-        ),
-        (
-            "default.replication.factor",
-            "1".into(),
-            ConfigType::Int,
-            "Always 1 on a single node.",
-        ),
-        (
-            "log.retention.ms",
-            d.retention_ms.to_string(),
-            ConfigType::Long,
-            "Default retention.ms.",
-        ),
-        (
-            "log.retention.bytes",
-            d.retention_bytes.to_string(),
-            ConfigType::Long,
-            "Default retention.bytes.",
-        ),
-        (
-            "log.segment.bytes",
-            d.segment_bytes.to_string(),
-            ConfigType::Int,
-            "Default segment.bytes.",
-        ),
-        (
-            "log.roll.ms",
-            d.segment_ms.to_string(),
-            ConfigType::Long,
-            "Default segment.ms.",
-        ),
-        (
-            "message.max.bytes",
-            d.max_message_bytes.to_string(),
-            ConfigType::Int,
-            "Default max.message.bytes.",
-        ),
-        (
-            "log.retention.check.interval.ms",
-            c.retention_check_interval_ms.to_string(),
-            ConfigType::Long,
-            "How often retention runs.",
-        ),
-        (
-            "max.connections",
-            c.max_connections.to_string(),
-            ConfigType::Int,
-            "Concurrent connection limit.",
-        ),
-        (
-            "socket.request.max.bytes",
-            c.max_request_bytes.to_string(),
-            ConfigType::Int,
-            "Largest request accepted.",
-        ),
-        (
-            "transaction.max.timeout.ms",
-            c.txn.transaction_max_timeout_ms.to_string(),
-            ConfigType::Int,
-            "The longest transaction.timeout.ms a producer may ask.",
-        ),
-        (
-            "transactional.id.expiration.ms",
-            c.txn.transactional_id_expiration_ms.to_string(),
-            ConfigType::Int,
-            "A transactional id idle this long is removed.",
-        ),
-        (
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            c.transaction_abort_cleanup_interval_ms.to_string(),
-            ConfigType::Int,
-            "How often timed-out transactions are aborted.",
-        ),
-        (
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            c.transaction_remove_expired_cleanup_interval_ms.to_string(),
-            ConfigType::Int,
-            "How often idle transactional ids are removed.",
-        ),
-        (
-            "transaction.state.log.segment.bytes",
-            c.transaction_state_log_segment_bytes.to_string(),
-            ConfigType::Int,
-            "Segment size of __transaction_state.",
-        ),
-        (
-            "transaction.state.log.num.partitions",
-            "1".into(),
-            ConfigType::Int,
-            "Always 1: one coordinator partition on a single node.",
-        ),
-        (
-            "transaction.state.log.replication.factor",
-            "1".into(),
-            ConfigType::Int,
-            "Always 1 on a single node.",
-        ),
-        (
-            "sluice.fsync",
-            fsync.into(),
-            ConfigType::Str,
-            "always: acknowledge after fdatasync; never: page-cache durability.",
-        ),
-        (
-            "sluice.journal.direct.io",
-            c.journal_direct_io.to_string(),
-            ConfigType::Boolean,
-            "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync).",
-        ),
-        (
-            "sluice.storage",
-            storage.into(),
-            ConfigType::Str,
-            "disk; null: acknowledge produce and keep nothing (bench calibration only).",
-        ),
-    ];
-    rows.into_iter()
-        .map(|(name, value, kind, doc)| {
-            let src = if c.explicit.contains_key(name) {
-                source::STATIC_BROKER_CONFIG
-            } else {
-                source::DEFAULT_CONFIG
+    let mut entries: Vec<Entry> = BROKER_CONFIGS
+        .iter()
+        .map(|d| {
+            let value = match d.name {
+                "advertised.listeners" => advertised.clone(),
+                _ => d.current(c),
+            };
+            let source = match c.explicit.contains_key(d.name) {
+                true => source::STATIC_BROKER_CONFIG,
+                false => source::DEFAULT_CONFIG,
             };
             Entry {
-                name: name.to_string(),
-                value,
-                source: src,
-                kind,
+                name: d.name.to_string(),
+                value: shown(d, value),
+                source,
+                kind: d.kind,
                 read_only: true,
-                doc,
+                sensitive: d.sensitive,
+                doc: d.doc,
+                synonyms: broker_synonyms(c, d),
+            }
+        })
+        .collect();
+    entries.extend(listener_security_entries(c));
+    entries
+}
+
+/// Kafka's synonyms of a broker setting: the names that were set (the setting first, then its
+/// synonyms in precedence order), then their defaults.
+fn broker_synonyms(c: &BrokerConfig, d: &BrokerConfigDef) -> Vec<(String, Option<String>, i8)> {
+    let names = || {
+        std::iter::once(d.name)
+            .chain(d.synonyms.iter().copied())
+            .filter_map(config_table::lookup)
+    };
+    let set = names()
+        .filter(|s| c.explicit.contains_key(s.name))
+        .map(|s| {
+            (
+                s.name.to_string(),
+                shown(s, s.current(c)),
+                source::STATIC_BROKER_CONFIG,
+            )
+        });
+    let defaults = names().filter(|s| !s.default.is_empty()).map(|s| {
+        let value = shown(s, s.default.to_string());
+        (s.name.to_string(), value, source::DEFAULT_CONFIG)
+    });
+    set.chain(defaults).collect()
+}
+
+/// The per-listener and per-mechanism security settings given (`listener.name.<l>.<key>`),
+/// secrets null.
+fn listener_security_entries(c: &BrokerConfig) -> Vec<Entry> {
+    c.security
+        .iter()
+        .filter(|(key, _)| config_table::lookup(key).is_none())
+        .map(|(key, value)| {
+            let base = config_table::lookup(config_security::base_key(key));
+            let sensitive = config_security::secret(key) || base.is_some_and(|d| d.sensitive);
+            Entry {
+                name: key.clone(),
+                value: (!sensitive && !value.is_empty()).then(|| value.clone()),
+                source: source::STATIC_BROKER_CONFIG,
+                kind: match sensitive {
+                    true => ConfigType::Password,
+                    false => base.map_or(ConfigType::Str, |d| d.kind),
+                },
+                read_only: true,
+                sensitive,
+                doc: base.map_or("Per-listener security setting.", |d| d.doc),
                 synonyms: vec![],
             }
         })
