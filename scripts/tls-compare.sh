@@ -31,6 +31,7 @@ SLUICE_PID=""
 cleanup() {
     [ -n "$SLUICE_PID" ] && kill -TERM "$SLUICE_PID" 2>/dev/null && wait "$SLUICE_PID" 2>/dev/null || true
     scripts/kafka-local.sh stop || true
+    rm -rf "$PERF_DIR/sluice-data"  # a GiB or more of journal; the results stay
 }
 trap cleanup EXIT
 
