@@ -8,7 +8,7 @@
 # dependencies, resolved by `mvn dependency:copy-dependencies`) into $KAFKA_HOME/libs, so only
 # java (17+) and mvn are needed. Nothing listens beyond 127.0.0.1.
 #
-# Usage: scripts/kafka-local.sh start|stop|status|fetch|pids|wipe
+# Usage: scripts/kafka-local.sh start|stop|status|fetch|pids|ssl-bootstrap|wipe
 #   start prints the bootstrap list (one address for one node) on stdout; pids prints the
 #   broker pids, one per line (for `sluice-bench --broker-pid`); wipe stops the node(s) and
 #   deletes their data.
@@ -17,11 +17,20 @@
 #              KAFKA_NODES > 1), KAFKA_START_TIMEOUT_S (90), KAFKA_NODES (1),
 #              KAFKA_CLEANER_LOG (0; 1: the log cleaner's pass statistics in
 #              $KAFKA_HOME/log-cleaner.log, one node only)
+#              KAFKA_SSL_DIR (unset: no TLS)
 # With KAFKA_NODES=N > 1, node i (1..N) listens on KAFKA_PORT + 2(i-1) and its controller on
 # KAFKA_CONTROLLER_PORT + 2(i-1) (19092/19093, 19094/19095, ...); its files live under
 # $KAFKA_HOME/cluster-$KAFKA_PORT/node-i, so clusters on other ports do not share them. The
 # cluster's default.replication.factor and internal topics' replication are min(N, 3),
 # transaction.state.log.min.isr min(N, 2); node i has broker.rack=rack-i.
+# With KAFKA_SSL_DIR=DIR (one node only), the node also listens with TLS on the same port at
+# the IPv6 loopback address, SSL://[::1]:$KAFKA_PORT (Kafka lets an IPv4 and an IPv6 listener
+# share a port, so TLS needs no port of its own), from a PEM key store
+# (ssl.keystore.type=PEM): DIR/keystore.pem (unencrypted PKCS#8 key + certificate chain) and
+# DIR/ca.pem, made with openssl when missing (a CA and a server certificate for 127.0.0.1, ::1
+# and localhost). Clients trust DIR/ca.pem (librdkafka `ssl.ca.location`, Java
+# `ssl.truststore.type=PEM` + `ssl.truststore.location`). `start` still prints the PLAINTEXT
+# address; `ssl-bootstrap` prints the TLS one.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +39,7 @@ KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
 KAFKA_HOME="${KAFKA_HOME:-$ROOT/.cache/kafka-$KAFKA_VERSION}"
 KAFKA_NODES="${KAFKA_NODES:-1}"
+KAFKA_SSL_DIR="${KAFKA_SSL_DIR:-}"
 case "$KAFKA_NODES" in
     '' | *[!0-9]* | 0) echo "kafka-local: KAFKA_NODES must be a whole number >= 1, not '$KAFKA_NODES'" >&2; exit 2 ;;
 esac
@@ -72,17 +82,44 @@ EOF
     touch "$KAFKA_HOME/libs/.complete"
 }
 
+# A CA and a server certificate (SAN 127.0.0.1, ::1, localhost) in $KAFKA_SSL_DIR, unless there.
+ssl_store() {
+    local d="$KAFKA_SSL_DIR"
+    [ -f "$d/keystore.pem" ] && [ -f "$d/ca.pem" ] && return
+    command -v openssl >/dev/null || { say "openssl is needed to make the TLS key store"; exit 1; }
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 30 \
+        -subj "/CN=kafka-local CA" -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout "$d/server.key" -out "$d/server.csr" \
+        -subj "/CN=localhost" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' \
+        >"$d/server.ext"
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -out "$d/server.pem" -days 30 -extfile "$d/server.ext" 2>/dev/null
+    # Kafka's PEM key store: an unencrypted PKCS#8 key, then the chain, in one file.
+    cat "$d/server.key" "$d/server.pem" "$d/ca.pem" >"$d/keystore.pem"
+    chmod 600 "$d/keystore.pem" "$d/server.key" "$d/ca.key"
+    say "made a TLS key store in $d (clients trust $d/ca.pem)"
+}
+
 configure() {
     mkdir -p "$KAFKA_HOME/data"
+    local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT" protocols="PLAINTEXT:PLAINTEXT"
+    if [ -n "$KAFKA_SSL_DIR" ]; then
+        ssl_store
+        listeners="$listeners,SSL://[::1]:$KAFKA_PORT"
+        protocols="$protocols,SSL:SSL"
+    fi
     cat >"$KAFKA_HOME/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=$listeners
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols,CONTROLLER:PLAINTEXT
 log.dirs=$KAFKA_HOME/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -90,6 +127,14 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
+    if [ -n "$KAFKA_SSL_DIR" ]; then
+        cat >>"$KAFKA_HOME/server.properties" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$KAFKA_SSL_DIR/keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$KAFKA_SSL_DIR/ca.pem
+EOF
+    fi
     cat >"$KAFKA_HOME/log4j.properties" <<EOF
 log4j.rootLogger=WARN, file
 log4j.appender.file=org.apache.log4j.FileAppender
@@ -159,7 +204,7 @@ start() {
         sleep 1
         waited=$((waited + 1))
     done
-    say "Kafka $KAFKA_VERSION listening on 127.0.0.1:$KAFKA_PORT (pid $(cat "$PIDFILE"), data $KAFKA_HOME/data)"
+    say "Kafka $KAFKA_VERSION listening on 127.0.0.1:$KAFKA_PORT${KAFKA_SSL_DIR:+ and with TLS on [::1]:$KAFKA_PORT} (pid $(cat "$PIDFILE"), data $KAFKA_HOME/data)"
     echo "127.0.0.1:$KAFKA_PORT"
 }
 
@@ -336,6 +381,7 @@ cluster_status() {
 }
 
 if [ "$KAFKA_NODES" -gt 1 ]; then
+    [ -z "$KAFKA_SSL_DIR" ] || { say "KAFKA_SSL_DIR is for one node only"; exit 2; }
     case "${1:-}" in
         start) cluster_start ;;
         stop) cluster_stop ;;
@@ -354,6 +400,7 @@ case "${1:-}" in
     status) if running; then echo "running pid $(cat "$PIDFILE") on 127.0.0.1:$KAFKA_PORT"; else echo "not running"; exit 1; fi ;;
     fetch) fetch ;;
     pids) if running; then cat "$PIDFILE"; fi ;;
+    ssl-bootstrap) [ -n "$KAFKA_SSL_DIR" ] || { say "KAFKA_SSL_DIR is not set"; exit 2; }; echo "[::1]:$KAFKA_PORT" ;;
     wipe) stop; rm -rf "$KAFKA_HOME/data"; say "deleted $KAFKA_HOME/data" ;;
-    *) echo "usage: $0 start|stop|status|fetch|pids|wipe" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|fetch|pids|ssl-bootstrap|wipe" >&2; exit 2 ;;
 esac

@@ -56,6 +56,10 @@ class Broker:
     name: str
     bootstrap: str
     pid: int
+    # The endpoint's client security settings (empty for PLAINTEXT): Java client keys for the
+    # Java tools, librdkafka keys for the admin and e2e clients (scripts/tls_compare.py).
+    java_props: dict = field(default_factory=dict)
+    rdkafka_props: dict = field(default_factory=dict)
 
     def cpu_s(self) -> float:
         fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -160,24 +164,24 @@ def java(classpath: str, main: str, args: list[str], timeout_s: float) -> str:
 _ADMINS: dict = {}
 
 
-def admin(bootstrap: str):
-    """One admin client per broker, kept alive (a dropped client cancels its futures)."""
+def admin(b: Broker):
+    """One admin client per endpoint, kept alive (a dropped client cancels its futures)."""
     from confluent_kafka.admin import AdminClient
-    if bootstrap not in _ADMINS:
-        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
-    return _ADMINS[bootstrap]
+    if b.bootstrap not in _ADMINS:
+        _ADMINS[b.bootstrap] = AdminClient({"bootstrap.servers": b.bootstrap, **b.rdkafka_props})
+    return _ADMINS[b.bootstrap]
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(b: Broker, name: str, partitions: int) -> None:
     from confluent_kafka.admin import NewTopic
-    futures = admin(bootstrap).create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
+    futures = admin(b).create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
     futures[name].result(60)
     time.sleep(0.5)  # let metadata settle on both brokers alike
 
 
-def delete_topic(bootstrap: str, name: str) -> None:
+def delete_topic(b: Broker, name: str) -> None:
     try:
-        admin(bootstrap).delete_topics([name], operation_timeout=30)[name].result(60)
+        admin(b).delete_topics([name], operation_timeout=30)[name].result(60)
     except Exception as e:  # noqa: BLE001 - cleanup only
         print(f"  (could not delete {name}: {e})", file=sys.stderr)
 
@@ -189,7 +193,7 @@ PRODUCE_RE = re.compile(
 
 
 def producer_perf(cp: str, b: Broker, topic: str, records: int, size: int, props: dict) -> dict:
-    prop_args = [f"{k}={v}" for k, v in {"bootstrap.servers": b.bootstrap, "acks": "all", **props}.items()]
+    prop_args = [f"{k}={v}" for k, v in {"bootstrap.servers": b.bootstrap, "acks": "all", **b.java_props, **props}.items()]
     out = java(cp, "org.apache.kafka.tools.ProducerPerformance",
                ["--topic", topic, "--num-records", str(records), "--record-size", str(size),
                 "--throughput", "-1", "--producer-props", *prop_args], timeout_s=900)
@@ -203,12 +207,12 @@ def producer_perf(cp: str, b: Broker, topic: str, records: int, size: int, props
 
 def run_produce(cp: str, b: Broker, scenario: str, rnd: int, mb: int, size: int, props: dict) -> Run:
     topic = f"perf-{scenario}-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, 12)
+    create_topic(b, topic, 12)
     records = mb * MIB // size
     subprocess.run(["sync"], check=False)  # start clean: no earlier run's dirty pages
     with Meter(b, writeback=True) as m:
         res = producer_perf(cp, b, topic, records, size, props)
-    delete_topic(b.bootstrap, topic)
+    delete_topic(b, topic)
     data_mb = records * size / MIB
     return Run(scenario, b.name, rnd, mb=data_mb, seconds=m.elapsed, mb_per_s=res["mb_per_s_client"],
                broker_cpu_s=m.cpu, broker_write_bytes=m.written, writeback_cpu_s=m.writeback_cpu,
@@ -217,16 +221,22 @@ def run_produce(cp: str, b: Broker, scenario: str, rnd: int, mb: int, size: int,
 
 def run_fetch(cp: str, b: Broker, scenario: str, rnd: int, mb: int, partitions: int) -> Run:
     topic = f"perf-{scenario}-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, partitions)
+    create_topic(b, topic, partitions)
     size = 1024
     records = mb * MIB // size
     producer_perf(cp, b, topic, records, size, {"linger.ms": 5, "batch.size": 262144})
     time.sleep(1.0)
+    config = []
+    if b.java_props:
+        path = Path(f"/tmp/perf-compare-{os.getpid()}-{b.name}.properties")
+        path.write_text("".join(f"{k}={v}\n" for k, v in b.java_props.items()))
+        config = ["--command-config", str(path)]
     with Meter(b) as m:
         out = java(cp, "org.apache.kafka.tools.ConsumerPerformance",
                    ["--bootstrap-server", b.bootstrap, "--topic", topic, "--messages", str(records),
-                    "--group", f"perf-{uuid.uuid4().hex[:8]}", "--timeout", "60000"], timeout_s=900)
-    delete_topic(b.bootstrap, topic)
+                    "--group", f"perf-{uuid.uuid4().hex[:8]}", "--timeout", "60000", *config],
+                   timeout_s=900)
+    delete_topic(b, topic)
     # CSV: start, end, MB, MB.sec, nMsg, nMsg.sec, rebalance ms, fetch ms, fetch.MB.sec, fetch.nMsg.sec
     row = [line for line in out.strip().splitlines() if line and line[0].isdigit()][-1].split(",")
     consumed_mb, fetch_mb_s = float(row[2]), float(row[8])
@@ -238,9 +248,9 @@ def run_fetch(cp: str, b: Broker, scenario: str, rnd: int, mb: int, partitions: 
 def run_e2e(b: Broker, scenario: str, rnd: int, count: int, probe_dir: str) -> Run:
     from confluent_kafka import Consumer, Producer, TopicPartition
     topic = f"perf-{scenario}-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic, 1)
-    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"e2e-{uuid.uuid4().hex[:6]}",
+    create_topic(b, topic, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap, **b.rdkafka_props, "acks": "all", "linger.ms": 0})
+    c = Consumer({"bootstrap.servers": b.bootstrap, **b.rdkafka_props, "group.id": f"e2e-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "fetch.wait.max.ms": 500, "fetch.min.bytes": 1})
     c.assign([TopicPartition(topic, 0, 0)])
     payload = b"x" * 1024
@@ -262,7 +272,7 @@ def run_e2e(b: Broker, scenario: str, rnd: int, count: int, probe_dir: str) -> R
                 lat_us.append((time.perf_counter() - t0) * 1e6)
         p.flush(10)
     c.close()
-    delete_topic(b.bootstrap, topic)
+    delete_topic(b, topic)
     lat_us.sort()
     q = lambda f: lat_us[min(len(lat_us) - 1, int(f * len(lat_us)))]  # noqa: E731
     extra = {"p50_us": q(0.50), "p99_us": q(0.99), "p999_us": q(0.999), "records": count,

@@ -235,9 +235,6 @@ pub const DESCRIBE_PRODUCERS_ENTRIES_MAX: usize = 100_000;
 pub const SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT: usize = 512 * 1024;
 /// A TLS handshake (or a SASL exchange's time to the first frame) must finish within this.
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
-/// Decrypted bytes a TLS connection buffers between the TLS layer and the frame reader (one
-/// TLS record's plaintext is at most 16 KiB).
-pub const TLS_READ_STAGING_BYTES: usize = 16 * 1024;
 /// How often the key and trust store files are checked for changes (reloaded when they
 /// change, without a restart).
 pub const TLS_RELOAD_CHECK_MS: u64 = 5_000;

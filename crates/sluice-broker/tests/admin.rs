@@ -105,6 +105,15 @@ fn describe_configs_answers_topics_and_the_broker_and_refuses_the_rest() {
     assert_eq!(filtered.configs.len(), 1);
     assert_eq!(&*filtered.configs[0].name, "retention.ms");
 
+    // Metadata lists the internal topics, so they are described too (kafka-configs.sh
+    // --describe --entity-type topics describes every listed topic), with their logs' settings.
+    for internal in ["__consumer_offsets", "__transaction_state"] {
+        let t = describe(&mut client, RESOURCE_TOPIC, internal, None);
+        assert_eq!(t.error_code, NONE, "{internal}");
+        assert_eq!(value(&t, "cleanup.policy").as_deref(), Some("compact"));
+        assert!(value(&t, "segment.bytes").is_some());
+    }
+
     let node = describe(&mut client, RESOURCE_BROKER, "1", None);
     assert_eq!(node.error_code, NONE);
     assert_eq!(value(&node, "sluice.storage").as_deref(), Some("disk"));

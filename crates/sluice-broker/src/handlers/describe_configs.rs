@@ -5,7 +5,10 @@
 //! per-listener security settings given, each with its value and source (STATIC_BROKER_CONFIG
 //! when set by the file, the environment or a flag, DEFAULT_CONFIG otherwise), all read-only
 //! (there is no dynamic broker config); sensitive ones (passwords, keys, JAAS) have a null
-//! value and is_sensitive.
+//! value and is_sensitive. The internal topics (`__consumer_offsets`, `__transaction_state`)
+//! are described too, with the settings their logs really use as overrides
+//! ([`internal_overrides`]): Metadata lists them, so `kafka-configs.sh --describe
+//! --entity-type topics` describes every topic Metadata named and would fail on an unknown one.
 //!
 //! With an authorizer, a topic needs DESCRIBE_CONFIGS on it (TOPIC_AUTHORIZATION_FAILED) and a
 //! broker DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), checked before the
@@ -83,6 +86,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             _ if refused.is_some() => Err(refused.expect("checked")),
             RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
                 Some(t) => Ok(topic_entries(b, &t.configs)),
+                None if crate::topics::is_internal(&res.resource_name) => {
+                    Ok(topic_entries(b, &internal_overrides(b, &res.resource_name)))
+                }
                 None => Err((
                     error_code::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("Topic '{}' does not exist.", &*res.resource_name),
@@ -149,6 +155,25 @@ fn encode(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult
             .collect();
     }
     c
+}
+
+/// What an internal topic's log is, as topic overrides: Kafka's own overrides for these
+/// topics (`cleanup.policy=compact`: only each key's latest record matters; Sluice keeps them
+/// small by snapshots instead of the cleaner, with the same effect) and the segment size the
+/// coordinator's log is opened with.
+fn internal_overrides(b: &Broker, name: &str) -> std::collections::BTreeMap<String, String> {
+    debug_assert!(crate::topics::is_internal(name));
+    let segment_bytes = match name {
+        crate::groups::OFFSETS_TOPIC => crate::limits::OFFSETS_SEGMENT_BYTES,
+        _ => b.config.transaction_state_log_segment_bytes,
+    };
+    [
+        ("cleanup.policy", "compact".to_string()),
+        ("segment.bytes", segment_bytes.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, String>) -> Vec<Entry> {
