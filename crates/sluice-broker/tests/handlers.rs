@@ -360,3 +360,20 @@ fn a_classic_group_member_joins_syncs_heartbeats_and_leaves() {
     assert_eq!(left.error_code, NONE);
     assert_eq!(left.members[0].error_code, NONE);
 }
+
+// Goal: DescribeCluster v1+ asked for controller endpoints answers UNSUPPORTED_ENDPOINT_TYPE
+// with Kafka's code (115), not INVALID_REGISTRATION (119), which a hand-typed number gave.
+#[test]
+fn describe_cluster_refuses_controller_endpoints_with_kafkas_code() {
+    use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    let mut req = DescribeClusterRequest::default();
+    req.endpoint_type = 2;
+    let resp: DescribeClusterResponse = client.call(ApiKey::DescribeCluster, 1, &req);
+    assert_eq!(resp.error_code, 115);
+    req.endpoint_type = 1;
+    let resp: DescribeClusterResponse = client.call(ApiKey::DescribeCluster, 1, &req);
+    assert_eq!(resp.error_code, NONE);
+    assert_eq!(resp.brokers.len(), 1);
+}

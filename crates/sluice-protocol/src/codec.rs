@@ -14,7 +14,8 @@ use crate::frame::SIZE_PREFIX_BYTES;
 use crate::registry::ApiSupport;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
-pub const UNSUPPORTED_VERSION: i16 = 35;
+pub const UNSUPPORTED_VERSION: i16 =
+    kafka_protocol::error::ResponseError::UnsupportedVersion.code();
 
 /// Decodes a request body; decode failures become [`ProtocolError::Malformed`].
 ///
