@@ -8,11 +8,11 @@
 //! an async worker.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use sluice_log::batch::{BatchHeader, BatchIter};
 use sluice_log::{PartitionKey, RecordCodec, RecordKey};
 use sluice_protocol::record_compact;
 
-use crate::error_code;
 use crate::limits::PRODUCE_RECORD_ERRORS_MAX;
 use crate::record_validation::{Refusal, DECOMPRESSION_PERMITS, WALK_LIMITS};
 
@@ -100,7 +100,7 @@ pub async fn refuse_keyless(records: &Bytes, key: &PartitionKey) -> Result<(), R
         key.topic, key.partition
     );
     Err(Refusal {
-        error_code: error_code::INVALID_RECORD,
+        error_code: ResponseError::InvalidRecord.code(),
         message: format!("{KEYLESS_MESSAGE} (batch {batch_index}; {total} keyless records)"),
         record_errors: found
             .into_iter()

@@ -482,7 +482,7 @@ async fn start_request(
     principal: Arc<str>,
     calls: &Calls,
 ) -> (Work, bool, u64) {
-    match header::parse(body) {
+    match header::parse(body, handlers::table::apis()) {
         Ok(req) => match handlers::start(broker, req, peer, listener, principal, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true, 0),
             Started::Produce(produce::Started::Waiting(call)) => {
@@ -503,7 +503,11 @@ async fn start_request(
                     if *api_key == ApiKey::ApiVersions as i16 =>
                 {
                     let mut out = BytesMut::new();
-                    match codec::encode_api_versions_fallback(&mut out, cid) {
+                    match codec::encode_api_versions_fallback(
+                        &mut out,
+                        cid,
+                        handlers::table::apis(),
+                    ) {
                         Ok(()) => Reply::Frame(out),
                         Err(_) => Reply::Close,
                     }

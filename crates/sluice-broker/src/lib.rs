@@ -7,7 +7,9 @@
 //!   in arrival order; the writer sends responses in that same order, so pipelined requests
 //!   work and responses never overtake each other. At most
 //!   [`limits::IN_FLIGHT_PER_CONNECTION_MAX`] requests are in flight per connection.
-//! - `handlers/`: one file per Kafka API. Produce enqueues its appends while still in arrival
+//! - `handlers/`: one file per Kafka API, and [`api_table`] (`handlers/table.rs`), the one
+//!   table of served APIs (key, versions, advertised, handler) that header parsing,
+//!   ApiVersions, dispatch and the per-API metrics all read. Produce enqueues its appends while still in arrival
 //!   order (so pipelined produces to one partition keep their order) and then waits for
 //!   durability concurrently; every other API runs entirely concurrently.
 //! - [`topics`]: the topic registry and its durable metadata file.
@@ -67,6 +69,8 @@ use sluice_log::LogManager;
 use tokio::sync::watch;
 
 pub use config::BrokerConfig;
+/// The handler table: every API served, its versions, whether it is advertised, its handler.
+pub use handlers::table as api_table;
 pub use server::Server;
 
 /// State shared by every connection.

@@ -3,7 +3,7 @@
 //! listener (`admin`). `docs/operations.md` lists every family.
 //!
 //! Recording is atomics only: no lock, no allocation, nothing that can fail. The per-API
-//! series are created once at start for every API in the registry (plus one `unknown` for
+//! series are created once at start for every row of the handler table (plus one `unknown` for
 //! frames whose key we do not serve), and a request is recorded once, by the connection's
 //! writer, when its response has been written (or the connection closed instead). Per-topic
 //! counters live in the topic's [`TopicStats`], created with the topic and carried over
@@ -26,6 +26,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sluice_log::histogram::{self, Histogram, HistogramSnapshot};
 
+use crate::handlers::table;
 use crate::{limits, Broker};
 
 /// Nanoseconds per second: latency histograms are recorded in nanoseconds and exposed in
@@ -72,10 +73,9 @@ impl ApiSeries {
 /// The broker's own counters (the log and the coordinator keep theirs).
 #[derive(Debug)]
 pub struct Metrics {
-    /// One entry per registered API, then `unknown` last.
+    /// One entry per row of the handler table, in its order, then `unknown` last; a
+    /// request's series is its row's index (`handlers::table::index`).
     apis: Box<[ApiSeries]>,
-    /// API key to its index in `apis`; keys outside the registry map to `unknown`.
-    by_key: Box<[usize]>,
     /// Client connections being served.
     pub(crate) connections_open: AtomicUsize,
     /// Fetches waiting for data (long polls).
@@ -90,31 +90,20 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let registered = sluice_protocol::registry::SUPPORTED;
-        let mut apis: Vec<ApiSeries> = registered
+        let mut apis: Vec<ApiSeries> = table::HANDLERS
             .iter()
-            .map(|a| ApiSeries::new(format!("{:?}", a.key)))
+            .map(|h| ApiSeries::new(format!("{:?}", h.api.key)))
             .collect();
         apis.push(ApiSeries::new("unknown".into()));
-        let unknown = apis.len() - 1;
-        let max_key = registered.iter().map(|a| a.key as i16).max().unwrap_or(0);
-        let mut by_key = vec![unknown; max_key as usize + 1];
-        for (i, a) in registered.iter().enumerate() {
-            by_key[a.key as i16 as usize] = i;
-        }
         Self {
             apis: apis.into_boxed_slice(),
-            by_key: by_key.into_boxed_slice(),
             connections_open: AtomicUsize::new(0),
             fetch_long_polls_parked: AtomicUsize::new(0),
         }
     }
 
     fn api(&self, api_key: i16) -> &ApiSeries {
-        let i = usize::try_from(api_key)
-            .ok()
-            .and_then(|k| self.by_key.get(k).copied())
-            .unwrap_or(self.apis.len() - 1);
+        let i = table::index(api_key).unwrap_or(self.apis.len() - 1);
         &self.apis[i]
     }
 
@@ -642,7 +631,18 @@ mod tests {
         );
     }
 
-    // Goal: every registered API has its own series, and a key we do not serve lands in
+    // Goal: the series are the handler table's rows: one per row, named after its key, in
+    // the table's order, so a new row is measured without another list to edit.
+    #[test]
+    fn api_series_follow_the_handler_table() {
+        let m = Metrics::new();
+        assert_eq!(m.apis.len(), table::HANDLERS.len() + 1);
+        for h in table::HANDLERS {
+            assert_eq!(m.api(h.api.key as i16).name, format!("{:?}", h.api.key));
+        }
+    }
+
+    // Goal: every served API has its own series, and a key we do not serve lands in
     // `unknown`, so recording never allocates a series.
     #[test]
     fn api_series_are_preregistered() {

@@ -35,6 +35,7 @@
 //! copy), which keeps the common produce path free of a thread hop.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use sluice_log::batch::{self, BatchHeader, BatchIter};
 use sluice_log::ProducerId;
 use sluice_protocol::record_walk::{self, Compression, WalkError, WalkLimits};
@@ -88,9 +89,9 @@ impl Refusal {
 /// The code for a refused walk.
 pub fn walk_error_code(e: &WalkError) -> i16 {
     match e {
-        WalkError::UnsupportedCompression(_) => error_code::UNSUPPORTED_COMPRESSION_TYPE,
-        WalkError::InvalidRecord(_) => error_code::INVALID_RECORD,
-        WalkError::DecompressedTooLarge { .. } => error_code::MESSAGE_TOO_LARGE,
+        WalkError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType.code(),
+        WalkError::InvalidRecord(_) => ResponseError::InvalidRecord.code(),
+        WalkError::DecompressedTooLarge { .. } => ResponseError::MessageTooLarge.code(),
     }
 }
 
@@ -135,10 +136,9 @@ async fn validate_contents(
     // semaphore is never closed, so acquiring fails only in theory.
     let permit = if compressed {
         let permit = DECOMPRESSION_PERMITS.acquire().await;
-        Some(
-            permit
-                .map_err(|_| Refusal::new(error_code::NOT_LEADER_OR_FOLLOWER, "shutting down"))?,
-        )
+        Some(permit.map_err(|_| {
+            Refusal::new(ResponseError::NotLeaderOrFollower.code(), "shutting down")
+        })?)
     } else {
         None
     };
@@ -148,7 +148,7 @@ async fn validate_contents(
     walked.unwrap_or_else(|e| {
         tracing::error!(error = %e, "record validation task failed");
         Err(Refusal::new(
-            error_code::INVALID_RECORD,
+            ResponseError::InvalidRecord.code(),
             "record validation failed",
         ))
     })
@@ -182,13 +182,13 @@ fn check_header(
 ) -> Result<(), Refusal> {
     if header.is_control() {
         return Err(Refusal::new(
-            error_code::INVALID_RECORD,
+            ResponseError::InvalidRecord.code(),
             "clients are not allowed to write control records",
         ));
     }
     if header.is_transactional() && !request.transactional_id {
         return Err(Refusal::new(
-            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ResponseError::TransactionalIdAuthorizationFailed.code(),
             "transactional records in a request without a transactional id",
         ));
     }
@@ -196,14 +196,14 @@ fn check_header(
         Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;
     if compression == Compression::Zstd && request.version < ZSTD_PRODUCE_VERSION_MIN {
         return Err(Refusal::new(
-            error_code::UNSUPPORTED_COMPRESSION_TYPE,
+            ResponseError::UnsupportedCompressionType.code(),
             "zstd needs Produce v7 or later",
         ));
     }
     let producer_id = ProducerId(header.producer_id());
     if producer_id.is_idempotent() && !producer_ids.is_issued(producer_id) {
         return Err(Refusal::new(
-            error_code::UNKNOWN_PRODUCER_ID,
+            ResponseError::UnknownProducerId.code(),
             format!(
                 "producer id {} was never issued by this broker",
                 producer_id.0

@@ -233,7 +233,7 @@ impl Session {
         let sasl_api = api_key == Some(ApiKey::SaslHandshake as i16)
             || api_key == Some(ApiKey::SaslAuthenticate as i16);
         if sasl_api {
-            let Ok(req) = header::parse(body.clone()) else {
+            let Ok(req) = header::parse(body.clone(), handlers::table::apis()) else {
                 // Unsupported version or malformed header: the router closes as usual.
                 return Gate::Route;
             };
@@ -260,7 +260,9 @@ impl Session {
         version: i16,
         mechanism: &str,
     ) -> (i16, Vec<&'static str>, bool) {
-        use crate::error_code::{ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM};
+        use crate::error_code::ResponseError;
+        const ILLEGAL_SASL_STATE: i16 = ResponseError::IllegalSaslState.code();
+        const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
         let Some(config) = self.config.clone() else {
             return (ILLEGAL_SASL_STATE, Vec::new(), true);
         };

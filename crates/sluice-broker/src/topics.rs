@@ -13,6 +13,7 @@
 //! directory whose metadata is missing rather than reformatting it). Treating the missing
 //! file as "no topics" would delete every partition as an orphan.
 
+use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write;
@@ -105,7 +106,7 @@ pub struct TopicRegistry {
 pub fn validate_name(name: &str) -> Result<(), AdminError> {
     let bad = |why: &str| {
         Err(AdminError::new(
-            error_code::INVALID_TOPIC_EXCEPTION,
+            ResponseError::InvalidTopicException.code(),
             format!("Invalid topic name '{name}': {why}"),
         ))
     };
@@ -147,7 +148,7 @@ pub fn is_internal(name: &str) -> bool {
 pub fn internal_topic_refusal(name: &str, action: &str) -> Option<AdminError> {
     is_internal(name).then(|| {
         AdminError::new(
-            error_code::INVALID_TOPIC_EXCEPTION,
+            ResponseError::InvalidTopicException.code(),
             format!("Cannot {action} internal topic {name}"),
         )
     })
@@ -320,11 +321,11 @@ impl TopicRegistry {
             topics,
         };
         let bytes = serde_json::to_vec_pretty(&m)
-            .map_err(|e| AdminError::new(error_code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            .map_err(|e| AdminError::new(ResponseError::KafkaStorageError.code(), e.to_string()))?;
         write_atomically(&self.meta_dir, META_FILE, &bytes).map_err(|e| {
             tracing::error!(error = %e, "writing topic metadata failed");
             AdminError::new(
-                error_code::KAFKA_STORAGE_ERROR,
+                ResponseError::KafkaStorageError.code(),
                 format!("writing topic metadata: {e}"),
             )
         })
@@ -341,14 +342,14 @@ impl TopicRegistry {
         // starts), so Kafka's answer is that it already exists.
         if is_internal(name) || self.get(name).is_some() {
             return Err(AdminError::new(
-                error_code::TOPIC_ALREADY_EXISTS,
+                ResponseError::TopicAlreadyExists.code(),
                 format!("Topic '{name}' already exists."),
             ));
         }
         validate_name(name)?;
         if !(1..=limits::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
             return Err(AdminError::new(
-                error_code::INVALID_PARTITIONS,
+                ResponseError::InvalidPartitions.code(),
                 format!(
                     "Number of partitions must be between 1 and {}",
                     limits::PARTITIONS_PER_TOPIC_MAX
@@ -357,13 +358,13 @@ impl TopicRegistry {
         }
         if self.partitions_total() + partitions as usize > limits::PARTITIONS_TOTAL_MAX {
             return Err(AdminError::new(
-                error_code::POLICY_VIOLATION,
+                ResponseError::PolicyViolation.code(),
                 "broker partition limit reached",
             ));
         }
         for (k, v) in configs {
             topic_config::validate(k, v)
-                .map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
+                .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
         }
         Ok(())
     }
@@ -416,7 +417,7 @@ impl TopicRegistry {
         let mut next = self.snapshot();
         if next.by_id.remove(&topic.id).is_none() {
             return Err(AdminError::new(
-                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                ResponseError::UnknownTopicOrPartition.code(),
                 "topic already deleted",
             ));
         }
@@ -447,19 +448,19 @@ impl TopicRegistry {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let topic = self.get(name).ok_or_else(|| {
             AdminError::new(
-                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                ResponseError::UnknownTopicOrPartition.code(),
                 format!("Topic '{name}' does not exist."),
             )
         })?;
         let current = topic.partitions.len() as i32;
         if count <= current {
-            return Err(AdminError::new(error_code::INVALID_PARTITIONS, format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}.")));
+            return Err(AdminError::new(ResponseError::InvalidPartitions.code(), format!("Topic currently has {current} partitions, which is higher than or equal to the requested {count}.")));
         }
         if count > limits::PARTITIONS_PER_TOPIC_MAX
             || self.partitions_total() + (count - current) as usize > limits::PARTITIONS_TOTAL_MAX
         {
             return Err(AdminError::new(
-                error_code::INVALID_PARTITIONS,
+                ResponseError::InvalidPartitions.code(),
                 "partition limit exceeded",
             ));
         }
@@ -498,7 +499,7 @@ impl TopicRegistry {
         let _admin = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let topic = self.get(name).ok_or_else(|| {
             AdminError::new(
-                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                ResponseError::UnknownTopicOrPartition.code(),
                 format!("Topic '{name}' does not exist."),
             )
         })?;
@@ -548,7 +549,7 @@ fn check_file_budget(log: &LogManager, partitions: i32) -> Result<(), AdminError
     let available = log.segment_files_available();
     if needed > available {
         return Err(AdminError::new(
-            error_code::POLICY_VIOLATION,
+            ResponseError::PolicyViolation.code(),
             format!(
                 "not enough file descriptors: {needed} new partitions need a segment file each, \
                  {available} are left (raise the open-file limit, RLIMIT_NOFILE)"
@@ -599,7 +600,7 @@ mod tests {
         for bad in ["", ".", "..", "a b", "é", &"x".repeat(250)] {
             assert_eq!(
                 validate_name(bad).unwrap_err().code,
-                error_code::INVALID_TOPIC_EXCEPTION,
+                ResponseError::InvalidTopicException.code(),
                 "{bad}"
             );
         }

@@ -43,16 +43,21 @@ fn fetch(client: &mut Client, topic: &str, partition: i32, offset: i64) -> Fetch
     fetch_partition(client, topic, partition, offset, 0)
 }
 
+// Goal: ApiVersions lists exactly the advertised rows of the handler table, with their
+// ranges.
 #[test]
-fn api_versions_advertises_exactly_the_registry() {
+fn api_versions_advertises_exactly_the_handler_table() {
     let broker = InProcessBroker::start();
     let mut client = broker.client();
     let resp: ApiVersionsResponse =
         client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(resp.error_code, NONE);
-    let registry = sluice_protocol::registry::SUPPORTED;
-    assert_eq!(resp.api_keys.len(), registry.len());
-    for api in registry {
+    let advertised: Vec<_> = sluice_broker::api_table::apis()
+        .iter()
+        .filter(|a| a.advertised)
+        .collect();
+    assert_eq!(resp.api_keys.len(), advertised.len());
+    for api in advertised {
         let advertised = resp
             .api_keys
             .iter()
@@ -354,4 +359,21 @@ fn a_classic_group_member_joins_syncs_heartbeats_and_leaves() {
     let left: LeaveGroupResponse = client.call(ApiKey::LeaveGroup, 3, &req);
     assert_eq!(left.error_code, NONE);
     assert_eq!(left.members[0].error_code, NONE);
+}
+
+// Goal: DescribeCluster v1+ asked for controller endpoints answers UNSUPPORTED_ENDPOINT_TYPE
+// with Kafka's code (115), not INVALID_REGISTRATION (119), which a hand-typed number gave.
+#[test]
+fn describe_cluster_refuses_controller_endpoints_with_kafkas_code() {
+    use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    let mut req = DescribeClusterRequest::default();
+    req.endpoint_type = 2;
+    let resp: DescribeClusterResponse = client.call(ApiKey::DescribeCluster, 1, &req);
+    assert_eq!(resp.error_code, 115);
+    req.endpoint_type = 1;
+    let resp: DescribeClusterResponse = client.call(ApiKey::DescribeCluster, 1, &req);
+    assert_eq!(resp.error_code, NONE);
+    assert_eq!(resp.brokers.len(), 1);
 }

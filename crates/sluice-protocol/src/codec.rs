@@ -11,10 +11,11 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::ProtocolError;
 use crate::frame::SIZE_PREFIX_BYTES;
-use crate::registry;
+use crate::registry::ApiSupport;
 
 /// Kafka's UNSUPPORTED_VERSION error code.
-pub const UNSUPPORTED_VERSION: i16 = 35;
+pub const UNSUPPORTED_VERSION: i16 =
+    kafka_protocol::error::ResponseError::UnsupportedVersion.code();
 
 /// Decodes a request body; decode failures become [`ProtocolError::Malformed`].
 ///
@@ -62,12 +63,13 @@ pub fn encode_response<R: Encodable>(
     Ok(())
 }
 
-/// The ApiVersions body listing every registered API.
-pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
+/// The ApiVersions body listing every advertised API of `apis` (the broker's table).
+pub fn api_versions_body(error_code: i16, apis: &[ApiSupport]) -> ApiVersionsResponse {
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = error_code;
-    resp.api_keys = registry::SUPPORTED
+    resp.api_keys = apis
         .iter()
+        .filter(|a| a.advertised)
         .map(|a| {
             let mut v = ApiVersion::default();
             v.api_key = a.key as i16;
@@ -85,8 +87,9 @@ pub fn api_versions_body(error_code: i16) -> ApiVersionsResponse {
 pub fn encode_api_versions_fallback(
     out: &mut BytesMut,
     correlation_id: i32,
+    apis: &[ApiSupport],
 ) -> Result<(), ProtocolError> {
-    let body = api_versions_body(UNSUPPORTED_VERSION);
+    let body = api_versions_body(UNSUPPORTED_VERSION, apis);
     encode_response(out, ApiKey::ApiVersions, 0, correlation_id, &body)
 }
 
@@ -109,15 +112,31 @@ mod tests {
     // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.
     #[test]
     fn api_versions_fallback_is_v0() {
+        let apis = [
+            ApiSupport {
+                key: ApiKey::ApiVersions,
+                min_version: 0,
+                max_version: 4,
+                advertised: true,
+            },
+            ApiSupport {
+                key: ApiKey::Metadata,
+                min_version: 0,
+                max_version: 13,
+                advertised: false,
+            },
+        ];
         let mut out = BytesMut::new();
-        encode_api_versions_fallback(&mut out, 77).unwrap();
+        encode_api_versions_fallback(&mut out, 77, &apis).unwrap();
         let mut b = out.freeze();
         let size = b.get_i32() as usize;
         assert_eq!(size, b.len());
         assert_eq!(b.get_i32(), 77);
         let resp = ApiVersionsResponse::decode(&mut b, 0).unwrap();
         assert_eq!(resp.error_code, UNSUPPORTED_VERSION);
-        assert_eq!(resp.api_keys.len(), registry::SUPPORTED.len());
+        // Only the advertised row is listed.
+        assert_eq!(resp.api_keys.len(), 1);
+        assert_eq!(resp.api_keys[0].api_key, ApiKey::ApiVersions as i16);
         assert!(b.is_empty());
     }
 

@@ -7,12 +7,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
 use crate::error::ProtocolError;
-use crate::registry;
+use crate::registry::{self, ApiSupport};
 
 /// Bytes of the fixed header prefix: api key, api version, correlation id.
 pub const FIXED_HEADER_BYTES: usize = 8;
 
-/// A request whose header has been parsed and whose version is supported.
+/// A request whose header has been parsed and whose version is served.
 #[derive(Debug)]
 pub struct Request {
     pub api_key: ApiKey,
@@ -32,8 +32,9 @@ pub struct HeaderFailure {
     pub error: ProtocolError,
 }
 
-/// Parses the header of one frame body (without the size prefix).
-pub fn parse(mut body: Bytes) -> Result<Request, HeaderFailure> {
+/// Parses the header of one frame body (without the size prefix). `apis` is the broker's
+/// table: keys and versions it does not serve are refused before the header's rest is read.
+pub fn parse(mut body: Bytes, apis: &[ApiSupport]) -> Result<Request, HeaderFailure> {
     if body.len() < FIXED_HEADER_BYTES {
         return Err(HeaderFailure {
             correlation_id: None,
@@ -54,7 +55,7 @@ pub fn parse(mut body: Bytes) -> Result<Request, HeaderFailure> {
     };
     let api_key = ApiKey::try_from(api_key_raw)
         .map_err(|_| fail(ProtocolError::UnknownApiKey(api_key_raw)))?;
-    if !registry::is_supported(api_key, api_version) {
+    if !registry::is_supported(apis, api_key, api_version) {
         return Err(fail(ProtocolError::UnsupportedVersion {
             api_key: api_key_raw,
             version: api_version,
@@ -75,6 +76,22 @@ mod tests {
     use super::*;
     use bytes::{BufMut, BytesMut};
 
+    /// A stand-in for the broker's table: Metadata (3) v0-13 and ApiVersions (18) v0-4.
+    const APIS: &[ApiSupport] = &[
+        ApiSupport {
+            key: ApiKey::Metadata,
+            min_version: 0,
+            max_version: 13,
+            advertised: true,
+        },
+        ApiSupport {
+            key: ApiKey::ApiVersions,
+            min_version: 0,
+            max_version: 4,
+            advertised: true,
+        },
+    ];
+
     fn frame(api_key: i16, version: i16, correlation_id: i32, rest: &[u8]) -> Bytes {
         let mut b = BytesMut::new();
         b.put_i16(api_key);
@@ -89,17 +106,17 @@ mod tests {
     fn truncated_headers_fail_cleanly() {
         let full = frame(18, 3, 7, &[0, 0, 0]);
         for n in 0..full.len() {
-            assert!(parse(full.slice(..n)).is_err(), "prefix {n} parsed");
+            assert!(parse(full.slice(..n), APIS).is_err(), "prefix {n} parsed");
         }
     }
 
     // Goal: unknown keys and versions keep the correlation id for the error answer.
     #[test]
     fn unknown_key_and_version_keep_correlation_id() {
-        let e = parse(frame(9999, 0, 42, &[0xff, 0xff])).unwrap_err();
+        let e = parse(frame(9999, 0, 42, &[0xff, 0xff]), APIS).unwrap_err();
         assert_eq!(e.correlation_id, Some(42));
         assert!(matches!(e.error, ProtocolError::UnknownApiKey(9999)));
-        let e = parse(frame(18, 99, 43, &[0xff, 0xff])).unwrap_err();
+        let e = parse(frame(18, 99, 43, &[0xff, 0xff]), APIS).unwrap_err();
         assert_eq!(e.correlation_id, Some(43));
         assert!(matches!(
             e.error,
@@ -117,7 +134,7 @@ mod tests {
         rest.put_i16(3);
         rest.put_slice(b"abc");
         rest.put_slice(&[9, 9]);
-        let req = parse(frame(3, 1, 5, &rest)).unwrap();
+        let req = parse(frame(3, 1, 5, &rest), APIS).unwrap();
         assert_eq!(req.header.correlation_id, 5);
         assert_eq!(req.header.client_id.as_deref(), Some("abc"));
         assert_eq!(&req.body[..], &[9, 9]);

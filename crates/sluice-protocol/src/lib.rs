@@ -3,7 +3,8 @@
 //! - [`frame`]: the 4-byte length prefix; a partial frame is `Ok(None)`, never an error.
 //! - [`header`]: request headers, parsed defensively (short or unknown input is a typed error,
 //!   never a panic).
-//! - [`registry`]: the APIs and version ranges Sluice advertises; ApiVersions is derived from it.
+//! - [`registry`]: the shape of the API table (key, version range, advertised); the table
+//!   itself is the broker's handler table, handed to [`header::parse`] and ApiVersions.
 //! - [`codec`]: request decode and response encode for a negotiated version, including the
 //!   ApiVersions v0 fallback that clients rely on.
 //! - [`alloc_guard`]: the allocator guard against hostile array counts (see its docs).

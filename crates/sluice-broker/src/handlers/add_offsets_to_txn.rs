@@ -7,6 +7,7 @@
 //! (GROUP_AUTHORIZATION_FAILED).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use sluice_coordinator::{TopicPartition, CONSUMER_OFFSETS_PARTITION};
@@ -35,11 +36,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let broker = &ctx.broker;
     let mut resp = AddOffsetsToTxnResponse::default();
     if !ctx.allowed_transactional_id(&id) {
-        resp.error_code = error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let change = broker
@@ -54,7 +55,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             Ok(()) => error_code::NONE,
             Err(e) => {
                 tracing::warn!(error = %e, "AddOffsetsToTxn not durable");
-                error_code::COORDINATOR_NOT_AVAILABLE
+                ResponseError::CoordinatorNotAvailable.code()
             }
         },
         Ok(None) => error_code::NONE,

@@ -18,6 +18,7 @@
 //! OPERATION_NOT_ATTEMPTED, as for refused partitions.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
@@ -51,7 +52,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         return ctx.respond(&resp);
     }
     if !ctx.allowed_cluster(acl::op::CLUSTER_ACTION) {
-        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     for t in &req.transactions {
@@ -103,9 +104,9 @@ async fn transaction(
         for &p in &t.partitions {
             let exists = topic.as_ref().and_then(|t| t.partition(p)).is_some();
             refusals.push(match (id_allowed, topic_allowed, exists) {
-                (false, _, _) => Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                (true, false, _) => Some(error_code::TOPIC_AUTHORIZATION_FAILED),
-                (true, true, false) => Some(error_code::UNKNOWN_TOPIC_OR_PARTITION),
+                (false, _, _) => Some(ResponseError::TransactionalIdAuthorizationFailed.code()),
+                (true, false, _) => Some(ResponseError::TopicAuthorizationFailed.code()),
+                (true, true, false) => Some(ResponseError::UnknownTopicOrPartition.code()),
                 (true, true, true) => None,
             });
             partitions.push(TopicPartition {
@@ -115,8 +116,8 @@ async fn transaction(
         }
     }
     let not_attempted = match id_allowed {
-        true => error_code::OPERATION_NOT_ATTEMPTED,
-        false => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        true => ResponseError::OperationNotAttempted.code(),
+        false => ResponseError::TransactionalIdAuthorizationFailed.code(),
     };
     let codes: Vec<i16> = if refusals.iter().any(Option::is_some) {
         refusals
@@ -155,8 +156,8 @@ fn verify(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicPartitio
         .txns
         .call(|c, _| c.contains_partitions(id, pid, epoch, partitions));
     let outside = match ctx.version >= TRANSACTION_ABORTABLE_FROM {
-        true => error_code::TRANSACTION_ABORTABLE,
-        false => error_code::INVALID_TXN_STATE,
+        true => ResponseError::TransactionAbortable.code(),
+        false => ResponseError::InvalidTxnState.code(),
     };
     match contained {
         Ok(inside) => inside
@@ -198,7 +199,7 @@ async fn add(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicParti
         }
         Err(e) => {
             tracing::warn!(error = %e, "AddPartitionsToTxn not durable");
-            error_code::COORDINATOR_NOT_AVAILABLE
+            ResponseError::CoordinatorNotAvailable.code()
         }
     }
 }

@@ -7,12 +7,13 @@
 //! ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::acl;
 use crate::quotas::{self, EntityPart, QuotaOp};
-use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AlterClientQuotasRequest = match ctx.decode(body) {
@@ -56,7 +57,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     } {
         tracing::warn!(error = %message, "client quota change not applied");
         for i in slots {
-            resp.entries[i].error_code = error_code::UNKNOWN_SERVER_ERROR;
+            resp.entries[i].error_code = ResponseError::UnknownServerError.code();
             resp.entries[i].error_message = Some(str_bytes(message.clone()));
         }
     }
@@ -72,11 +73,11 @@ fn check(
 ) -> Result<Change, (i16, String)> {
     if !authorized {
         return Err((
-            error_code::CLUSTER_AUTHORIZATION_FAILED,
+            ResponseError::ClusterAuthorizationFailed.code(),
             "Not authorized to alter client quotas.".into(),
         ));
     }
-    let invalid = |m: String| (error_code::INVALID_REQUEST, m);
+    let invalid = |m: String| (ResponseError::InvalidRequest.code(), m);
     let entity: Vec<EntityPart> = entry
         .entity
         .iter()

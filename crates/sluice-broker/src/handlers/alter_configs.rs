@@ -4,6 +4,7 @@
 //! resource needs ALTER_CONFIGS on its topic, or on the cluster for a broker
 //! (`describe_configs::config_refusal`), checked before anything else.
 
+use kafka_protocol::error::ResponseError;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use super::describe_configs::{config_refusal, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
 use crate::topics::AdminError;
-use crate::{acl, error_code, topic_config, Broker};
+use crate::{acl, topic_config, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AlterConfigsRequest = match ctx.decode(body) {
@@ -68,12 +69,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
 pub(crate) fn resource_error(resource_type: i8) -> AdminError {
     if resource_type == RESOURCE_BROKER {
         AdminError::new(
-            error_code::INVALID_REQUEST,
+            ResponseError::InvalidRequest.code(),
             "Broker configs are static in Sluice; set them at start.",
         )
     } else {
         AdminError::new(
-            error_code::INVALID_REQUEST,
+            ResponseError::InvalidRequest.code(),
             format!("Unsupported resource type {resource_type}"),
         )
     }
@@ -92,13 +93,14 @@ pub(crate) fn apply_topic_configs(
     }
     let current = b.topics.get(topic).ok_or_else(|| {
         AdminError::new(
-            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            ResponseError::UnknownTopicOrPartition.code(),
             format!("Topic '{topic}' does not exist."),
         )
     })?;
     let next = change(&current.configs)?;
     for (k, v) in &next {
-        topic_config::validate(k, v).map_err(|m| AdminError::new(error_code::INVALID_CONFIG, m))?;
+        topic_config::validate(k, v)
+            .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     }
     if validate_only {
         return Ok(());

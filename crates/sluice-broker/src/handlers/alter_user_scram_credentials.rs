@@ -11,6 +11,7 @@
 //! written durably in one file replacement, on the blocking pool, before the answer.
 //! Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED per user).
 
+use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
@@ -40,7 +41,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             if resp.results.iter().all(|r| r.user != *name) {
                 let mut r = AlterUserScramCredentialsResult::default();
                 r.user = name.clone();
-                r.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+                r.error_code = ResponseError::ClusterAuthorizationFailed.code();
                 resp.results.push(r);
             }
         }
@@ -69,7 +70,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         if user.is_empty() || user.len() > limits::SCRAM_USER_NAME_BYTES_MAX {
             refuse(
                 &user,
-                error_code::UNACCEPTABLE_CREDENTIAL,
+                ResponseError::UnacceptableCredential.code(),
                 "Username must not be empty or too long".into(),
             );
             continue;
@@ -77,7 +78,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         if !seen.insert((user.clone(), mech_id)) {
             refuse(
                 &user,
-                error_code::DUPLICATE_RESOURCE,
+                ResponseError::DuplicateResource.code(),
                 "A user credential cannot be altered twice in the same request".into(),
             );
             continue;
@@ -85,7 +86,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let Some(mech) = ScramMechanism::from_type_id(mech_id) else {
             refuse(
                 &user,
-                error_code::UNSUPPORTED_SASL_MECHANISM,
+                ResponseError::UnsupportedSaslMechanism.code(),
                 format!("Unknown SCRAM mechanism type {mech_id}"),
             );
             continue;
@@ -95,13 +96,13 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 Some(_) => changes.push(Change::Delete { user, mech }),
                 None => refuse(
                     &user,
-                    error_code::RESOURCE_NOT_FOUND,
+                    ResponseError::ResourceNotFound.code(),
                     "Attempt to delete a user credential that does not exist".into(),
                 ),
             },
             Some(u) => {
                 if let Err(msg) = acceptable(mech, u.iterations, &u.salt, &u.salted_password) {
-                    refuse(&user, error_code::UNACCEPTABLE_CREDENTIAL, msg);
+                    refuse(&user, ResponseError::UnacceptableCredential.code(), msg);
                     continue;
                 }
                 let credential =
@@ -140,7 +141,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let (code, msg) = match (refused.remove(&user), &write) {
                 (Some((code, msg)), _) => (code, Some(msg)),
                 (None, Err(e)) => (
-                    error_code::UNKNOWN_SERVER_ERROR,
+                    ResponseError::UnknownServerError.code(),
                     Some(format!("credentials not saved: {e}")),
                 ),
                 (None, Ok(())) => (error_code::NONE, None),

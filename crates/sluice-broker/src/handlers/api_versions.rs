@@ -1,4 +1,4 @@
-//! ApiVersions (key 18), v0-4: the APIs and version ranges from the registry. Versions we do
+//! ApiVersions (key 18), v0-4: the advertised rows of the handler table (`table`). Versions we do
 //! not support never reach here: the connection answers them with the v0 fallback.
 
 use bytes::Bytes;
@@ -13,6 +13,6 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Ok(r) => r,
         Err(reply) => return reply,
     };
-    let resp = codec::api_versions_body(error_code::NONE);
+    let resp = codec::api_versions_body(error_code::NONE, super::table::apis());
     ctx.respond(&resp)
 }

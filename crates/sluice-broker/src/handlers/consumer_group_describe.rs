@@ -9,6 +9,7 @@
 //! operations are filled in when asked for.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
 };
@@ -51,7 +52,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let mut out = DescribedGroup::default();
         out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
         if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, &group_id.0) {
-            out.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+            out.error_code = ResponseError::GroupAuthorizationFailed.code();
             out.group_id = group_id;
             resp.groups.push(out);
             continue;
@@ -101,7 +102,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     })
                     .collect();
                 if !topics_describable(&ctx, &out.members) {
-                    out.error_code = error_code::TOPIC_AUTHORIZATION_FAILED;
+                    out.error_code = ResponseError::TopicAuthorizationFailed.code();
                     out.error_message = Some(str_bytes(
                         "The group has described topic(s) that the client is not authorized to describe.",
                     ));

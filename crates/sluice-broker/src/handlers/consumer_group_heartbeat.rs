@@ -12,6 +12,7 @@
 //! not learn of topics it cannot describe through its assignment).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use sluice_coordinator::{ConsumerHeartbeatRequest, GroupReply};
@@ -78,7 +79,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 a
             });
         }
-        _ => resp.error_code = error_code::NOT_COORDINATOR,
+        _ => resp.error_code = ResponseError::NotCoordinator.code(),
     }
     ctx.respond(&resp)
 }
@@ -86,11 +87,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
 /// The authorization refusal of a heartbeat, if refused.
 fn refusal(ctx: &Ctx, req: &ConsumerGroupHeartbeatRequest) -> Option<i16> {
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
-        return Some(error_code::GROUP_AUTHORIZATION_FAILED);
+        return Some(ResponseError::GroupAuthorizationFailed.code());
     }
     let names = req.subscribed_topic_names.as_deref().unwrap_or_default();
     names
         .iter()
         .any(|t| !ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &t.0))
-        .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
+        .then_some(ResponseError::TopicAuthorizationFailed.code())
 }

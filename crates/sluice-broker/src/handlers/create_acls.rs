@@ -5,6 +5,7 @@
 //! replacement, on the blocking pool, before the answer.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
@@ -18,8 +19,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let refusal = match () {
-        _ if !ctx.broker.authorizer.enabled() => Some(error_code::SECURITY_DISABLED),
-        _ if !ctx.allowed_cluster(acl::op::ALTER) => Some(error_code::CLUSTER_AUTHORIZATION_FAILED),
+        _ if !ctx.broker.authorizer.enabled() => Some(ResponseError::SecurityDisabled.code()),
+        _ if !ctx.allowed_cluster(acl::op::ALTER) => {
+            Some(ResponseError::ClusterAuthorizationFailed.code())
+        }
         _ => None,
     };
     let mut results: Vec<(i16, Option<String>)> = Vec::with_capacity(req.creations.len());
@@ -43,7 +46,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 new.push(binding);
                 results.push((error_code::NONE, None));
             }
-            Err(msg) => results.push((error_code::INVALID_REQUEST, Some(msg))),
+            Err(msg) => results.push((ResponseError::InvalidRequest.code(), Some(msg))),
         }
     }
     if !new.is_empty() {
@@ -55,7 +58,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         } {
             tracing::warn!(error = %err, "ACLs not created");
             for r in results.iter_mut().filter(|r| r.0 == error_code::NONE) {
-                *r = (error_code::UNKNOWN_SERVER_ERROR, Some(err.clone()));
+                *r = (ResponseError::UnknownServerError.code(), Some(err.clone()));
             }
         }
     }

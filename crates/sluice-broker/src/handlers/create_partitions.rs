@@ -1,11 +1,12 @@
 //! CreatePartitions (key 37), v0-3: grows a topic's partition count; never shrinks it.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreatePartitionsRequest = match ctx.decode(body) {
@@ -27,12 +28,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let authorized = who.allowed(b, acl::op::ALTER, acl::resource::TOPIC, &t.name.0);
             let outcome = if !authorized {
                 Err(crate::topics::AdminError::new(
-                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    ResponseError::TopicAuthorizationFailed.code(),
                     "Authorization failed.",
                 ))
             } else if bad_assignment {
                 Err(crate::topics::AdminError::new(
-                    error_code::INVALID_REPLICA_ASSIGNMENT,
+                    ResponseError::InvalidReplicaAssignment.code(),
                     format!("Replicas must be [{node}]."),
                 ))
             } else {

@@ -2,6 +2,7 @@
 //! node) and configs; `validate_only` checks without creating. v5+ responses carry the
 //! topic's effective configs, partition count and replication factor; v7 adds the topic id.
 
+use kafka_protocol::error::ResponseError;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::topics::AdminError;
-use crate::{acl, error_code, topic_config, Broker};
+use crate::{acl, topic_config, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreateTopicsRequest = match ctx.decode(body) {
@@ -36,7 +37,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             r.replication_factor = -1;
             let outcome = match denied {
                 true => Err(AdminError::new(
-                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    ResponseError::TopicAuthorizationFailed.code(),
                     "Authorization failed.".to_string(),
                 )),
                 false => create_one(b, &t, req.validate_only),
@@ -85,7 +86,7 @@ fn create_one(
     };
     if !matches!(t.replication_factor, -1 | 1) {
         return Err(AdminError::new(
-            error_code::INVALID_REPLICATION_FACTOR,
+            ResponseError::InvalidReplicationFactor.code(),
             format!(
                 "Replication factor {} is larger than the 1 available broker.",
                 t.replication_factor
@@ -98,7 +99,7 @@ fn create_one(
         .any(|a| a.broker_ids.iter().any(|id| id.0 != node) || a.broker_ids.len() != 1)
     {
         return Err(AdminError::new(
-            error_code::INVALID_REPLICA_ASSIGNMENT,
+            ResponseError::InvalidReplicaAssignment.code(),
             format!("Replicas must be exactly [{node}]."),
         ));
     }
@@ -106,7 +107,7 @@ fn create_one(
     for c in &t.configs {
         let Some(v) = &c.value else {
             return Err(AdminError::new(
-                error_code::INVALID_CONFIG,
+                ResponseError::InvalidConfig.code(),
                 format!("Null value for config {}", c.name),
             ));
         };

@@ -5,6 +5,7 @@
 //! file replacement, on the blocking pool) before the answer.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
 };
@@ -12,7 +13,6 @@ use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::{str_bytes, Ctx, Reply};
 use crate::acl::{self, Filter};
-use crate::error_code;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteAclsRequest = match ctx.decode(body) {
@@ -20,9 +20,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         Err(reply) => return reply,
     };
     let refusal = if !ctx.broker.authorizer.enabled() {
-        Some(error_code::SECURITY_DISABLED)
+        Some(ResponseError::SecurityDisabled.code())
     } else if !ctx.allowed_cluster(acl::op::ALTER) {
-        Some(error_code::CLUSTER_AUTHORIZATION_FAILED)
+        Some(ResponseError::ClusterAuthorizationFailed.code())
     } else {
         None
     };
@@ -45,7 +45,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         .into_iter()
         .map(|f| match (refusal, f.check()) {
             (Some(code), _) => Err((code, None)),
-            (None, Err(msg)) => Err((error_code::INVALID_REQUEST, Some(msg))),
+            (None, Err(msg)) => Err((ResponseError::InvalidRequest.code(), Some(msg))),
             (None, Ok(())) => {
                 valid.push(f);
                 Ok(valid.len() - 1)
@@ -70,7 +70,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             }
             (Ok(_), Err(e)) => {
                 tracing::warn!(error = %e, "ACLs not deleted");
-                r.error_code = error_code::UNKNOWN_SERVER_ERROR;
+                r.error_code = ResponseError::UnknownServerError.code();
                 r.error_message = Some(str_bytes(e.clone()));
             }
             (Ok(i), Ok(removed)) => {

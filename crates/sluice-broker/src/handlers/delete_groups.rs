@@ -3,6 +3,7 @@
 //! durable (a tombstone in `__consumer_offsets`) before it is answered.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
@@ -20,13 +21,13 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         // Kafka: DELETE on the group.
         let allowed = ctx.allowed(acl::op::DELETE, acl::resource::GROUP, &group_id.0);
         let code = match groups.read(|c| c.validate_delete_group(&group_id.0)) {
-            _ if !allowed => error_code::GROUP_AUTHORIZATION_FAILED,
+            _ if !allowed => ResponseError::GroupAuthorizationFailed.code(),
             Err(e) => error_code::from_group(e),
             Ok(tombstone) => match groups.write(vec![tombstone]).await {
                 Ok(()) => error_code::NONE,
                 Err(e) => {
                     tracing::warn!(group = %group_id.0.as_str(), error = %e, "group delete not durable");
-                    error_code::COORDINATOR_NOT_AVAILABLE
+                    ResponseError::CoordinatorNotAvailable.code()
                 }
             },
         };

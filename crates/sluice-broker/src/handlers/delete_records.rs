@@ -2,6 +2,7 @@
 //! high watermark). Durable before the response; segments wholly below it are deleted.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -31,13 +32,13 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     pr.low_watermark = -1;
                     match topic.as_ref().and_then(|tp| tp.partition(p.partition_index)) {
                         _ if !authorized => {
-                            pr.error_code = error_code::TOPIC_AUTHORIZATION_FAILED
+                            pr.error_code = ResponseError::TopicAuthorizationFailed.code()
                         }
                         // Kafka: "Cannot delete records of internal topic".
                         None if crate::topics::is_internal(&tr.name.0) => {
-                            pr.error_code = error_code::INVALID_TOPIC_EXCEPTION
+                            pr.error_code = ResponseError::InvalidTopicException.code()
                         }
-                        None => pr.error_code = error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                        None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),
                         Some(key) => match b.log.delete_records(key, Offset(p.offset)) {
                             Ok(low) => {
                                 pr.low_watermark = low.0;

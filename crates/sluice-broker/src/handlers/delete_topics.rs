@@ -1,12 +1,13 @@
 //! DeleteTopics (key 20), v1-6: by name, or by topic id (v6+).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteTopicsRequest = match ctx.decode(body) {
@@ -42,7 +43,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             // Kafka checks DELETE before existence (by name); by id, an unknown id is told.
             let checked = topic.as_ref().map(|t| &*t.name).or(name.as_deref());
             if checked.is_some_and(|n| !who.allowed(b, acl::op::DELETE, acl::resource::TOPIC, n)) {
-                r.error_code = error_code::TOPIC_AUTHORIZATION_FAILED;
+                r.error_code = ResponseError::TopicAuthorizationFailed.code();
                 r.error_message = Some(str_bytes("Authorization failed."));
                 resp.responses.push(r);
                 continue;
@@ -54,9 +55,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 }
                 (None, None) => {
                     r.error_code = if name.is_some() {
-                        error_code::UNKNOWN_TOPIC_OR_PARTITION
+                        ResponseError::UnknownTopicOrPartition.code()
                     } else {
-                        error_code::UNKNOWN_TOPIC_ID
+                        ResponseError::UnknownTopicId.code()
                     };
                     r.error_message = Some(str_bytes("This server does not host this topic."));
                 }

@@ -4,12 +4,12 @@
 //! for a filter with unknown codes.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
 use super::{str_bytes, Ctx, Reply};
 use crate::acl::{self, Filter};
-use crate::error_code;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeAclsRequest = match ctx.decode(body) {
@@ -28,16 +28,19 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     };
     let refusal = if !ctx.broker.authorizer.enabled() {
         Some((
-            error_code::SECURITY_DISABLED,
+            ResponseError::SecurityDisabled.code(),
             "No Authorizer is configured".to_string(),
         ))
     } else if !ctx.allowed_cluster(acl::op::DESCRIBE) {
-        Some((error_code::CLUSTER_AUTHORIZATION_FAILED, String::new()))
+        Some((
+            ResponseError::ClusterAuthorizationFailed.code(),
+            String::new(),
+        ))
     } else {
         filter
             .check()
             .err()
-            .map(|m| (error_code::INVALID_REQUEST, m))
+            .map(|m| (ResponseError::InvalidRequest.code(), m))
     };
     if let Some((code, msg)) = refusal {
         resp.error_code = code;

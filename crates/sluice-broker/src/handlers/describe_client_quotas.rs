@@ -6,12 +6,13 @@
 //! is INVALID_REQUEST.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::acl;
 use crate::quotas::{self, Component};
-use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeClientQuotasRequest = match ctx.decode(body) {
@@ -21,14 +22,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut resp = DescribeClientQuotasResponse::default();
     resp.error_message = None;
     if !ctx.allowed_cluster(acl::op::DESCRIBE_CONFIGS) {
-        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
         resp.error_message = Some(str_bytes("Not authorized to describe client quotas."));
         return ctx.respond(&resp);
     }
     let components = match filter(&req) {
         Ok(c) => c,
         Err(message) => {
-            resp.error_code = error_code::INVALID_REQUEST;
+            resp.error_code = ResponseError::InvalidRequest.code();
             resp.error_message = Some(str_bytes(message));
             return ctx.respond(&resp);
         }

@@ -4,6 +4,7 @@
 //! cluster).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
@@ -12,7 +13,8 @@ use crate::acl;
 
 /// DescribeCluster endpoint type for brokers (v1+); 2 asks for controllers.
 const ENDPOINT_BROKERS: i8 = 1;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 119;
+/// Kafka's code 115 (the hand-typed 119 it replaces is INVALID_REGISTRATION).
+const UNSUPPORTED_ENDPOINT_TYPE: i16 = ResponseError::UnsupportedEndpointType.code();
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeClusterRequest = match ctx.decode(body) {

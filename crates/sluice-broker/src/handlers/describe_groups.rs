@@ -3,11 +3,12 @@
 //! with no error (Kafka's answer before v6).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::acl;
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -22,14 +23,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let mut out = DescribedGroup::default();
         out.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
         if group_id.0.is_empty() {
-            out.error_code = error_code::INVALID_GROUP_ID;
+            out.error_code = ResponseError::InvalidGroupId.code();
             out.group_id = group_id;
             resp.groups.push(out);
             continue;
         }
         // Kafka: DESCRIBE on the group.
         if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, &group_id.0) {
-            out.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+            out.error_code = ResponseError::GroupAuthorizationFailed.code();
             out.group_id = group_id;
             resp.groups.push(out);
             continue;

@@ -12,6 +12,7 @@
 //! UNKNOWN_SERVER_ERROR with a message saying to ask for fewer partitions at once.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
@@ -45,8 +46,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let key = topic.as_ref().and_then(|tp| tp.partition(p));
             let found = key.map(|k| broker.log.active_producers(k, &mut producers));
             pr.error_code = match found {
-                None if !authorized => error_code::TOPIC_AUTHORIZATION_FAILED,
-                None => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                None if !authorized => ResponseError::TopicAuthorizationFailed.code(),
+                None => ResponseError::UnknownTopicOrPartition.code(),
                 Some(Err(e)) => error_code::from_log(&e),
                 Some(Ok(()))
                     if entries + producers.len() > limits::DESCRIBE_PRODUCERS_ENTRIES_MAX =>
@@ -55,7 +56,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                         "a DescribeProducers response holds at most {} producers; ask for fewer partitions at once",
                         limits::DESCRIBE_PRODUCERS_ENTRIES_MAX
                     )));
-                    error_code::UNKNOWN_SERVER_ERROR
+                    ResponseError::UnknownServerError.code()
                 }
                 Some(Ok(())) => {
                     entries += producers.len();

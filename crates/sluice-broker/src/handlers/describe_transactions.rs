@@ -9,6 +9,7 @@
 //! memory under the coordinator's short lock; nothing is written.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
     DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
@@ -31,14 +32,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         out.transaction_start_time_ms = -1;
         out.error_code = if !ctx.allowed(acl::op::DESCRIBE, acl::resource::TRANSACTIONAL_ID, &id.0)
         {
-            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            ResponseError::TransactionalIdAuthorizationFailed.code()
         } else if id.0.is_empty() {
-            error_code::INVALID_REQUEST
+            ResponseError::InvalidRequest.code()
         } else {
             ctx.broker
                 .txns
                 .call(|c, _| c.get(&id.0).map(|m| describe(m, &mut out)))
-                .unwrap_or(error_code::TRANSACTIONAL_ID_NOT_FOUND)
+                .unwrap_or(ResponseError::TransactionalIdNotFound.code())
         };
         out.transactional_id = id;
         resp.transaction_states.push(out);

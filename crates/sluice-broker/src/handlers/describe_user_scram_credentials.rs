@@ -5,6 +5,7 @@
 //! gets RESOURCE_NOT_FOUND; a user named twice gets DUPLICATE_RESOURCE, as in Kafka.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
 };
@@ -13,7 +14,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeUserScramCredentialsRequest = match ctx.decode(body) {
@@ -23,7 +24,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     // Kafka: DESCRIBE on the cluster.
     if !ctx.allowed_cluster(acl::op::DESCRIBE) {
         let mut resp = DescribeUserScramCredentialsResponse::default();
-        resp.error_code = error_code::CLUSTER_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let users = ctx.broker.scram.snapshot();
@@ -47,7 +48,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         let mut r = DescribeUserScramCredentialsResult::default();
         r.user = str_bytes(user.clone());
         if named.iter().filter(|n| *n == user).count() > 1 {
-            r.error_code = error_code::DUPLICATE_RESOURCE;
+            r.error_code = ResponseError::DuplicateResource.code();
             r.error_message = Some(str_bytes(
                 "Cannot describe SCRAM credentials for the same user twice in a single request",
             ));
@@ -62,7 +63,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 })
                 .collect();
         } else {
-            r.error_code = error_code::RESOURCE_NOT_FOUND;
+            r.error_code = ResponseError::ResourceNotFound.code();
             r.error_message = Some(str_bytes(
                 "Attempt to describe a user credential that does not exist",
             ));

@@ -6,6 +6,7 @@
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use sluice_coordinator::TxnResult;
 
@@ -30,7 +31,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     if !ctx.allowed_transactional_id(&id) {
-        resp.error_code = error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let change = broker
@@ -41,7 +42,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             Ok(()) => error_code::NONE,
             Err(e) => {
                 tracing::warn!(error = %e, "EndTxn not durable");
-                error_code::COORDINATOR_NOT_AVAILABLE
+                ResponseError::CoordinatorNotAvailable.code()
             }
         },
         Ok(None) => error_code::NONE,

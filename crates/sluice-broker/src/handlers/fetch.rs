@@ -37,6 +37,7 @@ mod decode;
 mod encode;
 mod read;
 
+use kafka_protocol::error::ResponseError;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -120,7 +121,7 @@ pub(crate) struct TopicEntry {
     parts: Range<usize>,
 }
 
-const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
 
 /// Where a call stands.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +223,7 @@ impl FetchCall {
             };
             self.respond_empty(&ctx, top)
         } else if ctx.version >= 7 && d.session_id != 0 {
-            self.session_error(&ctx, error_code::FETCH_SESSION_ID_NOT_FOUND)
+            self.session_error(&ctx, ResponseError::FetchSessionIdNotFound.code())
         } else if ctx.version >= 7 && d.session_epoch > 0 {
             self.session_error(&ctx, INVALID_FETCH_SESSION_EPOCH)
         } else {
@@ -543,9 +544,9 @@ impl FetchCall {
                 || ctx.allowed(acl::op::READ, acl::resource::TOPIC, name);
             let topic = topic.filter(|_| authorized);
             let unknown_code = match (&topic, by_id) {
-                _ if !authorized => error_code::TOPIC_AUTHORIZATION_FAILED,
-                (None, true) => error_code::UNKNOWN_TOPIC_ID,
-                _ => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                _ if !authorized => ResponseError::TopicAuthorizationFailed.code(),
+                (None, true) => ResponseError::UnknownTopicId.code(),
+                _ => ResponseError::UnknownTopicOrPartition.code(),
             };
             let first = parts.len();
             for p in &self.decoded.partitions[t.partitions.clone()] {

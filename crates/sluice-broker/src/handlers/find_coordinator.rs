@@ -4,6 +4,7 @@
 //! for every transactional id. Other key types (share groups) are INVALID_REQUEST.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
@@ -26,7 +27,7 @@ fn answer(ctx: &Ctx, key_type: i8) -> (i16, Option<&'static str>, i32, String, i
         )
     } else {
         (
-            error_code::INVALID_REQUEST,
+            ResponseError::InvalidRequest.code(),
             Some(BAD_KEY_TYPE),
             -1,
             String::new(),
@@ -45,8 +46,8 @@ fn authorized(ctx: &Ctx, key_type: i8, key: &str) -> bool {
 
 fn denied_code(key_type: i8) -> i16 {
     match key_type {
-        KEY_TYPE_GROUP => error_code::GROUP_AUTHORIZATION_FAILED,
-        _ => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KEY_TYPE_GROUP => ResponseError::GroupAuthorizationFailed.code(),
+        _ => ResponseError::TransactionalIdAuthorizationFailed.code(),
     }
 }
 

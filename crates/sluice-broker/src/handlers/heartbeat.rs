@@ -2,6 +2,7 @@
 //! when to rejoin (REBALANCE_IN_PROGRESS).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use sluice_coordinator::HeartbeatRequest as Beat;
 
@@ -16,7 +17,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     // Kafka: READ on the group.
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
         let mut resp = HeartbeatResponse::default();
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let beat = Beat {

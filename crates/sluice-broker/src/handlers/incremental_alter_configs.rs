@@ -2,6 +2,7 @@
 //! overrides; the list operations apply only to list-typed settings (cleanup.policy). With
 //! an authorizer, ALTER_CONFIGS on the topic or the cluster, as AlterConfigs.
 
+use kafka_protocol::error::ResponseError;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use super::describe_configs::{config_refusal, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
 use crate::topic_config::{self, ConfigType};
 use crate::topics::AdminError;
-use crate::{acl, error_code, Broker};
+use crate::{acl, Broker};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -82,7 +83,7 @@ fn apply_ops(
     ops: &[AlterableConfig],
     b: &Broker,
 ) -> Result<BTreeMap<String, String>, AdminError> {
-    let invalid = |m: String| AdminError::new(error_code::INVALID_CONFIG, m);
+    let invalid = |m: String| AdminError::new(ResponseError::InvalidConfig.code(), m);
     let mut next = current.clone();
     for op in ops {
         let name = op.name.to_string();
@@ -127,7 +128,7 @@ fn apply_ops(
             }
             other => {
                 return Err(AdminError::new(
-                    error_code::INVALID_REQUEST,
+                    ResponseError::InvalidRequest.code(),
                     format!("Unknown config operation {other}"),
                 ))
             }

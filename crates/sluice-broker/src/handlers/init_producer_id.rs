@@ -13,6 +13,7 @@
 //! WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use sluice_coordinator::{InitOutcome, TxnError};
 
@@ -40,8 +41,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     };
     if !authorized {
         resp.error_code = match req.transactional_id {
-            Some(_) => error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            None => error_code::CLUSTER_AUTHORIZATION_FAILED,
+            Some(_) => ResponseError::TransactionalIdAuthorizationFailed.code(),
+            None => ResponseError::ClusterAuthorizationFailed.code(),
         };
         return ctx.respond(&resp);
     }
@@ -62,9 +63,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         Some(Err(e)) => {
             tracing::error!(error = %e, "could not reserve producer ids");
-            resp.error_code = error_code::KAFKA_STORAGE_ERROR;
+            resp.error_code = ResponseError::KafkaStorageError.code();
         }
-        None => resp.error_code = error_code::COORDINATOR_NOT_AVAILABLE,
+        None => resp.error_code = ResponseError::CoordinatorNotAvailable.code(),
     }
     ctx.respond(&resp)
 }
@@ -86,7 +87,7 @@ async fn transactional(
     let reserved = match needs_id {
         true => match ctx.blocking(|b| b.producer_ids.next()).await {
             Some(Ok(id)) => Some(id.0),
-            _ => return Err(error_code::COORDINATOR_NOT_AVAILABLE),
+            _ => return Err(ResponseError::CoordinatorNotAvailable.code()),
         },
         false => None,
     };
@@ -110,7 +111,7 @@ async fn transactional(
             Ok(()) => Ok((producer_id, producer_epoch)),
             Err(e) => {
                 tracing::warn!(error = %e, "InitProducerId not durable");
-                Err(error_code::COORDINATOR_NOT_AVAILABLE)
+                Err(ResponseError::CoordinatorNotAvailable.code())
             }
         },
         Ok(InitOutcome::Unchanged {
@@ -124,7 +125,7 @@ async fn transactional(
                     tracing::warn!(error = %e, "aborting the open transaction failed");
                 }
             });
-            Err(error_code::CONCURRENT_TRANSACTIONS)
+            Err(ResponseError::ConcurrentTransactions.code())
         }
         Err(e) => Err(error_code::from_txn(e, fenced)),
     }

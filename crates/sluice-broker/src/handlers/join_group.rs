@@ -7,6 +7,7 @@
 //! makes new dynamic members rejoin with the id they are given (MEMBER_ID_REQUIRED).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use sluice_coordinator::{GroupReply, JoinGroupRequest as Join};
@@ -22,7 +23,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     // Kafka: READ on the group.
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
         let mut resp = JoinGroupResponse::default();
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let join = Join {
@@ -80,7 +81,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             }
         }
         _ => {
-            resp.error_code = error_code::NOT_COORDINATOR;
+            resp.error_code = ResponseError::NotCoordinator.code();
             resp.generation_id = -1;
         }
     }

@@ -2,6 +2,7 @@
 //! member by id; v3+ name a batch, static members by `group.instance.id`.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use sluice_coordinator::LeavingMember;
@@ -17,7 +18,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     // Kafka: READ on the group.
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
         let mut resp = LeaveGroupResponse::default();
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let batched = ctx.version >= 3;

@@ -10,6 +10,7 @@
 //! offset and max timestamp, a position at or before the exact record, so a consumer that
 //! seeks there misses nothing.
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -68,8 +69,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 match key.map(|k| lookup(&b.log, k, p.timestamp, version, committed)) {
                     None => {
                         pr.error_code = match authorized {
-                            true => error_code::UNKNOWN_TOPIC_OR_PARTITION,
-                            false => error_code::TOPIC_AUTHORIZATION_FAILED,
+                            true => ResponseError::UnknownTopicOrPartition.code(),
+                            false => ResponseError::TopicAuthorizationFailed.code(),
                         };
                         pr.offset = -1;
                         pr.timestamp = -1;

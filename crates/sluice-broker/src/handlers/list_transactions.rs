@@ -16,6 +16,7 @@
 //! it is built under the coordinator's short lock, compiled pattern first, outside it.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
@@ -24,7 +25,7 @@ use sluice_coordinator::topic_regex::TopicRegex;
 use sluice_coordinator::TxnStatus;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code, limits};
+use crate::{acl, limits};
 
 const ALL_STATES: [TxnStatus; 8] = [
     TxnStatus::Empty,
@@ -56,7 +57,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 Ok(re) => Some(re),
                 Err(e) => {
                     tracing::debug!(pattern = p, error = %e, "ListTransactions pattern refused");
-                    resp.error_code = error_code::INVALID_REGULAR_EXPRESSION;
+                    resp.error_code = ResponseError::InvalidRegularExpression.code();
                     return ctx.respond(&resp);
                 }
             }

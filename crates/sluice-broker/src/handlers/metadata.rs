@@ -16,6 +16,7 @@
 //! topic, else TOPIC_AUTHORIZATION_FAILED. Authorized operations (v8+) are filled in when
 //! asked for: the cluster's (v8-10; 0 without DESCRIBE on it) and each described topic's.
 
+use kafka_protocol::error::ResponseError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -127,15 +128,15 @@ async fn resolve(
         }
         return match b.topics.get_by_id(id) {
             Some(t) if may_describe(&t.name) => describe(ctx, &t),
-            Some(_) => error_topic(None, id, error_code::TOPIC_AUTHORIZATION_FAILED),
-            None => error_topic(None, id, error_code::UNKNOWN_TOPIC_ID),
+            Some(_) => error_topic(None, id, ResponseError::TopicAuthorizationFailed.code()),
+            None => error_topic(None, id, ResponseError::UnknownTopicId.code()),
         };
     };
     if !may_describe(&name) {
         return error_topic(
             Some(name),
             Uuid::nil(),
-            error_code::TOPIC_AUTHORIZATION_FAILED,
+            ResponseError::TopicAuthorizationFailed.code(),
         );
     }
     if let Some(t) = b.topics.get(&name) {
@@ -151,7 +152,7 @@ async fn resolve(
         return error_topic(
             Some(name),
             Uuid::nil(),
-            error_code::UNKNOWN_TOPIC_OR_PARTITION,
+            ResponseError::UnknownTopicOrPartition.code(),
         );
     }
     if !ctx.allowed_cluster(acl::op::CREATE)
@@ -160,7 +161,7 @@ async fn resolve(
         return error_topic(
             Some(name),
             Uuid::nil(),
-            error_code::TOPIC_AUTHORIZATION_FAILED,
+            ResponseError::TopicAuthorizationFailed.code(),
         );
     }
     let n = name.clone();
@@ -172,7 +173,9 @@ async fn resolve(
                 .create(&n, partitions, BTreeMap::new(), &b.log, &b.config)
             {
                 // Lost a race with another creator: use theirs.
-                Err(e) if e.code == error_code::TOPIC_ALREADY_EXISTS => b.topics.get(&n).ok_or(e),
+                Err(e) if e.code == ResponseError::TopicAlreadyExists.code() => {
+                    b.topics.get(&n).ok_or(e)
+                }
                 other => other,
             }
         })
@@ -183,7 +186,11 @@ async fn resolve(
             tracing::warn!(topic = %name, error = %e.message, "auto-create failed");
             error_topic(Some(name), Uuid::nil(), e.code)
         }
-        None => error_topic(Some(name), Uuid::nil(), error_code::KAFKA_STORAGE_ERROR),
+        None => error_topic(
+            Some(name),
+            Uuid::nil(),
+            ResponseError::KafkaStorageError.code(),
+        ),
     }
 }
 

@@ -7,6 +7,7 @@
 //! commit survives a crash.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -46,10 +47,10 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .as_ref()
                 .is_some_and(|tp| tp.partition(p.partition_index).is_some());
             let code = match (&allowed, exists) {
-                _ if !group_read => error_code::GROUP_AUTHORIZATION_FAILED,
-                _ if !topic_read => error_code::TOPIC_AUTHORIZATION_FAILED,
+                _ if !group_read => ResponseError::GroupAuthorizationFailed.code(),
+                _ if !topic_read => ResponseError::TopicAuthorizationFailed.code(),
                 (Err(e), _) => error_code::from_group(*e),
-                (Ok(()), false) => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                (Ok(()), false) => ResponseError::UnknownTopicOrPartition.code(),
                 (Ok(()), true) => {
                     let tp = TopicPartition {
                         topic: t.name.0.to_string(),
@@ -82,7 +83,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     if let Err(e) = groups.write(records).await {
         tracing::warn!(group = %auth.group_id, error = %e, "offset commit not durable");
         for (ti, pi) in written {
-            codes[ti][pi] = error_code::COORDINATOR_NOT_AVAILABLE;
+            codes[ti][pi] = ResponseError::CoordinatorNotAvailable.code();
         }
     }
     let mut resp = OffsetCommitResponse::default();

@@ -6,6 +6,7 @@
 //! partitions (checked before existence).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
@@ -24,7 +25,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let groups = &ctx.broker.groups;
     let mut resp = OffsetDeleteResponse::default();
     if !ctx.allowed(acl::op::DELETE, acl::resource::GROUP, &group_id) {
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     // Partitions of existing, readable topics go to the coordinator; others fail here.
@@ -76,7 +77,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     }
     if let Err(e) = groups.write(tombstones).await {
         tracing::warn!(group = %group_id, error = %e, "offset delete not durable");
-        resp.error_code = error_code::COORDINATOR_NOT_AVAILABLE;
+        resp.error_code = ResponseError::CoordinatorNotAvailable.code();
         return ctx.respond(&resp);
     }
     let unreadable: Vec<String> = unreadable.into_iter().map(String::from).collect();
@@ -87,9 +88,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             let code = outcome
                 .iter()
                 .find(|(tp, _)| tp.topic == t.name.0.as_str() && tp.partition == p.partition_index)
-                .map_or(error_code::UNKNOWN_TOPIC_OR_PARTITION, |(_, c)| *c);
+                .map_or(ResponseError::UnknownTopicOrPartition.code(), |(_, c)| *c);
             let code = match denied {
-                true => error_code::TOPIC_AUTHORIZATION_FAILED,
+                true => ResponseError::TopicAuthorizationFailed.code(),
                 false => code,
             };
             let mut rp = OffsetDeleteResponsePartition::default();

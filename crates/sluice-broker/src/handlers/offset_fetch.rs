@@ -11,6 +11,7 @@
 //! and offset -1 instead, and the client retries until the transaction is decided.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -38,11 +39,11 @@ fn fetch(
     require_stable: bool,
 ) -> (i16, Fetched) {
     if group_id.is_empty() {
-        return (error_code::INVALID_GROUP_ID, Vec::new());
+        return (ResponseError::InvalidGroupId.code(), Vec::new());
     }
     // Kafka: DESCRIBE on the group, then topics without DESCRIBE are not shown.
     if !ctx.allowed(acl::op::DESCRIBE, acl::resource::GROUP, group_id) {
-        return (error_code::GROUP_AUTHORIZATION_FAILED, Vec::new());
+        return (ResponseError::GroupAuthorizationFailed.code(), Vec::new());
     }
     if let Some((member_id, epoch)) = member {
         let checked = ctx
@@ -60,7 +61,7 @@ fn fetch(
             .map(|(tp, committed)| {
                 let unstable = require_stable && c.has_pending_offset(group_id, &tp);
                 let slot = match unstable {
-                    true => Err(error_code::UNSTABLE_OFFSET_COMMIT),
+                    true => Err(ResponseError::UnstableOffsetCommit.code()),
                     false => Ok(committed),
                 };
                 (tp, slot)

@@ -21,6 +21,7 @@
 //! Nothing here touches a file: the offsets are atomics in memory.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
@@ -61,12 +62,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             r.partition = p.partition;
             (r.error_code, r.leader_epoch, r.end_offset) = match offsets {
                 _ if !authorized => (
-                    error_code::TOPIC_AUTHORIZATION_FAILED,
+                    ResponseError::TopicAuthorizationFailed.code(),
                     UNDEFINED_EPOCH,
                     UNDEFINED_EPOCH_OFFSET,
                 ),
                 None => (
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    ResponseError::UnknownTopicOrPartition.code(),
                     UNDEFINED_EPOCH,
                     UNDEFINED_EPOCH_OFFSET,
                 ),
@@ -88,8 +89,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
 fn answer(current_leader_epoch: i32, requested: i32, o: &PartitionOffsets) -> (i16, i32, i64) {
     let fenced = match current_leader_epoch {
         UNDEFINED_EPOCH => None,
-        c if c > LEADER_EPOCH => Some(error_code::UNKNOWN_LEADER_EPOCH),
-        c if c < LEADER_EPOCH => Some(error_code::FENCED_LEADER_EPOCH),
+        c if c > LEADER_EPOCH => Some(ResponseError::UnknownLeaderEpoch.code()),
+        c if c < LEADER_EPOCH => Some(ResponseError::FencedLeaderEpoch.code()),
         _ => None,
     };
     if let Some(code) = fenced {
@@ -134,7 +135,7 @@ mod tests {
     #[test]
     fn current_leader_epoch_is_checked() {
         let o = offsets();
-        assert_eq!(answer(1, 0, &o).0, error_code::UNKNOWN_LEADER_EPOCH);
-        assert_eq!(answer(-2, 0, &o).0, error_code::FENCED_LEADER_EPOCH);
+        assert_eq!(answer(1, 0, &o).0, ResponseError::UnknownLeaderEpoch.code());
+        assert_eq!(answer(-2, 0, &o).0, ResponseError::FencedLeaderEpoch.code());
     }
 }

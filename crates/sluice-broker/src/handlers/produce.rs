@@ -30,6 +30,7 @@ mod decode;
 /// First Produce version whose response carries `record_errors` (KIP-467).
 const RECORD_ERRORS_VERSION_MIN: i16 = 8;
 
+use kafka_protocol::error::ResponseError;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -232,8 +233,8 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
             .is_some_and(|id| ctx.allowed_transactional_id(id));
     let by_id = *version >= 13;
     let unknown = match by_id {
-        true => error_code::UNKNOWN_TOPIC_ID,
-        false => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        true => ResponseError::UnknownTopicId.code(),
+        false => ResponseError::UnknownTopicOrPartition.code(),
     };
     let acks_valid = matches!(decoded.acks, -1..=1);
     let mut slot = 0;
@@ -256,25 +257,29 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                 acks_valid,
                 topic.as_ref().and_then(|tp| tp.partition(p.index)),
             ) {
-                (false, _) => Some(Refused::new(error_code::INVALID_REQUIRED_ACKS, None)),
-                (true, _) if txn_denied => Some(Refused::new(
-                    error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                (false, _) => Some(Refused::new(
+                    ResponseError::InvalidRequiredAcks.code(),
                     None,
                 )),
-                (true, _) if !authorized => {
-                    Some(Refused::new(error_code::TOPIC_AUTHORIZATION_FAILED, None))
-                }
+                (true, _) if txn_denied => Some(Refused::new(
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                    None,
+                )),
+                (true, _) if !authorized => Some(Refused::new(
+                    ResponseError::TopicAuthorizationFailed.code(),
+                    None,
+                )),
                 // Kafka: "Cannot append to internal topic" (not retriable).
                 (true, None) if !by_id && crate::topics::is_internal(&t.name) => {
                     Some(Refused::new(
-                        error_code::INVALID_TOPIC_EXCEPTION,
+                        ResponseError::InvalidTopicException.code(),
                         Some(format!("Cannot append to internal topic {}", &*t.name)),
                     ))
                 }
                 (true, None) => Some(Refused::new(unknown, None)),
                 (true, Some(key)) => match &p.records {
                     None => Some(Refused::new(
-                        error_code::CORRUPT_MESSAGE,
+                        ResponseError::CorruptMessage.code(),
                         Some("no records".into()),
                     )),
                     Some(records) => {

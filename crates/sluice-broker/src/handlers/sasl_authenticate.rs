@@ -7,12 +7,12 @@
 //! KIP-368) once authenticated.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use sluice_protocol::codec;
 use sluice_protocol::header::Request;
 
 use super::{str_bytes, Reply};
-use crate::error_code;
 use crate::sasl::{Gate, Session};
 use crate::Broker;
 
@@ -35,7 +35,7 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
         }
         Err(why) => {
             tracing::info!(peer = %session.peer, error = %why, "SASL authentication failed; closing connection");
-            resp.error_code = error_code::SASL_AUTHENTICATION_FAILED;
+            resp.error_code = ResponseError::SaslAuthenticationFailed.code();
             resp.error_message = Some(str_bytes(failure));
             false
         }

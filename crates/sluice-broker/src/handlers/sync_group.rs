@@ -5,6 +5,7 @@
 //! before the answers go out, so a broker restart keeps the assignment.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use sluice_coordinator::{GroupReply, SyncGroupRequest as Sync};
 
@@ -19,7 +20,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     // Kafka: READ on the group.
     if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &req.group_id.0) {
         let mut resp = SyncGroupResponse::default();
-        resp.error_code = error_code::GROUP_AUTHORIZATION_FAILED;
+        resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
     let sync = Sync {
@@ -50,7 +51,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 resp.protocol_name = None;
             }
         }
-        _ => resp.error_code = error_code::NOT_COORDINATOR,
+        _ => resp.error_code = ResponseError::NotCoordinator.code(),
     }
     ctx.respond(&resp)
 }

@@ -19,6 +19,7 @@
 //! transactional id counts as busy (an EndTxn gets CONCURRENT_TRANSACTIONS and retries),
 //! so the marker always finds the offsets it decides.
 
+use kafka_protocol::error::ResponseError;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -81,7 +82,7 @@ async fn begin<'a>(
 fn txn_code(e: TxnError, version: i16) -> i16 {
     match e {
         TxnError::InvalidTxnState if version >= TRANSACTION_ABORTABLE_FROM => {
-            error_code::TRANSACTION_ABORTABLE
+            ResponseError::TransactionAbortable.code()
         }
         e => error_code::from_txn(e, false),
     }
@@ -89,7 +90,7 @@ fn txn_code(e: TxnError, version: i16) -> i16 {
 
 fn refusal_code(e: TxnRefusal, version: i16) -> i16 {
     match e {
-        TxnRefusal::Fenced => error_code::INVALID_PRODUCER_EPOCH,
+        TxnRefusal::Fenced => ResponseError::InvalidProducerEpoch.code(),
         TxnRefusal::NotInTransaction => txn_code(TxnError::InvalidTxnState, version),
     }
 }
@@ -118,9 +119,9 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         acl::resource::TRANSACTIONAL_ID,
         &transactional_id,
     ) {
-        request_code = Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        request_code = Some(ResponseError::TransactionalIdAuthorizationFailed.code());
     } else if !ctx.allowed(acl::op::READ, acl::resource::GROUP, &auth.group_id) {
-        request_code = Some(error_code::GROUP_AUTHORIZATION_FAILED);
+        request_code = Some(ResponseError::GroupAuthorizationFailed.code());
     }
     let busy = match request_code {
         Some(_) => None,
@@ -154,8 +155,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .is_some_and(|tp| tp.partition(p.partition_index).is_some());
             let code = match request_code {
                 Some(code) => code,
-                None if !topic_read => error_code::TOPIC_AUTHORIZATION_FAILED,
-                None if !exists => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                None if !topic_read => ResponseError::TopicAuthorizationFailed.code(),
+                None if !exists => ResponseError::UnknownTopicOrPartition.code(),
                 None => {
                     let tp = TopicPartition {
                         topic: t.name.0.to_string(),
@@ -195,7 +196,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             Some(refused) => refusal_code(refused, ctx.version),
             None => {
                 tracing::warn!(group = %auth.group_id, error = %e, "transactional offset commit not durable");
-                error_code::COORDINATOR_NOT_AVAILABLE
+                ResponseError::CoordinatorNotAvailable.code()
             }
         };
         for (ti, pi) in written {

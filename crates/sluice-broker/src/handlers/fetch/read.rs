@@ -18,6 +18,7 @@
 //! The reader also makes sure long file ranges are in the page cache (reading them in if
 //! not), so the worker's `sendfile` of data written long ago does not wait for the disk.
 
+use kafka_protocol::error::ResponseError;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -224,7 +225,7 @@ fn read_all(
                 high_watermark,
                 ..
             }) => {
-                r.error_code = error_code::OFFSET_OUT_OF_RANGE;
+                r.error_code = ResponseError::OffsetOutOfRange.code();
                 r.high_watermark = high_watermark.0;
                 r.last_stable_offset = high_watermark.0;
                 r.log_start_offset = log_start_offset.0;

@@ -1,0 +1,687 @@
+//! The fast tier for the consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete
+//! (classic protocol) and ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848), each at
+//! the versions clients send, with their main error codes. A real `Server` in this process
+//! (loopback socket, real data directory) and the wire client of `common`.
+//!
+//! Group timers run on the wall clock (the coordinator takes `now_ms` from the system
+//! clock; there is no clock seam), so the tests keep them short instead:
+//! `group.initial.rebalance.delay.ms` is 0 and the one session-expiry test uses a 200 ms
+//! session.
+
+mod common;
+
+use bytes::Bytes;
+use common::requests::create_topic;
+use common::{topic_name, Client, InProcessBroker};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const NONE: i16 = 0;
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_owned())
+}
+
+fn group(id: &str) -> GroupId {
+    GroupId(s(id))
+}
+
+/// A broker whose first rebalance of a group does not wait (`group.initial.rebalance.delay.ms`
+/// 0), so a one-member join answers at once.
+fn broker() -> InProcessBroker {
+    InProcessBroker::start_with(|c| {
+        c.set("group.initial.rebalance.delay.ms", "0").unwrap();
+    })
+}
+
+/// A consumer-protocol subscription (v0) to `topics`.
+fn subscription(topics: &[&str]) -> Bytes {
+    let mut b = vec![0u8, 0];
+    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for t in topics {
+        b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+        b.extend_from_slice(t.as_bytes());
+    }
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
+    Bytes::from(b)
+}
+
+fn join_request(group_id: &str, member_id: &str, topics: &[&str]) -> JoinGroupRequest {
+    let mut p = JoinGroupRequestProtocol::default();
+    p.name = s("range");
+    p.metadata = subscription(topics);
+    let mut r = JoinGroupRequest::default();
+    r.group_id = group(group_id);
+    r.session_timeout_ms = 10_000;
+    r.rebalance_timeout_ms = 10_000;
+    r.member_id = s(member_id);
+    r.protocol_type = s("consumer");
+    r.protocols = vec![p];
+    r
+}
+
+/// Joins `group_id` as a new member at `version` (rejoining with the given id when v4+
+/// asks for it): the completed join.
+fn join(client: &mut Client, version: i16, group_id: &str, topics: &[&str]) -> JoinGroupResponse {
+    let req = join_request(group_id, "", topics);
+    let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, version, &req);
+    if version < 4 {
+        return resp;
+    }
+    assert_eq!(
+        resp.error_code,
+        code(ResponseError::MemberIdRequired),
+        "v{version}"
+    );
+    assert!(!resp.member_id.is_empty());
+    let req = join_request(group_id, &resp.member_id, topics);
+    client.call(ApiKey::JoinGroup, version, &req)
+}
+
+fn sync_request(
+    group_id: &str,
+    generation_id: i32,
+    member_id: &str,
+    assignments: &[(&str, &[u8])],
+) -> SyncGroupRequest {
+    let mut r = SyncGroupRequest::default();
+    r.group_id = group(group_id);
+    r.generation_id = generation_id;
+    r.member_id = s(member_id);
+    r.protocol_type = Some(s("consumer"));
+    r.protocol_name = Some(s("range"));
+    r.assignments = assignments
+        .iter()
+        .map(|(m, a)| {
+            let mut x = SyncGroupRequestAssignment::default();
+            x.member_id = s(m);
+            x.assignment = Bytes::copy_from_slice(a);
+            x
+        })
+        .collect();
+    r
+}
+
+fn heartbeat(client: &mut Client, version: i16, group_id: &str, gen: i32, member: &str) -> i16 {
+    let mut r = HeartbeatRequest::default();
+    r.group_id = group(group_id);
+    r.generation_id = gen;
+    r.member_id = s(member);
+    let resp: HeartbeatResponse = client.call(ApiKey::Heartbeat, version, &r);
+    resp.error_code
+}
+
+/// LeaveGroup of one member: the top-level code and (v3+) the member's.
+fn leave(client: &mut Client, version: i16, group_id: &str, member: &str) -> (i16, Option<i16>) {
+    let mut r = LeaveGroupRequest::default();
+    r.group_id = group(group_id);
+    if version >= 3 {
+        let mut m = MemberIdentity::default();
+        m.member_id = s(member);
+        r.members = vec![m];
+    } else {
+        r.member_id = s(member);
+    }
+    let resp: LeaveGroupResponse = client.call(ApiKey::LeaveGroup, version, &r);
+    (resp.error_code, resp.members.first().map(|m| m.error_code))
+}
+
+/// OffsetCommit of `offset` for `topic`-0: the partition's code.
+fn commit(
+    client: &mut Client,
+    version: i16,
+    group_id: &str,
+    gen: i32,
+    member: &str,
+    topic: &str,
+    offset: i64,
+) -> i16 {
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    p.committed_metadata = Some(s("m"));
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut r = OffsetCommitRequest::default();
+    r.group_id = group(group_id);
+    r.generation_id_or_member_epoch = gen;
+    r.member_id = s(member);
+    r.retention_time_ms = -1;
+    r.topics = vec![t];
+    let resp: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, version, &r);
+    resp.topics[0].partitions[0].error_code
+}
+
+/// OffsetFetch of `topic`-0 at `version` (the v8+ groups form from v8): (code, offset).
+fn fetch_offset(client: &mut Client, version: i16, group_id: &str, topic: &str) -> (i16, i64) {
+    let mut r = OffsetFetchRequest::default();
+    if version >= 8 {
+        let mut t = OffsetFetchRequestTopics::default();
+        t.name = topic_name(topic);
+        t.partition_indexes = vec![0];
+        let mut g = OffsetFetchRequestGroup::default();
+        g.group_id = group(group_id);
+        g.member_epoch = -1;
+        g.topics = Some(vec![t]);
+        r.groups = vec![g];
+    } else {
+        let mut t = OffsetFetchRequestTopic::default();
+        t.name = topic_name(topic);
+        t.partition_indexes = vec![0];
+        r.group_id = group(group_id);
+        r.topics = Some(vec![t]);
+    }
+    let resp: OffsetFetchResponse = client.call(ApiKey::OffsetFetch, version, &r);
+    if version >= 8 {
+        let g = &resp.groups[0];
+        assert_eq!(g.error_code, NONE);
+        let p = &g.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    } else {
+        assert_eq!(resp.error_code, NONE);
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    }
+}
+
+fn describe(client: &mut Client, version: i16, group_id: &str) -> DescribeGroupsResponse {
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![group(group_id)];
+    client.call(ApiKey::DescribeGroups, version, &r)
+}
+
+fn list(client: &mut Client, version: i16, states: &[&str]) -> ListGroupsResponse {
+    let mut r = ListGroupsRequest::default();
+    r.states_filter = states.iter().map(|v| s(v)).collect();
+    client.call(ApiKey::ListGroups, version, &r)
+}
+
+fn delete_groups(client: &mut Client, version: i16, ids: &[&str]) -> Vec<i16> {
+    let mut r = DeleteGroupsRequest::default();
+    r.groups_names = ids.iter().map(|g| group(g)).collect();
+    let resp: DeleteGroupsResponse = client.call(ApiKey::DeleteGroups, version, &r);
+    resp.results.iter().map(|g| g.error_code).collect()
+}
+
+// Goal: the one-member lifecycle (join, sync, heartbeat, leave) answers NONE at every
+// JoinGroup version and the matching SyncGroup, Heartbeat and LeaveGroup versions; a wrong
+// generation is ILLEGAL_GENERATION, a stranger UNKNOWN_MEMBER_ID, before and after leaving.
+#[test]
+fn one_member_joins_syncs_beats_and_leaves_at_every_version() {
+    let broker = broker();
+    let mut client = broker.client();
+    for version in 0..=9i16 {
+        let g = format!("solo-v{version}");
+        let joined = join(&mut client, version, &g, &["t"]);
+        assert_eq!(joined.error_code, NONE, "JoinGroup v{version}");
+        assert_eq!(joined.generation_id, 1, "v{version}");
+        assert_eq!(
+            joined.leader, joined.member_id,
+            "v{version}: the only member leads"
+        );
+        assert_eq!(
+            joined.members.len(),
+            1,
+            "v{version}: the leader gets the members"
+        );
+        let member = joined.member_id.to_string();
+
+        let sync_v = version.min(5);
+        let req = sync_request(&g, 1, &member, &[(&member, b"assigned")]);
+        let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, sync_v, &req);
+        assert_eq!(synced.error_code, NONE, "SyncGroup v{sync_v}");
+        assert_eq!(&synced.assignment[..], b"assigned");
+
+        let beat_v = version.min(4);
+        assert_eq!(heartbeat(&mut client, beat_v, &g, 1, &member), NONE);
+        assert_eq!(
+            heartbeat(&mut client, beat_v, &g, 2, &member),
+            code(ResponseError::IllegalGeneration),
+            "Heartbeat v{beat_v}"
+        );
+        assert_eq!(
+            heartbeat(&mut client, beat_v, &g, 1, "stranger"),
+            code(ResponseError::UnknownMemberId),
+            "Heartbeat v{beat_v}"
+        );
+
+        let leave_v = version.min(5);
+        let (top, one) = leave(&mut client, leave_v, &g, &member);
+        assert_eq!(top, NONE, "LeaveGroup v{leave_v}");
+        if leave_v >= 3 {
+            assert_eq!(one, Some(NONE));
+        }
+        let (top, one) = leave(&mut client, leave_v, &g, &member);
+        let gone = code(ResponseError::UnknownMemberId);
+        assert_eq!(one.unwrap_or(top), gone, "LeaveGroup v{leave_v} twice");
+        assert_eq!(heartbeat(&mut client, beat_v, &g, 1, &member), gone);
+    }
+}
+
+// Goal: JoinGroup refuses a session timeout outside the broker's bounds
+// (INVALID_SESSION_TIMEOUT) and an empty group id (INVALID_GROUP_ID); SyncGroup from an
+// unknown member is UNKNOWN_MEMBER_ID.
+#[test]
+fn join_refuses_bad_session_timeouts_and_group_ids() {
+    let broker = broker();
+    let mut client = broker.client();
+    let mut req = join_request("g", "", &["t"]);
+    req.session_timeout_ms = 10; // group.min.session.timeout.ms is 6000
+    let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+    assert_eq!(resp.error_code, code(ResponseError::InvalidSessionTimeout));
+    let req = join_request("", "", &["t"]);
+    let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+    assert_eq!(resp.error_code, code(ResponseError::InvalidGroupId));
+    let req = sync_request("nobody-here", 1, "ghost", &[]);
+    let resp: SyncGroupResponse = client.call(ApiKey::SyncGroup, 5, &req);
+    assert_eq!(resp.error_code, code(ResponseError::UnknownMemberId));
+}
+
+// Goal: a second member starts a rebalance: the first member's heartbeat and commit get
+// REBALANCE_IN_PROGRESS until it rejoins; both then get generation 2, the leader's
+// SyncGroup hands the follower its assignment, and DescribeGroups and ListGroups show the
+// Stable group with both members.
+#[test]
+fn a_second_member_rebalances_the_group() {
+    let broker = broker();
+    let mut a = broker.client();
+    let mut b = broker.client();
+    assert_eq!(create_topic(&mut a, "t", 2), NONE);
+    let first = join(&mut a, 9, "pair", &["t"]);
+    assert_eq!(first.error_code, NONE);
+    let leader = first.member_id.to_string();
+    // Joined but not synced: CompletingRebalance refuses commits.
+    assert_eq!(
+        commit(&mut a, 9, "pair", 1, &leader, "t", 5),
+        code(ResponseError::RebalanceInProgress)
+    );
+    let req = sync_request("pair", 1, &leader, &[(&leader, b"all")]);
+    let synced: SyncGroupResponse = a.call(ApiKey::SyncGroup, 5, &req);
+    assert_eq!(synced.error_code, NONE);
+
+    // The newcomer's join waits for the rebalance, so it is sent, not awaited.
+    let id_resp: JoinGroupResponse =
+        b.call(ApiKey::JoinGroup, 9, &join_request("pair", "", &["t"]));
+    assert_eq!(id_resp.error_code, code(ResponseError::MemberIdRequired));
+    let follower = id_resp.member_id.to_string();
+    let frame = b.frame(
+        ApiKey::JoinGroup,
+        9,
+        &join_request("pair", &follower, &["t"]),
+    );
+    use std::io::Write;
+    b.stream.write_all(&frame).unwrap();
+    // The join is parked; wait until it has reached the coordinator.
+    let rebalancing = code(ResponseError::RebalanceInProgress);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while heartbeat(&mut a, 4, "pair", 1, &leader) != rebalancing {
+        assert!(std::time::Instant::now() < deadline, "no rebalance started");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stale_sync: SyncGroupResponse =
+        a.call(ApiKey::SyncGroup, 5, &sync_request("pair", 1, &leader, &[]));
+    assert_eq!(stale_sync.error_code, rebalancing);
+
+    let rejoined: JoinGroupResponse =
+        a.call(ApiKey::JoinGroup, 9, &join_request("pair", &leader, &["t"]));
+    assert_eq!(rejoined.error_code, NONE);
+    assert_eq!(rejoined.generation_id, 2);
+    assert_eq!(rejoined.leader.as_str(), leader);
+    assert_eq!(rejoined.members.len(), 2);
+    let body = b.read_frame().expect("the follower's join");
+    let follower_join = decode::<JoinGroupResponse>(body, ApiKey::JoinGroup, 9);
+    assert_eq!(follower_join.error_code, NONE);
+    assert_eq!(follower_join.generation_id, 2);
+    assert!(
+        follower_join.members.is_empty(),
+        "only the leader gets the members"
+    );
+
+    // The follower's SyncGroup waits for the leader's assignment.
+    let frame = b.frame(
+        ApiKey::SyncGroup,
+        5,
+        &sync_request("pair", 2, &follower, &[]),
+    );
+    b.stream.write_all(&frame).unwrap();
+    let assignments: [(&str, &[u8]); 2] = [(&leader, b"p0"), (&follower, b"p1")];
+    let synced: SyncGroupResponse = a.call(
+        ApiKey::SyncGroup,
+        5,
+        &sync_request("pair", 2, &leader, &assignments),
+    );
+    assert_eq!(synced.error_code, NONE);
+    assert_eq!(&synced.assignment[..], b"p0");
+    let body = b.read_frame().expect("the follower's sync");
+    let follower_sync = decode::<SyncGroupResponse>(body, ApiKey::SyncGroup, 5);
+    assert_eq!(follower_sync.error_code, NONE);
+    assert_eq!(&follower_sync.assignment[..], b"p1");
+
+    for version in 0..=5 {
+        let d = describe(&mut a, version, "pair");
+        let g = &d.groups[0];
+        assert_eq!(g.error_code, NONE, "DescribeGroups v{version}");
+        assert_eq!(g.group_state.as_str(), "Stable");
+        assert_eq!(g.protocol_data.as_str(), "range");
+        assert_eq!(g.members.len(), 2);
+    }
+    let unknown = describe(&mut a, 5, "never-seen");
+    assert_eq!(unknown.groups[0].group_state.as_str(), "Dead");
+    assert_eq!(
+        describe(&mut a, 5, "").groups[0].error_code,
+        code(ResponseError::InvalidGroupId)
+    );
+    for version in 0..=5 {
+        let l = list(&mut a, version, &[]);
+        assert_eq!(l.error_code, NONE, "ListGroups v{version}");
+        assert!(l.groups.iter().any(|g| g.group_id.0.as_str() == "pair"));
+    }
+    let stable = list(&mut a, 4, &["Stable"]);
+    assert!(stable
+        .groups
+        .iter()
+        .any(|g| g.group_id.0.as_str() == "pair"));
+    assert_eq!(stable.groups[0].group_state.as_str(), "Stable");
+    assert!(list(&mut a, 4, &["Empty"]).groups.is_empty());
+}
+
+fn decode<R: kafka_protocol::protocol::Decodable>(mut body: Bytes, key: ApiKey, version: i16) -> R {
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+    ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    R::decode(&mut body, version).unwrap()
+}
+
+// Goal: commits of a standalone consumer (no member, generation -1) are stored and fetched
+// back at every OffsetCommit and OffsetFetch version; an unknown topic is
+// UNKNOWN_TOPIC_OR_PARTITION; a partition never committed fetches as -1 without error.
+#[test]
+fn standalone_commits_round_trip_at_every_version() {
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    for version in 2..=9i16 {
+        let g = format!("standalone-v{version}");
+        let offset = 100 + i64::from(version);
+        assert_eq!(
+            commit(&mut client, version, &g, -1, "", "t", offset),
+            NONE,
+            "OffsetCommit v{version}"
+        );
+        assert_eq!(
+            commit(&mut client, version, &g, -1, "", "missing", 1),
+            code(ResponseError::UnknownTopicOrPartition),
+            "OffsetCommit v{version}"
+        );
+        let fetch_v = version.min(9);
+        assert_eq!(fetch_offset(&mut client, fetch_v, &g, "t"), (NONE, offset));
+    }
+    for version in 1..=9i16 {
+        assert_eq!(
+            fetch_offset(&mut client, version, "standalone-v5", "t"),
+            (NONE, 105),
+            "OffsetFetch v{version}"
+        );
+        assert_eq!(
+            fetch_offset(&mut client, version, "no-commits", "t"),
+            (NONE, -1),
+            "OffsetFetch v{version}"
+        );
+    }
+}
+
+// Goal: a managed group's commits are checked: the member's generation (ILLEGAL_GENERATION),
+// the member (UNKNOWN_MEMBER_ID); OffsetDelete refuses a subscribed topic
+// (GROUP_SUBSCRIBED_TO_TOPIC) and DeleteGroups a group with members (NON_EMPTY_GROUP); once
+// empty, OffsetDelete and DeleteGroups work, and an unknown group is GROUP_ID_NOT_FOUND.
+#[test]
+fn managed_commits_offset_delete_and_delete_groups() {
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    assert_eq!(create_topic(&mut client, "other", 1), NONE);
+    let joined = join(&mut client, 9, "managed", &["t"]);
+    let member = joined.member_id.to_string();
+    let req = sync_request("managed", 1, &member, &[(&member, b"")]);
+    let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 5, &req);
+    assert_eq!(synced.error_code, NONE);
+    assert_eq!(commit(&mut client, 9, "managed", 1, &member, "t", 7), NONE);
+    assert_eq!(
+        commit(&mut client, 9, "managed", 1, &member, "other", 3),
+        NONE
+    );
+    assert_eq!(
+        commit(&mut client, 9, "managed", 2, &member, "t", 8),
+        code(ResponseError::IllegalGeneration)
+    );
+    assert_eq!(
+        commit(&mut client, 9, "managed", 1, "stranger", "t", 8),
+        code(ResponseError::UnknownMemberId)
+    );
+    assert_eq!(
+        commit(&mut client, 9, "managed", -1, "", "t", 8),
+        code(ResponseError::UnknownMemberId),
+        "a standalone commit to a managed group"
+    );
+    assert_eq!(fetch_offset(&mut client, 9, "managed", "t"), (NONE, 7));
+
+    let offset_delete = |client: &mut Client, topic: &str| -> (i16, i16) {
+        let mut p = OffsetDeleteRequestPartition::default();
+        p.partition_index = 0;
+        let mut t = OffsetDeleteRequestTopic::default();
+        t.name = topic_name(topic);
+        t.partitions = vec![p];
+        let mut r = OffsetDeleteRequest::default();
+        r.group_id = group("managed");
+        r.topics = vec![t];
+        let resp: OffsetDeleteResponse = client.call(ApiKey::OffsetDelete, 0, &r);
+        let part = resp
+            .topics
+            .first()
+            .map_or(NONE, |t| t.partitions[0].error_code);
+        (resp.error_code, part)
+    };
+    assert_eq!(
+        offset_delete(&mut client, "t"),
+        (NONE, code(ResponseError::GroupSubscribedToTopic))
+    );
+    assert_eq!(offset_delete(&mut client, "other"), (NONE, NONE));
+    assert_eq!(fetch_offset(&mut client, 9, "managed", "other"), (NONE, -1));
+    assert_eq!(
+        offset_delete(&mut client, "missing"),
+        (NONE, code(ResponseError::UnknownTopicOrPartition))
+    );
+
+    assert_eq!(
+        delete_groups(&mut client, 2, &["managed", "ghost"]),
+        vec![
+            code(ResponseError::NonEmptyGroup),
+            code(ResponseError::GroupIdNotFound)
+        ]
+    );
+    assert_eq!(leave(&mut client, 5, "managed", &member).0, NONE);
+    assert_eq!(offset_delete(&mut client, "t"), (NONE, NONE));
+    for version in 0..=2 {
+        let g = format!("empty-v{version}");
+        assert_eq!(commit(&mut client, 9, &g, -1, "", "t", 1), NONE);
+        assert_eq!(delete_groups(&mut client, version, &[&g]), vec![NONE]);
+        assert_eq!(
+            fetch_offset(&mut client, 9, &g, "t"),
+            (NONE, -1),
+            "v{version}"
+        );
+    }
+    assert_eq!(delete_groups(&mut client, 2, &["managed"]), vec![NONE]);
+    assert!(!list(&mut client, 5, &[])
+        .groups
+        .iter()
+        .any(|g| g.group_id.0.as_str() == "managed"));
+}
+
+// Goal: a member that stops heartbeating is removed when its session times out (the
+// coordinator's timer, on the wall clock), after which the group is Empty and the member
+// UNKNOWN_MEMBER_ID. DescribeGroups is the probe: it does not touch the session.
+#[test]
+fn a_silent_member_expires_after_its_session_timeout() {
+    let broker = InProcessBroker::start_with(|c| {
+        c.set("group.initial.rebalance.delay.ms", "0").unwrap();
+        c.set("group.min.session.timeout.ms", "100").unwrap();
+    });
+    let mut client = broker.client();
+    let mut req = join_request("brief", "", &["t"]);
+    req.session_timeout_ms = 200;
+    let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, 3, &req);
+    assert_eq!(resp.error_code, NONE);
+    let member = resp.member_id.to_string();
+    let req = sync_request("brief", 1, &member, &[(&member, b"")]);
+    let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 3, &req);
+    assert_eq!(synced.error_code, NONE);
+    assert_eq!(heartbeat(&mut client, 3, "brief", 1, &member), NONE);
+    let started = std::time::Instant::now();
+    let state = |client: &mut Client| {
+        describe(client, 5, "brief").groups[0]
+            .group_state
+            .to_string()
+    };
+    assert_eq!(state(&mut client), "Stable");
+    while state(&mut client) != "Empty" {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "the session never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(150),
+        "expired before its session timeout"
+    );
+    assert_eq!(
+        heartbeat(&mut client, 3, "brief", 1, &member),
+        code(ResponseError::UnknownMemberId)
+    );
+}
+
+fn cg_heartbeat(
+    client: &mut Client,
+    version: i16,
+    group_id: &str,
+    member_id: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+) -> ConsumerGroupHeartbeatResponse {
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = group(group_id);
+    r.member_id = s(member_id);
+    r.member_epoch = epoch;
+    r.rebalance_timeout_ms = if epoch == 0 { 10_000 } else { -1 };
+    r.subscribed_topic_names = topics.map(|ts| ts.iter().map(|t| topic_name(t)).collect());
+    if epoch == 0 {
+        r.topic_partitions = Some(Vec::new());
+    }
+    client.call(ApiKey::ConsumerGroupHeartbeat, version, &r)
+}
+
+fn cg_describe(client: &mut Client, version: i16, ids: &[&str]) -> ConsumerGroupDescribeResponse {
+    let mut r = ConsumerGroupDescribeRequest::default();
+    r.group_ids = ids.iter().map(|g| group(g)).collect();
+    client.call(ApiKey::ConsumerGroupDescribe, version, &r)
+}
+
+// Goal: a KIP-848 member joins (epoch 0) and is given an epoch and every partition of its
+// topic at v0 (broker-made member id) and v1 (client-made id); a wrong epoch is
+// FENCED_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID, an unknown assignor
+// UNSUPPORTED_ASSIGNOR; ConsumerGroupDescribe shows the member (v0, v1) and answers
+// GROUP_ID_NOT_FOUND for a classic or unknown group; leaving (-1) ends the membership.
+#[test]
+fn consumer_group_heartbeat_and_describe() {
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 3), NONE);
+    for version in 0..=1i16 {
+        let g = format!("kip848-v{version}");
+        let chosen = if version >= 1 {
+            "0123456789abcdefABCDEF"
+        } else {
+            ""
+        };
+        let joined = cg_heartbeat(&mut client, version, &g, chosen, 0, Some(&["t"]));
+        assert_eq!(joined.error_code, NONE, "ConsumerGroupHeartbeat v{version}");
+        let member = joined.member_id.clone().expect("a member id").to_string();
+        if version >= 1 {
+            assert_eq!(member, chosen);
+        }
+        assert!(joined.member_epoch >= 1);
+        let assigned: usize = joined.assignment.as_ref().map_or(0, |a| {
+            a.topic_partitions.iter().map(|t| t.partitions.len()).sum()
+        });
+        assert_eq!(
+            assigned, 3,
+            "v{version}: the only member gets every partition"
+        );
+
+        let epoch = joined.member_epoch;
+        let beat = cg_heartbeat(&mut client, version, &g, &member, epoch, None);
+        assert_eq!(beat.error_code, NONE);
+        let fenced = cg_heartbeat(&mut client, version, &g, &member, epoch + 5, None);
+        assert_eq!(fenced.error_code, code(ResponseError::FencedMemberEpoch));
+        let stranger = cg_heartbeat(&mut client, version, &g, "stranger-id-0123456789", 1, None);
+        assert_eq!(stranger.error_code, code(ResponseError::UnknownMemberId));
+
+        let d = cg_describe(&mut client, version, &[&g, "ghost"]);
+        assert_eq!(
+            d.groups[0].error_code, NONE,
+            "ConsumerGroupDescribe v{version}"
+        );
+        assert_eq!(d.groups[0].members.len(), 1);
+        assert_eq!(d.groups[0].members[0].member_id.as_str(), member);
+        assert_eq!(d.groups[1].error_code, code(ResponseError::GroupIdNotFound));
+
+        let left = cg_heartbeat(&mut client, version, &g, &member, -1, None);
+        assert_eq!(left.error_code, NONE);
+        assert_eq!(left.member_epoch, -1);
+        let d = cg_describe(&mut client, version, &[&g]);
+        assert!(d.groups[0].members.is_empty(), "v{version}: left");
+    }
+    let mut r = ConsumerGroupHeartbeatRequest::default();
+    r.group_id = group("odd-assignor");
+    r.member_epoch = 0;
+    r.rebalance_timeout_ms = 10_000;
+    r.subscribed_topic_names = Some(vec![topic_name("t")]);
+    r.server_assignor = Some(s("no-such-assignor"));
+    r.topic_partitions = Some(Vec::new());
+    let resp: ConsumerGroupHeartbeatResponse = client.call(ApiKey::ConsumerGroupHeartbeat, 0, &r);
+    assert_eq!(resp.error_code, code(ResponseError::UnsupportedAssignor));
+
+    let classic = join(&mut client, 9, "classic", &["t"]);
+    assert_eq!(classic.error_code, NONE);
+    let d = cg_describe(&mut client, 1, &["classic"]);
+    assert_eq!(d.groups[0].error_code, code(ResponseError::GroupIdNotFound));
+}
