@@ -286,6 +286,56 @@ def test_idle_transactional_id_expires_durably_but_an_ongoing_one_stays(sluice_f
     assert err == tw.NONE and pid != ipid and epoch == 0
 
 
+def test_describe_producers_reports_the_markers_coordinator_epoch(sluice_factory, topic_name):
+    """Goal: DescribeProducers reports a producer's coordinator epoch as Kafka does: -1 while
+    it has written no marker in the partition (an open first transaction), the marker's
+    coordinator epoch (0: Sluice's one coordinator) once a transaction of it ended there, and
+    still 0 after a clean restart (from the producer snapshot) and after a SIGKILL (from the
+    recovery walk). Before the fix it was -1 always. Method: confluent-kafka transactional
+    producers, raw DescribeProducers v0."""
+    b = sluice_factory([])
+    bs = b.bootstrap
+    create_topic(bs, topic_name, 1)
+    prefix = f"ce-{uuid.uuid4().hex[:6]}"
+    done = txn_producer(bs, f"{prefix}-done")
+    done.begin_transaction()
+    done.produce(topic_name, b"d0", partition=0)
+    done.commit_transaction(30)
+    aborted = txn_producer(bs, f"{prefix}-aborted")
+    aborted.begin_transaction()
+    aborted.produce(topic_name, b"x0", partition=0)
+    aborted.flush(30)
+    aborted.abort_transaction(30)
+    open_ = txn_producer(bs, f"{prefix}-open")
+    open_.begin_transaction()
+    open_.produce(topic_name, b"o0", partition=0)
+    open_.flush(30)
+
+    def epochs(bootstrap):
+        err, producers = tw.describe_producers(bootstrap, topic_name, [0])[0]
+        assert err == tw.NONE
+        # (producer id, epoch, last sequence, last timestamp, coordinator epoch, txn start)
+        return {p[0]: (p[4], p[5]) for p in producers}
+
+    seen = epochs(bs)
+    assert len(seen) == 3, seen
+    by_start = {start: ce for ce, start in seen.values()}
+    # The open transaction started at offset 4 (d0, its marker, x0, its marker).
+    assert by_start == {-1: 0, 4: -1} and sorted(ce for ce, _ in seen.values()) == [-1, 0, 0], seen
+    open_.abort_transaction(30)
+    for p in (done, aborted, open_):
+        p.flush(5)
+    after = epochs(bs)
+    assert sorted(ce for ce, _ in after.values()) == [0, 0, 0], after
+
+    b.stop()  # clean: the producer snapshot holds the state
+    b.start()
+    assert epochs(b.bootstrap) == after, "the coordinator epoch was not kept in the snapshot"
+    b.kill9()  # SIGKILL: the recovery walk finds the markers again
+    b.start()
+    assert epochs(b.bootstrap) == after
+
+
 def test_admin_apis_check_acls(sluice_factory, topic_name):
     """Goal: with an authorizer, the admin APIs check what Kafka's `KafkaApis` checks:
     DESCRIBE on the transactional id (DescribeTransactions answers

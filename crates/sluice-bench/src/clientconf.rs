@@ -39,6 +39,12 @@ const OWNED: &[(&str, &str)] = &[
     ("queue.buffering.max.ms", "--linger-ms"),
     ("batch.size", "--batch-bytes"),
     ("enable.idempotence", "--idempotence"),
+    ("transactional.id", "--transactional-id"),
+    ("transaction.timeout.ms", "--txn-interval-ms"),
+    (
+        "isolation.level",
+        "--transactional-id (read_committed with it)",
+    ),
     ("max.in.flight", "--max-in-flight"),
     ("max.in.flight.requests.per.connection", "--max-in-flight"),
     ("group.id", "the bench's per-run group"),

@@ -230,6 +230,19 @@ pub struct ProduceSide {
     pub ack_intended: LatencyHist,
     /// Actual send() call minus intended send time.
     pub send_delay: LatencyHist,
+    /// Transactional mode (`txn`): transactions committed, aborted as drawn, whose commit
+    /// failed and was aborted, and ended by an error that stopped the producer.
+    pub txn_committed: u64,
+    pub txn_aborted: u64,
+    pub txn_commit_failed: u64,
+    pub txn_errors: u64,
+    /// Records sent in transactions drawn to abort (never expected by the audit).
+    pub txn_aborted_records: u64,
+    /// `commit_transaction` after the flush (the EndTxn round trip), `abort_transaction`, and
+    /// the flush before either.
+    pub txn_commit: LatencyHist,
+    pub txn_abort: LatencyHist,
+    pub txn_flush: LatencyHist,
 }
 
 impl ProduceSide {
@@ -244,6 +257,36 @@ impl ProduceSide {
         self.ack.merge(&o.ack);
         self.ack_intended.merge(&o.ack_intended);
         self.send_delay.merge(&o.send_delay);
+        self.txn_committed += o.txn_committed;
+        self.txn_aborted += o.txn_aborted;
+        self.txn_commit_failed += o.txn_commit_failed;
+        self.txn_errors += o.txn_errors;
+        self.txn_aborted_records += o.txn_aborted_records;
+        self.txn_commit.merge(&o.txn_commit);
+        self.txn_abort.merge(&o.txn_abort);
+        self.txn_flush.merge(&o.txn_flush);
+    }
+
+    /// Messages the consumers must receive: those not sent in a transaction drawn to abort.
+    pub fn expected(&self) -> u64 {
+        self.produced.saturating_sub(self.txn_aborted_records)
+    }
+
+    /// Counts one end of a transaction.
+    fn note_txn_end(&mut self, r: &crate::txn::EndReport) {
+        use crate::txn::Ended;
+        self.txn_flush.record_ns(r.flush_ns);
+        match r.ended {
+            Ended::Committed => {
+                self.txn_committed += 1;
+                self.txn_commit.record_ns(r.end_ns);
+            }
+            Ended::Aborted => {
+                self.txn_aborted += 1;
+                self.txn_abort.record_ns(r.end_ns);
+            }
+            Ended::CommitFailed => self.txn_commit_failed += 1,
+        }
     }
 
     /// Zeroes everything in place; interval histograms are reused, not reallocated each second.
@@ -258,6 +301,14 @@ impl ProduceSide {
         self.ack.reset();
         self.ack_intended.reset();
         self.send_delay.reset();
+        self.txn_committed = 0;
+        self.txn_aborted = 0;
+        self.txn_commit_failed = 0;
+        self.txn_errors = 0;
+        self.txn_aborted_records = 0;
+        self.txn_commit.reset();
+        self.txn_abort.reset();
+        self.txn_flush.reset();
     }
 }
 
@@ -276,6 +327,9 @@ pub struct ConsumeSide {
     pub entries: u64,
     pub bad_records: u64,
     pub misrouted_entries: u64,
+    /// Records of transactions the producer aborted that a consumer received anyway: under
+    /// read_committed, a broker bug (never part of the audit).
+    pub txn_aborted_delivered: u64,
 }
 
 impl ConsumeSide {
@@ -283,6 +337,7 @@ impl ConsumeSide {
         self.entries += o.entries;
         self.bad_records += o.bad_records;
         self.misrouted_entries += o.misrouted_entries;
+        self.txn_aborted_delivered += o.txn_aborted_delivered;
         self.received += o.received;
         self.received_bytes += o.received_bytes;
         self.duplicates += o.duplicates;
@@ -294,6 +349,7 @@ impl ConsumeSide {
         self.entries = 0;
         self.bad_records = 0;
         self.misrouted_entries = 0;
+        self.txn_aborted_delivered = 0;
         self.received = 0;
         self.received_bytes = 0;
         self.duplicates = 0;
@@ -414,7 +470,11 @@ impl ProducerContext for ProducerCtx {
             m.acked_bytes += bytes;
             m.ack.record_ns(ack);
             m.ack_intended.record_ns(ack_intended);
-            s.acked_set.insert(h.seq);
+            // A record of a transaction drawn to abort is acknowledged (it is in the log) but
+            // must never be delivered: the audit does not expect it.
+            if !h.is_txn_aborted() {
+                s.acked_set.insert(h.seq);
+            }
             if let Ok(p) = usize::try_from(msg.partition()) {
                 if p < limits::MAX_PARTITIONS as usize {
                     if s.partition_acked.len() <= p {
@@ -680,6 +740,15 @@ fn producer_config(s: &Scenario, bootstrap: &str, i: u32) -> ClientConfig {
             "statistics.interval.ms",
             limits::CLIENT_STATS_INTERVAL.as_millis().to_string(),
         );
+    if let Some(id) = &s.transactional_id {
+        // Producer i's own id, so producers never fence each other; a transaction may live
+        // up to its interval, with room for the flush and EndTxn.
+        let timeout_ms = (s.txn_interval_ms as u64 + limits::TXN_CALL_TIMEOUT.as_millis() as u64)
+            .max(limits::TXN_TIMEOUT_MS as u64);
+        c.set("transactional.id", format!("{id}-{i}"))
+            .set("enable.idempotence", "true")
+            .set("transaction.timeout.ms", timeout_ms.to_string());
+    }
     if s.message_bytes + 512 > 1_000_000 {
         c.set("message.max.bytes", (s.message_bytes + 4096).to_string());
     }
@@ -707,9 +776,15 @@ fn committing_consumer_config(
     client_id: &str,
     group: &str,
     commit_interval_ms: u32,
+    read_committed: bool,
     cc: &ClientConf,
 ) -> ClientConfig {
     let mut c = consumer_config(bootstrap, client_id, cc);
+    if read_committed {
+        // Transactional mode: records become visible at their commit (e2e includes it), and
+        // aborted ones never.
+        c.set("isolation.level", "read_committed");
+    }
     c.set("group.id", group)
         .set("enable.auto.commit", "true")
         .set("enable.auto.offset.store", "true")
@@ -996,6 +1071,18 @@ fn producer_thread(job: ProducerJob) -> bool {
             }
         };
     let s = &job.scenario;
+    let txn = match s.transactional_id {
+        Some(_) => {
+            let t = crate::txn::TxnDriver::new(s, job.index);
+            if let Err(crate::txn::Fatal(e)) = t.init(&producer) {
+                job.errors.note(e);
+                job.state.lock().measured.txn_errors += 1;
+                return false;
+            }
+            Some(t)
+        }
+        None => None,
+    };
     let search = job.rate.clone();
     let throttled = s.rate_msg_s > 0 || search.is_some();
     // The max-rate search's rate in force and its epoch (see `ratecontrol`).
@@ -1022,6 +1109,7 @@ fn producer_thread(job: ProducerJob) -> bool {
         job: &job,
         seq: 0,
         key_buf: Vec::new(),
+        txn,
     };
     let mut buf = Vec::with_capacity(s.message_bytes);
     // Messages made so far (the sequence number is given at send time, so it stays dense).
@@ -1034,6 +1122,9 @@ fn producer_thread(job: ProducerJob) -> bool {
             if sender.flush(b, false) {
                 break;
             }
+        }
+        if sender.end_txn_if_due() {
+            break;
         }
         if let Some(bp) = job
             .bp
@@ -1080,6 +1171,9 @@ fn producer_thread(job: ProducerJob) -> bool {
                         break 'load;
                     }
                 }
+                if sender.end_txn_if_due() {
+                    break 'load;
+                }
                 let now = Instant::now();
                 if now >= at {
                     break;
@@ -1097,6 +1191,9 @@ fn producer_thread(job: ProducerJob) -> bool {
                 }
                 let mut wait = (at - now).min(limits::PRODUCER_MAX_SLEEP);
                 if let Some(d) = batcher.as_ref().and_then(|b| b.deadline_ns()) {
+                    wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
+                }
+                if let Some(d) = sender.txn.as_ref().and_then(|t| t.deadline_ns()) {
                     wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
                 }
                 std::thread::sleep(wait);
@@ -1160,6 +1257,8 @@ fn producer_thread(job: ProducerJob) -> bool {
         sender.flush(b, false);
         job.state.lock().app_batch = Some(b.stats);
     }
+    // The last transaction ends as drawn, so its records are decided before the drain.
+    sender.end_txn();
     job.stopped_ns
         .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
     let flush_timeout = if job.stop.load(Ordering::Relaxed) {
@@ -1175,7 +1274,8 @@ enum SendOutcome {
     Accepted,
     /// Refused for a reason other than a full queue: counted as a send error, slot skipped.
     Skipped,
-    /// The run was stopped while the client queue was full.
+    /// The run was stopped while the client queue was full, or a transaction call failed
+    /// fatally (this producer stops; see `txn`).
     Stopped,
 }
 
@@ -1186,6 +1286,8 @@ struct Sender<'a> {
     /// The next sequence number: dense over the messages the client accepted.
     seq: u64,
     key_buf: Vec<u8>,
+    /// Transactional mode: the transaction in progress (None: plain producer).
+    txn: Option<crate::txn::TxnDriver>,
 }
 
 impl Sender<'_> {
@@ -1199,6 +1301,20 @@ impl Sender<'_> {
         partition: Option<i32>,
     ) -> SendOutcome {
         let job = self.job;
+        let mut aborting = false;
+        if let Some(t) = self.txn.as_mut() {
+            match t.ensure_open(self.producer, job.clock.now_ns()) {
+                Ok(a) => aborting = a,
+                Err(crate::txn::Fatal(e)) => {
+                    job.errors.note(e);
+                    job.state.lock().measured.txn_errors += 1;
+                    return SendOutcome::Stopped;
+                }
+            }
+            if aborting {
+                header.flags |= crate::payload::FLAG_TXN_ABORTED;
+            }
+        }
         header.seq = self.seq;
         header.write(buf);
         if let Some(k) = key {
@@ -1246,14 +1362,24 @@ impl Sender<'_> {
                     st.window.produced += 1;
                     st.window.produced_bytes += bytes;
                     st.window.send_delay.record_ns(delay);
+                    if aborting {
+                        st.window.txn_aborted_records += 1;
+                    }
                     if warmup {
                         st.warmup_produced += 1;
                     } else {
                         st.measured.produced += 1;
                         st.measured.produced_bytes += bytes;
                         st.measured.send_delay.record_ns(delay);
+                        if aborting {
+                            st.measured.txn_aborted_records += 1;
+                        }
                     }
+                    drop(st);
                     self.seq += 1;
+                    if self.txn.as_mut().is_some_and(|t| t.sent(warmup)) && self.end_txn() {
+                        return SendOutcome::Stopped;
+                    }
                     return SendOutcome::Accepted;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
@@ -1279,6 +1405,49 @@ impl Sender<'_> {
                     job.errors.note(format!("send: {e}"));
                     return SendOutcome::Skipped;
                 }
+            }
+        }
+    }
+
+    /// Ends the open transaction if its interval has passed; true when the producer must stop.
+    fn end_txn_if_due(&mut self) -> bool {
+        let now = self.job.clock.now_ns();
+        match self.txn.as_ref().and_then(|t| t.deadline_ns()) {
+            Some(d) if now >= d => self.end_txn(),
+            _ => false,
+        }
+    }
+
+    /// Ends the open transaction (if any) and counts it; true when a fatal error means this
+    /// producer must stop.
+    fn end_txn(&mut self) -> bool {
+        let job = self.job;
+        let Some(t) = self.txn.as_mut().filter(|t| t.is_open()) else {
+            return false;
+        };
+        let r = t.end(self.producer);
+        match r {
+            Ok(r) => {
+                let mut st = job.state.lock();
+                st.window.note_txn_end(&r);
+                // Measured when its last record is (a late producer sends warmup slots
+                // after the warmup's end, so the clock alone would count them).
+                if !r.warmup {
+                    st.measured.note_txn_end(&r);
+                }
+                drop(st);
+                if let Some(n) = r.note {
+                    job.errors.note(n);
+                }
+                false
+            }
+            Err(crate::txn::Fatal(e)) => {
+                let mut st = job.state.lock();
+                st.window.txn_errors += 1;
+                st.measured.txn_errors += 1;
+                drop(st);
+                job.errors.note(e);
+                true
             }
         }
     }
@@ -1323,6 +1492,7 @@ fn consumer_thread(job: ConsumerJob) {
         &format!("sluice-bench-consumer-{}", job.index),
         &group_id(job.run_tag),
         job.scenario.commit_interval_ms,
+        job.scenario.transactional_id.is_some(),
         &job.scenario.client_config,
     )
     .create_with_context(ctx)
@@ -1383,6 +1553,11 @@ fn consumer_thread(job: ConsumerJob) {
             s.foreign += 1;
             continue;
         };
+        if h.is_txn_aborted() {
+            s.window.txn_aborted_delivered += 1;
+            s.measured.txn_aborted_delivered += 1;
+            continue;
+        }
         let e2e = now.saturating_sub(h.sent_ns);
         let e2e_intended = now.saturating_sub(h.intended_ns);
         s.window.received += 1;
@@ -2000,7 +2175,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     // Drain: until every measured message arrived, nothing arrived for DRAIN_IDLE, or DRAIN_MAX.
     let produced_measured: u64 = producer_states
         .iter()
-        .map(|p| p.lock().measured.produced)
+        .map(|p| p.lock().measured.expected())
         .sum();
     let drain_start = Instant::now();
     let drain_max = if interrupted {
@@ -2091,7 +2266,8 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
         produced.merge(&st.measured);
         warmup_produced += st.warmup_produced;
         warmup_acked += st.warmup_acked;
-        produced_counts.push(st.measured.produced);
+        // The audit expects every measured record but those of transactions drawn to abort.
+        produced_counts.push(st.measured.expected());
         acked_sets.push(st.acked_set.clone());
     }
     let mut consumed = ConsumeSide::default();

@@ -11,7 +11,15 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// Latency distributions, as they appear in metric names (`p99_ack_ms`).
-pub const LATENCY_KINDS: [&str; 5] = ["ack", "ack_intended", "send_delay", "e2e", "e2e_intended"];
+pub const LATENCY_KINDS: [&str; 7] = [
+    "ack",
+    "ack_intended",
+    "send_delay",
+    "e2e",
+    "e2e_intended",
+    "txn_commit",
+    "txn_abort",
+];
 /// Statistics of each latency distribution.
 pub const LATENCY_STATS: [&str; 11] = [
     "min", "mean", "p50", "p75", "p90", "p95", "p99", "p99_5", "p999", "p9999", "max",

@@ -895,6 +895,23 @@ pub fn body(r: &Report) -> String {
             }
         }
     }
+    if let Some(t) = &r.transactions {
+        let _ = write!(
+            o,
+            "<tr><td>transactions</td><td style=text-align:left>{} committed ({:.1}/s) · {} aborted · {} commits failed · {} errors · {} msgs / {} ms each · aborted records {} (delivered under read_committed: {}) · flush before EndTxn p50 {} ms, p99 {} ms</td></tr>",
+            t.committed,
+            t.committed_per_s,
+            t.aborted,
+            t.commit_failed,
+            t.errors,
+            t.messages_per_txn,
+            t.interval_ms,
+            t.aborted_records,
+            t.aborted_records_delivered,
+            ms(t.flush.p50_ms),
+            ms(t.flush.p99_ms)
+        );
+    }
     if let Some(sp) = &r.latency_split {
         let _ = write!(
             o,
@@ -918,8 +935,15 @@ pub fn body(r: &Report) -> String {
         ("send delay", &r.latency.send_delay),
         ("end-to-end", &r.latency.e2e),
         ("e2e from intended", &r.latency.e2e_intended),
+        ("txn commit (EndTxn)", &r.latency.txn_commit),
+        ("txn abort (EndTxn)", &r.latency.txn_abort),
     ];
-    for (name, l) in lat {
+    // The transaction rows only in transactional mode.
+    let txn = r.transactions.is_some();
+    for (name, l) in lat
+        .into_iter()
+        .filter(|(n, _)| txn || !n.starts_with("txn"))
+    {
         let _ = write!(
             o,
             "<tr><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -48,6 +48,7 @@ pub mod shaping;
 pub mod target;
 pub mod topology;
 pub mod txmeta;
+pub mod txn;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -199,6 +200,21 @@ pub struct BenchArgs {
     /// max.in.flight.requests.per.connection.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_in_flight: Option<u32>,
+    /// Transactional producers: producer n uses transactional.id ID-<n> and sends everything
+    /// in transactions (--txn-messages, --txn-interval-ms); consumers read read_committed.
+    /// Implies --acks all and --idempotence true.
+    #[arg(long, value_name = "ID")]
+    pub transactional_id: Option<String>,
+    /// Messages per transaction (default 1000; 0 = only --txn-interval-ms ends one).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=limits::MAX_TXN_MESSAGES as i64))]
+    pub txn_messages: Option<u32>,
+    /// Also end a transaction once it is this many ms old (0 = off).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=limits::MAX_TXN_INTERVAL_MS as i64))]
+    pub txn_interval_ms: Option<u32>,
+    /// Fraction of transactions aborted instead of committed (0..1); their records must never
+    /// reach the read_committed consumers.
+    #[arg(long, value_parser = shaping::parse_ratio)]
+    pub txn_abort_ratio: Option<f64>,
     /// client: librdkafka's partitioner (no key); round-robin: explicit partition per message.
     #[arg(long, value_enum)]
     pub partitioning: Option<Partitioning>,
@@ -486,7 +502,11 @@ impl BenchArgs {
              burst_duration => burst_duration_s, burst_period => burst_period_s,
              bp_max_lag => bp_max_lag, bp_resume_lag => bp_resume_lag, bp_poll => bp_poll_ms,
              entries => entries_per_record, topics => topics,
-             commit_interval_ms => commit_interval_ms);
+             commit_interval_ms => commit_interval_ms, txn_messages => txn_messages,
+             txn_interval_ms => txn_interval_ms, txn_abort_ratio => txn_abort_ratio);
+        if let Some(id) = &self.transactional_id {
+            s.set("transactional_id", id)?;
+        }
         if let Some(p) = self.phase_after {
             s.phase_after_s = Some(p);
         }

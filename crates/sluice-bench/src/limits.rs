@@ -244,3 +244,17 @@ pub const LAG_FINAL_ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// The consumers' final synchronous offset commit is awaited this long (librdkafka's own has
 /// no timeout: with a dead coordinator it would hold the run forever).
 pub const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Transactional mode (`--transactional-id`): the most messages one transaction may hold, and
+/// the longest commit interval (Kafka's `transaction.max.timeout.ms` default is 15 min).
+pub const MAX_TXN_MESSAGES: u32 = 10_000_000;
+pub const MAX_TXN_INTERVAL_MS: u32 = 900_000;
+/// `transaction.timeout.ms` of the bench's transactional producers: above the longest commit
+/// interval the bench allows by default, below Kafka's `transaction.max.timeout.ms`.
+pub const TXN_TIMEOUT_MS: u32 = 60_000;
+/// How long one `init_transactions`, `commit_transaction` or `abort_transaction` call may
+/// block; past it the call is reported as an error and the producer stops (never hangs).
+pub const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the flush before EndTxn checks that every record is acknowledged: short, so
+/// the transaction's own time is not padded (it is polled, see `txn::wait_acknowledged`).
+pub const TXN_FLUSH_POLL: Duration = Duration::from_micros(200);

@@ -18,6 +18,9 @@ use crate::limits;
 pub const HEADER_BYTES: usize = 40;
 const MAGIC: [u8; 4] = *b"SLB1";
 pub const FLAG_WARMUP: u32 = 1;
+/// Sent inside a transaction the producer will abort (`txn`): never to be delivered to a
+/// read_committed consumer, never expected by the audit.
+pub const FLAG_TXN_ABORTED: u32 = 2;
 
 /// The decoded bench header of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +36,10 @@ pub struct Header {
 impl Header {
     pub fn is_warmup(&self) -> bool {
         self.flags & FLAG_WARMUP != 0
+    }
+
+    pub fn is_txn_aborted(&self) -> bool {
+        self.flags & FLAG_TXN_ABORTED != 0
     }
 
     /// Writes the header into the first `HEADER_BYTES` of `buf` (which must be at least that long;

@@ -65,6 +65,9 @@ pub struct Report {
     pub backlog: Option<crate::backlog::BacklogResult>,
     /// The application batcher's flushes; null when it is off.
     pub app_batcher: Option<AppBatcher>,
+    /// Transactional mode (`--transactional-id`): transactions and their records; null
+    /// otherwise. The EndTxn latencies are `latency.txn_commit` and `latency.txn_abort`.
+    pub transactions: Option<TxnSummary>,
     pub intervals: Vec<IntervalSample>,
     /// The scenario's fault commands as they ran (start, end, exit code, output tail) and what
     /// each did to the load (time to recover, ack stall); empty without faults.
@@ -205,6 +208,11 @@ pub struct Latencies {
     pub e2e: LatencySummary,
     /// Consumer receipt minus the intended send time.
     pub e2e_intended: LatencySummary,
+    /// Transactional mode: `commit_transaction` after the transaction's flush, i.e. the
+    /// EndTxn round trip as the client sees it (empty otherwise).
+    pub txn_commit: LatencySummary,
+    /// Transactional mode: `abort_transaction` after the flush (empty otherwise).
+    pub txn_abort: LatencySummary,
 }
 
 impl Latencies {
@@ -215,6 +223,8 @@ impl Latencies {
             "send_delay" => Some(&self.send_delay),
             "e2e" => Some(&self.e2e),
             "e2e_intended" => Some(&self.e2e_intended),
+            "txn_commit" => Some(&self.txn_commit),
+            "txn_abort" => Some(&self.txn_abort),
             _ => None,
         }
     }
@@ -362,6 +372,31 @@ fn broker_process(
         per_broker: Vec::new(),
         gone_at_s: None,
     }
+}
+
+/// The transactional mode's counts (measured window: transactions whose last record is a measured one).
+#[derive(Debug, Serialize)]
+pub struct TxnSummary {
+    /// Producer n's `transactional.id` is `<prefix>-<n>`.
+    pub transactional_id_prefix: String,
+    pub messages_per_txn: u32,
+    pub interval_ms: u32,
+    pub abort_ratio: f64,
+    pub committed: u64,
+    /// Aborted as drawn (`abort_ratio`).
+    pub aborted: u64,
+    /// Commits that failed with an abortable error and were aborted (their records count as
+    /// lost in the audit).
+    pub commit_failed: u64,
+    /// Fatal transaction errors (each stopped its producer).
+    pub errors: u64,
+    pub committed_per_s: f64,
+    /// Measured records sent in transactions drawn to abort (not expected by the audit).
+    pub aborted_records: u64,
+    /// Records of aborted transactions the read_committed consumers received (must be 0).
+    pub aborted_records_delivered: u64,
+    /// The flush before each EndTxn (the transaction's last records' acknowledgement).
+    pub flush: LatencySummary,
 }
 
 #[derive(Debug, Serialize)]
@@ -589,7 +624,10 @@ pub fn build(
         rate_accuracy_pct: target_rate
             .filter(|_| measure_s > 0.0)
             .map(|t| produced_msg_s / t as f64 * 100.0),
-        delivery_pct: (c.produced > 0).then(|| d.audit.received as f64 / c.produced as f64 * 100.0),
+        // Of the records the consumers must get (`audit.produced`: without those of
+        // transactions drawn to abort; all of them otherwise).
+        delivery_pct: (d.audit.produced > 0)
+            .then(|| d.audit.received as f64 / d.audit.produced as f64 * 100.0),
         received_entries_s: (scenario.entries_per_record > 0)
             .then(|| per_s(d.consumed.entries, measure_s)),
     };
@@ -668,7 +706,40 @@ pub fn build(
         send_delay: d.produced.send_delay.summary(),
         e2e: d.consumed.e2e.summary(),
         e2e_intended: d.consumed.e2e_intended.summary(),
+        txn_commit: d.produced.txn_commit.summary(),
+        txn_abort: d.produced.txn_abort.summary(),
     };
+    let transactions = scenario.transactional_id.as_ref().map(|id| {
+        let p = &d.produced;
+        TxnSummary {
+            transactional_id_prefix: id.clone(),
+            messages_per_txn: scenario.txn_messages,
+            interval_ms: scenario.txn_interval_ms,
+            abort_ratio: scenario.txn_abort_ratio,
+            committed: p.txn_committed,
+            aborted: p.txn_aborted,
+            commit_failed: p.txn_commit_failed,
+            errors: p.txn_errors,
+            committed_per_s: per_s(p.txn_committed, measure_s),
+            aborted_records: p.txn_aborted_records,
+            aborted_records_delivered: d.consumed.txn_aborted_delivered,
+            flush: p.txn_flush.summary(),
+        }
+    });
+    if let Some(t) = transactions.as_ref() {
+        if t.aborted_records_delivered > 0 {
+            warnings.push(format!(
+                "{} records of aborted transactions reached the read_committed consumers",
+                t.aborted_records_delivered
+            ));
+        }
+        if t.errors + t.commit_failed > 0 {
+            warnings.push(format!(
+                "transactions: {} fatal errors, {} commits that failed and were aborted (see the client errors)",
+                t.errors, t.commit_failed
+            ));
+        }
+    }
     let total_msgs = c.produced + c.warmup_produced;
     let total_mib = mib(total_msgs * scenario.message_bytes as u64);
     let span_s = d.intervals.last().map(|i| i.elapsed_s).unwrap_or(0.0);
@@ -820,6 +891,7 @@ pub fn build(
         rate_search: d.rate_search.clone(),
         backlog: d.backlog.clone(),
         app_batcher,
+        transactions,
         loss: None,
         unsynced: None,
         intervals: data.intervals,
@@ -1211,7 +1283,7 @@ impl Report {
         let _ = writeln!(
             o,
             " produced  {:>10} msgs  {:>10.0} msg/s  {:>8.2} MiB/s{}",
-            a.produced,
+            self.counts.produced,
             t.produced_msg_s,
             t.produced_mib_s,
             t.rate_accuracy_pct
@@ -1277,8 +1349,15 @@ impl Report {
             ("send delay", &self.latency.send_delay),
             ("end-to-end", &self.latency.e2e),
             ("e2e from intended", &self.latency.e2e_intended),
+            ("txn commit (EndTxn)", &self.latency.txn_commit),
+            ("txn abort (EndTxn)", &self.latency.txn_abort),
         ];
-        for (name, l) in rows {
+        // The transaction rows only in transactional mode.
+        let txn = self.transactions.is_some();
+        for (name, l) in rows
+            .into_iter()
+            .filter(|(n, _)| txn || !n.starts_with("txn"))
+        {
             let _ = writeln!(
                 o,
                 " {:<20} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
@@ -1290,6 +1369,23 @@ impl Report {
                 ms(l.p99_9_ms),
                 ms(l.p99_99_ms),
                 ms(l.max_ms)
+            );
+        }
+        if let Some(t) = &self.transactions {
+            let _ = writeln!(
+                o,
+                " transactions       {} committed ({:.1}/s) · {} aborted · {} commits failed · {} errors · {} msgs / {} ms each · aborted records {} (delivered: {}) · flush before EndTxn p50 {} p99 {} ms",
+                t.committed,
+                t.committed_per_s,
+                t.aborted,
+                t.commit_failed,
+                t.errors,
+                t.messages_per_txn,
+                t.interval_ms,
+                t.aborted_records,
+                t.aborted_records_delivered,
+                ms(t.flush.p50_ms),
+                ms(t.flush.p99_ms)
             );
         }
         if let Some(sp) = &self.latency_split {

@@ -145,6 +145,17 @@ pub struct Scenario {
     /// librdkafka settings for every client of the run (`-X`, `--client-config`; see
     /// `clientconf`), secrets shown as `***`.
     pub client_config: crate::clientconf::ClientConf,
+    /// Transactional producers (issue 12): producer `n` runs with `transactional.id`
+    /// `<transactional_id>-<n>` and sends everything inside transactions; the consumers read
+    /// with `isolation.level=read_committed`. None: plain producers.
+    pub transactional_id: Option<String>,
+    /// Messages per transaction (0: no count limit, `txn_interval_ms` alone ends them).
+    pub txn_messages: u32,
+    /// A transaction is also ended once it is this old (0: only `txn_messages` ends it).
+    pub txn_interval_ms: u32,
+    /// Fraction of transactions aborted instead of committed, drawn before each one begins
+    /// from the seed (its records are flagged, so a consumer that sees one reports it).
+    pub txn_abort_ratio: f64,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -207,12 +218,21 @@ impl Scenario {
             topic_config: BTreeMap::new(),
             fault_cmd: Vec::new(),
             client_config: Default::default(),
+            transactional_id: None,
+            txn_messages: 1000,
+            txn_interval_ms: 0,
+            txn_abort_ratio: 0.0,
         }
     }
 
     /// Settles settings that depend on others: a txmeta payload sizes the message from its
-    /// entry count (100 unless given); other payloads carry no entries.
+    /// entry count (100 unless given); other payloads carry no entries; a transactional
+    /// producer is idempotent with acks=all (librdkafka refuses anything else).
     pub fn normalize(&mut self) {
+        if self.transactional_id.is_some() {
+            self.acks = Acks::All;
+            self.idempotence = true;
+        }
         if self.payload == PayloadClass::Txmeta {
             if self.entries_per_record == 0 {
                 self.entries_per_record = 100;
@@ -380,6 +400,21 @@ impl Scenario {
             }
             "app_batch_mode" => self.shaping.app_batch_mode = set_enum(v).map_err(bad)?,
             "app_batch_max" => self.shaping.app_batch_max = set_int(v, 1, u32::MAX).map_err(bad)?,
+            "transactional_id" => {
+                self.transactional_id = match v {
+                    "" | "none" | "null" | "off" => None,
+                    _ => Some(set_name(v).map_err(bad)?),
+                }
+            }
+            "txn_messages" => {
+                self.txn_messages = set_int(v, 0, limits::MAX_TXN_MESSAGES).map_err(bad)?
+            }
+            "txn_interval_ms" => {
+                self.txn_interval_ms = set_int(v, 0, limits::MAX_TXN_INTERVAL_MS).map_err(bad)?
+            }
+            "txn_abort_ratio" => {
+                self.txn_abort_ratio = crate::shaping::parse_ratio(v).map_err(bad)?
+            }
             _ => {
                 return Err(format!(
                     "unknown scenario key {key:?}; keys are: {}",
@@ -408,6 +443,11 @@ impl Scenario {
                 "--topics x --partitions is {topic_partitions} topic-partitions; at most {} are supported",
                 limits::MAX_TOPIC_PARTITIONS
             ));
+        }
+        if self.transactional_id.is_some() && self.txn_messages == 0 && self.txn_interval_ms == 0 {
+            return Err(
+                "--transactional-id needs --txn-messages or --txn-interval-ms above 0".into(),
+            );
         }
         if self.bp_max_lag > 0 && self.bp_resume() > self.bp_max_lag {
             return Err("--bp-resume-lag must not exceed --bp-max-lag".into());

@@ -258,3 +258,8 @@ pub const QUOTA_ENTITY_NAME_BYTES_MAX: usize = 1024;
 pub const QUOTA_BUCKETS_MAX: usize = 100_000;
 /// Longest SASL token (client message) accepted in one SaslAuthenticate.
 pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;
+/// Partition verifications of one AddPartitionsToTxn / AddOffsetsToTxn queued on the log
+/// before the service waits for them (`txns::verify`): they share commit rounds instead of
+/// waiting for one round each, and a request naming very many partitions holds at most
+/// this many waiters at a time.
+pub const TXN_VERIFY_IN_FLIGHT_MAX: usize = 1024;

@@ -242,7 +242,11 @@ impl TxnService {
         }
     }
 
-    /// Marks `partitions` as part of the producer's transaction in the log (§6.1).
+    /// Marks `partitions` as part of the producer's transaction in the log (§6.1). The
+    /// verifications are queued together (up to `TXN_VERIFY_IN_FLIGHT_MAX` at a time) and
+    /// then awaited, so they share the committer's rounds: one at a time, a transaction over
+    /// N partitions waited for N rounds in a row, each behind whatever fsync was in progress
+    /// (measured: AddPartitionsToTxn p99 0.8-2 s over 12 partitions on a loaded machine).
     pub async fn verify(
         &self,
         topics: &TopicRegistry,
@@ -250,12 +254,19 @@ impl TxnService {
         producer_id: i64,
         producer_epoch: i16,
     ) -> Result<(), LogError> {
-        for tp in partitions {
-            let Some(key) = marker_key(topics, tp) else {
-                continue;
-            };
-            let (id, epoch) = (ProducerId(producer_id), ProducerEpoch(producer_epoch));
-            self.log.verify_txn(&key, id, epoch).await?.wait().await?;
+        let (id, epoch) = (ProducerId(producer_id), ProducerEpoch(producer_epoch));
+        let batch = partitions.len().min(limits::TXN_VERIFY_IN_FLIGHT_MAX);
+        let mut waiters = Vec::with_capacity(batch);
+        for chunk in partitions.chunks(limits::TXN_VERIFY_IN_FLIGHT_MAX) {
+            for tp in chunk {
+                if let Some(key) = marker_key(topics, tp) {
+                    waiters.push(self.log.verify_txn(&key, id, epoch).await?);
+                }
+            }
+            debug_assert!(waiters.len() <= limits::TXN_VERIFY_IN_FLIGHT_MAX);
+            for waiter in waiters.drain(..) {
+                waiter.wait().await?;
+            }
         }
         Ok(())
     }

@@ -266,7 +266,9 @@ impl GroupCoordinator {
         self.consumer.get(group_id)
     }
 
-    /// Number of groups held (classic, consumer, and offset-only).
+    /// Number of groups held (classic, consumer, offset-only, and groups known only from
+    /// pending transactional offsets: a TxnOffsetCommit to a group that does not exist yet
+    /// holds memory for it too, so it counts against `groups_max` like any group).
     pub fn group_count(&self) -> usize {
         self.groups.len()
             + self
@@ -274,6 +276,24 @@ impl GroupCoordinator {
                 .keys()
                 .filter(|id| !self.groups.contains_key(*id))
                 .count()
+            + self
+                .pending_by_group
+                .keys()
+                .filter(|id| !self.groups.contains_key(*id) && !self.consumer.contains_key(*id))
+                .count()
+    }
+
+    /// Whether `group_id` is already counted by [`Self::group_count`].
+    fn holds_group(&self, group_id: &str) -> bool {
+        self.groups.contains_key(group_id)
+            || self.consumer.contains_key(group_id)
+            || self.pending_by_group.contains_key(group_id)
+    }
+
+    /// Whether `group_id` may take memory as a group: it is held already, or `groups_max`
+    /// leaves room for one more.
+    fn admits_group(&self, group_id: &str) -> bool {
+        self.holds_group(group_id) || self.group_count() < self.config.groups_max
     }
 
     /// True when a KIP-848 group with members owns `group_id`.
@@ -474,7 +494,7 @@ impl GroupCoordinator {
                 refuse(&mut fx, GroupError::UnknownMemberId);
                 return fx;
             }
-            if self.group_count() >= self.config.groups_max {
+            if !self.admits_group(&req.group_id) {
                 refuse(&mut fx, GroupError::CoordinatorNotAvailable);
                 return fx;
             }
@@ -714,7 +734,7 @@ impl GroupCoordinator {
                     "unknown member id",
                 );
             }
-            if self.group_count() >= self.config.groups_max {
+            if !self.admits_group(id) {
                 return ConsumerHeartbeatResponse::refusal(
                     GroupError::CoordinatorNotAvailable,
                     "the coordinator holds its maximum number of groups",
@@ -763,7 +783,7 @@ impl GroupCoordinator {
             // KIP-848 group: `generation_id` is the member epoch.
             return c.validate_commit(&auth.member_id, auth.generation_id);
         }
-        let at_group_limit = self.group_count() >= self.config.groups_max;
+        let at_group_limit = !self.admits_group(&auth.group_id);
         match self.groups.get_mut(&auth.group_id) {
             Some(g) => g.validate_commit(now_ms, auth),
             None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),
@@ -799,7 +819,7 @@ impl GroupCoordinator {
                 other => other,
             };
         }
-        let at_group_limit = self.group_count() >= self.config.groups_max;
+        let at_group_limit = !self.admits_group(&auth.group_id);
         match self.groups.get_mut(&auth.group_id) {
             Some(g) => g.validate_txn_commit(now_ms, auth),
             None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),

@@ -1933,3 +1933,36 @@ fn txn_offset_commit_validation_matrix() {
     old.group_instance_id = Some("i1".into());
     assert_eq!(v(&mut h, old), Err(GroupError::FencedInstanceId));
 }
+
+// Goal: pending transactional offsets of a group that does not exist yet count against
+// `groups_max`, so TxnOffsetCommits to ever new group ids cannot hold memory without bound;
+// a group already held (here only by its pending offsets) is still admitted at the limit,
+// and a decided transaction frees its slot.
+#[test]
+fn pending_offsets_of_unknown_groups_count_against_groups_max() {
+    let mut h = H::with(GroupConfig {
+        groups_max: 2,
+        ..config()
+    });
+    let v = |h: &mut H, g: &str| h.c.validate_txn_offset_commit(h.now, &auth(g, -1, ""));
+    for (i, g) in ["p1", "p2"].into_iter().enumerate() {
+        assert_eq!(v(&mut h, g), Ok(()));
+        h.c.apply_txn_offset(1, &offset_rec(g, "t", 0, Some(5)), i as i64);
+    }
+    assert!(h.c.group("p1").is_none(), "held only as pending offsets");
+    assert_eq!(h.c.group_count(), 2);
+    assert_eq!(
+        v(&mut h, "p3"),
+        Err(GroupError::CoordinatorNotAvailable),
+        "a third group id past groups_max"
+    );
+    assert_eq!(
+        h.c.validate_offset_commit(h.now, &auth("p3", -1, "")),
+        Err(GroupError::CoordinatorNotAvailable)
+    );
+    assert_eq!(v(&mut h, "p1"), Ok(()), "a group already held is admitted");
+    // ABORT drops the pending offsets: the slots are free again.
+    h.c.complete_txn(1, false, 0);
+    assert_eq!(h.c.group_count(), 0);
+    assert_eq!(v(&mut h, "p3"), Ok(()));
+}

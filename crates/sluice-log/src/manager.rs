@@ -657,6 +657,7 @@ impl LogManager {
                 last_sequence: newest.map_or(-1, |b| b.last_seq),
                 last_timestamp_ms: newest.map_or(-1, |b| b.timestamp_ms),
                 current_txn_start_offset: e.current_txn_first_offset,
+                coordinator_epoch: e.coordinator_epoch,
             }
         }));
         Ok(())

@@ -6,7 +6,7 @@
 //! | bytes | field |
 //! |-------|-------|
 //! | 8     | magic `SLUICEPS` |
-//! | 2     | version (2; version 1 files still load) |
+//! | 2     | version (3; versions 1 and 2 still load) |
 //! | 2     | flags (0) |
 //! | 16    | topic id |
 //! | 4     | partition i32 |
@@ -18,7 +18,8 @@
 //! | 4     | CRC-32C of every byte before it |
 //!
 //! Entry: producer id i64, producer epoch i16, last activity ms i64, (version 2:) first
-//! offset of the open transaction i64 (-1: none), batch count u8 (1..=5; version 2 also
+//! offset of the open transaction i64 (-1: none), (version 3:) coordinator epoch of the
+//! producer's newest marker i32 (-1: none yet), batch count u8 (1..=5; version 2 also
 //! 0, for a producer known only from a marker or a verification), then per cached batch,
 //! oldest first: first sequence i32, last sequence i32, first offset i64, last offset
 //! i64, timestamp i64.
@@ -40,11 +41,14 @@ use crate::txn::{AbortedTxn, ABORTED_TXN_BYTES};
 use crate::types::{Offset, ProducerEpoch, ProducerId, TopicId};
 
 const MAGIC: &[u8; 8] = b"SLUICEPS";
-const VERSION: u16 = 2;
+const VERSION: u16 = 3;
+/// Files of this version (before DescribeProducers' coordinator epoch) still load, with
+/// no coordinator epoch known (-1) until the producer's next marker.
+const VERSION_2: u16 = 2;
 /// Files of this version (before transactions) still load, with no transaction open.
 const VERSION_1: u16 = 1;
 const HEADER_LEN: usize = 8 + 2 + 2 + 16 + 4 + 8 + 4;
-const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 8 + 1;
+const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 8 + 4 + 1;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
 const CRC_LEN: usize = 4;
 
@@ -88,6 +92,7 @@ pub(crate) fn encode(
         out.extend_from_slice(&entry.last_activity_ms.to_be_bytes());
         let open = entry.current_txn_first_offset.map_or(-1, |o| o.0);
         out.extend_from_slice(&open.to_be_bytes());
+        out.extend_from_slice(&entry.coordinator_epoch.unwrap_or(-1).to_be_bytes());
         let count = entry.batches().count();
         out.push(count as u8); // <= PRODUCER_BATCHES_CACHED_MAX <= 255
         for batch in entry.batches() {
@@ -126,7 +131,7 @@ pub(crate) fn decode(
     }
     let mut r = Reader { data: body, at: 8 };
     let version = r.u16()?;
-    if !(version == VERSION || version == VERSION_1) || r.u16()? != 0 {
+    if !(VERSION_1..=VERSION).contains(&version) || r.u16()? != 0 {
         return None;
     }
     if TopicId(r.bytes::<16>()?) != topic_id || r.i32()? != partition {
@@ -139,7 +144,7 @@ pub(crate) fn decode(
         let (producer_id, entry) = decode_entry(&mut r, version)?;
         table.insert_loaded(producer_id, entry);
     }
-    if version >= VERSION {
+    if version >= VERSION_2 {
         let aborted = r.u32()?;
         let mut previous: Option<Offset> = None;
         for _ in 0..aborted {
@@ -164,16 +169,21 @@ fn decode_entry(r: &mut Reader<'_>, version: u16) -> Option<(ProducerId, Produce
         VERSION_1 => -1,
         _ => r.i64()?,
     };
+    let coordinator_epoch = match version {
+        VERSION_1 | VERSION_2 => -1,
+        _ => r.i32()?,
+    };
     let count = usize::from(r.bytes::<1>()?[0]);
     let count_min = usize::from(version == VERSION_1);
     if !producer_id.is_idempotent() || count < count_min || count > PRODUCER_BATCHES_CACHED_MAX {
         return None;
     }
-    if open < -1 {
+    if open < -1 || coordinator_epoch < -1 {
         return None;
     }
     let mut entry = ProducerEntry::new(epoch, last_activity_ms);
     entry.current_txn_first_offset = (open >= 0).then_some(Offset(open));
+    entry.coordinator_epoch = (coordinator_epoch >= 0).then_some(coordinator_epoch);
     for _ in 0..count {
         entry.push(BatchMetadata {
             first_seq: r.i32()?,
@@ -365,6 +375,16 @@ mod tests {
                 .count(),
             0
         );
+        // Version 3: the coordinator epoch of a producer's newest marker (DescribeProducers)
+        // survives; a producer without a marker has none.
+        assert_eq!(
+            decoded.get(ProducerId(1)).map(|e| e.coordinator_epoch),
+            Some(Some(crate::txn::COORDINATOR_EPOCH))
+        );
+        assert_eq!(
+            decoded.get(ProducerId(2)).map(|e| e.coordinator_epoch),
+            Some(None)
+        );
         // A snapshot as of offset 30 cannot name a marker at 30.
         assert!(decode(&encode(&table, topic, 0, Offset(30)), topic, 0, 10).is_none());
         // A huge aborted count runs out of bytes instead of allocating.
@@ -374,6 +394,33 @@ mod tests {
         let crc = crc32c::crc32c(&hostile);
         hostile.extend_from_slice(&crc.to_be_bytes());
         assert!(decode(&hostile, topic, 0, 10).is_none());
+    }
+
+    #[test]
+    fn version_2_files_still_load_without_a_coordinator_epoch() {
+        // Goal: a snapshot written before snapshot v3 (no coordinator epoch per entry)
+        // loads; its producers report no coordinator epoch until their next marker.
+        let topic = TopicId([5; 16]);
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(MAGIC);
+        v2.extend_from_slice(&2u16.to_be_bytes());
+        v2.extend_from_slice(&0u16.to_be_bytes());
+        v2.extend_from_slice(&topic.0);
+        v2.extend_from_slice(&0i32.to_be_bytes());
+        v2.extend_from_slice(&9i64.to_be_bytes());
+        v2.extend_from_slice(&1u32.to_be_bytes());
+        v2.extend_from_slice(&42i64.to_be_bytes()); // producer id
+        v2.extend_from_slice(&3i16.to_be_bytes()); // epoch
+        v2.extend_from_slice(&77i64.to_be_bytes()); // last activity
+        v2.extend_from_slice(&5i64.to_be_bytes()); // open transaction at 5
+        v2.push(0); // no batches
+        v2.extend_from_slice(&0u32.to_be_bytes()); // no aborted transactions
+        let crc = crc32c::crc32c(&v2);
+        v2.extend_from_slice(&crc.to_be_bytes());
+        let (_, table) = decode(&v2, topic, 0, 10).expect("version 2 decodes");
+        let entry = table.get(ProducerId(42)).expect("entry");
+        assert_eq!(entry.current_txn_first_offset, Some(Offset(5)));
+        assert_eq!(entry.coordinator_epoch, None);
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub(crate) struct ProducerEntry {
     /// producer's ongoing transaction); cleared by the marker. Not persisted: the
     /// coordinator re-verifies the partitions of every ongoing transaction on load.
     pub(crate) verified_epoch: Option<ProducerEpoch>,
+    /// The coordinator epoch of the newest marker written for this producer here (Kafka's
+    /// `ProducerStateEntry.coordinatorEpoch`, which DescribeProducers reports); None (-1)
+    /// until its first marker. Persisted in snapshot v3.
+    pub(crate) coordinator_epoch: Option<i32>,
 }
 
 impl ProducerEntry {
@@ -144,6 +148,7 @@ impl ProducerEntry {
             last_activity_ms,
             current_txn_first_offset: None,
             verified_epoch: None,
+            coordinator_epoch: None,
         }
     }
 
@@ -195,6 +200,7 @@ impl PartialEq for ProducerEntry {
         self.epoch == other.epoch
             && self.last_activity_ms == other.last_activity_ms
             && self.current_txn_first_offset == other.current_txn_first_offset
+            && self.coordinator_epoch == other.coordinator_epoch
             && self.batches().eq(other.batches())
     }
 }
@@ -607,6 +613,7 @@ impl ProducerStateTable {
             entry.clear_batches();
         }
         entry.verified_epoch = None;
+        entry.coordinator_epoch = Some(crate::txn::COORDINATOR_EPOCH);
         entry.last_activity_ms = now_ms;
         let first = entry.current_txn_first_offset.take();
         if let Some(first) = first {
@@ -694,9 +701,11 @@ impl ProducerStateTable {
             // verification may already be for the new one, and an open transaction is
             // closed only by its marker.
             let (open, verified) = (entry.current_txn_first_offset, entry.verified_epoch);
+            let coordinator_epoch = entry.coordinator_epoch;
             *entry = ProducerEntry::new(batch.epoch, now_ms);
             entry.current_txn_first_offset = open;
             entry.verified_epoch = verified;
+            entry.coordinator_epoch = coordinator_epoch;
         }
         entry.push(written);
         entry.last_activity_ms = now_ms;

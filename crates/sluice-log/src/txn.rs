@@ -51,7 +51,7 @@ pub(crate) const CONTROL_KEY_BYTES_MAX: usize = 5 * 5 + 4;
 
 /// The coordinator epoch written in every marker's value. Sluice has one coordinator and
 /// no coordinator epochs (docs/transactions.md §12).
-const COORDINATOR_EPOCH: i32 = 0;
+pub(crate) const COORDINATOR_EPOCH: i32 = 0;
 
 fn put_varint(out: &mut Vec<u8>, value: i64) {
     let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
@@ -171,6 +171,9 @@ pub struct ActiveProducer {
     pub last_timestamp_ms: i64,
     /// The first offset of its open transaction here, if any.
     pub current_txn_start_offset: Option<Offset>,
+    /// The coordinator epoch of its newest marker here; None before its first marker
+    /// (Kafka reports -1 then).
+    pub coordinator_epoch: Option<i32>,
 }
 
 /// Encoded size of an [`AbortedTxn`] (Kafka's `.txnindex` entry).

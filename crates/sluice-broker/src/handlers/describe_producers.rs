@@ -1,8 +1,9 @@
 //! DescribeProducers (key 61), v0 (KIP-664, `kafka-transactions.sh describe-producers`):
 //! for each requested partition, every producer its producer state holds: producer id,
 //! epoch, last sequence and last timestamp (of its newest batch, -1 when none), coordinator
-//! epoch (-1: markers carry no coordinator epoch here, docs/transactions.md §12) and the
-//! first offset of its open transaction (-1 none).
+//! epoch (of its newest marker in the partition, as Kafka: -1 before its first marker; the
+//! one coordinator's markers carry epoch 0, docs/transactions.md §12) and the first offset
+//! of its open transaction (-1 none).
 //!
 //! Per partition, as Kafka: no READ on the topic TOPIC_AUTHORIZATION_FAILED (checked
 //! first), an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION. Answered from memory
@@ -22,7 +23,8 @@ use sluice_log::ActiveProducer;
 use super::{str_bytes, Ctx, Reply};
 use crate::{acl, error_code, limits};
 
-/// "No coordinator epoch": Sluice's markers carry none (one coordinator, §12).
+/// "No coordinator epoch": the producer has no marker in the partition yet (Kafka's
+/// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).
 const NO_COORDINATOR_EPOCH: i32 = -1;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -78,7 +80,7 @@ fn state(p: &ActiveProducer) -> ProducerState {
     s.producer_epoch = i32::from(p.epoch.0);
     s.last_sequence = p.last_sequence;
     s.last_timestamp = p.last_timestamp_ms;
-    s.coordinator_epoch = NO_COORDINATOR_EPOCH;
+    s.coordinator_epoch = p.coordinator_epoch.unwrap_or(NO_COORDINATOR_EPOCH);
     s.current_txn_start_offset = p.current_txn_start_offset.map_or(-1, |o| o.0);
     s
 }
