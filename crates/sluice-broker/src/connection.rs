@@ -14,7 +14,9 @@
 //! buffer of its own, which leaves with the frame; its allocation is kept and reused for a
 //! later big frame once the old one is gone, within the bounds of `frame_buffers`. Once a
 //! frame's size prefix has arrived, its body must arrive within
-//! [`limits::FRAME_READ_TIMEOUT_MS`].
+//! [`limits::FRAME_READ_TIMEOUT_MS`]. While the rest of a big frame is awaited, the socket's
+//! low-water mark is set to that rest (`SO_RCVLOWAT`, within `limits::RECV_LOW_WATER_*`), so
+//! a 1 MiB produce request wakes the reader once or twice, not once per burst of segments.
 //!
 //! Lifetime: a connection with no bytes received and no response owed for
 //! `connections.max.idle.ms` is closed, and so is one whose client does not take a response
