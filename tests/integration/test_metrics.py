@@ -260,6 +260,21 @@ def test_admin_listener_off_by_default_and_a_broker_setting(sluice_factory):
     assert http_get(b2.metrics_url + "/ready")[0] == 200
 
 
+def hold_admin_slots(addr, n: int) -> list[socket.socket]:
+    """`n` idle admin connections that all hold a slot. A connection closed a moment ago
+    may still hold its slot while its task ends (on a busy machine, a few milliseconds
+    after the client saw the close); a new one refused meanwhile is closed at once, so any
+    that closes within half a second is a sign to let go of all and try again."""
+    for _ in range(10):
+        socks = [socket.create_connection(addr, timeout=5) for _ in range(n)]
+        if not any(kwire.wait_closed(s, timeout=0.5) for s in socks):
+            return socks
+        for s in socks:
+            s.close()
+        time.sleep(0.5)
+    raise AssertionError(f"could not hold {n} admin connections")
+
+
 def test_bad_admin_requests_close_without_harming_kafka(sluice_factory, topic_name):
     """Goal: malformed, oversized and idle admin connections are closed, more than the admin
     connection limit are refused, and none of it disturbs the Kafka listener.
@@ -283,12 +298,16 @@ def test_bad_admin_requests_close_without_harming_kafka(sluice_factory, topic_na
             s.sendall(b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * (64 * 1024))
         except (BrokenPipeError, ConnectionResetError):
             pass
-        reply = s.recv(1024)
+        try:
+            reply = s.recv(1024)
+        except ConnectionResetError:
+            # Closed with our bytes still unread: the kernel answers with a reset, which
+            # can overtake the 431 (a race on the machine's load, not a broker fault).
+            reply = b""
         assert reply.startswith(b"HTTP/1.1 431") or reply == b"", reply
         assert kwire.wait_closed(s)
 
-    idle = [socket.create_connection(addr, timeout=5) for _ in range(4)]
-    time.sleep(0.2)
+    idle = hold_admin_slots(addr, 4)
     try:
         with socket.create_connection(addr, timeout=5) as extra:
             assert kwire.wait_closed(extra, timeout=2), "a fifth admin connection must be refused"
