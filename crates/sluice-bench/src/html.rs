@@ -898,18 +898,8 @@ pub fn body(r: &Report) -> String {
     if let Some(t) = &r.transactions {
         let _ = write!(
             o,
-            "<tr><td>transactions</td><td style=text-align:left>{} committed ({:.1}/s) · {} aborted · {} commits failed · {} errors · {} msgs / {} ms each · aborted records {} (delivered under read_committed: {}) · flush before EndTxn p50 {} ms, p99 {} ms</td></tr>",
-            t.committed,
-            t.committed_per_s,
-            t.aborted,
-            t.commit_failed,
-            t.errors,
-            t.messages_per_txn,
-            t.interval_ms,
-            t.aborted_records,
-            t.aborted_records_delivered,
-            ms(t.flush.p50_ms),
-            ms(t.flush.p99_ms)
+            "<tr><td>transactions</td><td style=text-align:left>{}</td></tr>",
+            t.summary_line()
         );
     }
     if let Some(sp) = &r.latency_split {

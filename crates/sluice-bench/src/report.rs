@@ -399,6 +399,27 @@ pub struct TxnSummary {
     pub flush: LatencySummary,
 }
 
+impl TxnSummary {
+    /// The one-line summary the text and HTML reports both show.
+    pub fn summary_line(&self) -> String {
+        let ms = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
+        format!(
+            "{} committed ({:.1}/s) · {} aborted · {} commits failed · {} errors · {} msgs / {} ms each · aborted records {} (delivered under read_committed: {}) · flush before EndTxn p50 {} p99 {} ms",
+            self.committed,
+            self.committed_per_s,
+            self.aborted,
+            self.commit_failed,
+            self.errors,
+            self.messages_per_txn,
+            self.interval_ms,
+            self.aborted_records,
+            self.aborted_records_delivered,
+            ms(self.flush.p50_ms),
+            ms(self.flush.p99_ms)
+        )
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct AppBatcher {
     pub mode: crate::shaping::AppBatchMode,
@@ -1372,21 +1393,7 @@ impl Report {
             );
         }
         if let Some(t) = &self.transactions {
-            let _ = writeln!(
-                o,
-                " transactions       {} committed ({:.1}/s) · {} aborted · {} commits failed · {} errors · {} msgs / {} ms each · aborted records {} (delivered: {}) · flush before EndTxn p50 {} p99 {} ms",
-                t.committed,
-                t.committed_per_s,
-                t.aborted,
-                t.commit_failed,
-                t.errors,
-                t.messages_per_txn,
-                t.interval_ms,
-                t.aborted_records,
-                t.aborted_records_delivered,
-                ms(t.flush.p50_ms),
-                ms(t.flush.p99_ms)
-            );
+            let _ = writeln!(o, " transactions       {}", t.summary_line());
         }
         if let Some(sp) = &self.latency_split {
             let _ = writeln!(
