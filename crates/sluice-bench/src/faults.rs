@@ -212,7 +212,7 @@ fn tail(mut f: std::fs::File) -> String {
 /// What a fault did to the load, from the 1-second series.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct FaultImpact {
-    /// Pre-fault baseline: mean acked msg/s and the median of the per-interval ack p99 over
+    /// Pre-fault baseline: the lower medians of the per-interval acked msg/s and ack p99 over
     /// the measured intervals before the fault (at most `limits::RECOVERY_BASELINE_INTERVALS`).
     pub baseline_acked_msg_s: Option<f64>,
     pub baseline_ack_p99_ms: Option<f64>,
@@ -254,6 +254,12 @@ fn p99_bound(baseline_ms: f64) -> f64 {
     (baseline_ms * limits::RECOVERY_P99_FACTOR).max(baseline_ms + limits::RECOVERY_P99_SLACK_MS)
 }
 
+/// The lower median of `v` (the smaller middle value of an even count); None when empty.
+fn lower_median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len().saturating_sub(1) / 2).copied()
+}
+
 /// The impact of a fault that started at `fault_s` (seconds since load start) on `intervals`,
 /// against the steady state before `baseline_until_s` (the run's first fault: a restart that
 /// follows a kill is judged against the healthy load, not the outage).
@@ -277,13 +283,11 @@ pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64
         ..FaultImpact::default()
     };
     if !before.is_empty() {
-        let n = before.len() as f64;
-        imp.baseline_acked_msg_s = Some(before.iter().map(|i| i.acked_msg_s).sum::<f64>() / n);
-        let mut p99: Vec<f64> = before.iter().filter_map(|i| i.ack_p99_ms).collect();
-        p99.sort_by(f64::total_cmp);
-        // The lower median: with few intervals (a fault early in the run) the slower one is
-        // often still the clients' and broker's warm-up.
-        imp.baseline_ack_p99_ms = p99.get(p99.len().saturating_sub(1) / 2).copied();
+        // Lower medians, not means: with few intervals (a fault early in the run) one of them
+        // is often still the clients' and broker's warm-up, a slow interval (high p99) or the
+        // catch-up after one (twice the rate), and a mean would carry it into the band.
+        imp.baseline_acked_msg_s = lower_median(before.iter().map(|i| i.acked_msg_s).collect());
+        imp.baseline_ack_p99_ms = lower_median(before.iter().filter_map(|i| i.ack_p99_ms).collect());
     }
     let after: Vec<&IntervalSample> = intervals.iter().filter(|i| is_after(i)).collect();
     // Ack stall: consecutive intervals without a single ack (by completion time).
@@ -397,6 +401,23 @@ mod tests {
         assert_eq!(imp.baseline_acked_msg_s, Some(1000.0));
         assert_eq!(imp.time_to_recover_s, Some(3.0));
         assert_eq!(imp.ack_stall_s, 1.0);
+    }
+
+    #[test]
+    fn a_warm_up_catch_up_interval_does_not_raise_the_baseline() {
+        // CI's run: the first measured interval acked the previous second's backlog too
+        // (twice the 2000 msg/s rate), the fault came one interval later, and the restarted
+        // broker was back at 2000 msg/s within 2 s. A mean baseline (3000) put every healthy
+        // interval below the band's 80 %.
+        let mut v = vec![iv(2.0, 3997.0, Some(990.0)), iv(3.0, 1999.0, Some(6.5))];
+        v.push(iv(4.0, 0.0, None));
+        v.push(iv(5.0, 0.0, None));
+        v.push(iv(6.0, 5993.0, Some(2107.0)));
+        v.push(iv(7.0, 1997.0, Some(6.6)));
+        let imp = analyze(&v, 3.0, 3.0);
+        assert_eq!(imp.baseline_acked_msg_s, Some(1999.0));
+        assert_eq!(imp.baseline_ack_p99_ms, Some(6.5));
+        assert_eq!(imp.recovered_at_s, Some(7.0));
     }
 
     #[test]

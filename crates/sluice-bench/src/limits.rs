@@ -208,7 +208,7 @@ pub const MAX_FAULTS: usize = 16;
 pub const MAX_FAULT_CMD_BYTES: usize = 4096;
 pub const FAULT_CMD_TIMEOUT: Duration = Duration::from_secs(120);
 pub const FAULT_OUTPUT_TAIL_BYTES: usize = 2048;
-/// Time to recover after a fault: the baseline is the mean acked rate and median ack p99 of
+/// Time to recover after a fault: the baseline is the lower median acked rate and ack p99 of
 /// up to this many measured intervals before it; an interval is back when its acked rate is at
 /// least the fraction and its p99 at most the factor times the baseline, or the baseline plus
 /// the slack when that is more (a 5 ms baseline on a busy machine jitters past 10 ms without
