@@ -17,5 +17,10 @@ cargo clippy --workspace --all-targets --release -- -D warnings 2>&1
 echo "== cargo test (workspace)"
 cargo test --workspace --release 2>&1
 
+# The journal is written with O_DIRECT by default; the log suite (crash models included)
+# runs once more with it written through the page cache, the other setting.
+echo "== cargo test -p sluice-log, journal through the page cache (sluice.journal.direct.io=false)"
+SLUICE_TEST_JOURNAL_DIRECT_IO=0 cargo test -p sluice-log --release 2>&1
+
 echo "== integration tests (real clients, real broker process)"
 ./scripts/test-integration.sh

@@ -287,7 +287,8 @@ pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64
         // is often still the clients' and broker's warm-up, a slow interval (high p99) or the
         // catch-up after one (twice the rate), and a mean would carry it into the band.
         imp.baseline_acked_msg_s = lower_median(before.iter().map(|i| i.acked_msg_s).collect());
-        imp.baseline_ack_p99_ms = lower_median(before.iter().filter_map(|i| i.ack_p99_ms).collect());
+        imp.baseline_ack_p99_ms =
+            lower_median(before.iter().filter_map(|i| i.ack_p99_ms).collect());
     }
     let after: Vec<&IntervalSample> = intervals.iter().filter(|i| is_after(i)).collect();
     // Ack stall: consecutive intervals without a single ack (by completion time).

@@ -79,7 +79,7 @@ pub struct BrokerConfig {
     pub explicit: BTreeMap<String, String>,
     pub fsync: FsyncPolicy,
     /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
-    /// `sluice_log::LogManagerConfig::journal_direct_io`). Default false.
+    /// `sluice_log::LogManagerConfig::journal_direct_io`). Default true.
     pub journal_direct_io: bool,
     /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
     /// produce is acknowledged and nothing is kept; never for data).
@@ -146,7 +146,7 @@ impl Default for BrokerConfig {
             topic_defaults: TopicDefaults::default(),
             explicit: BTreeMap::new(),
             fsync: FsyncPolicy::Always,
-            journal_direct_io: false,
+            journal_direct_io: true,
             storage: Storage::Disk,
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,

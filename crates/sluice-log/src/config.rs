@@ -153,7 +153,10 @@ pub struct LogManagerConfig {
     pub journal_file_bytes_max: u64,
     /// `sluice.journal.direct.io`: write journal rounds with `O_DIRECT` from one aligned
     /// buffer instead of through the page cache (same `fdatasync`, same durability).
-    /// Default false.
+    /// Default true: a buffered append into new blocks waits, in its `fdatasync`, for ext4's
+    /// one shared conversion worker, which a busy CPU starves for seconds (docs/performance.md,
+    /// "Why the journal is written with O_DIRECT by default"); false keeps the page cache
+    /// warm for consumers that lag further than the in-memory tail.
     pub journal_direct_io: bool,
     /// Checkpoint (sync dirty segments, then drop covered journal files) when this many
     /// journal bytes have been written since the last checkpoint...
@@ -225,7 +228,7 @@ impl LogManagerConfig {
             fsync: FsyncPolicy::Always,
             storage: Storage::Disk,
             journal_file_bytes_max: 128 << 20,
-            journal_direct_io: false,
+            journal_direct_io: true,
             checkpoint_bytes: 256 << 20,
             checkpoint_interval_ms: 5_000,
             append_queue_len: 4096,

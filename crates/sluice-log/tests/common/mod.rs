@@ -108,12 +108,13 @@ pub fn key(topic: &str, partition: i32) -> PartitionKey {
     }
 }
 
-/// Whether the tests run with the journal written by direct I/O
-/// (`SLUICE_TEST_JOURNAL_DIRECT_IO=1`; `sluice.journal.direct.io` in the broker). The
-/// suites that build their own configuration (the crash models) read it too, so one
-/// variable runs the whole sluice-log suite in that mode.
+/// Whether the tests run with the journal written by direct I/O (`sluice.journal.direct.io`
+/// in the broker): the default, as in production; `SLUICE_TEST_JOURNAL_DIRECT_IO=0` runs them
+/// through the page cache instead (the test command runs the suite both ways). The suites that
+/// build their own configuration (the crash models) read it too, so one variable switches the
+/// whole sluice-log suite.
 pub fn journal_direct_io() -> bool {
-    std::env::var_os("SLUICE_TEST_JOURNAL_DIRECT_IO").is_some_and(|v| v == "1")
+    std::env::var_os("SLUICE_TEST_JOURNAL_DIRECT_IO").is_none_or(|v| v != "0")
 }
 
 /// Test defaults: background threads effectively off (checkpoints are taken explicitly).
