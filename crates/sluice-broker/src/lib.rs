@@ -13,6 +13,8 @@
 //!   order (so pipelined produces to one partition keep their order) and then waits for
 //!   durability concurrently; every other API runs entirely concurrently.
 //! - [`topics`]: the topic registry and its durable metadata file.
+//! - [`clock`]: the clock seam, where the group and transaction coordinators' timers get
+//!   their time (the system clock, or a manual clock in tests).
 //! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
 //!   parked requests, timers and the internal `__consumer_offsets` partition).
 //! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
@@ -37,6 +39,7 @@
 
 pub mod acl;
 mod admin;
+pub mod clock;
 pub mod compaction;
 pub mod config;
 mod config_security;

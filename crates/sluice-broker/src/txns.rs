@@ -17,7 +17,6 @@
 //!   unfinished completions and expires idle ids (§8).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
@@ -33,7 +32,8 @@ use sluice_log::{
     ProducerId, TopicId,
 };
 
-use crate::groups::{now_ms, offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
+use crate::clock::Clock;
+use crate::groups::{offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
 use crate::limits;
 use crate::topics::TopicRegistry;
 
@@ -69,11 +69,14 @@ pub struct TxnService {
     /// The group coordinator, told when a marker in `__consumer_offsets-0` decides a
     /// producer's transactional offsets (§6.5).
     groups: Arc<GroupService>,
+    /// The coordinator's time: every call, the timer and record timestamps read it.
+    clock: Clock,
 }
 
 impl TxnService {
     /// Opens (creating if needed) the transaction state partition, with segments of
-    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it.
+    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it. Time
+    /// comes from the group coordinator's clock, so both coordinators share one.
     /// Blocking: runs before the listener accepts.
     pub fn open(
         log: &LogManager,
@@ -97,13 +100,14 @@ impl TxnService {
             coordinator: Mutex::new(coordinator),
             log: log.clone(),
             key,
+            clock: groups.clock().clone(),
             groups,
         })
     }
 
     /// Runs `f` on the coordinator with the current time.
     pub fn call<T>(&self, f: impl FnOnce(&mut TransactionCoordinator, i64) -> T) -> T {
-        f(&mut self.coordinator.lock(), now_ms())
+        f(&mut self.coordinator.lock(), self.clock.now_ms())
     }
 
     /// Starts the load completion and the timer on the current runtime.
@@ -181,7 +185,12 @@ impl TxnService {
         if let Some(prepare) = &change.prepare {
             if let Err(e) = self
                 .log
-                .append_in_group(&self.key, encode(prepare), &group, slot)
+                .append_in_group(
+                    &self.key,
+                    encode(prepare, self.clock.now_ms()),
+                    &group,
+                    slot,
+                )
                 .await
             {
                 queued_error = Some(e);
@@ -208,7 +217,12 @@ impl TxnService {
         if queued_error.is_none() {
             if let Err(e) = self
                 .log
-                .append_in_group(&self.key, encode(&change.complete), &group, slot)
+                .append_in_group(
+                    &self.key,
+                    encode(&change.complete, self.clock.now_ms()),
+                    &group,
+                    slot,
+                )
                 .await
             {
                 queued_error = Some(e);
@@ -304,7 +318,7 @@ impl TxnService {
         }
         let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
         let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
-        let mut last_expiry_ms = now_ms();
+        let mut last_expiry_ms = self.clock.now_ms();
         loop {
             let changes = self.call(|c, now| {
                 let mut changes = c.pending_completions(now);
@@ -324,7 +338,7 @@ impl TxnService {
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(Duration::from_millis(abort_interval_ms)) => {}
+                _ = self.clock.sleep_ms(abort_interval_ms) => {}
             }
         }
     }
@@ -361,8 +375,8 @@ fn marker_key(topics: &TopicRegistry, tp: &TopicPartition) -> Option<PartitionKe
     topics.get(&tp.topic)?.partition(tp.partition).cloned()
 }
 
-/// One record in a v2 batch of its own.
-fn encode(record: &TxnRecord) -> Bytes {
+/// One record in a v2 batch of its own, stamped `now` (ms).
+fn encode(record: &TxnRecord, now: i64) -> Bytes {
     let options = RecordEncodeOptions {
         version: 2,
         compression: Compression::None,
@@ -377,7 +391,7 @@ fn encode(record: &TxnRecord) -> Bytes {
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
-        timestamp: now_ms(),
+        timestamp: now,
         key: Some(Bytes::from(record.encode_key())),
         value: record.encode_value().map(Bytes::from),
         headers: IndexMap::new(),
