@@ -168,7 +168,10 @@ impl GroupService {
         let mut coordinator = GroupCoordinator::new(config, random_seed());
         let started = std::time::Instant::now();
         let loaded = load(log, &key, &mut coordinator, clock.now_ms())?;
-        coordinator.finish_load(clock.now_ms());
+        coordinator.finish_load(
+            clock.now_ms(),
+            crate::consumer_protocol::decode_subscription,
+        );
         let live = coordinator.snapshot().len() as u64;
         tracing::info!(
             records = loaded,

@@ -13,6 +13,8 @@
 //!   order (so pipelined produces to one partition keep their order) and then waits for
 //!   durability concurrently; every other API runs entirely concurrently.
 //! - [`topics`]: the topic registry and its durable metadata file.
+//! - [`consumer_protocol`]: the consumer protocol's subscription and assignment bytes,
+//!   decoded and encoded with `kafka-protocol` for the group coordinator.
 //! - [`clock`]: the clock seam, where the group and transaction coordinators' timers get
 //!   their time (the system clock, or a manual clock in tests).
 //! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
@@ -45,6 +47,7 @@ pub mod config;
 mod config_security;
 pub mod config_table;
 mod connection;
+pub mod consumer_protocol;
 pub mod error_code;
 mod frame_buffers;
 pub mod groups;

@@ -62,14 +62,30 @@ fn broker() -> InProcessBroker {
 
 /// A consumer-protocol subscription (v0) to `topics`.
 fn subscription(topics: &[&str]) -> Bytes {
-    let mut b = vec![0u8, 0];
-    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-    for t in topics {
-        b.extend_from_slice(&(t.len() as i16).to_be_bytes());
-        b.extend_from_slice(t.as_bytes());
+    subscription_v(0, topics)
+}
+
+/// A consumer-protocol subscription to `topics` at `version`, encoded by kafka-protocol
+/// (v1+ with an owned partition, v2+ a generation, v3 a rack), with user data.
+fn subscription_v(version: i16, topics: &[&str]) -> Bytes {
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as Owned;
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Encodable;
+    let mut sub = ConsumerProtocolSubscription::default();
+    sub.topics = topics.iter().map(|t| s(t)).collect();
+    sub.user_data = Some(Bytes::from_static(b"user"));
+    if version >= 1 {
+        let mut owned = Owned::default();
+        owned.topic = topic_name(topics[0]);
+        owned.partitions = vec![0];
+        sub.owned_partitions = vec![owned];
+        sub.generation_id = 1;
+        sub.rack_id = Some(s("rack-a"));
     }
-    b.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
-    Bytes::from(b)
+    let mut out = bytes::BytesMut::new();
+    out.extend_from_slice(&version.to_be_bytes());
+    sub.encode(&mut out, version).expect("encodes");
+    out.freeze()
 }
 
 fn join_request(group_id: &str, member_id: &str, topics: &[&str]) -> JoinGroupRequest {
@@ -209,6 +225,24 @@ fn fetch_offset(client: &mut Client, version: i16, group_id: &str, topic: &str) 
         let p = &resp.topics[0].partitions[0];
         (p.error_code, p.committed_offset)
     }
+}
+
+/// OffsetDelete v0 of `topic`-0: (top-level code, the partition's code).
+fn offset_delete(client: &mut Client, group_id: &str, topic: &str) -> (i16, i16) {
+    let mut p = OffsetDeleteRequestPartition::default();
+    p.partition_index = 0;
+    let mut t = OffsetDeleteRequestTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut r = OffsetDeleteRequest::default();
+    r.group_id = group(group_id);
+    r.topics = vec![t];
+    let resp: OffsetDeleteResponse = client.call(ApiKey::OffsetDelete, 0, &r);
+    let part = resp
+        .topics
+        .first()
+        .map_or(NONE, |t| t.partitions[0].error_code);
+    (resp.error_code, part)
 }
 
 fn describe(client: &mut Client, version: i16, group_id: &str) -> DescribeGroupsResponse {
@@ -492,22 +526,7 @@ fn managed_commits_offset_delete_and_delete_groups() {
     );
     assert_eq!(fetch_offset(&mut client, 9, "managed", "t"), (NONE, 7));
 
-    let offset_delete = |client: &mut Client, topic: &str| -> (i16, i16) {
-        let mut p = OffsetDeleteRequestPartition::default();
-        p.partition_index = 0;
-        let mut t = OffsetDeleteRequestTopic::default();
-        t.name = topic_name(topic);
-        t.partitions = vec![p];
-        let mut r = OffsetDeleteRequest::default();
-        r.group_id = group("managed");
-        r.topics = vec![t];
-        let resp: OffsetDeleteResponse = client.call(ApiKey::OffsetDelete, 0, &r);
-        let part = resp
-            .topics
-            .first()
-            .map_or(NONE, |t| t.partitions[0].error_code);
-        (resp.error_code, part)
-    };
+    let offset_delete = |client: &mut Client, topic: &str| offset_delete(client, "managed", topic);
     assert_eq!(
         offset_delete(&mut client, "t"),
         (NONE, code(ResponseError::GroupSubscribedToTopic))
@@ -865,4 +884,75 @@ fn a_silent_kip848_member_is_fenced_after_its_session_timeout() {
     assert_eq!(late.error_code, code(ResponseError::UnknownMemberId));
     let beat = cg_heartbeat(&mut client, 0, "fenced", &x, beat.member_epoch, None);
     assert_eq!(beat.error_code, NONE, "the beating member stays");
+}
+
+// Goal: the coordinator reads a classic consumer's subscription in every version of the
+// consumer protocol (v0-v3, encoded by kafka-protocol): OffsetDelete refuses the subscribed
+// topic (GROUP_SUBSCRIBED_TO_TOPIC) and deletes another, and the leader gets the member's
+// metadata back byte for byte. Metadata that does not decode as a whole (cut short in its
+// user data, a negative version) subscribes its member to nothing, so OffsetDelete goes
+// ahead; the hand parser this replaced read the topics of both and refused.
+#[test]
+fn classic_subscriptions_of_every_consumer_protocol_version() {
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    assert_eq!(create_topic(&mut client, "other", 1), NONE);
+    let mut truncated = subscription_v(1, &["t"]).to_vec();
+    truncated.truncate(truncated.len() - 1);
+    let mut negative = subscription_v(0, &["t"]).to_vec();
+    negative[..2].copy_from_slice(&(-1i16).to_be_bytes());
+    let cases: Vec<(String, Bytes, bool)> = (0..=3i16)
+        .map(|v| (format!("cp-v{v}"), subscription_v(v, &["t"]), true))
+        .chain([
+            ("cp-truncated".to_string(), Bytes::from(truncated), false),
+            ("cp-negative".to_string(), Bytes::from(negative), false),
+        ])
+        .collect();
+    for (g, metadata, subscribed) in cases {
+        let mut req = join_request(&g, "", &[]);
+        req.protocols[0].metadata = metadata.clone();
+        let first: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+        req.member_id = first.member_id;
+        let joined: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+        assert_eq!(joined.error_code, NONE, "{g}");
+        assert_eq!(joined.members[0].metadata, metadata, "{g}: verbatim");
+        let member = joined.member_id.to_string();
+        let sync = sync_request(&g, 1, &member, &[(&member, b"")]);
+        let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 5, &sync);
+        assert_eq!(synced.error_code, NONE);
+        for topic in ["t", "other"] {
+            assert_eq!(commit(&mut client, 9, &g, 1, &member, topic, 5), NONE);
+        }
+        let refused = code(ResponseError::GroupSubscribedToTopic);
+        let want = if subscribed { refused } else { NONE };
+        assert_eq!(offset_delete(&mut client, &g, "t"), (NONE, want), "{g}");
+        assert_eq!(offset_delete(&mut client, &g, "other"), (NONE, NONE), "{g}");
+    }
+}
+
+// Goal: DescribeGroups shows a KIP-848 member classic-style: its metadata and assignment
+// decode with kafka-protocol's ConsumerProtocolSubscription / ConsumerProtocolAssignment
+// (v0) to its subscribed topic and its partitions.
+#[test]
+fn describe_groups_encodes_kip848_members_in_the_consumer_protocol() {
+    use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
+    use kafka_protocol::protocol::Decodable;
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 3), NONE);
+    let joined = cg_heartbeat(&mut client, 0, "kip848-classic-view", "", 0, Some(&["t"]));
+    assert_eq!(joined.error_code, NONE);
+    let d = describe(&mut client, 5, "kip848-classic-view");
+    let m = &d.groups[0].members[0];
+    let mut md = m.member_metadata.clone();
+    assert_eq!(md.split_to(2)[..], [0, 0], "version 0");
+    let sub = ConsumerProtocolSubscription::decode(&mut md, 0).expect("a subscription");
+    assert_eq!(sub.topics, vec![s("t")]);
+    let mut ma = m.member_assignment.clone();
+    assert_eq!(ma.split_to(2)[..], [0, 0], "version 0");
+    let a = ConsumerProtocolAssignment::decode(&mut ma, 0).expect("an assignment");
+    assert_eq!(a.assigned_partitions.len(), 1);
+    assert_eq!(a.assigned_partitions[0].topic, topic_name("t"));
+    assert_eq!(a.assigned_partitions[0].partitions, vec![0, 1, 2]);
 }
