@@ -35,7 +35,9 @@ const WRITE_VERSION: i16 = 0;
 pub fn decode_subscription(metadata: &[u8]) -> Option<ConsumerSubscription> {
     let mut buf = metadata;
     let version = read_version(&mut buf, ConsumerProtocolSubscription::VERSIONS.max)?;
-    let topics = buf.get(..4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))?;
+    let topics = buf
+        .get(..4)
+        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))?;
     // Each topic takes at least its 2-byte length; -1 (null) is refused by the decode.
     if usize::try_from(topics).is_ok_and(|n| n > buf.len().saturating_sub(4) / 2) {
         return None;
@@ -188,7 +190,10 @@ mod tests {
         // Bytes that are no subscription claim ~1.6 billion topics ("bscr"): refused before
         // anything is allocated for them (without the binary's guard this test would abort).
         assert_eq!(decode_subscription(b"subscription"), None);
-        assert_eq!(decode_subscription(&[0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 1]), None);
+        assert_eq!(
+            decode_subscription(&[0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 1]),
+            None
+        );
         let mut bad_utf8 = subscription(0, &["ab"]);
         bad_utf8[8] = 0xff;
         assert_eq!(decode_subscription(&bad_utf8), None);

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
@@ -634,61 +634,33 @@ fn load(
     coordinator: &mut GroupCoordinator,
     now: i64,
 ) -> Result<u64, LogError> {
-    let offsets = log.offsets(key)?;
-    let mut next = offsets.log_start_offset;
     let mut applied = 0u64;
-    while next < offsets.high_watermark {
-        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
-        if read.records.is_empty() {
-            break;
-        }
-        let mut buf = read.records.clone();
-        let sets = match RecordBatchDecoder::decode_all(&mut buf) {
-            Ok(sets) => sets,
-            Err(e) => {
-                // The log's CRC checks passed, so this is a format bug, not damage: stop
-                // rather than guess, and say so.
-                tracing::error!(error = %e, offset = next.0, "undecodable batch in {OFFSETS_TOPIC}; stopping load here");
-                break;
-            }
+    crate::replay::replay(log, key, OFFSETS_TOPIC, |record| {
+        let Some(k) = record.key.as_deref() else {
+            return;
         };
-        let before = next;
-        for set in sets {
-            for record in set.records {
-                if record.offset < next.0 {
-                    continue;
-                }
-                next = Offset(record.offset + 1);
-                let Some(k) = record.key.as_deref() else {
-                    continue;
-                };
-                if record.control {
-                    // A transaction marker (docs/transactions.md §6.5): decides the
-                    // producer's pending offsets, in log order as they were decided.
-                    if let Some(commit) = marker_commits(k) {
-                        coordinator.complete_txn(record.producer_id, commit, now);
-                    }
-                    continue;
-                }
-                match StoreRecord::decode(k, record.value.as_deref()) {
-                    Ok(r) if record.transactional => {
-                        coordinator.apply_txn_offset(record.producer_id, &r, record.offset);
-                        applied += 1;
-                    }
-                    Ok(r) => {
-                        coordinator.apply(&r, record.offset, now);
-                        applied += 1;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {OFFSETS_TOPIC}")
-                    }
-                }
+        if record.control {
+            // A transaction marker (docs/transactions.md §6.5): decides the producer's
+            // pending offsets, in log order as they were decided.
+            if let Some(commit) = marker_commits(k) {
+                coordinator.complete_txn(record.producer_id, commit, now);
+            }
+            return;
+        }
+        match StoreRecord::decode(k, record.value.as_deref()) {
+            Ok(r) if record.transactional => {
+                coordinator.apply_txn_offset(record.producer_id, &r, record.offset);
+                applied += 1;
+            }
+            Ok(r) => {
+                coordinator.apply(&r, record.offset, now);
+                applied += 1;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, offset = record.offset, "skipping record in {OFFSETS_TOPIC}")
             }
         }
-        if next == before {
-            break;
-        }
-    }
+    })?;
     Ok(applied)
 }
 

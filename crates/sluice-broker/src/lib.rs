@@ -59,6 +59,7 @@ pub mod metrics;
 pub mod producer_ids;
 pub mod quotas;
 pub mod record_validation;
+mod replay;
 mod response_chunks;
 pub mod sasl;
 pub mod scram;

@@ -21,14 +21,14 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
     TopicPartition, TransactionCoordinator, TxnChange, TxnConfig, TxnRecord, TxnResult,
 };
 use sluice_log::{
-    AppendGroup, ControlType, LogConfig, LogError, LogManager, Offset, PartitionKey, ProducerEpoch,
+    AppendGroup, ControlType, LogConfig, LogError, LogManager, PartitionKey, ProducerEpoch,
     ProducerId, TopicId,
 };
 
@@ -407,46 +407,20 @@ fn load(
     key: &PartitionKey,
     coordinator: &mut TransactionCoordinator,
 ) -> Result<u64, LogError> {
-    let offsets = log.offsets(key)?;
-    let mut next = offsets.log_start_offset;
     let mut applied = 0u64;
-    while next < offsets.high_watermark {
-        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
-        if read.records.is_empty() {
-            break;
-        }
-        let mut buf = read.records.clone();
-        let Ok(sets) = RecordBatchDecoder::decode_all(&mut buf) else {
-            tracing::error!(
-                offset = next.0,
-                "undecodable batch in {TXN_STATE_TOPIC}; stopping load here"
-            );
-            break;
+    crate::replay::replay(log, key, TXN_STATE_TOPIC, |record| {
+        let Some(k) = record.key.as_deref() else {
+            return;
         };
-        let before = next;
-        for set in sets {
-            for record in set.records {
-                if record.offset < next.0 {
-                    continue;
-                }
-                next = Offset(record.offset + 1);
-                let Some(k) = record.key.as_deref() else {
-                    continue;
-                };
-                match TxnRecord::decode(k, record.value.as_deref()) {
-                    Ok(r) => {
-                        coordinator.apply(&r);
-                        applied += 1;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {TXN_STATE_TOPIC}")
-                    }
-                }
+        match TxnRecord::decode(k, record.value.as_deref()) {
+            Ok(r) => {
+                coordinator.apply(&r);
+                applied += 1;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, offset = record.offset, "skipping record in {TXN_STATE_TOPIC}")
             }
         }
-        if next == before {
-            break;
-        }
-    }
+    })?;
     Ok(applied)
 }

@@ -238,6 +238,25 @@ fn produce_txn(
     (part.error_code, part.base_offset)
 }
 
+/// DescribeProducers v0 of `topic`-0: the offset where `p`'s open transaction starts there
+/// (-1 when none is open).
+fn open_txn_start(client: &mut Client, topic: &str, p: Producer) -> i64 {
+    let mut dp = TopicRequest::default();
+    dp.name = topic_name(topic);
+    dp.partition_indexes = vec![0];
+    let mut r = DescribeProducersRequest::default();
+    r.topics = vec![dp];
+    let resp: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &r);
+    let part = &resp.topics[0].partitions[0];
+    assert_eq!(part.error_code, NONE);
+    let mine = part
+        .active_producers
+        .iter()
+        .find(|a| a.producer_id.0 == p.id)
+        .expect("the producer is listed");
+    mine.current_txn_start_offset
+}
+
 fn describe_txns(client: &mut Client, ids: &[&str]) -> DescribeTransactionsResponse {
     let mut r = DescribeTransactionsRequest::default();
     r.transactional_ids = ids.iter().map(|i| txn_id(i)).collect();
@@ -334,20 +353,7 @@ fn a_transaction_commits_produce_and_offsets() {
         assert_eq!(st.producer_id.0, p.id);
         assert_eq!(st.topics[0].partitions.len(), 2);
 
-        let mut dp = TopicRequest::default();
-        dp.name = topic_name("t");
-        dp.partition_indexes = vec![0];
-        let mut r = DescribeProducersRequest::default();
-        r.topics = vec![dp];
-        let resp: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &r);
-        let part = &resp.topics[0].partitions[0];
-        assert_eq!(part.error_code, NONE);
-        let mine = part
-            .active_producers
-            .iter()
-            .find(|a| a.producer_id.0 == p.id)
-            .expect("the producer is listed");
-        assert_eq!(mine.current_txn_start_offset, base);
+        assert_eq!(open_txn_start(&mut client, "t", p), base);
 
         let group = format!("g-{txn}");
         let offsets_v = version.min(4);
@@ -588,21 +594,6 @@ fn an_open_transaction_is_aborted_and_fenced_after_its_timeout() {
         let st = &d.transaction_states[0];
         (st.transaction_state.to_string(), st.producer_epoch)
     };
-    let open_since = |client: &mut Client| {
-        let mut dp = TopicRequest::default();
-        dp.name = topic_name("t");
-        dp.partition_indexes = vec![0];
-        let mut r = DescribeProducersRequest::default();
-        r.topics = vec![dp];
-        let resp: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &r);
-        let part = &resp.topics[0].partitions[0];
-        let mine = part
-            .active_producers
-            .iter()
-            .find(|a| a.producer_id.0 == p.id);
-        mine.expect("the producer is listed")
-            .current_txn_start_offset
-    };
 
     // Past the timeout's second (the timer's pass at 59 s finds nothing to do) ...
     broker.advance_ms(59_000);
@@ -616,7 +607,11 @@ fn an_open_transaction_is_aborted_and_fenced_after_its_timeout() {
     });
     assert_eq!(aborted, "CompleteAbort");
     assert!(epoch > p.epoch, "the producer is fenced by an epoch bump");
-    assert_eq!(open_since(&mut client), -1, "the abort marker closed it");
+    assert_eq!(
+        open_txn_start(&mut client, "t", p),
+        -1,
+        "the abort marker closed it"
+    );
     assert_ne!(base, -1);
     assert_eq!(
         end_txn(&mut client, 4, "tx-timeout", p, true),
