@@ -484,7 +484,7 @@ async fn start_request(
     principal: Arc<str>,
     calls: &Calls,
 ) -> (Work, bool, u64) {
-    match header::parse(body, handlers::table::apis()) {
+    match header::parse(body, &handlers::table::Keyed) {
         Ok(req) => match handlers::start(broker, req, peer, listener, principal, calls).await {
             Started::Task(pending) => (Work::Task(tokio::spawn(pending)), true, 0),
             Started::Produce(produce::Started::Waiting(call)) => {

@@ -26,12 +26,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
@@ -43,6 +42,7 @@ use sluice_log::{
 };
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+use crate::clock::Clock;
 use crate::limits;
 
 /// The internal topic that holds committed offsets and group metadata.
@@ -77,15 +77,6 @@ fn offsets_log_config() -> LogConfig {
         max_message_bytes: limits::OFFSETS_BATCH_BYTES_MAX as u32,
         ..LogConfig::default()
     }
-}
-
-/// Wall-clock milliseconds: the coordinator's time (commit timestamps are persisted, so a
-/// monotonic clock would not do).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Why a write to the offsets log failed. `refused` says why the log refused a
@@ -156,12 +147,18 @@ pub struct GroupService {
     key: PartitionKey,
     /// Live records in the last snapshot (or loaded), for the compaction threshold.
     live_records: AtomicU64,
+    /// The coordinator's time: every call, tick and commit timestamp reads it.
+    clock: Clock,
 }
 
 impl GroupService {
     /// Opens (creating if needed) the offsets partition and replays it into a new
-    /// coordinator. Blocking: runs before the listener accepts.
-    pub fn open(log: &LogManager, config: GroupConfig) -> Result<GroupService, LogError> {
+    /// coordinator, which keeps time by `clock`. Blocking: runs before the listener accepts.
+    pub fn open(
+        log: &LogManager,
+        config: GroupConfig,
+        clock: Clock,
+    ) -> Result<GroupService, LogError> {
         let key = offsets_partition();
         match log.create_partition(key.clone(), offsets_log_config()) {
             Ok(()) | Err(LogError::PartitionExists) => {}
@@ -170,8 +167,11 @@ impl GroupService {
         log.set_config(&key, offsets_log_config())?;
         let mut coordinator = GroupCoordinator::new(config, random_seed());
         let started = std::time::Instant::now();
-        let loaded = load(log, &key, &mut coordinator)?;
-        coordinator.finish_load(now_ms());
+        let loaded = load(log, &key, &mut coordinator, clock.now_ms())?;
+        coordinator.finish_load(
+            clock.now_ms(),
+            crate::consumer_protocol::decode_subscription,
+        );
         let live = coordinator.snapshot().len() as u64;
         tracing::info!(
             records = loaded,
@@ -189,6 +189,7 @@ impl GroupService {
             log: log.clone(),
             key,
             live_records: AtomicU64::new(live),
+            clock,
         })
     }
 
@@ -198,6 +199,11 @@ impl GroupService {
             tokio::spawn(Arc::clone(self).run_writer(rx));
         }
         tokio::spawn(Arc::clone(self).run_timer(shutdown));
+    }
+
+    /// The coordinator's clock (handlers stamp commits with it).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Reserves a reply slot for a request that may be parked.
@@ -217,7 +223,7 @@ impl GroupService {
     /// returns while the lock is still held (so persisted state keeps its order).
     pub fn call<T>(&self, f: impl FnOnce(&mut GroupCoordinator, i64) -> (T, Effects)) -> T {
         let mut coordinator = self.coordinator.lock();
-        let (value, effects) = f(&mut coordinator, now_ms());
+        let (value, effects) = f(&mut coordinator, self.clock.now_ms());
         self.dispatch(effects);
         drop(coordinator);
         self.timer.notify_one();
@@ -233,7 +239,7 @@ impl GroupService {
     /// refresh sessions (Heartbeat, commit validation): they move deadlines later, never
     /// earlier, so the timer task need not be woken.
     pub fn check<T>(&self, f: impl FnOnce(&mut GroupCoordinator, i64) -> T) -> T {
-        f(&mut self.coordinator.lock(), now_ms())
+        f(&mut self.coordinator.lock(), self.clock.now_ms())
     }
 
     /// Appends validated records (commits, deletes) and applies them once durable.
@@ -256,10 +262,10 @@ impl GroupService {
     /// The producer's transaction marker in `__consumer_offsets-0` is durable: its pending
     /// offsets become committed (`commit`) or are dropped.
     pub fn complete_txn(&self, producer_id: i64, commit: bool) {
-        let decided = self
-            .coordinator
-            .lock()
-            .complete_txn(producer_id, commit, now_ms());
+        let decided =
+            self.coordinator
+                .lock()
+                .complete_txn(producer_id, commit, self.clock.now_ms());
         if decided > 0 {
             tracing::debug!(
                 producer_id,
@@ -330,18 +336,18 @@ impl GroupService {
         loop {
             let next = self.coordinator.lock().next_deadline_ms();
             let wait_ms = next
-                .map(|d| (d - now_ms()).clamp(0, limits::GROUP_TIMER_INTERVAL_MS_MAX))
+                .map(|d| (d - self.clock.now_ms()).clamp(0, limits::GROUP_TIMER_INTERVAL_MS_MAX))
                 .unwrap_or(limits::GROUP_TIMER_INTERVAL_MS_MAX);
             tokio::select! {
                 // Biased: shutdown first, then a due deadline before a wake-up, so a steady
                 // stream of requests cannot starve the timers.
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(Duration::from_millis(wait_ms as u64)) => {}
+                _ = self.clock.sleep_ms(wait_ms as u64) => {}
                 _ = self.timer.notified() => continue,
             }
             let mut coordinator = self.coordinator.lock();
-            let effects = coordinator.tick(now_ms());
+            let effects = coordinator.tick(self.clock.now_ms());
             self.dispatch(effects);
         }
         // Parked requests are answered with NOT_COORDINATOR by their handlers once their
@@ -358,7 +364,7 @@ impl GroupService {
         {
             let outcomes = self.append_round(&jobs).await;
             {
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 let mut coordinator = self.coordinator.lock();
                 for (job, outcome) in jobs.iter().zip(&outcomes) {
                     let Ok(base) = outcome else { continue };
@@ -410,7 +416,7 @@ impl GroupService {
         // Per slot: an error found before the append was queued.
         let mut queued: Vec<Option<WriteError>> = Vec::with_capacity(slots);
         if has_plain {
-            let result = match encode_batches(&plain, None) {
+            let result = match encode_batches(&plain, None, self.clock.now_ms()) {
                 Ok(bytes) => self
                     .log
                     .append_in_group(&self.key, bytes, &group, 0)
@@ -476,7 +482,8 @@ impl GroupService {
             .log
             .next_sequence(&self.key, id, epoch)
             .map_err(|e| WriteError::from_log(&e))?;
-        let bytes = encode_batches(records, Some((p, sequence))).map_err(WriteError::new)?;
+        let bytes = encode_batches(records, Some((p, sequence)), self.clock.now_ms())
+            .map_err(WriteError::new)?;
         self.log
             .append_in_group(&self.key, bytes, group, slot)
             .await
@@ -486,7 +493,7 @@ impl GroupService {
     /// Appends records (in as many batches as their size needs) as one log request and
     /// waits until durable. Returns the offset of the first record.
     async fn append(&self, records: &[&StoreRecord]) -> Result<Offset, WriteError> {
-        let bytes = encode_batches(records, None).map_err(WriteError::new)?;
+        let bytes = encode_batches(records, None, self.clock.now_ms()).map_err(WriteError::new)?;
         let waiter = self
             .log
             .append(&self.key, bytes)
@@ -565,12 +572,12 @@ fn random_seed() -> u64 {
 /// Encodes records into v2 batches of at most [`limits::OFFSETS_BATCH_BYTES_SOFT`] each
 /// (a single larger record gets a batch of its own).
 /// With `producer`, the batches are that producer's transactional batches, sequences
-/// numbered on from the given base sequence.
+/// numbered on from the given base sequence. Every record is stamped `now` (ms).
 fn encode_batches(
     records: &[&StoreRecord],
     producer: Option<(TxnProducer, i32)>,
+    now: i64,
 ) -> Result<Bytes, String> {
-    let now = now_ms();
     let mut out = BytesMut::new();
     let mut batch: Vec<Record> = Vec::new();
     let mut batch_bytes = 0usize;
@@ -619,68 +626,41 @@ fn encode_batches(
     Ok(out.freeze())
 }
 
-/// Replays the offsets partition into `coordinator`. Returns the records applied.
+/// Replays the offsets partition into `coordinator` at time `now` (ms). Returns the
+/// records applied.
 fn load(
     log: &LogManager,
     key: &PartitionKey,
     coordinator: &mut GroupCoordinator,
+    now: i64,
 ) -> Result<u64, LogError> {
-    let offsets = log.offsets(key)?;
-    let mut next = offsets.log_start_offset;
     let mut applied = 0u64;
-    let now = now_ms();
-    while next < offsets.high_watermark {
-        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
-        if read.records.is_empty() {
-            break;
-        }
-        let mut buf = read.records.clone();
-        let sets = match RecordBatchDecoder::decode_all(&mut buf) {
-            Ok(sets) => sets,
-            Err(e) => {
-                // The log's CRC checks passed, so this is a format bug, not damage: stop
-                // rather than guess, and say so.
-                tracing::error!(error = %e, offset = next.0, "undecodable batch in {OFFSETS_TOPIC}; stopping load here");
-                break;
-            }
+    crate::replay::replay(log, key, OFFSETS_TOPIC, |record| {
+        let Some(k) = record.key.as_deref() else {
+            return;
         };
-        let before = next;
-        for set in sets {
-            for record in set.records {
-                if record.offset < next.0 {
-                    continue;
-                }
-                next = Offset(record.offset + 1);
-                let Some(k) = record.key.as_deref() else {
-                    continue;
-                };
-                if record.control {
-                    // A transaction marker (docs/transactions.md §6.5): decides the
-                    // producer's pending offsets, in log order as they were decided.
-                    if let Some(commit) = marker_commits(k) {
-                        coordinator.complete_txn(record.producer_id, commit, now);
-                    }
-                    continue;
-                }
-                match StoreRecord::decode(k, record.value.as_deref()) {
-                    Ok(r) if record.transactional => {
-                        coordinator.apply_txn_offset(record.producer_id, &r, record.offset);
-                        applied += 1;
-                    }
-                    Ok(r) => {
-                        coordinator.apply(&r, record.offset, now);
-                        applied += 1;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {OFFSETS_TOPIC}")
-                    }
-                }
+        if record.control {
+            // A transaction marker (docs/transactions.md §6.5): decides the producer's
+            // pending offsets, in log order as they were decided.
+            if let Some(commit) = marker_commits(k) {
+                coordinator.complete_txn(record.producer_id, commit, now);
+            }
+            return;
+        }
+        match StoreRecord::decode(k, record.value.as_deref()) {
+            Ok(r) if record.transactional => {
+                coordinator.apply_txn_offset(record.producer_id, &r, record.offset);
+                applied += 1;
+            }
+            Ok(r) => {
+                coordinator.apply(&r, record.offset, now);
+                applied += 1;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, offset = record.offset, "skipping record in {OFFSETS_TOPIC}")
             }
         }
-        if next == before {
-            break;
-        }
-    }
+    })?;
     Ok(applied)
 }
 

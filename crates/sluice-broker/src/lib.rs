@@ -13,6 +13,10 @@
 //!   order (so pipelined produces to one partition keep their order) and then waits for
 //!   durability concurrently; every other API runs entirely concurrently.
 //! - [`topics`]: the topic registry and its durable metadata file.
+//! - [`consumer_protocol`]: the consumer protocol's subscription and assignment bytes,
+//!   decoded and encoded with `kafka-protocol` for the group coordinator.
+//! - [`clock`]: the clock seam, where the group and transaction coordinators' timers get
+//!   their time (the system clock, or a manual clock in tests).
 //! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
 //!   parked requests, timers and the internal `__consumer_offsets` partition).
 //! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
@@ -37,11 +41,13 @@
 
 pub mod acl;
 mod admin;
+pub mod clock;
 pub mod compaction;
 pub mod config;
 mod config_security;
 pub mod config_table;
 mod connection;
+pub mod consumer_protocol;
 pub mod error_code;
 mod frame_buffers;
 pub mod groups;
@@ -53,6 +59,7 @@ pub mod metrics;
 pub mod producer_ids;
 pub mod quotas;
 pub mod record_validation;
+mod replay;
 mod response_chunks;
 pub mod sasl;
 pub mod scram;

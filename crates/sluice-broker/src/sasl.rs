@@ -233,7 +233,7 @@ impl Session {
         let sasl_api = api_key == Some(ApiKey::SaslHandshake as i16)
             || api_key == Some(ApiKey::SaslAuthenticate as i16);
         if sasl_api {
-            let Ok(req) = header::parse(body.clone(), handlers::table::apis()) else {
+            let Ok(req) = header::parse(body.clone(), &handlers::table::Keyed) else {
                 // Unsupported version or malformed header: the router closes as usual.
                 return Gate::Route;
             };

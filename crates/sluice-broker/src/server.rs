@@ -17,6 +17,7 @@ use sluice_log::{fs::StdFs, LogManager, LogManagerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
+use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::config_security::SecurityProtocol;
 use crate::groups::{self, GroupService};
@@ -100,6 +101,12 @@ fn segment_files_budget(config: &BrokerConfig) -> usize {
 impl Server {
     /// Recovers the data dir and binds the listener. Blocking work runs on the blocking pool.
     pub async fn bind(config: BrokerConfig) -> Result<Server, StartError> {
+        Self::bind_with_clock(config, Clock::system()).await
+    }
+
+    /// [`Server::bind`] with the coordinators' timers on `clock` (a manual clock in the
+    /// in-process tests; see [`crate::clock`]).
+    pub async fn bind_with_clock(config: BrokerConfig, clock: Clock) -> Result<Server, StartError> {
         config.validate()?;
         let started = Instant::now();
         let cfg = config.clone();
@@ -128,11 +135,12 @@ impl Server {
                 .collect();
             let on_disk = report.partitions.len();
             let topics = TopicRegistry::open(&cfg.data_dir, &log, &recovered, on_disk, &cfg)?;
-            let groups =
-                GroupService::open(&log, cfg.group_config()).map_err(|error| StartError::Log {
+            let groups = GroupService::open(&log, cfg.group_config(), clock).map_err(|error| {
+                StartError::Log {
                     dir: cfg.data_dir.display().to_string(),
                     error,
-                })?;
+                }
+            })?;
             let groups = Arc::new(groups);
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;

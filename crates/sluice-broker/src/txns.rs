@@ -17,23 +17,23 @@
 //!   unfinished completions and expires idle ids (§8).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
     TopicPartition, TransactionCoordinator, TxnChange, TxnConfig, TxnRecord, TxnResult,
 };
 use sluice_log::{
-    AppendGroup, ControlType, LogConfig, LogError, LogManager, Offset, PartitionKey, ProducerEpoch,
+    AppendGroup, ControlType, LogConfig, LogError, LogManager, PartitionKey, ProducerEpoch,
     ProducerId, TopicId,
 };
 
-use crate::groups::{now_ms, offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
+use crate::clock::Clock;
+use crate::groups::{offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
 use crate::limits;
 use crate::topics::TopicRegistry;
 
@@ -69,11 +69,14 @@ pub struct TxnService {
     /// The group coordinator, told when a marker in `__consumer_offsets-0` decides a
     /// producer's transactional offsets (§6.5).
     groups: Arc<GroupService>,
+    /// The coordinator's time: every call, the timer and record timestamps read it.
+    clock: Clock,
 }
 
 impl TxnService {
     /// Opens (creating if needed) the transaction state partition, with segments of
-    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it.
+    /// `segment_bytes` (`transaction.state.log.segment.bytes`), and replays it. Time
+    /// comes from the group coordinator's clock, so both coordinators share one.
     /// Blocking: runs before the listener accepts.
     pub fn open(
         log: &LogManager,
@@ -97,13 +100,14 @@ impl TxnService {
             coordinator: Mutex::new(coordinator),
             log: log.clone(),
             key,
+            clock: groups.clock().clone(),
             groups,
         })
     }
 
     /// Runs `f` on the coordinator with the current time.
     pub fn call<T>(&self, f: impl FnOnce(&mut TransactionCoordinator, i64) -> T) -> T {
-        f(&mut self.coordinator.lock(), now_ms())
+        f(&mut self.coordinator.lock(), self.clock.now_ms())
     }
 
     /// Starts the load completion and the timer on the current runtime.
@@ -181,7 +185,12 @@ impl TxnService {
         if let Some(prepare) = &change.prepare {
             if let Err(e) = self
                 .log
-                .append_in_group(&self.key, encode(prepare), &group, slot)
+                .append_in_group(
+                    &self.key,
+                    encode(prepare, self.clock.now_ms()),
+                    &group,
+                    slot,
+                )
                 .await
             {
                 queued_error = Some(e);
@@ -208,7 +217,12 @@ impl TxnService {
         if queued_error.is_none() {
             if let Err(e) = self
                 .log
-                .append_in_group(&self.key, encode(&change.complete), &group, slot)
+                .append_in_group(
+                    &self.key,
+                    encode(&change.complete, self.clock.now_ms()),
+                    &group,
+                    slot,
+                )
                 .await
             {
                 queued_error = Some(e);
@@ -304,7 +318,7 @@ impl TxnService {
         }
         let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
         let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
-        let mut last_expiry_ms = now_ms();
+        let mut last_expiry_ms = self.clock.now_ms();
         loop {
             let changes = self.call(|c, now| {
                 let mut changes = c.pending_completions(now);
@@ -324,7 +338,7 @@ impl TxnService {
             tokio::select! {
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
-                _ = tokio::time::sleep(Duration::from_millis(abort_interval_ms)) => {}
+                _ = self.clock.sleep_ms(abort_interval_ms) => {}
             }
         }
     }
@@ -361,8 +375,8 @@ fn marker_key(topics: &TopicRegistry, tp: &TopicPartition) -> Option<PartitionKe
     topics.get(&tp.topic)?.partition(tp.partition).cloned()
 }
 
-/// One record in a v2 batch of its own.
-fn encode(record: &TxnRecord) -> Bytes {
+/// One record in a v2 batch of its own, stamped `now` (ms).
+fn encode(record: &TxnRecord, now: i64) -> Bytes {
     let options = RecordEncodeOptions {
         version: 2,
         compression: Compression::None,
@@ -377,7 +391,7 @@ fn encode(record: &TxnRecord) -> Bytes {
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
-        timestamp: now_ms(),
+        timestamp: now,
         key: Some(Bytes::from(record.encode_key())),
         value: record.encode_value().map(Bytes::from),
         headers: IndexMap::new(),
@@ -393,46 +407,20 @@ fn load(
     key: &PartitionKey,
     coordinator: &mut TransactionCoordinator,
 ) -> Result<u64, LogError> {
-    let offsets = log.offsets(key)?;
-    let mut next = offsets.log_start_offset;
     let mut applied = 0u64;
-    while next < offsets.high_watermark {
-        let read = log.read(key, next, limits::OFFSETS_LOAD_READ_BYTES, true)?;
-        if read.records.is_empty() {
-            break;
-        }
-        let mut buf = read.records.clone();
-        let Ok(sets) = RecordBatchDecoder::decode_all(&mut buf) else {
-            tracing::error!(
-                offset = next.0,
-                "undecodable batch in {TXN_STATE_TOPIC}; stopping load here"
-            );
-            break;
+    crate::replay::replay(log, key, TXN_STATE_TOPIC, |record| {
+        let Some(k) = record.key.as_deref() else {
+            return;
         };
-        let before = next;
-        for set in sets {
-            for record in set.records {
-                if record.offset < next.0 {
-                    continue;
-                }
-                next = Offset(record.offset + 1);
-                let Some(k) = record.key.as_deref() else {
-                    continue;
-                };
-                match TxnRecord::decode(k, record.value.as_deref()) {
-                    Ok(r) => {
-                        coordinator.apply(&r);
-                        applied += 1;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, offset = record.offset, "skipping record in {TXN_STATE_TOPIC}")
-                    }
-                }
+        match TxnRecord::decode(k, record.value.as_deref()) {
+            Ok(r) => {
+                coordinator.apply(&r);
+                applied += 1;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, offset = record.offset, "skipping record in {TXN_STATE_TOPIC}")
             }
         }
-        if next == before {
-            break;
-        }
-    }
+    })?;
     Ok(applied)
 }

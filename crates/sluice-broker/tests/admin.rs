@@ -7,6 +7,7 @@ mod common;
 
 use common::requests::{create_topic, list_offsets_at, produce_values};
 use common::{topic_name, Client, InProcessBroker};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
@@ -18,7 +19,6 @@ use kafka_protocol::messages::{
     DeleteRecordsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use sluice_broker::error_code;
 
 const NONE: i16 = 0;
 const RESOURCE_TOPIC: i8 = 2;
@@ -121,15 +121,15 @@ fn describe_configs_answers_topics_and_the_broker_and_refuses_the_rest() {
 
     assert_eq!(
         describe(&mut client, RESOURCE_TOPIC, "missing", None).error_code,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
     assert_eq!(
         describe(&mut client, RESOURCE_BROKER, "7", None).error_code,
-        error_code::INVALID_REQUEST
+        ResponseError::InvalidRequest.code()
     );
     assert_eq!(
         describe(&mut client, 99, "x", None).error_code,
-        error_code::INVALID_REQUEST
+        ResponseError::InvalidRequest.code()
     );
 }
 
@@ -152,16 +152,16 @@ fn create_partitions_grows_never_shrinks_and_validates_only_when_asked() {
     );
     assert_eq!(
         create_partitions(&mut client, "grown", 3, false),
-        error_code::INVALID_PARTITIONS
+        ResponseError::InvalidPartitions.code()
     );
     assert_eq!(
         create_partitions(&mut client, "grown", 4, false),
-        error_code::INVALID_PARTITIONS,
+        ResponseError::InvalidPartitions.code(),
         "the same count is not an increase"
     );
     assert_eq!(
         create_partitions(&mut client, "missing", 4, false),
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 }
 
@@ -179,14 +179,14 @@ fn delete_records_moves_the_log_start_up_to_the_high_watermark() {
     assert_eq!(delete_records(&mut client, "trimmed", 0, -1), (NONE, 6));
     assert_eq!(
         delete_records(&mut client, "trimmed", 0, 7).0,
-        error_code::OFFSET_OUT_OF_RANGE
+        ResponseError::OffsetOutOfRange.code()
     );
     assert_eq!(
         delete_records(&mut client, "trimmed", 4, 0).0,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
     assert_eq!(
         delete_records(&mut client, "missing", 0, 0).0,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 }

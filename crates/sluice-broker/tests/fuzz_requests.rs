@@ -16,7 +16,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use proptest::prelude::*;
-use sluice_broker::api_table::apis;
+use sluice_broker::api_table::{apis, Keyed};
 use sluice_protocol::alloc_guard::GuardedAlloc;
 use sluice_protocol::header;
 
@@ -378,7 +378,7 @@ proptest! {
     // Goal: arbitrary frame bodies never panic the header parser.
     #[test]
     fn header_parse_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let _ = header::parse(Bytes::from(bytes), apis());
+        let _ = header::parse(Bytes::from(bytes), &Keyed);
     }
 
     // Goal: a valid header followed by arbitrary bytes never panics any body decoder.
@@ -423,7 +423,7 @@ proptest! {
         frame.put_slice(&rest[8..]);
         frame.put_slice(&seed_body(key, version));
         let mutated = apply(&frame.freeze(), &mutations);
-        if let Ok(req) = header::parse(mutated, apis()) {
+        if let Ok(req) = header::parse(mutated, &Keyed) {
             check_body(req.api_key, req.header.request_api_version, req.body)?;
         }
     }

@@ -4,16 +4,15 @@
 //! the versions clients send, with their main error codes. A real `Server` in this process
 //! (loopback socket, real data directory) and the wire client of `common`.
 //!
-//! Group timers run on the wall clock (the coordinator takes `now_ms` from the system
-//! clock; there is no clock seam), so the tests keep them short instead:
-//! `group.initial.rebalance.delay.ms` is 0 and the one session-expiry test uses a 200 ms
-//! session.
+//! `group.initial.rebalance.delay.ms` is 0, so a one-member join answers at once. The
+//! timer tests run the coordinator on a manual clock (`sluice_broker::clock`) and advance
+//! it past real Kafka timeouts (10 s sessions, 45 s KIP-848 sessions) in milliseconds.
 
 mod common;
 
 use bytes::Bytes;
 use common::requests::create_topic;
-use common::{topic_name, Client, InProcessBroker};
+use common::{eventually, topic_name, Client, InProcessBroker};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -63,14 +62,30 @@ fn broker() -> InProcessBroker {
 
 /// A consumer-protocol subscription (v0) to `topics`.
 fn subscription(topics: &[&str]) -> Bytes {
-    let mut b = vec![0u8, 0];
-    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-    for t in topics {
-        b.extend_from_slice(&(t.len() as i16).to_be_bytes());
-        b.extend_from_slice(t.as_bytes());
+    subscription_v(0, topics)
+}
+
+/// A consumer-protocol subscription to `topics` at `version`, encoded by kafka-protocol
+/// (v1+ with an owned partition, v2+ a generation, v3 a rack), with user data.
+fn subscription_v(version: i16, topics: &[&str]) -> Bytes {
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as Owned;
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Encodable;
+    let mut sub = ConsumerProtocolSubscription::default();
+    sub.topics = topics.iter().map(|t| s(t)).collect();
+    sub.user_data = Some(Bytes::from_static(b"user"));
+    if version >= 1 {
+        let mut owned = Owned::default();
+        owned.topic = topic_name(topics[0]);
+        owned.partitions = vec![0];
+        sub.owned_partitions = vec![owned];
+        sub.generation_id = 1;
+        sub.rack_id = Some(s("rack-a"));
     }
-    b.extend_from_slice(&(-1i32).to_be_bytes()); // no user data
-    Bytes::from(b)
+    let mut out = bytes::BytesMut::new();
+    out.extend_from_slice(&version.to_be_bytes());
+    sub.encode(&mut out, version).expect("encodes");
+    out.freeze()
 }
 
 fn join_request(group_id: &str, member_id: &str, topics: &[&str]) -> JoinGroupRequest {
@@ -210,6 +225,24 @@ fn fetch_offset(client: &mut Client, version: i16, group_id: &str, topic: &str) 
         let p = &resp.topics[0].partitions[0];
         (p.error_code, p.committed_offset)
     }
+}
+
+/// OffsetDelete v0 of `topic`-0: (top-level code, the partition's code).
+fn offset_delete(client: &mut Client, group_id: &str, topic: &str) -> (i16, i16) {
+    let mut p = OffsetDeleteRequestPartition::default();
+    p.partition_index = 0;
+    let mut t = OffsetDeleteRequestTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut r = OffsetDeleteRequest::default();
+    r.group_id = group(group_id);
+    r.topics = vec![t];
+    let resp: OffsetDeleteResponse = client.call(ApiKey::OffsetDelete, 0, &r);
+    let part = resp
+        .topics
+        .first()
+        .map_or(NONE, |t| t.partitions[0].error_code);
+    (resp.error_code, part)
 }
 
 fn describe(client: &mut Client, version: i16, group_id: &str) -> DescribeGroupsResponse {
@@ -493,22 +526,7 @@ fn managed_commits_offset_delete_and_delete_groups() {
     );
     assert_eq!(fetch_offset(&mut client, 9, "managed", "t"), (NONE, 7));
 
-    let offset_delete = |client: &mut Client, topic: &str| -> (i16, i16) {
-        let mut p = OffsetDeleteRequestPartition::default();
-        p.partition_index = 0;
-        let mut t = OffsetDeleteRequestTopic::default();
-        t.name = topic_name(topic);
-        t.partitions = vec![p];
-        let mut r = OffsetDeleteRequest::default();
-        r.group_id = group("managed");
-        r.topics = vec![t];
-        let resp: OffsetDeleteResponse = client.call(ApiKey::OffsetDelete, 0, &r);
-        let part = resp
-            .topics
-            .first()
-            .map_or(NONE, |t| t.partitions[0].error_code);
-        (resp.error_code, part)
-    };
+    let offset_delete = |client: &mut Client, topic: &str| offset_delete(client, "managed", topic);
     assert_eq!(
         offset_delete(&mut client, "t"),
         (NONE, code(ResponseError::GroupSubscribedToTopic))
@@ -546,45 +564,166 @@ fn managed_commits_offset_delete_and_delete_groups() {
         .any(|g| g.group_id.0.as_str() == "managed"));
 }
 
-// Goal: a member that stops heartbeating is removed when its session times out (the
-// coordinator's timer, on the wall clock), after which the group is Empty and the member
-// UNKNOWN_MEMBER_ID. DescribeGroups is the probe: it does not touch the session.
-#[test]
-fn a_silent_member_expires_after_its_session_timeout() {
-    let broker = InProcessBroker::start_with(|c| {
+/// A broker like [`broker`] whose group timers run on a manual clock (`common`'s
+/// `start_manual`): time moves only when the test advances it.
+fn manual_broker() -> InProcessBroker {
+    InProcessBroker::start_manual(|c| {
         c.set("group.initial.rebalance.delay.ms", "0").unwrap();
-        c.set("group.min.session.timeout.ms", "100").unwrap();
-    });
-    let mut client = broker.client();
-    let mut req = join_request("brief", "", &["t"]);
-    req.session_timeout_ms = 200;
-    let resp: JoinGroupResponse = client.call(ApiKey::JoinGroup, 3, &req);
-    assert_eq!(resp.error_code, NONE);
-    let member = resp.member_id.to_string();
-    let req = sync_request("brief", 1, &member, &[(&member, b"")]);
-    let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 3, &req);
+    })
+}
+
+/// A JoinGroup v9 with these timeouts, sent and not awaited (the coordinator parks it).
+fn send_join(client: &mut Client, group_id: &str, member_id: &str, timeouts: (i32, i32)) {
+    use std::io::Write;
+    let mut req = join_request(group_id, member_id, &["t"]);
+    (req.session_timeout_ms, req.rebalance_timeout_ms) = timeouts;
+    let frame = client.frame(ApiKey::JoinGroup, 9, &req);
+    client.stream.write_all(&frame).unwrap();
+}
+
+/// The member id JoinGroup v9 hands a new member (MEMBER_ID_REQUIRED).
+fn member_id(client: &mut Client, group_id: &str) -> String {
+    let resp: JoinGroupResponse =
+        client.call(ApiKey::JoinGroup, 9, &join_request(group_id, "", &["t"]));
+    assert_eq!(resp.error_code, code(ResponseError::MemberIdRequired));
+    resp.member_id.to_string()
+}
+
+/// The parked JoinGroup's answer.
+fn read_join(client: &mut Client) -> JoinGroupResponse {
+    decode(
+        client.read_frame().expect("a JoinGroup answer"),
+        ApiKey::JoinGroup,
+        9,
+    )
+}
+
+/// Whether a response frame arrives within `ms` of real time.
+fn answers_within(client: &mut Client, ms: u64) -> bool {
+    let wait = std::time::Duration::from_millis(ms);
+    client.stream.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    let answered = client.stream.peek(&mut byte).is_ok_and(|n| n > 0);
+    let wait = std::time::Duration::from_secs(30);
+    client.stream.set_read_timeout(Some(wait)).unwrap();
+    answered
+}
+
+/// Two members in a Stable group `group_id` at generation 2, each joined with `timeouts`
+/// (session, rebalance) and synced: (leader's client and id, follower's client and id).
+fn stable_pair(
+    broker: &InProcessBroker,
+    group_id: &str,
+    timeouts: (i32, i32),
+) -> ((Client, String), (Client, String)) {
+    let (mut a, mut b) = (broker.client(), broker.client());
+    let leader = member_id(&mut a, group_id);
+    send_join(&mut a, group_id, &leader, timeouts);
+    assert_eq!(read_join(&mut a).generation_id, 1);
+    let req = sync_request(group_id, 1, &leader, &[(&leader, b"all")]);
+    let synced: SyncGroupResponse = a.call(ApiKey::SyncGroup, 5, &req);
     assert_eq!(synced.error_code, NONE);
-    assert_eq!(heartbeat(&mut client, 3, "brief", 1, &member), NONE);
-    let started = std::time::Instant::now();
-    let state = |client: &mut Client| {
-        describe(client, 5, "brief").groups[0]
-            .group_state
-            .to_string()
-    };
-    assert_eq!(state(&mut client), "Stable");
-    while state(&mut client) != "Empty" {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "the session never expired"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(
-        started.elapsed() >= std::time::Duration::from_millis(150),
-        "expired before its session timeout"
+    let follower = member_id(&mut b, group_id);
+    send_join(&mut b, group_id, &follower, timeouts);
+    let rebalancing = code(ResponseError::RebalanceInProgress);
+    eventually("the follower's join starts a rebalance", || {
+        (heartbeat(&mut a, 4, group_id, 1, &leader) == rebalancing).then_some(())
+    });
+    send_join(&mut a, group_id, &leader, timeouts);
+    let (ja, jb) = (read_join(&mut a), read_join(&mut b));
+    assert_eq!((ja.error_code, jb.error_code), (NONE, NONE));
+    assert_eq!((ja.generation_id, ja.members.len()), (2, 2));
+    use std::io::Write;
+    let frame = b.frame(
+        ApiKey::SyncGroup,
+        5,
+        &sync_request(group_id, 2, &follower, &[]),
     );
+    b.stream.write_all(&frame).unwrap();
+    let assignments: [(&str, &[u8]); 2] = [(&leader, b"p0"), (&follower, b"p1")];
+    let req = sync_request(group_id, 2, &leader, &assignments);
+    let synced: SyncGroupResponse = a.call(ApiKey::SyncGroup, 5, &req);
+    assert_eq!(synced.error_code, NONE);
+    let body = b.read_frame().expect("the follower's sync");
     assert_eq!(
-        heartbeat(&mut client, 3, "brief", 1, &member),
+        decode::<SyncGroupResponse>(body, ApiKey::SyncGroup, 5).error_code,
+        NONE
+    );
+    ((a, leader), (b, follower))
+}
+
+fn members(client: &mut Client, group_id: &str) -> usize {
+    describe(client, 5, group_id).groups[0].members.len()
+}
+
+// Goal: a classic member that stops heartbeating is removed once its session.timeout.ms
+// has passed on the coordinator's clock (not before), and the group rebalances: the
+// member still beating gets REBALANCE_IN_PROGRESS, rejoins alone at generation 3, and the
+// silent one is UNKNOWN_MEMBER_ID. Time is the manual clock's: 10 s sessions, no waiting.
+#[test]
+fn a_silent_member_is_removed_after_its_session_timeout_and_the_group_rebalances() {
+    let broker = manual_broker();
+    let ((mut a, leader), (mut b, follower)) = stable_pair(&broker, "beats", (10_000, 30_000));
+    broker.advance_ms(9_000);
+    assert_eq!(heartbeat(&mut a, 4, "beats", 2, &leader), NONE);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        members(&mut a, "beats"),
+        2,
+        "removed before its session timeout"
+    );
+
+    broker.advance_ms(1_001);
+    let rebalancing = code(ResponseError::RebalanceInProgress);
+    eventually("the silent member's session expires", || {
+        (heartbeat(&mut a, 4, "beats", 2, &leader) == rebalancing).then_some(())
+    });
+    send_join(&mut a, "beats", &leader, (10_000, 30_000));
+    let rejoined = read_join(&mut a);
+    assert_eq!(rejoined.error_code, NONE);
+    assert_eq!(rejoined.generation_id, 3);
+    assert_eq!(rejoined.members.len(), 1, "only the beating member is left");
+    assert_eq!(
+        heartbeat(&mut b, 4, "beats", 2, &follower),
+        code(ResponseError::UnknownMemberId)
+    );
+}
+
+// Goal: a JoinGroup rebalance that one member misses completes after the rebalance timeout
+// (the longest of the members'), not before, with the members that rejoined; the one that
+// missed it is UNKNOWN_MEMBER_ID. Sessions (60 s) outlast the rebalance timeout (20 s), so
+// only the rebalance timer can end it.
+#[test]
+fn a_rebalance_a_member_misses_completes_after_the_rebalance_timeout() {
+    let broker = manual_broker();
+    let timeouts = (60_000, 20_000);
+    let ((mut a, leader), (mut b, follower)) = stable_pair(&broker, "late", timeouts);
+    let mut c = broker.client();
+    let newcomer = member_id(&mut c, "late");
+    send_join(&mut c, "late", &newcomer, timeouts);
+    let rebalancing = code(ResponseError::RebalanceInProgress);
+    eventually("the newcomer starts a rebalance", || {
+        (heartbeat(&mut a, 4, "late", 2, &leader) == rebalancing).then_some(())
+    });
+    send_join(&mut a, "late", &leader, timeouts);
+    broker.advance_ms(19_000);
+    assert!(
+        !answers_within(&mut a, 100),
+        "the rebalance completed before its timeout"
+    );
+
+    broker.advance_ms(1_001);
+    let (ja, jc) = (read_join(&mut a), read_join(&mut c));
+    assert_eq!((ja.error_code, jc.error_code), (NONE, NONE));
+    assert_eq!((ja.generation_id, jc.generation_id), (3, 3));
+    assert_eq!(ja.leader.as_str(), leader);
+    let mut joined: Vec<String> = ja.members.iter().map(|m| m.member_id.to_string()).collect();
+    joined.sort();
+    let mut want = vec![leader.clone(), newcomer];
+    want.sort();
+    assert_eq!(joined, want, "the member that missed the rebalance is out");
+    assert_eq!(
+        heartbeat(&mut b, 4, "late", 2, &follower),
         code(ResponseError::UnknownMemberId)
     );
 }
@@ -684,4 +823,136 @@ fn consumer_group_heartbeat_and_describe() {
     assert_eq!(classic.error_code, NONE);
     let d = cg_describe(&mut client, 1, &["classic"]);
     assert_eq!(d.groups[0].error_code, code(ResponseError::GroupIdNotFound));
+}
+
+// Goal: a KIP-848 member whose heartbeats stop is fenced once
+// `group.consumer.session.timeout.ms` (45 s by default) has passed on the coordinator's
+// clock, not before: ConsumerGroupDescribe no longer lists it, its next heartbeat is
+// UNKNOWN_MEMBER_ID, and the member that kept beating stays.
+#[test]
+fn a_silent_kip848_member_is_fenced_after_its_session_timeout() {
+    let broker = manual_broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    // Joins with a rebalance timeout far beyond the test, so no revocation deadline can
+    // remove anyone: only the session timer is under test.
+    let join = |client: &mut Client| {
+        let mut r = ConsumerGroupHeartbeatRequest::default();
+        r.group_id = group("fenced");
+        r.member_epoch = 0;
+        r.rebalance_timeout_ms = 600_000;
+        r.subscribed_topic_names = Some(vec![topic_name("t")]);
+        r.topic_partitions = Some(Vec::new());
+        let resp: ConsumerGroupHeartbeatResponse =
+            client.call(ApiKey::ConsumerGroupHeartbeat, 0, &r);
+        assert_eq!(resp.error_code, NONE);
+        (
+            resp.member_id.expect("a member id").to_string(),
+            resp.member_epoch,
+        )
+    };
+    let (x, x_epoch) = join(&mut client);
+    let (y, y_epoch) = join(&mut client);
+    let listed = |client: &mut Client| {
+        let d = cg_describe(client, 1, &["fenced"]);
+        let mut ids: Vec<String> = d.groups[0]
+            .members
+            .iter()
+            .map(|m| m.member_id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(listed(&mut client).len(), 2);
+
+    broker.advance_ms(30_000);
+    let beat = cg_heartbeat(&mut client, 0, "fenced", &x, x_epoch, None);
+    assert_eq!(beat.error_code, NONE);
+    broker.advance_ms(14_999);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        listed(&mut client).len(),
+        2,
+        "fenced before its session timeout"
+    );
+
+    broker.advance_ms(2);
+    eventually("the silent member is fenced", || {
+        (listed(&mut client) == vec![x.clone()]).then_some(())
+    });
+    let late = cg_heartbeat(&mut client, 0, "fenced", &y, y_epoch, None);
+    assert_eq!(late.error_code, code(ResponseError::UnknownMemberId));
+    let beat = cg_heartbeat(&mut client, 0, "fenced", &x, beat.member_epoch, None);
+    assert_eq!(beat.error_code, NONE, "the beating member stays");
+}
+
+// Goal: the coordinator reads a classic consumer's subscription in every version of the
+// consumer protocol (v0-v3, encoded by kafka-protocol): OffsetDelete refuses the subscribed
+// topic (GROUP_SUBSCRIBED_TO_TOPIC) and deletes another, and the leader gets the member's
+// metadata back byte for byte. Metadata that does not decode as a whole (cut short in its
+// user data, a negative version) subscribes its member to nothing, so OffsetDelete goes
+// ahead; the hand parser this replaced read the topics of both and refused.
+#[test]
+fn classic_subscriptions_of_every_consumer_protocol_version() {
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    assert_eq!(create_topic(&mut client, "other", 1), NONE);
+    let mut truncated = subscription_v(1, &["t"]).to_vec();
+    truncated.truncate(truncated.len() - 1);
+    let mut negative = subscription_v(0, &["t"]).to_vec();
+    negative[..2].copy_from_slice(&(-1i16).to_be_bytes());
+    let cases: Vec<(String, Bytes, bool)> = (0..=3i16)
+        .map(|v| (format!("cp-v{v}"), subscription_v(v, &["t"]), true))
+        .chain([
+            ("cp-truncated".to_string(), Bytes::from(truncated), false),
+            ("cp-negative".to_string(), Bytes::from(negative), false),
+        ])
+        .collect();
+    for (g, metadata, subscribed) in cases {
+        let mut req = join_request(&g, "", &[]);
+        req.protocols[0].metadata = metadata.clone();
+        let first: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+        req.member_id = first.member_id;
+        let joined: JoinGroupResponse = client.call(ApiKey::JoinGroup, 9, &req);
+        assert_eq!(joined.error_code, NONE, "{g}");
+        assert_eq!(joined.members[0].metadata, metadata, "{g}: verbatim");
+        let member = joined.member_id.to_string();
+        let sync = sync_request(&g, 1, &member, &[(&member, b"")]);
+        let synced: SyncGroupResponse = client.call(ApiKey::SyncGroup, 5, &sync);
+        assert_eq!(synced.error_code, NONE);
+        for topic in ["t", "other"] {
+            assert_eq!(commit(&mut client, 9, &g, 1, &member, topic, 5), NONE);
+        }
+        let refused = code(ResponseError::GroupSubscribedToTopic);
+        let want = if subscribed { refused } else { NONE };
+        assert_eq!(offset_delete(&mut client, &g, "t"), (NONE, want), "{g}");
+        assert_eq!(offset_delete(&mut client, &g, "other"), (NONE, NONE), "{g}");
+    }
+}
+
+// Goal: DescribeGroups shows a KIP-848 member classic-style: its metadata and assignment
+// decode with kafka-protocol's ConsumerProtocolSubscription / ConsumerProtocolAssignment
+// (v0) to its subscribed topic and its partitions.
+#[test]
+fn describe_groups_encodes_kip848_members_in_the_consumer_protocol() {
+    use kafka_protocol::messages::{ConsumerProtocolAssignment, ConsumerProtocolSubscription};
+    use kafka_protocol::protocol::Decodable;
+    let broker = broker();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 3), NONE);
+    let joined = cg_heartbeat(&mut client, 0, "kip848-classic-view", "", 0, Some(&["t"]));
+    assert_eq!(joined.error_code, NONE);
+    let d = describe(&mut client, 5, "kip848-classic-view");
+    let m = &d.groups[0].members[0];
+    let mut md = m.member_metadata.clone();
+    assert_eq!(md.split_to(2)[..], [0, 0], "version 0");
+    let sub = ConsumerProtocolSubscription::decode(&mut md, 0).expect("a subscription");
+    assert_eq!(sub.topics, vec![s("t")]);
+    let mut ma = m.member_assignment.clone();
+    assert_eq!(ma.split_to(2)[..], [0, 0], "version 0");
+    let a = ConsumerProtocolAssignment::decode(&mut ma, 0).expect("an assignment");
+    assert_eq!(a.assigned_partitions.len(), 1);
+    assert_eq!(a.assigned_partitions[0].topic, topic_name("t"));
+    assert_eq!(a.assigned_partitions[0].partitions, vec![0, 1, 2]);
 }

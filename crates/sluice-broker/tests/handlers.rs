@@ -13,13 +13,13 @@ use common::requests::{
     produce_values as produce,
 };
 use common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     FetchResponse, MetadataRequest, MetadataResponse,
 };
-use sluice_broker::error_code;
 
 const NONE: i16 = 0;
 
@@ -79,15 +79,15 @@ fn topics_are_created_described_and_deleted() {
     assert_eq!(create(&mut client, "orders", 3), NONE);
     assert_eq!(
         create(&mut client, "orders", 3),
-        error_code::TOPIC_ALREADY_EXISTS
+        ResponseError::TopicAlreadyExists.code()
     );
     assert_eq!(
         create(&mut client, "bad/name", 1),
-        error_code::INVALID_TOPIC_EXCEPTION
+        ResponseError::InvalidTopicException.code()
     );
     assert_eq!(
         create(&mut client, "none", 0),
-        error_code::INVALID_PARTITIONS
+        ResponseError::InvalidPartitions.code()
     );
 
     let md = metadata(&mut client, &["orders", "missing"]);
@@ -98,7 +98,7 @@ fn topics_are_created_described_and_deleted() {
     assert!(orders.partitions.iter().all(|p| p.leader_id == node));
     assert_eq!(
         md.topics[1].error_code,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 
     let mut state = DeleteTopicState::default();
@@ -111,7 +111,7 @@ fn topics_are_created_described_and_deleted() {
     let md = metadata(&mut client, &["orders"]);
     assert_eq!(
         md.topics[0].error_code,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 }
 
@@ -154,21 +154,21 @@ fn unknown_topics_partitions_and_offsets_get_their_codes() {
     assert_eq!(create(&mut client, "t", 1), NONE);
     assert_eq!(
         produce(&mut client, "nope", 0, &[b"x"]).0,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
     assert_eq!(
         produce(&mut client, "t", 5, &[b"x"]).0,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
     assert_eq!(produce(&mut client, "t", 0, &[b"x"]), (NONE, 0));
     let resp = fetch(&mut client, "t", 0, 7);
     assert_eq!(
         resp.responses[0].partitions[0].error_code,
-        error_code::OFFSET_OUT_OF_RANGE
+        ResponseError::OffsetOutOfRange.code()
     );
     assert_eq!(
         list_offset(&mut client, "nope", 0, -1).0,
-        error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 }
 
@@ -284,7 +284,7 @@ fn an_idempotent_producer_retry_is_not_written_twice() {
     );
     assert_eq!(
         send(&mut client, 7).0,
-        error_code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ResponseError::OutOfOrderSequenceNumber.code(),
         "a gap in the sequence is refused"
     );
     assert_eq!(send(&mut client, 2), (NONE, 2));
@@ -321,7 +321,7 @@ fn a_classic_group_member_joins_syncs_heartbeats_and_leaves() {
     };
     // v4+: a member without an id is given one and asked to come back with it (KIP-394).
     let first = join(&mut client, StrBytes::default());
-    assert_eq!(first.error_code, error_code::MEMBER_ID_REQUIRED);
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
     assert!(!first.member_id.is_empty());
     let joined = join(&mut client, first.member_id.clone());
     assert_eq!(joined.error_code, NONE);
@@ -349,7 +349,7 @@ fn a_classic_group_member_joins_syncs_heartbeats_and_leaves() {
     assert_eq!(beat.error_code, NONE);
     req.generation_id = 7;
     let stale: HeartbeatResponse = client.call(ApiKey::Heartbeat, 3, &req);
-    assert_eq!(stale.error_code, error_code::ILLEGAL_GENERATION);
+    assert_eq!(stale.error_code, ResponseError::IllegalGeneration.code());
 
     let mut member = MemberIdentity::default();
     member.member_id = first.member_id.clone();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::requests::{create_topic, fetch_partition, list_offsets_at, produce_values};
 use common::InProcessBroker;
+use kafka_protocol::error::ResponseError;
 use sluice_log::Storage;
 
 const NONE: i16 = 0;
@@ -28,7 +29,7 @@ fn the_null_log_acknowledges_produce_and_serves_an_empty_log() {
     // A bad partition is still refused by the front end.
     assert_eq!(
         produce_values(&mut client, "calibration", 9, &[b"x"]).0,
-        sluice_broker::error_code::UNKNOWN_TOPIC_OR_PARTITION
+        ResponseError::UnknownTopicOrPartition.code()
     );
 
     assert_eq!(

@@ -11,7 +11,7 @@ mod common;
 
 use bytes::Bytes;
 use common::requests::create_topic;
-use common::{batch, topic_name, Client, InProcessBroker, Writer};
+use common::{batch, eventually, topic_name, Client, InProcessBroker, Writer};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -238,6 +238,25 @@ fn produce_txn(
     (part.error_code, part.base_offset)
 }
 
+/// DescribeProducers v0 of `topic`-0: the offset where `p`'s open transaction starts there
+/// (-1 when none is open).
+fn open_txn_start(client: &mut Client, topic: &str, p: Producer) -> i64 {
+    let mut dp = TopicRequest::default();
+    dp.name = topic_name(topic);
+    dp.partition_indexes = vec![0];
+    let mut r = DescribeProducersRequest::default();
+    r.topics = vec![dp];
+    let resp: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &r);
+    let part = &resp.topics[0].partitions[0];
+    assert_eq!(part.error_code, NONE);
+    let mine = part
+        .active_producers
+        .iter()
+        .find(|a| a.producer_id.0 == p.id)
+        .expect("the producer is listed");
+    mine.current_txn_start_offset
+}
+
 fn describe_txns(client: &mut Client, ids: &[&str]) -> DescribeTransactionsResponse {
     let mut r = DescribeTransactionsRequest::default();
     r.transactional_ids = ids.iter().map(|i| txn_id(i)).collect();
@@ -334,20 +353,7 @@ fn a_transaction_commits_produce_and_offsets() {
         assert_eq!(st.producer_id.0, p.id);
         assert_eq!(st.topics[0].partitions.len(), 2);
 
-        let mut dp = TopicRequest::default();
-        dp.name = topic_name("t");
-        dp.partition_indexes = vec![0];
-        let mut r = DescribeProducersRequest::default();
-        r.topics = vec![dp];
-        let resp: DescribeProducersResponse = client.call(ApiKey::DescribeProducers, 0, &r);
-        let part = &resp.topics[0].partitions[0];
-        assert_eq!(part.error_code, NONE);
-        let mine = part
-            .active_producers
-            .iter()
-            .find(|a| a.producer_id.0 == p.id)
-            .expect("the producer is listed");
-        assert_eq!(mine.current_txn_start_offset, base);
+        assert_eq!(open_txn_start(&mut client, "t", p), base);
 
         let group = format!("g-{txn}");
         let offsets_v = version.min(4);
@@ -562,5 +568,53 @@ fn batched_add_partitions_and_verify_only() {
     assert_eq!(
         resp.topics[0].partitions[0].error_code,
         code(ResponseError::UnknownTopicOrPartition)
+    );
+}
+
+// Goal: an open transaction is aborted by the coordinator's timer once its
+// transaction.timeout.ms (60 s here) has passed on the coordinator's clock, not before, and
+// its producer is fenced: the state becomes CompleteAbort with a bumped epoch, the
+// partition's open transaction is closed (its abort marker is written), and the old epoch's
+// EndTxn is PRODUCER_FENCED. The manual clock makes the minute take milliseconds; the timer
+// looks every `transaction.abort.timed.out.transaction.cleanup.interval.ms` (10 s).
+#[test]
+fn an_open_transaction_is_aborted_and_fenced_after_its_timeout() {
+    let broker = InProcessBroker::start_manual(|_| {});
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    let p = init_txn(&mut client, 4, "tx-timeout");
+    assert_eq!(
+        add_partitions(&mut client, 3, "tx-timeout", p, "t", &[0]),
+        vec![NONE]
+    );
+    let (produced, base) = produce_txn(&mut client, "tx-timeout", p, "t", &[b"x"]);
+    assert_eq!(produced, NONE);
+    let state = |client: &mut Client| {
+        let d = describe_txns(client, &["tx-timeout"]);
+        let st = &d.transaction_states[0];
+        (st.transaction_state.to_string(), st.producer_epoch)
+    };
+
+    // Past the timeout's second (the timer's pass at 59 s finds nothing to do) ...
+    broker.advance_ms(59_000);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(state(&mut client), ("Ongoing".to_string(), p.epoch));
+    // ... and its next pass, 10 s later, past the timeout: aborted and fenced.
+    broker.advance_ms(10_001);
+    let (aborted, epoch) = eventually("the timed-out transaction is aborted", || {
+        let st = state(&mut client);
+        (st.0 != "Ongoing" && st.0 != "PrepareAbort").then_some(st)
+    });
+    assert_eq!(aborted, "CompleteAbort");
+    assert!(epoch > p.epoch, "the producer is fenced by an epoch bump");
+    assert_eq!(
+        open_txn_start(&mut client, "t", p),
+        -1,
+        "the abort marker closed it"
+    );
+    assert_ne!(base, -1);
+    assert_eq!(
+        end_txn(&mut client, 4, "tx-timeout", p, true),
+        code(ResponseError::ProducerFenced)
     );
 }

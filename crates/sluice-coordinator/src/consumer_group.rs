@@ -35,11 +35,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use bytes::Bytes;
-
 use crate::assignor::{Assignment, Assignor, TopicInfo, TopicUuid};
 use crate::config::GroupConfig;
-use crate::coordinator::{DescribedGroup, DescribedMember, Effects, CONSUMER_PROTOCOL_TYPE};
+use crate::coordinator::{
+    DescribedGroup, DescribedMember, Effects, MemberData, CONSUMER_PROTOCOL_TYPE,
+};
 use crate::error::GroupError;
 use crate::group::generate_member_id;
 use crate::records::{ConsumerGroupValue, StoreRecord};
@@ -1016,8 +1016,8 @@ impl ConsumerGroup {
     }
 
     /// DescribeGroups' (classic) view: protocol type "consumer", the assignor as the
-    /// protocol, and each member's subscription and current assignment in the consumer
-    /// protocol's v0 encoding, so that classic tools can read them.
+    /// protocol, and each member's subscription and current assignment by topic name, which
+    /// the broker encodes in the consumer protocol so that classic tools can read them.
     pub(crate) fn describe_classic(&self) -> DescribedGroup {
         DescribedGroup {
             group_id: self.group_id.clone(),
@@ -1032,30 +1032,23 @@ impl ConsumerGroup {
                     group_instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: encode_subscription(&self.subscription(m)),
-                    assignment: self.encode_assignment(&m.assigned),
+                    data: MemberData::Consumer {
+                        topics: self.subscription(m).into_iter().collect(),
+                        assignment: self.named_assignment(&m.assigned),
+                    },
                 })
                 .collect(),
         }
     }
 
-    fn encode_assignment(&self, a: &Assignment) -> Bytes {
-        let mut b = Vec::new();
-        b.extend_from_slice(&0i16.to_be_bytes());
-        let topics: Vec<(&str, &BTreeSet<i32>)> = a
-            .iter()
-            .filter_map(|(t, ps)| self.topic_name(t).map(|n| (n, ps)))
-            .collect();
-        b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-        for (name, ps) in topics {
-            put_string(&mut b, name);
-            b.extend_from_slice(&(ps.len() as i32).to_be_bytes());
-            for p in ps {
-                b.extend_from_slice(&p.to_be_bytes());
-            }
-        }
-        b.extend_from_slice(&(-1i32).to_be_bytes()); // user data: null
-        Bytes::from(b)
+    /// An assignment by topic name (topics no longer known are left out).
+    fn named_assignment(&self, a: &Assignment) -> Vec<(String, Vec<i32>)> {
+        a.iter()
+            .filter_map(|(t, ps)| {
+                let name = self.topic_name(t)?;
+                Some((name.to_owned(), ps.iter().copied().collect()))
+            })
+            .collect()
     }
 
     /// Checks the ownership invariant (tests): `owners` is exactly the union of every
@@ -1099,24 +1092,6 @@ impl ConsumerGroup {
             .map(|m| to_wire(&m.assigned))
             .unwrap_or_default()
     }
-}
-
-fn put_string(b: &mut Vec<u8>, s: &str) {
-    let len = s.len().min(i16::MAX as usize);
-    b.extend_from_slice(&(len as i16).to_be_bytes());
-    b.extend_from_slice(&s.as_bytes()[..len]);
-}
-
-/// ConsumerProtocolSubscription v0: topics, null user data.
-fn encode_subscription(topics: &BTreeSet<String>) -> Bytes {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-    for t in topics {
-        put_string(&mut b, t);
-    }
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    Bytes::from(b)
 }
 
 /// The group-independent checks of a ConsumerGroupHeartbeat (Kafka's

@@ -51,10 +51,33 @@ pub struct JoinGroupRequest {
     /// v0 has none: the caller passes the session timeout.
     pub rebalance_timeout_ms: i32,
     pub protocol_type: String,
-    /// (name, metadata) in the member's order of preference.
-    pub protocols: Vec<(String, Bytes)>,
+    /// The protocols the member supports, in its order of preference.
+    pub protocols: Vec<JoinProtocol>,
     /// v4+: a new dynamic member gets MEMBER_ID_REQUIRED with its id and must rejoin with it.
     pub require_known_member_id: bool,
+}
+
+/// One protocol of a JoinGroup (an assignor's name, for protocol type "consumer").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinProtocol {
+    pub name: String,
+    /// The member's metadata for it: opaque here, handed verbatim to the leader.
+    pub metadata: Bytes,
+    /// For protocol type "consumer": `metadata` decoded by the broker as a
+    /// ConsumerProtocolSubscription. `None` for other protocol types and for metadata that
+    /// does not decode (such a member is subscribed to nothing).
+    pub subscription: Option<ConsumerSubscription>,
+}
+
+/// A classic consumer's subscription (the consumer protocol's ConsumerProtocolSubscription,
+/// any version), as the broker decoded it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerSubscription {
+    pub topics: Vec<String>,
+    /// v1+: the partitions the member owns (cooperative rebalancing); empty before.
+    pub owned_partitions: Vec<TopicPartition>,
+    /// v3+: the member's rack (KIP-881); `None` before.
+    pub rack: Option<String>,
 }
 
 /// One member in the leader's JoinGroup response.
@@ -145,9 +168,21 @@ pub struct DescribedMember {
     pub group_instance_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
-    /// Metadata for the selected protocol (empty unless the group is Stable or completing).
-    pub metadata: Bytes,
-    pub assignment: Bytes,
+    pub data: MemberData,
+}
+
+/// What DescribeGroups shows of a member's protocol state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberData {
+    /// A classic member's metadata for the selected protocol (empty unless the group is
+    /// Stable or completing a rebalance) and assignment, both opaque.
+    Opaque { metadata: Bytes, assignment: Bytes },
+    /// A KIP-848 member, in the consumer protocol's terms (its subscribed topics and its
+    /// assigned partitions by topic name), for the broker to encode as classic tools expect.
+    Consumer {
+        topics: Vec<String>,
+        assignment: Vec<(String, Vec<i32>)>,
+    },
 }
 
 /// DescribeGroups' view of one group. An unknown group is `state: "Dead"` with no members.
@@ -423,11 +458,18 @@ impl GroupCoordinator {
         *e = (e.0.max(log_offset), now_ms);
     }
 
-    /// Ends loading: groups restored with members restart their session timers from `now_ms`.
-    pub fn finish_load(&mut self, now_ms: i64) {
+    /// Ends loading: groups restored with members restart their session timers from `now_ms`,
+    /// and the metadata of members of "consumer" groups (the log keeps only bytes) is
+    /// decoded by the broker's `decode_subscription`, as JoinGroup's is.
+    pub fn finish_load(
+        &mut self,
+        now_ms: i64,
+        decode_subscription: impl Fn(&[u8]) -> Option<ConsumerSubscription>,
+    ) {
         self.loaded = true;
         for g in self.groups.values_mut() {
             g.restart_sessions(now_ms);
+            g.decode_subscriptions(&decode_subscription);
         }
     }
 

@@ -20,9 +20,10 @@ use bytes::Bytes;
 
 use crate::config::GroupConfig;
 use crate::coordinator::{
-    CommitAuth, DescribedGroup, DescribedMember, Effects, GroupReply, HeartbeatRequest,
-    JoinGroupRequest, JoinGroupResponse, JoinMember, LeavingMember, ReplyId, SyncGroupRequest,
-    SyncGroupResponse, TopicPartition,
+    CommitAuth, ConsumerSubscription, DescribedGroup, DescribedMember, Effects, GroupReply,
+    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinMember, JoinProtocol, LeavingMember,
+    MemberData, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
+    CONSUMER_PROTOCOL_TYPE,
 };
 use crate::error::GroupError;
 use crate::records::{GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord};
@@ -66,8 +67,9 @@ struct Member {
     client_host: String,
     rebalance_timeout_ms: i32,
     session_timeout_ms: i32,
-    /// (name, metadata) in the member's order of preference.
-    protocols: Vec<(String, Bytes)>,
+    /// The member's protocols in its order of preference (with their decoded
+    /// subscriptions, for protocol type "consumer").
+    protocols: Vec<JoinProtocol>,
     /// The member's assignment in the current generation (empty until the leader's SyncGroup).
     assignment: Bytes,
     /// Order of first join: "the first member to join" for leader election and listings.
@@ -85,8 +87,8 @@ struct Member {
 impl Member {
     fn metadata_for(&self, protocol: Option<&str>) -> Bytes {
         protocol
-            .and_then(|p| self.protocols.iter().find(|(n, _)| n == p))
-            .map(|(_, m)| m.clone())
+            .and_then(|p| self.protocols.iter().find(|jp| jp.name == p))
+            .map(|jp| jp.metadata.clone())
             .unwrap_or_default()
     }
 
@@ -202,32 +204,6 @@ fn sync_error(error: GroupError) -> GroupReply {
         error: Some(error),
         ..Default::default()
     })
-}
-
-/// Topics named by a consumer-protocol subscription: i16 version, then an i32-count array of
-/// i16-length strings (the topics field comes first in every version). Malformed metadata
-/// names no topics.
-pub(crate) fn subscribed_topics(metadata: &[u8]) -> Vec<String> {
-    fn parse(b: &[u8]) -> Option<Vec<String>> {
-        let count = i32::from_be_bytes(b.get(2..6)?.try_into().ok()?);
-        if count < 0 {
-            return None;
-        }
-        let mut at = 6usize;
-        let mut topics = Vec::new();
-        for _ in 0..count {
-            let len = i16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?);
-            if len < 0 {
-                return None;
-            }
-            at += 2;
-            let raw = b.get(at..at + len as usize)?;
-            at += len as usize;
-            topics.push(std::str::from_utf8(raw).ok()?.to_owned());
-        }
-        Some(topics)
-    }
-    parse(metadata).unwrap_or_default()
 }
 
 impl Group {
@@ -346,10 +322,10 @@ impl Group {
         for m in self.members.values() {
             // A member listing a protocol twice still counts once.
             let mut seen: Vec<&str> = Vec::new();
-            for (name, _) in &m.protocols {
-                if !seen.contains(&name.as_str()) {
-                    seen.push(name);
-                    *counts.entry(name).or_default() += 1;
+            for jp in &m.protocols {
+                if !seen.contains(&jp.name.as_str()) {
+                    seen.push(&jp.name);
+                    *counts.entry(&jp.name).or_default() += 1;
                 }
             }
         }
@@ -363,7 +339,7 @@ impl Group {
 
     /// Kafka's `supportsProtocols`: an empty group accepts any non-empty protocol type and
     /// list; otherwise the type must match and one protocol must be supported by everyone.
-    fn supports_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+    fn supports_protocols(&self, protocol_type: &str, protocols: &[JoinProtocol]) -> bool {
         if protocol_type.is_empty() || protocols.is_empty() {
             return false;
         }
@@ -376,7 +352,7 @@ impl Group {
         let candidates = self.candidate_protocols();
         protocols
             .iter()
-            .any(|(p, _)| candidates.contains(&p.as_str()))
+            .any(|jp| candidates.contains(&jp.name.as_str()))
     }
 
     /// Each member votes for its most preferred protocol among those everyone supports; the
@@ -386,12 +362,12 @@ impl Group {
         let candidates = self.candidate_protocols();
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.members.values() {
-            if let Some((p, _)) = m
+            if let Some(jp) = m
                 .protocols
                 .iter()
-                .find(|(p, _)| candidates.contains(&p.as_str()))
+                .find(|jp| candidates.contains(&jp.name.as_str()))
             {
-                *votes.entry(p.as_str()).or_default() += 1;
+                *votes.entry(jp.name.as_str()).or_default() += 1;
             }
         }
         // BTreeMap iterates names in order; keep the first of the highest count.
@@ -1381,7 +1357,12 @@ impl Group {
                     client_host: mv.client_host.clone(),
                     rebalance_timeout_ms: mv.rebalance_timeout_ms,
                     session_timeout_ms: mv.session_timeout_ms,
-                    protocols: vec![(protocol.clone(), mv.subscription.clone())],
+                    // Decoded by `decode_subscriptions` at the end of the load.
+                    protocols: vec![JoinProtocol {
+                        name: protocol.clone(),
+                        metadata: mv.subscription.clone(),
+                        subscription: None,
+                    }],
                     assignment: mv.assignment.clone(),
                     join_seq: self.next_join_seq,
                     last_heard_ms: now_ms,
@@ -1404,6 +1385,24 @@ impl Group {
             });
         self.state = GroupState::Stable;
         self.state_timestamp_ms = v.current_state_timestamp_ms;
+    }
+
+    /// Decodes restored members' metadata of a "consumer" group with the broker's
+    /// `decode` (end of load; JoinGroup's arrives decoded).
+    pub(crate) fn decode_subscriptions(
+        &mut self,
+        decode: &impl Fn(&[u8]) -> Option<ConsumerSubscription>,
+    ) {
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE {
+            return;
+        }
+        for m in self.members.values_mut() {
+            for jp in &mut m.protocols {
+                if jp.subscription.is_none() {
+                    jp.subscription = decode(&jp.metadata);
+                }
+            }
+        }
     }
 
     /// Restarts every member's session at `now_ms` (end of load).
@@ -1519,16 +1518,18 @@ impl Group {
     }
 
     /// Topics any member's subscription names (consumer protocol only; every protocol's
-    /// metadata is read when none is selected yet).
+    /// subscription counts when none is selected yet). A member whose metadata did not
+    /// decode is subscribed to nothing.
     pub(crate) fn subscribed(&self, topic: &str) -> bool {
         self.members.values().any(|m| {
             m.protocols
                 .iter()
-                .filter(|(n, _)| match &self.protocol_name {
-                    Some(p) => p == n,
+                .filter(|jp| match &self.protocol_name {
+                    Some(p) => *p == jp.name,
                     None => true,
                 })
-                .any(|(_, md)| subscribed_topics(md).iter().any(|t| t == topic))
+                .filter_map(|jp| jp.subscription.as_ref())
+                .any(|sub| sub.topics.iter().any(|t| t == topic))
         })
     }
 
@@ -1553,15 +1554,17 @@ impl Group {
                     group_instance_id: m.group_instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    metadata: if with_metadata {
-                        m.metadata_for(protocol)
-                    } else {
-                        Bytes::new()
-                    },
-                    assignment: if self.state == GroupState::Stable {
-                        m.assignment.clone()
-                    } else {
-                        Bytes::new()
+                    data: MemberData::Opaque {
+                        metadata: if with_metadata {
+                            m.metadata_for(protocol)
+                        } else {
+                            Bytes::new()
+                        },
+                        assignment: if self.state == GroupState::Stable {
+                            m.assignment.clone()
+                        } else {
+                            Bytes::new()
+                        },
                     },
                 })
                 .collect(),
@@ -1572,34 +1575,6 @@ impl Group {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn subscription(topics: &[&str]) -> Vec<u8> {
-        let mut b = vec![0, 1];
-        b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-        for t in topics {
-            b.extend_from_slice(&(t.len() as i16).to_be_bytes());
-            b.extend_from_slice(t.as_bytes());
-        }
-        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff]); // user data: null
-        b
-    }
-
-    // Goal: the consumer-protocol subscription parser reads topics and never panics.
-    #[test]
-    fn subscription_parsing_is_defensive() {
-        assert_eq!(
-            subscribed_topics(&subscription(&["a", "bb"])),
-            vec!["a", "bb"]
-        );
-        assert!(subscribed_topics(&[]).is_empty());
-        assert!(subscribed_topics(&[0, 0, 0xff, 0xff, 0xff, 0xff]).is_empty());
-        let full = subscription(&["orders", "payments"]);
-        for cut in 0..full.len() {
-            let _ = subscribed_topics(&full[..cut]);
-        }
-        // A huge count with no data: no topics, no allocation blow-up.
-        assert!(subscribed_topics(&[0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 1]).is_empty());
-    }
 
     // Goal: generated member ids carry the prefix and do not repeat.
     #[test]

@@ -59,9 +59,10 @@ pub use consumer_group::{
     ConsumerMemberDescription, DescribedTopicPartitions, TopicsSnapshot,
 };
 pub use coordinator::{
-    CommitAuth, CommittedOffset, DescribedGroup, DescribedMember, Effects, GroupCoordinator,
-    GroupListing, GroupReply, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, JoinMember,
-    LeavingMember, ReplyId, SyncGroupRequest, SyncGroupResponse, TopicPartition,
+    CommitAuth, CommittedOffset, ConsumerSubscription, DescribedGroup, DescribedMember, Effects,
+    GroupCoordinator, GroupListing, GroupReply, HeartbeatRequest, JoinGroupRequest,
+    JoinGroupResponse, JoinMember, JoinProtocol, LeavingMember, MemberData, ReplyId,
+    SyncGroupRequest, SyncGroupResponse, TopicPartition,
 };
 pub use error::{GroupError, TxnError};
 pub use group::{Group, GroupState};

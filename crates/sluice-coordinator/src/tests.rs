@@ -32,11 +32,40 @@ fn sub(topics: &[&str]) -> Bytes {
     Bytes::from(b)
 }
 
-fn protos(names: &[&str]) -> Vec<(String, Bytes)> {
+/// What the broker decodes `sub(&["orders"])` to.
+fn orders() -> ConsumerSubscription {
+    ConsumerSubscription {
+        topics: vec!["orders".into()],
+        ..ConsumerSubscription::default()
+    }
+}
+
+/// The broker's decoder as far as these tests need it: `sub(&["orders"])` is a
+/// subscription to "orders", anything else does not decode.
+fn decode_orders(metadata: &[u8]) -> Option<ConsumerSubscription> {
+    (metadata == &sub(&["orders"])[..]).then(orders)
+}
+
+fn protos(names: &[&str]) -> Vec<JoinProtocol> {
     names
         .iter()
-        .map(|n| (n.to_string(), sub(&["orders"])))
+        .map(|n| JoinProtocol {
+            name: n.to_string(),
+            metadata: sub(&["orders"]),
+            subscription: Some(orders()),
+        })
         .collect()
+}
+
+/// Opaque metadata and assignment of a classic member as DescribeGroups shows them.
+fn opaque(m: &DescribedMember) -> (&Bytes, &Bytes) {
+    match &m.data {
+        MemberData::Opaque {
+            metadata,
+            assignment,
+        } => (metadata, assignment),
+        MemberData::Consumer { .. } => panic!("a classic member described as KIP-848"),
+    }
 }
 
 fn jreq(group: &str, member: &str) -> JoinGroupRequest {
@@ -107,7 +136,7 @@ impl H {
 
     fn with(cfg: GroupConfig) -> Self {
         let mut c = GroupCoordinator::new(cfg, 42);
-        c.finish_load(0);
+        c.finish_load(0, decode_orders);
         Self {
             c,
             now: 0,
@@ -1161,7 +1190,7 @@ fn load_replays_in_log_order() {
     );
     assert_eq!(fresh.describe_group("g").state, "Dead");
     fresh.apply(&offset_rec("g", "orders", 1, Some(7)), n + 1, 0);
-    fresh.finish_load(1_000);
+    fresh.finish_load(1_000, decode_orders);
     assert_eq!(fresh.describe_group("g").state, "Empty");
     assert_eq!(fresh.fetch_offsets("g", None).len(), 1);
     // A group record after load is our own echo: ignored.
@@ -1187,12 +1216,27 @@ fn snapshot_round_trips() {
         StoreRecord::ConsumerGroup { value, .. } => value.is_some(),
     }));
     // Through the byte format too.
-    let mut fresh = GroupCoordinator::new(config(), 7);
-    for (i, r) in snap.iter().enumerate() {
-        let back = StoreRecord::decode(&r.encode_key(), r.encode_value().as_deref()).unwrap();
-        fresh.apply(&back, i as i64, 50_000);
-    }
-    fresh.finish_load(50_000);
+    let restore = |decode: fn(&[u8]) -> Option<ConsumerSubscription>| {
+        let mut fresh = GroupCoordinator::new(config(), 7);
+        for (i, r) in snap.iter().enumerate() {
+            let back = StoreRecord::decode(&r.encode_key(), r.encode_value().as_deref()).unwrap();
+            fresh.apply(&back, i as i64, 50_000);
+        }
+        fresh.finish_load(50_000, decode);
+        fresh
+    };
+    let mut fresh = restore(decode_orders);
+    // The restored members' metadata was decoded: OffsetDelete still sees the subscription;
+    // metadata that does not decode subscribes to nothing.
+    let both = [tp("orders", 0), tp("other", 0)];
+    assert_eq!(
+        fresh.validate_offset_delete("g", &both),
+        Ok(vec![Err(GroupError::GroupSubscribedToTopic), Ok(())])
+    );
+    assert_eq!(
+        restore(|_| None).validate_offset_delete("g", &both),
+        Ok(vec![Ok(()), Ok(())])
+    );
     for g in ["g", "solo"] {
         assert_eq!(fresh.fetch_offsets(g, None), h.c.fetch_offsets(g, None));
         assert_eq!(fresh.describe_group(g), h.c.describe_group(g));
@@ -1358,8 +1402,9 @@ fn describe_and_list() {
         ("Stable", "consumer", "range")
     );
     assert_eq!(d.members[0].member_id, a);
-    assert_eq!(d.members[0].assignment, Bytes::from_static(b"A"));
-    assert_eq!(d.members[0].metadata, sub(&["orders"]));
+    let (metadata, assignment) = opaque(&d.members[0]);
+    assert_eq!(*assignment, Bytes::from_static(b"A"));
+    assert_eq!(*metadata, sub(&["orders"]));
     assert_eq!(d.members[0].client_host, "/10.0.0.1");
     let names = |v: Vec<GroupListing>| v.into_iter().map(|l| l.group_id).collect::<Vec<_>>();
     assert_eq!(names(h.c.list_groups(&[], &[])), vec!["g", "solo"]);
@@ -1381,7 +1426,7 @@ fn describe_and_list() {
         (d.state, d.protocol_name.as_str()),
         ("PreparingRebalance", "")
     );
-    assert!(d.members.iter().all(|m| m.metadata.is_empty()));
+    assert!(d.members.iter().all(|m| opaque(m).0.is_empty()));
 }
 
 // ---- randomized (seeded) multi-member scenario ----
@@ -1610,7 +1655,7 @@ fn run_random(seed: u64) {
     for (i, r) in h.c.snapshot().iter().enumerate() {
         fresh.apply(r, i as i64, h.now);
     }
-    fresh.finish_load(h.now);
+    fresh.finish_load(h.now, decode_orders);
     for gid in groups {
         assert_eq!(
             fresh.fetch_offsets(gid, None),
@@ -1646,10 +1691,11 @@ fn check_invariants(h: &H, cfg: &GroupConfig, seed: u64) {
                 assert!(members.contains(&m.member_id));
                 // Our simulated leader assigns each member its own id (or nothing).
                 // (A restarted static member keeps its predecessor's assignment.)
+                let assignment = opaque(m).1;
                 assert!(
                     m.group_instance_id.is_some()
-                        || m.assignment.is_empty()
-                        || m.assignment == m.member_id.as_bytes(),
+                        || assignment.is_empty()
+                        || assignment == m.member_id.as_bytes(),
                     "seed {seed}: assignment of {} is someone else's",
                     m.member_id
                 );

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
 use crate::error::ProtocolError;
-use crate::registry::{self, ApiSupport};
+use crate::registry::{self, ApiTable};
 
 /// Bytes of the fixed header prefix: api key, api version, correlation id.
 pub const FIXED_HEADER_BYTES: usize = 8;
@@ -33,8 +33,9 @@ pub struct HeaderFailure {
 }
 
 /// Parses the header of one frame body (without the size prefix). `apis` is the broker's
-/// table: keys and versions it does not serve are refused before the header's rest is read.
-pub fn parse(mut body: Bytes, apis: &[ApiSupport]) -> Result<Request, HeaderFailure> {
+/// table, asked for the key's row (O(1) for the broker's keyed table): keys and versions it
+/// does not serve are refused before the header's rest is read.
+pub fn parse<T: ApiTable + ?Sized>(mut body: Bytes, apis: &T) -> Result<Request, HeaderFailure> {
     if body.len() < FIXED_HEADER_BYTES {
         return Err(HeaderFailure {
             correlation_id: None,
@@ -74,6 +75,7 @@ pub fn parse(mut body: Bytes, apis: &[ApiSupport]) -> Result<Request, HeaderFail
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::ApiSupport;
     use bytes::{BufMut, BytesMut};
 
     /// A stand-in for the broker's table: Metadata (3) v0-13 and ApiVersions (18) v0-4.

@@ -4,7 +4,8 @@
 //! - [`header`]: request headers, parsed defensively (short or unknown input is a typed error,
 //!   never a panic).
 //! - [`registry`]: the shape of the API table (key, version range, advertised); the table
-//!   itself is the broker's handler table, handed to [`header::parse`] and ApiVersions.
+//!   itself is the broker's handler table, handed to [`header::parse`] (as an
+//!   [`registry::ApiTable`], a row by key) and ApiVersions.
 //! - [`codec`]: request decode and response encode for a negotiated version, including the
 //!   ApiVersions v0 fallback that clients rely on.
 //! - [`alloc_guard`]: the allocator guard against hostile array counts (see its docs).

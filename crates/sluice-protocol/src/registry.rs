@@ -3,7 +3,9 @@
 //! (`sluice-broker`, `handlers/table.rs`), where each row also names its handler, so the
 //! versions parsed, the versions advertised, the dispatch and the per-API metrics cannot
 //! drift apart. This crate only reads a table it is handed: header parsing refuses what it
-//! does not list, ApiVersions is encoded from its advertised rows.
+//! does not list (asking it for one key's row, [`ApiTable`]: the broker answers from its
+//! dense index in O(1), a plain list by a scan), ApiVersions is encoded from its advertised
+//! rows.
 //!
 //! Advertise only what is encoded correctly: over-advertising breaks clients worse than
 //! under-advertising.
@@ -28,14 +30,28 @@ impl ApiSupport {
     }
 }
 
+/// A table of served APIs as header parsing asks it, once per request: the row of one key.
+pub trait ApiTable {
+    /// The row of `key`, if it is served.
+    fn row(&self, key: ApiKey) -> Option<ApiSupport>;
+}
+
+/// A plain list, looked up by a scan: for small tables (tests). The broker hands its
+/// handler table, keyed by API key.
+impl ApiTable for [ApiSupport] {
+    fn row(&self, key: ApiKey) -> Option<ApiSupport> {
+        lookup(self, key)
+    }
+}
+
 /// The row for `key` in `apis`, if it is served.
 pub fn lookup(apis: &[ApiSupport], key: ApiKey) -> Option<ApiSupport> {
     apis.iter().copied().find(|a| a.key == key)
 }
 
 /// True when `version` of `key` is served by `apis`.
-pub fn is_supported(apis: &[ApiSupport], key: ApiKey, version: i16) -> bool {
-    lookup(apis, key).is_some_and(|a| a.serves(version))
+pub fn is_supported<T: ApiTable + ?Sized>(apis: &T, key: ApiKey, version: i16) -> bool {
+    apis.row(key).is_some_and(|a| a.serves(version))
 }
 
 /// Why a table is unusable: a range beyond what the codec encodes, an empty range, or a
@@ -83,11 +99,11 @@ mod tests {
     // Goal: lookups see only the table they are given, version bounds inclusive.
     #[test]
     fn is_supported_is_inclusive() {
-        let apis = [api(ApiKey::Heartbeat, 1, 3)];
-        assert!(!is_supported(&apis, ApiKey::Heartbeat, 0));
-        assert!(is_supported(&apis, ApiKey::Heartbeat, 1));
-        assert!(is_supported(&apis, ApiKey::Heartbeat, 3));
-        assert!(!is_supported(&apis, ApiKey::Heartbeat, 4));
-        assert!(!is_supported(&apis, ApiKey::Metadata, 1));
+        let apis: &[ApiSupport] = &[api(ApiKey::Heartbeat, 1, 3)];
+        assert!(!is_supported(apis, ApiKey::Heartbeat, 0));
+        assert!(is_supported(apis, ApiKey::Heartbeat, 1));
+        assert!(is_supported(apis, ApiKey::Heartbeat, 3));
+        assert!(!is_supported(apis, ApiKey::Heartbeat, 4));
+        assert!(!is_supported(apis, ApiKey::Metadata, 1));
     }
 }

@@ -15,6 +15,7 @@
 //! resource is looked up, as Kafka does ([`config_refusal`], shared with the alter APIs).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -24,7 +25,7 @@ use super::{str_bytes, Ctx, Reply};
 use crate::config::BrokerConfig;
 use crate::config_table::{self, BrokerConfigDef, BROKER_CONFIGS};
 use crate::topic_config::{self, source, ConfigType};
-use crate::{acl, config_security, error_code, Broker};
+use crate::{acl, config_security, Broker};
 
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
@@ -42,11 +43,11 @@ pub(crate) fn config_refusal(
 ) -> Option<(i16, String)> {
     match resource_type {
         RESOURCE_TOPIC if !ctx.allowed(operation, acl::resource::TOPIC, name) => Some((
-            error_code::TOPIC_AUTHORIZATION_FAILED,
+            ResponseError::TopicAuthorizationFailed.code(),
             format!("Not authorized to access the configs of topic '{name}'."),
         )),
         RESOURCE_BROKER | RESOURCE_BROKER_LOGGER if !ctx.allowed_cluster(operation) => Some((
-            error_code::CLUSTER_AUTHORIZATION_FAILED,
+            ResponseError::ClusterAuthorizationFailed.code(),
             "Not authorized to access the broker's configs.".to_string(),
         )),
         _ => None,
@@ -90,7 +91,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     Ok(topic_entries(b, &internal_overrides(b, &res.resource_name)))
                 }
                 None => Err((
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                    ResponseError::UnknownTopicOrPartition.code(),
                     format!("Topic '{}' does not exist.", &*res.resource_name),
                 )),
             },
@@ -101,11 +102,11 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 Ok(broker_entries(b))
             }
             RESOURCE_BROKER => Err((
-                error_code::INVALID_REQUEST,
+                ResponseError::InvalidRequest.code(),
                 format!("Unexpected broker id {}", &*res.resource_name),
             )),
             other => Err((
-                error_code::INVALID_REQUEST,
+                ResponseError::InvalidRequest.code(),
                 format!("Unsupported resource type {other}"),
             )),
         };

@@ -1,14 +1,17 @@
 //! DescribeGroups (key 15), v0-5: state, protocol and members of classic groups, as
 //! `kafka-consumer-groups.sh --describe` shows them. An unknown group is described as Dead
-//! with no error (Kafka's answer before v6).
+//! with no error (Kafka's answer before v6). A KIP-848 group is shown classic-style: its
+//! members' subscriptions and assignments are encoded here in the consumer protocol.
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use sluice_coordinator::MemberData;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::acl;
+use crate::consumer_protocol::{encode_assignment, encode_subscription};
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -53,8 +56,15 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 dm.group_instance_id = m.group_instance_id.map(str_bytes);
                 dm.client_id = str_bytes(m.client_id);
                 dm.client_host = str_bytes(m.client_host);
-                dm.member_metadata = m.metadata;
-                dm.member_assignment = m.assignment;
+                (dm.member_metadata, dm.member_assignment) = match m.data {
+                    MemberData::Opaque {
+                        metadata,
+                        assignment,
+                    } => (metadata, assignment),
+                    MemberData::Consumer { topics, assignment } => {
+                        (encode_subscription(&topics), encode_assignment(&assignment))
+                    }
+                };
                 dm
             })
             .collect();

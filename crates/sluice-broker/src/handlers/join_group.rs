@@ -5,14 +5,19 @@
 //! group's rebalance timeout. It is answered NOT_COORDINATOR if the broker shuts down first.
 //! v0 has no rebalance timeout: the session timeout stands in for it, as in Kafka. v4+
 //! makes new dynamic members rejoin with the id they are given (MEMBER_ID_REQUIRED).
+//! For protocol type "consumer" each protocol's metadata is decoded here
+//! (`consumer_protocol`) and handed to the coordinator beside the bytes, which the leader
+//! still gets verbatim.
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
-use sluice_coordinator::{GroupReply, JoinGroupRequest as Join};
+use sluice_coordinator::coordinator::CONSUMER_PROTOCOL_TYPE;
+use sluice_coordinator::{GroupReply, JoinGroupRequest as Join, JoinProtocol};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::consumer_protocol::decode_subscription;
 use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -26,6 +31,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         resp.error_code = ResponseError::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
+    // Only the consumer protocol's metadata has a meaning the coordinator uses.
+    let consumer = req.protocol_type.as_str() == CONSUMER_PROTOCOL_TYPE;
     let join = Join {
         group_id: req.group_id.0.to_string(),
         member_id: req.member_id.to_string(),
@@ -38,12 +45,16 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         } else {
             req.session_timeout_ms
         },
-        protocol_type: req.protocol_type.to_string(),
         protocols: req
             .protocols
             .into_iter()
-            .map(|p| (p.name.to_string(), p.metadata))
+            .map(|p| JoinProtocol {
+                subscription: consumer.then(|| decode_subscription(&p.metadata)).flatten(),
+                name: p.name.to_string(),
+                metadata: p.metadata,
+            })
             .collect(),
+        protocol_type: req.protocol_type.to_string(),
         require_known_member_id: ctx.version >= 4,
     };
     let groups = &ctx.broker.groups;

@@ -16,7 +16,7 @@
 use std::sync::OnceLock;
 
 use kafka_protocol::messages::ApiKey;
-use sluice_protocol::registry::ApiSupport;
+use sluice_protocol::registry::{ApiSupport, ApiTable};
 
 use super::*;
 
@@ -298,7 +298,17 @@ pub fn handler(key: ApiKey) -> Option<&'static Handler> {
     index(key as i16).map(|i| &HANDLERS[i])
 }
 
-/// The table as header parsing and ApiVersions read it, built on first use. (Not a `const`
+/// The table as header parsing reads it: a key's row through [`INDEX`], O(1) per request.
+#[derive(Debug, Clone, Copy)]
+pub struct Keyed;
+
+impl ApiTable for Keyed {
+    fn row(&self, key: ApiKey) -> Option<ApiSupport> {
+        handler(key).map(|h| h.api)
+    }
+}
+
+/// The table as ApiVersions reads it (every row in order), built on first use. (Not a `const`
 /// array: its length would be a type-level constant that depends on the handlers, whose
 /// types depend on this list through ApiVersions, a cycle the compiler refuses.)
 pub fn apis() -> &'static [ApiSupport] {
@@ -316,13 +326,17 @@ mod tests {
         sluice_protocol::registry::check(apis()).unwrap();
     }
 
-    // Goal: the index and the derived list agree with the table row for row, and keys
-    // without a row (or off the index) have none.
+    // Goal: the index, the keyed table header parsing reads and the derived list agree
+    // with the table row for row, and keys without a row (or off the index) have none.
     #[test]
     fn index_and_list_follow_the_table() {
         for (i, h) in HANDLERS.iter().enumerate() {
             assert_eq!(index(h.api.key as i16), Some(i));
             assert_eq!(apis()[i], h.api);
+            assert_eq!(Keyed.row(h.api.key), Some(h.api));
+        }
+        for key in (0..INDEX_KEYS as i16).filter_map(|k| ApiKey::try_from(k).ok()) {
+            assert_eq!(Keyed.row(key), apis().row(key), "{key:?}");
         }
         let served = (0..INDEX_KEYS as i16)
             .filter(|&k| index(k).is_some())

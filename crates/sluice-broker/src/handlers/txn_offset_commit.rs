@@ -144,7 +144,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
     let mut records: Vec<StoreRecord> = Vec::new();
     let mut written: Vec<(usize, usize)> = Vec::new();
-    let now = crate::groups::now_ms();
+    let now = broker.groups.clock().now_ms();
     for (ti, t) in req.topics.iter().enumerate() {
         let topic_read = ctx.allowed(acl::op::READ, acl::resource::TOPIC, &t.name.0);
         let topic = broker.topics.get(&t.name.0);

@@ -12,11 +12,14 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use sluice_broker::clock::Clock;
 use sluice_broker::{BrokerConfig, Server};
 
 /// A broker running in this process on its own runtime; stopped when dropped.
 pub struct InProcessBroker {
     pub addr: SocketAddr,
+    /// The coordinators' clock: the system clock, or the manual one a test advances.
+    pub clock: Clock,
     runtime: tokio::runtime::Runtime,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<Result<(), sluice_broker::server::StartError>>>,
@@ -31,6 +34,21 @@ impl InProcessBroker {
 
     /// A broker with the default settings changed by `configure`.
     pub fn start_with(configure: impl FnOnce(&mut BrokerConfig)) -> Self {
+        Self::start_with_clock(Clock::system(), configure)
+    }
+
+    /// A broker whose group and transaction timers run on a manual clock that only
+    /// [`Self::advance_ms`] moves, with the default settings changed by `configure`.
+    pub fn start_manual(configure: impl FnOnce(&mut BrokerConfig)) -> Self {
+        Self::start_with_clock(Clock::manual(1_700_000_000_000), configure)
+    }
+
+    /// Moves the manual clock forward by `ms`.
+    pub fn advance_ms(&self, ms: u64) {
+        self.clock.advance_ms(ms);
+    }
+
+    fn start_with_clock(clock: Clock, configure: impl FnOnce(&mut BrokerConfig)) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("in-process-")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -47,7 +65,7 @@ impl InProcessBroker {
         };
         configure(&mut config);
         let server = runtime
-            .block_on(Server::bind(config))
+            .block_on(Server::bind_with_clock(config, clock.clone()))
             .expect("broker starts");
         let addr = server.local_addr().expect("bound");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -56,6 +74,7 @@ impl InProcessBroker {
         }));
         Self {
             addr,
+            clock,
             runtime,
             stop: Some(stop),
             served: Some(served),
@@ -143,6 +162,22 @@ impl Client {
         let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
         self.stream.read_exact(&mut body).ok()?;
         Some(Bytes::from(body))
+    }
+}
+
+/// Polls `probe` until it returns `Some` (every 5 ms, at most 5 s of real time): for the
+/// effects of a timer, which fire on the broker's timer task after the clock moved.
+pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
