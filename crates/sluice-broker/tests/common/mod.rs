@@ -135,6 +135,13 @@ impl Client {
 
     /// The request frame (size prefix, header, body) with the next correlation id.
     pub fn frame<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> Bytes {
+        let mut body = BytesMut::new();
+        req.encode(&mut body, version).expect("encode request");
+        self.frame_body(key, version, &body)
+    }
+
+    /// The request frame around an encoded body, with the next correlation id.
+    pub fn frame_body(&mut self, key: ApiKey, version: i16, body: &[u8]) -> Bytes {
         self.correlation_id += 1;
         let mut header = RequestHeader::default();
         header.request_api_key = key as i16;
@@ -146,10 +153,15 @@ impl Client {
         header
             .encode(&mut buf, key.request_header_version(version))
             .expect("encode header");
-        req.encode(&mut buf, version).expect("encode request");
+        buf.extend_from_slice(body);
         let size = (buf.len() - 4) as i32;
         buf[..4].copy_from_slice(&size.to_be_bytes());
         buf.freeze()
+    }
+
+    /// The correlation id of the last request framed.
+    pub fn correlation_id(&self) -> i32 {
+        self.correlation_id
     }
 
     /// The next response frame's body (header included), or None when the broker closed
@@ -250,3 +262,4 @@ pub fn batch(writer: Writer, values: &[&[u8]]) -> Bytes {
 }
 
 pub mod requests;
+pub mod seeds;
