@@ -107,6 +107,9 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: u64,
     /// `listener.security.protocol.map`: listener name to security protocol.
     pub listener_security_protocol_map: BTreeMap<String, SecurityProtocol>,
+    /// `controller.listener.names`: listeners of `listeners` that are not opened (see
+    /// [`BrokerConfig::served_listener_specs`]).
+    pub controller_listener_names: Vec<String>,
     /// The `ssl.*`, `sasl.*` and `listener.name.*` settings (see `config_security`).
     pub security: SecuritySettings,
     /// `connections.max.reauth.ms` (KIP-368): an authenticated SASL session's lifetime; 0
@@ -159,6 +162,7 @@ impl Default for BrokerConfig {
             group: GroupConfig::default(),
             producer_id_expiration_ms: 86_400_000,
             listener_security_protocol_map: BTreeMap::new(),
+            controller_listener_names: Vec::new(),
             security: SecuritySettings::default(),
             connections_max_reauth_ms: 0,
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
@@ -334,13 +338,20 @@ impl BrokerConfig {
             value,
             reason: reason.into(),
         };
-        let specs = self.listener_specs();
-        for spec in &specs {
+        let served = self.served_listener_specs();
+        if served.is_empty() {
+            return Err(bad(
+                "listeners",
+                crate::config_table::listener_list(&self.listener_specs()),
+                "every listener is a controller listener (controller.listener.names): name one that serves clients",
+            ));
+        }
+        for spec in &served {
             let protocol =
                 config_security::protocol_of(&spec.name, &self.listener_security_protocol_map)?;
             config_security::check_listener(&spec.name, protocol, &self.security)?;
         }
-        listeners::check_advertised(&specs, &self.advertised_listeners)?;
+        listeners::check_advertised(&self.listener_specs(), &self.advertised_listeners)?;
         let cleaner = &self.log_cleaner;
         let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads.max(1) as u64;
         if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {
@@ -384,6 +395,16 @@ impl BrokerConfig {
             }],
             false => self.listeners.clone(),
         }
+    }
+
+    /// The listeners this broker opens: [`BrokerConfig::listener_specs`] without those named
+    /// in `controller.listener.names`. A stock KRaft `server.properties` lists a CONTROLLER
+    /// listener beside the client one; Kafka's broker serves no client there, and a single
+    /// node has no controller quorum to serve on it, so it is not bound at all.
+    pub fn served_listener_specs(&self) -> Vec<ListenerSpec> {
+        let mut specs = self.listener_specs();
+        specs.retain(|s| !self.controller_listener_names.contains(&s.name));
+        specs
     }
 
     /// The security protocol of a listener named in `listeners` (checked by `validate`).
@@ -578,6 +599,30 @@ mod tests {
         assert_eq!(
             c.explicit.get("num.io.threads").map(String::as_str),
             Some("8")
+        );
+    }
+
+    // Goal: a stock KRaft file's CONTROLLER listener is not opened, while it stays the
+    // configured value and an advertised name; a file naming only controller listeners is
+    // refused rather than starting a broker nobody can reach.
+    #[test]
+    fn controller_listeners_are_not_opened() {
+        let text = "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0\n\
+            advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\n\
+            controller.listener.names=CONTROLLER\n\
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n";
+        let c = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap();
+        let names =
+            |specs: Vec<ListenerSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
+        assert_eq!(names(c.served_listener_specs()), ["PLAINTEXT"]);
+        assert_eq!(names(c.listener_specs()), ["PLAINTEXT", "CONTROLLER"]);
+        let text = "listeners=CONTROLLER://127.0.0.1:0\ncontroller.listener.names=controller\n\
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT\n";
+        let e = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("every listener is a controller listener"),
+            "{e}"
         );
     }
 

@@ -324,7 +324,7 @@ fn security(c: &mut BrokerConfig, key: &str, value: &str) -> Result<(), String> 
     c.security.set(key, value).map(|_| ()).map_err(|e| e.reason)
 }
 
-fn listener_list(specs: &[listeners::ListenerSpec]) -> String {
+pub(crate) fn listener_list(specs: &[listeners::ListenerSpec]) -> String {
     specs
         .iter()
         .map(|l| match l.name.is_empty() {
@@ -715,8 +715,14 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     D::new("controller.quorum.voters", List, "", Ro, NoEffect, "No controller quorum.", accept, None),
     D::new("controller.quorum.bootstrap.servers", List, "", Ro, NoEffect, "No controller quorum.",
         accept, None),
-    D::new("controller.listener.names", List, "", Ro, NoEffect, "No controller listener.",
-        accept, None),
+    D::new("controller.listener.names", List, "", Ro, Node,
+        "Listeners of listeners that are not opened: a single node has no controller quorum, and Kafka serves no client on them.",
+        |c, _, v| {
+            c.controller_listener_names = v.split(',').map(|n| n.trim().to_ascii_uppercase())
+                .filter(|n| !n.is_empty()).collect();
+            Ok(())
+        },
+        Some(|c| c.controller_listener_names.join(","))),
     D::new("inter.broker.listener.name", Str, "", Ro, NoEffect, "No inter-broker traffic.",
         accept, None),
     D::new("num.network.threads", Int, "3", Cw, NoEffect, "Tokio's workers serve the network.",

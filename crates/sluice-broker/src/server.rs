@@ -181,7 +181,7 @@ impl Server {
             txns,
             report,
         ) = opened;
-        let specs = config.listener_specs();
+        let specs = config.served_listener_specs();
         let mut sockets = Vec::with_capacity(specs.len());
         let mut bound = Vec::with_capacity(specs.len());
         for (i, (spec, (tls, sasl))) in specs.iter().zip(security).enumerate() {
@@ -475,7 +475,7 @@ fn load_security(
     )>,
 > {
     let mut out = Vec::new();
-    for spec in config.listener_specs() {
+    for spec in config.served_listener_specs() {
         let protocol = config
             .listener_protocol(&spec.name)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
