@@ -39,9 +39,10 @@ def kafka_libs() -> Path:
     return KAFKA_LIBS
 
 
-def kafka_configs(libs: Path, b, *args: str) -> subprocess.CompletedProcess:
+def kafka_configs(libs: Path, b, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
+    """Runs ConfigCommand against `bootstrap` (default: b's PLAINTEXT listener)."""
     cmd = ["java", *JVM_FLAGS, "-cp", f"{libs}/*", CONFIG_COMMAND,
-           "--bootstrap-server", addr(b, "PLAINTEXT"), *args]
+           "--bootstrap-server", bootstrap or addr(b, "PLAINTEXT"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
