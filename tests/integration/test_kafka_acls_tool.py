@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError
 
 from java_client import java_cmd
@@ -82,6 +83,8 @@ def tls_client_properties(path: Path, pki: Path, lines: str) -> Path:
     return path
 
 
+# Six JVM tool runs: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_both_tools_over_sasl_ssl_with_plain_and_scram_and_over_mtls(secured, pki, kafka_libs,
                                                                     tmp_path):
     """kafka-configs.sh makes a SCRAM user while logged in with PLAIN over SASL_SSL, then
