@@ -60,6 +60,8 @@ def broker_props(pki_dir: Path) -> dict[str, str]:
     return tls_props(pki_dir, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512"})
 
 
+# Six JVM tool runs and a restart: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_scram_users_added_described_deleted_and_durable(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     for user in ("alice", "bob"):
@@ -109,6 +111,8 @@ QUOTA_ENTITIES = [
 ]
 
 
+# Sixteen JVM tool runs: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_client_quotas_for_users_clients_and_defaults(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     for i, (entity, _) in enumerate(QUOTA_ENTITIES):
@@ -141,6 +145,8 @@ def test_client_quotas_for_users_clients_and_defaults(secured, pki, kafka_libs):
     assert "request_percentage" not in ok(kafka_configs(kafka_libs, b, "--describe", *QUOTA_ENTITIES[2][0]))
 
 
+# Nine JVM tool runs: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_topic_configs_and_broker_describe(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     admin = AdminClient({"bootstrap.servers": addr(b, "PLAINTEXT")})
