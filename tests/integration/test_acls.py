@@ -57,9 +57,15 @@ def add_acls(b, *bindings: AclBinding, user: str = "admin") -> None:
 
 
 def produce_error(b, user: str, topic: str):
-    """Produces one record; returns the delivery error (None when it was written)."""
+    """Produces one record as `user`; returns the delivery error (None when it was written)."""
+    return delivery_error(conf(b, user), topic)
+
+
+def delivery_error(client_conf: dict, topic: str):
+    """Produces one record with `client_conf`; returns the delivery error (None when it was
+    written)."""
     out = []
-    p = Producer({**conf(b, user), "message.timeout.ms": 8000, "retries": 0})
+    p = Producer({**client_conf, "message.timeout.ms": 8000, "retries": 0})
     p.produce(topic, b"v", on_delivery=lambda e, m: out.append(e))
     p.flush(15)
     assert out, "no delivery report"

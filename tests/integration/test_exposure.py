@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from conftest import SluiceBroker
-from test_security import secured  # noqa: F401  (fixture)
+from test_security import pki, secured, tls_props  # noqa: F401  (fixtures)
 from test_acls import JAAS
 
 OPEN_WARNING = "reachable beyond loopback without authentication"
@@ -49,6 +51,21 @@ def test_authenticated_listener_beyond_loopback_is_not_warned_about(secured):
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
     assert "listener bound" in log_text(b)
     assert OPEN_WARNING not in log_text(b)
+
+
+@pytest.mark.parametrize("client_auth,warned", [("none", True), ("requested", True),
+                                                ("required", False)])
+def test_ssl_listener_beyond_loopback_is_warned_about_unless_certificates_are_required(
+        secured, pki, client_auth, warned):
+    """TLS encrypts but does not authenticate: without required client certificates anyone
+    can connect (as User:ANONYMOUS), so an SSL listener beyond loopback is warned about like
+    a PLAINTEXT one; with `ssl.client.auth=required` only holders of a trusted certificate
+    get in, and it is not. (Kafka warns about neither; the warning is Sluice's own.)"""
+    b = secured("SSL://0.0.0.0:{port}", tls_props(pki, **{
+        "ssl.client.auth": client_auth, "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki / "ca.pem")}))
+    assert "listener bound" in log_text(b)
+    assert (OPEN_WARNING in log_text(b)) == warned, client_auth
 
 
 def test_data_dir_readable_by_others_is_warned_about(tmp_path):

@@ -39,9 +39,10 @@ def kafka_libs() -> Path:
     return KAFKA_LIBS
 
 
-def kafka_configs(libs: Path, b, *args: str) -> subprocess.CompletedProcess:
+def kafka_configs(libs: Path, b, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
+    """Runs ConfigCommand against `bootstrap` (default: b's PLAINTEXT listener)."""
     cmd = ["java", *JVM_FLAGS, "-cp", f"{libs}/*", CONFIG_COMMAND,
-           "--bootstrap-server", addr(b, "PLAINTEXT"), *args]
+           "--bootstrap-server", bootstrap or addr(b, "PLAINTEXT"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
@@ -59,6 +60,8 @@ def broker_props(pki_dir: Path) -> dict[str, str]:
     return tls_props(pki_dir, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512"})
 
 
+# Six JVM tool runs and a restart: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_scram_users_added_described_deleted_and_durable(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     for user in ("alice", "bob"):
@@ -108,6 +111,8 @@ QUOTA_ENTITIES = [
 ]
 
 
+# Sixteen JVM tool runs: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_client_quotas_for_users_clients_and_defaults(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     for i, (entity, _) in enumerate(QUOTA_ENTITIES):
@@ -140,6 +145,8 @@ def test_client_quotas_for_users_clients_and_defaults(secured, pki, kafka_libs):
     assert "request_percentage" not in ok(kafka_configs(kafka_libs, b, "--describe", *QUOTA_ENTITIES[2][0]))
 
 
+# Nine JVM tool runs: more than the suite's 120 s on a loaded machine.
+@pytest.mark.timeout(300)
 def test_topic_configs_and_broker_describe(secured, pki, kafka_libs):
     b = secured(LISTENERS, broker_props(pki))
     admin = AdminClient({"bootstrap.servers": addr(b, "PLAINTEXT")})

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   ResourcePatternType, ResourceType, ScramCredentialInfo,
+                                   ScramMechanism, UserScramCredentialUpsertion)
 
 import kwire
 from conftest import SluiceBroker
@@ -31,6 +32,8 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
               'username="admin" password="admin-secret" user_admin="admin-secret" '
               'user_alice="alice-secret";')
 CLIENT_SUBJECT = "/O=Sluice Test/CN=alice-client"
+# The principal Kafka's default builder makes of CLIENT_SUBJECT (RFC 2253 order).
+CLIENT_PRINCIPAL = "CN=alice-client,O=Sluice Test"
 
 
 # -- certificates -------------------------------------------------------------------------
@@ -47,21 +50,37 @@ def _leaf(d: Path, name: str, subject: str, ext: str) -> None:
              "-days", "2", "-extfile", str(d / f"{name}.ext"))
 
 
+def _ca(d: Path, subject: str) -> None:
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"), "-days", "2",
+             "-subj", subject, "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+
+CLIENT_EXT = "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     """ca.pem, server.keystore.pem (key + chain in one file), client.pem / client.key."""
     d = tmp_path_factory.mktemp("pki")
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"), "-days", "2",
-             "-subj", "/CN=Sluice Test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    _ca(d, "/CN=Sluice Test CA")
     _leaf(d, "server", "/CN=localhost",
           "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
           "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n")
-    _leaf(d, "client", CLIENT_SUBJECT,
-          "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n")
+    _leaf(d, "client", CLIENT_SUBJECT, CLIENT_EXT)
     (d / "server.keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text()
                                            + (d / "ca.pem").read_text())
+    return d
+
+
+@pytest.fixture(scope="module")
+def foreign_pki(tmp_path_factory) -> Path:
+    """Another CA (same name as the test CA, other key) and a client certificate it signed
+    with the same subject as pki's: only its issuer makes it untrusted."""
+    d = tmp_path_factory.mktemp("foreign-pki")
+    _ca(d, "/CN=Sluice Test CA")
+    _leaf(d, "client", CLIENT_SUBJECT, CLIENT_EXT)
     return d
 
 
@@ -275,6 +294,128 @@ def test_certificates_are_reloaded_when_the_files_change(secured, pki, tmp_path)
     assert consume(conf, "reload", 1) == [b"1"]
 
 
+def inline_pem(text: str) -> str:
+    """A PEM value written into server.properties as Kafka's documentation shows it: each PEM
+    line followed by a backslash continuation."""
+    return " \\\n".join(text.strip().splitlines())
+
+
+def mtls_conf(b: SluiceBroker, pki: Path, certs: Path | None = None) -> dict:
+    """ssl_conf with the client certificate of `certs` (default: pki's own)."""
+    certs = certs or pki
+    return {**ssl_conf(b, pki), "ssl.certificate.location": str(certs / "client.pem"),
+            "ssl.key.location": str(certs / "client.key")}
+
+
+def refused_tls(conf: dict) -> bool:
+    """True when a client with `conf` is refused (an error, no metadata) within 15 s."""
+    return auth_error(conf) is not None
+
+
+def test_inline_pem_key_store_and_trust_store(secured, pki):
+    """The key store from `ssl.keystore.key` and `ssl.keystore.certificate.chain` and the
+    trust store from `ssl.truststore.certificates`, all inline in server.properties, with
+    client certificates required: the trusted certificate gets in, no certificate does not,
+    and the private key never shows in the log."""
+    key = (pki / "server.key").read_text()
+    b = secured("SSL://127.0.0.1:{port}", {
+        "ssl.keystore.type": "PEM", "ssl.keystore.key": inline_pem(key),
+        "ssl.keystore.certificate.chain": inline_pem((pki / "server.pem").read_text()
+                                                     + (pki / "ca.pem").read_text()),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": inline_pem((pki / "ca.pem").read_text()),
+        "ssl.client.auth": "required"})
+    assert served_subject(b.port, pki / "ca.pem") == "localhost"
+    produce(mtls_conf(b, pki), "inline", [b"a", b"b"])
+    assert consume(mtls_conf(b, pki), "inline", 2) == [b"a", b"b"]
+    assert refused_tls(ssl_conf(b, pki))
+    key_body = key.strip().splitlines()[1]
+    assert key_body not in b.stderr_text()
+
+
+def test_requested_client_certificates_are_optional_but_checked(secured, pki, foreign_pki):
+    """`ssl.client.auth=requested`: a client without a certificate gets in as User:ANONYMOUS,
+    one with a trusted certificate as its subject (an ACL that names only the subject tells
+    them apart), and one with another CA's certificate is refused in the handshake."""
+    b = secured("SSL://127.0.0.1:{port}", tls_props(pki, **{
+        "ssl.client.auth": "requested", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki / "ca.pem"),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"}))
+    anonymous, subject = ssl_conf(b, pki), mtls_conf(b, pki)
+    admin = AdminClient(anonymous)
+    binding = AclBinding(ResourceType.TOPIC, "certified", ResourcePatternType.LITERAL,
+                         "User:" + CLIENT_PRINCIPAL, "*", AclOperation.ALL, AclPermissionType.ALLOW)
+    for f in admin.create_acls([binding], request_timeout=10).values():
+        f.result(timeout=15)
+    produce(anonymous, "open", [b"anyone"])
+    produce(subject, "certified", [b"alice"])
+    from test_acls import delivery_error
+    err = delivery_error(anonymous, "certified")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    foreign = mtls_conf(b, pki, foreign_pki)
+    assert refused_tls(foreign)
+    assert consume(subject, "certified", 2, timeout=5) == [b"alice"]
+
+
+def test_trust_store_is_reloaded_when_its_file_changes(secured, pki, foreign_pki, tmp_path):
+    """A trust store file replaced on disk is used for new connections without a restart:
+    the client certificate of a CA the old file did not hold gets in, the old CA's does not."""
+    trust = tmp_path / "trust.pem"
+    trust.write_text((foreign_pki / "ca.pem").read_text())
+    b = secured("SSL://127.0.0.1:{port}", tls_props(pki, **{
+        "ssl.client.auth": "required", "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(trust)}))
+    ours = mtls_conf(b, pki)
+    foreign = mtls_conf(b, pki, foreign_pki)
+    produce(foreign, "trust", [b"old"])
+    assert refused_tls(ours)
+    new = tmp_path / "trust.pem.new"
+    new.write_text((pki / "ca.pem").read_text())
+    new.replace(trust)
+    deadline = time.monotonic() + 20
+    while auth_error(ours, within=4) is not None:
+        assert time.monotonic() < deadline, "the new trust store was not used"
+    assert consume(ours, "trust", 1) == [b"old"]
+    assert refused_tls(foreign)
+    assert "TLS stores changed on disk; reloaded" in b.stderr_text()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_custom_listener_names_through_the_protocol_map(secured, pki):
+    """Listeners named INTERNAL and EXTERNAL, their protocols from
+    `listener.security.protocol.map`, per-listener SASL users under `listener.name.external.`,
+    and an `advertised.listeners` entry for EXTERNAL only: a client on EXTERNAL is told
+    EXTERNAL's advertised host (localhost, which the server certificate names) and must
+    authenticate; one on INTERNAL is told INTERNAL's bound address and need not."""
+    external = free_port()
+    listeners = f"INTERNAL://127.0.0.1:{{port}},EXTERNAL://127.0.0.1:{external}"
+    b = secured(listeners, tls_props(pki, **{
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+        "advertised.listeners": f"EXTERNAL://localhost:{external}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.external.plain.sasl.jaas.config": PLAIN_JAAS}))
+    assert b.ports["EXTERNAL"] == external
+    alice = {**ssl_conf(b, pki, "EXTERNAL"), "security.protocol": "SASL_SSL",
+             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    md = AdminClient(alice).list_topics(timeout=10)
+    (broker,) = md.brokers.values()
+    assert (broker.host, broker.port) == ("localhost", external)
+    produce(alice, "named", [b"via-external"])
+    internal = {"bootstrap.servers": addr(b, "INTERNAL")}
+    md = AdminClient(internal).list_topics(timeout=10)
+    (broker,) = md.brokers.values()
+    assert (broker.host, broker.port) == ("127.0.0.1", b.ports["INTERNAL"])
+    assert consume(internal, "named", 1) == [b"via-external"]
+    err = auth_error({**alice, "sasl.password": "wrong"})
+    assert err is not None and err.code() == KafkaError._AUTHENTICATION, err
+
+
 def test_sasl_plain_good_and_bad_password_and_the_pre_auth_gate(secured):
     b = secured("SASL_PLAINTEXT://127.0.0.1:{port}", {
         "sasl.enabled.mechanisms": "PLAIN",
@@ -442,11 +583,22 @@ def test_sasl_ssl_scram_users_from_the_admin_api_survive_a_restart(secured, pki)
     assert made.ok and made["credentials"] == [["SCRAM_SHA_512", 4096]], made.summary()
     dave = {**bob, "sasl.username": "dave", "sasl.password": "dave-secret"}
     assert consume(dave, "scram", 2) == [b"before", b"after"]
-    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            'username="dave" password="dave-secret";')
-    r = run("produce", "--bootstrap", addr(b, "SASL_SSL"), "--topic", "scram", "--count", "20",
-            "--partition", "0", "--conf", "security.protocol=SASL_SSL",
-            "--conf", "sasl.mechanism=SCRAM-SHA-512", "--conf", f"sasl.jaas.config={jaas}",
-            "--conf", "ssl.truststore.type=PEM", "--conf", f"ssl.truststore.location={pki / 'ca.pem'}")
+    def java_produce(password: str, count: int, *extra: str):
+        jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="dave" password="{password}";')
+        return run("produce", "--bootstrap", addr(b, "SASL_SSL"), "--topic", "scram", "--count",
+                   str(count), "--partition", "0", "--conf", "security.protocol=SASL_SSL",
+                   "--conf", "sasl.mechanism=SCRAM-SHA-512", "--conf", f"sasl.jaas.config={jaas}",
+                   "--conf", "ssl.truststore.type=PEM",
+                   "--conf", f"ssl.truststore.location={pki / 'ca.pem'}", *extra, timeout=240)
+    r = java_produce("dave-secret", 20)
     assert r.ok, r.summary()
-    assert len(consume(bob, "scram", 22)) == 22
+    # A wrong password: the broker's SASL_AUTHENTICATION_FAILED reaches the Java producer as
+    # its authentication exception with the broker's message, long before max.block.ms.
+    from test_secured_clients import JAVA_DEADLINE, JAVA_FAST_MS
+    refused = java_produce("not-daves", 1, *JAVA_DEADLINE)
+    assert not refused.ok, refused.summary()
+    assert "SaslAuthenticationException" in refused.summary(), refused.summary()
+    assert "Authentication failed: invalid credentials" in refused.summary(), refused.summary()
+    assert refused.data.get("elapsed_ms", JAVA_FAST_MS) < JAVA_FAST_MS, refused.summary()
+    assert len(consume(bob, "scram", 23, timeout=8)) == 22

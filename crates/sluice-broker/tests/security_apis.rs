@@ -1,5 +1,6 @@
 //! The fast tier for the security and configuration APIs: SASL handshake and
-//! authentication, ACLs, client quotas, SCRAM credentials, the two AlterConfigs forms and
+//! authentication, ACLs (the ACL APIs, and the exact refusal of each API whose check no
+//! integration test reaches), client quotas, SCRAM credentials, the two AlterConfigs forms and
 //! OffsetForLeaderEpoch, each against a real in-process `Server` over a loopback socket
 //! (see `handlers.rs` for the tier). The integration suite drives the same APIs with Kafka's
 //! own tools (`kafka-acls.sh`, `kafka-configs.sh`) and real clients over TLS.
@@ -7,7 +8,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::requests::{create_topic, produce_values};
+use common::requests::{create_topic, list_offsets_at, produce_values};
 use common::{topic_name, Client, InProcessBroker};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
@@ -120,24 +121,16 @@ fn acls_are_created_described_and_deleted_by_an_authorized_principal_only() {
     let (mut alice, ok) = login(&broker, "alice", "alice-pw");
     assert_eq!(ok, NONE);
 
-    let mut creation = AclCreation::default();
-    creation.resource_type = RESOURCE_TOPIC;
-    creation.resource_name = s("orders");
-    creation.resource_pattern_type = PATTERN_LITERAL;
-    creation.principal = s("User:alice");
-    creation.host = s("*");
-    creation.operation = OPERATION_READ;
-    creation.permission_type = PERMISSION_ALLOW;
-    let mut create = CreateAclsRequest::default();
-    create.creations = vec![creation];
     // Alice has no ALTER on the cluster.
-    let denied: CreateAclsResponse = alice.call(ApiKey::CreateAcls, 2, &create);
+    let read = OPERATION_READ;
     assert_eq!(
-        denied.results[0].error_code,
+        grant(&mut alice, RESOURCE_TOPIC, "orders", "User:alice", read),
         ResponseError::ClusterAuthorizationFailed.code()
     );
-    let created: CreateAclsResponse = admin.call(ApiKey::CreateAcls, 2, &create);
-    assert_eq!(created.results[0].error_code, NONE);
+    assert_eq!(
+        grant(&mut admin, RESOURCE_TOPIC, "orders", "User:alice", read),
+        NONE
+    );
 
     let described: DescribeAclsResponse = admin.call(ApiKey::DescribeAcls, 2, &acl_filter_any());
     assert_eq!(described.error_code, NONE);
@@ -155,21 +148,32 @@ fn acls_are_created_described_and_deleted_by_an_authorized_principal_only() {
         ResponseError::ClusterAuthorizationFailed.code()
     );
 
+    let deleted = delete_acls(&mut admin, RESOURCE_TOPIC, Some("orders"), PATTERN_LITERAL);
+    assert_eq!(deleted.filter_results[0].error_code, NONE);
+    assert_eq!(deleted.filter_results[0].matching_acls.len(), 1);
+    let after: DescribeAclsResponse = admin.call(ApiKey::DescribeAcls, 2, &acl_filter_any());
+    assert!(after.resources.is_empty(), "{after:?}");
+}
+
+/// DeleteAcls v2 with one filter: the resource type, name (None: any) and pattern type
+/// given, any principal, host, operation and permission.
+fn delete_acls(
+    client: &mut Client,
+    resource_type: i8,
+    name: Option<&str>,
+    pattern: i8,
+) -> DeleteAclsResponse {
     let mut filter = DeleteAclsFilter::default();
-    filter.resource_type_filter = RESOURCE_TOPIC;
-    filter.resource_name_filter = Some(s("orders"));
-    filter.pattern_type_filter = PATTERN_LITERAL;
+    filter.resource_type_filter = resource_type;
+    filter.resource_name_filter = name.map(s);
+    filter.pattern_type_filter = pattern;
     filter.operation = OPERATION_ANY;
     filter.permission_type = PERMISSION_ANY;
     filter.principal_filter = None;
     filter.host_filter = None;
     let mut delete = DeleteAclsRequest::default();
     delete.filters = vec![filter];
-    let deleted: DeleteAclsResponse = admin.call(ApiKey::DeleteAcls, 2, &delete);
-    assert_eq!(deleted.filter_results[0].error_code, NONE);
-    assert_eq!(deleted.filter_results[0].matching_acls.len(), 1);
-    let after: DescribeAclsResponse = admin.call(ApiKey::DescribeAcls, 2, &acl_filter_any());
-    assert!(after.resources.is_empty(), "{after:?}");
+    client.call(ApiKey::DeleteAcls, 2, &delete)
 }
 
 fn user_entity(user: &str) -> EntityData {
@@ -397,4 +401,239 @@ fn offset_for_leader_epoch_answers_the_log_end_of_epoch_0() {
         unknown.topics[0].partitions[0].error_code,
         ResponseError::UnknownTopicOrPartition.code()
     );
+}
+
+// -- every API refuses a principal without the ACL it needs --------------------------------
+
+const RESOURCE_GROUP: i8 = 3;
+const RESOURCE_TRANSACTIONAL_ID: i8 = 5;
+const OPERATION_CREATE: i8 = 5;
+const OPERATION_WRITE: i8 = 4;
+const OPERATION_DESCRIBE: i8 = 8;
+const TOPIC_DENIED: i16 = 29; // TOPIC_AUTHORIZATION_FAILED
+const GROUP_DENIED: i16 = 30; // GROUP_AUTHORIZATION_FAILED
+const CLUSTER_DENIED: i16 = 31; // CLUSTER_AUTHORIZATION_FAILED
+const TXN_ID_DENIED: i16 = 53; // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+/// CreateAcls v2 of one ALLOW binding for any host; its result code.
+fn grant(admin: &mut Client, resource_type: i8, name: &str, principal: &str, op: i8) -> i16 {
+    let mut creation = AclCreation::default();
+    creation.resource_type = resource_type;
+    creation.resource_name = s(name);
+    creation.resource_pattern_type = PATTERN_LITERAL;
+    creation.principal = s(principal);
+    creation.host = s("*");
+    creation.operation = op;
+    creation.permission_type = PERMISSION_ALLOW;
+    let mut create = CreateAclsRequest::default();
+    create.creations = vec![creation];
+    let resp: CreateAclsResponse = admin.call(ApiKey::CreateAcls, 2, &create);
+    resp.results[0].error_code
+}
+
+/// The secured broker with topic `t` (one partition, two records) and, committed by admin,
+/// offsets of the standalone groups `g-one` and `g-two`; admin's and alice's sessions.
+fn broker_with_data() -> (InProcessBroker, Client, Client) {
+    let broker = secured_broker();
+    let (mut admin, ok) = login(&broker, "admin", "admin-pw");
+    assert_eq!(ok, NONE);
+    assert_eq!(create_topic(&mut admin, "t", 1), NONE);
+    assert_eq!(produce_values(&mut admin, "t", 0, &[b"a", b"b"]).0, NONE);
+    for g in ["g-one", "g-two"] {
+        assert_eq!(commit_offset(&mut admin, g, "t", 1), NONE);
+    }
+    let (alice, ok) = login(&broker, "alice", "alice-pw");
+    assert_eq!(ok, NONE);
+    (broker, admin, alice)
+}
+
+/// OffsetCommit v8 of a standalone group (no member): the partition's code.
+fn commit_offset(client: &mut Client, group: &str, topic: &str, offset: i64) -> i16 {
+    use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    let mut p = OffsetCommitRequestPartition::default();
+    p.committed_offset = offset;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.name = topic_name(topic);
+    t.partitions = vec![p];
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = GroupId(s(group));
+    req.generation_id_or_member_epoch = -1;
+    req.topics = vec![t];
+    let resp: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 8, &req);
+    resp.topics[0].partitions[0].error_code
+}
+
+/// Metadata v12 naming one topic, auto-creation allowed: the topic's code.
+fn metadata_auto_create(client: &mut Client, topic: &str) -> i16 {
+    let mut t = metadata_request::MetadataRequestTopic::default();
+    t.name = Some(topic_name(topic));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    let resp: MetadataResponse = client.call(ApiKey::Metadata, 12, &req);
+    resp.topics[0].error_code
+}
+
+// Goal: the topic APIs without a check of their own in another test answer
+// TOPIC_AUTHORIZATION_FAILED to a principal without the operation Kafka asks for (ListOffsets
+// DESCRIBE, DeleteRecords DELETE, CreatePartitions ALTER), and Metadata's auto-creation needs
+// CREATE even when the principal may DESCRIBE the name: nothing is created without it.
+#[test]
+fn topic_apis_refuse_a_principal_without_acls() {
+    let (_broker, mut admin, mut alice) = broker_with_data();
+    assert_eq!(list_offsets_at(&mut alice, "t", 0, -1).0, TOPIC_DENIED);
+    assert_eq!(list_offsets_at(&mut admin, "t", 0, -1), (NONE, 2));
+
+    let mut dp = delete_records_request::DeleteRecordsPartition::default();
+    dp.offset = 1;
+    let mut dt = delete_records_request::DeleteRecordsTopic::default();
+    dt.name = topic_name("t");
+    dt.partitions = vec![dp];
+    let mut delete = DeleteRecordsRequest::default();
+    delete.topics = vec![dt];
+    delete.timeout_ms = 10_000;
+    let resp: DeleteRecordsResponse = alice.call(ApiKey::DeleteRecords, 2, &delete);
+    assert_eq!(resp.topics[0].partitions[0].error_code, TOPIC_DENIED);
+    assert_eq!(list_offsets_at(&mut admin, "t", 0, -2), (NONE, 0));
+
+    let mut ct = create_partitions_request::CreatePartitionsTopic::default();
+    ct.name = topic_name("t");
+    ct.count = 3;
+    ct.assignments = None;
+    let mut grow = CreatePartitionsRequest::default();
+    grow.topics = vec![ct];
+    grow.timeout_ms = 10_000;
+    let resp: CreatePartitionsResponse = alice.call(ApiKey::CreatePartitions, 3, &grow);
+    assert_eq!(resp.results[0].error_code, TOPIC_DENIED);
+
+    assert_eq!(metadata_auto_create(&mut alice, "auto"), TOPIC_DENIED);
+    let describe = OPERATION_DESCRIBE;
+    assert_eq!(
+        grant(&mut admin, RESOURCE_TOPIC, "auto", "User:alice", describe),
+        NONE
+    );
+    assert_eq!(metadata_auto_create(&mut alice, "auto"), TOPIC_DENIED);
+    assert_eq!(
+        list_offsets_at(&mut admin, "auto", 0, -1).0,
+        ResponseError::UnknownTopicOrPartition.code(),
+        "created without CREATE"
+    );
+    assert_eq!(
+        grant(
+            &mut admin,
+            RESOURCE_TOPIC,
+            "auto",
+            "User:alice",
+            OPERATION_CREATE
+        ),
+        NONE
+    );
+    assert_eq!(metadata_auto_create(&mut alice, "auto"), NONE);
+}
+
+// Goal: the classic group APIs without a check in another test refuse a principal without
+// the group ACL: DescribeGroups, DeleteGroups, OffsetCommit and OffsetFetch answer
+// GROUP_AUTHORIZATION_FAILED, and ListGroups lists only the groups it may DESCRIBE.
+#[test]
+fn group_apis_refuse_a_principal_without_acls() {
+    let (_broker, mut admin, mut alice) = broker_with_data();
+    let listed = |client: &mut Client| {
+        let resp: ListGroupsResponse =
+            client.call(ApiKey::ListGroups, 5, &ListGroupsRequest::default());
+        assert_eq!(resp.error_code, NONE);
+        let mut ids: Vec<String> = resp.groups.iter().map(|g| g.group_id.to_string()).collect();
+        ids.sort();
+        ids
+    };
+    assert!(listed(&mut alice).is_empty());
+    assert_eq!(
+        grant(
+            &mut admin,
+            RESOURCE_GROUP,
+            "g-two",
+            "User:alice",
+            OPERATION_DESCRIBE
+        ),
+        NONE
+    );
+    assert_eq!(listed(&mut alice), vec!["g-two"]);
+    assert_eq!(listed(&mut admin), vec!["g-one", "g-two"]);
+
+    let mut describe = DescribeGroupsRequest::default();
+    describe.groups = vec![GroupId(s("g-one"))];
+    let resp: DescribeGroupsResponse = alice.call(ApiKey::DescribeGroups, 5, &describe);
+    assert_eq!(resp.groups[0].error_code, GROUP_DENIED);
+
+    let mut delete = DeleteGroupsRequest::default();
+    delete.groups_names = vec![GroupId(s("g-one"))];
+    let resp: DeleteGroupsResponse = alice.call(ApiKey::DeleteGroups, 2, &delete);
+    assert_eq!(resp.results[0].error_code, GROUP_DENIED);
+
+    assert_eq!(commit_offset(&mut alice, "g-one", "t", 2), GROUP_DENIED);
+
+    let mut ft = offset_fetch_request::OffsetFetchRequestTopics::default();
+    ft.name = topic_name("t");
+    ft.partition_indexes = vec![0];
+    let mut fg = offset_fetch_request::OffsetFetchRequestGroup::default();
+    fg.group_id = GroupId(s("g-one"));
+    fg.member_epoch = -1;
+    fg.topics = Some(vec![ft]);
+    let mut fetch = OffsetFetchRequest::default();
+    fetch.groups = vec![fg];
+    let resp: OffsetFetchResponse = alice.call(ApiKey::OffsetFetch, 8, &fetch);
+    assert_eq!(resp.groups[0].error_code, GROUP_DENIED);
+    let resp: OffsetFetchResponse = admin.call(ApiKey::OffsetFetch, 8, &fetch);
+    assert_eq!(resp.groups[0].topics[0].partitions[0].committed_offset, 1);
+}
+
+/// TxnOffsetCommit v3 of offset 1 on `t`-0 for group `g-one`, a made-up producer: the
+/// partition's code.
+fn txn_offset_commit(client: &mut Client, transactional_id: &str) -> i16 {
+    use txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.committed_offset = 1;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = topic_name("t");
+    t.partitions = vec![p];
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(s(transactional_id));
+    req.group_id = GroupId(s("g-one"));
+    req.producer_id = ProducerId(7);
+    req.generation_id = -1;
+    req.topics = vec![t];
+    let resp: TxnOffsetCommitResponse = client.call(ApiKey::TxnOffsetCommit, 3, &req);
+    resp.topics[0].partitions[0].error_code
+}
+
+// Goal: the cluster and transaction APIs without a check in another test refuse a principal
+// without ACLs: DescribeUserScramCredentials and DeleteAcls with CLUSTER_AUTHORIZATION_FAILED
+// (and DeleteAcls deletes nothing), TxnOffsetCommit with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// and, once the transactional id is allowed, GROUP_AUTHORIZATION_FAILED.
+#[test]
+fn cluster_and_transaction_apis_refuse_a_principal_without_acls() {
+    let (_broker, mut admin, mut alice) = broker_with_data();
+    let resp: DescribeUserScramCredentialsResponse = alice.call(
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        &DescribeUserScramCredentialsRequest::default(),
+    );
+    assert_eq!(resp.error_code, CLUSTER_DENIED);
+
+    assert_eq!(
+        grant(&mut admin, RESOURCE_TOPIC, "t", "User:bob", OPERATION_READ),
+        NONE
+    );
+    let resp = delete_acls(&mut alice, RESOURCE_ANY, None, PATTERN_ANY);
+    assert_eq!(resp.filter_results[0].error_code, CLUSTER_DENIED);
+    assert!(resp.filter_results[0].matching_acls.is_empty());
+    let left: DescribeAclsResponse = admin.call(ApiKey::DescribeAcls, 2, &acl_filter_any());
+    assert_eq!(left.resources.len(), 1, "{left:?}");
+
+    assert_eq!(txn_offset_commit(&mut alice, "tx"), TXN_ID_DENIED);
+    let txn = RESOURCE_TRANSACTIONAL_ID;
+    assert_eq!(
+        grant(&mut admin, txn, "tx", "User:alice", OPERATION_WRITE),
+        NONE
+    );
+    assert_eq!(txn_offset_commit(&mut alice, "tx"), GROUP_DENIED);
 }
