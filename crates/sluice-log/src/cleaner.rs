@@ -10,11 +10,14 @@
 //!   (synced) before the rename over `<base>.extents` switches to them. A crash at any
 //!   step leaves the old segment or the new one, never a mix and never a loss.
 //! - It runs on its own threads (`sluice-cleaner-N`), never on the async runtime or the
-//!   committer; it holds a partition's `trim_lock` only for the swap (two directory syncs
-//!   and a rename), so produce and fetch never wait for a pass.
-//! - Bounded memory: the key map holds at most `log.cleaner.dedupe.buffer.size` /
-//!   [`KEY_MAP_ENTRY_BYTES`] entries; one batch (and its records) is in memory at a time,
-//!   plus a write buffer of [`WRITE_BUFFER_BYTES`].
+//!   committer; it holds a partition's `trim_lock` only for the swap (two renames, the old
+//!   files' removals and three directory syncs), which retention, DeleteRecords and
+//!   partition deletion also take, but produce and fetch never do: they never wait for a
+//!   pass (`test_compaction.py::test_produce_is_not_held_up_by_a_throttled_pass`).
+//! - Bounded memory: the key map is one allocation of at most the thread's share of
+//!   `log.cleaner.dedupe.buffer.size`, made when a pass starts and never grown (at most
+//!   that / [`KEY_MAP_ENTRY_BYTES`] keys); one batch (and its records) is in memory at a
+//!   time, plus a write buffer of [`WRITE_BUFFER_BYTES`].
 //! - I/O is throttled to `log.cleaner.io.max.bytes.per.second` (read plus written).
 //! - The log never decompresses: records are read and rebuilt through [`RecordCodec`],
 //!   which the broker supplies.
