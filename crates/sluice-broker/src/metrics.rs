@@ -413,9 +413,26 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
             "Records the log cleaner removed.",
             s.cleaner_records_removed,
         ),
+        (
+            "sluice_log_cleaner_before_bytes",
+            "Bytes of the segments log cleaner passes covered, before cleaning.",
+            s.cleaner_bytes_before,
+        ),
+        (
+            "sluice_log_cleaner_after_bytes",
+            "Bytes of the segments log cleaner passes covered, after cleaning.",
+            s.cleaner_bytes_after,
+        ),
     ] {
         counter(enc, name, help, value)?;
     }
+    enc.encode_descriptor(
+        "sluice_log_cleaner_pass_seconds",
+        "Time spent in log cleaner passes.",
+        None,
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, f64>(&(s.cleaner_pass_us as f64 / 1e6), None)?;
     gauge(
         enc,
         "sluice_log_poisoned",

@@ -10,11 +10,14 @@
 //!   (synced) before the rename over `<base>.extents` switches to them. A crash at any
 //!   step leaves the old segment or the new one, never a mix and never a loss.
 //! - It runs on its own threads (`sluice-cleaner-N`), never on the async runtime or the
-//!   committer; it holds a partition's `trim_lock` only for the swap (two directory syncs
-//!   and a rename), so produce and fetch never wait for a pass.
-//! - Bounded memory: the key map holds at most `log.cleaner.dedupe.buffer.size` /
-//!   [`KEY_MAP_ENTRY_BYTES`] entries; one batch (and its records) is in memory at a time,
-//!   plus a write buffer of [`WRITE_BUFFER_BYTES`].
+//!   committer; it holds a partition's `trim_lock` only for the swap (two renames, the old
+//!   files' removals and three directory syncs), which retention, DeleteRecords and
+//!   partition deletion also take, but produce and fetch never do: they never wait for a
+//!   pass (`test_compaction.py::test_produce_is_not_held_up_by_a_throttled_pass`).
+//! - Bounded memory: the key map is one allocation of at most the thread's share of
+//!   `log.cleaner.dedupe.buffer.size`, made when a pass starts and never grown (at most
+//!   that / [`KEY_MAP_ENTRY_BYTES`] keys); one batch (and its records) is in memory at a
+//!   time, plus a write buffer of [`WRITE_BUFFER_BYTES`].
 //! - I/O is throttled to `log.cleaner.io.max.bytes.per.second` (read plus written).
 //! - The log never decompresses: records are read and rebuilt through [`RecordCodec`],
 //!   which the broker supplies.
@@ -53,9 +56,16 @@ use crate::types::Offset;
 /// Cleaned data files take sequence numbers from here on, so they never meet a journal
 /// file's (journal sequence numbers count up from 0).
 pub(crate) const CLEANED_SEQ_BASE: u64 = 1 << 63;
-/// Memory one key map entry is budgeted at: a 128-bit key hash and an offset (24 bytes)
-/// in a hash table that grows by doubling.
-pub const KEY_MAP_ENTRY_BYTES: u64 = 48;
+/// Bytes of one key map slot: a 128-bit key hash and an offset, as three `u64`s (no
+/// padding: a `u128` field would be 16-byte aligned and make the slot 32 bytes).
+const KEY_MAP_SLOT_BYTES: u64 = std::mem::size_of::<Slot>() as u64;
+/// Share of its slots the key map fills at most (percent): with linear probing, a lookup
+/// of an absent key probes about 8.5 slots on average at 75 %, and about 50 at 90 %.
+const KEY_MAP_LOAD_PERCENT: u64 = 75;
+/// Memory one key map entry costs: a slot (24 bytes) of a table at most 75 % full, so 32
+/// bytes. The table is one allocation made at the start of a pass and never grown, so
+/// `log.cleaner.dedupe.buffer.size` / this many entries is a true bound on its memory.
+pub const KEY_MAP_ENTRY_BYTES: u64 = KEY_MAP_SLOT_BYTES * 100 / KEY_MAP_LOAD_PERCENT;
 /// Cleaned bytes buffered before each write of the cleaned data file.
 const WRITE_BUFFER_BYTES: usize = 1 << 20;
 /// Bits of a cleaned file's sequence number below the open time (ms): files allocated in
@@ -158,8 +168,10 @@ impl CleanerState {
         seq
     }
 
-    /// Sleeps as long as `bytes` of I/O cost under the rate limit (never holding a lock
-    /// while sleeping), in slices, so a log that is stopping ends the pass promptly.
+    /// Sleeps until `bytes` of I/O, after all charged before them, are paid for under the
+    /// rate limit (never holding a lock while sleeping), in slices, so a log that is
+    /// stopping ends the pass promptly. Each charge waits for its own bytes, so a pass
+    /// over N bytes takes at least N / limit, its last write included.
     fn charge(&self, bytes: u64, bytes_per_second: u64, stopping: &AtomicBool) {
         if bytes_per_second == u64::MAX || bytes_per_second == 0 {
             return;
@@ -168,9 +180,9 @@ impl CleanerState {
         let wake = {
             let mut paid = self.io_paid_until.lock();
             let now = Instant::now();
-            let from = paid.filter(|t| *t > now).unwrap_or(now);
-            *paid = Some(from + cost);
-            from
+            let until = paid.filter(|t| *t > now).unwrap_or(now) + cost;
+            *paid = Some(until);
+            until
         };
         loop {
             let now = Instant::now();
@@ -421,8 +433,8 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
     let dirty = bytes(&segments[dirty_from..end]);
     let total = bytes(&segments[..end]).max(1);
     let dirty_ratio = dirty as f64 / total as f64;
-    let overdue = segments[dirty_from].max_timestamp().0
-        < now_ms.saturating_sub(config.max_compaction_lag_ms.max(1));
+    let overdue = earliest_dirty_timestamp(&segments[dirty_from..segments.len() - 1])
+        .is_some_and(|t| t < now_ms.saturating_sub(config.max_compaction_lag_ms.max(1)));
     (dirty_ratio >= config.min_cleanable_dirty_ratio || overdue || horizon_passed).then_some(Plan {
         segments,
         end,
@@ -431,9 +443,27 @@ fn plan(engine: &Engine, partition: &Partition, now_ms: i64) -> Option<Plan> {
     })
 }
 
-/// Newest offset per key, by a 128-bit hash of the key.
+/// The earliest first-batch timestamp of the dirty, non-active segments: a partition is
+/// overdue by `max.compaction.lag.ms` once this is older (Kafka's `maxCompactionDelay`;
+/// the largest timestamp would let one old record wait behind newer ones in its segment).
+fn earliest_dirty_timestamp(dirty: &[Arc<Segment>]) -> Option<i64> {
+    dirty.iter().filter_map(|s| s.first_batch_timestamp()).min()
+}
+
+/// One key map slot: the key hash's high and low halves and the offset plus one (0: the
+/// slot is empty, so a zeroed allocation is an empty map).
+type Slot = [u64; 3];
+
+/// Newest offset per key, by a 128-bit hash of the key: an open-addressing table with
+/// linear probing, sized once for the pass and never grown (no rehash doubles its memory
+/// mid-pass, as a growing hash table's would).
 struct KeyMap {
-    map: HashMap<u128, i64>,
+    /// Zero-initialised in one allocation: the system maps it lazily, so the pages a
+    /// small pass never touches cost no resident memory.
+    slots: Vec<Slot>,
+    len: usize,
+    /// Keys it may hold: at most [`KEY_MAP_LOAD_PERCENT`] of the slots, and always fewer
+    /// than the slots, so a probe for an absent key ends at an empty slot.
     capacity: usize,
 }
 
@@ -447,11 +477,74 @@ fn key_hash(key: &[u8]) -> u128 {
 }
 
 impl KeyMap {
+    /// A map of at most `budget_bytes`, for up to `wanted` keys (fewer when the budget
+    /// holds fewer).
+    fn new(budget_bytes: u64, wanted: usize) -> Self {
+        let budget_slots = budget_bytes / KEY_MAP_SLOT_BYTES;
+        let budget_capacity = budget_slots / 100 * KEY_MAP_LOAD_PERCENT
+            + budget_slots % 100 * KEY_MAP_LOAD_PERCENT / 100;
+        let capacity = wanted.min(usize::try_from(budget_capacity).unwrap_or(usize::MAX));
+        // ceil(capacity / load) <= budget_slots, since capacity <= budget_slots * load.
+        let slots = capacity
+            .saturating_mul(100)
+            .div_ceil(KEY_MAP_LOAD_PERCENT as usize)
+            .max(capacity + 1);
+        Self {
+            slots: vec![[0; 3]; slots],
+            len: 0,
+            capacity,
+        }
+    }
+
+    /// Heap bytes the map holds (fixed for its life).
+    #[cfg(test)]
+    fn memory_bytes(&self) -> u64 {
+        (self.slots.capacity() as u64) * KEY_MAP_SLOT_BYTES
+    }
+
+    /// The slot holding `hash`, or the empty slot where it would go.
+    fn find(&self, hash: u128) -> usize {
+        let (high, low) = ((hash >> 64) as u64, hash as u64);
+        let n = self.slots.len();
+        // The low half scaled to the table (Lemire's multiply-shift: no division).
+        let mut at = ((u128::from(low) * n as u128) >> 64) as usize;
+        loop {
+            let slot = &self.slots[at];
+            if slot[2] == 0 || (slot[0] == high && slot[1] == low) {
+                return at;
+            }
+            at = if at + 1 == n { 0 } else { at + 1 };
+        }
+    }
+
+    /// Records `offset` for the key, keeping the newest. False (nothing stored) when the
+    /// key is new and the map is full.
+    fn put(&mut self, hash: u128, offset: i64) -> bool {
+        let at = self.find(hash);
+        let stored = u64::try_from(offset).unwrap_or(0) + 1;
+        let slot = &mut self.slots[at];
+        if slot[2] == 0 {
+            if self.len == self.capacity {
+                return false;
+            }
+            *slot = [(hash >> 64) as u64, hash as u64, stored];
+            self.len += 1;
+        } else {
+            slot[2] = slot[2].max(stored);
+        }
+        true
+    }
+
+    /// The newest offset recorded for the key.
+    fn get(&self, hash: u128) -> Option<i64> {
+        let slot = &self.slots[self.find(hash)];
+        (slot[2] != 0).then(|| (slot[2] - 1) as i64)
+    }
+
     /// Whether a key with this newest offset survives (not superseded by a newer one).
     fn is_newest(&self, key: &[u8], offset: i64) -> bool {
-        self.map
-            .get(&key_hash(key))
-            .is_none_or(|&newest| offset >= newest)
+        self.get(key_hash(key))
+            .is_none_or(|newest| offset >= newest)
     }
 }
 
@@ -582,8 +675,13 @@ fn clean_partition(
         .lock()
         .insert(partition.uid, plan.segments[map_end - 1].next_offset());
     store_checkpoint(engine)?;
-    report.duration_ms = started.elapsed().as_millis() as u64;
-    Stats::add(&engine.stats.cleaner_passes, 1);
+    let elapsed = started.elapsed();
+    report.duration_ms = elapsed.as_millis() as u64;
+    let stats = &engine.stats;
+    Stats::add(&stats.cleaner_passes, 1);
+    Stats::add(&stats.cleaner_pass_us, elapsed.as_micros() as u64);
+    Stats::add(&stats.cleaner_bytes_before, report.bytes_before);
+    Stats::add(&stats.cleaner_bytes_after, report.bytes_after);
     Stats::add(
         &engine.stats.cleaner_records_removed,
         report.records_removed,
@@ -613,22 +711,21 @@ fn build_key_map(
     buf: &mut Vec<u8>,
 ) -> Result<(KeyMap, usize), LogError> {
     let threads = engine.config.cleaner.threads.max(1) as u64;
-    let capacity = (engine.config.cleaner.dedupe_buffer_bytes / threads / KEY_MAP_ENTRY_BYTES)
-        .clamp(1, usize::MAX as u64) as usize;
-    let mut keys = KeyMap {
-        map: HashMap::new(),
-        capacity,
-    };
+    let dirty = &plan.segments[plan.dirty_from..plan.end];
+    // A segment holds at most one key per offset: the map never needs more entries.
+    let wanted = dirty
+        .iter()
+        .map(|s| offset_span(s))
+        .fold(0, usize::saturating_add);
+    let mut keys = KeyMap::new(engine.config.cleaner.dedupe_buffer_bytes / threads, wanted);
     let mut map_end = plan.dirty_from;
     let mut txns = plan
         .segments
         .get(plan.dirty_from)
         .map(|s| TxnWalk::new(aborted, s.base_offset));
-    for segment in &plan.segments[plan.dirty_from..plan.end] {
-        // A segment holds at most one key per offset: it fits if that many would.
-        let span = (segment.next_offset().0 - segment.base_offset.0).max(0) as usize;
-        if keys.map.len().saturating_add(span) > keys.capacity {
-            break;
+    for segment in dirty {
+        if keys.len.saturating_add(offset_span(segment)) > keys.capacity {
+            break; // It fits only if that many keys would.
         }
         let txns = txns.as_mut().expect("a dirty segment");
         for_each_batch(engine, segment, buf, |bytes| {
@@ -645,17 +742,20 @@ fn build_key_map(
             codec
                 .scan(bytes, &mut |record| {
                     if let Some(key) = record.key {
-                        let offset = base + i64::from(record.offset_delta);
-                        let newest = keys.map.entry(key_hash(key)).or_insert(offset);
-                        *newest = (*newest).max(offset);
+                        let stored = keys.put(key_hash(key), base + i64::from(record.offset_delta));
+                        debug_assert!(stored, "the segment was checked to fit");
                     }
                 })
                 .map_err(codec_error)
         })?;
         map_end += 1;
     }
-    debug_assert!(keys.map.len() <= keys.capacity);
     Ok((keys, map_end))
+}
+
+/// Offsets a segment spans: the most keys it can hold.
+fn offset_span(segment: &Segment) -> usize {
+    usize::try_from(segment.next_offset().0 - segment.base_offset.0).unwrap_or(0)
 }
 
 /// Cleans `olds` group by group (see [`clean_group`]) and swaps each group's result in.
@@ -1339,14 +1439,56 @@ mod tests {
     }
 
     #[test]
+    fn the_key_map_stays_within_its_budget_and_never_grows() {
+        // Goal: the map's memory is fixed when a pass starts and within the budget
+        // (log.cleaner.dedupe.buffer.size per thread), for any budget; filled to its
+        // capacity it neither reallocates nor takes a new key, and it answers right.
+        assert_eq!((KEY_MAP_SLOT_BYTES, KEY_MAP_ENTRY_BYTES), (24, 32));
+        for budget in [24, 64, 100, 192, 1 << 20, 128 << 20] {
+            let keys = KeyMap::new(budget, usize::MAX);
+            assert!(
+                keys.memory_bytes() <= budget,
+                "{budget}: {}",
+                keys.memory_bytes()
+            );
+            assert_eq!(keys.capacity as u64, budget / KEY_MAP_SLOT_BYTES * 3 / 4);
+        }
+        let small = KeyMap::new(128 << 20, 100);
+        assert_eq!(small.capacity, 100, "sized for the keys the pass can meet");
+        assert!(small.memory_bytes() <= 134 * KEY_MAP_SLOT_BYTES);
+
+        let mut keys = KeyMap::new(1 << 20, usize::MAX);
+        let (slots, memory) = (keys.slots.as_ptr(), keys.memory_bytes());
+        for i in 0..keys.capacity as i64 {
+            assert!(keys.put(key_hash(&i.to_be_bytes()), i));
+        }
+        assert!(!keys.put(key_hash(b"one too many"), 0), "full");
+        assert!(
+            keys.put(key_hash(&7i64.to_be_bytes()), 1 << 40),
+            "a known key updates"
+        );
+        assert!(
+            keys.put(key_hash(&8i64.to_be_bytes()), 0),
+            "an older offset is ignored"
+        );
+        assert_eq!(
+            (keys.slots.as_ptr(), keys.memory_bytes()),
+            (slots, memory),
+            "never reallocated"
+        );
+        assert_eq!(keys.get(key_hash(&7i64.to_be_bytes())), Some(1 << 40));
+        assert_eq!(keys.get(key_hash(&8i64.to_be_bytes())), Some(8));
+        assert_eq!(keys.get(key_hash(b"one too many")), None);
+        assert!(keys.is_newest(&9i64.to_be_bytes(), 9));
+        assert!(!keys.is_newest(&9i64.to_be_bytes(), 8));
+    }
+
+    #[test]
     fn key_rules() {
         // Goal: older versions and keyless records go; the newest stays, a tombstone until
         // its batch's delete horizon has passed, whatever its timestamp.
-        let mut keys = KeyMap {
-            map: HashMap::new(),
-            capacity: 10,
-        };
-        keys.map.insert(key_hash(b"a"), 5);
+        let mut keys = KeyMap::new(10 * KEY_MAP_ENTRY_BYTES, 10);
+        assert!(keys.put(key_hash(b"a"), 5));
         let retained = HashSet::new();
         let retained_markers = HashMap::new();
         let rules = Rules {

@@ -92,8 +92,22 @@ pub struct LogConfig {
     /// `max.compaction.lag.ms`: a dirty segment older than this is cleaned whatever the
     /// dirty ratio.
     pub max_compaction_lag_ms: i64,
-    /// `delete.retention.ms`: a tombstone is removed once its timestamp is older than this.
+    /// `delete.retention.ms`: a tombstone is removed by the first pass this long after the
+    /// pass that first saw it (KIP-534; see `docs/compaction.md` §3).
     pub delete_retention_ms: i64,
+}
+
+impl LogConfig {
+    /// How old the active segment may get before it is rolled: `segment.ms`, or on a
+    /// compacted topic `max.compaction.lag.ms` when that is shorter (as Kafka's
+    /// `maxSegmentMs`), since the active segment is never cleaned and a record must be
+    /// cleanable within `max.compaction.lag.ms`.
+    pub fn roll_ms(&self) -> i64 {
+        match self.cleanup_compact && self.max_compaction_lag_ms > 0 {
+            true => self.segment_ms.min(self.max_compaction_lag_ms),
+            false => self.segment_ms,
+        }
+    }
 }
 
 impl Default for LogConfig {

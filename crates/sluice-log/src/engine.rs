@@ -124,6 +124,9 @@ pub(crate) struct Stats {
     pub(crate) cleaner_bytes_read: AtomicU64,
     pub(crate) cleaner_bytes_written: AtomicU64,
     pub(crate) cleaner_records_removed: AtomicU64,
+    pub(crate) cleaner_pass_us: AtomicU64,
+    pub(crate) cleaner_bytes_before: AtomicU64,
+    pub(crate) cleaner_bytes_after: AtomicU64,
     /// Journal bytes written per commit round (padding included).
     pub(crate) round_bytes: Histogram,
     /// Append requests answered per commit round.
@@ -147,6 +150,9 @@ impl Default for Stats {
             cleaner_bytes_read: AtomicU64::default(),
             cleaner_bytes_written: AtomicU64::default(),
             cleaner_records_removed: AtomicU64::default(),
+            cleaner_pass_us: AtomicU64::default(),
+            cleaner_bytes_before: AtomicU64::default(),
+            cleaner_bytes_after: AtomicU64::default(),
             round_bytes: Histogram::new(histogram::SIZE_BOUNDS_BYTES),
             round_requests: Histogram::new(histogram::COUNT_BOUNDS),
             journal_sync_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
@@ -182,6 +188,9 @@ impl Stats {
             cleaner_bytes_read: get(&self.cleaner_bytes_read),
             cleaner_bytes_written: get(&self.cleaner_bytes_written),
             cleaner_records_removed: get(&self.cleaner_records_removed),
+            cleaner_pass_us: get(&self.cleaner_pass_us),
+            cleaner_bytes_before: get(&self.cleaner_bytes_before),
+            cleaner_bytes_after: get(&self.cleaner_bytes_after),
         }
     }
 }

@@ -835,6 +835,11 @@ pub struct LogStats {
     pub cleaner_bytes_read: u64,
     pub cleaner_bytes_written: u64,
     pub cleaner_records_removed: u64,
+    /// Time spent in cleaner passes (microseconds), and the bytes of the segments they
+    /// covered before and after cleaning (a pass's `bytes_before` and `bytes_after`).
+    pub cleaner_pass_us: u64,
+    pub cleaner_bytes_before: u64,
+    pub cleaner_bytes_after: u64,
 }
 
 /// The group commit's histograms since open (see [`crate::histogram`]).

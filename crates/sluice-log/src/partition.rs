@@ -234,8 +234,11 @@ impl Partition {
         if active.written_len() + batch_len > segment_bytes {
             return Some("segment.bytes");
         }
-        if now_ms.saturating_sub(active.first_append_ms()) > config.segment_ms {
-            return Some("segment.ms");
+        if now_ms.saturating_sub(active.first_append_ms()) > config.roll_ms() {
+            return Some(match config.roll_ms() < config.segment_ms {
+                true => "max.compaction.lag.ms",
+                false => "segment.ms",
+            });
         }
         if last_offset.0 - active.base_offset.0 > SEGMENT_OFFSETS_MAX {
             return Some("relative offsets would overflow");

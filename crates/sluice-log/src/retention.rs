@@ -114,7 +114,8 @@ fn enforce_partition(
     Ok(())
 }
 
-/// Rolls the active segment when it is older than `segment.ms`, or when it has expired
+/// Rolls the active segment when it is older than `segment.ms` (on a compacted topic,
+/// `max.compaction.lag.ms` when shorter: `LogConfig::roll_ms`), or when it has expired
 /// by `retention.ms` together with every older segment (so the next step can delete it).
 fn roll_if_due(
     engine: &Engine,
@@ -128,7 +129,7 @@ fn roll_if_due(
     if active.is_empty() {
         return Ok(());
     }
-    let too_old = now_ms.saturating_sub(active.first_append_ms()) > config.segment_ms;
+    let too_old = now_ms.saturating_sub(active.first_append_ms()) > config.roll_ms();
     let all_expired = expired_by_time(&segments, config, now_ms) == segments.len();
     if !too_old && !all_expired {
         return Ok(());

@@ -41,6 +41,8 @@ const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
 /// Bytes read at a time when a scan only walks headers: one page, so small batches share
 /// a read and large ones cost one small read each.
 const SCAN_WINDOW_HEADER_BYTES: usize = 4096;
+/// `Segment::first_batch_timestamp` not known yet (-1 is Kafka's "no timestamp").
+const TIMESTAMP_UNKNOWN: i64 = i64::MIN;
 
 /// Segment files open in this process (each `Segment` holds its file open until dropped).
 static SEGMENT_FILES_OPEN: AtomicUsize = AtomicUsize::new(0);
@@ -109,6 +111,10 @@ pub(crate) struct Segment {
     committed_next_offset: AtomicI64,
     /// Wall-clock time of the first append, for `segment.ms`; -1 while empty.
     first_append_ms: AtomicI64,
+    /// The first batch's max timestamp (Kafka's `getFirstBatchTimestamp`, which
+    /// `max.compaction.lag.ms` is measured from); [`TIMESTAMP_UNKNOWN`] until placed or
+    /// read back.
+    first_batch_timestamp: AtomicI64,
     index: RwLock<SegmentIndex>,
     /// True while the segment sits in the checkpointer's to-sync list. Read and written only
     /// under the engine's handoff lock, so a write after a checkpoint took the list always
@@ -210,6 +216,7 @@ impl Segment {
             next_offset: AtomicI64::new(next_offset.0),
             committed_next_offset: AtomicI64::new(next_offset.0),
             first_append_ms: AtomicI64::new(if len > 0 { now_ms() } else { -1 }),
+            first_batch_timestamp: AtomicI64::new(TIMESTAMP_UNKNOWN),
             index: RwLock::new(index),
             dirty: AtomicBool::new(false),
             deleted: Mutex::new(false),
@@ -234,6 +241,18 @@ impl Segment {
     }
     pub(crate) fn is_empty(&self) -> bool {
         self.written_len() == 0
+    }
+    /// The max timestamp of the segment's first batch (`None`: no committed batch, no
+    /// timestamp, or its header unreadable). Read from the segment once, then remembered.
+    pub(crate) fn first_batch_timestamp(&self) -> Option<i64> {
+        let mut known = self.first_batch_timestamp.load(Ordering::Acquire);
+        if known == TIMESTAMP_UNKNOWN && self.committed_len() >= HEADER_LEN as u64 {
+            let mut head = [0u8; HEADER_LEN];
+            let read = self.read_at(&mut head, 0).ok()?;
+            known = BatchHeader::parse(&head[..read]).ok()?.max_timestamp();
+            self.first_batch_timestamp.store(known, Ordering::Release);
+        }
+        (known >= 0).then_some(known)
     }
     /// (largest max timestamp, base offset of the first batch holding it).
     pub(crate) fn max_timestamp(&self) -> (i64, Offset) {
@@ -271,6 +290,10 @@ impl Segment {
         if self.first_append_ms.load(Ordering::Acquire) < 0 {
             self.first_append_ms.store(now_ms, Ordering::Release);
         }
+        if position == 0 {
+            let first = header.max_timestamp();
+            self.first_batch_timestamp.store(first, Ordering::Release);
+        }
         position
     }
 
@@ -286,6 +309,8 @@ impl Segment {
         self.next_offset.store(next_offset.0, Ordering::Release);
         if len == 0 {
             self.first_append_ms.store(-1, Ordering::Release);
+            let unknown = TIMESTAMP_UNKNOWN;
+            self.first_batch_timestamp.store(unknown, Ordering::Release);
         }
         self.file.set_len(len)?;
         self.file.sync_data()

@@ -970,3 +970,360 @@ async fn an_open_transaction_bounds_the_cleanable_range() {
     assert_eq!(value_of(&last, "k1"), vec![(open_at, Some("open".into()))]);
     assert_eq!(value_of(&last, "k0").len(), 1, "{last:?}");
 }
+
+/// Every batch from the log start to the high watermark, as stored, by base offset.
+fn raw_batches(log: &LogManager, k: &PartitionKey) -> BTreeMap<i64, Bytes> {
+    let offsets = log.offsets(k).unwrap();
+    let mut next = offsets.log_start_offset;
+    let mut found = BTreeMap::new();
+    while next < offsets.high_watermark {
+        let read = log.read(k, next, 64 * 1024, true).unwrap();
+        for batch in BatchIter::new(read.records) {
+            let batch = batch.unwrap();
+            let header = validate_stored(&batch).unwrap();
+            if header.last_offset() >= next {
+                found.insert(header.base_offset().0, batch.clone());
+            }
+            next = Offset(header.last_offset().0 + 1);
+        }
+    }
+    found
+}
+
+/// Appends one single-record batch per key of `keys` (value `value`, timestamp `ts`) and
+/// notes each in `written`.
+async fn put_keys(
+    log: &LogManager,
+    k: &PartitionKey,
+    keys: &[String],
+    value: &str,
+    ts: i64,
+    written: &mut Seen,
+) {
+    for key in keys {
+        let rec: Rec<'_> = (Some(key.as_str()), Some(value));
+        let offset = append(log, k, keyed_batch(&[rec], ts, 0, None)).await;
+        written.insert(offset, (Some(key.clone()), Some(value.to_owned())));
+    }
+}
+
+/// `count` keys cycling through `k0`..`k{distinct - 1}`.
+fn cycling_keys(count: usize, distinct: usize) -> Vec<String> {
+    (0..count).map(|i| format!("k{}", i % distinct)).collect()
+}
+
+/// Writes 17 batches at `t_old` (8 keys twice and one more), cleans them (leaving one
+/// `t_old` batch in the active segment, so dirty), then 7 more versions at `t_new`: the
+/// first dirty segment starts with a `t_old` batch and goes on with `t_new` ones, and the
+/// dirty part is well below half the cleanable bytes.
+async fn clean_then_dirty(log: &LogManager, k: &PartitionKey, t_old: i64, t_new: i64) -> Seen {
+    let mut written = Seen::new();
+    let value = "v".repeat(20);
+    put_keys(log, k, &cycling_keys(17, 8), &value, t_old, &mut written).await;
+    log.checkpoint_now().unwrap();
+    assert_eq!(log.clean_now(t_old).unwrap().len(), 1);
+    put_keys(log, k, &cycling_keys(7, 8), &value, t_new, &mut written).await;
+    log.checkpoint_now().unwrap();
+    written
+}
+
+#[tokio::test]
+async fn max_compaction_lag_makes_a_partition_due_below_the_dirty_ratio() {
+    // Goal: as in Kafka, a partition whose dirty part holds a record older than
+    // max.compaction.lag.ms is cleaned whatever its dirty ratio, measured from the earliest
+    // first-batch timestamp of its dirty segments (not from their newest record, which
+    // would let an old record wait behind newer ones in its segment).
+    const LAG_MS: i64 = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("max-lag", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let (t_old, t_new) = (NOW_MS, NOW_MS + LAG_MS / 2);
+    let written = clean_then_dirty(&log, &k, t_old, t_new).await;
+    let config = LogConfig {
+        min_cleanable_dirty_ratio: 0.9,
+        max_compaction_lag_ms: LAG_MS,
+        ..compacted()
+    };
+    log.set_config(&k, config).unwrap();
+    assert!(
+        log.clean_now(t_old + LAG_MS - 1).unwrap().is_empty(),
+        "below the dirty ratio and not yet overdue"
+    );
+    let passes = log.clean_now(t_old + LAG_MS + 1).unwrap();
+    assert_eq!(
+        passes.len(),
+        1,
+        "overdue by the oldest dirty batch: {passes:?}"
+    );
+    assert_eq!(
+        read_records(&log, &k),
+        expected_after(&written, active_base(dir.path(), &k))
+    );
+}
+
+#[tokio::test]
+async fn max_compaction_lag_rolls_a_quiet_active_segment_so_it_is_cleaned() {
+    // Goal: on a compacted topic the active segment rolls at max.compaction.lag.ms when
+    // that is shorter than segment.ms (Kafka's maxSegmentMs), with no append to trigger it,
+    // so records nobody writes after are still cleaned within the lag.
+    const LAG_MS: i64 = 5_000;
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("quiet", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        max_compaction_lag_ms: LAG_MS,
+        ..compacted()
+    };
+    log.create_partition(k.clone(), config).unwrap();
+    let mut written = Seen::new();
+    let start = wall_clock_ms();
+    put_keys(&log, &k, &cycling_keys(12, 3), "v", start, &mut written).await;
+    log.checkpoint_now().unwrap();
+    let segments = || common::segment_files(&partition_dir(dir.path(), &k)).len();
+    assert!(
+        log.clean_now(start + 2 * LAG_MS).unwrap().is_empty(),
+        "all active"
+    );
+    log.enforce_retention(start + LAG_MS / 5).unwrap();
+    assert_eq!(segments(), 1, "younger than the lag: not rolled");
+    log.enforce_retention(wall_clock_ms() + LAG_MS + 1).unwrap();
+    assert_eq!(
+        segments(),
+        2,
+        "rolled at max.compaction.lag.ms, not segment.ms"
+    );
+    log.checkpoint_now().unwrap();
+    let passes = log.clean_now(wall_clock_ms() + LAG_MS + 1).unwrap();
+    assert_eq!(passes.len(), 1, "{passes:?}");
+    assert_eq!(read_records(&log, &k), newest(&written));
+}
+
+#[tokio::test]
+async fn a_partition_below_the_dirty_ratio_is_not_cleaned() {
+    // Goal: min.cleanable.dirty.ratio holds a pass back however old the dirty records
+    // (max.compaction.lag.ms unset), and a lower ratio lets the same partition be cleaned.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("ratio", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let written = clean_then_dirty(&log, &k, NOW_MS, NOW_MS).await;
+    let with_ratio = |ratio| LogConfig {
+        min_cleanable_dirty_ratio: ratio,
+        ..compacted()
+    };
+    log.set_config(&k, with_ratio(0.5)).unwrap();
+    let much_later = NOW_MS + 1_000 * DELETE_RETENTION_MS;
+    let before = read_records(&log, &k);
+    assert!(log.clean_now(much_later).unwrap().is_empty());
+    assert_eq!(read_records(&log, &k), before, "nothing cleaned");
+    assert!(
+        before.len() > newest(&written).len(),
+        "dirty versions remain"
+    );
+    log.set_config(&k, with_ratio(0.05)).unwrap();
+    assert_eq!(log.clean_now(much_later).unwrap().len(), 1);
+    assert_eq!(
+        read_records(&log, &k),
+        expected_after(&written, active_base(dir.path(), &k))
+    );
+}
+
+#[tokio::test]
+async fn min_compaction_lag_holds_new_segments_back_until_they_are_old_enough() {
+    // Goal: a segment holding a record newer than min.compaction.lag.ms is not cleaned
+    // (nor anything after it); once the lag has passed for it, it is.
+    const LAG_MS: i64 = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("min-lag", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    let config = LogConfig {
+        min_compaction_lag_ms: LAG_MS,
+        ..compacted()
+    };
+    log.create_partition(k.clone(), config).unwrap();
+    let (t0, t1) = (NOW_MS, NOW_MS + LAG_MS);
+    let mut written = Seen::new();
+    put_keys(&log, &k, &cycling_keys(12, 4), "old", t0, &mut written).await;
+    let first_new = written.keys().last().unwrap() + 1;
+    put_keys(&log, &k, &cycling_keys(12, 4), "new", t1, &mut written).await;
+    let fillers: Vec<String> = (0..6).map(|i| format!("z{i}")).collect();
+    put_keys(&log, &k, &fillers, "z", t1, &mut written).await;
+    log.checkpoint_now().unwrap();
+
+    assert!(
+        log.clean_now(t0 + LAG_MS - 1).unwrap().is_empty(),
+        "all too new"
+    );
+    assert_eq!(
+        log.clean_now(t0 + LAG_MS).unwrap().len(),
+        1,
+        "the old segments"
+    );
+    let after = read_records(&log, &k);
+    assert!(
+        written
+            .range(first_new..)
+            .all(|(o, r)| after.get(o) == Some(r)),
+        "every record newer than the lag is still there"
+    );
+    assert!(
+        written
+            .range(..first_new)
+            .any(|(o, _)| !after.contains_key(o)),
+        "older versions went"
+    );
+    assert_eq!(log.clean_now(t1 + LAG_MS).unwrap().len(), 1, "released");
+    assert_eq!(
+        read_records(&log, &k),
+        expected_after(&written, active_base(dir.path(), &k))
+    );
+}
+
+#[tokio::test]
+async fn compact_and_delete_both_apply() {
+    // Goal: with cleanup.policy=compact,delete, retention deletes the segments older than
+    // retention.ms and the cleaner compacts what remains: the newest record per key among
+    // the records at or after the new log start.
+    const RETENTION_MS: i64 = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("compact-delete", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    let config = LogConfig {
+        cleanup_delete: true,
+        retention_ms: RETENTION_MS,
+        ..compacted()
+    };
+    log.create_partition(k.clone(), config).unwrap();
+    let (t0, t1) = (NOW_MS, NOW_MS + 2 * RETENTION_MS);
+    let mut written = Seen::new();
+    put_keys(&log, &k, &cycling_keys(16, 4), "old", t0, &mut written).await;
+    put_keys(&log, &k, &cycling_keys(16, 4), "new", t1, &mut written).await;
+    let fillers: Vec<String> = (0..6).map(|i| format!("z{i}")).collect();
+    put_keys(&log, &k, &fillers, "z", t1, &mut written).await;
+    log.checkpoint_now().unwrap();
+
+    log.enforce_retention(t1 + 1).unwrap();
+    let start = log.offsets(&k).unwrap().log_start_offset.0;
+    assert!(start > 8, "old segments deleted: log start {start}");
+    let kept: Seen = written
+        .range(start..)
+        .map(|(o, r)| (*o, r.clone()))
+        .collect();
+    assert_eq!(
+        read_records(&log, &k),
+        kept,
+        "retention alone compacts nothing"
+    );
+    assert_eq!(log.clean_now(t1 + 1).unwrap().len(), 1);
+    let after = read_records(&log, &k);
+    assert_eq!(after, expected_after(&kept, active_base(dir.path(), &k)));
+    assert!(after.len() < kept.len(), "the cleaner removed versions");
+    assert_eq!(log.offsets(&k).unwrap().log_start_offset.0, start);
+}
+
+#[tokio::test]
+async fn the_io_limit_paces_a_pass() {
+    // Goal: a pass over N bytes (read plus written) under
+    // log.cleaner.io.max.bytes.per.second = X takes at least about N / X.
+    const LIMIT: u64 = 8_000;
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("paced", 0);
+    let mut config = config(dir.path());
+    config.record_codec = Some(Arc::new(ProtoCodec));
+    config.cleaner.enable = false;
+    config.cleaner.io_max_bytes_per_second = LIMIT;
+    let log = LogManager::open(config, Arc::new(StdFs)).expect("open").0;
+    log.create_partition(k.clone(), compacted()).unwrap();
+    write_versions(&log, &k).await;
+    log.checkpoint_now().unwrap();
+    let before = log.stats();
+    let started = std::time::Instant::now();
+    let passes = log.clean_now(NOW_MS + 100).unwrap();
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(passes.len(), 1);
+    let after = log.stats();
+    let bytes = (after.cleaner_bytes_read - before.cleaner_bytes_read)
+        + (after.cleaner_bytes_written - before.cleaner_bytes_written);
+    let floor = 0.9 * bytes as f64 / LIMIT as f64;
+    assert!(bytes > 4_000, "enough bytes to measure: {bytes}");
+    assert!(
+        took >= floor,
+        "{bytes} bytes in {took:.2} s, at least {floor:.2} s expected"
+    );
+}
+
+/// A snappy batch of `records` in two xerial blocks (Kafka's Java client writes a block
+/// per 32 KiB): valid, but not what the cleaner's own recompression would write, so a
+/// rebuilt copy could not come out byte-identical.
+fn two_block_snappy_batch(records: &[Rec<'_>], ts: i64) -> Bytes {
+    let plain = keyed_batch(records, ts, 0, None);
+    let body = &plain[61..];
+    let half = body.len() / 2;
+    let mut stream = record_compact::compress(Compression::Snappy, &body[..half]).unwrap();
+    stream.extend_from_slice(
+        &record_compact::compress(Compression::Snappy, &body[half..]).unwrap()[16..],
+    );
+    let mut b = plain[..61].to_vec();
+    b[21..23].copy_from_slice(&2i16.to_be_bytes());
+    b.extend_from_slice(&stream);
+    let batch_length = (b.len() - 12) as i32;
+    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    common::fix_crc(&mut b);
+    Bytes::from(b)
+}
+
+#[tokio::test]
+async fn untouched_batches_are_copied_byte_for_byte() {
+    // Goal: a batch that keeps all its records comes out of a pass byte-identical, CRC
+    // and compression included (a snappy batch in a framing the cleaner's codec would not
+    // write), while batches that lost records are rewritten with a new CRC.
+    let dir = tempfile::tempdir().unwrap();
+    let k = key("verbatim", 0);
+    let log = open(dir.path(), Arc::new(StdFs));
+    log.create_partition(k.clone(), compacted()).unwrap();
+    let mut untouched = Vec::new();
+    for round in 0..4 {
+        let (u0, u1) = (format!("u{round}-0"), format!("u{round}-1"));
+        let plain = keyed_batch(
+            &[(Some(&u0), Some("a")), (Some(&u1), Some("b"))],
+            NOW_MS,
+            0,
+            None,
+        );
+        untouched.push(append(&log, &k, plain).await);
+        let m = format!("m{round}");
+        let mixed = [
+            (Some("k0"), Some(m.as_str())),
+            (Some(m.as_str()), Some("e")),
+        ];
+        append(&log, &k, keyed_batch(&mixed, NOW_MS, 1, None)).await;
+        let (s0, s1) = (format!("s{round}-0"), format!("s{round}-1"));
+        let snappy =
+            two_block_snappy_batch(&[(Some(&s0), Some("c")), (Some(&s1), Some("d"))], NOW_MS);
+        untouched.push(append(&log, &k, snappy).await);
+    }
+    let fillers: Vec<String> = (0..6).map(|i| format!("z{i}")).collect();
+    put_keys(&log, &k, &fillers, "z", NOW_MS, &mut Seen::new()).await;
+    log.checkpoint_now().unwrap();
+    let before = raw_batches(&log, &k);
+    assert_eq!(log.clean_now(NOW_MS).unwrap().len(), 1);
+    let after = raw_batches(&log, &k);
+    for offset in &untouched {
+        assert_eq!(
+            after.get(offset),
+            before.get(offset),
+            "batch at {offset} changed"
+        );
+    }
+    let rewritten: Vec<_> = before
+        .iter()
+        .filter(|(o, b)| after.get(*o).is_some_and(|a| a != *b))
+        .collect();
+    assert_eq!(
+        rewritten.len(),
+        3,
+        "the gzip batches whose k0 a later one superseded: {rewritten:?}"
+    );
+}
