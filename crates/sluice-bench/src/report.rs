@@ -82,6 +82,9 @@ pub struct Report {
     /// One line when records were lost (acknowledged ones, or delivery below 100 %); the
     /// process then exits 4 unless allowed (see `loss_line`).
     pub loss: Option<String>,
+    /// One line when records were delivered more than once (`audit.duplicates`); the process
+    /// then exits 4 unless allowed (see `duplicate_line`).
+    pub duplicated: Option<String>,
     /// One line when records acknowledged with acks=1 or 0 were lost (`audit.lost_unsynced`):
     /// said, not judged (see `unsynced_line`).
     pub unsynced: Option<String>,
@@ -255,6 +258,9 @@ pub struct LagSummary {
     pub broker_peak_total: Option<i64>,
     pub broker_peak_at_s: Option<f64>,
     pub broker_final_total: Option<i64>,
+    /// When the broker view's final is stale: the last samples failed from then on (seconds
+    /// since load start); null when the last sample answered.
+    pub broker_unknown_since_s: Option<f64>,
     /// The consumers' auto-commit interval: the broker view trails the client view by up to
     /// this long's worth of messages.
     pub commit_interval_ms: u32,
@@ -263,6 +269,47 @@ pub struct LagSummary {
     pub time_lag_peak_ms: Option<f64>,
     pub time_lag_peak_at_s: Option<f64>,
     pub time_lag_final_ms: Option<f64>,
+    /// As `broker_unknown_since_s`, for the time lag.
+    pub time_lag_unknown_since_s: Option<f64>,
+}
+
+/// A view's final value as the summaries say it: the last value when the last sample was
+/// taken; otherwise when it stopped ("v as of T s (unknown from U s on)"), never a stale value
+/// passed off as final.
+pub fn final_wording(last: Option<(f64, String)>, unknown_since_s: Option<f64>) -> String {
+    match (last, unknown_since_s) {
+        (Some((at, v)), Some(u)) => format!("{v} as of {at:.0} s (unknown from {u:.0} s on)"),
+        (None, Some(u)) => format!("unknown from {u:.0} s on"),
+        (Some((_, v)), None) => v,
+        (None, None) => "-".into(),
+    }
+}
+
+impl LagSummary {
+    /// The client view's, broker view's and time lag's finals (see `final_wording`), with the
+    /// last time each was known taken from `intervals`.
+    pub fn final_texts(&self, intervals: &[IntervalSample]) -> [String; 3] {
+        let last = |f: &dyn Fn(&IntervalSample) -> Option<String>| {
+            intervals
+                .iter()
+                .rev()
+                .find_map(|i| f(i).map(|v| (i.elapsed_s, v)))
+        };
+        [
+            final_wording(
+                last(&|i| i.lag_total.map(|v| v.to_string())),
+                self.unknown_since_s,
+            ),
+            final_wording(
+                last(&|i| i.broker_lag_total.map(|v| v.to_string())),
+                self.broker_unknown_since_s,
+            ),
+            final_wording(
+                last(&|i| i.time_lag_ms.map(|v| format!("{v:.1} ms"))),
+                self.time_lag_unknown_since_s,
+            ),
+        ]
+    }
 }
 
 /// (first maximum, its time, last value) of a series of (elapsed_s, value) points.
@@ -498,11 +545,13 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         broker_peak_total: None,
         broker_peak_at_s: None,
         broker_final_total: None,
+        broker_unknown_since_s: unknown_since(intervals, |i| i.broker_lag_total.is_some()),
         commit_interval_ms: 0,
         time_lag_samples: 0,
         time_lag_peak_ms: None,
         time_lag_peak_at_s: None,
         time_lag_final_ms: None,
+        time_lag_unknown_since_s: unknown_since(intervals, |i| i.time_lag_ms.is_some()),
     };
     let broker: Vec<(f64, i64)> = intervals
         .iter()
@@ -914,6 +963,7 @@ pub fn build(
         app_batcher,
         transactions,
         loss: None,
+        duplicated: None,
         unsynced: None,
         intervals: data.intervals,
         faults: data.faults,
@@ -1128,6 +1178,21 @@ impl Report {
         None
     }
 
+    /// One line when the consumers received records more than once: a retried produce the
+    /// broker stored twice (no idempotence), or a consumer that read a record again. Like
+    /// loss, it breaks what the run promised the application, so it is judged (exit 4 unless
+    /// `--allow-duplicates` or a gate on `duplicates`). An interrupted run is not judged.
+    pub fn duplicate_line(&self) -> Option<String> {
+        let n = self.audit.duplicates;
+        (n > 0 && !self.window.interrupted).then(|| {
+            format!(
+                "{}{n} acknowledged records delivered more than once (extra copies received; idempotence {})",
+                self.label.as_deref().map(|l| format!("[{l}] ")).unwrap_or_default(),
+                if self.scenario.idempotence { "on" } else { "off" }
+            )
+        })
+    }
+
     /// One line when records acknowledged with acks=1 (or sent with acks=0) were lost: a loss
     /// the broker's contract permits when a leader fails before replicating, so it is said,
     /// not judged (see `loss_line`).
@@ -1180,12 +1245,16 @@ impl Report {
                 );
                 let _ = writeln!(
                     o,
-                    "                    baseline {} msg/s acked, ack p99 {} ms over {} intervals; band: {}",
+                    "                    baseline {} msg/s acked{}, ack p99 {} ms over {} intervals; band: {}",
                     f1(i.baseline_acked_msg_s),
+                    if i.baseline_capped_at_rate { " (capped at the target rate)" } else { "" },
                     i.baseline_ack_p99_ms.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
                     i.baseline_intervals,
                     i.band
                 );
+                if let Some(n) = &i.baseline_note {
+                    let _ = writeln!(o, "                    {n}");
+                }
             }
         }
         if let Some(m) = &self.broker_metrics {
@@ -1412,13 +1481,7 @@ impl Report {
         let _ = writeln!(o);
         let l = &self.lag;
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-        let final_text = match (l.final_total, l.final_at_s, l.unknown_since_s) {
-            (Some(v), Some(at), Some(u)) => {
-                format!("{v} as of {at:.0} s (unknown from {u:.0} s on)")
-            }
-            (_, _, Some(u)) => format!("unknown from {u:.0} s on"),
-            (v, _, None) => opt(v),
-        };
+        let [final_text, broker_final, time_final] = l.final_texts(&self.intervals);
         let _ = writeln!(
             o,
             " lag (client view)  peak {} at {} s · final {} · samples {}{}",
@@ -1439,18 +1502,18 @@ impl Report {
             l.broker_peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
-            opt(l.broker_final_total),
+            broker_final,
             l.broker_samples,
             l.commit_interval_ms
         );
         let _ = writeln!(
             o,
-            " time lag           peak {} ms at {} s · final {} ms · samples {}{}",
+            " time lag           peak {} ms at {} s · final {} · samples {}{}",
             ms(l.time_lag_peak_ms),
             l.time_lag_peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
-            ms(l.time_lag_final_ms),
+            time_final,
             l.time_lag_samples,
             if s.acks == crate::scenario::Acks::None {
                 " (unknown while behind with acks=0: delivery reports carry no offsets)"
@@ -1539,6 +1602,9 @@ impl Report {
         }
         if let Some(l) = &self.loss {
             let _ = writeln!(o, " LOSS: {l}");
+        }
+        if let Some(l) = &self.duplicated {
+            let _ = writeln!(o, " DUPLICATES: {l}");
         }
         if let Some(l) = &self.unsynced {
             let _ = writeln!(o, " UNSYNCED: {l}");
