@@ -120,6 +120,11 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
         x0 = x0.min(a);
         x1 = x1.max(b.min(x1));
     }
+    // Every fault is on the axis, also where a line stopped before it (a dead broker's RSS).
+    for (x, _) in &c.markers {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+    }
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
@@ -1021,7 +1026,9 @@ pub fn body(r: &Report) -> String {
                     .unwrap_or_default()
             );
         };
-        if b.per_broker.is_empty() {
+        if b.source == "metrics" {
+            row(&mut o, "broker (from /metrics)".to_string(), b);
+        } else if b.per_broker.is_empty() {
             row(&mut o, format!("broker pid {}", b.pid), b);
         } else {
             row(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
@@ -1387,12 +1394,14 @@ mod tests {
             name: "s".into(),
             points: (0..10).map(|t| (t as f64, Some(1.0))).collect(),
         };
-        assert_eq!(
-            svg_chart(&chart, &[line])
-                .matches(r#"class="fault""#)
-                .count(),
-            3
-        );
+        let faults = |svg: String| svg.matches(r#"class="fault""#).count();
+        assert_eq!(faults(svg_chart(&chart, &[line])), 3);
+        // A line that stopped before the faults (a broker that died) still shows them all.
+        let short = Series {
+            name: "s".into(),
+            points: (0..3).map(|t| (t as f64, Some(1.0))).collect(),
+        };
+        assert_eq!(faults(svg_chart(&chart, &[short])), 3);
     }
 
     #[test]

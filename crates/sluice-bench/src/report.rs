@@ -356,7 +356,11 @@ pub struct Backpressure {
 
 #[derive(Debug, Serialize)]
 pub struct BrokerProcess {
-    /// The first sampled pid (`pids` has them all).
+    /// Where the figures come from: "procfs" (the sampled pids' /proc) or "metrics" (no pid:
+    /// the scraped endpoints' `process_cpu_seconds_total` and `process_resident_memory_bytes`,
+    /// CPU and RSS only).
+    pub source: &'static str,
+    /// The first sampled pid (`pids` has them all; 0 and empty with "metrics").
     pub pid: u32,
     pub pids: Vec<u32>,
     /// CPU (user + system) from the start of load to the end of the drain.
@@ -380,6 +384,53 @@ pub struct BrokerProcess {
     pub gone_at_s: Option<f64>,
 }
 
+/// The brokers' CPU and RSS from their metrics endpoints' process gauges, when no pid was
+/// sampled (a remote broker); the per-message figures are over `total_msgs` and `total_mib`.
+fn broker_process_from_metrics(
+    m: &crate::brokermetrics::ProcessFromMetrics,
+    total_msgs: u64,
+    total_mib: f64,
+) -> BrokerProcess {
+    let first = ProcReading {
+        cpu_s: Some(0.0),
+        ..ProcReading::default()
+    };
+    let last = ProcReading {
+        cpu_s: Some(m.cpu_s),
+        rss_bytes: m.final_rss_mib.map(|v| (v * 1048576.0) as u64),
+        ..ProcReading::default()
+    };
+    let peak = m.peak_rss_mib.map(|v| (v * 1048576.0) as u64);
+    let mut b = broker_process(
+        Vec::new(),
+        first,
+        last,
+        peak,
+        m.span_s,
+        total_msgs,
+        total_mib,
+    );
+    b.source = "metrics";
+    b
+}
+
+/// Fills the intervals' broker CPU and RSS, where no pid gave them, from the metrics tick
+/// taken within half an interval of each interval's end.
+fn fill_from_metrics(intervals: &mut [IntervalSample], m: &crate::brokermetrics::BrokerMetrics) {
+    let half = limits::SAMPLE_INTERVAL.as_secs_f64() / 2.0;
+    for i in intervals.iter_mut() {
+        let Some(t) = m
+            .intervals
+            .iter()
+            .find(|t| (t.elapsed_s - i.elapsed_s).abs() <= half)
+        else {
+            continue;
+        };
+        i.broker_cpu_pct = i.broker_cpu_pct.or(t.process_cpu_pct);
+        i.broker_rss_mib = i.broker_rss_mib.or(t.process_rss_mib);
+    }
+}
+
 /// One broker process's (or the summed) figures over the run: `first` and `last` readings
 /// (the last one with a CPU figure), the peak RSS, the run's messages and MiB.
 fn broker_process(
@@ -396,6 +447,7 @@ fn broker_process(
         _ => None,
     };
     BrokerProcess {
+        source: "procfs",
         pid: pids.first().copied().unwrap_or(0),
         pids,
         cpu_s,
@@ -851,6 +903,14 @@ pub fn build(
             .reduce(f64::min);
         sum
     });
+    let from_metrics = d
+        .broker_metrics
+        .as_ref()
+        .and_then(|m| m.process.as_ref())
+        .filter(|_| d.broker_each.is_empty());
+    let broker_process = broker_process
+        .or_else(|| from_metrics.map(|m| broker_process_from_metrics(m, total_msgs, total_mib)));
+    let costed_by_metrics = from_metrics.is_some();
     if d.topic_deleted == Some(false) {
         warnings.push("the bench's topics could not be deleted".into());
     }
@@ -965,7 +1025,13 @@ pub fn build(
         loss: None,
         duplicated: None,
         unsynced: None,
-        intervals: data.intervals,
+        intervals: {
+            let mut v = data.intervals;
+            if let Some(m) = data.broker_metrics.as_ref().filter(|_| costed_by_metrics) {
+                fill_from_metrics(&mut v, m);
+            }
+            v
+        },
         faults: data.faults,
         broker_metrics: data.broker_metrics,
         error_kinds: data.error_kinds,
@@ -1567,7 +1633,9 @@ impl Report {
                         .unwrap_or_default()
                 );
             };
-            if b.per_broker.is_empty() {
+            if b.source == "metrics" {
+                line(&mut o, "broker (/metrics)".to_string(), b);
+            } else if b.per_broker.is_empty() {
                 line(&mut o, format!("broker pid {}", b.pid), b);
             } else {
                 line(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
