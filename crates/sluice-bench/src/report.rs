@@ -1757,6 +1757,7 @@ mod tests {
             brokers: Vec::new(),
             client_cpu_pct: None,
             split: None,
+            errors_by_kind: Default::default(),
             hdr: Default::default(),
         }
     }
