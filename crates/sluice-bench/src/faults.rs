@@ -261,6 +261,22 @@ fn p99_bound(baseline_ms: f64) -> f64 {
     (baseline_ms * limits::RECOVERY_P99_FACTOR).max(baseline_ms + limits::RECOVERY_P99_SLACK_MS)
 }
 
+/// Per interval: whether any record was waiting for its delivery report in it (sent before it
+/// or in it, and not yet acknowledged or failed when it began), by the intervals' counts.
+fn waiting_for_acks(intervals: &[IntervalSample]) -> Vec<bool> {
+    let mut outstanding: f64 = 0.0;
+    intervals
+        .iter()
+        .map(|i| {
+            let sent = (i.produced_msg_s * i.interval_s).round();
+            let w = outstanding + sent >= 1.0;
+            let answered = (i.acked_msg_s * i.interval_s).round() + i.ack_errors as f64;
+            outstanding = (outstanding + sent - answered).max(0.0);
+            w
+        })
+        .collect()
+}
+
 /// The lower median of `v` (the smaller middle value of an even count); None when empty.
 fn lower_median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
@@ -339,11 +355,14 @@ pub fn analyze(
             lower_median(before.iter().filter_map(|i| i.ack_p99_ms).collect());
     }
     let after: Vec<&IntervalSample> = intervals.iter().filter(|i| is_after(i)).collect();
-    // Ack stall: consecutive intervals without a single ack (by completion time).
+    // Ack stall: consecutive intervals without a single ack (by completion time) while
+    // records were waiting for one; an interval with nothing waiting (the drain after every
+    // record was answered) is idle, not stalled.
+    let waiting = waiting_for_acks(intervals);
     let mut run_start: Option<f64> = None;
-    for i in &after {
+    for (i, &w) in intervals.iter().zip(&waiting).filter(|(i, _)| is_after(i)) {
         let start = i.elapsed_s - i.interval_s;
-        if i.acked_msg_s == 0.0 {
+        if i.acked_msg_s == 0.0 && w {
             let from = *run_start.get_or_insert(start.max(fault_s));
             let len = i.elapsed_s - from;
             if len > imp.ack_stall_s {
@@ -394,10 +413,32 @@ mod tests {
             elapsed_s: t,
             interval_s: 1.0,
             phase: "measure",
+            produced_msg_s: 1000.0,
             acked_msg_s: acked,
             ack_p99_ms: p99,
             ..IntervalSample::default()
         }
+    }
+
+    #[test]
+    fn a_drain_with_nothing_left_to_ack_is_not_a_stall() {
+        // 1000 msg/s; the fault at 4 s stalls acks for one second, the next acks the backlog
+        // too, and the load ends: the drain's seconds have no acks because nothing is waiting.
+        let mut v: Vec<IntervalSample> = (1..=4).map(|t| iv(t as f64, 1000.0, Some(5.0))).collect();
+        v.push(iv(5.0, 0.0, None));
+        v.push(iv(6.0, 2000.0, Some(900.0)));
+        for t in 7..=12 {
+            let mut d = iv(t as f64, 0.0, None);
+            d.phase = "drain";
+            d.produced_msg_s = 0.0;
+            v.push(d);
+        }
+        let imp = analyze(&v, 4.0, 4.0, None);
+        assert_eq!((imp.ack_stall_s, imp.ack_stall_from_s), (1.0, Some(4.0)));
+        // A record still unanswered keeps the drain's silence a stall (a broker that stays dead).
+        v[5].acked_msg_s = 1999.0;
+        let imp = analyze(&v, 4.0, 4.0, None);
+        assert_eq!((imp.ack_stall_s, imp.ack_stall_from_s), (6.0, Some(6.0)));
     }
 
     #[test]
