@@ -1853,6 +1853,11 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             acc_c.merge(&s.window);
             s.window.reset();
         }
+        // Counted at the tick, with the windows above: not after the lag reading, which may
+        // wait for a dead broker while its connection errors pile up.
+        let errors_now = job.errors.counts();
+        let errors_by_kind = error_deltas(&errors_prev, &errors_now);
+        errors_prev = errors_now;
         let now_ns = job.clock.now_ns();
         let dt = (now_ns.saturating_sub(prev_ns) as f64 / 1e9).max(1e-9);
 
@@ -1896,9 +1901,6 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             _ => None,
         };
         client_prev = client_now;
-        let errors_now = job.errors.counts();
-        let errors_by_kind = error_deltas(&errors_prev, &errors_now);
-        errors_prev = errors_now;
 
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         let sample = IntervalSample {
