@@ -112,6 +112,9 @@ def wipe_run(tmp_path: Path, acks: str) -> tuple[subprocess.CompletedProcess, di
         return bench(d, "--bootstrap", f"127.0.0.1:{port}", "--acks", acks, "--consumers", "2",
                      "--partitions", "4", "--duration", "10s", "--consumer-delay", "2ms",
                      "--phase-after", "4s", "-X", "reconnect.backoff.max.ms=500",
+                     # Without idempotence a produce retried across the kill may be stored
+                     # twice; these tests judge loss, not duplicates.
+                     "--allow-duplicates",
                      "--fault-cmd", f"2s:kill -9 {first.pid}", "--fault-cmd", f"2500ms:{restart}")
     finally:
         if first.poll() is None:
@@ -156,6 +159,8 @@ def test_restart_stall_is_the_clients_reconnect_backoff(tmp_path):
         proc, r = bench(tmp_path, "--bootstrap", f"127.0.0.1:{port}", "--acks", "all",
                         "--consumers", "2", "--partitions", "4", "--duration", "12s",
                         "-X", "reconnect.backoff.max.ms=1000", "-X", "debug=broker",
+                        # Retries across the kill may duplicate (no idempotence): not judged here.
+                        "--allow-duplicates",
                         "--fault-cmd", f"2s:kill -9 {first.pid}", "--fault-cmd", f"4s:{restart}")
     finally:
         if first.poll() is None:

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,10 +59,15 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
         # port refuses connections) left a client idle up to 9 s after the restart in one run
         # of three, which is the client's backoff, not the broker's recovery
         # (test_bench_availability.py shows it).
+        # Idempotent producers (Sluice serves InitProducerId): a produce retried after the
+        # kill is not stored twice, so the run must show no duplicate at all.
         proc, r = bench(tmp_path, "--bootstrap", f"127.0.0.1:{port}", "--broker-pid", str(first.pid),
-                        "--acks", "all", "--duration", "18s", "-X", "reconnect.backoff.max.ms=1000",
-                        "--fault-cmd", "2s:kill -9 $SLUICE_BENCH_BROKER_PIDS",
-                        "--fault-cmd", f"4s:{restart}", "--html", str(tmp_path / "r.html"))
+                        "--acks", "all", "--idempotence", "true", "--duration", "22s", "-X", "reconnect.backoff.max.ms=1000",
+                        # 6 s of healthy load first: the baseline stands on 4 or more
+                        # intervals after the first (often the warm-up's catch-up) is left out.
+                        "--fault-cmd", "6s:kill -9 $SLUICE_BENCH_BROKER_PIDS",
+                        "--fault-cmd", f"8s:{restart}", "--html", str(tmp_path / "r.html"),
+                        "--csv", str(tmp_path / "r.csv"))
         assert first.wait(timeout=10) == -signal.SIGKILL
     finally:
         if first.poll() is None:
@@ -82,17 +88,25 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     # exit codes and output, and are drawn on the charts.
     kill, start = r["faults"]
     assert kill["command"] == "kill -9 $SLUICE_BENCH_BROKER_PIDS" and kill["exit_code"] == 0, kill
-    assert 2.9 <= kill["started_at_s"] <= 3.5, kill
+    assert 6.9 <= kill["started_at_s"] <= 7.5, kill
     assert start["exit_code"] == 0 and start["output_tail"] == "restarted", start
-    assert 4.9 <= start["started_at_s"] <= 5.5, start
+    assert 8.9 <= start["started_at_s"] <= 9.5, start
     html = (tmp_path / "r.html").read_text()
-    assert html.count('class="fault"') >= 2 and "<h2>Faults</h2>" in html
+    assert "<h2>Faults</h2>" in html
+    # Both faults marked on every chart over time (the lag heatmap too), once each.
+    timed = [svg for svg in html.split("<svg")[1:] if "seconds since load start" in svg.split("</svg>")[0]]
+    assert len(timed) >= 9 and any('class="heatmap"' in svg for svg in timed), len(timed)
+    for svg in timed:
+        svg = svg.split("</svg>")[0]
+        assert svg.count('class="fault"') == 2 and ">fault 1<" in svg and ">fault 2<" in svg, svg[:300]
+    assert html.count('class="fault"') == 2 * len(timed)
 
     # The broker was dead between the two: the stall is at least most of that gap, the run
     # came back within the band before the load ended, and the restart fault is judged
     # against the pre-outage baseline.
     imp = kill["impact"]
-    assert imp["baseline_intervals"] >= 1 and imp["baseline_acked_msg_s"] > 1500, imp
+    assert imp["baseline_intervals"] >= 4 and imp["baseline_note"] is None, imp
+    assert 1500 < imp["baseline_acked_msg_s"] <= 2000, imp
     assert imp["ack_stall_s"] >= 0.9 and imp["ack_stall_from_s"] >= kill["started_at_s"] - 0.2, imp
     table = "\n".join(f"{i['elapsed_s']:6.2f} acked/s {i['acked_msg_s']:7.0f} p99 {i['ack_p99_ms']} "
                       f"sent {i['sent_acked']}/{i['sent_failed']} lag {i['lag_total']}" for i in r["intervals"])
@@ -118,10 +132,10 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     # acks=all on one broker that comes back: nothing acknowledged is lost.
     a = r["audit"]
     assert a["lost_acked"] == 0 and a["lost"] == 0 and r["loss"] is None, a
-    # Retried records (no idempotence) may arrive twice: each duplicate is placed in the second
-    # its record was sent in, all of them from the kill on.
-    assert sum(i["sent_duplicates"] for i in r["intervals"]) == a["duplicates"], a
-    assert imp["duplicates_after"] == a["duplicates"] and imp["lost_acked_after"] == 0, imp
+    # Idempotence: the retried records were not written twice (duplicates would exit 4).
+    assert a["duplicates"] == 0 and r["duplicated"] is None, a
+    assert sum(i["sent_duplicates"] for i in r["intervals"]) == 0, a
+    assert imp["duplicates_after"] == 0 and imp["lost_acked_after"] == 0, imp
     # The broker process that died is reported as gone, not with stale "final" figures.
     assert abs(r["broker_process"]["gone_at_s"] - kill["started_at_s"]) <= 1.5, r["broker_process"]
     assert "GONE at" in proc.stdout
@@ -129,10 +143,20 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     kinds = [k["kind"] for k in r["error_kinds"]]
     assert len(kinds) == len(set(kinds)) and len(kinds) < 32, kinds
     assert any("Connection refused" in k for k in kinds), kinds
+    # Errors per interval by kind: the refused connections are in the series, and only in
+    # intervals that ended after the kill (none while the broker was up).
+    series = [(i["elapsed_s"], k, n) for i in r["intervals"] for k, n in i["errors_by_kind"].items()]
+    refused = [(t, n) for t, k, n in series if "Connection refused" in k]
+    assert refused and all(t >= kill["started_at_s"] for t, _ in refused), (kill["started_at_s"], series)
+    assert all(n > 0 for _, _, n in series)
+    # The CSV has a column per kind of the series, and the HTML a chart of them.
+    header = (tmp_path / "r.csv").read_text().splitlines()[0]
+    assert "Connection refused" in header and "errors:" in header, header
+    assert "Client errors per interval by kind" in html
 
 
 def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
-    proc, r = bench(tmp_path, "--acks", "1", "--duration", "3s",
+    proc, r = bench(tmp_path, "--acks", "1", "--duration", "3s", "--html", str(tmp_path / "r.html"),
                     "--fault-cmd", "1s:kill -9 $SLUICE_BENCH_BROKER_PIDS")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out[-4000:]
@@ -143,6 +167,17 @@ def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
     assert r["lag"]["unknown_since_s"] is not None
     assert r["lag"]["unknown_since_s"] <= r["faults"][0]["started_at_s"] + 1.5, r["lag"]
     assert "unknown from" in proc.stdout
+    # Every lag view says when it stopped, in the text and in the HTML (the same wording), and
+    # the dead broker's row in the HTML says it is gone rather than showing its last figures.
+    assert r["lag"]["broker_unknown_since_s"] is not None, r["lag"]
+    html = (tmp_path / "r.html").read_text()
+    summary = html[html.find("<h2>Summary</h2>"):]
+    for view in ("lag (client view)", "lag (broker view)"):
+        row = summary[summary.find(f"<td>{view}</td>"):].split("</tr>")[0]
+        assert "unknown from" in row, row
+        line = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith(view))
+        assert "unknown from" in line, line
+    assert "GONE at" in summary.split("</table>")[0], summary[:4000]
     # The time to recover is not invented: the load never came back.
     assert r["faults"][0]["impact"]["time_to_recover_s"] is None
     assert "NOT within the band" in proc.stdout
@@ -156,6 +191,45 @@ def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
     # Acknowledged records that never arrived are placed in time too (acks=1: the leader had
     # them, but it died before the consumers read them).
     assert sum(i["sent_lost_acked"] for i in r["intervals"]) == r["audit"]["lost_acked"]
+
+
+REPRODUCE = '''
+import os, sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+boot = os.environ["SLUICE_BENCH_BOOTSTRAP"]
+c = Consumer({"bootstrap.servers": boot, "group.id": "dup-fault", "enable.auto.commit": False})
+topic = [t for t in c.list_topics(timeout=10).topics if t.startswith("sluice-bench-")][0]
+_, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+n = int(sys.argv[1])
+c.assign([TopicPartition(topic, 0, max(0, high - n))])
+p = Producer({"bootstrap.servers": boot})
+copied = 0
+while copied < n:
+    m = c.poll(10)
+    assert m is not None and m.error() is None, m and m.error()
+    p.produce(topic, m.value(), m.key(), partition=0, headers=m.headers())
+    copied += 1
+assert p.flush(10) == 0
+c.close()
+print("copied", copied)
+'''
+
+
+def test_records_delivered_twice_fail_the_run_unless_allowed(tmp_path):
+    # A fault command copies the last 50 records of partition 0 back onto it, as a producer
+    # retry without idempotence would: same key, value and headers, so the consumers receive
+    # those records twice. Duplicates are judged like loss: exit 4, said in one line.
+    script = tmp_path / "reproduce.py"
+    script.write_text(REPRODUCE)
+    proc, r = bench(tmp_path, "--acks", "all", "--duration", "4s",
+                    "--fault-cmd", f"2s:{sys.executable} {script} 50")
+    out = proc.stdout + proc.stderr
+    assert r["faults"][0]["exit_code"] == 0 and "copied 50" in r["faults"][0]["output_tail"], r["faults"]
+    assert r["audit"]["duplicates"] == 50 and r["audit"]["lost"] == 0, r["audit"]
+    assert proc.returncode == 4, out[-4000:]
+    assert r["loss"] is None and "50 acknowledged records delivered more than once" in r["duplicated"]
+    assert "DUPLICATES: 50 acknowledged records" in proc.stdout
+    assert "delivered more than once" in proc.stderr and "--allow-duplicates" in proc.stderr
 
 
 def test_embedded_broker_metrics_are_scraped(tmp_path):

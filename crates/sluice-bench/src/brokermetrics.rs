@@ -3,7 +3,9 @@
 //! the run and reports what the broker saw, next to what the clients saw: every histogram
 //! family's count, mean and p50/p99 over the run (seconds shown as milliseconds), and per
 //! interval Sluice's journal fdatasync p99, group-commit round size and Produce request p99
-//! (names in docs/operations.md).
+//! (names in docs/operations.md). A broker whose endpoint exports the standard process
+//! metrics (`process_cpu_seconds_total`, `process_resident_memory_bytes`) also gets its CPU
+//! and RSS from them, which is how a broker without a local pid (`--broker-pid`) is costed.
 //!
 //! Guarantees: a scrape is one HTTP/1.0 GET over a plain TCP connection, bounded in time
 //! (`limits::METRICS_SCRAPE_TIMEOUT`) and size (`limits::MAX_METRICS_RESPONSE_BYTES`); series
@@ -92,11 +94,18 @@ impl Hist {
     }
 }
 
-/// One scrape: histogram series by `name{labels}` (without `le`).
+/// One scrape: histogram series by `name{labels}` (without `le`), and the process gauges.
 #[derive(Debug, Clone, Default)]
 pub struct Scrape {
     pub hists: BTreeMap<String, Hist>,
+    /// `process_cpu_seconds_total` (user + system) and `process_resident_memory_bytes`, when
+    /// the endpoint exports them (unlabelled, as the Prometheus clients write them).
+    pub cpu_s: Option<f64>,
+    pub rss_bytes: Option<f64>,
 }
+
+const PROCESS_CPU: &str = "process_cpu_seconds_total";
+const PROCESS_RSS: &str = "process_resident_memory_bytes";
 
 /// Parses the Prometheus text format's histogram series (everything else is skipped).
 pub fn parse(text: &str) -> Scrape {
@@ -115,6 +124,13 @@ pub fn parse(text: &str) -> Scrape {
             Some((n, l)) => (n, l.trim_end_matches('}')),
             None => (series, ""),
         };
+        if labels.is_empty() && v.is_finite() && v >= 0.0 {
+            match name {
+                PROCESS_CPU => s.cpu_s = Some(v),
+                PROCESS_RSS => s.rss_bytes = Some(v),
+                _ => {}
+            }
+        }
         let mut le = None;
         let rest: Vec<&str> = labels
             .split(',')
@@ -248,6 +264,23 @@ pub struct MetricsTick {
     pub commit_rounds: Option<f64>,
     pub commit_round_requests_avg: Option<f64>,
     pub produce_p99_ms: Option<f64>,
+    /// From the process gauges, summed over the URLs (null unless every URL exported them
+    /// in this scrape and, for the CPU, the one before): CPU in % of one core since the
+    /// previous scrape, and resident memory.
+    pub process_cpu_pct: Option<f64>,
+    pub process_rss_mib: Option<f64>,
+}
+
+/// The brokers' CPU and memory from their process gauges over the run (see `Scraper`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ProcessFromMetrics {
+    /// CPU seconds from each URL's first scrape to its last, summed.
+    pub cpu_s: f64,
+    /// Seconds between the first and the last scrape.
+    pub span_s: f64,
+    /// The largest and the last summed RSS of a complete scrape.
+    pub peak_rss_mib: Option<f64>,
+    pub final_rss_mib: Option<f64>,
 }
 
 /// A histogram family's figures over the run (all URLs summed).
@@ -279,6 +312,8 @@ pub struct BrokerMetrics {
     pub commit_round_bytes_avg: Option<f64>,
     /// Request latency p99 per API (`sluice_request_latency_seconds{api=..}`), ms.
     pub request_p99_ms: BTreeMap<String, f64>,
+    /// CPU and RSS from the process gauges; null when any URL lacked them.
+    pub process: Option<ProcessFromMetrics>,
     pub intervals: Vec<MetricsTick>,
 }
 
@@ -304,6 +339,8 @@ fn delta(cur: &[Option<Scrape>], prev: &[Option<Scrape>]) -> Vec<Option<Scrape>>
             let c = c.as_ref()?;
             let p = p.as_ref()?;
             Some(Scrape {
+                cpu_s: c.cpu_s,
+                rss_bytes: c.rss_bytes,
                 hists: c
                     .hists
                     .iter()
@@ -325,6 +362,22 @@ fn ms(v: Option<f64>) -> Option<f64> {
     v.map(|s| s * 1e3)
 }
 
+/// The sum of `f` over every URL's scrape; None when any is missing or lacks it.
+fn sum_all(per_url: &[Option<Scrape>], f: impl Fn(&Scrape) -> Option<f64>) -> Option<f64> {
+    per_url
+        .iter()
+        .map(|s| s.as_ref().and_then(&f))
+        .sum::<Option<f64>>()
+        .filter(|_| !per_url.is_empty())
+}
+
+/// CPU % of one core between two scrapes `dt_s` apart, from the summed CPU gauges (None
+/// across a restart, whose counter started again).
+fn cpu_pct(cur: &[Option<Scrape>], prev: &[Option<Scrape>], dt_s: f64) -> Option<f64> {
+    let (a, b) = (sum_all(prev, |s| s.cpu_s)?, sum_all(cur, |s| s.cpu_s)?);
+    (b >= a && dt_s > 0.0).then(|| (b - a) / dt_s * 100.0)
+}
+
 fn tick_of(d: &[Option<Scrape>], elapsed_s: f64, complete: bool) -> MetricsTick {
     let fs = summed(d, FSYNC);
     let rr = summed(d, ROUND_REQS);
@@ -338,6 +391,8 @@ fn tick_of(d: &[Option<Scrape>], elapsed_s: f64, complete: bool) -> MetricsTick 
         commit_rounds: rr.as_ref().map(|h| h.count),
         commit_round_requests_avg: rr.as_ref().and_then(Hist::mean),
         produce_p99_ms: ms(prod.as_ref().and_then(|h| h.quantile(0.99))),
+        process_cpu_pct: None,
+        process_rss_mib: None,
     }
 }
 
@@ -348,6 +403,13 @@ pub struct Scraper {
     first: Vec<Option<Scrape>>,
     prev: Vec<Option<Scrape>>,
     out: BrokerMetrics,
+    /// When the first and the latest complete round of scrapes were taken (the span of the
+    /// process CPU), and the previous round when it was complete (the CPU % of a tick).
+    first_at_s: Option<f64>,
+    last_at_s: Option<f64>,
+    prev_at_s: Option<f64>,
+    peak_rss_mib: Option<f64>,
+    final_rss_mib: Option<f64>,
 }
 
 impl Scraper {
@@ -361,6 +423,7 @@ impl Scraper {
             urls,
             first: vec![None; n],
             prev: vec![None; n],
+            ..Scraper::default()
         }
     }
 
@@ -378,10 +441,29 @@ impl Scraper {
                 }
             }
         }
+        self.add(cur, elapsed_s);
+    }
+
+    /// Adds one round of scrapes (one per URL, None: failed) taken at `elapsed_s`.
+    fn add(&mut self, cur: Vec<Option<Scrape>>, elapsed_s: f64) {
         let complete = cur.iter().all(Option::is_some);
         let d = delta(&cur, &self.prev);
+        let mut t = tick_of(&d, elapsed_s, complete);
+        if let Some(prev_s) = self.prev_at_s {
+            t.process_cpu_pct = cpu_pct(&cur, &self.prev, elapsed_s - prev_s);
+        }
+        t.process_rss_mib = sum_all(&cur, |s| s.rss_bytes).map(|b| b / 1048576.0);
+        if let Some(r) = t.process_rss_mib {
+            self.peak_rss_mib = Some(self.peak_rss_mib.map_or(r, |p: f64| p.max(r)));
+            self.final_rss_mib = Some(r);
+        }
+        if complete {
+            self.first_at_s.get_or_insert(elapsed_s);
+            self.last_at_s = Some(elapsed_s);
+        }
+        self.prev_at_s = complete.then_some(elapsed_s);
         if self.out.intervals.len() < limits::MAX_SENT_SLOTS {
-            self.out.intervals.push(tick_of(&d, elapsed_s, complete));
+            self.out.intervals.push(t);
         }
         for (i, c) in cur.into_iter().enumerate() {
             if let Some(c) = c {
@@ -433,7 +515,24 @@ impl Scraper {
         self.out.fsync_p99_ms = ms(f.as_ref().and_then(|h| h.quantile(0.99)));
         self.out.commit_round_requests_avg = summed(&d, ROUND_REQS).as_ref().and_then(Hist::mean);
         self.out.commit_round_bytes_avg = summed(&d, ROUND_BYTES).as_ref().and_then(Hist::mean);
+        self.out.process = self.process();
         self.out
+    }
+
+    /// The process gauges over the run: every URL's last CPU reading minus its first (a
+    /// restarted broker's counter starts again: then its last reading alone).
+    fn process(&self) -> Option<ProcessFromMetrics> {
+        let mut cpu_s = 0.0;
+        for (a, b) in self.first.iter().zip(&self.prev) {
+            let (a, b) = (a.as_ref()?.cpu_s?, b.as_ref()?.cpu_s?);
+            cpu_s += if b >= a { b - a } else { b };
+        }
+        Some(ProcessFromMetrics {
+            cpu_s,
+            span_s: self.last_at_s.zip(self.first_at_s).map(|(b, a)| b - a)?,
+            peak_rss_mib: self.peak_rss_mib,
+            final_rss_mib: self.final_rss_mib,
+        })
     }
 }
 
@@ -494,6 +593,63 @@ sluice_requests_total{api=\"Produce\"} 2\n";
         assert_eq!(t.produce_p99_ms, None);
         let t = tick_of(&[Some(parse(TEXT))], 1.0, true);
         assert!(t.produce_p99_ms.unwrap() > 900.0);
+    }
+
+    #[test]
+    fn cpu_and_rss_come_from_the_process_gauges() {
+        // What a Prometheus client library exports for its process (Go's, Java's simpleclient
+        // hotspot, Python's): counters and gauges among the histograms.
+        let expo = |cpu: f64, rss: f64| {
+            format!(
+                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+# TYPE process_cpu_seconds_total counter\n\
+process_cpu_seconds_total {cpu}\n\
+# TYPE process_resident_memory_bytes gauge\n\
+process_resident_memory_bytes {rss:e}\n\
+process_open_fds 42\n{TEXT}"
+            )
+        };
+        let s = parse(&expo(12.5, 2.097152e8));
+        assert_eq!((s.cpu_s, s.rss_bytes), (Some(12.5), Some(209715200.0)));
+        assert_eq!(s.hists.len(), 2, "histograms still parsed");
+        assert_eq!(parse(TEXT).cpu_s, None);
+        assert_eq!(parse("process_cpu_seconds_total NaN\n").cpu_s, None);
+
+        // Two brokers scraped at 1 s, 2 s, 3 s: 0.5 s and 0.25 s of CPU a second.
+        let mut sc = Scraper::new(vec!["a".into(), "b".into()]);
+        for (t, ca, cb, rss) in [
+            (1.0, 10.0, 20.0, 100.0),
+            (2.0, 10.5, 20.25, 300.0),
+            (3.0, 11.0, 20.5, 200.0),
+        ] {
+            let mib = 1048576.0 * rss;
+            sc.add(
+                vec![Some(parse(&expo(ca, mib))), Some(parse(&expo(cb, mib)))],
+                t,
+            );
+        }
+        let ticks = sc.out.intervals.clone();
+        assert_eq!(ticks[0].process_cpu_pct, None, "no earlier scrape");
+        assert!(
+            (ticks[1].process_cpu_pct.unwrap() - 75.0).abs() < 1e-9,
+            "{:?}",
+            ticks[1]
+        );
+        assert_eq!(ticks[1].process_rss_mib, Some(600.0));
+        let out = sc.finish();
+        let p = out.process.unwrap();
+        assert!((p.cpu_s - 1.5).abs() < 1e-9 && p.span_s == 2.0, "{p:?}");
+        assert_eq!(
+            (p.peak_rss_mib, p.final_rss_mib),
+            (Some(600.0), Some(400.0))
+        );
+
+        // One endpoint without the gauges (Sluice's own exports histograms only): no figure.
+        let mut sc = Scraper::new(vec!["a".into(), "b".into()]);
+        sc.add(vec![Some(parse(&expo(1.0, 1.0))), Some(parse(TEXT))], 1.0);
+        sc.add(vec![Some(parse(&expo(2.0, 1.0))), Some(parse(TEXT))], 2.0);
+        assert_eq!(sc.out.intervals[1].process_cpu_pct, None);
+        assert_eq!(sc.finish().process, None);
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! `--csv FILE`: the 1-second time series of every run as one CSV table (RFC 4180 quoting),
 //! one row per interval, for spreadsheets and plotting tools. Empty cells mean "not measured".
+//! After the fixed columns, one `errors:KIND` column per error kind of the per-interval error
+//! series (`errors_by_kind`) of any run, `errors:other` last; a run whose series does not
+//! have that kind leaves its cells empty.
 
 use std::fmt::Write as _;
 
+use crate::engine::OTHER_ERRORS;
 use crate::report::Report;
 
 const COLUMNS: &str =
@@ -24,13 +28,47 @@ fn num(v: Option<f64>) -> String {
     v.map(|x| format!("{x}")).unwrap_or_default()
 }
 
+/// The error kinds of every run's series, in first-seen order, `other` last.
+fn error_columns(runs: &[Report]) -> Vec<&str> {
+    let mut cols: Vec<&str> = Vec::new();
+    for k in runs
+        .iter()
+        .flat_map(|r| r.intervals.iter().flat_map(|i| i.errors_by_kind.keys()))
+    {
+        if k != OTHER_ERRORS && !cols.contains(&k.as_str()) {
+            cols.push(k);
+        }
+    }
+    let any_other = runs
+        .iter()
+        .flat_map(|r| &r.intervals)
+        .any(|i| i.errors_by_kind.contains_key(OTHER_ERRORS));
+    if any_other {
+        cols.push(OTHER_ERRORS);
+    }
+    cols
+}
+
+/// Whether run `r`'s error series has its own line for `kind` (else its cells stay empty).
+fn has_kind(r: &Report, kind: &str) -> bool {
+    r.intervals
+        .iter()
+        .any(|i| i.errors_by_kind.contains_key(kind))
+}
+
 /// The intervals of `runs` (in run order, numbered from 1).
 pub fn intervals(runs: &[Report]) -> String {
+    let kinds = error_columns(runs);
     let mut o = String::from(COLUMNS);
+    for k in &kinds {
+        o.push(',');
+        o.push_str(&field(&format!("errors:{k}")));
+    }
     o.push('\n');
     for (n, r) in runs.iter().enumerate() {
         let label = field(r.label.as_deref().unwrap_or(""));
         let target = field(&r.target.spec);
+        let own: Vec<bool> = kinds.iter().map(|k| has_kind(r, k)).collect();
         for i in &r.intervals {
             let _ = writeln!(
                 o,
@@ -69,6 +107,15 @@ pub fn intervals(runs: &[Report]) -> String {
                 num(i.sent_lost_acked.map(|v| v as f64)),
                 num(i.sent_duplicates.map(|v| v as f64)),
             );
+            // Replace the line's end with this run's error cells.
+            o.pop();
+            for (k, own) in kinds.iter().zip(&own) {
+                o.push(',');
+                if *own {
+                    let _ = write!(o, "{}", i.errors_by_kind.get(*k).copied().unwrap_or(0));
+                }
+            }
+            o.push('\n');
         }
     }
     o

@@ -181,6 +181,22 @@ impl ErrorLog {
         }
     }
 
+    /// Kind -> count so far, both tables, with the errors beyond them under `OTHER_ERRORS`
+    /// (the sampler's per-interval counts are differences of these).
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        let g = self.inner.lock();
+        let mut m: BTreeMap<String, u64> = g
+            .delivery
+            .iter()
+            .chain(g.noise.iter())
+            .map(|(k, e)| (k.clone(), e.count))
+            .collect();
+        if g.overflow > 0 {
+            m.insert(OTHER_ERRORS.to_string(), g.overflow);
+        }
+        m
+    }
+
     /// Kind -> count (both tables), the kinds most frequent first with their times relative
     /// to `origin`, and the errors not listed.
     pub fn snapshot(&self, origin: Instant) -> (BTreeMap<String, u64>, Vec<ErrorKind>, u64) {
@@ -211,6 +227,56 @@ impl ErrorLog {
         });
         let map = kinds.iter().map(|k| (k.kind.clone(), k.count)).collect();
         (map, kinds, g.overflow)
+    }
+}
+
+/// The per-interval error series' key for every kind not among the run's most frequent
+/// (`limits::ERROR_KINDS_IN_SERIES`), and for errors beyond the kind tables.
+pub const OTHER_ERRORS: &str = "other";
+
+/// This interval's errors by kind: what `now` counts beyond `prev` (both `ErrorLog::counts`),
+/// the kinds with none left out.
+fn error_deltas(
+    prev: &BTreeMap<String, u64>,
+    now: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    now.iter()
+        .map(|(k, &n)| (k, n.saturating_sub(prev.get(k).copied().unwrap_or(0))))
+        .filter(|&(_, d)| d > 0)
+        .map(|(k, d)| (k.clone(), d))
+        .collect()
+}
+
+/// Folds each interval's errors by kind into the run's `top` most frequent kinds (by their
+/// total over the intervals; ties by name) plus `OTHER_ERRORS` for the rest, so the series,
+/// the CSV and the chart stay a few lines wide however noisy the run.
+pub fn fold_error_kinds(intervals: &mut [IntervalSample], top: usize) {
+    let mut totals: BTreeMap<&str, u64> = BTreeMap::new();
+    for i in intervals.iter() {
+        for (k, n) in &i.errors_by_kind {
+            if k != OTHER_ERRORS {
+                *totals.entry(k.as_str()).or_default() += n;
+            }
+        }
+    }
+    let mut ranked: Vec<(&str, u64)> = totals.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let kept: std::collections::BTreeSet<String> = ranked
+        .iter()
+        .take(top)
+        .map(|(k, _)| k.to_string())
+        .collect();
+    for i in intervals.iter_mut() {
+        let mut folded = BTreeMap::new();
+        for (k, n) in std::mem::take(&mut i.errors_by_kind) {
+            let key = if kept.contains(&k) {
+                k
+            } else {
+                OTHER_ERRORS.to_string()
+            };
+            *folded.entry(key).or_default() += n;
+        }
+        i.errors_by_kind = folded;
     }
 }
 
@@ -595,6 +661,10 @@ pub struct IntervalSample {
     pub client_cpu_pct: Option<f64>,
     /// Producer latency decomposition from librdkafka statistics (null: no emit this interval).
     pub split: Option<LatencySplit>,
+    /// Client errors noted in this interval (by the time the client reported them), by kind:
+    /// the run's `limits::ERROR_KINDS_IN_SERIES` most frequent kinds and `"other"`; kinds
+    /// with none in this interval are left out.
+    pub errors_by_kind: BTreeMap<String, u64>,
     /// This interval's histograms (V2-encoded; not in the JSON): the OMB export merges them
     /// into 10-second windows.
     #[serde(skip)]
@@ -1722,6 +1792,7 @@ struct SamplerJob {
     consumers: Vec<Arc<Mutex<ConsumerState>>>,
     positions: Arc<Vec<AtomicI64>>,
     brokers: Vec<ProcSampler>,
+    errors: Arc<ErrorLog>,
     stop: Arc<AtomicBool>,
     progress: bool,
     measure_s: f64,
@@ -1742,6 +1813,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
     let mut acc_c = ConsumeSide::default();
     let mut acc_split = SplitAcc::default();
     let mut avail = crate::availability::Tracker::new(job.topics.len(), job.sched.load_start_ns);
+    let mut errors_prev = job.errors.counts();
     let mut lag = match LagAsk::start(
         job.probe,
         job.watcher,
@@ -1781,6 +1853,11 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             acc_c.merge(&s.window);
             s.window.reset();
         }
+        // Counted at the tick, with the windows above: not after the lag reading, which may
+        // wait for a dead broker while its connection errors pile up.
+        let errors_now = job.errors.counts();
+        let errors_by_kind = error_deltas(&errors_prev, &errors_now);
+        errors_prev = errors_now;
         let now_ns = job.clock.now_ns();
         let dt = (now_ns.saturating_sub(prev_ns) as f64 / 1e9).max(1e-9);
 
@@ -1866,6 +1943,7 @@ fn sampler_thread(job: SamplerJob) -> SamplerOut {
             },
             client_cpu_pct,
             split: acc_split.summary(),
+            errors_by_kind,
             hdr: crate::hist::IntervalHdr::of(&acc_p.ack, &acc_p.send_delay, &acc_c.e2e),
         };
         acc_split = SplitAcc::default();
@@ -2040,6 +2118,7 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
             consumers: consumer_states.clone(),
             positions: positions.clone(),
             brokers,
+            errors: errors.clone(),
             stop: sampler_stop.clone(),
             progress: opts.progress,
             measure_s: s.duration_s.as_secs_f64(),
@@ -2304,15 +2383,24 @@ pub fn run(s: &Scenario, opts: &RunOptions, stop: Arc<AtomicBool>) -> Result<Run
     let (errors, error_kinds, errors_overflow) =
         errors.snapshot(clock.instant_at(sched.load_start_ns));
     let mut intervals = sampled.intervals;
+    fold_error_kinds(&mut intervals, limits::ERROR_KINDS_IN_SERIES);
     crate::attribution::fill(&mut intervals, &by_sent);
     let mut faults = observed.faults;
+    // A fixed target (bursts can lift it for a while): what a steady interval acks at most.
+    let target_rate = (s.rate_msg_s > 0 && !s.shaping.rate_search)
+        .then(|| s.rate_msg_s.max(s.burst_rate_msg_s) as f64);
     let first_fault_s = faults
         .iter()
         .filter_map(|f| f.started_at_s)
         .fold(f64::INFINITY, f64::min);
     for f in &mut faults {
         if let Some(at) = f.started_at_s {
-            f.impact = Some(crate::faults::analyze(&intervals, at, first_fault_s));
+            f.impact = Some(crate::faults::analyze(
+                &intervals,
+                at,
+                first_fault_s,
+                target_rate,
+            ));
         }
     }
     let topic_end_offsets = sampled.last_high.as_ref().map(|h| {
@@ -2695,6 +2783,50 @@ impl Drop for LagAsk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_per_interval_are_count_differences_folded_into_the_top_kinds() {
+        let log = ErrorLog::default();
+        let c0 = log.counts();
+        assert!(c0.is_empty());
+        log.note("librdkafka FAIL: Connect to ipv4#127.0.0.1:1 failed: Connection refused".into());
+        log.note("librdkafka FAIL: Connect to ipv4#127.0.0.1:2 failed: Connection refused".into());
+        let c1 = log.counts();
+        log.note("delivery: MessageTimedOut".into());
+        log.note("librdkafka FAIL: Connect to ipv4#127.0.0.1:3 failed: Connection refused".into());
+        let c2 = log.counts();
+        let refused =
+            error_kind("librdkafka FAIL: Connect to ipv4#127.0.0.1:1 failed: Connection refused");
+        let d1 = error_deltas(&c0, &c1);
+        assert_eq!(d1, BTreeMap::from([(refused.clone(), 2)]));
+        let d2 = error_deltas(&c1, &c2);
+        assert_eq!(d2.get(&refused), Some(&1));
+        assert_eq!(d2.get("delivery: MessageTimedOut"), Some(&1));
+        // No new error: an empty interval, not zeros.
+        assert!(error_deltas(&c2, &c2).is_empty());
+
+        // Three kinds over three intervals, top 2 kept: the least frequent goes to "other",
+        // as do errors beyond the kind tables that came in as "other" already.
+        let iv = |m: &[(&str, u64)]| IntervalSample {
+            errors_by_kind: m.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            ..IntervalSample::default()
+        };
+        let mut v = vec![
+            iv(&[("a", 5), ("c", 1)]),
+            iv(&[("b", 3), (OTHER_ERRORS, 2)]),
+            iv(&[]),
+        ];
+        fold_error_kinds(&mut v, 2);
+        assert_eq!(
+            v[0].errors_by_kind,
+            BTreeMap::from([("a".into(), 5), (OTHER_ERRORS.into(), 1)])
+        );
+        assert_eq!(
+            v[1].errors_by_kind,
+            BTreeMap::from([("b".into(), 3), (OTHER_ERRORS.into(), 2)])
+        );
+        assert!(v[2].errors_by_kind.is_empty());
+    }
 
     #[test]
     fn errors_are_grouped_by_kind_and_delivery_failures_keep_their_own_table() {

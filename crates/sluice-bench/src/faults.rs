@@ -214,9 +214,16 @@ fn tail(mut f: std::fs::File) -> String {
 pub struct FaultImpact {
     /// Pre-fault baseline: the lower medians of the per-interval acked msg/s and ack p99 over
     /// the measured intervals before the fault (at most `limits::RECOVERY_BASELINE_INTERVALS`).
+    /// For a rate-limited run the throughput baseline is at most the target rate: an interval
+    /// above it is a catch-up (of the warm-up or of a slow second), not the steady state.
     pub baseline_acked_msg_s: Option<f64>,
     pub baseline_ack_p99_ms: Option<f64>,
     pub baseline_intervals: usize,
+    /// True when the throughput baseline was capped at the target rate.
+    pub baseline_capped_at_rate: bool,
+    /// Set when the baseline stands on fewer than `limits::RECOVERY_MIN_BASELINE_INTERVALS`
+    /// intervals (a fault early in the run): says so, since one odd second then decides the band.
+    pub baseline_note: Option<String>,
     /// The band: throughput at least `RECOVERY_THROUGHPUT_FRACTION` of the baseline and p99 at
     /// most `RECOVERY_P99_FACTOR` times it (the "within 2x") or `RECOVERY_P99_SLACK_MS`
     /// above it when that is more, both in one interval.
@@ -254,48 +261,108 @@ fn p99_bound(baseline_ms: f64) -> f64 {
     (baseline_ms * limits::RECOVERY_P99_FACTOR).max(baseline_ms + limits::RECOVERY_P99_SLACK_MS)
 }
 
+/// Per interval: whether any record was waiting for its delivery report in it (sent before it
+/// or in it, and not yet acknowledged or failed when it began), by the intervals' counts.
+fn waiting_for_acks(intervals: &[IntervalSample]) -> Vec<bool> {
+    let mut outstanding: f64 = 0.0;
+    intervals
+        .iter()
+        .map(|i| {
+            let sent = (i.produced_msg_s * i.interval_s).round();
+            let w = outstanding + sent >= 1.0;
+            let answered = (i.acked_msg_s * i.interval_s).round() + i.ack_errors as f64;
+            outstanding = (outstanding + sent - answered).max(0.0);
+            w
+        })
+        .collect()
+}
+
 /// The lower median of `v` (the smaller middle value of an even count); None when empty.
 fn lower_median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     v.get(v.len().saturating_sub(1) / 2).copied()
 }
 
+/// The measured intervals the baseline stands on: those that ended by `until_s`, without the
+/// run's first measured interval when enough others remain (it often acks the warm-up's
+/// backlog on top of its own second), and at most the last `RECOVERY_BASELINE_INTERVALS`.
+/// The note is set when fewer than `RECOVERY_MIN_BASELINE_INTERVALS` are left.
+fn baseline_intervals(
+    intervals: &[IntervalSample],
+    until_s: f64,
+) -> (Vec<&IntervalSample>, Option<String>) {
+    let slack = limits::SAMPLE_INTERVAL.as_secs_f64() / 10.0;
+    let mut before: Vec<&IntervalSample> = intervals
+        .iter()
+        .filter(|i| i.phase == "measure" && i.elapsed_s <= until_s + slack)
+        .collect();
+    if before.len() > limits::RECOVERY_MIN_BASELINE_INTERVALS {
+        before.remove(0);
+    }
+    let before = before.split_off(
+        before
+            .len()
+            .saturating_sub(limits::RECOVERY_BASELINE_INTERVALS),
+    );
+    let note = (!before.is_empty() && before.len() < limits::RECOVERY_MIN_BASELINE_INTERVALS)
+        .then(|| {
+            format!(
+                "weak baseline: {} measured interval(s) before the fault (fewer than {}), the first of them possibly still the warm-up's catch-up; start the fault later for a steadier one",
+                before.len(),
+                limits::RECOVERY_MIN_BASELINE_INTERVALS
+            )
+        });
+    (before, note)
+}
+
 /// The impact of a fault that started at `fault_s` (seconds since load start) on `intervals`,
 /// against the steady state before `baseline_until_s` (the run's first fault: a restart that
-/// follows a kill is judged against the healthy load, not the outage).
-pub fn analyze(intervals: &[IntervalSample], fault_s: f64, baseline_until_s: f64) -> FaultImpact {
+/// follows a kill is judged against the healthy load, not the outage). `target_rate`: the
+/// run's fixed target in msg/s (None when unthrottled or searching), the most a steady
+/// interval can ack.
+pub fn analyze(
+    intervals: &[IntervalSample],
+    fault_s: f64,
+    baseline_until_s: f64,
+    target_rate: Option<f64>,
+) -> FaultImpact {
     // An interval belongs after the fault when it began at it or later (within a tenth of an
     // interval: the sampler's ticks and the fault's start are both on whole seconds of load
     // time, a few ms apart), so an interval of healthy load that merely ends just after the
     // fault can never count as "recovered".
     let slack = limits::SAMPLE_INTERVAL.as_secs_f64() / 10.0;
     let is_after = |i: &IntervalSample| i.elapsed_s - i.interval_s >= fault_s - slack;
-    let before: Vec<&IntervalSample> = intervals
-        .iter()
-        .filter(|i| i.phase == "measure" && i.elapsed_s <= fault_s.min(baseline_until_s) + slack)
-        .collect();
-    let before = &before[before
-        .len()
-        .saturating_sub(limits::RECOVERY_BASELINE_INTERVALS)..];
+    let (before, note) = baseline_intervals(intervals, fault_s.min(baseline_until_s));
     let mut imp = FaultImpact {
         band: band_text(),
         baseline_intervals: before.len(),
+        baseline_note: note,
         ..FaultImpact::default()
     };
     if !before.is_empty() {
         // Lower medians, not means: with few intervals (a fault early in the run) one of them
         // is often still the clients' and broker's warm-up, a slow interval (high p99) or the
         // catch-up after one (twice the rate), and a mean would carry it into the band.
-        imp.baseline_acked_msg_s = lower_median(before.iter().map(|i| i.acked_msg_s).collect());
+        let tput = lower_median(before.iter().map(|i| i.acked_msg_s).collect());
+        imp.baseline_acked_msg_s = match (tput, target_rate) {
+            (Some(t), Some(r)) if t > r => {
+                imp.baseline_capped_at_rate = true;
+                Some(r)
+            }
+            (t, _) => t,
+        };
         imp.baseline_ack_p99_ms =
             lower_median(before.iter().filter_map(|i| i.ack_p99_ms).collect());
     }
     let after: Vec<&IntervalSample> = intervals.iter().filter(|i| is_after(i)).collect();
-    // Ack stall: consecutive intervals without a single ack (by completion time).
+    // Ack stall: consecutive intervals without a single ack (by completion time) while
+    // records were waiting for one; an interval with nothing waiting (the drain after every
+    // record was answered) is idle, not stalled.
+    let waiting = waiting_for_acks(intervals);
     let mut run_start: Option<f64> = None;
-    for i in &after {
+    for (i, &w) in intervals.iter().zip(&waiting).filter(|(i, _)| is_after(i)) {
         let start = i.elapsed_s - i.interval_s;
-        if i.acked_msg_s == 0.0 {
+        if i.acked_msg_s == 0.0 && w {
             let from = *run_start.get_or_insert(start.max(fault_s));
             let len = i.elapsed_s - from;
             if len > imp.ack_stall_s {
@@ -346,10 +413,32 @@ mod tests {
             elapsed_s: t,
             interval_s: 1.0,
             phase: "measure",
+            produced_msg_s: 1000.0,
             acked_msg_s: acked,
             ack_p99_ms: p99,
             ..IntervalSample::default()
         }
+    }
+
+    #[test]
+    fn a_drain_with_nothing_left_to_ack_is_not_a_stall() {
+        // 1000 msg/s; the fault at 4 s stalls acks for one second, the next acks the backlog
+        // too, and the load ends: the drain's seconds have no acks because nothing is waiting.
+        let mut v: Vec<IntervalSample> = (1..=4).map(|t| iv(t as f64, 1000.0, Some(5.0))).collect();
+        v.push(iv(5.0, 0.0, None));
+        v.push(iv(6.0, 2000.0, Some(900.0)));
+        for t in 7..=12 {
+            let mut d = iv(t as f64, 0.0, None);
+            d.phase = "drain";
+            d.produced_msg_s = 0.0;
+            v.push(d);
+        }
+        let imp = analyze(&v, 4.0, 4.0, None);
+        assert_eq!((imp.ack_stall_s, imp.ack_stall_from_s), (1.0, Some(4.0)));
+        // A record still unanswered keeps the drain's silence a stall (a broker that stays dead).
+        v[5].acked_msg_s = 1999.0;
+        let imp = analyze(&v, 4.0, 4.0, None);
+        assert_eq!((imp.ack_stall_s, imp.ack_stall_from_s), (6.0, Some(6.0)));
     }
 
     #[test]
@@ -381,8 +470,10 @@ mod tests {
         v.push(iv(8.0, 1500.0, Some(900.0)));
         v.push(iv(9.0, 1000.0, Some(8.0)));
         v.push(iv(10.0, 1000.0, Some(5.0)));
-        let imp = analyze(&v, 4.0, 4.0);
-        assert_eq!(imp.baseline_intervals, 4);
+        let imp = analyze(&v, 4.0, 4.0, None);
+        // The run's first measured interval is left out: three others remain.
+        assert_eq!(imp.baseline_intervals, 3);
+        assert_eq!(imp.baseline_note, None);
         assert_eq!(imp.baseline_acked_msg_s, Some(1000.0));
         assert_eq!(imp.baseline_ack_p99_ms, Some(5.0));
         assert_eq!(imp.recovered_at_s, Some(9.0));
@@ -390,15 +481,15 @@ mod tests {
         assert_eq!(imp.ack_stall_s, 3.0);
         assert_eq!(imp.ack_stall_from_s, Some(4.0));
         // Never back in band: no recovery time, the stall runs to the end.
-        let imp = analyze(&v[..7], 4.0, 4.0);
+        let imp = analyze(&v[..7], 4.0, 4.0, None);
         assert_eq!(imp.recovered_at_s, None);
         assert_eq!(imp.time_to_recover_s, None);
         // No baseline (fault before any measured interval): no recovery verdict at all.
-        let imp = analyze(&v, 0.5, 0.5);
+        let imp = analyze(&v, 0.5, 0.5, None);
         assert_eq!(imp.baseline_intervals, 0);
         assert_eq!(imp.recovered_at_s, None);
         // A second fault (the restart at 6 s) is judged against the pre-outage baseline.
-        let imp = analyze(&v, 6.0, 4.0);
+        let imp = analyze(&v, 6.0, 4.0, None);
         assert_eq!(imp.baseline_acked_msg_s, Some(1000.0));
         assert_eq!(imp.time_to_recover_s, Some(3.0));
         assert_eq!(imp.ack_stall_s, 1.0);
@@ -415,10 +506,77 @@ mod tests {
         v.push(iv(5.0, 0.0, None));
         v.push(iv(6.0, 5993.0, Some(2107.0)));
         v.push(iv(7.0, 1997.0, Some(6.6)));
-        let imp = analyze(&v, 3.0, 3.0);
+        let imp = analyze(&v, 3.0, 3.0, Some(2000.0));
         assert_eq!(imp.baseline_acked_msg_s, Some(1999.0));
         assert_eq!(imp.baseline_ack_p99_ms, Some(6.5));
         assert_eq!(imp.recovered_at_s, Some(7.0));
+        assert!(!imp.baseline_capped_at_rate);
+        assert!(imp
+            .baseline_note
+            .as_deref()
+            .unwrap()
+            .starts_with("weak baseline: 2 "));
+    }
+
+    /// Healthy 2000 msg/s seconds after the fault at 10 s, ending at `t` = 11.. .
+    fn after_fault(v: &mut Vec<IntervalSample>) {
+        v.push(iv(11.0, 0.0, None));
+        v.extend((12..=14).map(|t| iv(t as f64, 2000.0, Some(6.0))));
+    }
+
+    #[test]
+    fn a_single_catch_up_interval_is_capped_at_the_target_rate() {
+        // The only interval before the fault acked the warm-up's backlog too: 4000 msg/s at a
+        // 2000 msg/s target. Uncapped, 80 % of it (3200) is more than the load can ever ack
+        // again, and the run would never "recover".
+        let mut v = vec![iv(10.0, 4000.0, Some(6.0))];
+        after_fault(&mut v);
+        let imp = analyze(&v, 10.0, 10.0, Some(2000.0));
+        assert_eq!(imp.baseline_intervals, 1);
+        assert_eq!(imp.baseline_acked_msg_s, Some(2000.0));
+        assert!(imp.baseline_capped_at_rate);
+        assert!(imp
+            .baseline_note
+            .as_deref()
+            .unwrap()
+            .starts_with("weak baseline: 1 "));
+        assert_eq!(imp.recovered_at_s, Some(12.0));
+        // Unthrottled there is no rate to cap at: the baseline is what was measured.
+        let imp = analyze(&v, 10.0, 10.0, None);
+        assert_eq!(imp.baseline_acked_msg_s, Some(4000.0));
+        assert_eq!(imp.recovered_at_s, None);
+    }
+
+    #[test]
+    fn a_slow_first_second_and_its_catch_up_do_not_make_the_baseline() {
+        // CI's flake: [1200, 2800] before the fault (a slow first second, then its catch-up)
+        // at 2000 msg/s. The lower median of the two is 1200: a weak baseline, and said so.
+        let mut v = vec![iv(9.0, 1200.0, Some(6.0)), iv(10.0, 2800.0, Some(6.0))];
+        after_fault(&mut v);
+        let imp = analyze(&v, 10.0, 10.0, Some(2000.0));
+        assert_eq!(imp.baseline_intervals, 2);
+        assert_eq!(imp.baseline_acked_msg_s, Some(1200.0));
+        assert!(imp.baseline_note.is_some());
+        // With three steady seconds after them the slow first one is dropped and the
+        // catch-up is outvoted (and could never raise the baseline above the rate anyway).
+        let mut v = vec![iv(6.0, 1200.0, Some(6.0)), iv(7.0, 2800.0, Some(6.0))];
+        v.extend((8..=10).map(|t| iv(t as f64, 2000.0, Some(6.0))));
+        after_fault(&mut v);
+        let imp = analyze(&v, 10.0, 10.0, Some(2000.0));
+        assert_eq!(imp.baseline_intervals, 4);
+        assert_eq!(imp.baseline_acked_msg_s, Some(2000.0));
+        assert_eq!(imp.baseline_note, None);
+        assert_eq!(imp.recovered_at_s, Some(12.0));
+        // A catch-up that outvotes the steady seconds is still capped at the rate.
+        let mut v: Vec<IntervalSample> = [1200.0, 2800.0, 2000.0, 2800.0, 2800.0, 2000.0]
+            .iter()
+            .zip(5..)
+            .map(|(&a, t)| iv(t as f64, a, Some(6.0)))
+            .collect();
+        after_fault(&mut v);
+        let imp = analyze(&v, 10.0, 10.0, Some(2000.0));
+        assert_eq!(imp.baseline_acked_msg_s, Some(2000.0));
+        assert!(imp.baseline_capped_at_rate);
     }
 
     #[test]

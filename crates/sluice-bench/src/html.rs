@@ -120,6 +120,11 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
         x0 = x0.min(a);
         x1 = x1.max(b.min(x1));
     }
+    // Every fault is on the axis, also where a line stopped before it (a dead broker's RSS).
+    for (x, _) in &c.markers {
+        x0 = x0.min(*x);
+        x1 = x1.max(*x);
+    }
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
@@ -241,22 +246,33 @@ fn svg_chart(c: &Chart<'_>, series: &[Series]) -> String {
             esc(&s.name)
         );
     }
-    for (x, label) in &c.markers {
+    draw_markers(&mut o, &c.markers, (x0, x1), px, H - PAD_B);
+    o.push_str("</svg>");
+    o
+}
+
+/// The fault markers inside the x range `[x0, x1]`: a dashed red line from the top of the plot
+/// down to `bottom`, labelled.
+fn draw_markers(
+    o: &mut String,
+    markers: &[(f64, String)],
+    (x0, x1): (f64, f64),
+    px: impl Fn(f64) -> f64,
+    bottom: f64,
+) {
+    for (x, label) in markers {
         if *x < x0 - 1e-9 || *x > x1 + 1e-9 {
             continue;
         }
         let mx = px(*x);
         let _ = write!(
             o,
-            r##"<line x1="{mx:.1}" x2="{mx:.1}" y1="{PAD_T}" y2="{}" stroke="#c00" stroke-dasharray="4 3" class="fault"/><text x="{:.1}" y="{}" class="a" fill="#c00">{}</text>"##,
-            H - PAD_B,
+            r##"<line x1="{mx:.1}" x2="{mx:.1}" y1="{PAD_T}" y2="{bottom:.1}" stroke="#c00" stroke-dasharray="4 3" class="fault"/><text x="{:.1}" y="{}" class="a" fill="#c00">{}</text>"##,
             mx + 3.0,
             PAD_T + 24.0,
             esc(label)
         );
     }
-    o.push_str("</svg>");
-    o
 }
 
 fn series(
@@ -295,10 +311,14 @@ fn quantile_series(name: &str, l: &LatencySummary) -> Series {
 /// maximum, when there are more than `HEATMAP_MAX_COLS`), darker = more lag relative to the
 /// run's largest partition lag.
 fn lag_heatmap(r: &Report, shade: Option<(f64, f64)>) -> String {
-    heatmap_of(&r.intervals, shade)
+    heatmap_of(&r.intervals, shade, &fault_markers(r))
 }
 
-fn heatmap_of(intervals: &[crate::engine::IntervalSample], shade: Option<(f64, f64)>) -> String {
+fn heatmap_of(
+    intervals: &[crate::engine::IntervalSample],
+    shade: Option<(f64, f64)>,
+    markers: &[(f64, String)],
+) -> String {
     const HEATMAP_MAX_COLS: usize = 300;
     let rows = intervals
         .iter()
@@ -403,6 +423,7 @@ fn heatmap_of(intervals: &[crate::engine::IntervalSample], shade: Option<(f64, f
             fmt_num(t)
         );
     }
+    draw_markers(&mut o, markers, (0.0, x_end), px, base);
     let _ = write!(
         o,
         r#"<text x="{}" y="{:.1}" class="a" text-anchor="middle">seconds since load start</text></svg>"#,
@@ -413,9 +434,10 @@ fn heatmap_of(intervals: &[crate::engine::IntervalSample], shade: Option<(f64, f
 }
 
 /// A/B and sweep overlays: per-interval throughput and e2e p99 of several runs on shared axes
-/// (the first `COLORS.len()` runs, so every line keeps its own colour).
+/// (the first `COLORS.len()` runs, so every line keeps its own colour), with every run's faults.
 pub fn overlays(runs: &[(String, &Report)]) -> String {
     let runs = &runs[..runs.len().min(COLORS.len())];
+    let markers = overlay_markers(runs.iter().map(|(_, r)| r.faults.as_slice()));
     let chart = |title, y_label, log_y| Chart {
         title,
         x_label: "seconds since load start",
@@ -423,7 +445,7 @@ pub fn overlays(runs: &[(String, &Report)]) -> String {
         log_y,
         x_ticks: None,
         shade: None,
-        markers: Vec::new(),
+        markers: markers.clone(),
     };
     let mut o = String::from("<h2>Runs overlaid (1 s intervals)</h2>");
     o.push_str(&svg_chart(
@@ -605,16 +627,127 @@ fn topology_section(t: &crate::topology::TopologyReport) -> String {
         }
         o.push_str("</ul>");
     }
+    o.push_str(&during_table(t));
     o
+}
+
+/// The topology changes seen while the run went on (a broker fenced and back, leaders
+/// moving, ISRs shrinking), with when the snapshot that showed each was taken.
+fn during_table(t: &crate::topology::TopologyReport) -> String {
+    let mut o = String::new();
+    if t.samples_during == 0 {
+        return o;
+    }
+    let _ = write!(
+        o,
+        "<p>during the run: {} change(s) in {} snapshot(s) ({} failed)</p>",
+        t.during.len(),
+        t.samples_during,
+        t.failed_samples_during
+    );
+    if t.during.is_empty() {
+        return o;
+    }
+    o.push_str("<table class=during><tr><th>at (s since load start)</th><th>what</th><th>subject</th><th>before → after</th></tr>");
+    for c in t.during.iter().take(limits::MAX_TOPOLOGY_CHANGES_IN_HTML) {
+        let _ = write!(
+            o,
+            "<tr><td>{:.1}</td><td>{}</td><td><code>{}</code></td><td>{} → {}</td></tr>",
+            c.at_s,
+            c.change.what,
+            esc(&c.change.subject),
+            esc(&c.change.before),
+            esc(&c.change.after)
+        );
+    }
+    o.push_str("</table>");
+    if t.during.len() > limits::MAX_TOPOLOGY_CHANGES_IN_HTML {
+        let _ = write!(
+            o,
+            "<p>… and {} more (all in the JSON)</p>",
+            t.during.len() - limits::MAX_TOPOLOGY_CHANGES_IN_HTML
+        );
+    }
+    o
+}
+
+/// The per-interval error series as chart lines: the `ERROR_KINDS_IN_CHART` most frequent
+/// kinds of the run as "kind N" (a kind is too long for the legend; the list under the chart
+/// names them) and every other error summed as "other"; nothing when the run had no errors.
+fn error_series(r: &Report) -> (Vec<Series>, String) {
+    let other = crate::engine::OTHER_ERRORS;
+    let mut totals: std::collections::BTreeMap<&str, u64> = Default::default();
+    for (k, n) in r.intervals.iter().flat_map(|i| &i.errors_by_kind) {
+        if k != other {
+            *totals.entry(k.as_str()).or_default() += n;
+        }
+    }
+    let mut ranked: Vec<(&str, u64)> = totals.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    ranked.truncate(limits::ERROR_KINDS_IN_CHART);
+    let any = r.intervals.iter().any(|i| !i.errors_by_kind.is_empty());
+    if !any {
+        return (Vec::new(), String::new());
+    }
+    let mut lines: Vec<Series> = ranked
+        .iter()
+        .enumerate()
+        .map(|(n, (k, _))| {
+            series(r, &format!("kind {}", n + 1), |i| {
+                Some(i.errors_by_kind.get(*k).copied().unwrap_or(0) as f64)
+            })
+        })
+        .collect();
+    let shown: Vec<&str> = ranked.iter().map(|(k, _)| *k).collect();
+    lines.push(series(r, other, |i| {
+        Some(
+            i.errors_by_kind
+                .iter()
+                .filter(|(k, _)| !shown.contains(&k.as_str()))
+                .map(|(_, n)| *n as f64)
+                .sum(),
+        )
+    }));
+    let mut names = String::from("<ol class=kinds>");
+    for (k, n) in &ranked {
+        let _ = write!(names, "<li><code>{}</code> ({n})</li>", esc(k));
+    }
+    names.push_str("</ol>");
+    (lines, names)
 }
 
 /// The faults as chart markers: where each command started (seconds since load start).
 fn fault_markers(r: &Report) -> Vec<(f64, String)> {
-    r.faults
+    markers_of(&r.faults)
+}
+
+fn markers_of(faults: &[crate::faults::FaultRecord]) -> Vec<(f64, String)> {
+    faults
         .iter()
         .enumerate()
         .filter_map(|(i, f)| f.started_at_s.map(|t| (t, format!("fault {}", i + 1))))
         .collect()
+}
+
+/// The faults of several overlaid runs: each run's own, except that the same fault (same
+/// number) started within `limits::OVERLAY_MARKER_MERGE` of one already drawn is drawn once, as
+/// in a sweep where every variant runs the same fault commands.
+fn overlay_markers<'a>(
+    runs: impl Iterator<Item = &'a [crate::faults::FaultRecord]>,
+) -> Vec<(f64, String)> {
+    let merge = limits::OVERLAY_MARKER_MERGE.as_secs_f64();
+    let mut out: Vec<(f64, String)> = Vec::new();
+    for faults in runs {
+        for (t, label) in markers_of(faults) {
+            if !out
+                .iter()
+                .any(|(u, l)| *l == label && (u - t).abs() <= merge)
+            {
+                out.push((t, label));
+            }
+        }
+    }
+    out
 }
 
 /// The partitions that were unavailable while the others were not (nothing when none were).
@@ -683,6 +816,11 @@ fn faults_section(r: &Report) -> String {
             "</table><p>Recovered: the first interval that began at the fault or later with {}.</p>",
             esc(&crate::faults::band_text())
         );
+        for (i, f) in r.faults.iter().enumerate() {
+            if let Some(n) = f.impact.as_ref().and_then(|i| i.baseline_note.as_deref()) {
+                let _ = write!(o, "<p>Fault {}: {}.</p>", i + 1, esc(n));
+            }
+        }
     }
     o.push_str(&availability_table(&r.availability));
     if let Some(m) = &r.broker_metrics {
@@ -790,6 +928,8 @@ pub fn body(r: &Report) -> String {
     let t = &r.throughput;
     let a = &r.audit;
     o.push_str("<h2>Summary</h2><table>");
+    // The same wording as the text summary: a view that stopped answering says since when.
+    let [client_final, broker_final, time_final] = r.lag.final_texts(&r.intervals);
     let rows: Vec<(&str, String)> = vec![
         (
             "produced",
@@ -834,7 +974,7 @@ pub fn body(r: &Report) -> String {
             format!(
                 "peak {} · final {}{}",
                 count(r.lag.peak_total),
-                count(r.lag.final_total),
+                client_final,
                 r.lag
                     .drain_rate_msg_s
                     .map(|d| format!(" · drain {d:.0} msg/s"))
@@ -846,22 +986,19 @@ pub fn body(r: &Report) -> String {
             format!(
                 "peak {} · final {} · offsets committed every {} ms",
                 count(r.lag.broker_peak_total),
-                count(r.lag.broker_final_total),
+                broker_final,
                 r.lag.commit_interval_ms
             ),
         ),
         (
             "time lag",
             format!(
-                "peak {} ms · final {} ms",
+                "peak {} ms · final {}",
                 r.lag
                     .time_lag_peak_ms
                     .map(|v| format!("{v:.1}"))
                     .unwrap_or_else(|| "–".into()),
-                r.lag
-                    .time_lag_final_ms
-                    .map(|v| format!("{v:.1}"))
-                    .unwrap_or_else(|| "–".into())
+                time_final
             ),
         ),
     ];
@@ -877,16 +1014,21 @@ pub fn body(r: &Report) -> String {
         let row = |o: &mut String, who: String, b: &crate::report::BrokerProcess| {
             let _ = write!(
                 o,
-                "<tr><td>{who}</td><td style=text-align:left>CPU {} s ({}% avg) · {} µs/msg · {} ms/MiB · RSS peak {} MiB · data dir {} MiB</td></tr>",
+                "<tr><td>{who}</td><td style=text-align:left>CPU {} s ({}% avg) · {} µs/msg · {} ms/MiB · RSS peak {} MiB · data dir {} MiB{}</td></tr>",
                 f(b.cpu_s),
                 f(b.cpu_pct_avg),
                 f(b.cpu_us_per_msg),
                 f(b.cpu_ms_per_mib),
                 f(b.peak_rss_mib),
-                f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0))
+                f(b.data_dir_bytes.map(|v| v as f64 / 1048576.0)),
+                b.gone_at_s
+                    .map(|t| format!(" · <b class=warn>GONE at {t:.1} s</b> (figures as of then)"))
+                    .unwrap_or_default()
             );
         };
-        if b.per_broker.is_empty() {
+        if b.source == "metrics" {
+            row(&mut o, "broker (from /metrics)".to_string(), b);
+        } else if b.per_broker.is_empty() {
             row(&mut o, format!("broker pid {}", b.pid), b);
         } else {
             row(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
@@ -980,6 +1122,18 @@ pub fn body(r: &Report) -> String {
             series(r, "failed", |i| i.sent_failed.map(|v| v as f64)),
         ],
     ));
+    let (error_lines, error_kinds) = error_series(r);
+    if !error_lines.is_empty() {
+        o.push_str(&svg_chart(
+            &chart(
+                "Client errors per interval by kind (when the client reported them)",
+                "errors",
+                false,
+            ),
+            &error_lines,
+        ));
+        o.push_str(&error_kinds);
+    }
     o.push_str(&svg_chart(
         &chart("Latency per interval (log)", "ms", true),
         &[
@@ -1191,12 +1345,63 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let svg = heatmap_of(&intervals, None);
+        let svg = heatmap_of(&intervals, None, &[]);
         // One cell per (interval, partition) with lag; the largest is fully opaque.
         assert_eq!(svg.matches("<rect x=").count() - 1, 2, "{svg}");
         assert!(svg.contains(r#"fill-opacity="1.00""#));
         assert!(svg.contains("darkest = 10"));
-        assert!(heatmap_of(&[], None).contains("no per-partition lag"));
+        assert!(heatmap_of(&[], None, &[]).contains("no per-partition lag"));
+        // Faults are marked on the heatmap as on the line charts (one outside the run is not).
+        let marked = heatmap_of(
+            &intervals,
+            None,
+            &[(1.5, "fault 1".into()), (99.0, "fault 2".into())],
+        );
+        assert_eq!(marked.matches(r#"class="fault""#).count(), 1, "{marked}");
+        assert!(marked.contains(">fault 1<") && !marked.contains(">fault 2<"));
+    }
+
+    #[test]
+    fn overlaid_runs_carry_every_runs_faults_once() {
+        let fault = |t: f64| crate::faults::FaultRecord {
+            started_at_s: Some(t),
+            ..Default::default()
+        };
+        // A sweep's two variants ran the same two faults a few ms apart; a third run had its
+        // first fault 5 s later; a fault that never started is not drawn.
+        let a = vec![fault(3.0), fault(6.0)];
+        let b = vec![fault(3.02), fault(6.01)];
+        let c = vec![fault(8.0), crate::faults::FaultRecord::default()];
+        let m = overlay_markers([a.as_slice(), b.as_slice(), c.as_slice()].into_iter());
+        assert_eq!(
+            m,
+            vec![
+                (3.0, "fault 1".to_string()),
+                (6.0, "fault 2".into()),
+                (8.0, "fault 1".into())
+            ]
+        );
+        let chart = Chart {
+            title: "t",
+            x_label: "seconds since load start",
+            y_label: "y",
+            log_y: false,
+            x_ticks: None,
+            shade: None,
+            markers: m,
+        };
+        let line = Series {
+            name: "s".into(),
+            points: (0..10).map(|t| (t as f64, Some(1.0))).collect(),
+        };
+        let faults = |svg: String| svg.matches(r#"class="fault""#).count();
+        assert_eq!(faults(svg_chart(&chart, &[line])), 3);
+        // A line that stopped before the faults (a broker that died) still shows them all.
+        let short = Series {
+            name: "s".into(),
+            points: (0..3).map(|t| (t as f64, Some(1.0))).collect(),
+        };
+        assert_eq!(faults(svg_chart(&chart, &[short])), 3);
     }
 
     #[test]

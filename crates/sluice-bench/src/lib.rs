@@ -8,7 +8,9 @@
 //! 2 bad usage; 3 a `--gate` was violated or a metric regressed past `--max-regress`; 4
 //! acknowledged records were lost or delivery was below 100 % (unless `--allow-loss` or a gate
 //! on `lost`, `lost_acked`, `lost_unsynced` or `delivery_pct` judges it; records acknowledged
-//! with acks=1 or 0 and lost, `lost_unsynced`, are reported but permitted by their contract);
+//! with acks=1 or 0 and lost, `lost_unsynced`, are reported but permitted by their contract),
+//! or records were delivered more than once (unless `--allow-duplicates` or a gate on
+//! `duplicates` judges it);
 //! 130 interrupted by Ctrl-C (report still written).
 //!
 //! Commands: `sluice-bench [FLAGS]` runs `--preset` (baseline by default); `bench list` lists
@@ -74,7 +76,8 @@ pub const EXIT_INTERRUPTED: u8 = 130;
     after_help = "Commands: list (the presets), run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]\n\
 Exit codes: 0 ok, 1 run failed, 2 bad usage, 3 a gate failed or a metric regressed, 4 records lost\n\
 (acknowledged with acks=all, or delivery below 100%; acks=1/0 losses are reported as lost_unsynced, not judged;\n\
---allow-loss or a gate on lost/lost_acked/lost_unsynced/delivery_pct decides instead), 130 interrupted.\n\
+--allow-loss or a gate on lost/lost_acked/lost_unsynced/delivery_pct decides instead) or duplicated\n\
+(--allow-duplicates or a gate on duplicates decides instead), 130 interrupted.\n\
 Example: sluice-bench --bootstrap h1:9092,h2:9092 --acks all --fault-cmd '10s:kill -9 1234' --fault-cmd '20s:./restart.sh'\n\
 Example: sluice-bench --duration 5s --json r.json --gate 'p99_ack_ms<=50'\n\
 Example: sluice-bench run bench/scenarios/sweep-batching.toml --duration 3s\n\
@@ -194,7 +197,8 @@ pub struct BenchArgs {
     /// batch.size of the producers, bytes.
     #[arg(long)]
     pub batch_bytes: Option<u32>,
-    /// enable.idempotence (needs a broker with InitProducerId; Sluice has none yet).
+    /// enable.idempotence (needs a broker with InitProducerId: Sluice and Kafka have it): no
+    /// duplicates from retried produce requests when a broker fails.
     #[arg(long, action = clap::ArgAction::Set)]
     pub idempotence: Option<bool>,
     /// max.in.flight.requests.per.connection.
@@ -333,6 +337,10 @@ pub struct BenchArgs {
     /// Exit 0 even when records were lost or delivery was below 100 % (exit 4 otherwise).
     #[arg(long)]
     pub allow_loss: bool,
+    /// Exit 0 even when records were delivered more than once (exit 4 otherwise); a run
+    /// without idempotence may duplicate retried records when a broker fails.
+    #[arg(long)]
+    pub allow_duplicates: bool,
     /// Keep the benchmark topic on a --bootstrap broker (it is deleted by default).
     #[arg(long)]
     pub keep_topic: bool,
@@ -705,6 +713,7 @@ fn run_one(
     let mut rep = report::build(scenario, info, data, started_at, warnings);
     rep.label = label.map(str::to_string);
     rep.loss = rep.loss_line();
+    rep.duplicated = rep.duplicate_line();
     rep.unsynced = rep.unsynced_line();
     rep.gates = gate::evaluate(&args.gates, &rep.metrics());
     Ok(rep)
@@ -857,6 +866,45 @@ fn write_exports(args: &BenchArgs, reports: &[report::Report]) -> Result<(), Exi
 
 /// Metrics a gate may judge loss by instead of the default exit 4.
 const LOSS_METRICS: [&str; 4] = ["lost", "lost_acked", "lost_unsynced", "delivery_pct"];
+/// The metric a gate may judge duplicates by instead of the default exit 4.
+const DUPLICATE_METRICS: [&str; 1] = ["duplicates"];
+
+/// Whether any gate reads one of `metrics` (on either side).
+fn gated_on(gates: &[gate::Gate], metrics: &[&str]) -> bool {
+    gates.iter().any(|g| {
+        metrics.contains(&g.metric.as_str())
+            || g.rhs_metric
+                .as_deref()
+                .is_some_and(|m| metrics.contains(&m))
+    })
+}
+
+/// How the run's data verdicts are judged: `--allow-loss`, `--allow-duplicates` and the gates.
+struct DataPolicy<'a> {
+    allow_loss: bool,
+    allow_duplicates: bool,
+    gates: &'a [gate::Gate],
+}
+
+impl DataPolicy<'_> {
+    /// The lines that make the run exit 4 (`EXIT_DATA_LOSS`), from each run's (loss line,
+    /// duplicate line): a loss line unless `--allow-loss` or a loss gate judges loss instead,
+    /// a duplicate line unless `--allow-duplicates` or a gate on `duplicates` does. Empty: no
+    /// exit 4.
+    fn failures<'r>(
+        &self,
+        runs: impl Iterator<Item = (Option<&'r String>, Option<&'r String>)>,
+    ) -> Vec<String> {
+        let judge_loss = !self.allow_loss && !gated_on(self.gates, &LOSS_METRICS);
+        let judge_dups = !self.allow_duplicates && !gated_on(self.gates, &DUPLICATE_METRICS);
+        let mut out = Vec::new();
+        for (loss, dup) in runs {
+            out.extend(loss.filter(|_| judge_loss).cloned());
+            out.extend(dup.filter(|_| judge_dups).cloned());
+        }
+        out
+    }
+}
 
 /// Runs `sluice-bench` and returns the process exit code.
 pub fn run(mut args: BenchArgs) -> ExitCode {
@@ -1019,7 +1067,16 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         .chain(&set_gates)
         .filter(|g| !g.passed)
         .count();
-    let losses: Vec<String> = reports.iter().filter_map(|r| r.loss.clone()).collect();
+    let failures = DataPolicy {
+        allow_loss: args.allow_loss,
+        allow_duplicates: args.allow_duplicates,
+        gates: &args.gates,
+    }
+    .failures(
+        reports
+            .iter()
+            .map(|r| (r.loss.as_ref(), r.duplicated.as_ref())),
+    );
     let json_path = args.json.clone().or_else(|| {
         (!args.no_report).then(|| {
             let stamp: String = report::utc_string(started_at)
@@ -1109,12 +1166,6 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         return ExitCode::from(EXIT_ERROR);
     }
     let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
-    let loss_judged_by_gate = args.gates.iter().any(|g| {
-        LOSS_METRICS.contains(&g.metric.as_str())
-            || g.rhs_metric
-                .as_deref()
-                .is_some_and(|m| LOSS_METRICS.contains(&m))
-    });
 
     if gates_failed > 0 || regressed {
         if gates_failed > 0 {
@@ -1132,12 +1183,69 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         }
         return ExitCode::from(EXIT_GATE_FAILED);
     }
-    if !losses.is_empty() && !args.allow_loss && !loss_judged_by_gate {
-        for l in &losses {
+    if !failures.is_empty() {
+        for l in &failures {
             eprintln!("sluice bench: {l}");
         }
-        eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost; --allow-loss or a gate on lost, lost_acked, lost_unsynced or delivery_pct decides instead)");
+        eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost or duplicated; --allow-loss or a gate on lost, lost_acked, lost_unsynced or delivery_pct decides loss instead, --allow-duplicates or a gate on duplicates decides duplicates)");
         return ExitCode::from(EXIT_DATA_LOSS);
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_fail_the_run_unless_allowed_or_gated() {
+        let dup = "5 acknowledged records delivered more than once".to_string();
+        let loss = "3 acknowledged records were lost".to_string();
+        let gates =
+            |g: &[&str]| -> Vec<gate::Gate> { g.iter().map(|e| gate::parse(e).unwrap()).collect() };
+        let judge = |allow_loss,
+                     allow_duplicates,
+                     g: &[gate::Gate],
+                     runs: &[(Option<&String>, Option<&String>)]| {
+            DataPolicy {
+                allow_loss,
+                allow_duplicates,
+                gates: g,
+            }
+            .failures(runs.iter().copied())
+        };
+        let none: Vec<gate::Gate> = Vec::new();
+        // By default duplicates exit 4 as loss does.
+        assert_eq!(
+            judge(false, false, &none, &[(None, Some(&dup))]),
+            vec![dup.clone()]
+        );
+        assert!(judge(false, false, &none, &[(None, None)]).is_empty());
+        // --allow-loss does not cover duplicates; --allow-duplicates does not cover loss.
+        assert_eq!(
+            judge(true, false, &none, &[(Some(&loss), Some(&dup))]),
+            vec![dup.clone()]
+        );
+        assert_eq!(
+            judge(false, true, &none, &[(Some(&loss), Some(&dup))]),
+            vec![loss.clone()]
+        );
+        // A gate on duplicates decides instead (its own failure exits 3); a loss gate does not.
+        assert!(judge(
+            false,
+            false,
+            &gates(&["duplicates<=10"]),
+            &[(None, Some(&dup))]
+        )
+        .is_empty());
+        assert_eq!(
+            judge(false, false, &gates(&["lost==0"]), &[(None, Some(&dup))]),
+            vec![dup.clone()]
+        );
+        // Every run of a sweep is judged.
+        assert_eq!(
+            judge(false, false, &none, &[(None, None), (None, Some(&dup))]).len(),
+            1
+        );
+    }
 }

@@ -214,6 +214,9 @@ pub const FAULT_OUTPUT_TAIL_BYTES: usize = 2048;
 /// the slack when that is more (a 5 ms baseline on a busy machine jitters past 10 ms without
 /// anything being wrong).
 pub const RECOVERY_BASELINE_INTERVALS: usize = 10;
+/// Fewer baseline intervals than this and the baseline is reported as weak; with more, the
+/// run's first measured interval (often the warm-up's catch-up) is left out of it.
+pub const RECOVERY_MIN_BASELINE_INTERVALS: usize = 3;
 pub const RECOVERY_THROUGHPUT_FRACTION: f64 = 0.8;
 pub const RECOVERY_P99_FACTOR: f64 = 2.0;
 pub const RECOVERY_P99_SLACK_MS: f64 = 20.0;
@@ -236,6 +239,15 @@ pub const MAX_DISTINCT_DELIVERY_ERRORS: usize = 32;
 /// Topology changes seen during the run listed in the text summary (the JSON has them all,
 /// up to `MAX_TOPOLOGY_CHANGES`).
 pub const MAX_TOPOLOGY_CHANGES_IN_TEXT: usize = 24;
+/// The same in the HTML report's table.
+pub const MAX_TOPOLOGY_CHANGES_IN_HTML: usize = 96;
+/// Error kinds with their own line in the per-interval error series (`errors_by_kind`, the CSV
+/// and the HTML chart); the rest are summed as "other".
+pub const ERROR_KINDS_IN_SERIES: usize = 8;
+/// Of those, the kinds with their own line in the HTML chart (its legend holds five lines).
+pub const ERROR_KINDS_IN_CHART: usize = 4;
+/// Overlaid runs (A/B, sweeps): the same fault of two runs started this close is one marker.
+pub const OVERLAY_MARKER_MERGE: Duration = Duration::from_secs(1);
 /// The sampler waits this long for the lag thread's reading at each tick (the last tick, after
 /// the consumers' final commit, longer); a later reading is dropped and the interval's lag is
 /// unknown, so a broker that cannot answer never stretches the 1-second intervals.

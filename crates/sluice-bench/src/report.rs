@@ -82,6 +82,9 @@ pub struct Report {
     /// One line when records were lost (acknowledged ones, or delivery below 100 %); the
     /// process then exits 4 unless allowed (see `loss_line`).
     pub loss: Option<String>,
+    /// One line when records were delivered more than once (`audit.duplicates`); the process
+    /// then exits 4 unless allowed (see `duplicate_line`).
+    pub duplicated: Option<String>,
     /// One line when records acknowledged with acks=1 or 0 were lost (`audit.lost_unsynced`):
     /// said, not judged (see `unsynced_line`).
     pub unsynced: Option<String>,
@@ -255,6 +258,9 @@ pub struct LagSummary {
     pub broker_peak_total: Option<i64>,
     pub broker_peak_at_s: Option<f64>,
     pub broker_final_total: Option<i64>,
+    /// When the broker view's final is stale: the last samples failed from then on (seconds
+    /// since load start); null when the last sample answered.
+    pub broker_unknown_since_s: Option<f64>,
     /// The consumers' auto-commit interval: the broker view trails the client view by up to
     /// this long's worth of messages.
     pub commit_interval_ms: u32,
@@ -263,6 +269,47 @@ pub struct LagSummary {
     pub time_lag_peak_ms: Option<f64>,
     pub time_lag_peak_at_s: Option<f64>,
     pub time_lag_final_ms: Option<f64>,
+    /// As `broker_unknown_since_s`, for the time lag.
+    pub time_lag_unknown_since_s: Option<f64>,
+}
+
+/// A view's final value as the summaries say it: the last value when the last sample was
+/// taken; otherwise when it stopped ("v as of T s (unknown from U s on)"), never a stale value
+/// passed off as final.
+pub fn final_wording(last: Option<(f64, String)>, unknown_since_s: Option<f64>) -> String {
+    match (last, unknown_since_s) {
+        (Some((at, v)), Some(u)) => format!("{v} as of {at:.0} s (unknown from {u:.0} s on)"),
+        (None, Some(u)) => format!("unknown from {u:.0} s on"),
+        (Some((_, v)), None) => v,
+        (None, None) => "-".into(),
+    }
+}
+
+impl LagSummary {
+    /// The client view's, broker view's and time lag's finals (see `final_wording`), with the
+    /// last time each was known taken from `intervals`.
+    pub fn final_texts(&self, intervals: &[IntervalSample]) -> [String; 3] {
+        let last = |f: &dyn Fn(&IntervalSample) -> Option<String>| {
+            intervals
+                .iter()
+                .rev()
+                .find_map(|i| f(i).map(|v| (i.elapsed_s, v)))
+        };
+        [
+            final_wording(
+                last(&|i| i.lag_total.map(|v| v.to_string())),
+                self.unknown_since_s,
+            ),
+            final_wording(
+                last(&|i| i.broker_lag_total.map(|v| v.to_string())),
+                self.broker_unknown_since_s,
+            ),
+            final_wording(
+                last(&|i| i.time_lag_ms.map(|v| format!("{v:.1} ms"))),
+                self.time_lag_unknown_since_s,
+            ),
+        ]
+    }
 }
 
 /// (first maximum, its time, last value) of a series of (elapsed_s, value) points.
@@ -309,7 +356,11 @@ pub struct Backpressure {
 
 #[derive(Debug, Serialize)]
 pub struct BrokerProcess {
-    /// The first sampled pid (`pids` has them all).
+    /// Where the figures come from: "procfs" (the sampled pids' /proc) or "metrics" (no pid:
+    /// the scraped endpoints' `process_cpu_seconds_total` and `process_resident_memory_bytes`,
+    /// CPU and RSS only).
+    pub source: &'static str,
+    /// The first sampled pid (`pids` has them all; 0 and empty with "metrics").
     pub pid: u32,
     pub pids: Vec<u32>,
     /// CPU (user + system) from the start of load to the end of the drain.
@@ -333,6 +384,53 @@ pub struct BrokerProcess {
     pub gone_at_s: Option<f64>,
 }
 
+/// The brokers' CPU and RSS from their metrics endpoints' process gauges, when no pid was
+/// sampled (a remote broker); the per-message figures are over `total_msgs` and `total_mib`.
+fn broker_process_from_metrics(
+    m: &crate::brokermetrics::ProcessFromMetrics,
+    total_msgs: u64,
+    total_mib: f64,
+) -> BrokerProcess {
+    let first = ProcReading {
+        cpu_s: Some(0.0),
+        ..ProcReading::default()
+    };
+    let last = ProcReading {
+        cpu_s: Some(m.cpu_s),
+        rss_bytes: m.final_rss_mib.map(|v| (v * 1048576.0) as u64),
+        ..ProcReading::default()
+    };
+    let peak = m.peak_rss_mib.map(|v| (v * 1048576.0) as u64);
+    let mut b = broker_process(
+        Vec::new(),
+        first,
+        last,
+        peak,
+        m.span_s,
+        total_msgs,
+        total_mib,
+    );
+    b.source = "metrics";
+    b
+}
+
+/// Fills the intervals' broker CPU and RSS, where no pid gave them, from the metrics tick
+/// taken within half an interval of each interval's end.
+fn fill_from_metrics(intervals: &mut [IntervalSample], m: &crate::brokermetrics::BrokerMetrics) {
+    let half = limits::SAMPLE_INTERVAL.as_secs_f64() / 2.0;
+    for i in intervals.iter_mut() {
+        let Some(t) = m
+            .intervals
+            .iter()
+            .find(|t| (t.elapsed_s - i.elapsed_s).abs() <= half)
+        else {
+            continue;
+        };
+        i.broker_cpu_pct = i.broker_cpu_pct.or(t.process_cpu_pct);
+        i.broker_rss_mib = i.broker_rss_mib.or(t.process_rss_mib);
+    }
+}
+
 /// One broker process's (or the summed) figures over the run: `first` and `last` readings
 /// (the last one with a CPU figure), the peak RSS, the run's messages and MiB.
 fn broker_process(
@@ -349,6 +447,7 @@ fn broker_process(
         _ => None,
     };
     BrokerProcess {
+        source: "procfs",
         pid: pids.first().copied().unwrap_or(0),
         pids,
         cpu_s,
@@ -498,11 +597,13 @@ fn lag_summary(intervals: &[IntervalSample]) -> LagSummary {
         broker_peak_total: None,
         broker_peak_at_s: None,
         broker_final_total: None,
+        broker_unknown_since_s: unknown_since(intervals, |i| i.broker_lag_total.is_some()),
         commit_interval_ms: 0,
         time_lag_samples: 0,
         time_lag_peak_ms: None,
         time_lag_peak_at_s: None,
         time_lag_final_ms: None,
+        time_lag_unknown_since_s: unknown_since(intervals, |i| i.time_lag_ms.is_some()),
     };
     let broker: Vec<(f64, i64)> = intervals
         .iter()
@@ -802,6 +903,14 @@ pub fn build(
             .reduce(f64::min);
         sum
     });
+    let from_metrics = d
+        .broker_metrics
+        .as_ref()
+        .and_then(|m| m.process.as_ref())
+        .filter(|_| d.broker_each.is_empty());
+    let broker_process = broker_process
+        .or_else(|| from_metrics.map(|m| broker_process_from_metrics(m, total_msgs, total_mib)));
+    let costed_by_metrics = from_metrics.is_some();
     if d.topic_deleted == Some(false) {
         warnings.push("the bench's topics could not be deleted".into());
     }
@@ -914,8 +1023,15 @@ pub fn build(
         app_batcher,
         transactions,
         loss: None,
+        duplicated: None,
         unsynced: None,
-        intervals: data.intervals,
+        intervals: {
+            let mut v = data.intervals;
+            if let Some(m) = data.broker_metrics.as_ref().filter(|_| costed_by_metrics) {
+                fill_from_metrics(&mut v, m);
+            }
+            v
+        },
         faults: data.faults,
         broker_metrics: data.broker_metrics,
         error_kinds: data.error_kinds,
@@ -1128,6 +1244,21 @@ impl Report {
         None
     }
 
+    /// One line when the consumers received records more than once: a retried produce the
+    /// broker stored twice (no idempotence), or a consumer that read a record again. Like
+    /// loss, it breaks what the run promised the application, so it is judged (exit 4 unless
+    /// `--allow-duplicates` or a gate on `duplicates`). An interrupted run is not judged.
+    pub fn duplicate_line(&self) -> Option<String> {
+        let n = self.audit.duplicates;
+        (n > 0 && !self.window.interrupted).then(|| {
+            format!(
+                "{}{n} acknowledged records delivered more than once (extra copies received; idempotence {})",
+                self.label.as_deref().map(|l| format!("[{l}] ")).unwrap_or_default(),
+                if self.scenario.idempotence { "on" } else { "off" }
+            )
+        })
+    }
+
     /// One line when records acknowledged with acks=1 (or sent with acks=0) were lost: a loss
     /// the broker's contract permits when a leader fails before replicating, so it is said,
     /// not judged (see `loss_line`).
@@ -1180,12 +1311,16 @@ impl Report {
                 );
                 let _ = writeln!(
                     o,
-                    "                    baseline {} msg/s acked, ack p99 {} ms over {} intervals; band: {}",
+                    "                    baseline {} msg/s acked{}, ack p99 {} ms over {} intervals; band: {}",
                     f1(i.baseline_acked_msg_s),
+                    if i.baseline_capped_at_rate { " (capped at the target rate)" } else { "" },
                     i.baseline_ack_p99_ms.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
                     i.baseline_intervals,
                     i.band
                 );
+                if let Some(n) = &i.baseline_note {
+                    let _ = writeln!(o, "                    {n}");
+                }
             }
         }
         if let Some(m) = &self.broker_metrics {
@@ -1412,13 +1547,7 @@ impl Report {
         let _ = writeln!(o);
         let l = &self.lag;
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-        let final_text = match (l.final_total, l.final_at_s, l.unknown_since_s) {
-            (Some(v), Some(at), Some(u)) => {
-                format!("{v} as of {at:.0} s (unknown from {u:.0} s on)")
-            }
-            (_, _, Some(u)) => format!("unknown from {u:.0} s on"),
-            (v, _, None) => opt(v),
-        };
+        let [final_text, broker_final, time_final] = l.final_texts(&self.intervals);
         let _ = writeln!(
             o,
             " lag (client view)  peak {} at {} s · final {} · samples {}{}",
@@ -1439,18 +1568,18 @@ impl Report {
             l.broker_peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
-            opt(l.broker_final_total),
+            broker_final,
             l.broker_samples,
             l.commit_interval_ms
         );
         let _ = writeln!(
             o,
-            " time lag           peak {} ms at {} s · final {} ms · samples {}{}",
+            " time lag           peak {} ms at {} s · final {} · samples {}{}",
             ms(l.time_lag_peak_ms),
             l.time_lag_peak_at_s
                 .map(|x| format!("{x:.0}"))
                 .unwrap_or_else(|| "-".into()),
-            ms(l.time_lag_final_ms),
+            time_final,
             l.time_lag_samples,
             if s.acks == crate::scenario::Acks::None {
                 " (unknown while behind with acks=0: delivery reports carry no offsets)"
@@ -1504,7 +1633,9 @@ impl Report {
                         .unwrap_or_default()
                 );
             };
-            if b.per_broker.is_empty() {
+            if b.source == "metrics" {
+                line(&mut o, "broker (/metrics)".to_string(), b);
+            } else if b.per_broker.is_empty() {
                 line(&mut o, format!("broker pid {}", b.pid), b);
             } else {
                 line(&mut o, format!("{} brokers (sum)", b.pids.len()), b);
@@ -1539,6 +1670,9 @@ impl Report {
         }
         if let Some(l) = &self.loss {
             let _ = writeln!(o, " LOSS: {l}");
+        }
+        if let Some(l) = &self.duplicated {
+            let _ = writeln!(o, " DUPLICATES: {l}");
         }
         if let Some(l) = &self.unsynced {
             let _ = writeln!(o, " UNSYNCED: {l}");
@@ -1623,6 +1757,7 @@ mod tests {
             brokers: Vec::new(),
             client_cpu_pct: None,
             split: None,
+            errors_by_kind: Default::default(),
             hdr: Default::default(),
         }
     }
