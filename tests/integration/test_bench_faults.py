@@ -185,9 +185,11 @@ def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
     first = r["error_kinds"][0]
     assert first["class"] == "delivery" and first["count"] > 0, r["error_kinds"][:3]
     # Records that never made it count in the seconds they were sent in, not in the second
-    # the client gave up.
+    # the client gave up. Sending ends 4 s in (1 s warm-up + 3 s); the client gives up on a
+    # record only after its message timeout, tens of seconds later. The last interval may
+    # close up to a tick late on a loaded machine (5.0 seen), hence one tick of slack.
     failed_at = [i["elapsed_s"] for i in r["intervals"] if i["sent_failed"]]
-    assert failed_at and max(failed_at) <= 4.5, failed_at
+    assert failed_at and max(failed_at) <= 5.5, failed_at
     # Acknowledged records that never arrived are placed in time too (acks=1: the leader had
     # them, but it died before the consumers read them).
     assert sum(i["sent_lost_acked"] for i in r["intervals"]) == r["audit"]["lost_acked"]
