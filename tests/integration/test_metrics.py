@@ -135,7 +135,8 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     # Creating the topic again answers TOPIC_ALREADY_EXISTS in its entry: one error.
     create_errors = before.get("sluice_request_errors_total", api="CreateTopics")
     from confluent_kafka.admin import AdminClient, NewTopic
-    futures = AdminClient({"bootstrap.servers": b.bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive for the future
+    futures = admin.create_topics(
         [NewTopic(topic_name, num_partitions=2, replication_factor=1)])
     try:
         futures[topic_name].result(15)
@@ -209,12 +210,12 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     # The idempotent producer has state in both partitions (Kafka's ProducerIdCount).
     assert m.get("sluice_producer_ids") == 2
 
-    # Segment files: a checkpoint (every 5 s) persists the segments' extents.
+    # Segment files: a checkpoint (every 5 s) persists the extents of the segments written.
     deadline = time.monotonic() + 30
-    while m.get("sluice_log_checkpoints_total") < 1 and time.monotonic() < deadline:
+    while m.get("sluice_log_segment_syncs_total") < 1 and time.monotonic() < deadline:
         time.sleep(0.5)
         m = scrape(b)
-    assert m.get("sluice_log_checkpoints_total") >= 1
+    assert m.get("sluice_log_segment_syncs_total") >= 1
     assert m.get("sluice_log_segment_written_bytes_total") > 0
     assert m.get("sluice_log_segment_written_bytes_total") >= \
         m.get("sluice_log_cleaner_written_bytes_total")
