@@ -4,8 +4,9 @@
 //! (MESSAGE_TOO_LARGE, CORRUPT_MESSAGE, INVALID_RECORD, INVALID_REQUIRED_ACKS,
 //! UNSUPPORTED_COMPRESSION_TYPE, UNKNOWN_PRODUCER_ID), topic ids (UNKNOWN_TOPIC_ID), leader
 //! epochs (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), CreateTopics'
-//! INVALID_REPLICATION_FACTOR, and the group codes INCONSISTENT_GROUP_PROTOCOL,
-//! GROUP_MAX_SIZE_REACHED and OFFSET_METADATA_TOO_LARGE.
+//! INVALID_REPLICATION_FACTOR, the classic group codes INCONSISTENT_GROUP_PROTOCOL,
+//! GROUP_MAX_SIZE_REACHED and OFFSET_METADATA_TOO_LARGE, and KIP-848's
+//! UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID and STALE_MEMBER_EPOCH.
 
 mod common;
 
@@ -300,4 +301,67 @@ fn oversized_commit_metadata_is_refused() {
         ResponseError::OffsetMetadataTooLarge.code()
     );
     assert_eq!(commit(&mut client, &"m".repeat(16)), NONE);
+}
+
+/// ConsumerGroupHeartbeat v1 (client-made member ids) of `member` with `instance`.
+fn cg_heartbeat(
+    client: &mut Client,
+    member: &str,
+    instance: &str,
+    epoch: i32,
+) -> kafka_protocol::messages::ConsumerGroupHeartbeatResponse {
+    let mut r = kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default();
+    r.group_id = GroupId(s("k"));
+    r.member_id = s(member);
+    r.instance_id = Some(s(instance));
+    r.member_epoch = epoch;
+    r.rebalance_timeout_ms = if epoch == 0 { 10_000 } else { -1 };
+    if epoch == 0 {
+        r.subscribed_topic_names = Some(vec![topic_name("k")]);
+        r.topic_partitions = Some(Vec::new());
+    }
+    client.call(ApiKey::ConsumerGroupHeartbeat, 1, &r)
+}
+
+// Goal: KIP-848 static membership and epochs: a second incarnation of an instance id whose
+// first is still active is UNRELEASED_INSTANCE_ID; a member heartbeating under another
+// member's instance id is FENCED_INSTANCE_ID; an OffsetCommit (v9) at an epoch other than
+// the member's is STALE_MEMBER_EPOCH, and at its epoch is accepted.
+#[test]
+fn kip848_instance_ids_and_member_epochs() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "k", 1), NONE);
+    let a = cg_heartbeat(&mut client, "member-a", "instance-a", 0);
+    assert_eq!(a.error_code, NONE);
+    let epoch = a.member_epoch;
+    assert!(epoch > 0);
+    assert_eq!(
+        cg_heartbeat(&mut client, "member-b", "instance-a", 0).error_code,
+        ResponseError::UnreleasedInstanceId.code()
+    );
+    assert_eq!(
+        cg_heartbeat(&mut client, "member-a", "instance-z", epoch).error_code,
+        ResponseError::FencedInstanceId.code()
+    );
+    let commit = |client: &mut Client, epoch: i32| {
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = 0;
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = topic_name("k");
+        t.partitions = vec![p];
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = GroupId(s("k"));
+        req.generation_id_or_member_epoch = epoch;
+        req.member_id = s("member-a");
+        req.topics = vec![t];
+        let resp: OffsetCommitResponse = client.call(ApiKey::OffsetCommit, 9, &req);
+        resp.topics[0].partitions[0].error_code
+    };
+    assert_eq!(
+        commit(&mut client, epoch + 5),
+        ResponseError::StaleMemberEpoch.code()
+    );
+    assert_eq!(commit(&mut client, epoch), NONE);
 }
