@@ -151,5 +151,39 @@ def test_unknown_keys_are_errors_with_a_suggestion(tmp_path):
     assert f"{props} line 3" in err and "did you mean num.partitions?" in err, err
     err = refused(tmp_path, [], env={"SLUICE_NUM_PARTITIONS": "lots"})
     assert "SLUICE_NUM_PARTITIONS" in err and "num.partitions" in err, err
+    # A misspelt variable is refused too, not left unread with the setting at its default.
+    err = refused(tmp_path, [], env={"SLUICE_LOG_RETENTION_MSEC": "5"})
+    assert err.startswith("sluice: SLUICE_LOG_RETENTION_MSEC:"), err
+    assert "did you mean SLUICE_LOG_RETENTION_MS (log.retention.ms)?" in err, err
     err = refused(tmp_path, ["--override", "offsets.topic.replication.factor=3"])
     assert "offsets.topic.replication.factor" in err and "must be 1" in err, err
+
+
+def test_deploy_server_properties_serves(sluice_factory, topic_name):
+    """Goal: the server.properties shipped for the systemd unit (docs/deploy/server.properties)
+    loads and serves as documented. Method: start `sluice serve --config` with that file, the
+    flags moving what would clash on a shared machine (listener and admin listener to
+    ephemeral loopback ports, data dir to a temp dir) and `--override advertised.listeners=`
+    (the file's example host name does not resolve here); the file's other settings stay.
+    A confluent producer writes 20 records and an assigned consumer reads all 20 back in
+    order; the admin listener answers /ready; DescribeConfigs reports the file's
+    log.retention.ms as a static broker setting."""
+    import urllib.request
+    from confluent_kafka import TopicPartition
+    from helpers import ck_consumer, ck_poll, ck_producer
+    props = REPO / "docs" / "deploy" / "server.properties"
+    b = sluice_factory(["--config", str(props), "--override", "advertised.listeners="], metrics=True)
+    create_topic(b.bootstrap, topic_name)
+    p = ck_producer(b.bootstrap)
+    for i in range(20):
+        p.produce(topic_name, value=b"deploy-%02d" % i)
+    assert p.flush(15) == 0
+    c = ck_consumer(b.bootstrap)
+    c.assign([TopicPartition(topic_name, 0, 0)])
+    got = ck_poll(c, 20, timeout=20)
+    c.close()
+    assert [m.value() for m in got] == [b"deploy-%02d" % i for i in range(20)]
+    with urllib.request.urlopen(b.metrics_url + "/ready", timeout=10) as r:
+        assert r.status == 200
+    entry = describe_broker(b.bootstrap)["log.retention.ms"]
+    assert (entry.value, entry.source) == ("604800000", STATIC), entry

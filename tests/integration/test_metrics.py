@@ -26,14 +26,19 @@ LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 FAMILIES = [
     "sluice_requests_total", "sluice_request_errors_total", "sluice_request_latency_seconds",
     "sluice_produce_bytes_total", "sluice_produce_records_total", "sluice_fetch_bytes_total",
+    "sluice_fetch_records_total",
     "sluice_log_commit_rounds_total", "sluice_log_append_requests_total",
     "sluice_log_batches_appended_total", "sluice_log_commit_round_bytes",
     "sluice_log_commit_round_requests", "sluice_log_journal_sync_seconds",
     "sluice_log_journal_syncs_total", "sluice_log_journal_written_bytes_total",
-    "sluice_log_segment_syncs_total", "sluice_log_checkpoints_total", "sluice_log_poisoned",
+    "sluice_log_segment_syncs_total", "sluice_log_segment_written_bytes_total",
+    "sluice_log_checkpoints_total", "sluice_log_poisoned",
+    "sluice_log_cleaner_passes_total", "sluice_log_cleaner_segments_cleaned_total",
+    "sluice_log_cleaner_read_bytes_total", "sluice_log_cleaner_written_bytes_total",
+    "sluice_log_cleaner_records_removed_total",
     "sluice_connections", "sluice_request_memory_used_bytes", "sluice_request_memory_limit_bytes",
     "sluice_fetch_long_polls_parked", "sluice_groups", "sluice_group_members", "sluice_group_lag",
-    "sluice_group_series_truncated", "sluice_producer_ids_issued_total",
+    "sluice_group_series_truncated", "sluice_producer_ids_issued_total", "sluice_producer_ids",
 ]
 
 
@@ -96,8 +101,10 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     the unknown frame as an error), latency histogram counts equal request counts, produced
     records per topic are exactly 100, fetched bytes cover the produced bytes, fsync and
     round histograms are non-empty, the group has 1 member and lag 15 on partition 0 and 0 on
-    partition 1, a producer id was issued, the parked fetch is counted, and memory limits are
-    the defaults."""
+    partition 1, a producer id was issued and is live in both partitions, the parked fetch is
+    counted, and memory limits are the defaults. A CreateTopics of the existing topic counts
+    one CreateTopics error; fetched records per topic are exactly the 100 the consumer read
+    plus a raw fetch's 20; once a checkpoint ran (every 5 s), segment bytes were written."""
     b = sluice_factory(metrics=True)
     create_topic(b.bootstrap, topic_name, partitions=2)
     before = scrape(b)
@@ -125,6 +132,20 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
         s.sendall(kwire.frame(kwire.header_v1(9999, 0, 1)))
         assert kwire.wait_closed(s), "an unknown API key closes the connection"
 
+    # Creating the topic again answers TOPIC_ALREADY_EXISTS in its entry: one error.
+    create_errors = before.get("sluice_request_errors_total", api="CreateTopics")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept alive for the future
+    futures = admin.create_topics(
+        [NewTopic(topic_name, num_partitions=2, replication_factor=1)])
+    try:
+        futures[topic_name].result(15)
+        raise AssertionError("creating an existing topic succeeded")
+    except Exception as e:  # noqa: BLE001 (the KafkaException carries the code)
+        assert "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e), e
+    # A raw fetch from offset 20 of partition 1 (40 records, one batch each) reads 20.
+    assert kwire.fetch_v4(b.bootstrap, topic_name, 1, 20).error_code == 0
+
     # A fetch at the high watermark parks for up to 5 s while we scrape.
     parked = threading.Thread(target=kwire.fetch_v4, args=(b.bootstrap, topic_name, 1, 40),
                               kwargs={"max_wait_ms": 5000})
@@ -143,6 +164,7 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     assert m.get("sluice_requests_total", api="InitProducerId") >= 1
     assert m.get("sluice_request_errors_total", api="unknown") >= 1
     assert m.get("sluice_request_errors_total", api="Produce") == 0
+    assert m.get("sluice_request_errors_total", api="CreateTopics") == create_errors + 1
     for api in ("Produce", "Fetch", "ApiVersions"):
         assert m.get("sluice_request_latency_seconds_count", api=api) == \
             m.get("sluice_requests_total", api=api)
@@ -156,6 +178,7 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     produced = m.get("sluice_produce_bytes_total", topic=topic_name)
     assert produced >= 100 * 100
     assert m.get("sluice_fetch_bytes_total", topic=topic_name) >= produced
+    assert m.get("sluice_fetch_records_total", topic=topic_name) == 100 + 20
 
     # The group commit.
     assert m.get("sluice_log_commit_rounds_total") >= 1
@@ -184,6 +207,18 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     assert m.get("sluice_group_series_truncated") == 0
 
     assert m.get("sluice_producer_ids_issued_total") >= 1
+    # The idempotent producer has state in both partitions (Kafka's ProducerIdCount).
+    assert m.get("sluice_producer_ids") == 2
+
+    # Segment files: a checkpoint (every 5 s) persists the extents of the segments written.
+    deadline = time.monotonic() + 30
+    while m.get("sluice_log_segment_syncs_total") < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        m = scrape(b)
+    assert m.get("sluice_log_segment_syncs_total") >= 1
+    assert m.get("sluice_log_segment_written_bytes_total") > 0
+    assert m.get("sluice_log_segment_written_bytes_total") >= \
+        m.get("sluice_log_cleaner_written_bytes_total")
     c.close()
     p = None
 

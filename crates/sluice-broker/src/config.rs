@@ -294,13 +294,12 @@ impl BrokerConfig {
 
     /// The config from its sources, each winning over the ones before: the table's
     /// defaults, the `server.properties` text (`file`: its name and text), the environment
-    /// (`env` looks up a variable: `SLUICE_` + the key upper-cased with dots as
-    /// underscores, for every key of the table), and the command-line flags in order
-    /// (`--override` first, then the convenience flags, which are aliases of table keys).
-    /// The result is validated.
+    /// (`env`: every variable, name and value; see [`BrokerConfig::apply_env`]), and the
+    /// command-line flags in order (`--override` first, then the convenience flags, which
+    /// are aliases of table keys). The result is validated.
     pub fn load(
         file: Option<(&str, &str)>,
-        env: impl Fn(&str) -> Option<String>,
+        env: &[(String, String)],
         flags: &[(String, String)],
     ) -> Result<BrokerConfig, LoadError> {
         let mut c = BrokerConfig::default();
@@ -310,13 +309,7 @@ impl BrokerConfig {
                 error: e.error,
             })?;
         }
-        for d in config_table::BROKER_CONFIGS {
-            let var = d.env_var();
-            if let Some(value) = env(&var) {
-                c.set(d.name, &value)
-                    .map_err(|error| LoadError { origin: var, error })?;
-            }
-        }
+        c.apply_env(env)?;
         for (key, value) in flags {
             c.set(key, value).map_err(|error| LoadError {
                 origin: "command line".into(),
@@ -328,6 +321,51 @@ impl BrokerConfig {
             error,
         })?;
         Ok(c)
+    }
+
+    /// Applies the `SLUICE_*` variables of `env`: `SLUICE_` + a table key upper-cased with
+    /// dots as underscores sets that key (in the table's order, so a synonym's row order
+    /// decides as in a file); a variable of [`NOT_SETTINGS`] is not ours to read; any other
+    /// `SLUICE_*` variable is refused with the closest setting, so a misspelt variable never
+    /// leaves a setting silently at its default.
+    pub fn apply_env(&mut self, env: &[(String, String)]) -> Result<(), LoadError> {
+        let mut given = BTreeMap::new();
+        for (var, value) in env {
+            if !var.starts_with("SLUICE_") || is_not_setting(var) {
+                continue;
+            }
+            if !config_table::BROKER_CONFIGS
+                .iter()
+                .any(|d| d.env_var() == *var)
+            {
+                // `SLUICE_FSYNC` means `sluice.fsync` (whose variable is SLUICE_SLUICE_FSYNC).
+                let key = var["SLUICE_".len()..]
+                    .to_ascii_lowercase()
+                    .replace('_', ".");
+                let meant = config_table::lookup(&format!("sluice.{key}"))
+                    .map_or_else(|| config_table::closest(&key), |d| d.name);
+                return Err(LoadError {
+                    origin: var.clone(),
+                    error: ConfigError {
+                        key: var.clone(),
+                        value: value.clone(),
+                        reason: format!(
+                            "not a broker setting; did you mean {} ({meant})? (docs/configuration.md lists them)",
+                            config_table::env_var(meant)
+                        ),
+                    },
+                });
+            }
+            given.insert(var.as_str(), value.as_str());
+        }
+        for d in config_table::BROKER_CONFIGS {
+            let var = d.env_var();
+            if let Some(value) = given.get(var.as_str()) {
+                self.set(d.name, value)
+                    .map_err(|error| LoadError { origin: var, error })?;
+            }
+        }
+        Ok(())
     }
 
     /// Checks the rules that join settings (a single value's range is checked by its row of
@@ -425,6 +463,37 @@ impl BrokerConfig {
     pub fn group_config(&self) -> GroupConfig {
         self.group.clone()
     }
+}
+
+/// `SLUICE_*` variables that are not broker settings, and which the broker ignores: the log
+/// filter (`SLUICE_LOG`), the revision a build records (`SLUICE_GIT_SHA`), and the knobs of
+/// this project's own tests, benches and scripts, which a broker they start inherits.
+pub const NOT_SETTINGS: &[&str] = &[
+    "SLUICE_LOG",
+    "SLUICE_GIT_SHA",
+    "SLUICE_BIN",
+    "SLUICE_BLESS_DOCS",
+    "SLUICE_STARTUP_TIMEOUT_S",
+    "SLUICE_PERF_PORT",
+    "SLUICE_IDEMPOTENCE_CHILD_DIR",
+    "SLUICE_UNGUARDED_CHILD",
+];
+
+/// Prefixes of further tooling variables ignored the same way (`SLUICE_TEST_KAFKA_VERSION`,
+/// `SLUICE_BENCH_BOOTSTRAP`, `SLUICE_FUZZ_CASES`, ...). No table key starts with one (a test
+/// checks it).
+pub const NOT_SETTING_PREFIXES: &[&str] = &[
+    "SLUICE_TEST_",
+    "SLUICE_BENCH_",
+    "SLUICE_FUZZ_",
+    "SLUICE_CRASH_",
+    "SLUICE_MODEL_",
+    "SLUICE_TXN_MODEL_",
+    "SLUICE_ALLOC_",
+];
+
+fn is_not_setting(var: &str) -> bool {
+    NOT_SETTINGS.contains(&var) || NOT_SETTING_PREFIXES.iter().any(|p| var.starts_with(p))
 }
 
 /// A properties file's logical lines: a line ending in an odd number of backslashes continues
@@ -550,30 +619,72 @@ mod tests {
     #[test]
     fn sources_have_a_precedence() {
         let file = "log.retention.ms=1000\nlog.segment.bytes=4096\nnum.partitions=2\n";
-        let env = |var: &str| match var {
-            "SLUICE_LOG_RETENTION_MS" => Some("2000".to_string()),
-            "SLUICE_LOG_SEGMENT_BYTES" => Some("8192".to_string()),
-            "SLUICE_LOG" => Some("debug".to_string()),
-            _ => None,
-        };
+        let env = vars(&[
+            ("SLUICE_LOG_RETENTION_MS", "2000"),
+            ("SLUICE_LOG_SEGMENT_BYTES", "8192"),
+            ("SLUICE_LOG", "debug"),
+            ("PATH", "/bin"),
+        ]);
         let flags = vec![("log.segment.bytes".to_string(), "16384".to_string())];
-        let c = BrokerConfig::load(Some(("server.properties", file)), env, &flags).unwrap();
+        let c = BrokerConfig::load(Some(("server.properties", file)), &env, &flags).unwrap();
         assert_eq!(c.topic_defaults.partitions, 2, "file over default");
         assert_eq!(c.topic_defaults.retention_ms, 2000, "env over file");
         assert_eq!(c.topic_defaults.segment_bytes, 16384, "flag over env");
-        let c = BrokerConfig::load(None, |_| None, &[]).unwrap();
+        let c = BrokerConfig::load(None, &[], &[]).unwrap();
         assert!(c.explicit.is_empty());
-        let bad_env = |var: &str| (var == "SLUICE_NUM_PARTITIONS").then(|| "x".to_string());
-        let e = BrokerConfig::load(None, bad_env, &[]).unwrap_err();
+        let bad_env = vars(&[("SLUICE_NUM_PARTITIONS", "x")]);
+        let e = BrokerConfig::load(None, &bad_env, &[]).unwrap_err();
         assert_eq!(e.origin, "SLUICE_NUM_PARTITIONS");
-        let e = BrokerConfig::load(Some(("f.properties", "x.y=1")), |_| None, &[]).unwrap_err();
+        let e = BrokerConfig::load(Some(("f.properties", "x.y=1")), &[], &[]).unwrap_err();
         assert!(e.to_string().starts_with("f.properties line 1"), "{e}");
         let flags = vec![("log.retention.msec".to_string(), "5".to_string())];
-        let e = BrokerConfig::load(None, |_| None, &flags).unwrap_err();
+        let e = BrokerConfig::load(None, &[], &flags).unwrap_err();
         assert!(
             e.to_string().contains("did you mean log.retention.ms?"),
             "{e}"
         );
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    // Goal: a `SLUICE_*` variable that names no setting stops the load with the variable
+    // meant, unless it is one of the project's own non-setting variables; no table key's
+    // variable falls under a non-setting name or prefix (it would be ignored).
+    #[test]
+    fn unknown_env_vars_are_refused() {
+        for (var, meant) in [
+            (
+                "SLUICE_NUM_PARTITION",
+                "SLUICE_NUM_PARTITIONS (num.partitions)",
+            ),
+            ("SLUICE_LOG_RETENTION_MSEC", "SLUICE_LOG_RETENTION_MS"),
+            ("SLUICE_FSYNC", "SLUICE_SLUICE_FSYNC (sluice.fsync)"),
+        ] {
+            let e = BrokerConfig::load(None, &vars(&[(var, "1")]), &[]).unwrap_err();
+            assert_eq!(e.origin, var);
+            assert!(
+                e.to_string().contains(&format!("did you mean {meant}")),
+                "{e}"
+            );
+        }
+        let tooling = vars(&[
+            ("SLUICE_LOG", "debug"),
+            ("SLUICE_GIT_SHA", "abc"),
+            ("SLUICE_BIN", "/x"),
+            ("SLUICE_TEST_KAFKA_VERSION", "4.1.1"),
+            ("SLUICE_BENCH_BOOTSTRAP", "127.0.0.1:9092"),
+            ("SLUICE_FUZZ_CASES", "5"),
+            ("NOT_SLUICE_X", "1"),
+        ]);
+        BrokerConfig::load(None, &tooling, &[]).unwrap();
+        for d in config_table::BROKER_CONFIGS {
+            assert!(!is_not_setting(&d.env_var()), "{} would be ignored", d.name);
+        }
     }
 
     // Goal: a KRaft-style server.properties as Kafka ships it loads: the settings that do
@@ -594,7 +705,7 @@ mod tests {
             transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
             log.retention.hours=168\nlog.segment.bytes=1073741824\n\
             log.retention.check.interval.ms=300000\n";
-        let c = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap();
+        let c = BrokerConfig::load(Some(("server.properties", text)), &[], &[]).unwrap();
         assert_eq!(c.data_dir, std::path::Path::new("/tmp/kraft-combined-logs"));
         assert_eq!(
             c.explicit.get("num.io.threads").map(String::as_str),
@@ -611,14 +722,14 @@ mod tests {
             advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\n\
             controller.listener.names=CONTROLLER\n\
             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n";
-        let c = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap();
+        let c = BrokerConfig::load(Some(("server.properties", text)), &[], &[]).unwrap();
         let names =
             |specs: Vec<ListenerSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
         assert_eq!(names(c.served_listener_specs()), ["PLAINTEXT"]);
         assert_eq!(names(c.listener_specs()), ["PLAINTEXT", "CONTROLLER"]);
         let text = "listeners=CONTROLLER://127.0.0.1:0\ncontroller.listener.names=controller\n\
             listener.security.protocol.map=CONTROLLER:PLAINTEXT\n";
-        let e = BrokerConfig::load(Some(("server.properties", text)), |_| None, &[]).unwrap_err();
+        let e = BrokerConfig::load(Some(("server.properties", text)), &[], &[]).unwrap_err();
         assert!(
             e.to_string()
                 .contains("every listener is a controller listener"),

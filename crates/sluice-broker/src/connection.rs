@@ -510,7 +510,11 @@ async fn start_request(
                         cid,
                         handlers::table::apis(),
                     ) {
-                        Ok(()) => Reply::Frame(out),
+                        // It carries UNSUPPORTED_VERSION.
+                        Ok(()) => Reply::Frame {
+                            frame: out,
+                            error: true,
+                        },
                         Err(_) => Reply::Close,
                     }
                 }
@@ -519,7 +523,7 @@ async fn start_request(
                     Reply::Close
                 }
             };
-            let keep_going = matches!(reply, Reply::Frame(_));
+            let keep_going = matches!(reply, Reply::Frame { .. });
             (Work::Ready(reply), keep_going, 0)
         }
     }
@@ -653,6 +657,9 @@ async fn write_loop(
     mute: Arc<Mute>,
 ) {
     while let Some(mut item) = rx.recv().await {
+        // Whether a Task's or Ready's response carries an error code (Produce and Fetch
+        // calls answer it themselves below).
+        let mut replied_error = false;
         let written = match &mut item.work {
             Work::Produce(call) => {
                 tokio::select! {
@@ -682,7 +689,10 @@ async fn write_loop(
                     }
                 };
                 match outcome {
-                    Ok(reply) => write_reply(&mut wr, reply).await,
+                    Ok(reply) => {
+                        replied_error = reply.has_error();
+                        write_reply(&mut wr, reply).await
+                    }
                     Err(e) => {
                         tracing::error!(peer = %wr.peer, error = %e, "request task failed; closing connection");
                         false
@@ -691,16 +701,17 @@ async fn write_loop(
             }
             Work::Ready(reply) => {
                 let reply = std::mem::replace(reply, Reply::NoResponse);
+                replied_error = reply.has_error();
                 write_reply(&mut wr, reply).await
             }
         };
         // Recorded once per request, here: latency to the response's last byte, and an
-        // error when the connection closes instead or a partition answered with one.
+        // error when the connection closes instead or the response carries an error code.
         let failed = !written
             || match &item.work {
                 Work::Produce(call) => call.has_partition_error(),
-                Work::Fetch(call) => call.has_partition_error(),
-                Work::Task(_) | Work::Ready(_) => false,
+                Work::Fetch(call) => call.has_error(),
+                Work::Task(_) | Work::Ready(_) => replied_error,
             };
         broker
             .metrics
@@ -729,7 +740,7 @@ async fn write_loop(
 /// Writes one reply; false when the connection must close.
 async fn write_reply(wr: &mut Writer, reply: Reply) -> bool {
     match reply {
-        Reply::Frame(bytes) => wr.frame(&bytes).await,
+        Reply::Frame { frame, .. } => wr.frame(&frame).await,
         Reply::NoResponse => true,
         Reply::Close => false,
     }

@@ -42,6 +42,9 @@ pub struct TopicStats {
     pub produce_records: AtomicU64,
     /// Record bytes sent in fetch responses (Kafka's BytesOutPerSec).
     pub fetch_bytes: AtomicU64,
+    /// Records sent in fetch responses: the offsets each answer advances its consumer
+    /// past (from the batch headers' offsets the read walked).
+    pub fetch_records: AtomicU64,
 }
 
 impl TopicStats {
@@ -206,6 +209,12 @@ impl Collector for BrokerCollector {
             "sluice_producer_ids_issued",
             "Producer ids handed out by InitProducerId since start.",
             b.producer_ids.issued_total(),
+        )?;
+        gauge(
+            &mut enc,
+            "sluice_producer_ids",
+            "Producer ids with idempotent or transactional state, summed over partitions (Kafka's ProducerIdCount).",
+            i64::try_from(b.log.producer_ids_live()).unwrap_or(i64::MAX),
         )
     }
 }
@@ -274,7 +283,7 @@ fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         enc,
         apis,
         "sluice_request_errors",
-        "Requests that closed the connection instead of being answered, or whose Produce or Fetch response carries a partition error code, by API.",
+        "Requests that closed the connection instead of being answered, or whose response carries a non-zero error code (top-level or in any entry), by API.",
         |a| &a.errors,
     )?;
     let mut m = enc.encode_descriptor(
@@ -293,7 +302,7 @@ fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
 fn encode_topics(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
     let topics = b.topics.all();
     type Pick = fn(&TopicStats) -> &AtomicU64;
-    let families: [(&str, &str, Pick); 3] = [
+    let families: [(&str, &str, Pick); 4] = [
         (
             "sluice_produce_bytes",
             "Record batch bytes accepted by Produce, by topic.",
@@ -308,6 +317,11 @@ fn encode_topics(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
             "sluice_fetch_bytes",
             "Record bytes sent in Fetch responses, by topic.",
             |s| &s.fetch_bytes,
+        ),
+        (
+            "sluice_fetch_records",
+            "Records sent in Fetch responses, by topic: the offsets the answers advance their consumers past (transaction markers included; on a compacted topic also the offsets the cleaner removed).",
+            |s| &s.fetch_records,
         ),
     ];
     for (name, help, pick) in families {
@@ -380,6 +394,12 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         "sluice_log_segment_syncs",
         "Segment extent-list syncs by the checkpointer.",
         s.segment_syncs,
+    )?;
+    counter(
+        enc,
+        "sluice_log_segment_written_bytes",
+        "Bytes written to segment files other than the journal: extent records and index files by the checkpointer, cleaned segments by the log cleaner.",
+        s.segment_written_bytes,
     )?;
     counter(
         enc,

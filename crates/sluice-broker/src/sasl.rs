@@ -388,7 +388,13 @@ impl Session {
                 let mut out = BytesMut::with_capacity(4 + reply.len());
                 out.put_i32(i32::try_from(reply.len()).unwrap_or(i32::MAX));
                 out.put_slice(&reply);
-                Gate::Answered(Reply::Frame(out), true)
+                Gate::Answered(
+                    Reply::Frame {
+                        frame: out,
+                        error: false,
+                    },
+                    true,
+                )
             }
             Err(why) => {
                 tracing::info!(peer = %self.peer, error = %why, "SASL authentication failed; closing connection");

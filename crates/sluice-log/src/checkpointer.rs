@@ -154,12 +154,16 @@ fn write_checkpoint(
             Err(error) if crate::fs::is_retryable(&error) => {
                 tracing::warn!(%error, segment = %segment.paths.extents.display(), "index files not written; they are rebuilt on open");
             }
-            result => engine.guard("write index files", result)?,
+            result => {
+                let written = engine.guard("write index files", result)?;
+                Stats::add(&engine.stats.segment_written_bytes, written);
+            }
         }
     }
     for segment in &taken.dirty {
-        engine.guard("persist segment extents", segment.sync())?;
+        let written = engine.guard("persist segment extents", segment.sync_counted())?;
         Stats::add(&engine.stats.segment_syncs, 1);
+        Stats::add(&engine.stats.segment_written_bytes, written);
     }
     sync_new_dirs(engine, &taken.new_files)?;
     let producer_points = write_producer_snapshots(engine, &mut captures, &state.producer_points)?;

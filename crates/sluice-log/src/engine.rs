@@ -117,6 +117,8 @@ pub(crate) struct Stats {
     pub(crate) commit_rounds: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) segment_syncs: AtomicU64,
+    /// Segment extent records and index files written by the checkpointer.
+    pub(crate) segment_written_bytes: AtomicU64,
     pub(crate) append_requests: AtomicU64,
     pub(crate) batches_appended: AtomicU64,
     pub(crate) cleaner_passes: AtomicU64,
@@ -143,6 +145,7 @@ impl Default for Stats {
             commit_rounds: AtomicU64::default(),
             checkpoints: AtomicU64::default(),
             segment_syncs: AtomicU64::default(),
+            segment_written_bytes: AtomicU64::default(),
             append_requests: AtomicU64::default(),
             batches_appended: AtomicU64::default(),
             cleaner_passes: AtomicU64::default(),
@@ -181,6 +184,9 @@ impl Stats {
             commit_rounds: get(&self.commit_rounds),
             checkpoints: get(&self.checkpoints),
             segment_syncs: get(&self.segment_syncs),
+            // The cleaner's writes are cleaned segments' data: segment bytes too.
+            segment_written_bytes: get(&self.segment_written_bytes)
+                + get(&self.cleaner_bytes_written),
             append_requests: get(&self.append_requests),
             batches_appended: get(&self.batches_appended),
             cleaner_passes: get(&self.cleaner_passes),

@@ -109,6 +109,8 @@ struct Persisted {
     len: u64,
     /// A cut changed the file since its last sync.
     unsynced: bool,
+    /// Record bytes written by this handle since it was opened.
+    written_bytes: u64,
 }
 
 /// How loading an extents file went.
@@ -229,6 +231,7 @@ impl ExtentFile {
             records,
             len: end,
             unsynced: cut,
+            written_bytes: 0,
         };
         Ok((Self::from_parts(file, extents, persisted), outcome))
     }
@@ -327,6 +330,12 @@ impl ExtentFile {
 }
 
 impl ExtentFile {
+    /// Bytes of extent records written to the file so far (for the segment-bytes counter;
+    /// a cut does not take them back).
+    pub(crate) fn records_written_bytes(&self) -> u64 {
+        self.persisted.lock().written_bytes
+    }
+
     /// Whether every byte of the segment has its extent records on disk, synced.
     pub(crate) fn all_persisted(&self) -> bool {
         let persisted = self.persisted.lock();
@@ -486,6 +495,7 @@ impl FsFile for ExtentFile {
         self.file.sync_data()?;
         persisted.unsynced = false;
         persisted.records += records.len() as u64;
+        persisted.written_bytes += (records.len() * RECORD_LEN) as u64;
         persisted.len = limit;
         Ok(())
     }

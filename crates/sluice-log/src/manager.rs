@@ -766,6 +766,18 @@ impl LogManager {
         self.engine().stats()
     }
 
+    /// Producer ids with state in some partition, summed over the partitions (a producer
+    /// writing to three partitions counts three times, as Kafka's `ProducerIdCount`).
+    /// One short lock per partition; allocates the partition list, so call it at scrape
+    /// time, not per request.
+    pub fn producer_ids_live(&self) -> u64 {
+        self.engine()
+            .partitions_snapshot()
+            .iter()
+            .map(|p| p.producers.lock().len() as u64)
+            .sum()
+    }
+
     /// The group commit's histograms (round sizes, journal sync latency), for metrics.
     /// Allocates a snapshot; call it at scrape time, not per request.
     pub fn commit_histograms(&self) -> CommitHistograms {
@@ -824,6 +836,11 @@ pub struct LogStats {
     pub commit_rounds: u64,
     pub checkpoints: u64,
     pub segment_syncs: u64,
+    /// Bytes written to segment files other than by the journal: the checkpointer's extent
+    /// records and index files, and the cleaner's cleaned segments (its
+    /// `cleaner_bytes_written` included). The records themselves are written once, to the
+    /// journal (`journal_bytes`).
+    pub segment_written_bytes: u64,
     /// Append requests answered (successfully or not).
     pub append_requests: u64,
     /// Record batches written to segments.

@@ -361,18 +361,28 @@ impl Segment {
         self.file.sync_data()
     }
 
+    /// [`Segment::sync`], returning the extent-record bytes it wrote (the checkpointer
+    /// counts them in `LogStats::segment_written_bytes`).
+    pub(crate) fn sync_counted(&self) -> io::Result<u64> {
+        let before = self.file.records_written_bytes();
+        self.sync()?;
+        Ok(self.file.records_written_bytes().saturating_sub(before))
+    }
+
     /// Adds the final time index entry; the segment takes no more appends.
     pub(crate) fn seal(&self) {
         self.index.write().seal();
     }
 
-    /// Writes the `.index` and `.timeindex` files from memory and fsyncs them. Skipped for
-    /// a deleted segment, so a late write cannot resurrect its files.
-    pub(crate) fn write_index_files(&self, fs: &dyn Fs) -> io::Result<()> {
+    /// Writes the `.index` and `.timeindex` files from memory and fsyncs them; returns the
+    /// bytes written. Skipped for a deleted segment, so a late write cannot resurrect its
+    /// files.
+    pub(crate) fn write_index_files(&self, fs: &dyn Fs) -> io::Result<u64> {
         let deleted = self.deleted.lock();
         if *deleted {
-            return Ok(());
+            return Ok(0);
         }
+        let mut written = 0;
         let (offsets, times) = {
             let index = self.index.read();
             (index.encode_offsets(), index.encode_times())
@@ -381,8 +391,9 @@ impl Segment {
             let file = fs.open(path, OpenMode::CreateTruncate)?;
             fs::write_all_at(file.as_ref(), &contents, 0)?;
             file.sync_data()?;
+            written += contents.len() as u64;
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Creates an empty segment whose extents file is written aside, at

@@ -199,8 +199,17 @@ impl ServeArgs {
         };
         let name = self.config.as_ref().map(|p| p.display().to_string());
         let file = name.as_deref().zip(text.as_deref());
-        let env = |var: &str| std::env::var(var).ok();
-        BrokerConfig::load(file, env, &self.flags()?).map_err(|e| e.to_string())
+        // Every variable, so that a misspelt SLUICE_* one is refused rather than ignored (a
+        // value that is not UTF-8 is then refused by its setting's check).
+        let env: Vec<(String, String)> = std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        BrokerConfig::load(file, &env, &self.flags()?).map_err(|e| e.to_string())
     }
 }
 
@@ -325,4 +334,77 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => tracing::info!("SIGINT received"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Args as _;
+
+    // Goal: the convenience flags are aliases of config-table rows: with every flag given,
+    // each key `flags` produces is a row of the table (not a security key or a typo that
+    // `BrokerConfig::set` would refuse only when someone uses the flag), and the values
+    // load. A flag added to `ServeArgs` but not to `flags` is caught by the count.
+    #[test]
+    fn every_flag_is_a_table_key() {
+        let cli = Cli::try_parse_from([
+            "sluice",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/tmp/x",
+            "--advertised-listener",
+            "localhost:9092",
+            "--node-id",
+            "3",
+            "--auto-create-topics",
+            "false",
+            "--default-partitions",
+            "2",
+            "--retention-ms",
+            "-1",
+            "--retention-bytes",
+            "-1",
+            "--segment-bytes",
+            "1048576",
+            "--segment-ms",
+            "60000",
+            "--max-message-bytes",
+            "2000000",
+            "--retention-check-interval-ms",
+            "1000",
+            "--fsync",
+            "never",
+            "--storage",
+            "disk",
+            "--max-connections",
+            "10",
+            "--max-request-bytes",
+            "1048576",
+            "--queued-max-request-bytes",
+            "104857600",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .expect("every flag parses");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        let flags = args.flags().expect("flags");
+        let with_values = ServeArgs::augment_args(clap::Command::new("x"))
+            .get_arguments()
+            .filter(|a| !matches!(a.get_id().as_str(), "config" | "overrides"))
+            .count();
+        assert_eq!(flags.len(), with_values, "one key per flag: {flags:?}");
+        for (key, _) in &flags {
+            assert!(
+                sluice_broker::config_table::lookup(key).is_some(),
+                "--{key}: not a row of the config table"
+            );
+        }
+        let c = BrokerConfig::load(None, &[], &flags).expect("the flags' values load");
+        assert_eq!(c.node_id, 3);
+        assert_eq!(c.topic_defaults.partitions, 2);
+    }
 }

@@ -81,6 +81,9 @@ pub(crate) struct PartResult {
     records: Vec<RecordSlice>,
     /// Bytes in `records`.
     records_len: usize,
+    /// Offsets the records take the consumer past: from the fetch offset to the offset
+    /// after the last batch returned (for `sluice_fetch_records_total`).
+    offsets_read: u64,
     /// The last stable offset (the high watermark without open transactions).
     last_stable_offset: i64,
     /// `read_committed` only: the aborted transactions overlapping what was returned
@@ -107,6 +110,7 @@ impl PartResult {
         self.log_start_offset = 0;
         self.records.clear();
         self.records_len = 0;
+        self.offsets_read = 0;
         self.last_stable_offset = 0;
         self.aborted.clear();
     }
@@ -154,6 +158,8 @@ pub(crate) struct FetchCall {
     charge: Option<Reservation>,
     /// The client quota's throttle time of the last response (`quotas`; 0: not throttled).
     throttle_ms: u64,
+    /// Whether the last response carries an error code, top-level or per partition.
+    answered_error: bool,
 }
 
 /// The fetch calls a connection keeps for reuse (shared by its reader and writer).
@@ -204,6 +210,7 @@ impl FetchCall {
             return false;
         };
         self.throttle_ms = 0;
+        self.answered_error = false;
         if self.stage != Stage::Ready {
             return false;
         }
@@ -450,6 +457,8 @@ impl FetchCall {
             );
             if encoded.is_ok() {
                 count_fetched(&self.topics, &self.topic_stats, results);
+                self.answered_error = top.error_code != error_code::NONE
+                    || results.iter().any(|r| r.error_code != error_code::NONE);
             }
             encoded
         };
@@ -490,14 +499,10 @@ impl FetchCall {
         self.respond(ctx, top, None)
     }
 
-    /// Whether a partition of the last response carries an error code (for metrics).
-    pub(crate) fn has_partition_error(&self) -> bool {
-        self.job
-            .state
-            .lock()
-            .results
-            .iter()
-            .any(|r| r.error_code != error_code::NONE)
+    /// Whether the last response carries an error code, top-level or per partition (for
+    /// metrics).
+    pub(crate) fn has_error(&self) -> bool {
+        self.answered_error
     }
 
     /// True when some partition has bytes to read or an error to report (checked with
@@ -633,8 +638,11 @@ fn count_fetched(topics: &[TopicEntry], stats: &[Option<Arc<TopicStats>>], resul
     debug_assert_eq!(topics.len(), stats.len(), "one stats entry per topic entry");
     for (t, s) in topics.iter().zip(stats) {
         if let Some(s) = s {
-            let bytes: usize = results[t.parts.clone()].iter().map(|r| r.records_len).sum();
+            let parts = &results[t.parts.clone()];
+            let bytes: usize = parts.iter().map(|r| r.records_len).sum();
             TopicStats::add(&s.fetch_bytes, bytes as u64);
+            let records: u64 = parts.iter().map(|r| r.offsets_read).sum();
+            TopicStats::add(&s.fetch_records, records);
         }
     }
 }

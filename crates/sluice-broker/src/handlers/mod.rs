@@ -49,6 +49,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 pub(crate) mod produce;
+mod response_errors;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
 mod sync_group;
@@ -69,16 +70,25 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::{codec, header::Request};
 
 use crate::Broker;
+pub(crate) use response_errors::ResponseErrors;
 
 /// What the connection writes for one request.
 #[derive(Debug)]
 pub(crate) enum Reply {
-    /// A framed response.
-    Frame(BytesMut),
+    /// A framed response; `error` when it carries a non-zero error code (for the per-API
+    /// error counter).
+    Frame { frame: BytesMut, error: bool },
     /// Nothing (acks=0 produce).
     NoResponse,
     /// Close the connection after the responses before this one.
     Close,
+}
+
+impl Reply {
+    /// Whether the response carries an error code (see [`Reply::Frame`]).
+    pub(crate) fn has_error(&self) -> bool {
+        matches!(self, Reply::Frame { error: true, .. })
+    }
 }
 
 pub(crate) type Pending = Pin<Box<dyn Future<Output = Reply> + Send>>;
@@ -198,12 +208,12 @@ impl Ctx {
     }
 
     /// Encodes a response at the request's version.
-    pub fn respond<R: Encodable>(&self, body: &R) -> Reply {
+    pub fn respond<R: Encodable + ResponseErrors>(&self, body: &R) -> Reply {
         encode(self.api_key, self.version, self.correlation_id, body)
     }
 
     /// Runs `f` on the blocking pool and encodes what it returns as the response.
-    pub async fn respond_blocking<R: Encodable + Send + 'static>(
+    pub async fn respond_blocking<R: Encodable + ResponseErrors + Send + 'static>(
         &self,
         f: impl FnOnce(&Broker) -> R + Send + 'static,
     ) -> Reply {
@@ -245,7 +255,7 @@ impl Who {
 }
 
 /// Encodes a response at the request's version; a failure closes the connection.
-pub(crate) fn encode<R: Encodable>(
+pub(crate) fn encode<R: Encodable + ResponseErrors>(
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -253,7 +263,10 @@ pub(crate) fn encode<R: Encodable>(
 ) -> Reply {
     let mut out = BytesMut::new();
     match codec::encode_response(&mut out, api_key, version, correlation_id, body) {
-        Ok(()) => Reply::Frame(out),
+        Ok(()) => Reply::Frame {
+            frame: out,
+            error: body.has_error(),
+        },
         Err(e) => {
             tracing::error!(api = ?api_key, version, error = %e, "response encode failed; closing connection");
             Reply::Close

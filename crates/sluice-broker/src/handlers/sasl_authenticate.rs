@@ -41,6 +41,6 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
         }
     };
     let reply = super::encode(req.api_key, version, req.header.correlation_id, &resp);
-    let keep = keep && matches!(reply, Reply::Frame(_));
+    let keep = keep && matches!(reply, Reply::Frame { .. });
     Gate::Answered(reply, keep)
 }

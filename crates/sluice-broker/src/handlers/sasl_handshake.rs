@@ -26,6 +26,6 @@ pub(crate) fn handle(session: &mut Session, req: Request) -> Gate {
     resp.error_code = error_code;
     resp.mechanisms = mechanisms.into_iter().map(str_bytes).collect();
     let reply = super::encode(req.api_key, version, req.header.correlation_id, &resp);
-    let keep = keep && matches!(reply, Reply::Frame(_));
+    let keep = keep && matches!(reply, Reply::Frame { .. });
     Gate::Answered(reply, keep)
 }

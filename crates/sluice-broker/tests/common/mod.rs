@@ -18,6 +18,8 @@ use sluice_broker::{BrokerConfig, Server};
 /// A broker running in this process on its own runtime; stopped when dropped.
 pub struct InProcessBroker {
     pub addr: SocketAddr,
+    /// The admin listener (`/metrics`, `/ready`), when `metrics_listen` was set.
+    pub admin: Option<SocketAddr>,
     /// The coordinators' clock: the system clock, or the manual one a test advances.
     pub clock: Clock,
     runtime: tokio::runtime::Runtime,
@@ -68,12 +70,14 @@ impl InProcessBroker {
             .block_on(Server::bind_with_clock(config, clock.clone()))
             .expect("broker starts");
         let addr = server.local_addr().expect("bound");
+        let admin = server.admin_addr();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let served = runtime.spawn(server.run(async {
             let _ = stopped.await;
         }));
         Self {
             addr,
+            admin,
             clock,
             runtime,
             stop: Some(stop),

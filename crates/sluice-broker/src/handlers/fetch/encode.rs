@@ -353,6 +353,7 @@ mod tests {
                     high_watermark: rng.i64(),
                     log_start_offset: rng.i64(),
                     records_len,
+                    offsets_read: 0,
                     records,
                     last_stable_offset: rng.i64(),
                     aborted,

@@ -213,6 +213,13 @@ fn read_all(
                 r.last_stable_offset = offsets.last_stable_offset.0;
                 r.log_start_offset = offsets.log_start_offset.0;
                 r.records_len = len;
+                // The log returns whole batches from the one holding the fetch offset, and
+                // offsets are contiguous: what lies between is what the consumer gets (no
+                // pass over the records; on a compacted topic it includes the offsets the
+                // cleaner removed).
+                if len > 0 {
+                    r.offsets_read = u64::try_from(end.0 - p.fetch_offset).unwrap_or(0);
+                }
                 if len > 0 && isolation == IsolationLevel::ReadCommitted {
                     // The transactions overlapping what was returned: each overlaps a
                     // returned batch, so there are at most as many as batches returned.
