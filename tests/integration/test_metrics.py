@@ -385,8 +385,8 @@ def test_every_family_while_sluice_bench_runs(sluice_factory, tmp_path):
     while it runs (once the bench's consumers are reading).
     Then: every family is exported; Produce and Fetch request counts and the bench topics'
     produced bytes and records and fetched bytes grew; commit rounds, journal syncs and the
-    fdatasync histogram grew; connections and the bench's consumer group with members and
-    lag series are there while it runs; and the bench itself exits 0 (nothing lost)."""
+    fdatasync histogram grew; connections and the bench's group with lag series per
+    partition are there while it runs; and the bench itself exits 0 (nothing lost)."""
     from conftest import sluice_bench_bin
 
     b = sluice_factory(metrics=True)
@@ -428,6 +428,8 @@ def test_every_family_while_sluice_bench_runs(sluice_factory, tmp_path):
                    "sluice_log_journal_written_bytes_total"):
         assert total(during, family) > total(before, family), family
     assert total(during, "sluice_connections") >= 2
-    assert total(during, "sluice_groups") >= 1 and total(during, "sluice_group_members") >= 1
-    groups = {dict(ls).get("group") for (n, ls), _ in during.samples.items() if n == "sluice_group_lag"}
-    assert any(g and g.startswith("sluice-bench") for g in groups), groups
+    assert total(during, "sluice_groups") >= 1
+    # The bench's consumers assign their partitions and commit to the bench's group (no
+    # members: nobody subscribes), so the group shows up with lag series per partition.
+    lag = {dict(ls).get("group") for (n, ls), _ in during.samples.items() if n == "sluice_group_lag"}
+    assert any(g and g.startswith("sluice-bench") for g in lag), lag
