@@ -2,7 +2,8 @@
 # Runs the real-client integration suite (tests/integration) against a release build of
 # sluice. Creates .venv if needed, installs tests/requirements.txt, fetches and compiles the
 # Java clients (scripts/java-deps.sh; needs java, javac and mvn), builds the binary and the
-# franz-go driver (needs go), runs pytest. Extra arguments go to pytest (e.g. -k crash, -x).
+# franz-go driver (needs go), runs pytest. Extra arguments go to pytest (e.g. -k crash, -x);
+# test files among them run alone (else the whole suite runs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,4 +79,13 @@ for bin in "$SLUICE_BIN" "$SLUICE_BENCH_BIN"; do
     fi
 done
 
-exec "$VENV/bin/python" -m pytest tests/integration -v "$@"
+# Test files or directories among the arguments run alone (`test-integration.sh
+# tests/integration/test_x.py -x`); without any, the whole suite runs.
+TARGETS=(tests/integration)
+for arg in "$@"; do
+    case "$arg" in
+        -*) ;;
+        *) [ -e "${arg%%::*}" ] && TARGETS=() && break ;;
+    esac
+done
+exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v "$@"
