@@ -254,9 +254,15 @@ def test_a_broker_killed_and_restarted_by_fault_commands_rejoins(cluster, tmp_pa
     # Kafka starts in ~5 s), and then no removal is there to see. The load goes on 27 s after
     # the restart: on a loaded machine (load average 10 on 2 cores) the JVM took over 19 s to
     # register again.
+    # The JVM's start is slow on a loaded machine (35 s seen beside the rest of the suite):
+    # when the restart command ended after the load, node 2's return is in the end snapshot,
+    # taken after every fault command finished, instead of among the changes during the run.
     removed = [c["at_s"] for c in during if (c["what"], c["subject"]) == ("broker_removed", "2")]
     added = [c["at_s"] for c in during if (c["what"], c["subject"]) == ("broker_added", "2")]
-    assert removed and added and min(added) > min(removed), during
+    assert removed, during
+    back_during_run = bool(added) and min(added) > min(removed)
+    load_end_s = max(i["elapsed_s"] for i in r["intervals"])
+    assert back_during_run or start["ended_at_s"] > load_end_s - 2, (during, start, load_end_s)
     assert 2 in [b["id"] for b in r["topology"]["end"]["brokers"]], r["topology"]["end"]
     led_by_victim = {p["partition"] for p in r["topology"]["start"]["partitions"] if p["leader"] == 2}
     assert led_by_victim, r["topology"]["start"]
