@@ -98,6 +98,20 @@ def run(command: str, *args, timeout: float = 120) -> JavaResult:
     return _parse(r.returncode, r.stdout, r.stderr)
 
 
+def sasl_ssl_produce(bootstrap: str, topic: str, mechanism: str, user: str, password: str,
+                     ca_pem, count: int, *extra: str, timeout: float = 240) -> JavaResult:
+    """Produces `count` records to partition 0 of `topic` over SASL_SSL as `user` with
+    `mechanism` (PLAIN or SCRAM-SHA-*), trusting the PEM CA `ca_pem`; `extra` adds options."""
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    jaas = f'{module} required username="{user}" password="{password}";'
+    return run("produce", "--bootstrap", bootstrap, "--topic", topic, "--count", str(count),
+               "--partition", "0", "--conf", "security.protocol=SASL_SSL",
+               "--conf", f"sasl.mechanism={mechanism}", "--conf", f"sasl.jaas.config={jaas}",
+               "--conf", "ssl.truststore.type=PEM", "--conf", f"ssl.truststore.location={ca_pem}",
+               *extra, timeout=timeout)
+
+
 class JavaProc:
     """A long-running SluiceClient command (consume-group --stop-on-stdin): its event lines
     are collected as they arrive, and stop() asks it to finish through stdin."""

@@ -188,7 +188,7 @@ def test_plain_over_sasl_ssl_with_franz_go_kcat_and_the_java_client(secured, pki
     """SASL_SSL with PLAIN, the mechanism the SCRAM tests above leave out, for the three
     clients that are not librdkafka's Python binding: each writes with the right password and
     fails at once, with an authentication error, with a wrong one (confluent-kafka too)."""
-    from java_client import run
+    from java_client import sasl_ssl_produce
     b = secured(SCRAM_LISTENERS, tls_props(pki, **{
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS_USERS}))
@@ -217,13 +217,8 @@ def test_plain_over_sasl_ssl_with_franz_go_kcat_and_the_java_client(secured, pki
     assert r.returncode != 0 and b"uthentication" in r.stderr, r
 
     def java_produce(password: str, count: int, *extra: str):
-        jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-                f'username="pat" password="{password}";')
-        return run("produce", "--bootstrap", addr(b, "SASL_SSL"), "--topic", "pl", "--count",
-                   str(count), "--partition", "0", "--conf", "security.protocol=SASL_SSL",
-                   "--conf", "sasl.mechanism=PLAIN", "--conf", f"sasl.jaas.config={jaas}",
-                   "--conf", "ssl.truststore.type=PEM",
-                   "--conf", f"ssl.truststore.location={pki / 'ca.pem'}", *extra, timeout=240)
+        return sasl_ssl_produce(addr(b, "SASL_SSL"), "pl", "PLAIN", "pat", password,
+                                pki / "ca.pem", count, *extra)
     ok = java_produce("pat-secret", 20)
     assert ok.ok, ok.summary()
     refused = java_produce("wrong", 1, *JAVA_DEADLINE)

@@ -575,7 +575,7 @@ def test_sasl_ssl_scram_users_from_the_admin_api_survive_a_restart(secured, pki)
 
     # The Java client: its Admin creates a user as kafka-configs.sh does, then its producer
     # comes in over SASL_SSL with SCRAM-SHA-512.
-    from java_client import _parse, java_cmd, run
+    from java_client import _parse, java_cmd, sasl_ssl_produce
     made = subprocess.run(java_cmd("ScramUsers", [
         "--bootstrap", addr(b, "PLAINTEXT"), "--user", "dave", "--mechanism", "SCRAM-SHA-512",
         "--password", "dave-secret", "--iterations", "4096"]), capture_output=True, text=True, timeout=120)
@@ -584,13 +584,8 @@ def test_sasl_ssl_scram_users_from_the_admin_api_survive_a_restart(secured, pki)
     dave = {**bob, "sasl.username": "dave", "sasl.password": "dave-secret"}
     assert consume(dave, "scram", 2) == [b"before", b"after"]
     def java_produce(password: str, count: int, *extra: str):
-        jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-                f'username="dave" password="{password}";')
-        return run("produce", "--bootstrap", addr(b, "SASL_SSL"), "--topic", "scram", "--count",
-                   str(count), "--partition", "0", "--conf", "security.protocol=SASL_SSL",
-                   "--conf", "sasl.mechanism=SCRAM-SHA-512", "--conf", f"sasl.jaas.config={jaas}",
-                   "--conf", "ssl.truststore.type=PEM",
-                   "--conf", f"ssl.truststore.location={pki / 'ca.pem'}", *extra, timeout=240)
+        return sasl_ssl_produce(addr(b, "SASL_SSL"), "scram", "SCRAM-SHA-512", "dave", password,
+                                pki / "ca.pem", count, *extra)
     r = java_produce("dave-secret", 20)
     assert r.ok, r.summary()
     # A wrong password: the broker's SASL_AUTHENTICATION_FAILED reaches the Java producer as
