@@ -88,4 +88,5 @@ for arg in "$@"; do
         *) [ -e "${arg%%::*}" ] && TARGETS=() && break ;;
     esac
 done
-exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v "$@"
+# --durations: the 25 slowest tests, so every run records where the suite's time goes.
+exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v --durations=25 "$@"
