@@ -24,6 +24,27 @@ pub const JOURNAL_TAIL_BYTES_MAX: usize = 16 << 20;
 /// then read the file) until the responses let go.
 pub const JOURNAL_TAIL_ALLOCATED_BYTES_MAX: usize = 32 << 20;
 
+/// Bytes of one direct read of a backlog fetch (`direct_reads`): a fetch of journal bytes
+/// that are neither in the in-memory tail nor in a window read before reads the aligned
+/// window of this size that holds them, in one `O_DIRECT` request, instead of through the
+/// page cache (where the kernel split such a read into requests of about 90 KiB, each an
+/// exit to the hypervisor on a VM). 4 MiB is this VM's largest single request
+/// (`max_sectors_kb`).
+pub const FETCH_DIRECT_READ_BYTES: usize = 4 << 20;
+
+/// All direct-read window memory alive at once: the windows kept for later fetches plus
+/// those still pinned by responses being written. Past it a fetch reads through the page
+/// cache (`sendfile`), as before direct reads. A 12-partition fetch of 1 MiB each spans
+/// about 12 MiB of journal; this leaves room for it, the read-ahead and a second consumer.
+pub const FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX: usize = 32 << 20;
+// Windows are whole pages (direct reads are aligned), and the bound holds at least two, so
+// one response pinning a window never stops every other fetch from reading directly.
+const _: () = assert!(
+    FETCH_DIRECT_READ_BYTES.is_multiple_of(4096)
+        && FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX.is_multiple_of(FETCH_DIRECT_READ_BYTES)
+        && FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX >= 2 * FETCH_DIRECT_READ_BYTES
+);
+
 /// Batches remembered per idempotent producer for duplicate detection. Kafka keeps 5
 /// because a producer has at most 5 requests in flight per partition
 /// (`max.in.flight.requests.per.connection` <= 5 is required for idempotence), so any retry
