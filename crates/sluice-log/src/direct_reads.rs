@@ -45,30 +45,61 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::config::{FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX, FETCH_DIRECT_READ_BYTES};
+use crate::config::{
+    FETCH_DIRECT_READ_AHEAD_BYTES, FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX, FETCH_DIRECT_READ_BYTES,
+};
 use crate::fs::DIRECT_IO_ALIGN;
 use crate::journal::JournalFile;
 use crate::journal_tail::{AlignedAlloc, ChunkOwner};
 use crate::record_slices::RecordSlice;
 
 const WINDOW: u64 = FETCH_DIRECT_READ_BYTES as u64;
+const PAGE: u64 = DIRECT_IO_ALIGN as u64;
+const PAGES: usize = FETCH_DIRECT_READ_BYTES / DIRECT_IO_ALIGN;
+const PAGE_WORDS: usize = PAGES.div_ceil(64);
 
-/// A window read in: bytes `[index * WINDOW, index * WINDOW + bytes.len())` of file `seq`.
+/// Window `index` of file `seq`: the file's bytes `[index * WINDOW, (index + 1) * WINDOW)`,
+/// of which the pages marked in `valid` have been read (only final bytes: see the module
+/// header). Pages are read in only as a fetch needs them, so a window of a journal whose
+/// partitions interleave holds just the partitions' bytes that were asked for.
 #[derive(Debug)]
 struct Window {
     seq: u64,
     index: u64,
-    /// The valid bytes, as `Bytes` readers get slices of (no allocation per slice).
+    valid: [u64; PAGE_WORDS],
+    /// A read into this window is under way (by one thread; others read through the page
+    /// cache meanwhile, and the window is not evicted).
+    busy: bool,
+    /// The whole buffer as `Bytes`; readers get slices of valid pages (no allocation per
+    /// slice).
     bytes: Bytes,
     alloc: Arc<AlignedAlloc>,
     /// When it was last used (the cache's clock): the least recently used goes first.
     used: u64,
 }
 
+impl Window {
+    fn is_valid(&self, page: usize) -> bool {
+        self.valid[page / 64] & (1 << (page % 64)) != 0
+    }
+
+    /// Whether every page of bytes `[from, to)` of the window is valid.
+    fn holds(&self, from: usize, to: usize) -> bool {
+        let (first, end) = (from / DIRECT_IO_ALIGN, to.div_ceil(DIRECT_IO_ALIGN));
+        (first..end).all(|p| self.is_valid(p))
+    }
+
+    fn mark_valid(&mut self, pages: std::ops::Range<usize>) {
+        for p in pages {
+            self.valid[p / 64] |= 1 << (p % 64);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Windows {
     cached: Vec<Window>,
-    /// Buffers no window and no response holds, for the next read.
+    /// Buffers no window and no response holds, for the next window.
     free: Vec<Arc<AlignedAlloc>>,
     clock: u64,
 }
@@ -86,10 +117,10 @@ pub(crate) struct DirectReads {
 thread_local! {
     /// Whether reads on this thread may read windows in (a fetch's read is running).
     static FILL: Cell<bool> = const { Cell::new(false) };
-    /// The window after the furthest one fetches on this thread read from since the last
-    /// [`read_ahead`]: (file, its sequence number, window index). Weak: it must not keep a
-    /// retired file alive.
-    static NEXT: RefCell<Option<(Weak<JournalFile>, u64, u64)>> = const { RefCell::new(None) };
+    /// The bytes after the furthest ones fetches on this thread took from windows since
+    /// the last [`read_ahead`]: (file, its sequence number, file position, end of the
+    /// extent they belong to). Weak: it must not keep a retired file alive.
+    static NEXT: RefCell<Option<(Weak<JournalFile>, u64, u64, u64)>> = const { RefCell::new(None) };
 }
 
 /// While it lives, reads on this thread may read windows in (a fetch's read).
@@ -116,42 +147,52 @@ fn filling() -> bool {
     FILL.with(Cell::get)
 }
 
-/// Remembers window `index` of `file` for [`read_ahead`] if it lies past what was
+/// Remembers file position `at` of `file` for [`read_ahead`] if it lies past what was
 /// remembered.
-fn note_next(file: &Arc<JournalFile>, index: u64) {
+fn note_next(file: &Arc<JournalFile>, at: u64) {
     NEXT.with(|next| {
         let mut next = next.borrow_mut();
         let further = next
             .as_ref()
-            .is_none_or(|(_, seq, at)| (file.seq, index) > (*seq, *at));
+            .is_none_or(|(_, seq, was, _)| (file.seq, at) > (*seq, *was));
         if further {
-            *next = Some((Arc::downgrade(file), file.seq, index));
+            *next = Some((
+                Arc::downgrade(file),
+                file.seq,
+                at,
+                at + FETCH_DIRECT_READ_AHEAD_BYTES,
+            ));
         }
     });
 }
 
-/// Reads in, on this thread, the window after the furthest one the fetches on this thread
-/// read from since the last call, unless it is in memory already (or in the tail, or past
-/// what the file holds, or no buffer is free). Blocking: for a fetch reader thread, after
-/// it handed its results over, so the read overlaps the response's write and the
-/// consumer's next request, which a sequential consumer makes for the bytes that follow.
+/// Reads in, on this thread, the window's worth of journal bytes after the furthest ones
+/// the fetches on this thread took from windows since the last call, unless they are in
+/// memory already (or in the tail, or not final yet, or no buffer is free). Blocking: for
+/// a fetch reader thread, after it handed its results over, so the read overlaps the
+/// response's write and the consumer's next request, which a sequential consumer makes
+/// for the bytes that follow.
 pub fn read_ahead() {
-    let Some((file, _, index)) = NEXT.with(|next| next.borrow_mut().take()) else {
+    let Some((file, _, at, end)) = NEXT.with(|next| next.borrow_mut().take()) else {
         return;
     };
     let Some(file) = file.upgrade() else { return };
     let Some(reads) = file.direct_reads.as_ref() else {
         return;
     };
-    let start = index * WINDOW;
-    if start >= file.stable_len() || file.tail_slice(start, 1).is_some() {
-        return;
-    }
-    if reads.cached(file.seq, index, 1).is_some() {
-        return;
-    }
+    let end = end.min(file.stable_len() / PAGE * PAGE);
     let _fill = FillScope::enter();
-    let _ = reads.fill(&file, index, 1);
+    let mut at = at;
+    while at < end && file.tail_slice(at, 1).is_none() {
+        let index = at / WINDOW;
+        let start = index * WINDOW;
+        let to = (end - start).min(WINDOW);
+        let from = (at - start) as usize;
+        if reads.slice(&file, index, from, to as usize, end).is_none() {
+            return;
+        }
+        at = start + to;
+    }
 }
 
 /// Replaces the file ranges in `out[from..]` of files read directly by slices of windows
@@ -177,11 +218,12 @@ pub(crate) fn replace_file_ranges(out: &mut Vec<RecordSlice>, from: usize) {
             index,
             (position - start) as usize,
             (stop - start) as usize,
+            end,
         ) else {
             continue;
         };
         if filling() {
-            note_next(&range.file, index + 1);
+            note_next(&range.file, stop);
         }
         let rest = (stop < end).then(|| range.after(stop));
         out[i - 1] = RecordSlice::Bytes(bytes);
@@ -217,9 +259,16 @@ impl DirectReads {
     }
 
     /// Fills `buf` with the bytes of `file` at `position` from windows (read in if this
-    /// thread may); false if some are not to be had (then `buf` may be partly written).
-    pub(crate) fn read(&self, file: &Arc<JournalFile>, buf: &mut [u8], position: u64) -> bool {
-        self.copy(file, position, buf.len(), |at, bytes| {
+    /// thread may, together with what follows up to `hint_end`, the end of the extent they
+    /// belong to); false if some are not to be had (then `buf` may be partly written).
+    pub(crate) fn read(
+        &self,
+        file: &Arc<JournalFile>,
+        buf: &mut [u8],
+        position: u64,
+        hint_end: u64,
+    ) -> bool {
+        self.copy(file, position, buf.len(), hint_end, |at, bytes| {
             buf[at..at + bytes.len()].copy_from_slice(bytes);
         })
     }
@@ -230,8 +279,9 @@ impl DirectReads {
         file: &Arc<JournalFile>,
         buf: &mut [MaybeUninit<u8>],
         position: u64,
+        hint_end: u64,
     ) -> bool {
-        self.copy(file, position, buf.len(), |at, bytes| {
+        self.copy(file, position, buf.len(), hint_end, |at, bytes| {
             for (to, from) in buf[at..at + bytes.len()].iter_mut().zip(bytes) {
                 to.write(*from);
             }
@@ -243,6 +293,7 @@ impl DirectReads {
         file: &Arc<JournalFile>,
         position: u64,
         len: usize,
+        hint_end: u64,
         mut put: impl FnMut(usize, &[u8]),
     ) -> bool {
         let end = position + len as u64;
@@ -252,7 +303,8 @@ impl DirectReads {
             let start = index * WINDOW;
             let stop = end.min(start + WINDOW);
             let from = (at - start) as usize;
-            let Some(bytes) = self.slice(file, index, from, (stop - start) as usize) else {
+            let to = (stop - start) as usize;
+            let Some(bytes) = self.slice(file, index, from, to, hint_end.max(end)) else {
                 return false;
             };
             put((at - position) as usize, &bytes);
@@ -261,134 +313,159 @@ impl DirectReads {
         true
     }
 
-    /// Bytes `[from, to)` of window `index` of `file`: from memory, else read in if this
-    /// thread may.
-    fn slice(&self, file: &Arc<JournalFile>, index: u64, from: usize, to: usize) -> Option<Bytes> {
-        if let Some(bytes) = self.cached(file.seq, index, to) {
-            return Some(bytes.slice(from..to));
-        }
-        if !filling() {
-            return None;
-        }
-        Some(self.fill(file, index, to)?.slice(from..to))
-    }
-
-    /// Window `index` of file `seq` if it is in memory with at least `need` bytes.
-    fn cached(&self, seq: u64, index: u64, need: usize) -> Option<Bytes> {
-        let mut windows = self.windows.lock();
-        windows.clock += 1;
-        let clock = windows.clock;
-        let window = windows
-            .cached
-            .iter_mut()
-            .find(|w| w.seq == seq && w.index == index && need <= w.bytes.len())?;
-        window.used = clock;
-        Some(window.bytes.clone())
-    }
-
-    /// Reads window `index` of `file` with one direct read into a free buffer and keeps it.
-    /// `None` when the window's first `need` bytes are not all final yet, when no buffer is
-    /// free, or when the read fails (the caller then reads through the page cache, which
-    /// reports a real error).
-    fn fill(&self, file: &Arc<JournalFile>, index: u64, need: usize) -> Option<Bytes> {
+    /// Bytes `[from, to)` of window `index` of `file`: from memory, else (if this thread
+    /// may) read in with the pages after them up to file position `hint_end` (within the
+    /// window), one direct read per run of pages not yet read.
+    fn slice(
+        &self,
+        file: &Arc<JournalFile>,
+        index: u64,
+        from: usize,
+        to: usize,
+        hint_end: u64,
+    ) -> Option<Bytes> {
         let start = index * WINDOW;
-        let stable = file.stable_len();
-        if start + need as u64 > stable {
-            return None;
-        }
-        let alloc = self.take_buffer()?;
-        let want = (stable - start).min(WINDOW) as usize;
-        let want = want.next_multiple_of(DIRECT_IO_ALIGN);
-        // SAFETY: `alloc` is held by nothing but this call (a new buffer, a free one, or
-        // one whose last `Bytes` is gone), and no `Bytes` of it is made before the read
-        // has ended.
-        #[allow(unsafe_code)]
-        let buf = unsafe { alloc.window_mut(0, want) };
-        let got = match read_direct_full(file, buf, start) {
-            Ok(got) => got,
-            Err(error) => {
-                tracing::debug!(%error, seq = file.seq, start, "direct read of a journal window failed; reading through the page cache");
-                self.windows.lock().free.push(alloc);
+        loop {
+            let mut windows = self.windows.lock();
+            windows.clock += 1;
+            let clock = windows.clock;
+            let found = windows
+                .cached
+                .iter()
+                .position(|w| w.seq == file.seq && w.index == index);
+            if let Some(at) = found {
+                let window = &mut windows.cached[at];
+                window.used = clock;
+                if window.holds(from, to) {
+                    return Some(window.bytes.slice(from..to));
+                }
+            }
+            if !filling() {
                 return None;
             }
-        };
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes.fetch_add(got as u64, Ordering::Relaxed);
-        let valid = (got as u64).min(stable - start) as usize;
-        if valid < need {
-            // The file is shorter than its final bytes: the page-cache read reports it.
-            self.windows.lock().free.push(alloc);
-            return None;
-        }
-        let bytes = Bytes::from_owner(ChunkOwner(Arc::clone(&alloc))).slice(..valid);
-        let mut windows = self.windows.lock();
-        windows.clock += 1;
-        let used = windows.clock;
-        // A window of the same bytes read before with fewer final bytes (or by another
-        // reader meanwhile) gives way to this one.
-        while let Some(at) = windows
-            .cached
-            .iter()
-            .position(|w| w.seq == file.seq && w.index == index)
-        {
-            let old = windows.cached.swap_remove(at);
-            reclaim(old, &mut windows);
-        }
-        windows.cached.push(Window {
-            seq: file.seq,
-            index,
-            bytes: bytes.clone(),
-            alloc,
-            used,
-        });
-        Some(bytes)
-    }
-
-    /// A buffer to read a window into: a free one, new memory within the bound, or the
-    /// least recently used window's whose bytes no response holds.
-    fn take_buffer(&self) -> Option<Arc<AlignedAlloc>> {
-        let mut windows = self.windows.lock();
-        if let Some(alloc) = windows.free.pop() {
-            return Some(alloc);
-        }
-        let allocated = self.allocated.load(Ordering::Relaxed);
-        if allocated + FETCH_DIRECT_READ_BYTES <= FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX {
-            // Under the lock, so two readers cannot both take the last room.
-            return Some(AlignedAlloc::new(FETCH_DIRECT_READ_BYTES, &self.allocated));
-        }
-        let mut order: [(u64, usize); FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX
-            / FETCH_DIRECT_READ_BYTES] = [(u64::MAX, usize::MAX);
-            FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX / FETCH_DIRECT_READ_BYTES];
-        for (slot, (at, w)) in order.iter_mut().zip(windows.cached.iter().enumerate()) {
-            *slot = (w.used, at);
-        }
-        order.sort_unstable();
-        for &(_, at) in order.iter().take(windows.cached.len()) {
-            let window = &mut windows.cached[at];
-            // Dropping the window's own `Bytes` leaves only outside holders of its memory.
-            let valid = window.bytes.len();
-            window.bytes = Bytes::new();
-            if Arc::strong_count(&window.alloc) == 1 {
-                return Some(windows.cached.swap_remove(at).alloc);
+            // Only whole pages of final bytes are read in.
+            let final_pages = (file.stable_len().saturating_sub(start) / PAGE).min(PAGES as u64);
+            let final_pages = final_pages as usize;
+            if to.div_ceil(DIRECT_IO_ALIGN) > final_pages {
+                return None;
             }
-            // A response still sends from it: it stays, with a new handle on the same
-            // (unchanged) bytes.
-            window.bytes =
-                Bytes::from_owner(ChunkOwner(Arc::clone(&window.alloc))).slice(..valid);
+            let at = match found {
+                Some(at) if windows.cached[at].busy => return None,
+                Some(at) => at,
+                None => {
+                    let alloc = take_buffer(&mut windows, &self.allocated)?;
+                    windows.cached.push(Window {
+                        seq: file.seq,
+                        index,
+                        valid: [0; PAGE_WORDS],
+                        busy: false,
+                        bytes: Bytes::from_owner(ChunkOwner(Arc::clone(&alloc))),
+                        alloc,
+                        used: clock,
+                    });
+                    windows.cached.len() - 1
+                }
+            };
+            // The run of pages to read: from the first one missing, on while missing, up to
+            // the hint (the extent's end) and the final bytes.
+            let window = &mut windows.cached[at];
+            let first = (from / DIRECT_IO_ALIGN..to.div_ceil(DIRECT_IO_ALIGN))
+                .find(|&p| !window.is_valid(p))
+                .expect("a page is missing");
+            let hint_pages = hint_end.saturating_sub(start).div_ceil(PAGE) as usize;
+            let limit = hint_pages.max(to.div_ceil(DIRECT_IO_ALIGN)).min(final_pages);
+            let end = (first..limit)
+                .find(|&p| window.is_valid(p))
+                .unwrap_or(limit);
+            window.busy = true;
+            let alloc = Arc::clone(&window.alloc);
+            drop(windows);
+            let got = self.read_pages(file, &alloc, start, first..end);
+            let mut windows = self.windows.lock();
+            let window = windows
+                .cached
+                .iter_mut()
+                .find(|w| w.seq == file.seq && w.index == index)
+                .expect("a busy window stays");
+            window.busy = false;
+            let read = got?;
+            if read == 0 {
+                return None;
+            }
+            window.mark_valid(first..first + read);
         }
-        None
+    }
+
+    /// Reads pages `pages` of the window at file position `start` into `alloc` with one
+    /// direct read; returns the pages read whole (fewer at the end of the file). `None` if
+    /// the read failed (the caller then reads through the page cache, which reports a real
+    /// error).
+    fn read_pages(
+        &self,
+        file: &JournalFile,
+        alloc: &AlignedAlloc,
+        start: u64,
+        pages: std::ops::Range<usize>,
+    ) -> Option<usize> {
+        let (at, len) = (
+            pages.start * DIRECT_IO_ALIGN,
+            pages.len() * DIRECT_IO_ALIGN,
+        );
+        // SAFETY: these pages are not valid, so no reader has a slice of them, and the
+        // window is busy, so no other thread writes them; they lie within the buffer.
+        #[allow(unsafe_code)]
+        let buf = unsafe { alloc.window_mut(at, len) };
+        match read_direct_full(file, buf, start + at as u64) {
+            Ok(got) => {
+                self.reads.fetch_add(1, Ordering::Relaxed);
+                self.read_bytes.fetch_add(got as u64, Ordering::Relaxed);
+                Some(got / DIRECT_IO_ALIGN)
+            }
+            Err(error) => {
+                tracing::debug!(%error, seq = file.seq, "direct read of journal pages failed; reading through the page cache");
+                None
+            }
+        }
     }
 }
 
-/// Puts a window that left the cache back in the free list, unless a response still holds
-/// its memory (which is then freed when the response lets go).
-fn reclaim(window: Window, windows: &mut Windows) {
-    let Window { bytes, alloc, .. } = window;
-    drop(bytes);
-    if Arc::strong_count(&alloc) == 1 {
-        windows.free.push(alloc);
+/// A buffer for a new window: a free one, new memory within the bound, or the least
+/// recently used window's whose bytes no response holds (a window a response still sends
+/// from stays as it is).
+fn take_buffer(windows: &mut Windows, allocated: &Arc<AtomicUsize>) -> Option<Arc<AlignedAlloc>> {
+    if let Some(alloc) = windows.free.pop() {
+        return Some(alloc);
     }
+    if allocated.load(Ordering::Relaxed) + FETCH_DIRECT_READ_BYTES
+        <= FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX
+    {
+        // Under the lock, so two readers cannot both take the last room.
+        return Some(AlignedAlloc::new(FETCH_DIRECT_READ_BYTES, allocated));
+    }
+    let mut order = [(u64::MAX, usize::MAX); WINDOWS_MAX];
+    for (slot, (at, w)) in order.iter_mut().zip(windows.cached.iter().enumerate()) {
+        *slot = (w.used, at);
+    }
+    order.sort_unstable();
+    for &(_, at) in order.iter().take(windows.cached.len()) {
+        let window = &mut windows.cached[at];
+        if window.busy {
+            continue;
+        }
+        // Dropping the window's own `Bytes` leaves only outside holders of its memory.
+        window.bytes = Bytes::new();
+        if Arc::strong_count(&window.alloc) == 1 {
+            return Some(windows.cached.swap_remove(at).alloc);
+        }
+        // A response still sends from it: it stays, with a new handle on the same
+        // (unchanged) memory.
+        window.bytes = Bytes::from_owner(ChunkOwner(Arc::clone(&window.alloc)));
+    }
+    None
 }
+
+/// Most windows alive at once (each has its own buffer).
+const WINDOWS_MAX: usize = FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX / FETCH_DIRECT_READ_BYTES;
 
 /// Reads as much of `buf` as the file holds at `offset` with direct reads: short only at
 /// the end of the file.
@@ -411,6 +488,18 @@ fn read_direct_full(file: &JournalFile, buf: &mut [u8], offset: u64) -> io::Resu
 }
 
 #[cfg(test)]
+impl DirectReads {
+    /// Whether window `index` of file `seq` holds bytes `[from, to)`.
+    fn in_memory(&self, seq: u64, index: u64, from: usize, to: usize) -> bool {
+        let windows = self.windows.lock();
+        windows
+            .cached
+            .iter()
+            .any(|w| w.seq == seq && w.index == index && w.holds(from, to))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::fs::{Fs, OpenMode};
@@ -418,6 +507,7 @@ mod tests {
     use std::path::Path;
 
     const W: usize = FETCH_DIRECT_READ_BYTES;
+    const P: u64 = DIRECT_IO_ALIGN as u64;
 
     fn byte_at(position: usize) -> u8 {
         (position % 251) as u8 ^ (position / W) as u8
@@ -441,66 +531,74 @@ mod tests {
     }
 
     #[test]
-    fn windows_hold_only_final_bytes_and_only_fetches_read_them_in() {
+    fn only_final_pages_a_fetch_needs_are_read_in() {
         let reads = DirectReads::new();
         let stable = (W + W / 4) as u64;
         let file = journal_file(&reads, 3, stable);
         let mut buf = vec![0u8; 100];
-        let at = W + 10;
+        let at = (W + 10) as u64;
         assert!(
-            !reads.read(&file, &mut buf, at as u64),
+            !reads.read(&file, &mut buf, at, at + 100),
             "outside a fetch nothing is read in"
         );
         assert_eq!(reads.counters().0, 0);
         let _fill = FillScope::enter();
-        assert!(reads.read(&file, &mut buf, at as u64));
-        expect_bytes(&buf, at);
-        assert_eq!(reads.counters(), (1, W as u64 / 4), "one read of the final bytes");
-        // Across a window boundary: the first window is read in too.
-        let mut across = vec![0u8; 5000];
-        assert!(reads.read(&file, &mut across, (W - 2000) as u64));
-        expect_bytes(&across, W - 2000);
+        // Just the page needed (the extent ends there).
+        assert!(reads.read(&file, &mut buf, at, at + 100));
+        expect_bytes(&buf, at as usize);
+        assert_eq!(reads.counters(), (1, P));
+        // The next page is missing: it is read with the rest of its extent, up to the
+        // final bytes, in one read.
+        let at = (W + 5000) as u64;
+        assert!(reads.read(&file, &mut buf, at, 2 * W as u64));
+        expect_bytes(&buf, at as usize);
+        assert_eq!(reads.counters(), (2, P + (W / 4) as u64 - P));
+        // Past the final bytes: not read (they may still be written).
+        assert!(!reads.read(&file, &mut buf, stable, stable + 100));
         assert_eq!(reads.counters().0, 2);
-        // Past the final bytes: not read (the bytes may still be written).
-        assert!(!reads.read(&file, &mut buf, stable));
-        assert_eq!(reads.counters().0, 2);
-        // Once final, the window is read again, further.
+        // Once final, they are.
         file.set_stable_len(3 * W as u64);
-        assert!(reads.read(&file, &mut buf, stable));
+        assert!(reads.read(&file, &mut buf, stable, 2 * W as u64));
         expect_bytes(&buf, stable as usize);
-        assert_eq!(reads.counters(), (3, W as u64 / 4 + 2 * W as u64));
+        assert_eq!(reads.counters(), (3, W as u64));
+        // Across a window boundary: the next window is read in too.
+        let mut across = vec![0u8; 5000];
+        let at = (2 * W - 2000) as u64;
+        assert!(reads.read(&file, &mut across, at, at + 5000));
+        expect_bytes(&across, at as usize);
+        assert_eq!(reads.counters().0, 5);
         // In memory now: no more reads, and a read outside a fetch may use it.
         drop(_fill);
-        assert!(reads.read(&file, &mut buf, at as u64));
-        expect_bytes(&buf, at);
-        assert_eq!(reads.counters().0, 3);
+        assert!(reads.read(&file, &mut buf, at, at + 100));
+        assert_eq!(reads.counters().0, 5);
     }
 
     #[test]
     fn pinned_windows_are_never_reused_and_memory_stays_bounded() {
         let reads = DirectReads::new();
-        let kept = FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX / W;
+        let kept = WINDOWS_MAX;
         let file = journal_file(&reads, kept + 2, u64::MAX);
         let _fill = FillScope::enter();
+        let end = u64::MAX;
         let mut pins: Vec<Bytes> = (0..kept)
-            .map(|i| reads.slice(&file, i as u64, 0, W).expect("read in"))
+            .map(|i| reads.slice(&file, i as u64, 0, W, end).expect("read in"))
             .collect();
         assert_eq!(reads.allocated_bytes(), FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX);
         assert!(
-            reads.slice(&file, kept as u64, 0, 10).is_none(),
+            reads.slice(&file, kept as u64, 0, 10, end).is_none(),
             "every buffer is pinned: the fetch reads through the page cache"
         );
         assert_eq!(reads.allocated_bytes(), FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX);
         // Pinned windows stay usable and untouched.
         for (i, pin) in pins.iter().enumerate() {
             expect_bytes(pin, i * W);
-            assert!(reads.cached(7, i as u64, W).is_some());
+            assert!(reads.in_memory(7, i as u64, 0, W));
         }
         // One let go: its buffer takes the next window; the others stay as they are.
         drop(pins.remove(0));
-        let next = reads.slice(&file, kept as u64, 0, W).expect("read in");
+        let next = reads.slice(&file, kept as u64, 0, W, end).expect("read in");
         expect_bytes(&next, kept * W);
-        assert!(reads.cached(7, 0, 1).is_none(), "window 0 gave way");
+        assert!(!reads.in_memory(7, 0, 0, 1), "window 0 gave way");
         for (i, pin) in pins.iter().enumerate() {
             expect_bytes(pin, (i + 1) * W);
         }
@@ -509,20 +607,26 @@ mod tests {
     }
 
     #[test]
-    fn read_ahead_reads_the_window_after_the_furthest_one_read() {
+    fn read_ahead_reads_on_from_the_furthest_bytes_taken() {
         let reads = DirectReads::new();
-        let file = journal_file(&reads, 4, u64::MAX);
+        let windows = 2 + (FETCH_DIRECT_READ_AHEAD_BYTES as usize).div_ceil(W);
+        let file = journal_file(&reads, windows + 1, u64::MAX);
         {
             let _fill = FillScope::enter();
-            assert!(reads.slice(&file, 1, 0, 10).is_some());
-            note_next(&file, 2);
-            note_next(&file, 1); // an earlier one does not move it back
+            assert!(reads.slice(&file, 1, 0, W, 2 * W as u64).is_some());
+            note_next(&file, 2 * W as u64);
+            note_next(&file, W as u64); // an earlier one does not move it back
         }
         read_ahead();
-        assert_eq!(reads.counters().0, 2);
-        let window = reads.cached(7, 2, W).expect("read ahead");
-        expect_bytes(&window, 2 * W);
+        let ahead = FETCH_DIRECT_READ_AHEAD_BYTES as usize;
+        for at in (2 * W..2 * W + ahead).step_by(W) {
+            let index = (at / W) as u64;
+            let to = (2 * W + ahead - at).min(W);
+            assert!(reads.in_memory(7, index, 0, to), "{at} read ahead");
+        }
+        assert!(!reads.in_memory(7, ((2 * W + ahead) / W) as u64, 0, W));
+        let done = reads.counters().0;
         read_ahead();
-        assert_eq!(reads.counters().0, 2, "nothing more noted");
+        assert_eq!(reads.counters().0, done, "nothing more noted");
     }
 }

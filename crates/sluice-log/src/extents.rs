@@ -446,7 +446,7 @@ impl FsFile for ExtentFile {
         };
         let want = buf.len().min(available);
         match journal {
-            Some(journal) if journal.read_cached(&mut buf[..want], position) => Ok(want),
+            Some(journal) if journal.read_cached(&mut buf[..want], position, position.saturating_add(available as u64)) => Ok(want),
             Some(journal) => journal.file.read_at(&mut buf[..want], position),
             None => {
                 buf[..want].fill(0);
@@ -461,7 +461,11 @@ impl FsFile for ExtentFile {
         };
         let want = buf.len().min(available);
         match journal {
-            Some(journal) if journal.read_cached_uninit(&mut buf[..want], position) => Ok(want),
+            Some(journal) if journal.read_cached_uninit(
+                &mut buf[..want],
+                position,
+                position.saturating_add(available as u64),
+            ) => Ok(want),
             Some(journal) => journal.file.read_at_uninit(&mut buf[..want], position),
             None => {
                 fs::zero_filled(&mut buf[..want]);

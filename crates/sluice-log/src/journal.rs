@@ -473,9 +473,15 @@ impl JournalFile {
     }
 
     /// Fills `buf` with the bytes at `position` from memory: the in-memory tail, else the
-    /// direct-read windows (read in if this thread runs a fetch's read); false unless all
-    /// of them were had (`buf` is then read from the file).
-    pub(crate) fn read_cached(self: &Arc<Self>, buf: &mut [u8], position: u64) -> bool {
+    /// direct-read windows (read in if this thread runs a fetch's read, with what follows
+    /// up to `hint_end`, the end of their extent); false unless all of them were had (`buf`
+    /// is then read from the file).
+    pub(crate) fn read_cached(
+        self: &Arc<Self>,
+        buf: &mut [u8],
+        position: u64,
+        hint_end: u64,
+    ) -> bool {
         let len = u32::try_from(buf.len()).ok();
         if let Some(bytes) = len.and_then(|len| self.tail_slice(position, len)) {
             buf.copy_from_slice(&bytes);
@@ -483,7 +489,7 @@ impl JournalFile {
         }
         self.direct_reads
             .as_ref()
-            .is_some_and(|reads| reads.read(self, buf, position))
+            .is_some_and(|reads| reads.read(self, buf, position, hint_end))
     }
 
     /// [`Self::read_cached`] into memory that may be uninitialized.
@@ -491,6 +497,7 @@ impl JournalFile {
         self: &Arc<Self>,
         buf: &mut [std::mem::MaybeUninit<u8>],
         position: u64,
+        hint_end: u64,
     ) -> bool {
         let len = u32::try_from(buf.len()).ok();
         if let Some(bytes) = len.and_then(|len| self.tail_slice(position, len)) {
@@ -501,7 +508,7 @@ impl JournalFile {
         }
         self.direct_reads
             .as_ref()
-            .is_some_and(|reads| reads.read_uninit(self, buf, position))
+            .is_some_and(|reads| reads.read_uninit(self, buf, position, hint_end))
     }
 }
 
