@@ -407,18 +407,6 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         "Checkpoints written.",
         s.checkpoints,
     )?;
-    counter(
-        enc,
-        "sluice_log_fetch_direct_reads",
-        "Journal windows fetches read with O_DIRECT (a backlog older than the in-memory tail).",
-        s.fetch_direct_reads,
-    )?;
-    counter(
-        enc,
-        "sluice_log_fetch_direct_read_bytes",
-        "Bytes fetches read from the journal with O_DIRECT.",
-        s.fetch_direct_read_bytes,
-    )?;
     for (name, help, value) in [
         (
             "sluice_log_cleaner_passes",

@@ -426,7 +426,6 @@ impl Committer {
             let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             stats.journal_sync_ns.observe(ns);
         }
-        self.journal.mark_stable();
         Stats::add(&stats.journal_bytes, self.round_len);
         stats.round_bytes.observe(self.round_len);
         if sync {

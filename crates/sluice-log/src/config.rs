@@ -24,35 +24,6 @@ pub const JOURNAL_TAIL_BYTES_MAX: usize = 16 << 20;
 /// then read the file) until the responses let go.
 pub const JOURNAL_TAIL_ALLOCATED_BYTES_MAX: usize = 32 << 20;
 
-/// Bytes of one window of a journal file for direct reads of a backlog fetch
-/// (`direct_reads`): a fetch of journal bytes that are neither in the in-memory tail nor
-/// read before reads them, and what follows them in their extent up to the window's end,
-/// with one `O_DIRECT` read into the window's buffer, instead of through the page cache
-/// (where the kernel split such reads into requests of about 90 KiB, each an exit to the
-/// hypervisor on a VM, and filled and later reclaimed a page-cache page per 4 KiB). Only
-/// the pages a fetch needs are read: the partitions of a topic interleave in the journal
-/// and their consumers are rarely at the same place in it (windows read whole were read
-/// 2.6-4x over on 12 partitions).
-pub const FETCH_DIRECT_READ_BYTES: usize = 512 << 10;
-
-/// All direct-read window memory alive at once: the windows kept for later fetches plus
-/// those still pinned by responses being written. Past it a fetch reads through the page
-/// cache (`sendfile`), as before direct reads. A 12-partition fetch of 1 MiB each (256 KiB
-/// batches) touches about 48 windows, 24 MiB.
-pub const FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX: usize = 32 << 20;
-
-/// Bytes a fetch reader thread reads ahead after a fetch that read from windows, from
-/// where it ended (`direct_reads::read_ahead`): a sequential consumer's next fetch.
-pub const FETCH_DIRECT_READ_AHEAD_BYTES: u64 = 1 << 20;
-
-// Windows are whole pages (direct reads are aligned), and the bound holds at least two, so
-// one response pinning a window never stops every other fetch from reading directly.
-const _: () = assert!(
-    FETCH_DIRECT_READ_BYTES.is_multiple_of(4096)
-        && FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX.is_multiple_of(FETCH_DIRECT_READ_BYTES)
-        && FETCH_DIRECT_READ_ALLOCATED_BYTES_MAX >= 2 * FETCH_DIRECT_READ_BYTES
-);
-
 /// Batches remembered per idempotent producer for duplicate detection. Kafka keeps 5
 /// because a producer has at most 5 requests in flight per partition
 /// (`max.in.flight.requests.per.connection` <= 5 is required for idempotence), so any retry

@@ -197,9 +197,6 @@ impl Stats {
             cleaner_pass_us: get(&self.cleaner_pass_us),
             cleaner_bytes_before: get(&self.cleaner_bytes_before),
             cleaner_bytes_after: get(&self.cleaner_bytes_after),
-            // Kept by the direct-read windows (`Engine::stats`).
-            fetch_direct_reads: 0,
-            fetch_direct_read_bytes: 0,
         }
     }
 }
@@ -215,9 +212,6 @@ pub(crate) struct Engine {
     pub(crate) journal_pool: Arc<FreePool>,
     /// Every journal file segments may point into (the data itself).
     pub(crate) journal_files: Arc<JournalFiles>,
-    /// Windows of the journal read with `O_DIRECT` for backlog fetches, when the journal is
-    /// written with direct I/O (`direct_reads`).
-    pub(crate) direct_reads: Option<Arc<crate::direct_reads::DirectReads>>,
     partitions: RwLock<HashMap<MapKey, Arc<Partition>>>,
     next_uid: AtomicU64,
     poisoned: AtomicBool,
@@ -247,16 +241,12 @@ pub(crate) struct Engine {
 impl Engine {
     pub(crate) fn new(config: LogManagerConfig, fs: Arc<dyn Fs>) -> Self {
         let journal_dir = config.data_dir.join(JOURNAL_DIR);
-        let direct_reads = config
-            .journal_direct_io
-            .then(crate::direct_reads::DirectReads::new);
         Self {
             config,
             fs,
             journal_dir,
             journal_pool: Arc::new(FreePool::default()),
             journal_files: Arc::new(JournalFiles::default()),
-            direct_reads,
             partitions: RwLock::new(HashMap::new()),
             next_uid: AtomicU64::new(1),
             poisoned: AtomicBool::new(false),
@@ -376,11 +366,7 @@ impl Engine {
     }
 
     pub(crate) fn stats(&self) -> LogStats {
-        let mut stats = self.stats.snapshot();
-        if let Some(reads) = &self.direct_reads {
-            (stats.fetch_direct_reads, stats.fetch_direct_read_bytes) = reads.counters();
-        }
-        stats
+        self.stats.snapshot()
     }
 
     /// Creates the partition directory, its first segment and its metadata, durably.

@@ -438,15 +438,14 @@ impl FsFile for ExtentFile {
     /// Reads from the extent holding `offset`, at most to its end (a short read; callers
     /// loop with `read_full_at`): from the journal's in-memory tail while it holds the
     /// bytes (a fetch's header walk over just-written batches then costs no system call
-    /// and no disk read), or from its direct-read windows (a fetch's header walk over a
-    /// backlog: see `direct_reads`), else from the file. No lock is held during a file read.
+    /// and no disk read), else from the file. No lock is held during a file read.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let Some((journal, position, available)) = self.locate(offset) else {
             return Ok(0);
         };
         let want = buf.len().min(available);
         match journal {
-            Some(journal) if journal.read_cached(&mut buf[..want], position, position.saturating_add(available as u64)) => Ok(want),
+            Some(journal) if journal.read_tail(&mut buf[..want], position) => Ok(want),
             Some(journal) => journal.file.read_at(&mut buf[..want], position),
             None => {
                 buf[..want].fill(0);
@@ -461,11 +460,7 @@ impl FsFile for ExtentFile {
         };
         let want = buf.len().min(available);
         match journal {
-            Some(journal) if journal.read_cached_uninit(
-                &mut buf[..want],
-                position,
-                position.saturating_add(available as u64),
-            ) => Ok(want),
+            Some(journal) if journal.read_tail_uninit(&mut buf[..want], position) => Ok(want),
             Some(journal) => journal.file.read_at_uninit(&mut buf[..want], position),
             None => {
                 fs::zero_filled(&mut buf[..want]);

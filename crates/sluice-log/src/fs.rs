@@ -205,30 +205,17 @@ pub trait FsFile: Send + Sync + Debug {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
-    /// Reads at `offset` past the page cache (`O_DIRECT`), for the fetch of a backlog that
-    /// is only on disk (`direct_reads`): `buf` (address and length) and `offset` aligned
-    /// (see [`assert_direct_aligned`]). May return fewer bytes than asked: at the end of
-    /// the file, a count that is not a multiple of the alignment. The default checks the
-    /// alignment and reads through [`FsFile::read_at`] (simulated files, so the crash model
-    /// checks what production relies on); the real file system reads through a second
-    /// descriptor of the same file opened with `O_DIRECT`, and answers `Unsupported` where
-    /// the file system refuses it (the caller then reads through the page cache).
-    fn read_direct_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        assert_direct_aligned(buf, offset);
-        self.read_at(buf, offset)
-    }
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
 }
 
-/// The alignment of offsets, lengths and buffer addresses of [`DirectFile`] writes (and of
-/// [`FsFile::read_direct_at`] reads): one page, which covers the logical block size of every device the broker runs on.
+/// The alignment of offsets, lengths and buffer addresses of [`DirectFile`] writes: one
+/// page, which covers the logical block size of every device the broker runs on.
 pub const DIRECT_IO_ALIGN: usize = 4096;
 
 /// Panics unless `buf` (address and length) and `offset` are multiples of
-/// [`DIRECT_IO_ALIGN`]: a misaligned direct write (or read) is a bug in the caller, never
-/// bad input.
+/// [`DIRECT_IO_ALIGN`]: a misaligned direct write is a bug in the caller, never bad input.
 pub fn assert_direct_aligned(buf: &[u8], offset: u64) {
     let align = DIRECT_IO_ALIGN as u64;
     assert!(
@@ -454,33 +441,12 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFs;
 
-/// A file of the real file system, and its `O_DIRECT` descriptor for
-/// [`FsFile::read_direct_at`], opened on the first such read (`None`: refused here).
 #[derive(Debug)]
-struct StdFile(File, std::sync::OnceLock<Option<File>>);
+struct StdFile(File);
 
 /// `file` as an [`FsFile`] of the real file system.
 pub(crate) fn std_file(file: File) -> Box<dyn FsFile> {
-    Box::new(StdFile(file, std::sync::OnceLock::new()))
-}
-
-/// Opens `file` a second time with `O_DIRECT`, for reads (through `/proc/self/fd`: the same
-/// inode whatever its name is now). `None` where the file system (or a missing `/proc`)
-/// refuses it: such reads then go through the page cache.
-fn reopen_direct(file: &File) -> Option<File> {
-    use std::os::fd::AsRawFd;
-    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-    {
-        Ok(direct) => Some(direct),
-        Err(error) => {
-            tracing::warn!(%error, "O_DIRECT reads refused here; backlog fetches read through the page cache");
-            None
-        }
-    }
+    Box::new(StdFile(file))
 }
 
 impl FsFile for StdFile {
@@ -532,20 +498,6 @@ impl FsFile for StdFile {
         use std::os::fd::AsRawFd;
         Some(self.0.as_raw_fd())
     }
-    fn read_direct_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        debug_assert!(
-            (buf.as_ptr() as usize).is_multiple_of(DIRECT_IO_ALIGN)
-                && buf.len().is_multiple_of(DIRECT_IO_ALIGN)
-                && offset.is_multiple_of(DIRECT_IO_ALIGN as u64)
-        );
-        match self.1.get_or_init(|| reopen_direct(&self.0)) {
-            Some(direct) => direct.read_at(buf, offset),
-            None => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "O_DIRECT refused on this file system",
-            )),
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -593,7 +545,7 @@ impl Fs for StdFs {
                 options.create(true).truncate(true);
             }
         }
-        Ok(std_file(options.open(path)?))
+        Ok(Box::new(StdFile(options.open(path)?)))
     }
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         create_private_dir_all(path)

@@ -47,14 +47,12 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::batch::{self, HEADER_LEN};
 use crate::config::JOURNAL_FILES_RECYCLED_MAX;
-use crate::direct_reads::DirectReads;
 use crate::fs::{self, DirectFile, Fs, FsFile, OpenMode};
 use crate::journal_tail::{JournalTail, TailWriter};
 use crate::types::TopicId;
@@ -424,47 +422,16 @@ pub(crate) struct JournalFile {
     /// The in-memory tail that may hold this file's newest bytes (files written with
     /// direct I/O by this process; see `journal_tail`).
     pub(crate) tail: Option<Arc<JournalTail>>,
-    /// The log's direct-read windows, for a journal written with direct I/O (whose bytes
-    /// the page cache does not hold): fetches read this file's older bytes through them
-    /// (see `direct_reads`).
-    pub(crate) direct_reads: Option<Arc<DirectReads>>,
-    /// Bytes from the start of the file that are final: written by commit rounds that
-    /// completed, and never written again while the file lives. Only these may be read into
-    /// a direct-read window, which outlives the read.
-    stable_len: AtomicU64,
 }
 
 impl JournalFile {
-    /// A file with no in-memory tail and no direct reads (read from disk and the page cache
-    /// only).
+    /// A file with no in-memory tail (read from disk and the page cache only).
     pub(crate) fn new(seq: u64, file: Box<dyn FsFile>) -> Arc<Self> {
-        Self::with(seq, file, None, None, 0)
-    }
-
-    pub(crate) fn with(
-        seq: u64,
-        file: Box<dyn FsFile>,
-        tail: Option<Arc<JournalTail>>,
-        direct_reads: Option<Arc<DirectReads>>,
-        stable_len: u64,
-    ) -> Arc<Self> {
         Arc::new(Self {
             seq,
             file,
-            tail,
-            direct_reads,
-            stable_len: AtomicU64::new(stable_len),
+            tail: None,
         })
-    }
-
-    /// See the field: the file's bytes below this never change while it lives.
-    pub(crate) fn stable_len(&self) -> u64 {
-        self.stable_len.load(Ordering::Acquire)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn set_stable_len(&self, len: u64) {
-        self.stable_len.store(len, Ordering::Release);
     }
 
     /// The bytes `[position, position + len)` from the in-memory tail, if it holds them.
@@ -472,43 +439,35 @@ impl JournalFile {
         self.tail.as_ref()?.slice(self.seq, position, len)
     }
 
-    /// Fills `buf` with the bytes at `position` from memory: the in-memory tail, else the
-    /// direct-read windows (read in if this thread runs a fetch's read, with what follows
-    /// up to `hint_end`, the end of their extent); false unless all of them were had (`buf`
-    /// is then read from the file).
-    pub(crate) fn read_cached(
-        self: &Arc<Self>,
-        buf: &mut [u8],
-        position: u64,
-        hint_end: u64,
-    ) -> bool {
+    /// Fills `buf` with the bytes at `position` from the in-memory tail; false (and `buf`
+    /// untouched) unless it holds all of them.
+    pub(crate) fn read_tail(&self, buf: &mut [u8], position: u64) -> bool {
         let len = u32::try_from(buf.len()).ok();
-        if let Some(bytes) = len.and_then(|len| self.tail_slice(position, len)) {
-            buf.copy_from_slice(&bytes);
-            return true;
+        match len.and_then(|len| self.tail_slice(position, len)) {
+            Some(bytes) => {
+                buf.copy_from_slice(&bytes);
+                true
+            }
+            None => false,
         }
-        self.direct_reads
-            .as_ref()
-            .is_some_and(|reads| reads.read(self, buf, position, hint_end))
     }
 
-    /// [`Self::read_cached`] into memory that may be uninitialized.
-    pub(crate) fn read_cached_uninit(
-        self: &Arc<Self>,
+    /// [`Self::read_tail`] into memory that may be uninitialized.
+    pub(crate) fn read_tail_uninit(
+        &self,
         buf: &mut [std::mem::MaybeUninit<u8>],
         position: u64,
-        hint_end: u64,
     ) -> bool {
         let len = u32::try_from(buf.len()).ok();
-        if let Some(bytes) = len.and_then(|len| self.tail_slice(position, len)) {
-            for (to, from) in buf.iter_mut().zip(bytes.iter()) {
-                to.write(*from);
+        match len.and_then(|len| self.tail_slice(position, len)) {
+            Some(bytes) => {
+                for (to, from) in buf.iter_mut().zip(bytes.iter()) {
+                    to.write(*from);
+                }
+                true
             }
-            return true;
+            None => false,
         }
-        self.direct_reads
-            .as_ref()
-            .is_some_and(|reads| reads.read_uninit(self, buf, position, hint_end))
     }
 }
 
@@ -598,8 +557,6 @@ pub(crate) struct JournalWriter {
     file_bytes_max: u64,
     /// Direct I/O: the current file's `O_DIRECT` descriptor and the round buffer.
     direct: Option<DirectWriter>,
-    /// The log's direct-read windows, handed to each file this writer sets up.
-    direct_reads: Option<Arc<DirectReads>>,
 }
 
 /// The direct-I/O side of the writer (see the module header).
@@ -622,10 +579,9 @@ impl JournalWriter {
         seq: u64,
         file_bytes_max: u64,
         direct_io: bool,
-        direct_reads: Option<Arc<DirectReads>>,
     ) -> io::Result<Self> {
         let tail = direct_io.then(JournalTail::new);
-        let current = open_file(fs.as_ref(), dir, &pool, seq, tail.as_ref(), &direct_reads)?;
+        let current = open_file(fs.as_ref(), dir, &pool, seq, tail.as_ref())?;
         files.insert(Arc::clone(&current));
         let direct = match tail {
             Some(tail) => Some(DirectWriter {
@@ -644,7 +600,6 @@ impl JournalWriter {
             len: FILE_HEADER_LEN,
             file_bytes_max,
             direct,
-            direct_reads,
         })
     }
 
@@ -733,14 +688,7 @@ impl JournalWriter {
         self.current.file.sync_data()?;
         let next = self.current.seq + 1;
         let tail = self.direct.as_ref().map(|d| &d.tail);
-        self.current = open_file(
-            self.fs.as_ref(),
-            &self.dir,
-            &self.pool,
-            next,
-            tail,
-            &self.direct_reads,
-        )?;
+        self.current = open_file(self.fs.as_ref(), &self.dir, &self.pool, next, tail)?;
         self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
         self.reopen_direct()?;
@@ -803,13 +751,11 @@ impl JournalWriter {
         file.set_len(FILE_HEADER_LEN).map_err(after_rename)?;
         file.sync_data().map_err(after_rename)?;
         self.fs.sync_dir(&self.dir).map_err(after_rename)?;
-        self.current = JournalFile::with(
-            next,
+        self.current = Arc::new(JournalFile {
+            seq: next,
             file,
-            self.direct.as_ref().map(|d| Arc::clone(&d.tail)),
-            self.direct_reads.clone(),
-            0,
-        );
+            tail: self.direct.as_ref().map(|d| Arc::clone(&d.tail)),
+        });
         self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
         self.reopen_direct().map_err(after_rename)?;
@@ -824,12 +770,6 @@ impl JournalWriter {
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.current.file.sync_data()
     }
-
-    /// After a commit round was written (and synced, if the log syncs): its bytes are final
-    /// (a round is undone only before it is written whole), so direct reads may keep them.
-    pub(crate) fn mark_stable(&self) {
-        self.current.stable_len.store(self.len, Ordering::Release);
-    }
 }
 
 fn open_file(
@@ -838,7 +778,6 @@ fn open_file(
     pool: &FreePool,
     seq: u64,
     tail: Option<&Arc<JournalTail>>,
-    direct_reads: &Option<Arc<DirectReads>>,
 ) -> io::Result<Arc<JournalFile>> {
     // A journal written with direct I/O leaves nothing in the page cache to evict.
     let file = match pool.take(fs, dir, seq, tail.is_none())? {
@@ -847,25 +786,17 @@ fn open_file(
     };
     fs::write_all_at(file.as_ref(), &encode_header(seq), 0)?;
     fs.sync_dir(dir)?;
-    Ok(JournalFile::with(
+    Ok(Arc::new(JournalFile {
         seq,
         file,
-        tail.cloned(),
-        direct_reads.clone(),
-        0,
-    ))
+        tail: tail.cloned(),
+    }))
 }
 
-/// Opens an existing journal file for reading (recovery). Such a file is never written
-/// again (the writer starts a new one), so all its bytes are final for direct reads.
-pub(crate) fn open_existing(
-    fs: &dyn Fs,
-    dir: &Path,
-    seq: u64,
-    direct_reads: Option<Arc<DirectReads>>,
-) -> io::Result<Arc<JournalFile>> {
+/// Opens an existing journal file for reading (recovery).
+pub(crate) fn open_existing(fs: &dyn Fs, dir: &Path, seq: u64) -> io::Result<Arc<JournalFile>> {
     let file = fs.open(&dir.join(file_name(seq)), OpenMode::Existing)?;
-    Ok(JournalFile::with(seq, file, None, direct_reads, u64::MAX))
+    Ok(JournalFile::new(seq, file))
 }
 
 /// Encodes one entry holding `batch` stamped with `base_offset` into `buf` (tests; the
@@ -980,7 +911,6 @@ mod tests {
             1,
             4096,
             false,
-            None,
         )
         .expect("create");
         let mut round = Vec::new();

@@ -50,7 +50,7 @@ use crate::fs::{self, DirectFile, DIRECT_IO_ALIGN};
 
 /// Page-aligned memory of a fixed size, counted in the tail's `allocated` while it lives.
 #[derive(Debug)]
-pub(crate) struct AlignedAlloc {
+struct AlignedAlloc {
     ptr: NonNull<u8>,
     cap: usize,
     allocated: Arc<AtomicUsize>,
@@ -70,7 +70,7 @@ impl AlignedAlloc {
 
     /// Zeroed memory of `cap` bytes (a multiple of the page), counted in `allocated`.
     #[allow(unsafe_code)]
-    pub(crate) fn new(cap: usize, allocated: &Arc<AtomicUsize>) -> Arc<Self> {
+    fn new(cap: usize, allocated: &Arc<AtomicUsize>) -> Arc<Self> {
         assert!(cap > 0 && cap.is_multiple_of(DIRECT_IO_ALIGN));
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(Self::layout(cap)) };
@@ -89,10 +89,9 @@ impl AlignedAlloc {
     ///
     /// SAFETY (caller): no reader may see these bytes while the returned slice lives: they
     /// lie at or past the open chunk's published length (or in a private buffer), and only
-    /// the one [`TailWriter`] calls this; or (`direct_reads`) the allocation is held by
-    /// nothing but the caller, which fills it before it makes any `Bytes` of it.
+    /// the one [`TailWriter`] calls this.
     #[allow(unsafe_code, clippy::mut_from_ref)]
-    pub(crate) unsafe fn window_mut(&self, at: usize, len: usize) -> &mut [u8] {
+    unsafe fn window_mut(&self, at: usize, len: usize) -> &mut [u8] {
         assert!(at + len <= self.cap);
         // SAFETY: in bounds (checked), and exclusive by the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), len) }
@@ -110,7 +109,7 @@ impl Drop for AlignedAlloc {
 
 /// The owner behind a chunk's `Bytes`: keeps the allocation alive while any `Bytes` of it
 /// does.
-pub(crate) struct ChunkOwner(pub(crate) Arc<AlignedAlloc>);
+struct ChunkOwner(Arc<AlignedAlloc>);
 
 impl AsRef<[u8]> for ChunkOwner {
     #[allow(unsafe_code)]

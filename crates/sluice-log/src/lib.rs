@@ -41,7 +41,6 @@ mod cleaner_checkpoint;
 mod cleaner_txn;
 mod committer;
 mod completion;
-mod direct_reads;
 pub mod config;
 mod engine;
 pub mod error;
@@ -68,7 +67,6 @@ pub mod types;
 
 pub use cleaner::{CleanerPass, RecordCodec, RecordKey};
 pub use completion::AppendGroup;
-pub use direct_reads::read_ahead as fetch_read_ahead;
 pub use config::{CleanerConfig, FsyncPolicy, LogConfig, LogManagerConfig, Storage, TimestampType};
 pub use error::LogError;
 pub use manager::{

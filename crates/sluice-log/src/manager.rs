@@ -857,10 +857,6 @@ pub struct LogStats {
     pub cleaner_pass_us: u64,
     pub cleaner_bytes_before: u64,
     pub cleaner_bytes_after: u64,
-    /// Windows of the journal fetches read with `O_DIRECT` (a backlog older than the
-    /// in-memory tail, `direct_reads`), and the bytes those reads returned.
-    pub fetch_direct_reads: u64,
-    pub fetch_direct_read_bytes: u64,
 }
 
 /// The group commit's histograms since open (see [`crate::histogram`]).

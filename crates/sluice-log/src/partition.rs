@@ -363,8 +363,7 @@ impl Partition {
     /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`; a fetch offset in
     /// `[LSO, HW]` reads nothing). Returns the bytes appended, the watermarks the read
     /// answers with, and the offset after the last batch appended (`fetch_offset` when
-    /// none was). Allocates nothing when `out` has room (and no direct-read window is read
-    /// in).
+    /// none was). Allocates nothing when `out` has room.
     pub(crate) fn read_ranges_into(
         &self,
         fetch_offset: Offset,
@@ -373,16 +372,12 @@ impl Partition {
         isolation: IsolationLevel,
         out: &mut Vec<RecordSlice>,
     ) -> Result<(usize, PartitionOffsets, Offset), LogError> {
-        // A fetch: a backlog only on disk is read in large direct reads (`direct_reads`),
-        // by the header walk and for the records.
-        let _fill = crate::direct_reads::FillScope::enter();
         let (offsets, bound, segments) = self.read_segments(fetch_offset, isolation)?;
         let before = out.len();
         for segment in segments.into_iter().flatten() {
             if let Some((len, end)) =
                 segment.read_ranges(fetch_offset, bound, max_bytes, min_one_batch, out)?
             {
-                crate::direct_reads::replace_file_ranges(out, before);
                 debug_assert_eq!(
                     out[before..].iter().map(RecordSlice::len).sum::<usize>(),
                     len

@@ -98,8 +98,7 @@ struct Recovery<'a> {
 fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
     let fs = engine.fs.as_ref();
     for seq in journal::list_files(fs, &engine.journal_dir)? {
-        let file =
-            journal::open_existing(fs, &engine.journal_dir, seq, engine.direct_reads.clone())?;
+        let file = journal::open_existing(fs, &engine.journal_dir, seq)?;
         let mut magic = [0u8; 8];
         let read = fs::read_full_at(file.file.as_ref(), &mut magic, 0)?;
         if read == magic.len() && &magic == journal::FILE_MAGIC_V1 {
@@ -1109,7 +1108,6 @@ impl Recovery<'_> {
             seq,
             engine.config.journal_file_bytes_max,
             engine.config.journal_direct_io,
-            engine.direct_reads.clone(),
         )?;
         let position = writer.position();
         let points = recovery_points(engine);

@@ -10,9 +10,7 @@
 //!   in-memory tail;
 //! - a range pins its journal file: DeleteRecords and a checkpoint that would retire the
 //!   file leave it alone while the range lives (its bytes still read back as they were),
-//!   and retire it once the range is dropped;
-//! - with the journal written with direct I/O, records older than the in-memory tail (on
-//!   disk only) come from windows read with one large direct read each, as memory.
+//!   and retire it once the range is dropped.
 
 mod common;
 
@@ -146,100 +144,11 @@ async fn ranges_match_read(direct_io: bool) {
     }
     assert_eq!(compared, 3000);
     assert!(multi_slice > 100, "reads across extents: {multi_slice}");
-    if direct_io {
-        // Older files' bytes come from direct-read windows, newer ones from the tail.
-        assert!(log.stats().fetch_direct_reads >= 4, "{:?}", log.stats());
-    } else {
-        assert!(files_seen.len() >= 4, "reads from several journal files");
-    }
+    assert!(files_seen.len() >= 4, "reads from several journal files");
     assert_eq!(
         from_memory > 100,
         direct_io,
         "slices from the tail: {from_memory}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backlog_older_than_the_tail_is_read_in_large_direct_reads() {
-    // Goal: with the journal written by direct I/O, a fetch of records older than the
-    // in-memory tail (on disk only, not in the page cache) gets them from direct-read
-    // windows: exactly the bytes `read` returns, as memory rather than file ranges, with
-    // one read per window of the journal rather than one per fetch; the reader's read-ahead
-    // reads the next window. After a restart, every file (recovered, without a tail) is
-    // read the same way.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = config(dir.path());
-    config.journal_direct_io = true;
-    let (log, _) = LogManager::open(config.clone(), Arc::new(StdFs)).expect("open");
-    let k = key("backlog", 0);
-    log.create_partition(k.clone(), segments_of(1 << 30))
-        .expect("create");
-    // 32 MiB in 256 KiB batches: twice the in-memory tail.
-    for tag in 0..128 {
-        append(&log, &k, bytes(32, 8000, tag)).await;
-    }
-    let window = sluice_log::config::FETCH_DIRECT_READ_BYTES as u64;
-    let fetch_all = |log: &LogManager, read_ahead_after_first: bool| {
-        let high_watermark = log.offsets(&k).expect("offsets").high_watermark;
-        let (mut offset, mut fetches, mut bytes_fetched) = (Offset(0), 0, 0u64);
-        let mut out = Vec::new();
-        while offset < high_watermark {
-            out.clear();
-            let (len, _, end) = log
-                .read_ranges_isolated_into(
-                    &k,
-                    offset,
-                    1 << 20,
-                    true,
-                    sluice_log::IsolationLevel::ReadUncommitted,
-                    &mut out,
-                )
-                .expect("read ranges");
-            let want = log.read(&k, offset, 1 << 20, true).expect("read").records;
-            let got = sluice_log::RangesResult {
-                slices: out.clone(),
-                len,
-                offsets: log.offsets(&k).expect("offsets"),
-            };
-            assert_eq!(got.to_vec().expect("slices"), want.to_vec(), "at {offset:?}");
-            assert!(
-                out.iter().all(|s| matches!(s, RecordSlice::Bytes(_))),
-                "records at {offset:?} from memory, not from the page cache"
-            );
-            if fetches == 0 && read_ahead_after_first {
-                assert_eq!(log.stats().fetch_direct_reads, 1, "the first window");
-                sluice_log::fetch_read_ahead();
-                assert_eq!(log.stats().fetch_direct_reads, 2, "read ahead");
-            }
-            fetches += 1;
-            bytes_fetched += len as u64;
-            offset = end;
-        }
-        (fetches, bytes_fetched)
-    };
-    let (fetches, fetched) = fetch_all(&log, true);
-    let stats = log.stats();
-    // The cold part is what the tail (16 MiB) does not hold.
-    let cold = fetched - sluice_log::config::JOURNAL_TAIL_BYTES_MAX as u64;
-    assert!(fetches >= 32, "{fetches} fetches");
-    assert!(
-        stats.fetch_direct_read_bytes >= cold - window,
-        "the cold bytes were read directly: {stats:?}"
-    );
-    assert!(
-        stats.fetch_direct_reads <= cold.div_ceil(window) + 2,
-        "one read per window, not per fetch: {stats:?}"
-    );
-    log.shutdown().expect("shutdown");
-    drop(log);
-    let (log, _) = LogManager::open(config, Arc::new(StdFs)).expect("reopen");
-    let (_, refetched) = fetch_all(&log, false);
-    assert_eq!(refetched, fetched);
-    let stats = log.stats();
-    assert!(
-        stats.fetch_direct_reads >= fetched / window
-            && stats.fetch_direct_reads <= fetched.div_ceil(window) + 2,
-        "after a restart every byte comes from windows: {stats:?}"
     );
 }
 
@@ -249,12 +158,9 @@ async fn a_range_pins_its_journal_file() {
     // being retired (deleted or recycled and rewritten): its bytes read back unchanged, even
     // after more appends that would reuse a recycled file. Dropping it lets the next
     // checkpoint retire the file.
-    // Buffered journal: with direct I/O these records would come from direct-read windows
-    // (memory, which pins no file) rather than as file ranges.
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = small_journal_config(dir.path());
-    config.journal_direct_io = false;
-    let (log, _) = LogManager::open(config, Arc::new(StdFs)).expect("open");
+    let (log, _) =
+        LogManager::open(small_journal_config(dir.path()), Arc::new(StdFs)).expect("open");
     let k = key("pinned", 0);
     log.create_partition(k.clone(), segments_of(4096))
         .expect("create");

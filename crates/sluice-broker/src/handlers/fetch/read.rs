@@ -17,9 +17,6 @@
 //!
 //! The reader also makes sure long file ranges are in the page cache (reading them in if
 //! not), so the worker's `sendfile` of data written long ago does not wait for the disk.
-//! With the journal written with direct I/O a backlog comes instead as windows read with
-//! `O_DIRECT` (sluice-log's `direct_reads`), and after handing its results over the reader
-//! reads the next window ahead (`sluice_log::fetch_read_ahead`).
 
 use kafka_protocol::error::ResponseError;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -79,9 +76,6 @@ impl ReadJob {
         }
         // A stored permit: the waiter may not be waiting yet.
         self.done.notify_one();
-        // While the response is written: the journal window after the furthest one this
-        // read used, if it read a backlog from disk (a sequential consumer asks for it next).
-        sluice_log::fetch_read_ahead();
     }
 }
 
