@@ -26,7 +26,7 @@ use crate::manager::PartitionOffsets;
 /// Bytes of a journal file, pinned for as long as the range lives.
 #[derive(Debug, Clone)]
 pub struct FileRange {
-    pub(crate) file: Arc<JournalFile>,
+    file: Arc<JournalFile>,
     /// `file.file.raw_fd()`, checked present when the range was made.
     fd: RawFd,
     position: u64,
@@ -58,18 +58,6 @@ impl FileRange {
         // SAFETY: the descriptor belongs to the file `self.file` owns and keeps open for
         // at least as long as `self` lives; the borrow cannot outlive `self`.
         unsafe { BorrowedFd::borrow_raw(self.fd) }
-    }
-
-    /// The range's part from file position `at` on (`at` inside the range).
-    pub(crate) fn after(&self, at: u64) -> FileRange {
-        let end = self.position + u64::from(self.len);
-        debug_assert!(at > self.position && at < end);
-        FileRange {
-            file: Arc::clone(&self.file),
-            fd: self.fd,
-            position: at,
-            len: (end - at) as u32,
-        }
     }
 
     /// Position of the first byte in the file.
