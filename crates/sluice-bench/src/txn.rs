@@ -42,11 +42,12 @@ pub enum Ended {
 /// reports, rdkafka's flush sleeps in 100 ms polls that the other thread answers, so every
 /// transaction would wait about 100 ms for nothing. Polling `in_flight_count` alone is no
 /// flush either: librdkafka sends a partition's last, unfilled batch only once `linger.ms`
-/// has passed (measured: with `linger.ms=5` and 1000-message transactions over 12
-/// partitions, no batch ever fills, so every transaction end waited 5 ms before its records
-/// left). librdkafka ignores `linger.ms` only while a `rd_kafka_flush` call is in progress,
-/// so the wait is a loop of short flush calls (`TXN_FLUSH_POLL` each): the broker threads
-/// they wake see the flush under way and send at once.
+/// has passed, so each transaction end could wait up to `linger.ms` before its last records
+/// left (measured at 10k msg/s with 100-message transactions and `linger.ms=5`: flush p50
+/// 4.9 ms polling, 1.4 ms flushing). librdkafka ignores `linger.ms` only while a
+/// `rd_kafka_flush` call is in progress, so the wait is a loop of short flush calls
+/// (`TXN_FLUSH_POLL` each): the broker threads they wake see the flush under way and send
+/// at once.
 fn wait_acknowledged<P: Producer<C>, C: rdkafka::producer::ProducerContext>(
     p: &P,
 ) -> Result<(), Fatal> {
