@@ -58,7 +58,7 @@ use bytes::Bytes;
 use crate::append_queue::AppendReceiver;
 use crate::batch::{self, BatchHeader};
 use crate::checkpoint::RecoveryPoint;
-use crate::completion::Completion;
+use crate::completion::{Completion, Gating};
 use crate::config::{FsyncPolicy, Storage};
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
@@ -83,6 +83,8 @@ pub(crate) struct AppendRequest {
     pub(crate) idempotent: bool,
     /// A transaction marker or verification from the coordinator (not client data).
     pub(crate) txn: Option<TxnOp>,
+    /// Ties this request to others queued with it (see [`crate::AppendGate`]).
+    pub(crate) gate: Option<Gating>,
     pub(crate) reply: Completion,
 }
 
@@ -364,6 +366,12 @@ impl Committer {
         for i in 0..self.round.len() {
             let applied = self.apply(i, now);
             self.close_entry();
+            if let Some(Gating::Sets(gate)) = &self.round[i].request.gate {
+                match applied {
+                    Ok(_) => gate.pass(),
+                    Err(_) => gate.fail(),
+                }
+            }
             match applied {
                 Ok(info) => self.round[i].outcome = Some(Ok(info)),
                 Err(Failure::Request(error)) => self.round[i].outcome = Some(Err(error)),
@@ -521,6 +529,17 @@ impl Committer {
         }
         let txn = self.round[i].request.txn;
         if let Some(TxnOp::Verify { producer_id, epoch }) = txn {
+            if let Some(Gating::Requires(gate)) = &self.round[i].request.gate {
+                if !gate.passed() {
+                    // The coordinator's record of this partition was not written: joining
+                    // the transaction here would leave it without a marker forever.
+                    return Err(Failure::Request(LogError::InvalidTxnState {
+                        producer_id,
+                        why: "the coordinator's record of the transaction was not written",
+                        not_in_transaction: true,
+                    }));
+                }
+            }
             return self.apply_verify(&partition, producer_id, epoch, now);
         }
         let mut producers = None;
@@ -846,6 +865,10 @@ impl Committer {
         stats.round_requests.observe(self.round.len() as u64);
         for pending in self.round.drain(..) {
             let outcome = pending.outcome.unwrap_or(Err(LogError::Poisoned));
+            if let (Some(Gating::Sets(gate)), Err(_)) = (&pending.request.gate, &outcome) {
+                // Before the answer: a gated append of a later round must see it.
+                gate.fail();
+            }
             pending.request.reply.send(outcome);
         }
         self.round_bytes = 0;

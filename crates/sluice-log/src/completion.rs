@@ -15,7 +15,7 @@
 //!
 //! [`AppendWaiter`]: crate::AppendWaiter
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -92,6 +92,57 @@ impl AppendGroup {
     pub fn take(&self, slot: usize) -> Option<Outcome> {
         self.state.slots.lock().get_mut(slot).and_then(Option::take)
     }
+}
+
+/// Ties appends queued one after another so that the later ones take effect only if the
+/// earlier ones did (docs/transactions.md §6.1): the coordinator queues its durable record
+/// of AddPartitionsToTxn and, right behind it, the partitions' verifications, so both share
+/// one commit round instead of waiting for two in a row. The committer marks the gate
+/// failed when a gating append fails, by itself or with its round, and refuses a gated
+/// append unless every gating append before it was applied and has not failed. Since the
+/// committer finishes each round (answers included) before it starts the next, a gated
+/// append in a later round sees the final outcome, and one in the same round shares the
+/// round's fate (all of it is written and synced, or all of it undone). So a partition is
+/// never verified for a transaction whose record was refused (for example for space in one
+/// round, with the verification accepted in the next). One per call, never reused.
+#[derive(Debug, Clone, Default)]
+pub struct AppendGate(Arc<AtomicU8>);
+
+const GATE_OPEN: u8 = 0;
+const GATE_PASSED: u8 = 1;
+const GATE_FAILED: u8 = 2;
+
+impl AppendGate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A gating append was applied (its round may still fail: then `fail` follows).
+    pub(crate) fn pass(&self) {
+        // FAILED is sticky: an earlier gating append that failed keeps the gate shut.
+        let _ =
+            self.0
+                .compare_exchange(GATE_OPEN, GATE_PASSED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// A gating append failed, by itself or with its round.
+    pub(crate) fn fail(&self) {
+        self.0.store(GATE_FAILED, Ordering::Release);
+    }
+
+    /// Whether a gated append may take effect.
+    pub(crate) fn passed(&self) -> bool {
+        self.0.load(Ordering::Acquire) == GATE_PASSED
+    }
+}
+
+/// A request's part in an [`AppendGate`].
+#[derive(Debug, Clone)]
+pub(crate) enum Gating {
+    /// The request's outcome opens (or shuts) the gate.
+    Sets(AppendGate),
+    /// The request takes effect only through an open gate.
+    Requires(AppendGate),
 }
 
 #[derive(Debug)]
@@ -195,6 +246,20 @@ mod tests {
         let (completion, receiver) = Completion::oneshot();
         drop(completion);
         assert!(matches!(receiver.await, Ok(Err(LogError::ShuttingDown))));
+    }
+
+    // Goal: a gate opens only for a gating append that was applied, and a failure shuts
+    // it for good (a later pass cannot reopen it).
+    #[test]
+    fn a_gate_passes_once_applied_and_a_failure_is_final() {
+        let gate = AppendGate::new();
+        assert!(!gate.passed(), "nothing applied yet");
+        gate.pass();
+        assert!(gate.passed());
+        gate.fail();
+        assert!(!gate.passed());
+        gate.pass();
+        assert!(!gate.passed(), "a failed gate stays shut");
     }
 
     // Goal: resetting a group with an append outstanding is a bug caught at once.

@@ -66,7 +66,7 @@ pub mod txn;
 pub mod types;
 
 pub use cleaner::{CleanerPass, RecordCodec, RecordKey};
-pub use completion::AppendGroup;
+pub use completion::{AppendGate, AppendGroup};
 pub use config::{CleanerConfig, FsyncPolicy, LogConfig, LogManagerConfig, Storage, TimestampType};
 pub use error::LogError;
 pub use manager::{

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::append_queue::{self, AppendSender};
-use crate::completion::{AppendGroup, Completion};
+use crate::completion::{AppendGate, AppendGroup, Completion, Gating};
 
 use crate::batch::{self, BatchHeader, BatchIter};
 use crate::checkpointer;
@@ -354,7 +354,8 @@ impl LogManager {
     ) -> Result<AppendWaiter, LogError> {
         let (partition, prepared) = self.prepare(key, records)?;
         let (completion, receiver) = Completion::oneshot();
-        self.send_append(partition, prepared, completion).await?;
+        self.send_append(partition, prepared, completion, None)
+            .await?;
         Ok(AppendWaiter { receiver })
     }
 
@@ -369,7 +370,23 @@ impl LogManager {
         slot: usize,
     ) -> Result<(), LogError> {
         let (partition, prepared) = self.prepare(key, records)?;
-        self.send_append(partition, prepared, group.completion(slot))
+        self.send_append(partition, prepared, group.completion(slot), None)
+            .await
+    }
+
+    /// [`Self::append_in_group`] for an append that opens `gate`: appends queued after it
+    /// with [`Self::verify_txn_after`] take effect only if this one does.
+    pub async fn append_in_group_gating(
+        &self,
+        key: &PartitionKey,
+        records: Bytes,
+        group: &AppendGroup,
+        slot: usize,
+        gate: &AppendGate,
+    ) -> Result<(), LogError> {
+        let (partition, prepared) = self.prepare(key, records)?;
+        let gating = Some(Gating::Sets(gate.clone()));
+        self.send_append(partition, prepared, group.completion(slot), gating)
             .await
     }
 
@@ -394,6 +411,7 @@ impl LogManager {
         partition: Arc<Partition>,
         prepared: Prepared,
         completion: Completion,
+        gate: Option<Gating>,
     ) -> Result<(), LogError> {
         let request = AppendRequest {
             partition,
@@ -402,6 +420,7 @@ impl LogManager {
             log_append_time_ms: prepared.log_append_time_ms,
             idempotent: prepared.idempotent,
             txn: None,
+            gate,
             reply: completion,
         };
         self.inner
@@ -431,7 +450,7 @@ impl LogManager {
         let partition = self.writable_partition(key)?;
         let records = Bytes::from(txn::marker_batch(producer_id, epoch, control, now_ms()));
         let op = TxnOp::Marker(control);
-        self.send_txn(partition, records, op, group.completion(slot))
+        self.send_txn(partition, records, op, group.completion(slot), None)
             .await
     }
 
@@ -446,7 +465,7 @@ impl LogManager {
         let partition = self.writable_partition(key)?;
         let records = Bytes::from(txn::marker_batch(producer_id, epoch, control, now_ms()));
         let (completion, receiver) = Completion::oneshot();
-        self.send_txn(partition, records, TxnOp::Marker(control), completion)
+        self.send_txn(partition, records, TxnOp::Marker(control), completion, None)
             .await?;
         Ok(AppendWaiter { receiver })
     }
@@ -465,10 +484,34 @@ impl LogManager {
         producer_id: ProducerId,
         epoch: ProducerEpoch,
     ) -> Result<AppendWaiter, LogError> {
+        self.send_verify(key, producer_id, epoch, None).await
+    }
+
+    /// [`Self::verify_txn`] queued behind appends that open `gate`: refused with
+    /// `InvalidTxnState` unless they all took effect, so it can share their commit round
+    /// instead of waiting for it (docs/transactions.md §6.1).
+    pub async fn verify_txn_after(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        gate: &AppendGate,
+    ) -> Result<AppendWaiter, LogError> {
+        let gating = Some(Gating::Requires(gate.clone()));
+        self.send_verify(key, producer_id, epoch, gating).await
+    }
+
+    async fn send_verify(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        gate: Option<Gating>,
+    ) -> Result<AppendWaiter, LogError> {
         let partition = self.writable_partition(key)?;
         let (completion, receiver) = Completion::oneshot();
         let op = TxnOp::Verify { producer_id, epoch };
-        self.send_txn(partition, Bytes::new(), op, completion)
+        self.send_txn(partition, Bytes::new(), op, completion, gate)
             .await?;
         Ok(AppendWaiter { receiver })
     }
@@ -488,6 +531,7 @@ impl LogManager {
         records: Bytes,
         op: TxnOp,
         completion: Completion,
+        gate: Option<Gating>,
     ) -> Result<(), LogError> {
         let request = AppendRequest {
             partition,
@@ -496,6 +540,7 @@ impl LogManager {
             log_append_time_ms: -1,
             idempotent: false,
             txn: Some(op),
+            gate,
             reply: completion,
         };
         self.inner

@@ -7,12 +7,14 @@
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
+use sluice_log::fs::{FaultOp, FaultyFs};
 use sluice_log::{
-    AbortedTxn, ControlType, IsolationLevel, LogConfig, LogError, LogManager, Offset, PartitionKey,
-    ProducerEpoch, ProducerId,
+    AbortedTxn, AppendGate, AppendGroup, ControlType, IsolationLevel, LogConfig, LogError,
+    LogManager, Offset, PartitionKey, ProducerEpoch, ProducerId,
 };
 
 /// A transactional batch of `count` records from (`producer_id`, `epoch`) at `seq`.
@@ -360,4 +362,93 @@ async fn active_producers_describe_each_producer() {
         log.active_producers(&key("none", 0), &mut out),
         Err(LogError::UnknownPartition)
     ));
+}
+
+/// Queues a gating append (the coordinator's record, here plain data in `state`) on
+/// `gate` and waits for its answer.
+async fn gating_append(
+    log: &LogManager,
+    state: &PartitionKey,
+    gate: &AppendGate,
+    tag: i64,
+) -> Result<(), LogError> {
+    let mut group = AppendGroup::new();
+    group.reset(1);
+    log.append_in_group_gating(state, bytes(1, 10, tag), &group, 0, gate)
+        .await?;
+    group.wait().await;
+    group.take(0).expect("answered").map(|_| ())
+}
+
+#[tokio::test]
+async fn a_verification_behind_a_refused_record_is_refused_in_any_round() {
+    // Goal: a verification queued behind the coordinator's record (one commit round for
+    // AddPartitionsToTxn, docs/transactions.md §6.1) takes effect only if the record does:
+    // when the record's round is refused for space, the verification is refused too,
+    // whether it shared that round or came in a later one once space was back; with the
+    // record written, it verifies the partition as before.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = FaultyFs::new();
+    let (log, _) = open_with(dir.path(), Arc::new(fs.clone()));
+    let (state, data) = (key("state", 0), key("data", 0));
+    create(&log, &state);
+    create(&log, &data);
+    let (id, epoch) = (ProducerId(7), ProducerEpoch(0));
+
+    // Same round: the record and the verification are refused together.
+    fs.arm(FaultOp::Write, 0, Some(".wal"));
+    let gate = AppendGate::new();
+    let mut group = AppendGroup::new();
+    group.reset(1);
+    log.append_in_group_gating(&state, bytes(1, 10, 0), &group, 0, &gate)
+        .await
+        .expect("queued");
+    let verification = log
+        .verify_txn_after(&data, id, epoch, &gate)
+        .await
+        .expect("queued");
+    group.wait().await;
+    assert!(matches!(group.take(0), Some(Err(LogError::Io(_)))));
+    assert!(verification.wait().await.is_err(), "refused with its round");
+
+    // A later round: the record was refused, space is back, the verification still fails.
+    let gate = AppendGate::new();
+    assert!(matches!(
+        gating_append(&log, &state, &gate, 1).await,
+        Err(LogError::Io(_))
+    ));
+    fs.disarm();
+    let late = log
+        .verify_txn_after(&data, id, epoch, &gate)
+        .await
+        .expect("queued");
+    let refused = late.wait().await;
+    assert!(
+        matches!(refused, Err(LogError::InvalidTxnState { .. })),
+        "{refused:?}"
+    );
+    let unverified = try_append(&log, &data, txn_batch(7, 0, 0, 3)).await;
+    assert!(
+        matches!(unverified, Err(LogError::InvalidTxnState { .. })),
+        "the partition must not have joined the transaction: {unverified:?}"
+    );
+
+    // The record written: the verification queued behind it (same round or not) takes effect.
+    let gate = AppendGate::new();
+    let mut group = AppendGroup::new();
+    group.reset(1);
+    log.append_in_group_gating(&state, bytes(1, 10, 2), &group, 0, &gate)
+        .await
+        .expect("queued");
+    let verification = log
+        .verify_txn_after(&data, id, epoch, &gate)
+        .await
+        .expect("queued");
+    group.wait().await;
+    assert!(matches!(group.take(0), Some(Ok(_))));
+    verification.wait().await.expect("verified");
+    let accepted = try_append(&log, &data, txn_batch(7, 0, 0, 3))
+        .await
+        .expect("accepted");
+    assert_eq!(accepted.base_offset, Offset(0));
 }
