@@ -191,8 +191,12 @@ def test_a_broker_that_stays_dead_exits_4_with_the_reason_first(tmp_path):
     failed_at = [i["elapsed_s"] for i in r["intervals"] if i["sent_failed"]]
     assert failed_at and max(failed_at) <= 5.5, failed_at
     # Acknowledged records that never arrived are placed in time too (acks=1: the leader had
-    # them, but it died before the consumers read them).
-    assert sum(i["sent_lost_acked"] for i in r["intervals"]) == r["audit"]["lost_acked"]
+    # them, but it died before the consumers read them). With acks=1 the audit counts them as
+    # lost_unsynced (lost_acked is for acks=all), so the series sums to both together; most
+    # runs have none (the consumers keep up to the kill); one on 2026-11-28 had 5.
+    audit = r["audit"]
+    assert sum(i["sent_lost_acked"] for i in r["intervals"]) == audit["lost_acked"] + audit["lost_unsynced"]
+    assert audit["lost_acked"] == 0, audit
 
 
 REPRODUCE = '''
