@@ -364,20 +364,28 @@ async fn active_producers_describe_each_producer() {
     ));
 }
 
-/// Queues a gating append (the coordinator's record, here plain data in `state`) on
-/// `gate` and waits for its answer.
-async fn gating_append(
+/// Queues a gating append (the coordinator's record, here plain data in `state`) and, right
+/// behind it, the verification of `data` for producer 7 at epoch 0; answers the record's
+/// outcome once its round is done, and the verification's waiter.
+async fn record_then_verification(
     log: &LogManager,
     state: &PartitionKey,
-    gate: &AppendGate,
+    data: &PartitionKey,
     tag: i64,
-) -> Result<(), LogError> {
+) -> (Result<(), LogError>, sluice_log::AppendWaiter) {
+    let gate = AppendGate::new();
     let mut group = AppendGroup::new();
     group.reset(1);
-    log.append_in_group_gating(state, bytes(1, 10, tag), &group, 0, gate)
-        .await?;
+    log.append_in_group_gating(state, bytes(1, 10, tag), &group, 0, &gate)
+        .await
+        .expect("queued");
+    let verification = log
+        .verify_txn_after(data, ProducerId(7), ProducerEpoch(0), &gate)
+        .await
+        .expect("queued");
     group.wait().await;
-    group.take(0).expect("answered").map(|_| ())
+    let record = group.take(0).expect("answered").map(|_| ());
+    (record, verification)
 }
 
 #[tokio::test]
@@ -393,33 +401,27 @@ async fn a_verification_behind_a_refused_record_is_refused_in_any_round() {
     let (state, data) = (key("state", 0), key("data", 0));
     create(&log, &state);
     create(&log, &data);
-    let (id, epoch) = (ProducerId(7), ProducerEpoch(0));
-
-    // Same round: the record and the verification are refused together.
+    // Same round (or the next one): the record and the verification are refused together.
     fs.arm(FaultOp::Write, 0, Some(".wal"));
+    let (record, verification) = record_then_verification(&log, &state, &data, 0).await;
+    assert!(matches!(record, Err(LogError::Io(_))), "{record:?}");
+    assert!(
+        verification.wait().await.is_err(),
+        "refused with its record"
+    );
+
+    // A later round: the record was refused, space is back, the verification still fails.
     let gate = AppendGate::new();
     let mut group = AppendGroup::new();
     group.reset(1);
-    log.append_in_group_gating(&state, bytes(1, 10, 0), &group, 0, &gate)
-        .await
-        .expect("queued");
-    let verification = log
-        .verify_txn_after(&data, id, epoch, &gate)
+    log.append_in_group_gating(&state, bytes(1, 10, 1), &group, 0, &gate)
         .await
         .expect("queued");
     group.wait().await;
     assert!(matches!(group.take(0), Some(Err(LogError::Io(_)))));
-    assert!(verification.wait().await.is_err(), "refused with its round");
-
-    // A later round: the record was refused, space is back, the verification still fails.
-    let gate = AppendGate::new();
-    assert!(matches!(
-        gating_append(&log, &state, &gate, 1).await,
-        Err(LogError::Io(_))
-    ));
     fs.disarm();
     let late = log
-        .verify_txn_after(&data, id, epoch, &gate)
+        .verify_txn_after(&data, ProducerId(7), ProducerEpoch(0), &gate)
         .await
         .expect("queued");
     let refused = late.wait().await;
@@ -433,19 +435,9 @@ async fn a_verification_behind_a_refused_record_is_refused_in_any_round() {
         "the partition must not have joined the transaction: {unverified:?}"
     );
 
-    // The record written: the verification queued behind it (same round or not) takes effect.
-    let gate = AppendGate::new();
-    let mut group = AppendGroup::new();
-    group.reset(1);
-    log.append_in_group_gating(&state, bytes(1, 10, 2), &group, 0, &gate)
-        .await
-        .expect("queued");
-    let verification = log
-        .verify_txn_after(&data, id, epoch, &gate)
-        .await
-        .expect("queued");
-    group.wait().await;
-    assert!(matches!(group.take(0), Some(Ok(_))));
+    // The record written: the verification queued behind it takes effect.
+    let (record, verification) = record_then_verification(&log, &state, &data, 2).await;
+    assert!(record.is_ok(), "{record:?}");
     verification.wait().await.expect("verified");
     let accepted = try_append(&log, &data, txn_batch(7, 0, 0, 3))
         .await
