@@ -15,10 +15,9 @@
 #              WARMUP (5s), RATE (5000), BACKOFF_MS (log.cleaner.backoff.ms: 1000, so a pass
 #              starts within a second of a segment becoming cleanable, as in the Kafka
 #              comparison of docs/compaction.md §3; 15000 is the broker's default),
-#              IO_MAX (log.cleaner.io.max.bytes.per.second for the broker: unset means Kafka's
-#              default, no limit), OVERRIDES (more broker settings, space-separated key=value,
-#              for both kinds of run; e.g. log.cleaner.enable=false to see what the compact
-#              policy costs without any pass).
+#              OVERRIDES (more broker settings, space-separated key=value, for both kinds of
+#              run; e.g. log.cleaner.io.max.bytes.per.second=20000000 to throttle the passes,
+#              or log.cleaner.enable=false to see what the compact policy costs without any).
 # Builds nothing.
 set -euo pipefail
 
@@ -31,7 +30,6 @@ DURATION="${DURATION:-40s}"
 WARMUP="${WARMUP:-5s}"
 RATE="${RATE:-5000}"
 BACKOFF_MS="${BACKOFF_MS:-1000}"
-IO_MAX="${IO_MAX:-}"
 OVERRIDES="${OVERRIDES:-}"
 ROUNDS="${1:-3}"
 
@@ -61,7 +59,7 @@ run() {
     "$SLUICE_BIN" serve --listen "127.0.0.1:$port" --data-dir "$data" \
         --metrics-listen "127.0.0.1:$mport" \
         --override "log.cleaner.backoff.ms=$BACKOFF_MS" \
-        ${IO_MAX:+--override "log.cleaner.io.max.bytes.per.second=$IO_MAX"} "${extra[@]}" \
+        "${extra[@]}" \
         --override group.initial.rebalance.delay.ms=0 \
         >"$OUT_DIR/$tag.broker.out" 2>"$OUT_DIR/$tag.broker.err" &
     BROKER_PID=$!

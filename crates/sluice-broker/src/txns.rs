@@ -174,14 +174,10 @@ impl TxnService {
         }
         // Awaited whatever the change's fate (a refused one answers at once), so nothing
         // of this request is still queued once the id is released.
-        let mut verified = Ok(());
-        for waiter in waiters.unwrap_or_else(|e| {
-            verified = Err(e);
-            Vec::new()
-        }) {
-            let answer = waiter.wait().await;
-            verified = verified.and(answer.map(|_| ()));
-        }
+        let mut verified = match waiters {
+            Ok(waiters) => wait_all(waiters).await,
+            Err(e) => Err(e),
+        };
         if let (true, Ok(()), Some(v)) = (durable, &verified, change.complete.value.as_ref()) {
             if !rest.is_empty() {
                 verified = self
@@ -294,9 +290,7 @@ impl TxnService {
     ) -> Result<(), LogError> {
         let (id, epoch) = (ProducerId(producer_id), ProducerEpoch(producer_epoch));
         for chunk in partitions.chunks(limits::TXN_VERIFY_IN_FLIGHT_MAX) {
-            for waiter in self.queue_verify(topics, chunk, id, epoch, None).await? {
-                waiter.wait().await?;
-            }
+            wait_all(self.queue_verify(topics, chunk, id, epoch, None).await?).await?;
         }
         Ok(())
     }
@@ -405,6 +399,16 @@ impl TxnService {
 
 /// The log key of a transaction's partition; `None` when it no longer exists (markers to
 /// deleted partitions are skipped, as Kafka does).
+/// Waits for every waiter, so none is still queued when the caller goes on; the first
+/// error, if any.
+async fn wait_all(waiters: Vec<AppendWaiter>) -> Result<(), LogError> {
+    let mut first = Ok(());
+    for waiter in waiters {
+        first = first.and(waiter.wait().await.map(drop));
+    }
+    first
+}
+
 fn marker_key(topics: &TopicRegistry, tp: &TopicPartition) -> Option<PartitionKey> {
     if tp.topic == OFFSETS_TOPIC {
         return (tp.partition == 0).then(offsets_partition);
