@@ -92,6 +92,8 @@ def test_quick_preset_against_embedded_broker(tmp_path):
     assert r["target"]["kind"] == "embedded"
     assert r["counts"]["warmup_produced"] > 0
     assert r["scenario"]["preset"] == "quick"
+    # A single run waits for no earlier run's writeback.
+    assert r["settle"] is None and "settle:" not in proc.stdout
     # The embedded broker is a local process: its CPU, memory and disk were sampled.
     b = r["broker_process"]
     assert b is not None and b["cpu_s"] > 0 and b["peak_rss_mib"] > 0
@@ -236,6 +238,12 @@ def test_ab_targets_alternate_and_compare(tmp_path, broker):
     assert len({r["topic"] for r in doc["runs"]}) == 4
     for r in doc["runs"]:
         assert_report_sane(r, rate=1000, duration_s=1.0)
+        # Each run of a comparison starts after the earlier runs' dirty pages are written back
+        # and the disks went idle (or the bounded wait gave up, and the report says so).
+        s = r["settle"]
+        assert s is not None and s["sync_ms"] >= 0 and s["idle_ms"] >= 0
+        assert s["idle_ms"] <= 30_000 + 1_000 and isinstance(s["idle"], bool)
+    assert proc.stdout.count("settle: sync ") == 4
     rows = {row["target"]: row for row in doc["rows"]}
     assert rows["embedded"]["runs"] == 2 and rows[broker.bootstrap]["runs"] == 2
     (ratio,) = doc["ratios"]

@@ -46,6 +46,7 @@ pub mod regress;
 pub mod report;
 pub mod scenario;
 pub mod scenario_file;
+pub mod settle;
 pub mod shaping;
 pub mod target;
 pub mod topology;
@@ -276,6 +277,12 @@ pub struct BenchArgs {
     /// Write no JSON report unless --json is given.
     #[arg(long)]
     pub no_report: bool,
+    /// With more than one run (A/B, sweeps, repeats): start each run at once. By default the
+    /// dirty pages the earlier runs left (a broker that does not fsync leaves gigabytes) are
+    /// written back and the disks left to go idle first (see `settle`), so that leftover
+    /// work does not land on whichever run comes next.
+    #[arg(long)]
+    pub no_settle: bool,
     /// Pass/fail condition on a metric, e.g. 'p99_ack_ms<=50', 'lost==0' (repeatable).
     #[arg(long = "gate", value_name = "EXPR", value_parser = gate::parse)]
     pub gates: Vec<Gate>,
@@ -608,6 +615,18 @@ impl TargetSpec {
 }
 
 /// One run: start (or reach) the target, run the scenario, stop the target, build the report.
+/// Settles the disk before a run of a comparison and says how long it took.
+fn settle_before_run() -> settle::Settle {
+    let s = settle::settle();
+    println!(
+        "settle: sync {:.0} ms, then the disks {} after {:.0} ms",
+        s.sync_ms,
+        if s.idle { "idle" } else { "still busy" },
+        s.idle_ms
+    );
+    s
+}
+
 fn run_one(
     spec: &TargetSpec,
     scenario: &Scenario,
@@ -1025,8 +1044,10 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'runs;
             }
+            let settled = (!single && !args.no_settle).then(settle_before_run);
             match run_one(&targets[ti], scenario, label.as_deref(), &args, &stop) {
                 Ok(mut rep) => {
+                    rep.settle = settled;
                     rep.warnings.extend(file_warnings.iter().cloned());
                     if let Some(c) = &ceiling {
                         calibrate::attach(&mut rep, c);

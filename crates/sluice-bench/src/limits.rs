@@ -272,3 +272,9 @@ pub const TXN_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// report the producer's own thread serves meanwhile is only seen at the next check, so
 /// this is what the transaction's measured end may be padded by.
 pub const TXN_FLUSH_POLL: Duration = Duration::from_millis(1);
+
+/// Settling before each run of a comparison (`settle`): the disks must have done no I/O for
+/// `SETTLE_IDLE` (checked every `SETTLE_POLL`), and the wait gives up after `SETTLE_MAX`.
+pub const SETTLE_IDLE: Duration = Duration::from_millis(1000);
+pub const SETTLE_POLL: Duration = Duration::from_millis(100);
+pub const SETTLE_MAX: Duration = Duration::from_secs(30);

@@ -97,6 +97,9 @@ pub struct Report {
     pub bottleneck: Option<crate::calibrate::Bottleneck>,
     /// txmeta payloads (`packed`): what the consumers parsed (null otherwise).
     pub txmeta: Option<TxmetaSummary>,
+    /// In a comparison (more than one run): what settling the disk before this run took
+    /// (null for a single run or with --no-settle).
+    pub settle: Option<crate::settle::Settle>,
 }
 
 /// The consumers' parse of the measured txmeta records.
@@ -1053,6 +1056,7 @@ pub fn build(
         client_ceiling: None,
         bottleneck: None,
         txmeta,
+        settle: None,
     }
 }
 
