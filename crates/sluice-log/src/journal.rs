@@ -434,6 +434,20 @@ impl JournalFile {
         })
     }
 
+    /// How far the file's bytes are finished: past this, the writer may not have written
+    /// them yet. A file written with direct I/O by this process (it has a tail) is finished
+    /// up to the newest round published in the tail, or whole once the tail has moved on to
+    /// a later file; its unfinished bytes must not be read through the page cache, which
+    /// would keep what the disk held before the direct write. Every other file (written
+    /// through the page cache, or by an earlier process) is coherent with the page cache
+    /// wherever it is read.
+    pub(crate) fn written_end(&self) -> u64 {
+        match &self.tail {
+            Some(tail) => tail.written_end(self.seq),
+            None => u64::MAX,
+        }
+    }
+
     /// The bytes `[position, position + len)` from the in-memory tail, if it holds them.
     pub(crate) fn tail_slice(&self, position: u64, len: u32) -> Option<bytes::Bytes> {
         self.tail.as_ref()?.slice(self.seq, position, len)

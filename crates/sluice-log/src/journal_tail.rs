@@ -161,6 +161,19 @@ impl JournalTail {
         Some(chunk.bytes.slice(at..at + len as usize))
     }
 
+    /// How much of journal file `seq` is surely written: the end of the newest published
+    /// round if it belongs to `seq`, everything if the newest round belongs to a later file,
+    /// nothing otherwise (no round published yet, or only rounds staged privately: `seq`
+    /// may be the file being written).
+    pub(crate) fn written_end(&self, seq: u64) -> u64 {
+        let chunks = self.chunks.lock();
+        match chunks.back() {
+            Some(newest) if newest.seq > seq => u64::MAX,
+            Some(newest) if newest.seq == seq => newest.file_start + newest.len,
+            _ => 0,
+        }
+    }
+
     /// Bytes of chunk memory alive now.
     #[cfg(test)]
     pub(crate) fn allocated_bytes(&self) -> usize {
@@ -426,6 +439,54 @@ mod tests {
             "past what was written"
         );
         assert!(tail.slice(2, 4096, 10).is_none(), "another file");
+    }
+
+    #[test]
+    fn written_end_is_the_newest_published_round_of_the_file() {
+        let fs = SimFs::new();
+        let (_file, direct) = direct_file(&fs);
+        let tail = JournalTail::new();
+        assert_eq!(
+            tail.written_end(1),
+            0,
+            "nothing published: nothing known written"
+        );
+        let mut writer = TailWriter::new(Arc::clone(&tail));
+        let body = vec![7u8; 4096 - 16];
+        writer
+            .write(
+                &direct,
+                1,
+                &[1u8; 16],
+                &[IoSlice::new(&body)],
+                body.len() as u64,
+                16,
+            )
+            .unwrap();
+        assert_eq!(tail.written_end(1), 4096);
+        let second = vec![9u8; 8192];
+        writer
+            .write(&direct, 1, &[], &[IoSlice::new(&second)], 8192, 4096)
+            .unwrap();
+        assert_eq!(tail.written_end(1), 3 * 4096, "moves with each round");
+        assert_eq!(tail.written_end(0), u64::MAX, "an older file is finished");
+        assert_eq!(
+            tail.written_end(2),
+            0,
+            "a newer file: nothing known written"
+        );
+        writer
+            .write(
+                &direct,
+                2,
+                &[2u8; 16],
+                &[IoSlice::new(&body)],
+                body.len() as u64,
+                16,
+            )
+            .unwrap();
+        assert_eq!(tail.written_end(1), u64::MAX, "the writer moved on");
+        assert_eq!(tail.written_end(2), 4096);
     }
 
     #[test]

@@ -75,15 +75,28 @@ impl FileRange {
     /// they are not, so that a later `sendfile` from an async worker does not wait for the
     /// disk (a catch-up consumer reading data written long ago). Blocking file I/O: for a
     /// fetch reader thread. A range whose last byte is cached costs one system call (a read
-    /// that may not block, `preadv2(RWF_NOWAIT)`); otherwise the range is sent to
-    /// `/dev/null`, which reads it into the page cache without copying it to user space.
+    /// that may not block, `preadv2(RWF_NOWAIT)`); otherwise the range and up to
+    /// `read_ahead_bytes` of the file after its start are sent to `/dev/null`, which reads
+    /// them into the page cache without copying them to user space.
+    ///
+    /// Why the read-ahead: the journal interleaves partitions, so a consumer of many
+    /// partitions reads each partition's batches as short ranges with other partitions'
+    /// bytes between them. Read one range at a time, a cold backlog of 12 partitions
+    /// reached the disk as about 250 KiB requests, each with its own submission, interrupt
+    /// and page-cache insertions (0.68-0.78 ms of broker CPU per MB, against 0.31-0.35 warm);
+    /// reading the file ahead in one long stretch makes the device requests long and leaves
+    /// the other partitions' next batches cached for their own fetches, which the consumer
+    /// asks for next. The stretch never goes past what the file's writer has finished (see
+    /// [`JournalFile::written_end`]), so no page is cached before its direct write.
     /// Returns whether it had to read. A file system that does not support the probe is taken
     /// as cached: this is an optimisation, never needed for correctness.
-    pub fn make_resident(&self) -> io::Result<bool> {
+    pub fn make_resident(&self, read_ahead_bytes: u64) -> io::Result<bool> {
         if self.len == 0 || is_cached(self.fd, self.position + u64::from(self.len) - 1)? {
             return Ok(false);
         }
-        page_in(self.fd, self.position, u64::from(self.len))?;
+        let end = self.position + u64::from(self.len);
+        let ahead = (self.position + read_ahead_bytes).min(self.file.written_end());
+        page_in(self.fd, self.position, end.max(ahead) - self.position)?;
         Ok(true)
     }
 

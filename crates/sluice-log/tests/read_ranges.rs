@@ -269,12 +269,58 @@ fn make_resident_reads_an_evicted_range_back_into_the_page_cache() {
     .expect("fadvise");
     let range = sluice_log::FileRange::standalone(file, 0, len);
     assert!(
-        range.make_resident().expect("page in"),
+        range.make_resident(0).expect("page in"),
         "the evicted range had to be read in"
     );
     assert!(
-        !range.make_resident().expect("check"),
+        !range.make_resident(0).expect("check"),
         "once read in, the range is cached"
     );
     assert_eq!(range.read(len as usize - 3, 3).expect("read"), vec![7u8; 3]);
+}
+
+/// A cold range is read in together with the file after it, up to the read-ahead: a later
+/// range inside that stretch (another partition's next batch in the journal) is then
+/// cached without a read of its own.
+#[test]
+fn make_resident_reads_the_file_ahead_of_a_cold_range() {
+    use std::io::Write;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("cold");
+    let mib = 1u64 << 20;
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(&vec![5u8; 8 * mib as usize]).expect("write");
+    file.sync_all().expect("sync");
+    drop(file);
+    let open = || {
+        let file = std::fs::File::open(&path).expect("open");
+        nix::fcntl::posix_fadvise(
+            file.as_raw_fd(),
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .expect("fadvise");
+        file
+    };
+    // Well past what the kernel's own read-ahead brings in for a 256 KiB read (2 MiB at the
+    // largest initial window of an 8 MiB `read_ahead_kb`).
+    let later = |file: std::fs::File| {
+        sluice_log::FileRange::standalone(file, 3 * mib + mib / 2, (mib / 4) as u32)
+    };
+    let first = sluice_log::FileRange::standalone(open(), 0, (mib / 4) as u32);
+    assert!(first.make_resident(4 * mib).expect("page in"), "cold");
+    let file = std::fs::File::open(&path).expect("open");
+    assert!(
+        !later(file).make_resident(0).expect("check"),
+        "the read-ahead brought the later range in"
+    );
+    // Without the read-ahead the later range stays cold.
+    let first = sluice_log::FileRange::standalone(open(), 0, (mib / 4) as u32);
+    assert!(first.make_resident(0).expect("page in"), "cold again");
+    let file = std::fs::File::open(&path).expect("open");
+    assert!(
+        later(file).make_resident(0).expect("check"),
+        "no read-ahead: the later range had to be read"
+    );
 }

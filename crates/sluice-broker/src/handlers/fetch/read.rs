@@ -172,7 +172,7 @@ fn make_resident(records: &[sluice_log::RecordSlice]) {
     for slice in records {
         if let sluice_log::RecordSlice::File(range) = slice {
             if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN {
-                if let Err(error) = range.make_resident() {
+                if let Err(error) = range.make_resident(limits::FETCH_READ_AHEAD_BYTES) {
                     tracing::debug!(%error, "could not read a fetch range in ahead of its send");
                 }
             }
