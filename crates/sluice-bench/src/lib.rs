@@ -614,7 +614,6 @@ impl TargetSpec {
     }
 }
 
-/// One run: start (or reach) the target, run the scenario, stop the target, build the report.
 /// Settles the disk before a run of a comparison and says how long it took.
 fn settle_before_run() -> settle::Settle {
     let s = settle::settle();
@@ -627,6 +626,7 @@ fn settle_before_run() -> settle::Settle {
     s
 }
 
+/// One run: start (or reach) the target, run the scenario, stop the target, build the report.
 fn run_one(
     spec: &TargetSpec,
     scenario: &Scenario,

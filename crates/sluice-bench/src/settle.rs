@@ -5,13 +5,13 @@
 //! dirty for the kernel's flusher threads, which write it out about 30 s later, and deleting
 //! gigabytes of log on a file system mounted with `discard` sends the device discards that
 //! keep it busy for seconds. Measured on this project's machine, that writeback turned the
-//! next run's ack p99.9 from about 60 ms into over a second (docs/transactions.md §13.4).
+//! next run's ack max from about 70 ms into 1.2-2.6 s (docs/transactions.md §13.4).
 //!
 //! Before each run of a comparison the bench therefore writes back every dirty page
 //! (`sync(2)`, which waits for it) and then waits until the block devices have done no I/O
 //! for [`limits::SETTLE_IDLE`], at most [`limits::SETTLE_MAX`]. A run's own writeback still
 //! counts against the broker that caused it; only leftovers of earlier runs are waited out.
-//! The time it took is reported per run (`settle_sync_ms`, `settle_idle_ms`).
+//! What it took is reported per run (`settle`: `sync_ms`, `idle_ms`, `idle`).
 
 use std::time::{Duration, Instant};
 
