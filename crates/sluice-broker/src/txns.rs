@@ -397,8 +397,6 @@ impl TxnService {
     }
 }
 
-/// The log key of a transaction's partition; `None` when it no longer exists (markers to
-/// deleted partitions are skipped, as Kafka does).
 /// Waits for every waiter, so none is still queued when the caller goes on; the first
 /// error, if any.
 async fn wait_all(waiters: Vec<AppendWaiter>) -> Result<(), LogError> {
@@ -409,6 +407,8 @@ async fn wait_all(waiters: Vec<AppendWaiter>) -> Result<(), LogError> {
     first
 }
 
+/// The log key of a transaction's partition; `None` when it no longer exists (markers to
+/// deleted partitions are skipped, as Kafka does).
 fn marker_key(topics: &TopicRegistry, tp: &TopicPartition) -> Option<PartitionKey> {
     if tp.topic == OFFSETS_TOPIC {
         return (tp.partition == 0).then(offsets_partition);

@@ -245,6 +245,20 @@ async fn damaged_headers_give_the_same_answer_both_ways() {
     }
 }
 
+/// Opens `path` with its pages dropped from the page cache (clean pages of an unmapped
+/// file: dropped by the advice).
+fn open_evicted(path: &std::path::Path) -> std::fs::File {
+    let file = std::fs::File::open(path).expect("open");
+    nix::fcntl::posix_fadvise(
+        file.as_raw_fd(),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .expect("fadvise");
+    file
+}
+
 /// A range whose pages were dropped from the page cache is read back in by
 /// `make_resident` (on the caller's thread, not later in a worker's `sendfile`), and a
 /// cached range costs nothing but the check.
@@ -258,16 +272,7 @@ fn make_resident_reads_an_evicted_range_back_into_the_page_cache() {
     file.write_all(&vec![7u8; len as usize]).expect("write");
     file.sync_all().expect("sync");
     drop(file);
-    let file = std::fs::File::open(&path).expect("open");
-    // Clean pages of an unmapped file: dropped by the advice.
-    nix::fcntl::posix_fadvise(
-        file.as_raw_fd(),
-        0,
-        0,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    )
-    .expect("fadvise");
-    let range = sluice_log::FileRange::standalone(file, 0, len);
+    let range = sluice_log::FileRange::standalone(open_evicted(&path), 0, len);
     assert!(
         range.make_resident(0).expect("page in"),
         "the evicted range had to be read in"
@@ -292,17 +297,7 @@ fn make_resident_reads_the_file_ahead_of_a_cold_range() {
     file.write_all(&vec![5u8; 8 * mib as usize]).expect("write");
     file.sync_all().expect("sync");
     drop(file);
-    let open = || {
-        let file = std::fs::File::open(&path).expect("open");
-        nix::fcntl::posix_fadvise(
-            file.as_raw_fd(),
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .expect("fadvise");
-        file
-    };
+    let open = || open_evicted(&path);
     // Well past what the kernel's own read-ahead brings in for a 256 KiB read (2 MiB at the
     // largest initial window of an 8 MiB `read_ahead_kb`).
     let later = |file: std::fs::File| {
