@@ -31,6 +31,8 @@ FAMILIES = [
     "sluice_log_commit_rounds_total", "sluice_log_append_requests_total",
     "sluice_log_batches_appended_total", "sluice_log_commit_round_bytes",
     "sluice_log_commit_round_requests", "sluice_log_journal_sync_seconds",
+    "sluice_log_journal_write_seconds", "sluice_log_commit_round_seconds",
+    "sluice_log_append_queue_wait_seconds",
     "sluice_log_journal_syncs_total", "sluice_log_journal_written_bytes_total",
     "sluice_log_segment_syncs_total", "sluice_log_segment_written_bytes_total",
     "sluice_log_checkpoints_total", "sluice_log_poisoned",
@@ -186,6 +188,13 @@ def test_metrics_families_after_produce_consume_commit(sluice_factory, topic_nam
     assert m.get("sluice_log_journal_sync_seconds_count") > 0
     assert m.get("sluice_log_journal_sync_seconds_sum") > 0
     assert m.get("sluice_log_journal_syncs_total") == m.get("sluice_log_journal_sync_seconds_count")
+    # Where a round's time goes: every round is timed whole, every write of one (each
+    # followed by its sync here), and every request's wait in the queue before its round.
+    assert m.get("sluice_log_commit_round_seconds_count") == m.get("sluice_log_commit_rounds_total")
+    assert m.get("sluice_log_journal_write_seconds_count") == m.get("sluice_log_journal_syncs_total")
+    assert m.get("sluice_log_commit_round_seconds_sum") >= \
+        m.get("sluice_log_journal_sync_seconds_sum") + m.get("sluice_log_journal_write_seconds_sum")
+    assert m.get("sluice_log_append_queue_wait_seconds_count") == m.get("sluice_log_append_requests_total")
     assert m.get("sluice_log_commit_round_bytes_count") > 0
     assert m.get("sluice_log_commit_round_requests_sum") >= m.get("sluice_log_commit_round_requests_count")
     assert m.get("sluice_log_journal_written_bytes_total") >= produced

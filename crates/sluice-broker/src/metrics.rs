@@ -377,6 +377,27 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         &h.journal_sync_ns,
         NS,
     )?;
+    histogram_family(
+        enc,
+        "sluice_log_journal_write_seconds",
+        "Duration of each round's journal write.",
+        &h.journal_write_ns,
+        NS,
+    )?;
+    histogram_family(
+        enc,
+        "sluice_log_commit_round_seconds",
+        "Duration of each group commit round, from taking its requests to answering them.",
+        &h.round_ns,
+        NS,
+    )?;
+    histogram_family(
+        enc,
+        "sluice_log_append_queue_wait_seconds",
+        "Time each append request waited in the committer's queue before a round took it.",
+        &h.append_queue_wait_ns,
+        NS,
+    )?;
     counter(
         enc,
         "sluice_log_journal_syncs",

@@ -86,6 +86,8 @@ pub(crate) struct AppendRequest {
     /// Ties this request to others queued with it (see [`crate::AppendGate`]).
     pub(crate) gate: Option<Gating>,
     pub(crate) reply: Completion,
+    /// When `append` queued it (the queue-wait histogram).
+    pub(crate) queued_at: Instant,
 }
 
 /// What a request does for a transaction (see the module header).
@@ -128,6 +130,11 @@ fn marker_producer(header: &BatchHeader<'_>) -> (ProducerId, ProducerEpoch) {
 fn recycle_slices<'a, 'b>(slices: Vec<IoSlice<'a>>) -> Vec<IoSlice<'b>> {
     debug_assert!(slices.is_empty());
     slices.into_iter().map(|_| IoSlice::new(&[])).collect()
+}
+
+/// A duration in whole nanoseconds, for the histograms (saturating: 584 years).
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// One request on the no-op log: offsets stamped from the log end, nothing stored.
@@ -248,6 +255,8 @@ pub(crate) struct Committer {
     /// Scratch for the producer checks of one request (reused: no allocation per request).
     staged: Vec<Staged>,
     round_id: u64,
+    /// When the current round started (the round-duration histogram).
+    round_started: Instant,
     stop_requested: bool,
 }
 
@@ -279,6 +288,7 @@ impl Committer {
             round_start: journal::JournalPosition::default(),
             staged: Vec::new(),
             round_id: 0,
+            round_started: Instant::now(),
             stop_requested: false,
         }
     }
@@ -308,6 +318,11 @@ impl Committer {
     fn accept(&mut self, message: Message) {
         match message {
             Message::Append(request) => {
+                let waited = request.queued_at.elapsed();
+                self.engine
+                    .stats
+                    .append_queue_wait_ns
+                    .observe(nanos(waited));
                 self.round_bytes += request.records.len();
                 self.round_journal_bytes += (request.records.len() + ENTRY_HEADER_LEN) as u64;
                 self.pieces.reserve(1 + 2 * request.batch_count);
@@ -334,6 +349,7 @@ impl Committer {
         if self.round.is_empty() {
             return;
         }
+        self.round_started = Instant::now();
         self.round_id += 1;
         if self.engine.is_poisoned() {
             self.fail_round(None);
@@ -423,16 +439,17 @@ impl Committer {
             slices.iter().map(|s| s.len() as u64).sum::<u64>(),
             self.round_len
         );
+        let started = Instant::now();
         let written = self.journal.append_vectored(&mut slices, self.round_len);
         slices.clear();
         self.slices = recycle_slices(slices);
         let position = written.map_err(|e| ("journal write", e))?;
         let stats = &self.engine.stats;
+        stats.journal_write_ns.observe(nanos(started.elapsed()));
         if sync {
             let started = Instant::now();
             self.journal.sync().map_err(|e| ("journal sync", e))?;
-            let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            stats.journal_sync_ns.observe(ns);
+            stats.journal_sync_ns.observe(nanos(started.elapsed()));
         }
         Stats::add(&stats.journal_bytes, self.round_len);
         stats.round_bytes.observe(self.round_len);
@@ -871,6 +888,7 @@ impl Committer {
             }
             pending.request.reply.send(outcome);
         }
+        stats.round_ns.observe(nanos(self.round_started.elapsed()));
         self.round_bytes = 0;
         self.round_journal_bytes = 0;
         self.entry = None;

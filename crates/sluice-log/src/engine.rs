@@ -135,6 +135,14 @@ pub(crate) struct Stats {
     pub(crate) round_requests: Histogram,
     /// Duration of each journal `fdatasync`, in nanoseconds.
     pub(crate) journal_sync_ns: Histogram,
+    /// Duration of each round's journal write (the `pwritev`, or the copy into the aligned
+    /// tail and the direct `pwrite`), in nanoseconds.
+    pub(crate) journal_write_ns: Histogram,
+    /// Each round from its start (the queue drained) to its last answer sent, in nanoseconds.
+    pub(crate) round_ns: Histogram,
+    /// Each append request's wait in the queue: from `append` queuing it to the committer
+    /// taking it into a round, in nanoseconds.
+    pub(crate) append_queue_wait_ns: Histogram,
 }
 
 impl Default for Stats {
@@ -159,6 +167,9 @@ impl Default for Stats {
             round_bytes: Histogram::new(histogram::SIZE_BOUNDS_BYTES),
             round_requests: Histogram::new(histogram::COUNT_BOUNDS),
             journal_sync_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
+            journal_write_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
+            round_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
+            append_queue_wait_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
         }
     }
 }
@@ -169,6 +180,9 @@ impl Stats {
             round_bytes: self.round_bytes.snapshot(),
             round_requests: self.round_requests.snapshot(),
             journal_sync_ns: self.journal_sync_ns.snapshot(),
+            journal_write_ns: self.journal_write_ns.snapshot(),
+            round_ns: self.round_ns.snapshot(),
+            append_queue_wait_ns: self.append_queue_wait_ns.snapshot(),
         }
     }
 
