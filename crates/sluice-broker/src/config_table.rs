@@ -692,7 +692,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
             sluice_log::FsyncPolicy::Never => "never".into(),
         })).check(Check::Custom("always, never")),
     D::new("sluice.journal.direct.io", Boolean, "true", Ro, Sluice,
-        "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync); false writes through the page cache, which keeps data for consumers lagging beyond the tail in memory but lets a busy CPU stall every fdatasync.",
+        "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync); false writes through the page cache, which keeps data for consumers lagging beyond the tail in memory but lets a busy CPU stall every fdatasync. Only with sluice.fsync=always: under never the journal is written through the page cache, since a direct write would make every ack wait for the device.",
         |c, _, v| { c.journal_direct_io = parse_bool(v)?; Ok(()) },
         Some(|c| c.journal_direct_io.to_string())),
     D::new("sluice.storage", Str, "disk", Ro, Sluice,

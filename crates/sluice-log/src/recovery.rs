@@ -1107,7 +1107,7 @@ impl Recovery<'_> {
             Arc::clone(&engine.journal_files),
             seq,
             engine.config.journal_file_bytes_max,
-            engine.config.journal_direct_io,
+            engine.config.journal_writes_direct(),
         )?;
         let position = writer.position();
         let points = recovery_points(engine);
