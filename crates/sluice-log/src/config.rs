@@ -279,7 +279,10 @@ mod tests {
     #[test]
     fn direct_journal_writes_only_under_fsync_always() {
         let mut c = LogManagerConfig::new("/data");
-        assert!(c.journal_direct_io && c.journal_writes_direct(), "the default");
+        assert!(
+            c.journal_direct_io && c.journal_writes_direct(),
+            "the default"
+        );
         for (fsync, direct_io, expected) in [
             (FsyncPolicy::Always, true, true),
             (FsyncPolicy::Always, false, false),
@@ -287,7 +290,11 @@ mod tests {
             (FsyncPolicy::Never, false, false),
         ] {
             (c.fsync, c.journal_direct_io) = (fsync, direct_io);
-            assert_eq!(c.journal_writes_direct(), expected, "{fsync:?} direct.io={direct_io}");
+            assert_eq!(
+                c.journal_writes_direct(),
+                expected,
+                "{fsync:?} direct.io={direct_io}"
+            );
         }
     }
 }
