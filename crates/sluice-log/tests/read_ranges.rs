@@ -305,11 +305,10 @@ fn resident_pages(file: &std::fs::File, offset: u64, len: u64) -> usize {
 /// `make_resident` (on the caller's thread, not later in a worker's `sendfile`), and a
 /// cached range costs nothing but the check.
 ///
-/// Residency is checked with `mincore`, not by `make_resident`'s answer: its probe (a read
-/// that may not block) starts the kernel's own read-ahead of a missing page, and on a fast
-/// device that read can finish before the probe looks again, so a cold range is sometimes
-/// answered as cached (already in memory, as the caller needs). Asserting the answer made
-/// this test fail about one run in four in a loop.
+/// Residency is checked with `mincore` over the whole range, not only by `make_resident`'s
+/// answer: its probe looks at the range's last page alone. (With the earlier probe, a
+/// non-blocking read that itself read the missing page, asserting the answer failed about
+/// one run in four in a loop: see `is_cached` in `record_slices.rs`.)
 #[test]
 fn make_resident_reads_an_evicted_range_back_into_the_page_cache() {
     use std::io::Write;
