@@ -13,6 +13,9 @@
 //!   least `limits::TIME_LAG_CHECKPOINT_SPACING` of send time apart, and the age is taken from
 //!   the newest checkpoint at or before the consumer position. It can overstate the age by at
 //!   most the checkpoint spacing (more only after thinning, see below) and never understates it.
+//!   A report for an offset below every checkpoint is always kept, whatever the spacing: with
+//!   several producers on one partition the first report to arrive need not be for the
+//!   partition's first offset, and without the lower one a position there has no checkpoint.
 //!
 //! Guarantees: every broker query has a timeout, a failed query yields "not measured" (None)
 //! rather than a guess, and checkpoint memory is bounded by `limits::TIME_LAG_CHECKPOINTS_TOTAL`
@@ -212,6 +215,9 @@ struct Checkpoints {
     /// against it, not against the map's last key, because reports of several producers
     /// interleave; being atomic, most delivery reports are turned away without the lock.
     last_ns: AtomicU64,
+    /// The lowest offset in `map` (`i64::MAX` while empty): a report below it extends the
+    /// coverage down and is kept regardless of spacing. Written under the lock.
+    low_offset: AtomicI64,
     map: Mutex<BTreeMap<i64, u64>>,
 }
 
@@ -227,6 +233,7 @@ impl AckCheckpoints {
             parts: (0..topic_partitions)
                 .map(|_| Checkpoints {
                     last_ns: AtomicU64::new(NONE_YET),
+                    low_offset: AtomicI64::new(i64::MAX),
                     map: Mutex::new(BTreeMap::new()),
                 })
                 .collect(),
@@ -243,14 +250,24 @@ impl AckCheckpoints {
         };
         let too_soon =
             |last: u64| last != NONE_YET && sent_ns < last.saturating_add(self.spacing_ns);
-        if offset < 0 || too_soon(part.last_ns.load(Ordering::Relaxed)) {
+        let wanted = |part: &Checkpoints| {
+            offset < part.low_offset.load(Ordering::Relaxed)
+                || !too_soon(part.last_ns.load(Ordering::Relaxed))
+        };
+        if offset < 0 || !wanted(part) {
             return;
         }
         let mut map = part.map.lock();
-        if too_soon(part.last_ns.load(Ordering::Relaxed)) {
+        if !wanted(part) {
             return;
         }
-        part.last_ns.store(sent_ns, Ordering::Relaxed);
+        let last = part.last_ns.load(Ordering::Relaxed);
+        if last == NONE_YET || sent_ns > last {
+            part.last_ns.store(sent_ns, Ordering::Relaxed);
+        }
+        if offset < part.low_offset.load(Ordering::Relaxed) {
+            part.low_offset.store(offset, Ordering::Relaxed);
+        }
         map.insert(offset, sent_ns);
         if map.len() > self.per_partition_cap {
             // Thin out: keep every other checkpoint (the oldest one always stays).
@@ -272,10 +289,12 @@ impl AckCheckpoints {
         if position >= high {
             return Some(0);
         }
-        let mut map = self.parts.get(flat)?.map.lock();
+        let part = self.parts.get(flat)?;
+        let mut map = part.map.lock();
         let (&off, &sent) = map.range(..=position).next_back()?;
         let newer = map.split_off(&off);
         *map = newer;
+        part.low_offset.store(off, Ordering::Relaxed);
         Some(now_ns.saturating_sub(sent))
     }
 
@@ -357,6 +376,26 @@ mod tests {
         assert_eq!(c.age_ns(0, 95, 100, now), Some(now - 9 * ms));
         assert_eq!(c.max_age_ms(&[100], &[95], now), Some(41.0));
         assert_eq!(AckCheckpoints::new(1).age_ns(0, 0, 5, now), None);
+    }
+
+    #[test]
+    fn a_late_report_below_every_checkpoint_is_kept() {
+        let ms = 1_000_000u64;
+        let c = AckCheckpoints::new(1);
+        // Two producers on one partition: the report for offsets 5.. arrives first, then the
+        // one for offset 0, sent 0.2 ms earlier (inside the spacing).
+        c.note(0, 5, 10 * ms);
+        c.note(0, 0, 10 * ms - ms / 5);
+        // A report above the lowest checkpoint inside the spacing is still turned away.
+        c.note(0, 3, 10 * ms);
+        assert_eq!(c.parts[0].map.lock().len(), 2);
+        // Position 0, behind: the age comes from offset 0's send time.
+        assert_eq!(c.age_ns(0, 0, 9, 20 * ms), Some(10 * ms + ms / 5));
+        // After the position moved to 5 the older checkpoint is gone, and a report for a
+        // consumed offset below it is kept but never used past the position.
+        assert_eq!(c.age_ns(0, 5, 9, 20 * ms), Some(10 * ms));
+        c.note(0, 1, 9 * ms);
+        assert_eq!(c.age_ns(0, 6, 9, 20 * ms), Some(10 * ms));
     }
 
     #[test]
