@@ -89,4 +89,10 @@ for arg in "$@"; do
     esac
 done
 # --durations: the 25 slowest tests, so every run records where the suite's time goes.
-exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v --durations=25 "$@"
+# Two worker processes (SLUICE_IT_WORKERS; 0 runs in this process), each taking whole test
+# files (`--dist loadfile`), so a module's fixture (a Kafka cluster, a secured broker) is
+# started once. Most of the suite's time is spent waiting on brokers and clients, so two
+# at a time halve it even on two cores. Every test starts its own broker on its own ports and
+# directories, so tests running side by side share nothing.
+exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v --durations=25 \
+    -n "${SLUICE_IT_WORKERS:-2}" --dist loadfile "$@"

@@ -24,9 +24,12 @@ PERCENTILE_ORDER = ["min_ms", "p50_ms", "p75_ms", "p90_ms", "p95_ms", "p99_ms", 
                     "p99_99_ms", "max_ms"]
 
 
-def run_bench(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT_S) -> tuple[subprocess.CompletedProcess, dict | None]:
+def run_bench(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT_S,
+              settle: bool = False) -> tuple[subprocess.CompletedProcess, dict | None]:
+    # A comparison settles the disks before each run (up to 30 s each); tests run two at a
+    # time, so the disks are seldom idle. Only the test of settling itself asks for it.
     out = tmp_path / "report.json"
-    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), *args]
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), *([] if settle else ["--no-settle"]), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     report = json.loads(out.read_text()) if out.exists() else None
     return proc, report
@@ -229,7 +232,7 @@ def test_packed_txmeta_records(tmp_path):
 
 def test_ab_targets_alternate_and_compare(tmp_path, broker):
     proc, doc = run_bench(tmp_path, "--target", "embedded", "--target", broker.bootstrap, "--rate", "1000",
-                          "--producers", "1", "--consumers", "1", "--duration", "1s", "--warmup", "0s")
+                          "--producers", "1", "--consumers", "1", "--duration", "1s", "--warmup", "0s", settle=True)
     assert proc.returncode == 0, explain(proc)
     assert doc["targets"] == ["embedded", broker.bootstrap]
     # A B B A, each on a fresh topic.

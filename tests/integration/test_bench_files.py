@@ -22,7 +22,8 @@ def bench(tmp_path: Path, *args: str, out: str = "report.json") -> tuple[subproc
     path = tmp_path / out
     if path.exists():
         path.unlink()
-    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(path), *args]
+    # No settling between a comparison's runs (test_bench.run_bench says why).
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(path), "--no-settle", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     return proc, (json.loads(path.read_text()) if path.exists() else None)
 

@@ -109,7 +109,7 @@ def test_single_run_html_renders(tmp_path):
 
 def test_ab_comparison_html_renders(tmp_path):
     page = tmp_path / "ab.html"
-    cmd = [str(sluice_bench_bin()), "--quiet", "--target", "embedded", "--target", "embedded",
+    cmd = [str(sluice_bench_bin()), "--quiet", "--no-settle", "--target", "embedded", "--target", "embedded",
            "--duration", "2s", "--warmup", "0", "--rate", "1000", "--json", "ab.json", "--html", str(page),
            "--omb-json", "omb.json"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)

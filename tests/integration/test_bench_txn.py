@@ -31,7 +31,8 @@ PERCENTILES = ["min_ms", "p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "max_ms"]
 
 def run_bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict | None, float]:
     out = tmp_path / "report.json"
-    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), *args]
+    # No settling between a comparison's runs (test_bench.run_bench says why).
+    cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), "--no-settle", *args]
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
     report = json.loads(out.read_text()) if out.exists() else None

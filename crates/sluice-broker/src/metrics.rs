@@ -57,8 +57,9 @@ impl TopicStats {
 #[derive(Debug)]
 struct ApiSeries {
     name: String,
-    requests: AtomicU64,
     errors: AtomicU64,
+    /// Every request is observed here once, so its count is `sluice_requests_total`: one
+    /// snapshot renders both families, and a scrape never shows them apart.
     latency_ns: Histogram,
 }
 
@@ -66,7 +67,6 @@ impl ApiSeries {
     fn new(name: String) -> Self {
         Self {
             name,
-            requests: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             latency_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
         }
@@ -114,7 +114,6 @@ impl Metrics {
     /// instead: `error`). `elapsed` runs from the frame's last byte to the response's.
     pub(crate) fn request_done(&self, api_key: i16, elapsed: Duration, error: bool) {
         let api = self.api(api_key);
-        api.requests.fetch_add(1, Ordering::Relaxed);
         if error {
             api.errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -272,13 +271,18 @@ fn per_api_counter(
 
 fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
     let apis = &b.metrics.apis;
-    per_api_counter(
-        enc,
-        apis,
+    // One snapshot per API feeds both the request count and the latency histogram.
+    let latency: Vec<_> = apis.iter().map(|a| a.latency_ns.snapshot()).collect();
+    let mut m = enc.encode_descriptor(
         "sluice_requests",
         "Requests answered (or closed instead), by API.",
-        |a| &a.requests,
+        None,
+        MetricType::Counter,
     )?;
+    for (a, s) in apis.iter().zip(&latency) {
+        m.encode_family(&[("api", a.name.as_str())])?
+            .encode_counter::<NoLabelSet, _, u64>(&s.count(), None)?;
+    }
     per_api_counter(
         enc,
         apis,
@@ -292,9 +296,8 @@ fn encode_requests(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         None,
         MetricType::Histogram,
     )?;
-    for a in apis.iter() {
-        let s = a.latency_ns.snapshot();
-        histogram(&mut m.encode_family(&[("api", a.name.as_str())])?, &s, NS)?;
+    for (a, s) in apis.iter().zip(&latency) {
+        histogram(&mut m.encode_family(&[("api", a.name.as_str())])?, s, NS)?;
     }
     Ok(())
 }
@@ -710,7 +713,7 @@ mod tests {
         m.request_done(i16::MAX, Duration::ZERO, true);
         let produce = m.api(ApiKey::Produce as i16);
         assert_eq!(produce.name, "Produce");
-        assert_eq!(produce.requests.load(Ordering::Relaxed), 1);
+        assert_eq!(produce.latency_ns.snapshot().count(), 1);
         let unknown = m.api(-1);
         assert_eq!(unknown.name, "unknown");
         assert_eq!(unknown.errors.load(Ordering::Relaxed), 2);
