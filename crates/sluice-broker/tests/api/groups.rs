@@ -8,11 +8,9 @@
 //! timer tests run the coordinator on a manual clock (`sluice_broker::clock`) and advance
 //! it past real Kafka timeouts (10 s sessions, 45 s KIP-848 sessions) in milliseconds.
 
-mod common;
-
+use crate::common::requests::create_topic;
+use crate::common::{eventually, topic_name, Client, InProcessBroker};
 use bytes::Bytes;
-use common::requests::create_topic;
-use common::{eventually, topic_name, Client, InProcessBroker};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;

@@ -6,11 +6,9 @@
 //! live in the per-area files (`handlers.rs`, `admin.rs`, `groups.rs`, `transactions.rs`,
 //! `security_apis.rs`).
 
-mod common;
-
+use crate::common::seeds::{seed_body, served};
+use crate::common::InProcessBroker;
 use bytes::Buf;
-use common::seeds::{seed_body, served};
-use common::InProcessBroker;
 use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Decodable;
 

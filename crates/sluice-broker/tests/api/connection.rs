@@ -5,13 +5,11 @@
 //! high would leave a request unanswered until the frame timeout (30 s), so these tests send
 //! big frames in pieces, with pauses, and require the answer within seconds of the last byte.
 
-mod common;
-
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::requests::create_topic;
-use common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
+use crate::common::requests::create_topic;
+use crate::common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, ResponseHeader};
 use kafka_protocol::protocol::Decodable;

@@ -5,11 +5,9 @@
 //! (see `handlers.rs` for the tier). The integration suite drives the same APIs with Kafka's
 //! own tools (`kafka-acls.sh`, `kafka-configs.sh`) and real clients over TLS.
 
-mod common;
-
+use crate::common::requests::{create_topic, list_offsets_at, produce_values};
+use crate::common::{topic_name, Client, InProcessBroker};
 use bytes::Bytes;
-use common::requests::{create_topic, list_offsets_at, produce_values};
-use common::{topic_name, Client, InProcessBroker};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,

@@ -2,12 +2,10 @@
 //! end over the no-op log. Produce is answered with consecutive offsets, the log stays empty
 //! to Fetch and ListOffsets, and a long poll waits out its time instead of returning at once.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::requests::{create_topic, fetch_partition, list_offsets_at, produce_values};
-use common::InProcessBroker;
+use crate::common::requests::{create_topic, fetch_partition, list_offsets_at, produce_values};
+use crate::common::InProcessBroker;
 use kafka_protocol::error::ResponseError;
 use sluice_log::Storage;
 

@@ -3,10 +3,8 @@
 //! unknown topics, validate-only) and DeleteRecords (moves the log start, refuses offsets
 //! past the high watermark and unknown partitions).
 
-mod common;
-
-use common::requests::{create_topic, list_offsets_at, produce_values};
-use common::{topic_name, Client, InProcessBroker};
+use crate::common::requests::{create_topic, list_offsets_at, produce_values};
+use crate::common::{topic_name, Client, InProcessBroker};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{

@@ -8,11 +8,9 @@
 //! GROUP_MAX_SIZE_REACHED and OFFSET_METADATA_TOO_LARGE, and KIP-848's
 //! UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID and STALE_MEMBER_EPOCH.
 
-mod common;
-
+use crate::common::requests::{create_topic, list_offsets_at};
+use crate::common::{batch, topic_name, Client, InProcessBroker, Writer, NO_PRODUCER};
 use bytes::Bytes;
-use common::requests::{create_topic, list_offsets_at};
-use common::{batch, topic_name, Client, InProcessBroker, Writer, NO_PRODUCER};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};

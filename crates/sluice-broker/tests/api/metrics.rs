@@ -3,15 +3,13 @@
 //! codes count as errors of its API whatever the API, and fetched records are counted per
 //! topic. The scrape is a plain HTTP request over a real socket.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use common::requests::{create_topic, fetch_partition, list_offsets_at, produce_values};
-use common::InProcessBroker;
+use crate::common::requests::{create_topic, fetch_partition, list_offsets_at, produce_values};
+use crate::common::InProcessBroker;
 use kafka_protocol::error::ResponseError;
 
 const OPERATIONS_MD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operations.md");

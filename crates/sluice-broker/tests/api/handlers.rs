@@ -4,15 +4,13 @@
 //! (`tests/integration`, real clients against a `sluice serve` process) stays the judge of
 //! client compatibility; this tier is for checking a handler change in seconds.
 
-mod common;
-
 use std::io::Write;
 
-use common::requests::{
+use crate::common::requests::{
     create_topic as create, fetch_partition, list_offsets_at as list_offset, produce_as,
     produce_values as produce,
 };
-use common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
+use crate::common::{batch, topic_name, Client, InProcessBroker, NO_PRODUCER};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -263,7 +261,7 @@ fn an_idempotent_producer_retry_is_not_written_twice() {
     req.producer_epoch = -1;
     let init: InitProducerIdResponse = client.call(ApiKey::InitProducerId, 4, &req);
     assert_eq!(init.error_code, NONE);
-    let writer = |base_sequence| common::Writer {
+    let writer = |base_sequence| crate::common::Writer {
         producer_id: init.producer_id.0,
         epoch: init.producer_epoch,
         base_sequence,

@@ -7,11 +7,9 @@
 //! `Server` in this process (loopback socket, real data directory) and the wire client of
 //! `common`; transactional batches are real v2 batches with the transactional bit.
 
-mod common;
-
+use crate::common::requests::create_topic;
+use crate::common::{batch, eventually, topic_name, Client, InProcessBroker, Writer};
 use bytes::Bytes;
-use common::requests::create_topic;
-use common::{batch, eventually, topic_name, Client, InProcessBroker, Writer};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
