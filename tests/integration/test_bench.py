@@ -184,16 +184,19 @@ def test_sweep_runs_every_variant(tmp_path):
 
 def test_sparse_fanout_linger_regression(tmp_path):
     # teranode's linger regression: 32 partitions, one message every 25 ms, so batches never
-    # fill and every record waits out linger.ms. Same relational gate shape as teranode's. The
-    # preset's full 5 s feed is needed: the final flush sends the last linger's worth at once.
+    # fill. Same relational gate shape as teranode's. The preset's full 5 s feed is needed: the
+    # final flush sends the last linger's worth at once. A partition gets a message every
+    # 800 ms, so under a 1 s linger a batch's first record waits about 1 s and a second one
+    # about 0.2 s: the p50 sits between those two modes (277 ms in one CI run, beside another
+    # test), so the absolute bound is on the mean.
     proc, doc = run_bench(tmp_path, "--preset", "sparse-fanout",
-                          "--gate", "p50_e2e_ms@linger-1s>300",
+                          "--gate", "mean_e2e_ms@linger-1s>300",
                           "--gate", "p50_e2e_ms@linger-1s > 3 * p50_e2e_ms@linger-10ms",
                           "--gate", "p50_e2e_ms@linger-10ms > p50_e2e_ms@linger-1s")
     # The third cross-run gate is false by construction, so the run exits 3.
     assert proc.returncode == 3, explain(proc)
     gates = {g["expr"]: g for g in doc["gates"]}
-    assert gates["p50_e2e_ms@linger-1s>300"]["passed"] is True
+    assert gates["mean_e2e_ms@linger-1s>300"]["passed"] is True
     rel = gates["p50_e2e_ms@linger-1s > 3 * p50_e2e_ms@linger-10ms"]
     assert rel["passed"] is True and rel["against"] == pytest.approx(
         3 * [r for r in doc["runs"] if r["label"] == "linger-10ms"][0]["latency"]["e2e"]["p50_ms"])
@@ -207,7 +210,7 @@ def test_sparse_fanout_linger_regression(tmp_path):
         assert r["scenario"]["partitions"] == 32
     slow = runs["linger-1s"]["latency"]["e2e"]["p50_ms"]
     fast = runs["linger-10ms"]["latency"]["e2e"]["p50_ms"]
-    assert slow > 300, slow
+    assert runs["linger-1s"]["latency"]["e2e"]["mean_ms"] > 300, runs["linger-1s"]["latency"]["e2e"]
     assert slow > 3 * fast, (slow, fast)
 
 
