@@ -26,8 +26,9 @@ PERCENTILE_ORDER = ["min_ms", "p50_ms", "p75_ms", "p90_ms", "p95_ms", "p99_ms", 
 
 def run_bench(tmp_path: Path, *args: str, timeout: float = RUN_TIMEOUT_S,
               settle: bool = False) -> tuple[subprocess.CompletedProcess, dict | None]:
-    # A comparison settles the disks before each run (up to 30 s each); tests run two at a
-    # time, so the disks are seldom idle. Only the test of settling itself asks for it.
+    # A comparison settles the disks before each run (up to 30 s each), which only adds time
+    # here, and with test files side by side (SLUICE_IT_WORKERS) the disks are seldom idle.
+    # Only the test of settling itself asks for it.
     out = tmp_path / "report.json"
     cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), *([] if settle else ["--no-settle"]), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
