@@ -2,7 +2,8 @@
 //! binary of its own, and each linked the crate and its dependencies again (21-38 s of
 //! compile time each; one binary took CI's test build from 9.1 to 7.3 minutes). The tests
 //! share nothing but the code in `common`: each starts its own `InProcessBroker` with its
-//! own port and data directory, so they run side by side like the integration suite's. Run one module with a filter:
+//! own port and data directory, so they run side by side like the integration suite's.
+//! Run one module with a filter:
 //! `cargo test --release -p sluice-broker --test api handlers::`.
 //!
 //! Two tests stay binaries of their own, because each installs a global allocator:
