@@ -89,11 +89,18 @@ for arg in "$@"; do
     esac
 done
 # --durations: the 25 slowest tests, so every run records where the suite's time goes.
-# SLUICE_IT_WORKERS=N runs the test files on N pytest-xdist worker processes, each taking
-# whole files (`--dist loadfile`, so a module's fixture such as a Kafka cluster starts once).
-# Every test has its own broker, ports and directories, and two workers take the suite from
-# 23.5 to 13 minutes here, but some timing-bound tests are not yet robust to a neighbour
-# using the other core (a throttled cleaning pass that finished before the test could see it
-# half done, a linger comparison's gate), so the default, and CI, run one file at a time.
+# The test files run on two pytest-xdist worker processes, each taking whole files
+# (`--dist loadfile`, so a module's fixture such as a Kafka cluster starts once): every test
+# has its own broker, ports and directories, and two workers take the suite from 23 to 13
+# minutes here. SLUICE_IT_WORKERS=N sets the number (0: one file at a time, in this
+# process); a machine with one core gets 0.
+if [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
+    WORKERS="${SLUICE_IT_WORKERS:-2}"
+else
+    WORKERS="${SLUICE_IT_WORKERS:-0}"
+fi
+# The broker takes SLUICE_* environment variables as its settings and refuses unknown ones,
+# so this one must not reach the brokers the tests start.
+unset SLUICE_IT_WORKERS
 exec "$VENV/bin/python" -m pytest "${TARGETS[@]}" -v --durations=25 \
-    -n "${SLUICE_IT_WORKERS:-0}" --dist loadfile "$@"
+    -n "$WORKERS" --dist loadfile "$@"
