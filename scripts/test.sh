@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== format and lint gates (cargo fmt --check, clippy -D warnings)"
+# Each phase's heading says when it started, so a CI log shows where the time went.
+phase() { echo "== $* (at $(date -u +%H:%M:%S), ${SECONDS} s in)"; }
+
+phase "format and lint gates (cargo fmt --check, clippy -D warnings)"
 # rustup's default profile has both; a minimal one may not (a no-op when present).
 if command -v rustup >/dev/null 2>&1; then
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
@@ -14,14 +17,14 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings 2>&1
 
-echo "== cargo test (workspace)"
+phase "cargo test (workspace)"
 cargo test --workspace --release 2>&1
 
 # The journal is written with O_DIRECT by default; the log suite (crash models included)
 # runs once more with it written through the page cache, the other setting. It runs the
 # test executables the workspace build just made: `cargo test -p sluice-log` would compile
 # the crate again, with the feature set of that one package (two minutes on CI).
-echo "== sluice-log tests, journal through the page cache (sluice.journal.direct.io=false)"
+phase "sluice-log tests, journal through the page cache (sluice.journal.direct.io=false)"
 LOG_TESTS="$(cargo test --workspace --release --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -36,5 +39,6 @@ for exe in $LOG_TESTS; do
     (cd crates/sluice-log && SLUICE_TEST_JOURNAL_DIRECT_IO=0 "$exe" 2>&1)
 done
 
-echo "== integration tests (real clients, real broker process)"
+phase "integration tests (real clients, real broker process)"
 ./scripts/test-integration.sh
+phase "every test passed"

@@ -19,7 +19,7 @@
 //! - [`histogram`]: fixed-bucket histograms recorded with atomics only (commit rounds,
 //!   journal sync latency), read through [`LogManager::commit_histograms`].
 //! - `sim_fs`: an in-memory [`fs::Fs`] that keeps written and synced bytes apart and can
-//!   crash, for the seeded crash-model test (`tests/model.rs`).
+//!   crash, for the seeded crash-model test (`tests/log/model.rs`).
 //! - [`config`]: per-partition [`LogConfig`] and process-wide [`LogManagerConfig`].
 //! - [`error`]: [`LogError`], typed so the broker can map each case to a Kafka error code.
 //! - `journal`, `extents`, `segment`, `index`, `partition`, `committer`, `checkpoint`, `checkpointer`,

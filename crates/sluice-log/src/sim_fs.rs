@@ -1,6 +1,6 @@
 //! [`SimFs`]: an in-memory [`Fs`] that models the page cache against the disk, so tests can
 //! cut the power at any point and see exactly what a real machine could keep. It exists for
-//! the crash-model test (`tests/model.rs`); the log never uses it in production.
+//! the crash-model test (`tests/log/model.rs`); the log never uses it in production.
 //!
 //! What it models (POSIX plus what `docs/storage.md` §11 assumes, and no more):
 //! - Per file, the bytes written (what reads see) and the bytes durable as of the last

@@ -4,13 +4,11 @@
 //! transactions are listed for fetches, and all of it survives clean and unclean restarts,
 //! a lost producer snapshot, and retention.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use sluice_log::fs::{FaultOp, FaultyFs};
 use sluice_log::{
     AbortedTxn, AppendGate, AppendGroup, ControlType, IsolationLevel, LogConfig, LogError,

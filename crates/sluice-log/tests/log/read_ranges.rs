@@ -12,14 +12,12 @@
 //!   file leave it alone while the range lives (its bytes still read back as they were),
 //!   and retire it once the range is dropped.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sluice_log::fs::StdFs;
 use sluice_log::{LogConfig, LogManager, LogManagerConfig, Offset, RecordSlice};
 

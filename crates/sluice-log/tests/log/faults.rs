@@ -4,11 +4,9 @@
 //! undone instead: the round fails, the log is not poisoned, and appends resume by
 //! themselves once the fault is gone, with nothing lost or written twice.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sluice_log::fs::{FaultOp, FaultyFs, SyncFailed};
 use sluice_log::{LogError, LogManager, Offset, PartitionKey};
 

@@ -33,8 +33,6 @@
 //! (closer to production, replays only approximately). The fixed cases at the end are the
 //! bugs the model found, each failing without its fix.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
@@ -200,7 +198,7 @@ fn log_config() -> LogManagerConfig {
 /// depends on thread timing and a seed no longer replays exactly).
 fn log_config_for(background: bool) -> LogManagerConfig {
     let mut config = LogManagerConfig::new(DATA_DIR);
-    config.journal_direct_io = common::journal_direct_io();
+    config.journal_direct_io = crate::common::journal_direct_io();
     // Otherwise background threads stay idle: checkpoints and retention run when the test
     // says, so the sequence of file-system operations is a function of the seed.
     config.checkpoint_interval_ms = 3_600_000;
@@ -219,12 +217,12 @@ fn log_config_for(background: bool) -> LogManagerConfig {
 }
 
 fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
-    let mut batch = common::batch(count, value_len, tag);
+    let mut batch = crate::common::batch(count, value_len, tag);
     if let Some((producer_id, epoch, base_sequence)) = producer {
         batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
         batch[51..53].copy_from_slice(&epoch.to_be_bytes());
         batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-        common::fix_crc(&mut batch);
+        crate::common::fix_crc(&mut batch);
     }
     Bytes::from(batch)
 }

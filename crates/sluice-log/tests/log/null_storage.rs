@@ -2,11 +2,9 @@
 //! stamped from the log end, nothing reaches the journal or a segment, and readers see an
 //! empty log (the high watermark never moves).
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sluice_log::fs::StdFs;
 use sluice_log::{LogManager, Offset, Storage};
 

@@ -16,13 +16,11 @@
 //! property (default 24) from a fixed seed (`SLUICE_FUZZ_SEED`, default 1; `random` for
 //! exploration), so it is part of `cargo test --workspace --release` and reproducible.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey};
 

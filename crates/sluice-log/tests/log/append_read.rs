@@ -1,12 +1,10 @@
 //! Produce and fetch paths: offsets stamping, reads, visibility limits, validation errors,
 //! timestamp lookups, group commit, partition lifecycle.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use sluice_log::batch::{self, BatchIter};
 use sluice_log::{CommitListener, LogConfig, LogError, Offset, TimestampType};
 

@@ -6,13 +6,11 @@
 //! across restarts and crashes, and transactions (aborted data, markers, open
 //! transactions) as Kafka's cleaner treats them.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::{config, key, partition_dir};
 use bytes::Bytes;
-use common::{config, key, partition_dir};
 use sluice_log::batch::{validate_stored, BatchIter};
 use sluice_log::fs::{Fs, StdFs};
 use sluice_log::sim_fs::{SimFs, SimRng};
@@ -120,7 +118,7 @@ fn keyed_batch(
     b.extend_from_slice(&seq.to_be_bytes());
     b.extend_from_slice(&count.to_be_bytes());
     b.extend_from_slice(&body);
-    common::fix_crc(&mut b);
+    crate::common::fix_crc(&mut b);
     Bytes::from(b)
 }
 
@@ -178,7 +176,7 @@ fn open(dir: &std::path::Path, fs: Arc<dyn Fs>) -> LogManager {
 }
 
 async fn append(log: &LogManager, key: &PartitionKey, batch: Bytes) -> i64 {
-    common::append(log, key, batch).await.base_offset.0
+    crate::common::append(log, key, batch).await.base_offset.0
 }
 
 /// The newest record per key (tombstones included) of everything written.
@@ -219,8 +217,8 @@ async fn write_versions(log: &LogManager, key: &PartitionKey) -> Seen {
 
 /// Base offset of the active segment (the newest `.extents` file).
 fn active_base(dir: &std::path::Path, k: &PartitionKey) -> i64 {
-    let files = common::segment_files(&partition_dir(dir, k));
-    common::segment_base(files.last().expect("a segment"))
+    let files = crate::common::segment_files(&partition_dir(dir, k));
+    crate::common::segment_base(files.last().expect("a segment"))
 }
 
 /// What a pass leaves: the newest record per key below the active segment, and the active
@@ -251,9 +249,9 @@ async fn cleaning_keeps_the_newest_record_per_key_at_its_offset() {
     let before = log.offsets(&k).unwrap();
     assert_eq!(read_records(&log, &k), written);
 
-    let segments_before = common::segment_files(&partition_dir(dir.path(), &k)).len();
+    let segments_before = crate::common::segment_files(&partition_dir(dir.path(), &k)).len();
     let passes = log.clean_now(NOW_MS + 100).unwrap();
-    let segments_after = common::segment_files(&partition_dir(dir.path(), &k)).len();
+    let segments_after = crate::common::segment_files(&partition_dir(dir.path(), &k)).len();
     assert!(
         segments_after < segments_before / 2,
         "emptied segments merge: {segments_before} -> {segments_after}"
@@ -458,13 +456,13 @@ async fn a_producers_newest_batch_survives_cleaning() {
     let header = validate_stored(&first).unwrap();
     assert_eq!(header.base_offset().0, second_offset);
     assert_eq!((header.producer_id(), header.records_count()), (7, 0));
-    let retry = common::try_append(&log, &k, second).await.unwrap();
+    let retry = crate::common::try_append(&log, &k, second).await.unwrap();
     assert!(
         retry.duplicate,
         "a retry of the newest batch is still a duplicate"
     );
     let next = keyed_batch(&[(Some("a"), Some("3"))], NOW_MS, 0, p(2));
-    common::try_append(&log, &k, next)
+    crate::common::try_append(&log, &k, next)
         .await
         .expect("next sequence accepted");
 }
@@ -723,7 +721,7 @@ fn transactional(batch: Bytes) -> Bytes {
     let mut b = batch.to_vec();
     let attributes = i16::from_be_bytes([b[21], b[22]]) | (1 << 4);
     b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    common::fix_crc(&mut b);
+    crate::common::fix_crc(&mut b);
     Bytes::from(b)
 }
 
@@ -1081,7 +1079,7 @@ async fn max_compaction_lag_rolls_a_quiet_active_segment_so_it_is_cleaned() {
     let start = wall_clock_ms();
     put_keys(&log, &k, &cycling_keys(12, 3), "v", start, &mut written).await;
     log.checkpoint_now().unwrap();
-    let segments = || common::segment_files(&partition_dir(dir.path(), &k)).len();
+    let segments = || crate::common::segment_files(&partition_dir(dir.path(), &k)).len();
     assert!(
         log.clean_now(start + 2 * LAG_MS).unwrap().is_empty(),
         "all active"
@@ -1270,7 +1268,7 @@ fn two_block_snappy_batch(records: &[Rec<'_>], ts: i64) -> Bytes {
     b.extend_from_slice(&stream);
     let batch_length = (b.len() - 12) as i32;
     b[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    common::fix_crc(&mut b);
+    crate::common::fix_crc(&mut b);
     Bytes::from(b)
 }
 

@@ -3,14 +3,12 @@
 //! producer state survives clean and unclean restarts, torn tails, expiry and its bound,
 //! without ever calling a batch a duplicate of data the log does not hold.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::common::*;
 use bytes::{Bytes, BytesMut};
-use common::*;
 use sluice_log::fs::{FaultOp, FaultyFs, StdFs};
 use sluice_log::{
     AppendInfo, LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey,
@@ -826,9 +824,10 @@ async fn sigkill_mid_produce_keeps_producer_state_matching_data() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        // The test's name in this binary: its module path without the crate's name.
         .args([
             "--exact",
-            "sigkill_mid_produce_keeps_producer_state_matching_data",
+            "idempotence::sigkill_mid_produce_keeps_producer_state_matching_data",
         ])
         .args(["--nocapture", "--test-threads=1"])
         .env(CHILD_DIR_ENV, dir.path())

@@ -21,8 +21,6 @@
 //!
 //! `SLUICE_TXN_MODEL_SEED=<seed>` replays one case.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -44,7 +42,7 @@ const PRODUCERS: usize = 3;
 
 fn log_config() -> LogManagerConfig {
     let mut config = LogManagerConfig::new(DATA_DIR);
-    config.journal_direct_io = common::journal_direct_io();
+    config.journal_direct_io = crate::common::journal_direct_io();
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;
@@ -55,14 +53,14 @@ fn log_config() -> LogManagerConfig {
 }
 
 fn batch_bytes(tag: i64, count: i32, producer: Option<(i64, i16, i32, bool)>) -> Bytes {
-    let mut batch = common::batch(count, 50, tag);
+    let mut batch = crate::common::batch(count, 50, tag);
     if let Some((producer_id, epoch, seq, transactional)) = producer {
         batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
         batch[51..53].copy_from_slice(&epoch.to_be_bytes());
         batch[53..57].copy_from_slice(&seq.to_be_bytes());
         let attributes: i16 = if transactional { 1 << 4 } else { 0 };
         batch[21..23].copy_from_slice(&attributes.to_be_bytes());
-        common::fix_crc(&mut batch);
+        crate::common::fix_crc(&mut batch);
     }
     Bytes::from(batch)
 }

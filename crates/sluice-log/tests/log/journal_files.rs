@@ -12,16 +12,14 @@
 //! - after a clean shutdown and after a crash, a log spread over several journal files,
 //!   some of them retired, reopens with every acknowledged batch at its offset.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use sluice_log::batch::BatchIter;
 use sluice_log::config::JOURNAL_FILES_RECYCLED_MAX;
 use sluice_log::fs::{Fs, StdFs};
@@ -116,7 +114,7 @@ fn read_checked(
                 .expect("read")
                 .records;
             let batch = BatchIter::new(got).next().expect("a batch").expect("whole");
-            assert_same_batch(&batch, &common::batch(records, value_len, seen.tag));
+            assert_same_batch(&batch, &crate::common::batch(records, value_len, seen.tag));
             (seen.tag, seen.base_offset)
         })
         .collect()
@@ -381,7 +379,7 @@ async fn readers_never_see_a_retired_file_reused() {
                         sluice_log::batch::validate(&batch, u32::MAX).expect("CRC intact");
                         let tag = h.base_timestamp();
                         assert_eq!(h.base_offset().0, tag * 2, "batch {tag} at its offset");
-                        assert_same_batch(&batch, &common::batch(2, 100, tag));
+                        assert_same_batch(&batch, &crate::common::batch(2, 100, tag));
                         next = Offset(h.last_offset().0 + 1);
                         checked += 1;
                     }
@@ -418,7 +416,7 @@ async fn readers_never_see_a_retired_file_reused() {
     );
     assert_eq!(held.to_vec(), held_copy, "a held result never changes");
     let first = BatchIter::new(held).next().expect("batch").expect("whole");
-    assert_same_batch(&first, &common::batch(2, 100, 0));
+    assert_same_batch(&first, &crate::common::batch(2, 100, 0));
 }
 
 /// Per partition: its log start and (tag, base offset) of each batch it must hold.
@@ -535,7 +533,7 @@ const SIM_DATA_DIR: &str = "/data";
 
 fn sim_config() -> LogManagerConfig {
     let mut config = LogManagerConfig::new(SIM_DATA_DIR);
-    config.journal_direct_io = common::journal_direct_io();
+    config.journal_direct_io = crate::common::journal_direct_io();
     config.checkpoint_interval_ms = 3_600_000;
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;

@@ -2,14 +2,12 @@
 //! torn and corrupt tails (of the journal, of a segment's extent list) are cut; the journal
 //! refills the extents a checkpoint had not persisted yet.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use parking_lot::Mutex;
 use sluice_log::fs::StdFs;
 use sluice_log::{LogConfig, LogManager, Offset, PartitionKey};

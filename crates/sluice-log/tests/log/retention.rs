@@ -1,11 +1,9 @@
 //! Segment rolls (size, time) and retention (time, bytes, DeleteRecords) moving the log
 //! start offset.
 
-mod common;
-
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 use sluice_log::{LogConfig, LogError, Offset};
 
 fn now_ms() -> i64 {
