@@ -86,6 +86,10 @@ pub const FETCH_RESIDENT_CHECK_BYTES_MIN: usize = 64 * 1024;
 /// far from its start: one long device request instead of one per partition's batch
 /// (`RecordSlice::make_resident`). The virtual disk here takes requests up to 4 MiB.
 pub const FETCH_READ_AHEAD_BYTES: u64 = 4 * 1024 * 1024;
+/// After answering a fetch that read long file ranges (a consumer catching up), its reader
+/// thread reads this much of the journal after the furthest of them into the page cache, so
+/// the consumer's next fetch finds it there: about one 12-partition fetch's worth.
+pub const FETCH_NEXT_READ_AHEAD_BYTES: u64 = 16 * 1024 * 1024;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the

@@ -60,6 +60,11 @@ impl FileRange {
         unsafe { BorrowedFd::borrow_raw(self.fd) }
     }
 
+    /// The journal file's sequence number (later files have larger ones).
+    pub fn file_seq(&self) -> u64 {
+        self.file.seq
+    }
+
     /// Position of the first byte in the file.
     pub fn position(&self) -> u64 {
         self.position
@@ -97,6 +102,21 @@ impl FileRange {
         let end = self.position + u64::from(self.len);
         let ahead = (self.position + read_ahead_bytes).min(self.file.written_end());
         page_in(self.fd, self.position, end.max(ahead) - self.position)?;
+        Ok(true)
+    }
+
+    /// Reads the file's next `bytes` after this range into the page cache, unless the last
+    /// of them is cached already; stops at what the file's writer has finished (as
+    /// [`Self::make_resident`] does). For after a fetch was answered: the consumer's next
+    /// fetch asks for what follows, and reading it now overlaps the disk with the client's
+    /// turn instead of making the next fetch wait for it. Returns whether it read.
+    pub fn read_ahead_after(&self, bytes: u64) -> io::Result<bool> {
+        let start = self.position + u64::from(self.len);
+        let end = (start + bytes).min(self.file.written_end());
+        if end <= start || is_cached(self.fd, end - 1)? {
+            return Ok(false);
+        }
+        page_in(self.fd, start, end - start)?;
         Ok(true)
     }
 

@@ -371,3 +371,42 @@ fn make_resident_reads_the_file_ahead_of_a_cold_range() {
         "no read-ahead: the later range stays out"
     );
 }
+
+/// After a fetch, the file after its furthest range is read in for the consumer's next
+/// fetch; once that is cached, asking again reads nothing.
+#[test]
+fn read_ahead_after_brings_in_what_follows_a_range() {
+    use std::io::Write;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("next");
+    let mib = 1u64 << 20;
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(&vec![6u8; 8 * mib as usize]).expect("write");
+    file.sync_all().expect("sync");
+    drop(file);
+    let (later_at, later_len) = (3 * mib, mib / 4);
+    let later_pages = (later_len / 4096) as usize;
+    let range = |file| sluice_log::FileRange::standalone(file, 0, (mib / 4) as u32);
+    let probe = std::fs::File::open(&path).expect("open");
+    assert!(
+        !range(open_evicted(&path))
+            .read_ahead_after(0)
+            .expect("nothing to read"),
+        "no bytes asked for: no read"
+    );
+    assert_eq!(resident_pages(&probe, later_at, later_len), 0, "still cold");
+    let cold = range(open_evicted(&path));
+    assert!(
+        cold.read_ahead_after(4 * mib).expect("read ahead"),
+        "it read"
+    );
+    assert_eq!(
+        resident_pages(&probe, later_at, later_len),
+        later_pages,
+        "the next stretch is in the page cache"
+    );
+    assert!(
+        !cold.read_ahead_after(4 * mib).expect("probe"),
+        "already cached: nothing read again"
+    );
+}

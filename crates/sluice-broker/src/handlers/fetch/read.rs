@@ -69,6 +69,7 @@ impl ReadJob {
         if let Some(log) = log {
             read_all(&log, &parts, limit_bytes, isolation, &mut results);
         }
+        let next = furthest_cold_range(&results);
         {
             let mut state = self.state.lock();
             std::mem::swap(&mut state.parts, &mut parts);
@@ -76,6 +77,11 @@ impl ReadJob {
         }
         // A stored permit: the waiter may not be waiting yet.
         self.done.notify_one();
+        if let Some(range) = next {
+            if let Err(error) = range.read_ahead_after(limits::FETCH_NEXT_READ_AHEAD_BYTES) {
+                tracing::debug!(%error, "could not read ahead of a catching-up fetch");
+            }
+        }
     }
 }
 
@@ -178,6 +184,25 @@ fn make_resident(records: &[sluice_log::RecordSlice]) {
             }
         }
     }
+}
+
+/// The long file range of the results that ends furthest into its file (the newest file
+/// wins), if any: where a consumer catching up will ask next. Tailing consumers (short,
+/// cached ranges) get none.
+fn furthest_cold_range(results: &[PartResult]) -> Option<sluice_log::FileRange> {
+    results
+        .iter()
+        .flat_map(|r| r.records.iter())
+        .filter_map(|slice| match slice {
+            sluice_log::RecordSlice::File(range)
+                if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN =>
+            {
+                Some(range)
+            }
+            _ => None,
+        })
+        .max_by_key(|range| (range.file_seq(), range.position() + range.len() as u64))
+        .cloned()
 }
 
 /// Reads every partition in order within the response byte budget. Blocking.
