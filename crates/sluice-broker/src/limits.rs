@@ -90,6 +90,10 @@ pub const FETCH_READ_AHEAD_BYTES: u64 = 4 * 1024 * 1024;
 /// thread reads this much of the journal after the furthest of them into the page cache, so
 /// the consumer's next fetch finds it there: about one 12-partition fetch's worth.
 pub const FETCH_NEXT_READ_AHEAD_BYTES: u64 = 16 * 1024 * 1024;
+/// The read-ahead after a fetch waits until at least this much of its span is missing from
+/// the page cache, then reads all that is missing: a consumer of one partition advances
+/// 1 MiB per fetch, and reading each new MiB on its own cost more CPU per byte.
+pub const FETCH_NEXT_READ_AHEAD_STEP_BYTES: u64 = 4 * 1024 * 1024;
 /// Topic name length (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// File descriptors kept back from segment files for everything else: the listener, the

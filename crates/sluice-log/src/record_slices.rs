@@ -105,19 +105,29 @@ impl FileRange {
         Ok(true)
     }
 
-    /// Reads the file's next `bytes` after this range into the page cache, unless the last
-    /// of them is cached already; stops at what the file's writer has finished (as
+    /// Reads the file's next `bytes` after this range into the page cache, from the first
+    /// of them that is not cached on, once at least `step_bytes` of them are missing (or
+    /// the span reaches what the file's writer has finished, where it stops, as
     /// [`Self::make_resident`] does). For after a fetch was answered: the consumer's next
     /// fetch asks for what follows, and reading it now overlaps the disk with the client's
-    /// turn instead of making the next fetch wait for it. Returns whether it read.
-    pub fn read_ahead_after(&self, bytes: u64) -> io::Result<bool> {
+    /// turn instead of making the next fetch wait for it. Only the part not yet cached is
+    /// read: a consumer of one partition asks for 1 MiB at a time, and reading the whole
+    /// span again after every fetch (all but its last MiB cached by the fetch before) kept
+    /// a reader thread busy for nothing. Returns whether it read.
+    pub fn read_ahead_after(&self, bytes: u64, step_bytes: u64) -> io::Result<bool> {
         let start = self.position + u64::from(self.len);
-        let end = (start + bytes).min(self.file.written_end());
-        if end <= start || is_cached(self.fd, end - 1)? {
+        let wanted_end = start + bytes;
+        let end = wanted_end.min(self.file.written_end());
+        if end <= start {
             return Ok(false);
         }
-        page_in(self.fd, start, end - start)?;
-        Ok(true)
+        match first_uncached(self.fd, start, end)? {
+            Some(from) if end - from >= step_bytes || end < wanted_end => {
+                page_in(self.fd, from, end - from)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Reads `len` bytes of the range from byte `from` on into memory: the copy path for
@@ -141,20 +151,54 @@ impl FileRange {
     }
 }
 
-/// Whether the page holding byte `position` of `fd` is in the page cache: `mincore` over a
-/// one-page read-only mapping, which reads nothing in. (A read that may not block,
-/// `preadv2(RWF_NOWAIT)`, was used first: it starts the kernel's read of a missing page, and
-/// on a fast device that read finished before the call looked again, so a cold range was
-/// answered as cached with only its last page read in, about one time in three in a loop.)
-#[allow(unsafe_code)]
+/// Whether the page holding byte `position` of `fd` is in the page cache.
 fn is_cached(fd: RawFd, position: u64) -> io::Result<bool> {
+    Ok(first_uncached(fd, position, position + 1)?.is_none())
+}
+
+/// Pages whose residency one `mincore` call reports (16 MiB of 4 KiB pages): the status
+/// vector lives on the stack.
+const RESIDENCY_WINDOW_PAGES: usize = 4096;
+
+/// The start of the first page of bytes `from..to` of `fd` that is not in the page cache
+/// (clamped up to `from`), or `None` when all are: `mincore` over read-only mappings of the
+/// span, a window at a time, which read nothing in. (A read that may not block,
+/// `preadv2(RWF_NOWAIT)`, was used first: it starts the kernel's read of a missing page,
+/// and on a fast device that read finished before the call looked again, so a cold range
+/// was answered as cached with only its last page read in, about one time in three in a
+/// loop.) A file that cannot be mapped cannot be probed and is taken as cached.
+#[allow(unsafe_code)]
+fn first_uncached(fd: RawFd, from: u64, to: u64) -> io::Result<Option<u64>> {
     // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let offset = libc::off_t::try_from(position - position % page)
+    let mut window_start = from - from % page;
+    while window_start < to {
+        let pages = (to - window_start)
+            .div_ceil(page)
+            .min(RESIDENCY_WINDOW_PAGES as u64) as usize;
+        let mut resident = [0u8; RESIDENCY_WINDOW_PAGES];
+        if !residency(fd, window_start, pages, page, &mut resident[..pages])? {
+            return Ok(None);
+        }
+        if let Some(i) = resident[..pages].iter().position(|r| r & 1 == 0) {
+            return Ok(Some((window_start + i as u64 * page).max(from)));
+        }
+        window_start += pages as u64 * page;
+    }
+    Ok(None)
+}
+
+/// Fills `out` (one byte per page) with the residency of `pages` pages of `fd` from the
+/// page-aligned `offset`. Returns false when the file cannot be mapped (no probe possible).
+#[allow(unsafe_code)]
+fn residency(fd: RawFd, offset: u64, pages: usize, page: u64, out: &mut [u8]) -> io::Result<bool> {
+    debug_assert_eq!(offset % page, 0, "residency windows start on a page");
+    debug_assert_eq!(out.len(), pages, "one status byte per page");
+    let offset = libc::off_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-    let len = page as usize;
-    // SAFETY: a fresh read-only shared mapping of one page of an open descriptor; it is
-    // never read through (no fault, no I/O) and is unmapped before returning.
+    let len = pages * page as usize;
+    // SAFETY: a fresh read-only shared mapping of an open descriptor; it is never read
+    // through (no fault, no I/O) and is unmapped before returning.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -167,21 +211,19 @@ fn is_cached(fd: RawFd, position: u64) -> io::Result<bool> {
     };
     if addr == libc::MAP_FAILED {
         return match io::Error::last_os_error() {
-            // A file that cannot be mapped cannot be probed: taken as cached.
-            e if matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EINVAL)) => Ok(true),
+            e if matches!(e.raw_os_error(), Some(libc::ENODEV | libc::EINVAL)) => Ok(false),
             e => Err(e),
         };
     }
-    let mut resident = 0u8;
-    // SAFETY: `addr` is the page-aligned mapping of `len` bytes made above; `resident` has
-    // room for the one page's status byte.
-    let rc = unsafe { libc::mincore(addr, len, &mut resident) };
+    // SAFETY: `addr` is the page-aligned mapping of `len` bytes made above; `out` has one
+    // status byte for each of its `pages` pages.
+    let rc = unsafe { libc::mincore(addr, len, out.as_mut_ptr()) };
     let error = (rc != 0).then(io::Error::last_os_error);
     // SAFETY: unmaps exactly the mapping made above, which nothing else refers to.
     unsafe { libc::munmap(addr, len) };
     match error {
         Some(e) => Err(e),
-        None => Ok(resident & 1 == 1),
+        None => Ok(true),
     }
 }
 

@@ -246,6 +246,24 @@ async fn damaged_headers_give_the_same_answer_both_ways() {
 /// Opens `path` with its pages dropped from the page cache (clean pages of an unmapped
 /// file: dropped by the advice). The kernel may keep a page it is advised to drop, so the
 /// advice is repeated until `mincore` finds no page resident.
+/// Drops bytes `at..at + len` of `file` from the page cache (clean pages, so they go).
+fn evict(file: &std::fs::File, at: u64, len: u64) {
+    for _ in 0..50 {
+        nix::fcntl::posix_fadvise(
+            file.as_raw_fd(),
+            at as i64,
+            len as i64,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .expect("fadvise");
+        if resident_pages(file, at, len) == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("pages {at}..+{len} still cached after 50 DONTNEED advices");
+}
+
 fn open_evicted(path: &std::path::Path) -> std::fs::File {
     let file = std::fs::File::open(path).expect("open");
     let len = file.metadata().expect("stat").len();
@@ -373,7 +391,7 @@ fn make_resident_reads_the_file_ahead_of_a_cold_range() {
 }
 
 /// After a fetch, the file after its furthest range is read in for the consumer's next
-/// fetch; once that is cached, asking again reads nothing.
+/// fetch, once enough of it is missing; once that is cached, asking again reads nothing.
 #[test]
 fn read_ahead_after_brings_in_what_follows_a_range() {
     use std::io::Write;
@@ -390,14 +408,19 @@ fn read_ahead_after_brings_in_what_follows_a_range() {
     let probe = std::fs::File::open(&path).expect("open");
     assert!(
         !range(open_evicted(&path))
-            .read_ahead_after(0)
+            .read_ahead_after(0, 0)
             .expect("nothing to read"),
         "no bytes asked for: no read"
     );
     assert_eq!(resident_pages(&probe, later_at, later_len), 0, "still cold");
     let cold = range(open_evicted(&path));
     assert!(
-        cold.read_ahead_after(4 * mib).expect("read ahead"),
+        !cold.read_ahead_after(4 * mib, 5 * mib).expect("probe"),
+        "less missing than one step: no read yet"
+    );
+    assert_eq!(resident_pages(&probe, later_at, later_len), 0, "still cold");
+    assert!(
+        cold.read_ahead_after(4 * mib, mib).expect("read ahead"),
         "it read"
     );
     assert_eq!(
@@ -406,7 +429,27 @@ fn read_ahead_after_brings_in_what_follows_a_range() {
         "the next stretch is in the page cache"
     );
     assert!(
-        !cold.read_ahead_after(4 * mib).expect("probe"),
+        !cold.read_ahead_after(4 * mib, 0).expect("probe"),
         "already cached: nothing read again"
+    );
+    // Asked for one more MiB (5 MiB after the range), with that MiB evicted (the kernel's
+    // own read-ahead may have brought it in): only it is missing, under a 2 MiB step, so
+    // nothing is read; with a 1 MiB step it is.
+    let (next_at, next_len) = (4 * mib + mib / 4, mib);
+    let next_pages = (next_len / 4096) as usize;
+    evict(&probe, next_at, next_len);
+    assert!(
+        !cold.read_ahead_after(5 * mib, 2 * mib).expect("probe"),
+        "one MiB missing, a two-MiB step: no read"
+    );
+    assert_eq!(resident_pages(&probe, next_at, next_len), 0, "not read");
+    assert!(
+        cold.read_ahead_after(5 * mib, mib).expect("read ahead"),
+        "one MiB missing, a one-MiB step: read"
+    );
+    assert_eq!(
+        resident_pages(&probe, next_at, next_len),
+        next_pages,
+        "the missing MiB is in the page cache"
     );
 }

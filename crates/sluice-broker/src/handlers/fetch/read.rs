@@ -78,7 +78,10 @@ impl ReadJob {
         // A stored permit: the waiter may not be waiting yet.
         self.done.notify_one();
         if let Some(range) = next {
-            if let Err(error) = range.read_ahead_after(limits::FETCH_NEXT_READ_AHEAD_BYTES) {
+            if let Err(error) = range.read_ahead_after(
+                limits::FETCH_NEXT_READ_AHEAD_BYTES,
+                limits::FETCH_NEXT_READ_AHEAD_STEP_BYTES,
+            ) {
                 tracing::debug!(%error, "could not read ahead of a catching-up fetch");
             }
         }
@@ -175,13 +178,9 @@ fn unknown(r: &mut PartResult, code: i16) {
 /// (data written long ago), here on the reader thread rather than in the worker's
 /// `sendfile`. A failure is left for the send to report.
 fn make_resident(records: &[sluice_log::RecordSlice]) {
-    for slice in records {
-        if let sluice_log::RecordSlice::File(range) = slice {
-            if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN {
-                if let Err(error) = range.make_resident(limits::FETCH_READ_AHEAD_BYTES) {
-                    tracing::debug!(%error, "could not read a fetch range in ahead of its send");
-                }
-            }
+    for range in records.iter().filter_map(long_file_range) {
+        if let Err(error) = range.make_resident(limits::FETCH_READ_AHEAD_BYTES) {
+            tracing::debug!(%error, "could not read a fetch range in ahead of its send");
         }
     }
 }
@@ -193,16 +192,22 @@ fn furthest_cold_range(results: &[PartResult]) -> Option<sluice_log::FileRange> 
     results
         .iter()
         .flat_map(|r| r.records.iter())
-        .filter_map(|slice| match slice {
-            sluice_log::RecordSlice::File(range)
-                if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN =>
-            {
-                Some(range)
-            }
-            _ => None,
-        })
+        .filter_map(long_file_range)
         .max_by_key(|range| (range.file_seq(), range.position() + range.len() as u64))
         .cloned()
+}
+
+/// The slice as a file range if it is long enough to be worth a residency check (a
+/// catching-up consumer's; a tailing one's ranges are short and cached).
+fn long_file_range(slice: &sluice_log::RecordSlice) -> Option<&sluice_log::FileRange> {
+    match slice {
+        sluice_log::RecordSlice::File(range)
+            if range.len() >= limits::FETCH_RESIDENT_CHECK_BYTES_MIN =>
+        {
+            Some(range)
+        }
+        _ => None,
+    }
 }
 
 /// Reads every partition in order within the response byte budget. Blocking.
