@@ -66,7 +66,9 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
                         # 6 s of healthy load first: the baseline stands on 4 or more
                         # intervals after the first (often the warm-up's catch-up) is left out.
                         "--fault-cmd", "6s:kill -9 $SLUICE_BENCH_BROKER_PIDS",
-                        "--fault-cmd", f"8s:{restart}", "--html", str(tmp_path / "r.html"),
+                        # 3 s dead: at least one whole 1 s interval lies between the
+                        # kill and the restart, whatever the intervals' phase.
+                        "--fault-cmd", f"9s:{restart}", "--html", str(tmp_path / "r.html"),
                         "--csv", str(tmp_path / "r.csv"))
         assert first.wait(timeout=10) == -signal.SIGKILL
     finally:
@@ -90,7 +92,7 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     assert kill["command"] == "kill -9 $SLUICE_BENCH_BROKER_PIDS" and kill["exit_code"] == 0, kill
     assert 6.9 <= kill["started_at_s"] <= 7.5, kill
     assert start["exit_code"] == 0 and start["output_tail"] == "restarted", start
-    assert 8.9 <= start["started_at_s"] <= 9.5, start
+    assert 9.9 <= start["started_at_s"] <= 10.5, start
     html = (tmp_path / "r.html").read_text()
     assert "<h2>Faults</h2>" in html
     # Both faults marked on every chart over time (the lag heatmap too), once each.
@@ -121,9 +123,15 @@ def test_sigkill_and_restart_under_acks_all_loses_nothing_and_recovers(tmp_path)
     # records sent and eventually acked.
     measured = [i for i in r["intervals"] if i["phase"] != "drain"]
     assert all(0.8 <= i["interval_s"] <= 1.3 for i in measured), [i["interval_s"] for i in measured]
+    # The intervals wholly between the kill and the restart, less 0.1 s after the kill: acks
+    # the broker sent just before it died reach the bench's delivery reports tens of
+    # milliseconds later (6 acks/s seen in an interval starting 30 ms after the kill), and
+    # the restarted broker acks within milliseconds of the restart.
     dead = [i for i in measured
-            if i["elapsed_s"] - i["interval_s"] >= kill["ended_at_s"] and i["elapsed_s"] <= start["started_at_s"] + 0.2]
-    assert dead and all(i["acked_msg_s"] == 0 for i in dead), dead
+            if i["elapsed_s"] - i["interval_s"] >= kill["ended_at_s"] + 0.1
+            and i["elapsed_s"] <= start["started_at_s"]]
+    assert dead and all(i["acked_msg_s"] == 0 for i in dead), [
+        (i["elapsed_s"], i["acked_msg_s"]) for i in measured]
     # Lag is unknown while no broker answers (the reading at the restart may race it).
     assert all(i["lag_total"] is None for i in dead if i["elapsed_s"] <= start["started_at_s"] - 0.5), dead
     assert all(i["sent_acked"] + i["sent_failed"] >= 1900 for i in measured[1:]), measured
