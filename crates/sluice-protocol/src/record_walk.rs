@@ -387,6 +387,7 @@ where
     debug_assert!(count > 0, "check_count refuses empty batches");
     let mut at = 0;
     for index in 0..count {
+        prefetch(data, at + PREFETCH_AHEAD_BYTES);
         let timestamp_delta = slice_record(data, &mut at, index)?;
         let meta = RecordMeta {
             offset_delta: index,
@@ -408,6 +409,30 @@ where
         records: count,
         record_bytes: at,
     })
+}
+
+/// How far ahead of the record being read the walk asks the CPU to fetch the batch's bytes.
+/// A produce request's records are walked long after the socket copy put them in memory
+/// (a 12-partition request holds about 3 MiB), so the walk waits on memory: each record's
+/// position depends on the lengths inside the one before, and 100 B records were walked at
+/// 0.25-0.28 ms per MB from memory against 0.09 in the cache. A prefetch 2 KiB ahead made it
+/// 0.15-0.16 (`cargo bench -p sluice-protocol --bench record_walk`); 0.5-1 KiB ahead gained
+/// less, 4-8 KiB no more.
+const PREFETCH_AHEAD_BYTES: usize = 2048;
+
+/// Asks the CPU to bring the cache line holding `data[at]` in (nothing past the end).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch(data: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(byte) = data.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint that reads and writes nothing, for any address; this
+        // one points into `data` besides.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
 }
 
 /// One record at `*at` ([`read_record`]'s checks); returns its timestamp delta and moves
