@@ -68,7 +68,8 @@ fn main() {
     let rounds: usize = std::env::var("SLUICE_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(5)
+        .max(1);
     println!("record bytes, walk ms/MB cold (64 MiB), hot (one 256 KiB batch)");
     for value_bytes in [100, 1000] {
         let one = batch(value_bytes);

@@ -243,9 +243,6 @@ async fn damaged_headers_give_the_same_answer_both_ways() {
     }
 }
 
-/// Opens `path` with its pages dropped from the page cache (clean pages of an unmapped
-/// file: dropped by the advice). The kernel may keep a page it is advised to drop, so the
-/// advice is repeated until `mincore` finds no page resident.
 /// Drops bytes `at..at + len` of `file` from the page cache (clean pages, so they go).
 fn evict(file: &std::fs::File, at: u64, len: u64) {
     for _ in 0..50 {
@@ -264,26 +261,14 @@ fn evict(file: &std::fs::File, at: u64, len: u64) {
     panic!("pages {at}..+{len} still cached after 50 DONTNEED advices");
 }
 
+/// Opens `path` with its pages dropped from the page cache (clean pages of an unmapped
+/// file: dropped by the advice). The kernel may keep a page it is advised to drop, so the
+/// advice is repeated until `mincore` finds no page resident.
 fn open_evicted(path: &std::path::Path) -> std::fs::File {
     let file = std::fs::File::open(path).expect("open");
     let len = file.metadata().expect("stat").len();
-    for _ in 0..50 {
-        nix::fcntl::posix_fadvise(
-            file.as_raw_fd(),
-            0,
-            0,
-            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .expect("fadvise");
-        if resident_pages(&file, 0, len) == 0 {
-            return file;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!(
-        "{}: pages still cached after 50 DONTNEED advices",
-        path.display()
-    );
+    evict(&file, 0, len);
+    file
 }
 
 /// How many of the 4 KiB pages of `file` in `[offset, offset + len)` (`offset` a multiple
