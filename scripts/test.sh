@@ -54,6 +54,8 @@ if ! wait "$SETUP_PID"; then
     echo "test.sh: the integration test setup failed (log above)" >&2
     exit 1
 fi
+# Reaped: its pid may belong to another process from now on, so the trap must not kill it.
+trap - EXIT
 cat "$SETUP_LOG"
 
 phase "integration tests (real clients, real broker process)"
