@@ -167,13 +167,16 @@ impl SeqMarks {
 
 /// Fills each interval's by-send-time figures from the slots whose second ends inside it
 /// (interval k normally covers slot k exactly; a longer interval gathers several slots).
+/// The last interval takes every slot left: a record sent after the last sample (the load
+/// stops a little after it) still counts, so the series sums to the run's counts.
 pub fn fill(intervals: &mut [crate::engine::IntervalSample], slots: &SentSlots) {
     let mut next = 0usize;
-    for iv in intervals.iter_mut() {
+    let last = intervals.len().saturating_sub(1);
+    for (k, iv) in intervals.iter_mut().enumerate() {
         let mut acc = SentSlot::default();
         let mut any = false;
         // Slot i covers [i, i+1) s: it belongs to the interval its end falls in.
-        while next < slots.len() && (next as f64 + 1.0) <= iv.elapsed_s + 0.5 {
+        while next < slots.len() && (k == last || (next as f64 + 1.0) <= iv.elapsed_s + 0.5) {
             if let Some(s) = slots.get(next) {
                 acc.merge(s);
                 any = true;
@@ -234,6 +237,24 @@ mod tests {
         let p = iv[0].sent_ack_p99_ms.unwrap();
         assert!((2.0..=2.2).contains(&p), "{p}");
         assert_eq!(iv[2].sent_ack_p99_ms, None);
+    }
+
+    #[test]
+    fn records_sent_after_the_last_sample_count_in_the_last_interval() {
+        let mut s = SentSlots::default();
+        for k in 0..4 {
+            s.acked(k * S + 1, 1000);
+        }
+        // Samples at 1 s and 2 s; records sent at 2.x s and 3.x s, before the load stopped.
+        let mut iv: Vec<IntervalSample> = (1..=2)
+            .map(|t| IntervalSample {
+                elapsed_s: t as f64,
+                ..IntervalSample::default()
+            })
+            .collect();
+        fill(&mut iv, &s);
+        assert_eq!(iv[0].sent_acked, Some(1));
+        assert_eq!(iv[1].sent_acked, Some(3), "every record is in the series");
     }
 
     #[test]
