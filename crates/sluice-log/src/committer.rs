@@ -257,6 +257,9 @@ pub(crate) struct Committer {
     round_id: u64,
     /// When the current round started (the round-duration histogram).
     round_started: Instant,
+    /// A round was refused for lack of space (ENOSPC, EDQUOT) since the journal file was
+    /// last reused in place: the next reuse cuts the file back to free its blocks.
+    space_short: bool,
     stop_requested: bool,
 }
 
@@ -289,6 +292,7 @@ impl Committer {
             staged: Vec::new(),
             round_id: 0,
             round_started: Instant::now(),
+            space_short: false,
             stop_requested: false,
         }
     }
@@ -360,14 +364,16 @@ impl Committer {
         }
         let now = now_ms();
         // Segments deleted since the last round may have left nothing pointing into the
-        // current journal file: reusing it in place frees its space now (on a full disk,
-        // the only way DeleteRecords can make room).
-        match self.journal.reuse_if_unreferenced() {
+        // current journal file: it is reused in place, and cut back to free its space if
+        // a round was refused for lack of it (on a full disk, the only way DeleteRecords
+        // can make room).
+        match self.journal.reuse_if_unreferenced(self.space_short) {
             Err(error) if !crate::fs::is_retryable(&error) => {
                 return self.fail_with_io("journal file reuse", error);
             }
             Err(error) => tracing::debug!(%error, "journal file not reused yet"),
-            Ok(_) => {}
+            Ok(true) => self.space_short = false,
+            Ok(false) => {}
         }
         // Entries are encoded with the journal file's sequence number, so the file must be
         // chosen before encoding.
@@ -794,6 +800,7 @@ impl Committer {
         self.touched.clear();
         let undone = self.undo_round();
         let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
+        self.space_short |= matches!(errno, libc::ENOSPC | libc::EDQUOT);
         let file_limit = crate::fs::is_file_limit(&error);
         let mut first = Some(crate::engine::refused(what, error));
         // Every request not already failed on its own fails, duplicates included (their

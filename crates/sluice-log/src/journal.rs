@@ -732,15 +732,25 @@ impl JournalWriter {
     }
 
     /// When nothing but the writer refers to the current file any more (every segment
-    /// with bytes in it was deleted: DeleteRecords or retention on a full disk), reuses it
-    /// in place as the next file: renamed to `seq + 1`, given its new header and cut back
-    /// to it, synced. That frees its space without needing any, which a roll to a new
-    /// file would (on a full disk it cannot). Nothing in the file is lost: no segment
-    /// points into it, and a crash before the new header is durable leaves a file whose
-    /// header names another sequence number, which replay reads as the end of the journal
-    /// (nothing after it was acknowledged). Returns whether it did. Caller: the committer,
-    /// between rounds (so no extent of the current round can point into the file).
-    pub(crate) fn reuse_if_unreferenced(&mut self) -> io::Result<bool> {
+    /// with bytes in it was deleted: a deleted topic, DeleteRecords, retention), reuses it
+    /// in place as the next file: renamed to `seq + 1`, given its new header, synced.
+    ///
+    /// `cut_back` (the disk is short of space: a round was refused for it) also cuts the
+    /// file back to its header, which frees its space without needing any, as a roll to a
+    /// new file would (on a full disk it cannot). Otherwise the file keeps its length, so
+    /// later rounds overwrite blocks that are already allocated and written, like a
+    /// recycled file's: their `fdatasync` then writes no metadata, only the device flush
+    /// (measured on this machine: one data write and one flush per round instead of a data
+    /// write, two metadata writes and a flush into a growing file; see
+    /// docs/performance.md, "Journal rounds over written blocks"). The stale entries
+    /// beyond the writer carry the old sequence number, so replay never takes them.
+    ///
+    /// Nothing in the file is lost: no segment points into it, and a crash before the new
+    /// header is durable leaves a file whose header names another sequence number, which
+    /// replay reads as the end of the journal (nothing after it was acknowledged). Returns
+    /// whether it did. Caller: the committer, between rounds (so no extent of the current
+    /// round can point into the file).
+    pub(crate) fn reuse_if_unreferenced(&mut self, cut_back: bool) -> io::Result<bool> {
         // The registry and the writer hold the only references; only the committer adds
         // extents, so none can appear while it runs this.
         if self.len == FILE_HEADER_LEN || Arc::strong_count(&self.current) > 2 {
@@ -762,7 +772,12 @@ impl JournalWriter {
             .open(&to, OpenMode::Existing)
             .map_err(after_rename)?;
         fs::write_all_at(file.as_ref(), &encode_header(next), 0).map_err(after_rename)?;
-        file.set_len(FILE_HEADER_LEN).map_err(after_rename)?;
+        if cut_back {
+            file.set_len(FILE_HEADER_LEN).map_err(after_rename)?;
+        } else if self.direct.is_none() {
+            // Written through the page cache: drop the old pages, as for a recycled file.
+            file.drop_cache();
+        }
         file.sync_data().map_err(after_rename)?;
         self.fs.sync_dir(&self.dir).map_err(after_rename)?;
         self.current = Arc::new(JournalFile {
@@ -775,6 +790,7 @@ impl JournalWriter {
         self.reopen_direct().map_err(after_rename)?;
         tracing::info!(
             seq = next,
+            cut_back,
             "journal file reused in place: nothing pointed into it any more"
         );
         Ok(true)

@@ -22,7 +22,7 @@ use crate::common::*;
 use bytes::Bytes;
 use sluice_log::batch::BatchIter;
 use sluice_log::config::JOURNAL_FILES_RECYCLED_MAX;
-use sluice_log::fs::{Fs, StdFs};
+use sluice_log::fs::{FaultOp, Fs, StdFs};
 use sluice_log::sim_fs::{CrashMode, SimFs, SimRng};
 use sluice_log::{LogConfig, LogError, LogManager, LogManagerConfig, Offset, PartitionKey};
 
@@ -642,11 +642,15 @@ async fn an_idle_log_retires_journal_files_at_the_next_checkpoint() {
 fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
     // Goal: once DeleteRecords up to the high watermark removed every segment pointing
     // into the journal file being written (the only way to free space on a full disk),
-    // the next round reuses that file in place (renamed to the next sequence number, cut
-    // to its header) instead of needing room for a new one; a crash after that (SimFs:
-    // only synced state survives) brings back the log start and every batch appended
-    // after the reuse, and nothing deleted reappears. Both crash modes, several draws.
+    // the next round reuses that file in place (renamed to the next sequence number)
+    // instead of needing room for a new one. After a round refused for ENOSPC the file is
+    // cut to its header (its space freed); otherwise it keeps its length, so new rounds
+    // overwrite written blocks and the old entries stay behind the writer. Either way a
+    // crash after that (SimFs: only synced state survives) brings back the log start and
+    // every batch appended after the reuse, and nothing deleted or stale reappears. Both
+    // crash modes, both cases, several draws.
     for seed in 0..8u64 {
+        let space_short = seed % 4 >= 2;
         let fs = SimFs::new();
         fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
             .expect("data dir");
@@ -674,6 +678,25 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
         };
         let before = wal(&fs);
         assert_eq!(before.len(), 1, "seed {seed}: one journal file");
+        let wal_len = |fs: &SimFs, name: &str| {
+            fs.open(&journal_dir.join(name), sluice_log::fs::OpenMode::Existing)
+                .expect("open")
+                .len()
+                .expect("len")
+        };
+        let full_len = wal_len(&fs, &before[0]);
+        if space_short {
+            fs.arm(FaultOp::Write, 0, Some(".wal"));
+            let refused = runtime.block_on(async {
+                let waiter = log.append(&k, bytes(2, 300, 99)).await.expect("queued");
+                waiter.wait().await
+            });
+            assert!(
+                matches!(&refused, Err(LogError::Io(e)) if e.raw_os_error() == Some(libc::ENOSPC)),
+                "seed {seed}: {refused:?}"
+            );
+            fs.disarm();
+        }
         assert_eq!(
             log.delete_records(&k, Offset(-1)).expect("delete"),
             Offset(12)
@@ -689,18 +712,15 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
             after, before,
             "seed {seed}: the file was renamed to the next seq"
         );
-        let size = fs
-            .open(
-                &journal_dir.join(&after[0]),
-                sluice_log::fs::OpenMode::Existing,
-            )
-            .expect("open")
-            .len()
-            .expect("len");
-        assert!(
-            size < 4 * 4096 + 16,
-            "seed {seed}: cut back, now {size} bytes"
-        );
+        let size = wal_len(&fs, &after[0]);
+        if space_short {
+            assert!(
+                size < 4 * 4096 + 16,
+                "seed {seed}: cut back, now {size} bytes"
+            );
+        } else {
+            assert_eq!(size, full_len, "seed {seed}: the file kept its blocks");
+        }
         drop(log);
         let mode = [CrashMode::Drop, CrashMode::Writeback][seed as usize % 2];
         fs.crash_with(&mut SimRng::new(seed), mode);
