@@ -422,6 +422,9 @@ pub(crate) struct JournalFile {
     /// The in-memory tail that may hold this file's newest bytes (files written with
     /// direct I/O by this process; see `journal_tail`).
     pub(crate) tail: Option<Arc<JournalTail>>,
+    /// The stretch of the file a fetch reader last found or made resident in the page
+    /// cache (a hint that spares the next read-ahead's probe; see `record_slices`).
+    pub(crate) resident_hint: crate::record_slices::ResidentHint,
 }
 
 impl JournalFile {
@@ -431,6 +434,7 @@ impl JournalFile {
             seq,
             file,
             tail: None,
+            resident_hint: Default::default(),
         })
     }
 
@@ -784,6 +788,7 @@ impl JournalWriter {
             seq: next,
             file,
             tail: self.direct.as_ref().map(|d| Arc::clone(&d.tail)),
+            resident_hint: Default::default(),
         });
         self.files.insert(Arc::clone(&self.current));
         self.len = FILE_HEADER_LEN;
@@ -820,6 +825,7 @@ fn open_file(
         seq,
         file,
         tail: tail.cloned(),
+        resident_hint: Default::default(),
     }))
 }
 

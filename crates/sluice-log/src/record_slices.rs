@@ -52,6 +52,17 @@ impl FileRange {
         Self::new(&journal, position, len).expect("a std file has a descriptor")
     }
 
+    /// The `len` bytes right after this range, in the same file (and sharing its
+    /// [`ResidentHint`], as all ranges of one journal file do).
+    pub fn following(&self, len: u32) -> Self {
+        Self {
+            file: Arc::clone(&self.file),
+            fd: self.fd,
+            position: self.position + u64::from(self.len),
+            len,
+        }
+    }
+
     /// The file's descriptor, valid while `self` is borrowed.
     #[allow(unsafe_code)]
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -102,6 +113,7 @@ impl FileRange {
         let end = self.position + u64::from(self.len);
         let ahead = (self.position + read_ahead_bytes).min(self.file.written_end());
         page_in(self.fd, self.position, end.max(ahead) - self.position)?;
+        self.file.resident_hint.note(self.position, end.max(ahead));
         Ok(true)
     }
 
@@ -114,6 +126,12 @@ impl FileRange {
     /// read: a consumer of one partition asks for 1 MiB at a time, and reading the whole
     /// span again after every fetch (all but its last MiB cached by the fetch before) kept
     /// a reader thread busy for nothing. Returns whether it read.
+    ///
+    /// The probe starts where the stretch this file's readers last found or made resident
+    /// ends, when that stretch holds the span's start ([`ResidentHint`]): a consumer
+    /// moving forward 1 MiB at a time would otherwise look up all 4096 pages of the span
+    /// again after every fetch, to find the same first missing page (about 5 % of the
+    /// broker's CPU in a 12-partition backlog fetch).
     pub fn read_ahead_after(&self, bytes: u64, step_bytes: u64) -> io::Result<bool> {
         let start = self.position + u64::from(self.len);
         let wanted_end = start + bytes;
@@ -121,12 +139,26 @@ impl FileRange {
         if end <= start {
             return Ok(false);
         }
-        match first_uncached(self.fd, start, end)? {
+        let hint = &self.file.resident_hint;
+        let probe_from = hint.resident_from(start).min(end);
+        let missing = match probe_from < end {
+            true => first_uncached(self.fd, probe_from, end)?,
+            false => None,
+        };
+        match missing {
             Some(from) if end - from >= step_bytes || end < wanted_end => {
                 page_in(self.fd, from, end - from)?;
+                hint.note(start, end);
                 Ok(true)
             }
-            _ => Ok(false),
+            Some(from) => {
+                hint.note(start, from);
+                Ok(false)
+            }
+            None => {
+                hint.note(start, end);
+                Ok(false)
+            }
         }
     }
 
@@ -148,6 +180,29 @@ impl FileRange {
             ));
         }
         Ok(buf)
+    }
+}
+
+/// The stretch `[start, end)` of a journal file that a fetch reader last found in the page
+/// cache or read into it. A hint, never needed for correctness: pages may be evicted after
+/// it was noted, and then the `sendfile` that sends them reads them in itself.
+#[derive(Debug, Default)]
+pub(crate) struct ResidentHint(parking_lot::Mutex<(u64, u64)>);
+
+impl ResidentHint {
+    /// Where the probe of a span starting at `start` should begin: the end of the noted
+    /// stretch if it holds `start`, else `start` itself.
+    fn resident_from(&self, start: u64) -> u64 {
+        let (from, to) = *self.0.lock();
+        match from <= start && start < to {
+            true => to,
+            false => start,
+        }
+    }
+
+    fn note(&self, start: u64, end: u64) {
+        debug_assert!(start <= end, "resident stretch {start}..{end}");
+        *self.0.lock() = (start, end);
     }
 }
 

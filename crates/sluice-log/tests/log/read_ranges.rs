@@ -438,3 +438,49 @@ fn read_ahead_after_brings_in_what_follows_a_range() {
         "the missing MiB is in the page cache"
     );
 }
+
+#[test]
+fn read_ahead_after_probes_from_where_the_last_resident_stretch_ends() {
+    // Goal: a consumer moving forward through a file does not look up, after every fetch,
+    // the pages the fetch before found or made resident: the probe starts at the end of
+    // the stretch last noted for the file when that stretch holds the span's start. Shown
+    // by a page evicted inside that stretch: the next read-ahead does not bring it back
+    // (without the hint it is the first missing page and the read starts there), while
+    // the part of the span past the stretch is read.
+    use std::io::Write;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let path = dir.path().join("hint");
+    let (kib, mib) = (1u64 << 10, 1u64 << 20);
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(&vec![3u8; 8 * mib as usize]).expect("write");
+    file.sync_all().expect("sync");
+    drop(file);
+    let probe = std::fs::File::open(&path).expect("open");
+    let first = sluice_log::FileRange::standalone(open_evicted(&path), 0, (256 * kib) as u32);
+    assert!(first.read_ahead_after(2 * mib, 0).expect("read ahead"));
+    assert_eq!(
+        resident_pages(&probe, 256 * kib, 2 * mib),
+        (2 * mib / 4096) as usize,
+        "the stretch after the first range is resident"
+    );
+    // The kernel's own read-ahead may have read on past the stretch: evict that part too.
+    let (inside_at, inside_len) = (mib, 256 * kib);
+    let (past_at, past_len) = (256 * kib + 2 * mib, 256 * kib);
+    evict(&probe, inside_at, inside_len);
+    evict(&probe, past_at, 4 * mib);
+    let second = first.following((256 * kib) as u32);
+    assert!(
+        second.read_ahead_after(2 * mib, 0).expect("read ahead"),
+        "the part past the stretch is missing"
+    );
+    assert_eq!(
+        resident_pages(&probe, past_at, past_len),
+        (past_len / 4096) as usize,
+        "the part past the noted stretch was read"
+    );
+    assert_eq!(
+        resident_pages(&probe, inside_at, inside_len),
+        0,
+        "the probe started at the stretch's end, not at the page evicted inside it"
+    );
+}
