@@ -316,6 +316,11 @@ impl Committer {
             }
             self.commit_round();
         }
+        if !self.engine.is_poisoned() {
+            if let Err(error) = self.journal.trim_to_written() {
+                tracing::warn!(%error, "could not cut the journal file back to its last round");
+            }
+        }
         tracing::debug!("committer stopped");
     }
 

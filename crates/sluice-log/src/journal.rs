@@ -805,6 +805,19 @@ impl JournalWriter {
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.current.file.sync_data()
     }
+
+    /// At a clean stop: cuts the current file back to its last round when it is longer
+    /// (a recycled file, or one reused in place, keeps its old bytes past the writer).
+    /// The next start then finds the journal's end where the entries end, instead of
+    /// reading the old bytes as a torn entry and warning about it. Only bytes no entry
+    /// of this file's life ever held are cut, so a crash at any point of it is harmless.
+    pub(crate) fn trim_to_written(&self) -> io::Result<()> {
+        if self.current.file.len()? > self.len {
+            self.current.file.set_len(self.len)?;
+            self.current.file.sync_data()?;
+        }
+        Ok(())
+    }
 }
 
 fn open_file(

@@ -744,3 +744,61 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
         log.shutdown().expect("shutdown");
     }
 }
+
+#[test]
+fn a_clean_stop_cuts_a_reused_journal_file_back_to_its_entries() {
+    // Goal: a journal file reused in place keeps its old bytes past the writer (so rounds
+    // overwrite written blocks), but a clean stop cuts it back to its last round: the next
+    // start finds the journal's end where the entries end, cuts nothing and warns about no
+    // torn entry, and every batch is back. Method: SimFs; batches, DeleteRecords up to the
+    // high watermark (nothing points into the file any more), one more batch (the file is
+    // reused, keeping its length), shutdown, reopen.
+    let fs = SimFs::new();
+    fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
+        .expect("data dir");
+    let (log, _) = open_sim(&fs);
+    let k = key("trim", 0);
+    log.create_partition(k.clone(), segments_of(4096))
+        .expect("create");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for tag in 0..6 {
+        runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
+    }
+    assert_eq!(
+        log.delete_records(&k, Offset(-1)).expect("delete"),
+        Offset(12)
+    );
+    let info = runtime.block_on(append(&log, &k, bytes(2, 300, 10)));
+    assert_eq!(info.base_offset, Offset(12));
+    let journal_dir = Path::new(SIM_DATA_DIR).join("journal");
+    let wal_len = |fs: &SimFs| -> u64 {
+        let names: Vec<String> = fs
+            .read_dir(&journal_dir)
+            .expect("ls")
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n.ends_with(".wal"))
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        fs.open(
+            &journal_dir.join(&names[0]),
+            sluice_log::fs::OpenMode::Existing,
+        )
+        .expect("open")
+        .len()
+        .expect("len")
+    };
+    let kept = wal_len(&fs);
+    log.shutdown().expect("shutdown");
+    let trimmed = wal_len(&fs);
+    assert!(
+        trimmed < kept,
+        "cut back at the stop: {trimmed} bytes, {kept} before"
+    );
+    let (log, report) = open_sim(&fs);
+    assert_eq!(report.bytes_truncated, 0, "{:?}", report.actions);
+    assert_eq!(read_checked(&log, &k, 2, 300), vec![(10, 12)]);
+    log.shutdown().expect("shutdown");
+}
