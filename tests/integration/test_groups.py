@@ -480,7 +480,11 @@ def test_killed_member_partitions_move_after_session_timeout(sluice_factory, top
         waited = time.monotonic() - killed_at
         # Not before the session timeout (6 s), and not long after it.
         assert 4.5 < waited < 20, waited
-        assert {p.partition for p in survivor.assignment()} == {0, 1, 2, 3}
+        # The broker settles first; the survivor's client takes its new assignment in a
+        # later poll.
+        wait_until(lambda: (survivor.poll(0.1),
+                            {p.partition for p in survivor.assignment()} == {0, 1, 2, 3})[1],
+                   10, what="the survivor's client assigned every partition")
     finally:
         survivor.close()
         if doomed.poll() is None:

@@ -429,7 +429,9 @@ def test_parked_fetches_stop_when_their_client_closes(broker, topic_name):
     pid = broker.proc.pid
     fds_before = open_fds(pid)
     socks = park_fetches(broker.bootstrap, topic_name, 500)
-    wait_until(lambda: open_fds(pid) >= fds_before + 500, 10, what="parked connections")
+    # A few descriptors open when `fds_before` was read may be gone by now (a checkpoint's
+    # or a retention pass's file), so the same slack as for the release below.
+    wait_until(lambda: open_fds(pid) >= fds_before + 490, 10, what="parked connections")
     rss_parked = proc_kb(pid, "VmRSS")
     for s in socks:
         s.close()
