@@ -638,6 +638,50 @@ async fn an_idle_log_retires_journal_files_at_the_next_checkpoint() {
     assert!(wal_seqs(dir.path()).len() < with_other.len());
 }
 
+/// The names of the `.wal` files in a SimFs log's journal directory, sorted.
+fn sim_wal_names(fs: &SimFs) -> Vec<String> {
+    let journal_dir = Path::new(SIM_DATA_DIR).join("journal");
+    let mut names: Vec<String> = fs
+        .read_dir(&journal_dir)
+        .expect("ls")
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n.ends_with(".wal"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The length of journal file `name` in a SimFs log.
+fn sim_wal_len(fs: &SimFs, name: &str) -> u64 {
+    let path = Path::new(SIM_DATA_DIR).join("journal").join(name);
+    fs.open(&path, sluice_log::fs::OpenMode::Existing)
+        .expect("open")
+        .len()
+        .expect("len")
+}
+
+/// A fresh SimFs log with one partition of topic `topic` (4 KiB segments) holding six
+/// batches of two 300-byte records (offsets 0-11, tags 0-5), and a runtime to append with.
+fn sim_log_with_six_batches(
+    topic: &str,
+) -> (SimFs, LogManager, PartitionKey, tokio::runtime::Runtime) {
+    let fs = SimFs::new();
+    fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
+        .expect("data dir");
+    let (log, _) = open_sim(&fs);
+    let k = key(topic, 0);
+    log.create_partition(k.clone(), segments_of(4096))
+        .expect("create");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for tag in 0..6 {
+        runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
+    }
+    (fs, log, k, runtime)
+}
+
 #[test]
 fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
     // Goal: once DeleteRecords up to the high watermark removed every segment pointing
@@ -651,39 +695,11 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
     // crash modes, both cases, several draws.
     for seed in 0..8u64 {
         let space_short = seed % 4 >= 2;
-        let fs = SimFs::new();
-        fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
-            .expect("data dir");
-        let (log, _) = open_sim(&fs);
-        let k = key("reuse", 0);
-        log.create_partition(k.clone(), segments_of(4096))
-            .expect("create");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime");
-        for tag in 0..6 {
-            runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
-        }
-        let journal_dir = Path::new(SIM_DATA_DIR).join("journal");
-        let wal = |fs: &SimFs| -> Vec<String> {
-            let mut names: Vec<String> = fs
-                .read_dir(&journal_dir)
-                .expect("ls")
-                .into_iter()
-                .map(|e| e.name)
-                .filter(|n| n.ends_with(".wal"))
-                .collect();
-            names.sort();
-            names
-        };
+        let (fs, log, k, runtime) = sim_log_with_six_batches("reuse");
+        let wal = sim_wal_names;
         let before = wal(&fs);
         assert_eq!(before.len(), 1, "seed {seed}: one journal file");
-        let wal_len = |fs: &SimFs, name: &str| {
-            fs.open(&journal_dir.join(name), sluice_log::fs::OpenMode::Existing)
-                .expect("open")
-                .len()
-                .expect("len")
-        };
+        let wal_len = sim_wal_len;
         let full_len = wal_len(&fs, &before[0]);
         if space_short {
             fs.arm(FaultOp::Write, 0, Some(".wal"));
@@ -753,42 +769,17 @@ fn a_clean_stop_cuts_a_reused_journal_file_back_to_its_entries() {
     // torn entry, and every batch is back. Method: SimFs; batches, DeleteRecords up to the
     // high watermark (nothing points into the file any more), one more batch (the file is
     // reused, keeping its length), shutdown, reopen.
-    let fs = SimFs::new();
-    fs.create_dir_all_durable(Path::new(SIM_DATA_DIR))
-        .expect("data dir");
-    let (log, _) = open_sim(&fs);
-    let k = key("trim", 0);
-    log.create_partition(k.clone(), segments_of(4096))
-        .expect("create");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    for tag in 0..6 {
-        runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
-    }
+    let (fs, log, k, runtime) = sim_log_with_six_batches("trim");
     assert_eq!(
         log.delete_records(&k, Offset(-1)).expect("delete"),
         Offset(12)
     );
     let info = runtime.block_on(append(&log, &k, bytes(2, 300, 10)));
     assert_eq!(info.base_offset, Offset(12));
-    let journal_dir = Path::new(SIM_DATA_DIR).join("journal");
     let wal_len = |fs: &SimFs| -> u64 {
-        let names: Vec<String> = fs
-            .read_dir(&journal_dir)
-            .expect("ls")
-            .into_iter()
-            .map(|e| e.name)
-            .filter(|n| n.ends_with(".wal"))
-            .collect();
+        let names = sim_wal_names(fs);
         assert_eq!(names.len(), 1, "{names:?}");
-        fs.open(
-            &journal_dir.join(&names[0]),
-            sluice_log::fs::OpenMode::Existing,
-        )
-        .expect("open")
-        .len()
-        .expect("len")
+        sim_wal_len(fs, &names[0])
     };
     let kept = wal_len(&fs);
     log.shutdown().expect("shutdown");
