@@ -198,6 +198,16 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    /// Interval samples taken at 1, 2, ..., `n` seconds.
+    fn samples_every_second(n: u32) -> Vec<IntervalSample> {
+        (1..=n)
+            .map(|t| IntervalSample {
+                elapsed_s: f64::from(t),
+                ..IntervalSample::default()
+            })
+            .collect()
+    }
+
     #[test]
     fn late_failures_and_acks_count_where_they_were_sent() {
         let mut a = SentSlots::default();
@@ -246,12 +256,7 @@ mod tests {
             s.acked(k * S + 1, 1000);
         }
         // Samples at 1 s and 2 s; records sent at 2.x s and 3.x s, before the load stopped.
-        let mut iv: Vec<IntervalSample> = (1..=2)
-            .map(|t| IntervalSample {
-                elapsed_s: t as f64,
-                ..IntervalSample::default()
-            })
-            .collect();
+        let mut iv = samples_every_second(2);
         fill(&mut iv, &s);
         assert_eq!(iv[0].sent_acked, Some(1));
         assert_eq!(iv[1].sent_acked, Some(3), "every record is in the series");
@@ -297,12 +302,7 @@ mod tests {
         let mut s = SentSlots::default();
         s.lost_acked(m.sent_ns_of(15).unwrap());
         s.duplicate(3 * S + 7);
-        let mut iv: Vec<IntervalSample> = (1..=4)
-            .map(|t| IntervalSample {
-                elapsed_s: t as f64,
-                ..IntervalSample::default()
-            })
-            .collect();
+        let mut iv = samples_every_second(4);
         fill(&mut iv, &s);
         let got: Vec<(Option<u64>, Option<u64>)> = iv
             .iter()
