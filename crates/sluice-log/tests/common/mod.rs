@@ -222,25 +222,53 @@ pub fn journal_files(data: &Path) -> Vec<PathBuf> {
 }
 
 /// Copies a directory tree (used to snapshot a running log, as a crash would see it).
-/// The `journal` directory (with the checkpoint) is copied first: a crash image never holds
-/// a checkpoint newer than the segment data it vouches for, while a file-by-file copy
-/// taken the other way round can, and recovery rightly reports that as durable data
-/// missing (damage) rather than a crash.
+///
+/// A file-by-file copy is not taken at one instant, so the order matters; it is chosen so
+/// that the copy is a state some crash could leave:
+/// 1. the checkpoint first: a crash image never holds a checkpoint newer than the segment
+///    data it vouches for (copied the other way round, it can, and recovery rightly reports
+///    that as durable data missing);
+/// 2. then everything outside `journal` (segments, extents, snapshots);
+/// 3. the journal files last: extents are persisted only for journal bytes already synced,
+///    so a crash image holds every journal byte its extents point to. Journal files copied
+///    before the extents could miss bytes that extents copied later point to (the whole
+///    segment then reads as damaged), a state no crash leaves.
 pub fn copy_dir(from: &Path, to: &Path) {
+    let checkpoint = Path::new("journal").join("checkpoint");
+    if from.join(&checkpoint).exists() {
+        std::fs::create_dir_all(to.join("journal")).expect("mkdir");
+        copy_file(&from.join(&checkpoint), &to.join(&checkpoint));
+    }
+    copy_tree(from, to, &|rel| rel != Path::new("journal"));
+    copy_tree(&from.join("journal"), &to.join("journal"), &|rel| {
+        rel != Path::new("checkpoint")
+    });
+}
+
+/// Copies the entries of `from` whose names pass `keep` (and everything below them).
+fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&Path) -> bool) {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
     std::fs::create_dir_all(to).expect("mkdir");
-    let mut entries: Vec<_> = std::fs::read_dir(from)
-        .expect("read dir")
-        .map(|e| e.expect("entry"))
-        .collect();
-    entries.sort_by_key(|e| e.file_name() != "journal");
     for entry in entries {
+        let entry = entry.expect("entry");
+        if !keep(Path::new(&entry.file_name())) {
+            continue;
+        }
         let target = to.join(entry.file_name());
         if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else if let Err(e) = std::fs::copy(entry.path(), &target) {
-            // A journal file deleted by a checkpoint mid-copy is fine: a crash could see that too.
-            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+            copy_tree(&entry.path(), &target, &|_| true);
+        } else {
+            copy_file(&entry.path(), &target);
         }
+    }
+}
+
+fn copy_file(from: &Path, to: &Path) {
+    if let Err(e) = std::fs::copy(from, to) {
+        // A journal file deleted by a checkpoint mid-copy is fine: a crash could see that too.
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
     }
 }
 
