@@ -696,11 +696,9 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
     for seed in 0..8u64 {
         let space_short = seed % 4 >= 2;
         let (fs, log, k, runtime) = sim_log_with_six_batches("reuse");
-        let wal = sim_wal_names;
-        let before = wal(&fs);
+        let before = sim_wal_names(&fs);
         assert_eq!(before.len(), 1, "seed {seed}: one journal file");
-        let wal_len = sim_wal_len;
-        let full_len = wal_len(&fs, &before[0]);
+        let full_len = sim_wal_len(&fs, &before[0]);
         if space_short {
             fs.arm(FaultOp::Write, 0, Some(".wal"));
             let refused = runtime.block_on(async {
@@ -722,13 +720,13 @@ fn the_current_journal_file_is_reused_in_place_once_nothing_points_into_it() {
             let info = runtime.block_on(append(&log, &k, bytes(2, 300, tag)));
             kept.push((tag, info.base_offset.0));
         }
-        let after = wal(&fs);
+        let after = sim_wal_names(&fs);
         assert_eq!(after.len(), 1, "seed {seed}: {after:?}");
         assert_ne!(
             after, before,
             "seed {seed}: the file was renamed to the next seq"
         );
-        let size = wal_len(&fs, &after[0]);
+        let size = sim_wal_len(&fs, &after[0]);
         if space_short {
             assert!(
                 size < 4 * 4096 + 16,
