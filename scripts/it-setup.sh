@@ -31,10 +31,13 @@ if ! "$ROOT/scripts/java-deps.sh" >/dev/null; then
     exit 1
 fi
 
-# Apache Kafka's broker and tools, the version test_bench_cluster.py and
-# test_kafka_configs_tool.py run: fetched from Maven Central once, so no test waits for it.
+# Apache Kafka's broker and tools, the versions test_bench_cluster.py,
+# test_kafka_configs_tool.py and test_kafka44_parity.py run: fetched from Maven Central once, so no test waits for it.
 echo "it-setup: fetching Apache Kafka 4.1.1 (scripts/kafka-local.sh fetch)" >&2
 KAFKA_VERSION=4.1.1 "$ROOT/scripts/kafka-local.sh" fetch
+# Kafka 4.4, the reference broker of test_kafka44_parity.py (ApiVersions side by side).
+echo "it-setup: fetching Apache Kafka 4.4.0 (scripts/kafka-local.sh fetch)" >&2
+KAFKA_VERSION=4.4.0 "$ROOT/scripts/kafka-local.sh" fetch
 
 # Installs Debian package $1 (which provides command $1) with apt-get when the command is
 # missing; $2 says which test needs it. Needs root and apt-get, else stops with what to do.

@@ -631,3 +631,66 @@ def produce_v3(bootstrap: str, topic: str, partition: int, batch: bytes, acks: i
     corr, parts = parse_produce_v3(roundtrip(bootstrap, produce_request_v3(5151, topic, partition, batch, acks)))
     assert corr == 5151
     return parts[(topic, partition)]
+
+
+@dataclass
+class ApiVersionsV3:
+    """An ApiVersions v3+ response: the API ranges, and the tagged fields a broker adds
+    (supported and finalized feature levels, the finalized features' epoch)."""
+    correlation_id: int
+    error_code: int
+    api_keys: dict[int, tuple[int, int]]
+    throttle_time_ms: int
+    supported_features: dict[str, tuple[int, int]] = field(default_factory=dict)
+    finalized_features: dict[str, tuple[int, int]] = field(default_factory=dict)
+    finalized_features_epoch: int = -1
+    zk_migration_ready: bool | None = None
+
+
+def _compact_str(r: Reader) -> str:
+    n = _uvarint(r) - 1
+    return r.take(n).decode()
+
+
+def _features(data: bytes) -> dict[str, tuple[int, int]]:
+    """SupportedFeatures / FinalizedFeatures: compact array of (name, i16, i16, tags)."""
+    r = Reader(data)
+    out = {}
+    for _ in range(_uvarint(r) - 1):
+        name = _compact_str(r)
+        lo, hi = r.i16(), r.i16()
+        assert _uvarint(r) == 0, "feature tags"
+        out[name] = (lo, hi)
+    assert r.remaining() == 0
+    return out
+
+
+def parse_api_versions_v3(frame_body: bytes) -> ApiVersionsV3:
+    """Parses a v3+ ApiVersions response (response header v0, flexible body)."""
+    r = Reader(frame_body)
+    corr = r.i32()
+    err = r.i16()
+    keys = {}
+    for _ in range(_uvarint(r) - 1):
+        k, lo, hi = r.i16(), r.i16(), r.i16()
+        assert _uvarint(r) == 0, "api key tags"
+        keys[k] = (lo, hi)
+    out = ApiVersionsV3(corr, err, keys, r.i32())
+    for _ in range(_uvarint(r)):
+        tag, size = _uvarint(r), _uvarint(r)
+        data = r.take(size)
+        if tag == 0:
+            out.supported_features = _features(data)
+        elif tag == 1:
+            out.finalized_features_epoch = Reader(data).i64()
+        elif tag == 2:
+            out.finalized_features = _features(data)
+        elif tag == 3:
+            out.zk_migration_ready = bool(data[0])
+    assert r.remaining() == 0, f"{r.remaining()} trailing bytes"
+    return out
+
+
+def api_versions(bootstrap: str, version: int = 3) -> ApiVersionsV3:
+    """One ApiVersions round trip at `version` (3 or 4) on a fresh connection."""
+    return parse_api_versions_v3(roundtrip(bootstrap, api_versions_request(version, 1818)))

@@ -74,3 +74,33 @@ def test_invalid_regex_is_refused(sluice_factory, java_cp):
     assert not r.ok, r.summary()
     assert "InvalidRegularExpression" in json.dumps(r.data), r.summary()
     assert time.monotonic() - start < 60, "the client should give up, not retry until its deadline"
+
+
+def test_regex_matches_internal_topics(sluice_factory, java_cp):
+    """Goal: a regex is matched against every topic, internal ones included, as Kafka 4.4
+    resolves it (franz-go's Test848RegexBrokerResolves expects `__consumer_offsets`).
+    Method: topic `rxi-a` (1 partition) and a group that commits an offset, so
+    `__consumer_offsets` holds records; a Java consumer subscribes to
+    `__consumer_offsets|rxi-.*` and must be assigned both topics' partitions and receive
+    rxi-a's records. Before the fix the regex matched rxi-a only."""
+    broker = sluice_factory(GROUP_ARGS)
+    bs = broker.bootstrap
+    create_topic(bs, "rxi-a", 1)
+    ConfluentFamily(bs).produce("rxi-a", [Msg(f"rxi-{i}".encode()) for i in range(3)])
+    group = f"g-rxi-{uuid.uuid4().hex[:8]}"
+    proc = JavaProc("consume-regex", "--bootstrap", bs, "--regex", "__consumer_offsets|rxi-.*",
+                    "--group", group, "--stop-on-stdin", "--timeout-ms", 60000)
+    try:
+        wait_until(lambda: {"__consumer_offsets-0", "rxi-a-0"} <= assigned(proc) or proc.exited(), 45,
+                   what="the regex group assigned __consumer_offsets and rxi-a")
+        assert not proc.exited(), proc.wait(5).summary()
+        # Fetches every 100 ms at most: rxi-a's records (and any number of __consumer_offsets
+        # records) arrive well within this.
+        time.sleep(5)
+        r = proc.stop()
+    finally:
+        proc.kill()
+    assert r.ok, r.summary()
+    assert "__consumer_offsets-0" in r["assignment"], r.summary()
+    got = sorted(v for t, _, _, v in r["records"] if t == "rxi-a")
+    assert got == [f"rxi-{i}" for i in range(3)], r.summary()

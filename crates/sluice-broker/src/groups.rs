@@ -546,23 +546,6 @@ impl GroupService {
     }
 }
 
-/// The topic registry as the coordinator sees it (name → topic id, partition count), for
-/// KIP-848 subscriptions.
-pub fn topics_snapshot(
-    topics: &crate::topics::TopicRegistry,
-) -> sluice_coordinator::TopicsSnapshot {
-    let (all, version) = topics.all_with_version();
-    let mut snap = sluice_coordinator::TopicsSnapshot::with_version(version);
-    for t in all {
-        snap.insert(
-            t.name.to_string(),
-            *t.id.as_bytes(),
-            t.partitions.len() as i32,
-        );
-    }
-    snap
-}
-
 fn random_seed() -> u64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&uuid::Uuid::new_v4().as_bytes()[..8]);

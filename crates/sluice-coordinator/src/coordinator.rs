@@ -1150,6 +1150,11 @@ impl GroupCoordinator {
 
     /// DescribeGroups. A KIP-848 group is described classic-style: protocol type
     /// "consumer", its assignor as the protocol, consumer-group state names.
+    /// True when `group_id` is a group this coordinator holds (classic or KIP-848).
+    pub fn group_exists(&self, group_id: &str) -> bool {
+        self.consumer.contains_key(group_id) || self.groups.contains_key(group_id)
+    }
+
     pub fn describe_group(&self, group_id: &str) -> DescribedGroup {
         if let Some(c) = self.consumer.get(group_id) {
             return c.describe_classic();

@@ -73,7 +73,7 @@ pub fn api_versions_body(error_code: i16, apis: &[ApiSupport]) -> ApiVersionsRes
         .map(|a| {
             let mut v = ApiVersion::default();
             v.api_key = a.key as i16;
-            v.min_version = a.min_version;
+            v.min_version = a.advertised_min_version;
             v.max_version = a.max_version;
             v
         })
@@ -109,22 +109,25 @@ mod tests {
         assert_eq!(body.len(), 3);
     }
 
+    // Goal: ApiVersions lists a row from its advertised floor, not its served one.
+    #[test]
+    fn api_versions_lists_the_advertised_floor() {
+        let produce = ApiSupport {
+            advertised_min_version: 0,
+            ..ApiSupport::new(ApiKey::Produce, 3, 13, true)
+        };
+        let resp = api_versions_body(0, &[produce]);
+        assert_eq!(resp.api_keys[0].min_version, 0);
+        assert_eq!(resp.api_keys[0].max_version, 13);
+        assert!(!produce.serves(2));
+    }
+
     // Goal: the fallback is a v0 response (header v0, no tagged fields) with error 35.
     #[test]
     fn api_versions_fallback_is_v0() {
         let apis = [
-            ApiSupport {
-                key: ApiKey::ApiVersions,
-                min_version: 0,
-                max_version: 4,
-                advertised: true,
-            },
-            ApiSupport {
-                key: ApiKey::Metadata,
-                min_version: 0,
-                max_version: 13,
-                advertised: false,
-            },
+            ApiSupport::new(ApiKey::ApiVersions, 0, 4, true),
+            ApiSupport::new(ApiKey::Metadata, 0, 13, false),
         ];
         let mut out = BytesMut::new();
         encode_api_versions_fallback(&mut out, 77, &apis).unwrap();

@@ -80,18 +80,8 @@ mod tests {
 
     /// A stand-in for the broker's table: Metadata (3) v0-13 and ApiVersions (18) v0-4.
     const APIS: &[ApiSupport] = &[
-        ApiSupport {
-            key: ApiKey::Metadata,
-            min_version: 0,
-            max_version: 13,
-            advertised: true,
-        },
-        ApiSupport {
-            key: ApiKey::ApiVersions,
-            min_version: 0,
-            max_version: 4,
-            advertised: true,
-        },
+        ApiSupport::new(ApiKey::Metadata, 0, 13, true),
+        ApiSupport::new(ApiKey::ApiVersions, 0, 4, true),
     ];
 
     fn frame(api_key: i16, version: i16, correlation_id: i32, rest: &[u8]) -> Bytes {

@@ -21,9 +21,25 @@ pub struct ApiSupport {
     /// Listed in ApiVersions. An unadvertised API is still parsed and dispatched (for
     /// clients that know it is there), but no client discovers it.
     pub advertised: bool,
+    /// The lowest version ApiVersions lists: `min_version`, except where Kafka lists versions
+    /// it refuses for a client's sake. Produce is listed from v0 although v0-2 are refused
+    /// (KAFKA-18659): librdkafka before 2.12 decides whether the broker supports compression
+    /// from Produce v0's presence, and silently sends uncompressed batches without it.
+    pub advertised_min_version: i16,
 }
 
 impl ApiSupport {
+    /// A row served and advertised over `min_version..=max_version`.
+    pub const fn new(key: ApiKey, min_version: i16, max_version: i16, advertised: bool) -> Self {
+        ApiSupport {
+            key,
+            min_version,
+            max_version,
+            advertised,
+            advertised_min_version: min_version,
+        }
+    }
+
     /// True when `version` is in the range.
     pub const fn serves(&self, version: i16) -> bool {
         self.min_version <= version && version <= self.max_version
@@ -62,6 +78,12 @@ pub fn check(apis: &[ApiSupport]) -> Result<(), String> {
         if a.min_version > a.max_version {
             return Err(format!("{:?}: empty range", a.key));
         }
+        if a.advertised_min_version > a.min_version {
+            return Err(format!(
+                "{:?}: advertised from above its served floor",
+                a.key
+            ));
+        }
         if a.min_version < codec.min || a.max_version > codec.max {
             return Err(format!("{:?} beyond codec {codec}", a.key));
         }
@@ -77,12 +99,7 @@ mod tests {
     use super::*;
 
     const fn api(key: ApiKey, min_version: i16, max_version: i16) -> ApiSupport {
-        ApiSupport {
-            key,
-            min_version,
-            max_version,
-            advertised: true,
-        }
+        ApiSupport::new(key, min_version, max_version, true)
     }
 
     // Goal: the check refuses ranges the codec cannot encode, empty ranges and duplicates,
@@ -94,6 +111,11 @@ mod tests {
         assert!(check(&[api(ApiKey::Metadata, 5, 4)]).is_err());
         let twice = [api(ApiKey::Metadata, 0, 1), api(ApiKey::Metadata, 2, 3)];
         assert!(check(&twice).is_err());
+        let advertised_above = ApiSupport {
+            advertised_min_version: 1,
+            ..api(ApiKey::Metadata, 0, 13)
+        };
+        assert!(check(&[advertised_above]).is_err());
     }
 
     // Goal: lookups see only the table they are given, version bounds inclusive.

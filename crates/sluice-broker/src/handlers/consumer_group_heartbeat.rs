@@ -4,7 +4,8 @@
 //! the member's epoch and, when it changed, its assignment by topic id.
 //!
 //! The coordinator resolves subscriptions against a snapshot of the topic registry taken
-//! here. The answer is sent once any group epoch change it caused is durable in
+//! here, the internal topics included: Kafka matches a regex against every topic, so a
+//! pattern that names `__consumer_offsets` is assigned its partitions. The answer is sent once any group epoch change it caused is durable in
 //! `__consumer_offsets` (the same parked-reply path JoinGroup uses).
 //!
 //! With an authorizer (Kafka's checks): READ on the group, else GROUP_AUTHORIZATION_FAILED;
@@ -19,7 +20,8 @@ use sluice_coordinator::{ConsumerHeartbeatRequest, GroupReply};
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::topics_snapshot;
+use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
+use crate::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
 use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -94,4 +96,25 @@ fn refusal(ctx: &Ctx, req: &ConsumerGroupHeartbeatRequest) -> Option<i16> {
         .iter()
         .any(|t| !ctx.allowed(acl::op::DESCRIBE, acl::resource::TOPIC, &t.0))
         .then_some(ResponseError::TopicAuthorizationFailed.code())
+}
+
+/// The topics as the coordinator sees them (name → topic id, partition count), for KIP-848
+/// subscriptions: the registry's and the two internal topics, which it does not hold.
+fn topics_snapshot(topics: &crate::topics::TopicRegistry) -> sluice_coordinator::TopicsSnapshot {
+    let (all, version) = topics.all_with_version();
+    let mut snap = sluice_coordinator::TopicsSnapshot::with_version(version);
+    for t in all {
+        snap.insert(
+            t.name.to_string(),
+            *t.id.as_bytes(),
+            t.partitions.len() as i32,
+        );
+    }
+    snap.insert(
+        OFFSETS_TOPIC.to_string(),
+        OFFSETS_TOPIC_ID.0,
+        OFFSETS_TOPIC_PARTITIONS,
+    );
+    snap.insert(TXN_STATE_TOPIC.to_string(), TXN_STATE_TOPIC_ID.0, 1);
+    snap
 }

@@ -1,6 +1,6 @@
-//! DescribeGroups (key 15), v0-5: state, protocol and members of classic groups, as
-//! `kafka-consumer-groups.sh --describe` shows them. An unknown group is described as Dead
-//! with no error (Kafka's answer before v6). A KIP-848 group is shown classic-style: its
+//! DescribeGroups (key 15), v0-6: state, protocol and members of classic groups, as
+//! `kafka-consumer-groups.sh --describe` shows them. An unknown group is described as Dead,
+//! with no error before v6 and GROUP_ID_NOT_FOUND (and a message) from v6, as Kafka answers. A KIP-848 group is shown classic-style: its
 //! members' subscriptions and assignments are encoded here in the consumer protocol.
 
 use bytes::Bytes;
@@ -42,7 +42,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             out.authorized_operations =
                 ctx.authorized_operations(acl::resource::GROUP, &group_id.0, acl::supported::GROUP);
         }
-        let g = ctx.broker.groups.read(|c| c.describe_group(&group_id.0));
+        let (exists, g) = ctx
+            .broker
+            .groups
+            .read(|c| (c.group_exists(&group_id.0), c.describe_group(&group_id.0)));
+        if !exists && ctx.version >= 6 {
+            out.error_code = ResponseError::GroupIdNotFound.code();
+            out.error_message = Some(str_bytes(format!("Group {} not found.", &*group_id.0)));
+        }
         out.group_id = group_id;
         out.group_state = str_bytes(g.state);
         out.protocol_type = str_bytes(g.protocol_type);

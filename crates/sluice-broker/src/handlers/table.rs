@@ -52,13 +52,19 @@ const fn row(
     route: Route,
 ) -> Handler {
     Handler {
-        api: ApiSupport {
-            key,
-            min_version,
-            max_version,
-            advertised,
-        },
+        api: ApiSupport::new(key, min_version, max_version, advertised),
         route,
+    }
+}
+
+/// A row that ApiVersions lists from `advertised_min_version`, below the versions served.
+const fn row_listed_from(advertised_min_version: i16, handler: Handler) -> Handler {
+    Handler {
+        api: ApiSupport {
+            advertised_min_version,
+            ..handler.api
+        },
+        route: handler.route,
     }
 }
 
@@ -71,7 +77,9 @@ macro_rules! task {
 
 /// Every API Sluice answers.
 pub const HANDLERS: &[Handler] = &[
-    row(ApiKey::Produce, 3, 13, ADVERTISED, Route::Produce),
+    // Listed from v0 as Kafka 4.x lists it, so librdkafka before 2.12 keeps compressing
+    // (KAFKA-18659); v0-2 are refused as Kafka refuses them: the connection is closed.
+    row_listed_from(0, row(ApiKey::Produce, 3, 13, ADVERTISED, Route::Produce)),
     row(ApiKey::Fetch, 4, 18, ADVERTISED, Route::Fetch),
     row(ApiKey::ListOffsets, 1, 10, ADVERTISED, task!(list_offsets)),
     // KIP-320 position validation: one leader epoch (0) per partition. v2 is the KIP-896
@@ -98,11 +106,11 @@ pub const HANDLERS: &[Handler] = &[
     row(ApiKey::LeaveGroup, 0, 5, ADVERTISED, task!(leave_group)),
     row(ApiKey::OffsetCommit, 2, 9, ADVERTISED, task!(offset_commit)),
     row(ApiKey::OffsetFetch, 1, 9, ADVERTISED, task!(offset_fetch)),
-    // v6 changes unknown groups from Dead to GROUP_ID_NOT_FOUND; we answer the older way.
+    // v6: an unknown group gets GROUP_ID_NOT_FOUND (Dead with no error before).
     row(
         ApiKey::DescribeGroups,
         0,
-        5,
+        6,
         ADVERTISED,
         task!(describe_groups),
     ),

@@ -416,7 +416,7 @@ fn a_second_member_rebalances_the_group() {
     assert_eq!(follower_sync.error_code, NONE);
     assert_eq!(&follower_sync.assignment[..], b"p1");
 
-    for version in 0..=5 {
+    for version in 0..=6 {
         let d = describe(&mut a, version, "pair");
         let g = &d.groups[0];
         assert_eq!(g.error_code, NONE, "DescribeGroups v{version}");
@@ -426,6 +426,18 @@ fn a_second_member_rebalances_the_group() {
     }
     let unknown = describe(&mut a, 5, "never-seen");
     assert_eq!(unknown.groups[0].group_state.as_str(), "Dead");
+    assert_eq!(unknown.groups[0].error_code, NONE);
+    // v6 (Kafka 4.x): an unknown group is an error, with a message.
+    let unknown = describe(&mut a, 6, "never-seen");
+    assert_eq!(
+        unknown.groups[0].error_code,
+        code(ResponseError::GroupIdNotFound)
+    );
+    assert_eq!(unknown.groups[0].group_state.as_str(), "Dead");
+    assert_eq!(
+        unknown.groups[0].error_message.as_deref(),
+        Some("Group never-seen not found.")
+    );
     assert_eq!(
         describe(&mut a, 5, "").groups[0].error_code,
         code(ResponseError::InvalidGroupId)

@@ -63,11 +63,45 @@ fn api_versions_advertises_exactly_the_handler_table() {
             .unwrap_or_else(|| panic!("{:?} is not advertised", api.key));
         assert_eq!(
             (advertised.min_version, advertised.max_version),
-            (api.min_version, api.max_version),
+            (api.advertised_min_version, api.max_version),
             "{:?}",
             api.key
         );
     }
+}
+
+// Goal: Produce is listed from v0 (librdkafka before 2.12 compresses only when it is), but
+// a Produce v2 request is refused as Kafka 4.x refuses it: the connection is closed, and
+// nothing is stored.
+#[test]
+fn produce_v0_to_v2_are_listed_but_refused() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    let resp: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let produce = resp
+        .api_keys
+        .iter()
+        .find(|a| a.api_key == ApiKey::Produce as i16)
+        .expect("Produce is advertised");
+    assert_eq!((produce.min_version, produce.max_version), (0, 13));
+    // acks -1, timeout 1000 ms, one topic "t" with one partition 0 and an empty message set.
+    let body = [
+        0xff, 0xff, 0, 0, 3, 232, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    for version in 0..=2 {
+        let mut refused = broker.client();
+        let frame = refused.frame_body(ApiKey::Produce, version, &body);
+        refused.stream.write_all(&frame).expect("send");
+        assert!(
+            refused.read_frame().is_none(),
+            "Produce v{version} was answered"
+        );
+    }
+    // The broker goes on serving everyone else.
+    let again: ApiVersionsResponse =
+        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(again.error_code, NONE);
 }
 
 #[test]
