@@ -372,6 +372,31 @@ def test_a_broker_killed_by_a_fault_command_fails_over_and_recovers(cluster, tmp
     assert r["audit"]["duplicates"] == 0 and r["duplicated"] is None, r["audit"]
 
 
+# Waits for the module's cluster when run alone (-k), like the first test.
+@pytest.mark.timeout(START_TIMEOUT_S + RUN_TIMEOUT_S)
+def test_ab_against_kafka_compresses_alike_on_both_targets(cluster, tmp_path):
+    # Issue 33: with snappy, librdkafka 2.10 compressed its batches against Kafka (2.18x on the
+    # wire) and sent them uncompressed to Sluice (0.99x), so the A/B compared unlike client
+    # work. The bench's librdkafka 2.12 compresses against both, and the set says nothing; it
+    # warns when the two wire ratios are more than 10 % apart. One partition and a 20 ms linger
+    # give batches of about 40 messages, so the ratio is the codec's.
+    out = tmp_path / "ab.json"
+    cmd = [str(sluice_bench_bin()), "--quiet", "--no-settle", "--json", str(out),
+           "--target", "embedded", "--target", cluster.bootstrap, "--compression", "snappy",
+           "--payload", "mixed", "--rate", "2000", "--producers", "1", "--consumers", "1",
+           "--partitions", "1", "--linger-ms", "20", "--duration", "2s", "--warmup", "1s"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    doc = json.loads(out.read_text())
+    ratios = {}
+    for r in doc["runs"]:
+        ratios.setdefault(r["target"]["spec"], []).append(r["latency_split"]["wire_compression_ratio"])
+    assert set(ratios) == {"embedded", cluster.bootstrap}, ratios
+    every = [x for v in ratios.values() for x in v]
+    assert min(every) > 1.5 and max(every) <= 1.1 * min(every), ratios
+    assert not [w for w in doc["warnings"] if "compression" in w], doc["warnings"]
+
+
 def sluice_bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "s.json"
     cmd = [str(sluice_bench_bin()), "--quiet", "--json", str(out), "--rate", "2000",

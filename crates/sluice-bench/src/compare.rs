@@ -10,12 +10,18 @@
 //! name) and `limits::BOOTSTRAP_RESAMPLES` resamples, so the same runs always give the same
 //! intervals. Repeats of A and B are resampled independently (the percentile method); with fewer
 //! than two runs on either side there is no interval and the verdict says so.
+//!
+//! Runs are only comparable when the client did the same work in each: the set warns when the
+//! producers' wire compression ratios of two targets of one variant, or of the repeats of one
+//! target, are more than `limits::WIRE_RATIO_SPREAD_MAX` apart (`wire_ratio_warnings`), e.g.
+//! when a client compresses against one broker and silently not against the other.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::compression::ratios_differ;
 use crate::limits;
 use crate::payload::SplitMix64;
 use crate::report::Report;
@@ -97,6 +103,9 @@ pub struct RunSet {
     pub ratios: Vec<Ratio>,
     /// Cross-run gates (`metric@run`), judged once over all runs; per-run gates are in each run.
     pub gates: Vec<crate::gate::GateResult>,
+    /// The set's own warnings (runs that are not like for like, see `wire_ratio_warnings`),
+    /// then every run's warnings prefixed with `run N (name): `.
+    pub warnings: Vec<String>,
     pub runs: Vec<Report>,
 }
 
@@ -259,6 +268,102 @@ fn stat(values: &[Option<f64>], name: &str) -> Stat {
     }
 }
 
+/// The compression warnings of a set, from each run's key and wire compression ratio (None:
+/// not measured) in run order; `targets` is the number of targets, for the row names. Two
+/// kinds, each when the largest ratio is more than `limits::WIRE_RATIO_SPREAD_MAX` times the
+/// smallest: the repeats of one (variant, target) compared among themselves, and the targets
+/// of one variant compared by their mean ratio. Variants are never compared with each other:
+/// a sweep may vary the codec itself.
+pub fn wire_ratio_warnings(runs: &[(&RunKey, Option<f64>)], targets: usize) -> Vec<String> {
+    let spread_pct = crate::compression::ratio_spread_pct();
+    // (label, target) groups in first-seen order, each with its runs' measured ratios.
+    let mut groups: Vec<(&RunKey, Vec<f64>)> = Vec::new();
+    for (key, ratio) in runs {
+        let at = groups
+            .iter()
+            .position(|(k, _)| k.label == key.label && k.target == key.target);
+        let i = at.unwrap_or_else(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.extend(*ratio);
+    }
+    let min_max = |v: &[f64]| {
+        let lo = v.iter().copied().reduce(f64::min)?;
+        let hi = v.iter().copied().reduce(f64::max)?;
+        Some((lo, hi))
+    };
+    let mut out = Vec::new();
+    for (k, v) in groups.iter().filter(|(_, v)| v.len() >= 2) {
+        let Some((lo, hi)) = min_max(v) else {
+            continue;
+        };
+        if ratios_differ(lo, hi) {
+            out.push(format!(
+                "the wire compression ratio of the {} runs of {} ranges from {lo:.2}x to \
+                 {hi:.2}x (more than {spread_pct:.0} % apart): the client compressed \
+                 differently from run to run, so these runs are not like for like",
+                v.len(),
+                row_name(&k.label, &k.target, targets)
+            ));
+        }
+    }
+    let mut labels: Vec<&Option<String>> = Vec::new();
+    for (k, _) in &groups {
+        if !labels.contains(&&k.label) {
+            labels.push(&k.label);
+        }
+    }
+    for label in labels {
+        // Each target of this variant with its mean measured ratio.
+        let means: Vec<(&str, f64)> = groups
+            .iter()
+            .filter(|(k, v)| &k.label == label && !v.is_empty())
+            .map(|(k, v)| (k.target.as_str(), mean(v)))
+            .collect();
+        let values: Vec<f64> = means.iter().map(|m| m.1).collect();
+        let Some((lo, hi)) = min_max(&values).filter(|_| means.len() >= 2) else {
+            continue;
+        };
+        if !ratios_differ(lo, hi) {
+            continue;
+        }
+        let listed: Vec<String> = means.iter().map(|(t, r)| format!("{t} {r:.2}x")).collect();
+        out.push(format!(
+            "wire compression ratios differ between targets{}: {} (more than {spread_pct:.0} % \
+             apart): the client compressed differently for each target (for example it sent \
+             its batches uncompressed to one of them), so their results are not comparable",
+            label
+                .as_ref()
+                .map(|l| format!(" in {l}"))
+                .unwrap_or_default(),
+            listed.join(", ")
+        ));
+    }
+    out
+}
+
+/// Every warning of a set: its own compression warnings, then each run's, prefixed with its
+/// number and name as in the HTML report.
+fn set_warnings(order: &[RunKey], runs: &[Report], targets: usize) -> Vec<String> {
+    let keyed: Vec<(&RunKey, Option<f64>)> = order
+        .iter()
+        .zip(runs)
+        .map(|(k, r)| (k, r.wire_compression_ratio()))
+        .collect();
+    let mut out = wire_ratio_warnings(&keyed, targets);
+    for (i, (k, rep)) in order.iter().zip(runs).enumerate() {
+        for w in &rep.warnings {
+            out.push(format!(
+                "run {} ({}): {w}",
+                i + 1,
+                row_name(&k.label, &k.target, 2)
+            ));
+        }
+    }
+    out
+}
+
 pub fn build(
     preset: &str,
     started_at_utc: String,
@@ -354,6 +459,7 @@ pub fn build(
             });
         }
     }
+    let warnings = set_warnings(&order, &runs, targets.len());
     RunSet {
         schema: SET_SCHEMA,
         preset: preset.to_string(),
@@ -364,6 +470,7 @@ pub fn build(
         rows,
         ratios,
         gates,
+        warnings,
         runs,
     }
 }
@@ -550,6 +657,12 @@ impl RunSet {
             }
         }
         o.push_str(&crate::report::gate_lines(&self.gates));
+        if !self.warnings.is_empty() {
+            let _ = writeln!(o);
+        }
+        for w in &self.warnings {
+            let _ = writeln!(o, " warning: {w}");
+        }
         let _ = writeln!(o, "{}", "━".repeat(78));
         o
     }
@@ -557,6 +670,9 @@ impl RunSet {
     /// A self-contained HTML page: the comparison, then each run's report in a collapsible section.
     pub fn html(&self) -> String {
         let mut b = String::new();
+        for w in &self.warnings {
+            let _ = write!(b, "<p class=warn>warning: {}</p>", crate::html::esc(w));
+        }
         b.push_str("<h2>Comparison (mean over each row's runs; latencies in ms)</h2><table><tr><th>run</th><th>n</th>");
         for (_, h) in TABLE_COLS {
             let _ = write!(b, "<th>{h}</th>");
@@ -709,6 +825,63 @@ impl RunSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(label: Option<&str>, target: &str) -> RunKey {
+        RunKey {
+            label: label.map(str::to_string),
+            target: target.to_string(),
+        }
+    }
+
+    #[test]
+    fn wire_ratio_warnings_compare_targets_and_repeats_never_variants() {
+        // Goal: a set warns when two targets of one variant, or the repeats of one target,
+        // compressed differently on the wire, and never for variants that differ (a sweep of
+        // codecs). Method: A B B A sets of ratios on both sides of the 10 % bound.
+        let (a, b) = (key(None, "kafka:9092"), key(None, "embedded"));
+        // Issue 33's A/B: 2.18x against Kafka, 0.99x against Sluice.
+        let ab = [
+            (&a, Some(2.18)),
+            (&b, Some(0.99)),
+            (&b, Some(0.99)),
+            (&a, Some(2.18)),
+        ];
+        let w = wire_ratio_warnings(&ab, 2);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("kafka:9092 2.18x, embedded 0.99x") && w[0].contains("10 %"),
+            "{w:?}"
+        );
+        // Within 10 %: comparable, no warning.
+        let close = [
+            (&a, Some(2.0)),
+            (&b, Some(2.15)),
+            (&b, Some(2.1)),
+            (&a, Some(2.05)),
+        ];
+        assert!(wire_ratio_warnings(&close, 2).is_empty());
+        // Repeats of one target that drift apart: one warning naming the row.
+        let repeats = [(&b, Some(2.0)), (&b, Some(2.5))];
+        let w = wire_ratio_warnings(&repeats, 1);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("2 runs of embedded") && w[0].contains("2.00x to 2.50x"));
+        // A codec sweep on one target: variants differ by design, nothing to warn about.
+        let (none, zstd) = (key(Some("none"), "embedded"), key(Some("zstd"), "embedded"));
+        assert!(wire_ratio_warnings(&[(&none, Some(0.98)), (&zstd, Some(3.1))], 1).is_empty());
+        // A sweep across two targets compares targets within each variant only.
+        let (none_k, zstd_k) = (key(Some("none"), "kafka"), key(Some("zstd"), "kafka"));
+        let sweep = [
+            (&none, Some(0.98)),
+            (&none_k, Some(0.99)),
+            (&zstd, Some(1.0)),
+            (&zstd_k, Some(3.1)),
+        ];
+        let w = wire_ratio_warnings(&sweep, 2);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("in zstd"), "{w:?}");
+        // Unmeasured ratios (no statistics) are left out, never counted as 0.
+        assert!(wire_ratio_warnings(&[(&a, Some(2.0)), (&b, None), (&b, None)], 2).is_empty());
+    }
 
     #[test]
     fn abba_order() {

@@ -147,6 +147,81 @@ impl CompressionTable {
     }
 }
 
+/// Bytes of a v2 record batch's header (base offset through record count), which a codec
+/// never compresses: librdkafka's batch sizes include it.
+pub const RECORD_BATCH_HEADER_BYTES: f64 = 61.0;
+
+/// The producers' batches' own compression: the message bytes a batch carried (its average
+/// message count times `message_bytes`) over the bytes of its records as sent (librdkafka's
+/// topic `batchsize`, after compression, less the batch header). Always below 1 for an
+/// uncompressed batch, whose every record adds at least 7 bytes of framing to its message;
+/// above 1 for a compressed one whenever the codec saved more than that framing. None when
+/// the statistics had no batches.
+pub fn batch_ratio(
+    batch_msgs_avg: Option<f64>,
+    batch_bytes_avg: Option<f64>,
+    message_bytes: usize,
+) -> Option<f64> {
+    let (msgs, bytes) = (batch_msgs_avg?, batch_bytes_avg?);
+    let records_bytes = bytes - RECORD_BATCH_HEADER_BYTES;
+    (msgs > 0.0 && records_bytes > 0.0).then(|| msgs * message_bytes as f64 / records_bytes)
+}
+
+/// Whether a run with `codec` looks as if its client sent the batches uncompressed: the wire
+/// ratio stays near 1 while this payload compresses far better offline with the same codec,
+/// and the batches (when known) were not smaller than their messages (thresholds and the
+/// reasons in `limits`). Never for codec `none`.
+pub fn sent_uncompressed(
+    codec: &str,
+    wire_ratio: f64,
+    offline_ratio: f64,
+    batch_ratio: Option<f64>,
+) -> bool {
+    codec != "none"
+        && wire_ratio < limits::WIRE_RATIO_UNCOMPRESSED_MAX
+        && offline_ratio > wire_ratio * limits::OFFLINE_OVER_WIRE_RATIO_MIN
+        && batch_ratio.is_none_or(|b| b < limits::BATCH_RATIO_COMPRESSED_MIN)
+}
+
+/// The single-run compression warning: `codec` is the producers' codec, `wire_ratio` the run's
+/// `latency_split.wire_compression_ratio` (None when no statistics came), `batch_ratio` its
+/// batches' own (see `batch_ratio`), `table` the run's offline table. None when the run
+/// compressed as expected or nothing can be said.
+pub fn wire_ratio_warning(
+    codec: &str,
+    wire_ratio: Option<f64>,
+    batch_ratio: Option<f64>,
+    table: &CompressionTable,
+) -> Option<String> {
+    let wire = wire_ratio?;
+    let offline = table.codecs.get(codec)?.ratio;
+    let batches = batch_ratio
+        .map(|b| format!(" (its batches' records {b:.2}x)"))
+        .unwrap_or_default();
+    sent_uncompressed(codec, wire, offline, batch_ratio).then(|| {
+        format!(
+            "compression={codec}, but the wire compression ratio is {wire:.2}x{batches} while \
+             this payload compresses {offline:.2}x offline with {codec}: the client sent its \
+             batches uncompressed, so it did less work than a compressing client and this run \
+             does not measure {codec} (librdkafka does so silently against a broker that does \
+             not advertise Produce v0, before 2.11.1, and for any batch that {codec} would not \
+             shrink, such as one message of a few dozen bytes)"
+        )
+    })
+}
+
+/// Whether two wire compression ratios differ by more than `limits::WIRE_RATIO_SPREAD_MAX`
+/// (the larger over the smaller), so the runs they come from are not like for like.
+pub fn ratios_differ(a: f64, b: f64) -> bool {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    hi > lo * limits::WIRE_RATIO_SPREAD_MAX
+}
+
+/// The spread `ratios_differ` allows, in percent, for the warnings' text.
+pub fn ratio_spread_pct() -> f64 {
+    (limits::WIRE_RATIO_SPREAD_MAX - 1.0) * 100.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +281,108 @@ mod tests {
             random.codecs["snappy"]
         );
         assert_eq!(random.rows().map(|r| r.0).collect::<Vec<_>>(), CODECS);
+    }
+
+    /// A table whose only codec row that matters is `codec` at `ratio`.
+    fn table_with(codec: &str, ratio: f64) -> CompressionTable {
+        let row = |ratio: f64| CodecResult {
+            compressed_bytes: 1,
+            ratio,
+            space_saved_pct: 0.0,
+            encode_micros: 0,
+        };
+        CompressionTable {
+            raw_bytes: 1,
+            sample_count: 1,
+            codecs: [
+                ("none".to_string(), row(1.0)),
+                (codec.to_string(), row(ratio)),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    #[test]
+    fn a_codec_that_does_not_reach_the_wire_is_warned_about() {
+        // Goal: the single-run warning fires exactly when a codec is set, the wire ratio
+        // stays near 1, the offline ratio is far above it and the batches were no smaller
+        // than their messages. Method: the case of issue 33 (snappy 2.16x offline, 0.94x on
+        // the wire) and runs measured on the embedded broker, each condition broken in turn.
+        let snappy = table_with("snappy", 2.16);
+        let w = wire_ratio_warning("snappy", Some(0.94), Some(0.88), &snappy);
+        let text = w.unwrap_or_default();
+        assert!(
+            text.contains("0.94x") && text.contains("0.88x") && text.contains("2.16x"),
+            "{text}"
+        );
+        // Without batch statistics the wire ratio alone decides.
+        assert!(wire_ratio_warning("snappy", Some(0.94), None, &snappy).is_some());
+        // Compressed on the wire as well as the payload allows: no warning.
+        assert_eq!(
+            wire_ratio_warning("snappy", Some(2.18), Some(1.9), &snappy),
+            None
+        );
+        // Compressed one-message batches at 500 msg/s: each request's own bytes hold the wire
+        // ratio near 1, but the batches' records are smaller than their messages: no warning.
+        assert_eq!(
+            wire_ratio_warning("snappy", Some(1.07), Some(1.56), &snappy),
+            None
+        );
+        // No codec: a ratio near 1 is what is expected.
+        assert_eq!(
+            wire_ratio_warning("none", Some(0.99), Some(0.88), &table_with("none", 1.0)),
+            None
+        );
+        // Incompressible payload (random): near 1 offline too.
+        assert_eq!(
+            wire_ratio_warning("snappy", Some(0.98), Some(0.9), &table_with("snappy", 1.02)),
+            None
+        );
+        // No wire statistics, or no offline row for the codec: nothing to judge.
+        assert_eq!(wire_ratio_warning("snappy", None, Some(0.9), &snappy), None);
+        assert_eq!(
+            wire_ratio_warning("zstd", Some(0.94), Some(0.9), &snappy),
+            None
+        );
+        // The bounds: below 1.1 on the wire, offline more than 1.5x the wire ratio, batches
+        // below 1x their messages.
+        assert!(sent_uncompressed("lz4", 1.09, 1.64, Some(0.99)));
+        assert!(!sent_uncompressed("lz4", 1.1, 3.0, Some(0.9)));
+        assert!(!sent_uncompressed("lz4", 1.0, 1.5, Some(0.9)));
+        assert!(sent_uncompressed("lz4", 1.0, 1.51, Some(0.9)));
+        assert!(!sent_uncompressed("lz4", 1.0, 3.0, Some(1.0)));
+    }
+
+    #[test]
+    fn batch_ratio_tells_compressed_batches_from_uncompressed_ones() {
+        // Goal: below 1 for every uncompressed batch, above 1 for compressed ones even of one
+        // small message. Method: batch sizes librdkafka reported on the embedded broker.
+        let ratio = |msgs, bytes, size| batch_ratio(Some(msgs), Some(bytes), size).unwrap_or(0.0);
+        // One 128-byte message: 198 bytes uncompressed, 182.6 with lz4.
+        assert!(ratio(1.0, 198.0, 128) < 1.0);
+        assert!(ratio(1.0, 182.6, 128) > 1.0);
+        // One 512-byte message: 582 bytes uncompressed, 389.1 with snappy.
+        assert!(ratio(1.0, 582.0, 512) < 1.0);
+        assert!((ratio(1.0, 389.1, 512) - 1.56).abs() < 0.01);
+        // Six 512-byte messages: 3608.7 bytes uncompressed, 2016.6 with snappy.
+        assert!(ratio(6.0, 3608.7, 512) < 1.0);
+        assert!((ratio(6.0, 2016.6, 512) - 1.57).abs() < 0.01);
+        assert_eq!(batch_ratio(None, Some(100.0), 512), None);
+        assert_eq!(batch_ratio(Some(1.0), None, 512), None);
+        assert_eq!(batch_ratio(Some(0.0), Some(0.0), 512), None);
+        assert_eq!(batch_ratio(Some(1.0), Some(61.0), 512), None);
+    }
+
+    #[test]
+    fn wire_ratios_more_than_ten_percent_apart_differ() {
+        // Goal: the cross-run comparison is symmetric and its bound is the larger ratio over
+        // the smaller. Method: pairs on both sides of 10 %, in both orders.
+        assert!(ratios_differ(2.18, 0.99) && ratios_differ(0.99, 2.18));
+        assert!(!ratios_differ(2.0, 2.2) && !ratios_differ(2.2, 2.0));
+        assert!(ratios_differ(2.0, 2.21) && ratios_differ(2.21, 2.0));
+        assert!(!ratios_differ(1.0, 1.0));
+        assert_eq!(ratio_spread_pct().round(), 10.0);
     }
 
     #[test]

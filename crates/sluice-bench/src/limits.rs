@@ -191,6 +191,28 @@ pub const MAX_APP_BATCH_MSGS: u32 = 1_000_000;
 /// bytes (fewer messages when they are large).
 pub const OFFLINE_COMPRESSION_SAMPLES: usize = 2000;
 pub const OFFLINE_COMPRESSION_MAX_BYTES: usize = 32 * 1024 * 1024;
+/// Compression warnings (see `compression::sent_uncompressed` and `compression::ratios_differ`).
+/// A run with a codec warns when its wire ratio (`latency_split.wire_compression_ratio`) stays
+/// below `WIRE_RATIO_UNCOMPRESSED_MAX` while the offline ratio of its codec is more than
+/// `OFFLINE_OVER_WIRE_RATIO_MIN` times the wire ratio, and its batches' records were not
+/// smaller than the messages they carried (`compression::batch_ratio` below
+/// `BATCH_RATIO_COMPRESSED_MIN`): the client sent its batches uncompressed (librdkafka before
+/// 2.11.1 against a broker without Produce v0, or any librdkafka for batches the codec would
+/// not shrink), so it did less work than a compressing client would. The batch condition
+/// keeps quiet about compressed one-message batches, where each request's own bytes hold the
+/// wire ratio near 1 (the baseline's snappy at 500 msg/s: wire 1.07x and records 1.56x,
+/// against 0.77x and 0.98x uncompressed); uncompressed records are always larger than their
+/// messages (each adds at least 7 bytes of framing). Two runs of a set (two targets of one
+/// variant, or repeats of one target) warn when the larger wire ratio is more than
+/// `WIRE_RATIO_SPREAD_MAX` times the smaller (10 %): their results are then not like for like.
+pub const WIRE_RATIO_UNCOMPRESSED_MAX: f64 = 1.1;
+pub const OFFLINE_OVER_WIRE_RATIO_MIN: f64 = 1.5;
+pub const BATCH_RATIO_COMPRESSED_MIN: f64 = 1.0;
+pub const WIRE_RATIO_SPREAD_MAX: f64 = 1.1;
+// A ratio of 1 is no compression: the bounds must lie above it (the batch one at it) to mean
+// anything.
+const _: () = assert!(WIRE_RATIO_UNCOMPRESSED_MAX > 1.0 && OFFLINE_OVER_WIRE_RATIO_MIN > 1.0);
+const _: () = assert!(BATCH_RATIO_COMPRESSED_MIN >= 1.0 && WIRE_RATIO_SPREAD_MAX > 1.0);
 
 /// A/B and repeat statistics: bootstrap resamples per confidence interval, and the fixed seed
 /// that makes them reproducible.

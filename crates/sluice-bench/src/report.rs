@@ -978,6 +978,22 @@ pub fn build(
             t.bad_records, t.misrouted_entries
         ));
     }
+    let compression_offline = crate::compression::offline(scenario);
+    if let Some(split) = d.latency_split.as_ref() {
+        let batch_ratio = crate::compression::batch_ratio(
+            split.batch_msgs_avg,
+            split.batch_bytes_avg,
+            scenario.message_bytes,
+        );
+        if let Some(w) = crate::compression::wire_ratio_warning(
+            scenario.compression.config_value(),
+            split.wire_compression_ratio,
+            batch_ratio,
+            &compression_offline,
+        ) {
+            warnings.push(w);
+        }
+    }
     Report {
         schema: SCHEMA,
         tool: Tool {
@@ -1010,7 +1026,7 @@ pub fn build(
         lag,
         consumer_model,
         backpressure,
-        compression_offline: crate::compression::offline(scenario),
+        compression_offline,
         broker_process,
         topology: d.topology.clone(),
         availability: d.availability.clone(),
@@ -1081,6 +1097,14 @@ pub fn gate_lines(gates: &[crate::gate::GateResult]) -> String {
 }
 
 impl Report {
+    /// The producers' on-wire compression ratio (message bytes over bytes sent); None when no
+    /// librdkafka statistics came.
+    pub fn wire_compression_ratio(&self) -> Option<f64> {
+        self.latency_split
+            .as_ref()
+            .and_then(|s| s.wire_compression_ratio)
+    }
+
     /// Human lines for keys and skew, the rate search, the backlog and the app batcher.
     fn shaping_lines(&self) -> String {
         let mut o = String::new();
