@@ -44,20 +44,22 @@ def test_a_codec_sweep_compresses_on_the_wire_without_warnings(tmp_path):
     # Without a codec the wire carries the messages plus the protocol's overhead.
     assert none["latency_split"]["wire_compression_ratio"] < 1.1, none["latency_split"]
     # The variants' ratios differ twofold, by design: a sweep never compares variants, so
-    # the set has no warning of its own (and its runs had none).
-    assert doc["warnings"] == [], doc["warnings"]
-    assert "warning:" not in proc.stdout, proc.stdout
+    # the set has no compression warning of its own (nor any from its runs). Other warnings
+    # (a rate deficit on a busy machine) are not this test's business.
+    assert not compression_warnings(doc["warnings"]), doc["warnings"]
+    assert "ratio" not in " ".join(w for w in proc.stdout.splitlines() if "warning:" in w), proc.stdout
 
 
 def test_ab_of_the_same_client_work_is_not_flagged(tmp_path):
     # The embedded broker against the null target (the same front end over a log that keeps
-    # nothing): the same client, the same codec, so the wire ratios agree and the set's only
-    # warnings are the null target's own runs saying that nothing is kept.
+    # nothing): the same client, the same codec, so the wire ratios agree and the set has no
+    # compression warning.
     proc, doc = bench(tmp_path, "--target", "embedded", "--target", "null", "--compression", "snappy",
                       *BATCHED)
     assert proc.returncode == 0, explain(proc)
     ratios = [r["latency_split"]["wire_compression_ratio"] for r in doc["runs"]]
     assert min(ratios) > 1.5 and max(ratios) <= 1.1 * min(ratios), ratios
     assert not compression_warnings(doc["warnings"]), doc["warnings"]
-    assert doc["warnings"] and all(w.startswith(("run 2 (null): null target", "run 3 (null): null target"))
-                                   for w in doc["warnings"]), doc["warnings"]
+    # The runs' own warnings are carried up, each prefixed with its run.
+    for n in (2, 3):
+        assert any(w.startswith(f"run {n} (null): null target") for w in doc["warnings"]), doc["warnings"]
