@@ -52,6 +52,10 @@ pub const FILE_CHUNK_COPY_BYTES: usize = 256 * 1024;
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Partitions in the whole broker.
 pub const PARTITIONS_TOTAL_MAX: usize = 100_000;
+/// Partitions one DescribeTopicPartitions response describes at most; the client pages
+/// through the rest with the response's cursor. Kafka's `max.request.partition.size.limit`
+/// default.
+pub const DESCRIBE_TOPIC_PARTITIONS_MAX: i32 = 2_000;
 /// Partition entries one Produce request may list: as many as the broker can have. A
 /// request listing more is malformed (no client sends one); the bound keeps the decoded
 /// request's memory proportional to something other than the frame size.

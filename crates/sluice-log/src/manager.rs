@@ -711,6 +711,13 @@ impl LogManager {
         Ok(())
     }
 
+    /// Bytes of record batches the partition holds, as DescribeLogDirs reports them (the
+    /// journal files they live in may hold more: other partitions' bytes). Takes the
+    /// segment list's read lock briefly.
+    pub fn size_bytes(&self, key: &PartitionKey) -> Result<u64, LogError> {
+        Ok(self.engine().partition(key)?.size_bytes())
+    }
+
     /// Current watermarks. Non-blocking (atomics only).
     pub fn offsets(&self, key: &PartitionKey) -> Result<PartitionOffsets, LogError> {
         Ok(self.engine().partition(key)?.offsets())

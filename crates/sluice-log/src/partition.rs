@@ -213,6 +213,10 @@ impl Partition {
     pub(crate) fn segment_count(&self) -> usize {
         self.segments.read().len()
     }
+    /// Bytes of record batches the partition's segments hold (Kafka's `log.size`).
+    pub(crate) fn size_bytes(&self) -> u64 {
+        self.segments.read().iter().map(|s| s.written_len()).sum()
+    }
     pub(crate) fn active(&self) -> Arc<Segment> {
         let segments = self.segments.read();
         Arc::clone(&segments[segments.len() - 1])

@@ -212,13 +212,55 @@ fn describe(ctx: &Ctx, topic: &Arc<Topic>) -> MetadataResponseTopic {
 /// its service writes to (partition 0 only; the transaction service creates
 /// `__transaction_state-0` at start, so it always exists).
 fn describe_internal(ctx: &Ctx, name: &str) -> MetadataResponseTopic {
+    let view = topic_view(ctx, name).expect("an internal topic");
+    debug_assert!(view.is_internal);
+    describe_topic(ctx, view.name, view.id, 0..view.partitions, true)
+}
+
+/// A topic as the describing APIs show it (Metadata, DescribeTopicPartitions): a topic of
+/// the registry or one of the two internal topics, which it does not hold.
+pub(super) struct TopicView {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    pub is_internal: bool,
+}
+
+/// The topic named `name`, if it exists.
+pub(super) fn topic_view(ctx: &Ctx, name: &str) -> Option<TopicView> {
+    if let Some(t) = ctx.broker.topics.get(name) {
+        return Some(TopicView {
+            name: t.name.to_string(),
+            id: t.id,
+            partitions: t.partitions.len() as i32,
+            is_internal: false,
+        });
+    }
     let (id, partitions) = match name {
-        TXN_STATE_TOPIC => (TXN_STATE_TOPIC_ID, 0..1),
-        _ => (OFFSETS_TOPIC_ID, 0..OFFSETS_TOPIC_PARTITIONS),
+        OFFSETS_TOPIC => (OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS),
+        TXN_STATE_TOPIC => (TXN_STATE_TOPIC_ID, 1),
+        _ => return None,
     };
-    debug_assert!(name == OFFSETS_TOPIC || name == TXN_STATE_TOPIC);
-    let uuid = Uuid::from_bytes(id.0);
-    describe_topic(ctx, name.to_string(), uuid, partitions, true)
+    Some(TopicView {
+        name: name.to_string(),
+        id: Uuid::from_bytes(id.0),
+        partitions,
+        is_internal: true,
+    })
+}
+
+/// Every topic's name, the internal topics included, in name order.
+pub(super) fn all_topic_names(ctx: &Ctx) -> Vec<String> {
+    let mut names: Vec<String> = ctx
+        .broker
+        .topics
+        .all()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.extend([OFFSETS_TOPIC.to_string(), TXN_STATE_TOPIC.to_string()]);
+    names.sort();
+    names
 }
 
 /// The internal topic whose id (as clients see it: the log's fixed topic id bytes) is `id`.

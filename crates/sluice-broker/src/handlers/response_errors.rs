@@ -42,6 +42,7 @@ top_level!(
     HeartbeatResponse,
     InitProducerIdResponse,
     JoinGroupResponse,
+    ListConfigResourcesResponse,
     ListGroupsResponse,
     ListTransactionsResponse,
     SaslAuthenticateResponse,
@@ -153,6 +154,20 @@ impl ResponseErrors for MetadataResponse {
                 .topics
                 .iter()
                 .any(|t| code(t.error_code) || t.partitions.iter().any(|p| code(p.error_code)))
+    }
+}
+
+impl ResponseErrors for DescribeLogDirsResponse {
+    fn has_error(&self) -> bool {
+        code(self.error_code) || self.results.iter().any(|d| code(d.error_code))
+    }
+}
+
+impl ResponseErrors for DescribeTopicPartitionsResponse {
+    fn has_error(&self) -> bool {
+        self.topics
+            .iter()
+            .any(|t| code(t.error_code) || t.partitions.iter().any(|p| code(p.error_code)))
     }
 }
 

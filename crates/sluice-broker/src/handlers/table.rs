@@ -265,6 +265,30 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(list_transactions),
     ),
+    // Admin reads: partition sizes (`kafka-log-dirs.sh`; Kafka's v5 is not in the protocol
+    // crate); KIP-1142 config resources; KIP-966 paged topic descriptions (the Java admin's
+    // `describeTopics`).
+    row(
+        ApiKey::DescribeLogDirs,
+        1,
+        4,
+        ADVERTISED,
+        task!(describe_log_dirs),
+    ),
+    row(
+        ApiKey::ListConfigResources,
+        0,
+        1,
+        ADVERTISED,
+        task!(list_config_resources),
+    ),
+    row(
+        ApiKey::DescribeTopicPartitions,
+        0,
+        0,
+        ADVERTISED,
+        task!(describe_topic_partitions),
+    ),
 ];
 
 /// One past the largest API key the dense index can hold.

@@ -13,6 +13,7 @@
 mod common;
 
 mod admin;
+mod admin_reads;
 mod connection;
 mod error_codes;
 mod every_api;

@@ -156,6 +156,31 @@ pub fn seed(key: ApiKey) -> RequestKind {
             r.entries = vec![entry];
             RequestKind::AlterClientQuotas(r)
         }
+        ApiKey::DescribeTopicPartitions => {
+            let mut t = describe_topic_partitions_request::TopicRequest::default();
+            t.name = TopicName(name("topic"));
+            let mut c = describe_topic_partitions_request::Cursor::default();
+            c.topic_name = TopicName(name("topic"));
+            c.partition_index = 1;
+            let mut r = DescribeTopicPartitionsRequest::default();
+            r.topics = vec![t];
+            r.response_partition_limit = 1;
+            r.cursor = Some(c);
+            RequestKind::DescribeTopicPartitions(r)
+        }
+        ApiKey::DescribeLogDirs => {
+            let mut t = describe_log_dirs_request::DescribableLogDirTopic::default();
+            t.topic = TopicName(name("topic"));
+            t.partitions = vec![0, 3];
+            let mut r = DescribeLogDirsRequest::default();
+            r.topics = Some(vec![t]);
+            RequestKind::DescribeLogDirs(r)
+        }
+        ApiKey::ListConfigResources => {
+            let mut r = ListConfigResourcesRequest::default();
+            r.resource_types = vec![2, 4, 16];
+            RequestKind::ListConfigResources(r)
+        }
         other => default_kind(other),
     }
 }
@@ -211,6 +236,9 @@ pub fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::DescribeProducers => RequestKind::DescribeProducers(Default::default()),
         ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(Default::default()),
         ApiKey::ListTransactions => RequestKind::ListTransactions(Default::default()),
+        ApiKey::ListConfigResources => RequestKind::ListConfigResources(Default::default()),
+        ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
+        ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(Default::default()),
         other => panic!("{other:?} is in the handler table but has no fuzz seed; add it here"),
     }
 }
