@@ -51,6 +51,8 @@ mod consumer_tests;
 mod tests;
 #[cfg(test)]
 mod txn_tests;
+#[cfg(test)]
+mod txn_v2_tests;
 
 pub use assignor::{Assignor, TopicUuid};
 pub use config::{GroupConfig, TxnConfig};
@@ -71,7 +73,7 @@ pub use records::{
     ConsumerGroupValue, GroupMetadataValue, MemberMetadataValue, OffsetValue, StoreRecord,
 };
 pub use transaction::{
-    InitOutcome, TransactionCoordinator, TxnChange, TxnMarkers, TxnMetadata, TxnResult,
-    CONSUMER_OFFSETS_PARTITION,
+    EndOutcome, InitOutcome, TransactionCoordinator, TxnChange, TxnMarkers, TxnMetadata, TxnResult,
+    TxnVersion, CONSUMER_OFFSETS_PARTITION,
 };
 pub use txn_records::{TxnRecord, TxnStatus, TxnValue};

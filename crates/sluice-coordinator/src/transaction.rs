@@ -14,6 +14,14 @@
 //! - every request is answered with Kafka's error for its case (§7); no call panics on any
 //!   input; the ids and the partitions of ongoing transactions are bounded by
 //!   [`TxnConfig`].
+//!
+//! Two transaction protocols are served side by side, chosen per request by its version as
+//! Kafka's broker does (docs/transactions.md §14): V1 (AddPartitionsToTxn, AddOffsetsToTxn,
+//! EndTxn v0-4; the epoch changes only at InitProducerId and fencing) and V2 (KIP-890 part
+//! 2: Produce v12+ and TxnOffsetCommit v5+ add their partitions implicitly,
+//! [`TransactionCoordinator::add_partitions_implicitly`]; EndTxn v5 bumps the epoch at
+//! every end and moves to a new producer id when it is exhausted,
+//! [`TransactionCoordinator::end_txn_v2`]).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -74,6 +82,44 @@ impl TxnChange {
     }
 }
 
+/// The transaction protocol of a request, as Kafka's broker infers it from the request's
+/// version (`TransactionVersion`): the level is what `__transaction_state` records keep
+/// as `ClientTransactionVersion`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnVersion {
+    /// AddPartitionsToTxn v0-3, AddOffsetsToTxn, EndTxn v0-4 (Kafka's TV_0).
+    V1,
+    /// Produce v12+, TxnOffsetCommit v5+, EndTxn v5+ (Kafka's TV_2).
+    V2,
+}
+
+impl TxnVersion {
+    pub fn level(self) -> i16 {
+        match self {
+            TxnVersion::V1 => 0,
+            TxnVersion::V2 => 2,
+        }
+    }
+}
+
+/// The answer to a Transactions V2 EndTxn (v5+).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndOutcome {
+    /// Write `change`; once it is durable, answer with this producer id and epoch (the
+    /// bumped epoch, or a new producer id at epoch 0 when the old one was exhausted).
+    /// Boxed: the change is large beside `Done`, and the outcome is moved once.
+    Write {
+        change: Box<TxnChange>,
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// A retry of an EndTxn already done: answer NONE with these at once.
+    Done {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+}
+
 /// The answer to a transactional InitProducerId.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitOutcome {
@@ -107,6 +153,12 @@ pub struct TxnMetadata {
     /// The epoch before the last bump (-1: unknown), for retried InitProducerIds. Memory
     /// only.
     pub last_producer_epoch: i16,
+    /// While a V2 transaction whose epoch is exhausted is decided: the producer id it moves
+    /// to once complete (-1: none). Written in the decision record, so a completion after
+    /// a restart moves to the same one.
+    pub next_producer_id: i64,
+    /// The transaction protocol of the current transaction ([`TxnVersion::level`]).
+    pub client_transaction_version: i16,
     pub timeout_ms: i32,
     pub status: TxnStatus,
     pub partitions: BTreeSet<TopicPartition>,
@@ -127,6 +179,9 @@ impl TxnMetadata {
             partitions: self.partitions.iter().cloned().collect(),
             last_update_timestamp_ms: self.last_update_ms,
             start_timestamp_ms: self.start_ms,
+            previous_producer_id: self.previous_producer_id,
+            next_producer_id: self.next_producer_id,
+            client_transaction_version: self.client_transaction_version,
         }
     }
 
@@ -290,6 +345,8 @@ impl TransactionCoordinator {
             producer_epoch: NO_EPOCH,
             previous_producer_id: NO_PRODUCER_ID,
             last_producer_epoch: NO_EPOCH,
+            next_producer_id: NO_PRODUCER_ID,
+            client_transaction_version: TxnVersion::V1.level(),
             timeout_ms,
             status: TxnStatus::Empty,
             partitions: BTreeSet::new(),
@@ -325,15 +382,51 @@ impl TransactionCoordinator {
         partitions: &[TopicPartition],
         now_ms: i64,
     ) -> Result<Option<TxnChange>, TxnError> {
-        let m = self.writable(transactional_id, producer_id, producer_epoch)?;
-        if m.is_preparing() {
-            return Err(TxnError::ConcurrentTransactions);
-        }
+        let request = (producer_id, producer_epoch, TxnVersion::V1);
+        self.add(transactional_id, request, partitions, now_ms)
+    }
+
+    /// The implicit add of Transactions V2 (Kafka's AddPartitionsToTxn v5 from a partition
+    /// leader): a transactional Produce v12+ or TxnOffsetCommit v5+ adds its partitions
+    /// itself. The checks are AddPartitionsToTxn's (the epoch must be the current one
+    /// exactly: PRODUCER_FENCED otherwise), and the transaction is marked V2, so the
+    /// coordinator's own aborts treat it as one.
+    pub fn add_partitions_implicitly(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+        now_ms: i64,
+    ) -> Result<Option<TxnChange>, TxnError> {
+        let request = (producer_id, producer_epoch, TxnVersion::V2);
+        self.add(transactional_id, request, partitions, now_ms)
+    }
+
+    fn add(
+        &mut self,
+        transactional_id: &str,
+        (producer_id, producer_epoch, version): (i64, i16, TxnVersion),
+        partitions: &[TopicPartition],
+        now_ms: i64,
+    ) -> Result<Option<TxnChange>, TxnError> {
+        let m = self.current(transactional_id, producer_id, producer_epoch)?;
         let ongoing = m.status == TxnStatus::Ongoing;
         let new: BTreeSet<&TopicPartition> = partitions
             .iter()
             .filter(|tp| !m.partitions.contains(*tp))
             .collect();
+        // V2: a produce to partitions already in the transaction needs nothing here, even
+        // while a change is in flight (Kafka's leader does not ask its coordinator then
+        // either); the log decides each batch against the markers queued before it. V1
+        // re-verifies on `None`, which must not slip in behind an EndTxn's markers, so it
+        // waits for the change in flight.
+        if ongoing && new.is_empty() && version == TxnVersion::V2 {
+            return Ok(None);
+        }
+        if m.pending || m.is_preparing() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         if ongoing && new.is_empty() {
             return Ok(None);
         }
@@ -345,6 +438,7 @@ impl TransactionCoordinator {
         target.status = TxnStatus::Ongoing;
         target.start_ms = if ongoing { m.start_ms } else { now_ms };
         target.last_update_ms = now_ms;
+        target.client_transaction_version = version.level();
         let change = TxnChange {
             prepare: None,
             markers: None,
@@ -451,6 +545,82 @@ impl TransactionCoordinator {
         Ok(Some(change))
     }
 
+    /// EndTxn v5+, Transactions V2 (KIP-890 part 2; Kafka's `TransactionCoordinator.
+    /// endTransaction` for TV_2): every end bumps the epoch, so each transaction has its own
+    /// and a zombie of the previous one is fenced by its markers. A retry is recognized by
+    /// the epoch it carries (the current one minus one, or the last epoch of the previous
+    /// producer id after a move to a new one) and answered with the current producer id and
+    /// epoch. An abort with no transaction open is allowed (it still bumps the epoch).
+    /// `new_producer_id` is called only when the epoch is exhausted.
+    pub fn end_txn_v2(
+        &mut self,
+        transactional_id: &str,
+        (producer_id, producer_epoch): (i64, i16),
+        result: TxnResult,
+        now_ms: i64,
+        new_producer_id: impl FnOnce() -> Result<i64, TxnError>,
+    ) -> Result<EndOutcome, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        let m = self
+            .get(transactional_id)
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        if m.pending {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        let retry = end_txn_v2_check(m, producer_id, producer_epoch)?;
+        let done = Ok(EndOutcome::Done {
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+        });
+        let empty_abort = result == TxnResult::Abort && !retry;
+        match (m.status, result) {
+            (TxnStatus::Ongoing, _) => {}
+            (TxnStatus::CompleteCommit, TxnResult::Commit) if retry => return done,
+            (TxnStatus::CompleteAbort, TxnResult::Abort) if retry => return done,
+            (TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort, _)
+                if empty_abort => {}
+            (TxnStatus::PrepareCommit, TxnResult::Commit)
+            | (TxnStatus::PrepareAbort, TxnResult::Abort) => {
+                return Err(TxnError::ConcurrentTransactions)
+            }
+            _ => return Err(TxnError::InvalidTxnState),
+        }
+        let next_producer_id = match is_epoch_exhausted(m.producer_epoch) {
+            true => new_producer_id()?,
+            false => NO_PRODUCER_ID,
+        };
+        let decided = TxnMetadata {
+            // Saturating: an epoch at i16::MAX (only ever from a fencing abort of an
+            // exhausted epoch) ends at that epoch and moves to the new producer id.
+            producer_epoch: m.producer_epoch.saturating_add(1),
+            status: prepare_status(result),
+            last_update_ms: now_ms,
+            start_ms: if m.partitions.is_empty() {
+                now_ms
+            } else {
+                m.start_ms
+            },
+            next_producer_id,
+            client_transaction_version: TxnVersion::V2.level(),
+            ..m.clone()
+        };
+        let change = end_change(transactional_id, decided, result);
+        let completed = change
+            .complete
+            .value
+            .as_ref()
+            .expect("a completion has a value");
+        let (producer_id, producer_epoch) = (completed.producer_id, completed.producer_epoch);
+        self.set_pending(transactional_id);
+        Ok(EndOutcome::Write {
+            change: Box::new(change),
+            producer_id,
+            producer_epoch,
+        })
+    }
+
     /// The timer of §8: every ongoing transaction older than its timeout is aborted at a
     /// bumped epoch (its producer is fenced). Returns the changes to write.
     pub fn abort_timed_out(&mut self, now_ms: i64) -> Vec<TxnChange> {
@@ -491,7 +661,11 @@ impl TransactionCoordinator {
                     TxnStatus::PrepareCommit => TxnResult::Commit,
                     _ => TxnResult::Abort,
                 };
-                let mut change = end_change(&id, m, now_ms, result, m.producer_epoch);
+                let decided = TxnMetadata {
+                    last_update_ms: now_ms,
+                    ..m.clone()
+                };
+                let mut change = end_change(&id, decided, result);
                 change.prepare = None;
                 self.set_pending(&id);
                 change
@@ -566,18 +740,26 @@ impl TransactionCoordinator {
                 // decision record; the fenced epoch is no retry to honour (Kafka's
                 // `prepareFenceProducerEpoch` clears the last epoch), so an InitProducerId
                 // from the fenced producer gets PRODUCER_FENCED.
+                // Transactions V2 bumps at every end, aborts included: there the epoch before
+                // is the one a retry carries (Kafka's `prepareAbortOrCommit` for TV_2).
                 let fenced = matches!(
                     value.status,
                     TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence
-                );
+                ) && value.client_transaction_version < TxnVersion::V2.level();
                 last_producer_epoch = if fenced { NO_EPOCH } else { old.producer_epoch };
             }
+        }
+        // A v1 record names the previous producer id itself (a v0 one reads -1).
+        if value.previous_producer_id != NO_PRODUCER_ID {
+            previous_producer_id = value.previous_producer_id;
         }
         let metadata = TxnMetadata {
             producer_id: value.producer_id,
             producer_epoch: value.producer_epoch,
             previous_producer_id,
             last_producer_epoch,
+            next_producer_id: value.next_producer_id,
+            client_transaction_version: value.client_transaction_version,
             timeout_ms: value.transaction_timeout_ms,
             status: match value.status {
                 // Never written by Sluice; Kafka keeps it in memory only. An abort decided.
@@ -669,56 +851,84 @@ fn completed_status(result: TxnResult) -> TxnStatus {
 }
 
 fn commit_change(transactional_id: &str, m: &TxnMetadata, now_ms: i64) -> TxnChange {
-    end_change(
-        transactional_id,
-        m,
-        now_ms,
-        TxnResult::Commit,
-        m.producer_epoch,
-    )
+    let decided = TxnMetadata {
+        status: TxnStatus::PrepareCommit,
+        last_update_ms: now_ms,
+        ..m.clone()
+    };
+    end_change(transactional_id, decided, TxnResult::Commit)
 }
 
 /// The abort of `m`'s transaction; with `fence`, at the next epoch (a new incarnation of
 /// the producer, or the timeout), which fences the old one in every partition.
 fn abort_change(transactional_id: &str, m: &TxnMetadata, now_ms: i64, fence: bool) -> TxnChange {
-    // An ongoing transaction's epoch is never exhausted (the bump before it would have
-    // moved to a new producer id), so the fencing epoch fits.
-    debug_assert!(!fence || m.producer_epoch < i16::MAX);
-    let epoch = match fence {
+    // Saturating: a V2 transaction may be open at the exhausted epoch i16::MAX - 1 (its
+    // fence takes i16::MAX) and, after that, at i16::MAX itself, where the fence keeps it.
+    let producer_epoch = match fence {
         true => m.producer_epoch.saturating_add(1),
         false => m.producer_epoch,
     };
-    end_change(transactional_id, m, now_ms, TxnResult::Abort, epoch)
-}
-
-/// Decision record, markers to every partition, completion record (§5.1). The completion
-/// lists no partitions, as Kafka's does.
-fn end_change(
-    transactional_id: &str,
-    m: &TxnMetadata,
-    now_ms: i64,
-    result: TxnResult,
-    epoch: i16,
-) -> TxnChange {
     let decided = TxnMetadata {
-        producer_epoch: epoch,
-        status: prepare_status(result),
+        producer_epoch,
+        status: TxnStatus::PrepareAbort,
         last_update_ms: now_ms,
         ..m.clone()
     };
-    let completed = TxnMetadata {
+    end_change(transactional_id, decided, TxnResult::Abort)
+}
+
+/// Decision record (`decided`, a Prepare* state), one marker per partition at the decided
+/// producer id and epoch, completion record (§5.1). The completion lists no partitions, as
+/// Kafka's does, and moves to `decided.next_producer_id` at epoch 0 when one was taken
+/// (Kafka's `prepareComplete`).
+fn end_change(transactional_id: &str, decided: TxnMetadata, result: TxnResult) -> TxnChange {
+    debug_assert_eq!(decided.status, prepare_status(result));
+    let mut completed = TxnMetadata {
         status: completed_status(result),
         partitions: BTreeSet::new(),
+        next_producer_id: NO_PRODUCER_ID,
         ..decided.clone()
     };
+    if decided.next_producer_id != NO_PRODUCER_ID {
+        completed.producer_id = decided.next_producer_id;
+        completed.producer_epoch = 0;
+        completed.previous_producer_id = decided.producer_id;
+    }
+    // A V2 abort with no partition added has nothing to mark.
+    let markers = (!decided.partitions.is_empty()).then(|| TxnMarkers {
+        producer_id: decided.producer_id,
+        producer_epoch: decided.producer_epoch,
+        result,
+        partitions: decided.partitions.iter().cloned().collect(),
+    });
     TxnChange {
         prepare: Some(record(transactional_id, decided.value())),
-        markers: Some(TxnMarkers {
-            producer_id: m.producer_id,
-            producer_epoch: epoch,
-            result,
-            partitions: m.partitions.iter().cloned().collect(),
-        }),
+        markers,
         complete: record(transactional_id, completed.value()),
+    }
+}
+
+/// The producer checks of a V2 EndTxn, in Kafka's order; `Ok(true)` for a retry of an
+/// EndTxn already decided (its epoch is the one before the bump, or the exhausted epoch of
+/// the previous producer id).
+fn end_txn_v2_check(m: &TxnMetadata, producer_id: i64, epoch: i16) -> Result<bool, TxnError> {
+    let retry_on_overflow =
+        m.previous_producer_id == producer_id && epoch == i16::MAX - 1 && m.producer_epoch == 0;
+    let retry_on_bump = i32::from(m.producer_epoch) == i32::from(epoch) + 1;
+    if m.producer_id != producer_id && !retry_on_overflow {
+        return Err(TxnError::InvalidProducerIdMapping);
+    }
+    let valid = match m.status {
+        TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence => {
+            retry_on_bump
+        }
+        TxnStatus::CompleteCommit | TxnStatus::CompleteAbort => {
+            retry_on_bump || retry_on_overflow || epoch == m.producer_epoch
+        }
+        TxnStatus::Ongoing | TxnStatus::Empty | TxnStatus::Dead => epoch == m.producer_epoch,
+    };
+    match valid {
+        true => Ok(retry_on_bump || retry_on_overflow),
+        false => Err(TxnError::ProducerFenced),
     }
 }

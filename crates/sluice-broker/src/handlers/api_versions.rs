@@ -22,20 +22,30 @@ struct Feature {
 }
 
 /// The features this broker serves. `group.version` 1: KIP-848 consumer groups
-/// (ConsumerGroupHeartbeat / ConsumerGroupDescribe). Not listed: `transaction.version` (only
-/// the V1 protocol is served), `share.version` and `streams.version` (no share or streams
+/// (ConsumerGroupHeartbeat / ConsumerGroupDescribe). `transaction.version` 2: Transactions
+/// V2 (KIP-890 part 2: Produce v12+ and TxnOffsetCommit v5+ add their partitions, EndTxn v5
+/// bumps the epoch; docs/transactions.md §14); the V1 protocol stays served for clients
+/// that keep to it. Not listed: `share.version` and `streams.version` (no share or streams
 /// groups), `metadata.version` and `kraft.version` (no KRaft metadata log).
-const FEATURES: &[Feature] = &[Feature {
-    name: "group.version",
-    min_level: 0,
-    max_level: 1,
-    finalized_level: 1,
-}];
+const FEATURES: &[Feature] = &[
+    Feature {
+        name: "group.version",
+        min_level: 0,
+        max_level: 1,
+        finalized_level: 1,
+    },
+    Feature {
+        name: "transaction.version",
+        min_level: 0,
+        max_level: 2,
+        finalized_level: 2,
+    },
+];
 
 /// The epoch of the finalized levels above. Clients keep the levels of the highest epoch
 /// they have seen, across reconnects (the Java client ignores -1), so it must grow whenever
 /// [`FEATURES`] changes in a release: bump it with every change to the table.
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
+const FINALIZED_FEATURES_EPOCH: i64 = 2;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let _req: ApiVersionsRequest = match ctx.decode(body) {

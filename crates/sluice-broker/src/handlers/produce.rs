@@ -24,8 +24,12 @@
 //! buffer it is encoded into, and the connection keeps a few ([`ProduceCalls`]) for reuse.
 //! A call forgets its request's slices once the response is written, so a kept call holds no
 //! frame.
+//!
+//! Transactions V2 (v12+): a transactional request first adds its partitions to the
+//! producer's transaction ([`implicit_add`]), then queues its appends.
 
 mod decode;
+mod implicit_add;
 
 /// First Produce version whose response carries `record_errors` (KIP-467).
 const RECORD_ERRORS_VERSION_MIN: i16 = 8;
@@ -237,6 +241,26 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
         false => ResponseError::UnknownTopicOrPartition.code(),
     };
     let acks_valid = matches!(decoded.acks, -1..=1);
+    // Transactions V2: the implicit add comes before any append of the request; when it is
+    // refused, every transactional partition gets its code and nothing of them is queued.
+    let txn_refusal = match (&decoded.transactional_id, *version) {
+        (Some(id), v) if v >= implicit_add::IMPLICIT_ADD_VERSION_MIN && acks_valid => {
+            match txn_denied || !decoded.has_transactional_records() {
+                true => None,
+                false => transactional_partitions(ctx, decoded, by_id)
+                    .add(&ctx.broker, id)
+                    .await
+                    .err(),
+            }
+        }
+        _ => None,
+    };
+    let is_transactional = |p: &decode::PartitionData| {
+        p.records
+            .as_ref()
+            .and_then(implicit_add::transactional_producer)
+            .is_some()
+    };
     let mut slot = 0;
     for (t, tr) in decoded.topics.iter().zip(resp.responses.iter_mut()) {
         let topic = match by_id {
@@ -277,6 +301,9 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                     ))
                 }
                 (true, None) => Some(Refused::new(unknown, None)),
+                (true, Some(_)) if txn_refusal.is_some() && is_transactional(p) => {
+                    txn_refusal.map(|code| Refused::new(code, None))
+                }
                 (true, Some(key)) => match &p.records {
                     None => Some(Refused::new(
                         ResponseError::CorruptMessage.code(),
@@ -321,6 +348,37 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
         decoded.partitions.len(),
         "one slot per partition entry"
     );
+}
+
+/// The partitions of the request that carry transactional batches and would be appended:
+/// existing, and writable by the principal (the others are refused in the request's pass
+/// anyway, and must not join the transaction).
+fn transactional_partitions(
+    ctx: &Ctx,
+    decoded: &decode::Decoded,
+    by_id: bool,
+) -> implicit_add::TxnPartitions {
+    let mut txn = implicit_add::TxnPartitions::default();
+    for t in &decoded.topics {
+        let topic = match by_id {
+            true => ctx.broker.topics.get_by_id(t.topic_id),
+            false => ctx.broker.topics.get(&t.name),
+        };
+        let Some(topic) = topic else { continue };
+        if !ctx.allowed(acl::op::WRITE, acl::resource::TOPIC, &topic.name) {
+            continue;
+        }
+        for p in &decoded.partitions[t.partitions.clone()] {
+            let producer = p
+                .records
+                .as_ref()
+                .and_then(implicit_add::transactional_producer);
+            if let (Some(producer), Some(_)) = (producer, topic.partition(p.index)) {
+                txn.push(&topic.name, p.index, producer);
+            }
+        }
+    }
+    txn
 }
 
 /// A partition's answer before its append completes: Kafka's "no offset" values.

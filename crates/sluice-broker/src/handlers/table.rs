@@ -158,7 +158,7 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(add_offsets_to_txn),
     ),
-    row(ApiKey::EndTxn, 0, 4, ADVERTISED, task!(end_txn)),
+    row(ApiKey::EndTxn, 0, 5, ADVERTISED, task!(end_txn)),
     row(
         ApiKey::TxnOffsetCommit,
         0,

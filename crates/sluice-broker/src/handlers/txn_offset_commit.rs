@@ -1,5 +1,8 @@
 //! TxnOffsetCommit (key 28), v0-5: a transactional producer commits a group's consumed
 //! positions inside its transaction (KIP-98, KIP-447; docs/transactions.md §6.5, §7.5).
+//! v5 is also Transactions V2's AddOffsetsToTxn (KIP-890 part 2, §14): the commit adds
+//! `__consumer_offsets-0` to the transaction itself, as Kafka's group coordinator does
+//! through its partition leader's AddPartitionsToTxn v5, before the offsets are written.
 //!
 //! The offsets are written durably into `__consumer_offsets-0` as the producer's
 //! transactional batch (its id and epoch) and held by the group coordinator as *pending*:
@@ -13,7 +16,7 @@
 //! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group and each topic; then the
 //! transaction (the producer id and epoch are the id's current ones, and AddOffsetsToTxn
 //! added `__consumer_offsets-0` to its ongoing transaction: INVALID_PRODUCER_EPOCH,
-//! INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, or TRANSACTION_ABORTABLE for v5); then,
+//! INVALID_PRODUCER_ID_MAPPING, INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4); then,
 //! v3+ (KIP-447), the member: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID;
 //! unknown partitions get UNKNOWN_TOPIC_OR_PARTITION. While the commit is written, the
 //! transactional id counts as busy (an EndTxn gets CONCURRENT_TRANSACTIONS and retries),
@@ -27,15 +30,21 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
-use sluice_coordinator::{CommitAuth, StoreRecord, TopicPartition, TxnError};
+use sluice_coordinator::{
+    CommitAuth, StoreRecord, TopicPartition, TxnError, CONSUMER_OFFSETS_PARTITION,
+};
+use sluice_log::LogError;
 
 use super::{Ctx, Reply};
 use crate::groups::{TxnProducer, TxnRefusal};
 use crate::txns::TxnService;
 use crate::{acl, error_code};
 
-/// v5 (KIP-890) knows TRANSACTION_ABORTABLE.
-const TRANSACTION_ABORTABLE_FROM: i16 = 5;
+/// v4+ knows TRANSACTION_ABORTABLE (KIP-890; Kafka's GENERIC_ERROR_SUPPORTED from v4).
+const TRANSACTION_ABORTABLE_FROM: i16 = 4;
+/// v5+ adds the offsets partition to the transaction (Kafka's
+/// `txnOffsetCommitRequestVersionToTransactionSupportedOperation`: ADD_PARTITION).
+const IMPLICIT_ADD_FROM: i16 = 5;
 
 /// How long a commit waits for another change of its transactional id in flight (an
 /// AddPartitionsToTxn of the same producer, one commit round) before answering
@@ -56,16 +65,26 @@ impl Drop for Busy<'_> {
     }
 }
 
-/// The transaction check, waiting out a short change in flight.
+/// The transaction check, waiting out a short change in flight; with `implicit_add` (v5+)
+/// the offsets partition is added to the transaction first.
 async fn begin<'a>(
-    txns: &'a TxnService,
+    ctx: &'a Ctx,
     id: &'a str,
     producer: TxnProducer,
+    implicit_add: bool,
 ) -> Result<Busy<'a>, TxnError> {
+    let txns = &ctx.broker.txns;
     let mut waited_ms = 0;
     loop {
-        let checked = txns
-            .call(|c, _| c.begin_offset_commit(id, producer.producer_id, producer.producer_epoch));
+        let added = match implicit_add {
+            true => add_offsets_partition(ctx, id, producer).await,
+            false => Ok(()),
+        };
+        let checked = added.and_then(|()| {
+            txns.call(|c, _| {
+                c.begin_offset_commit(id, producer.producer_id, producer.producer_epoch)
+            })
+        });
         match checked {
             Ok(()) => return Ok(Busy { txns, id }),
             Err(TxnError::ConcurrentTransactions) if waited_ms < BUSY_WAIT_MS_MAX => {
@@ -73,6 +92,36 @@ async fn begin<'a>(
                 waited_ms += BUSY_POLL_MS;
             }
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Transactions V2: adds `__consumer_offsets-0` to the producer's transaction (nothing to
+/// write when it is there already) and verifies it in the log, as AddOffsetsToTxn does.
+async fn add_offsets_partition(ctx: &Ctx, id: &str, producer: TxnProducer) -> Result<(), TxnError> {
+    let broker = &ctx.broker;
+    let (topic, partition) = CONSUMER_OFFSETS_PARTITION;
+    let offsets = [TopicPartition {
+        topic: topic.to_owned(),
+        partition,
+    }];
+    let (pid, epoch) = (producer.producer_id, producer.producer_epoch);
+    let change = broker
+        .txns
+        .call(|c, now| c.add_partitions_implicitly(id, pid, epoch, &offsets, now))?;
+    let Some(change) = change else {
+        return Ok(());
+    };
+    let written = broker
+        .txns
+        .write_then_verify(&broker.topics, &change, &offsets)
+        .await;
+    match written {
+        Ok(()) => Ok(()),
+        Err(LogError::InvalidProducerEpoch { .. }) => Err(TxnError::ProducerFenced),
+        Err(e) => {
+            tracing::warn!(error = %e, "implicit add of the offsets partition not durable");
+            Err(TxnError::CoordinatorNotAvailable)
         }
     }
 }
@@ -125,7 +174,14 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     }
     let busy = match request_code {
         Some(_) => None,
-        None => match begin(&broker.txns, &transactional_id, producer).await {
+        None => match begin(
+            &ctx,
+            &transactional_id,
+            producer,
+            ctx.version >= IMPLICIT_ADD_FROM,
+        )
+        .await
+        {
             Ok(busy) => Some(busy),
             Err(e) => {
                 request_code = Some(txn_code(e, ctx.version));

@@ -15,18 +15,20 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, ApiKey, DescribeProducersRequest, DescribeProducersResponse,
-    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnRequest, EndTxnResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
-    InitProducerIdResponse, ListTransactionsRequest, ListTransactionsResponse, OffsetFetchRequest,
-    OffsetFetchResponse, ProduceRequest, ProduceResponse, ProducerId, TransactionalId,
-    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    AddPartitionsToTxnResponse, ApiKey, BrokerId, DescribeProducersRequest,
+    DescribeProducersResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    EndTxnRequest, EndTxnResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    ListTransactionsRequest, ListTransactionsResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, ProducerId, TransactionalId, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -410,7 +412,8 @@ fn a_transaction_commits_produce_and_offsets() {
 // INVALID_PRODUCER_EPOCH before); another producer id is INVALID_PRODUCER_ID_MAPPING; an
 // unknown topic UNKNOWN_TOPIC_OR_PARTITION with OPERATION_NOT_ATTEMPTED for the rest;
 // EndTxn without a transaction INVALID_TXN_STATE; TxnOffsetCommit before AddOffsetsToTxn
-// INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v5); InitProducerId during an open
+// INVALID_TXN_STATE (TRANSACTION_ABORTABLE at v4; v5 adds the offsets partition itself,
+// Transactions V2, and is accepted); InitProducerId during an open
 // transaction CONCURRENT_TRANSACTIONS (it aborts it); DescribeTransactions of an unknown id
 // TRANSACTIONAL_ID_NOT_FOUND and of an empty one INVALID_REQUEST.
 #[test]
@@ -459,10 +462,10 @@ fn transaction_refusals_carry_kafkas_codes() {
         "nothing to end"
     );
     for version in 0..=5i16 {
-        let want = if version >= 5 {
-            code(ResponseError::TransactionAbortable)
-        } else {
-            code(ResponseError::InvalidTxnState)
+        let want = match version {
+            5 => NONE,
+            4 => code(ResponseError::TransactionAbortable),
+            _ => code(ResponseError::InvalidTxnState),
         };
         assert_eq!(
             txn_commit(&mut client, version, "tx-refused", p, "g", "t", 1),
@@ -615,4 +618,257 @@ fn an_open_transaction_is_aborted_and_fenced_after_its_timeout() {
         end_txn(&mut client, 4, "tx-timeout", p, true),
         code(ResponseError::ProducerFenced)
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Transactions V2 (KIP-890 part 2; docs/transactions.md §14)
+// ---------------------------------------------------------------------------------------
+
+/// Produce at `version` (acks=all) of one transactional batch to `topic`-`partition`:
+/// (code, base offset).
+fn produce_v(
+    client: &mut Client,
+    version: i16,
+    txn: &str,
+    batch: Bytes,
+    topic: &str,
+    partition: i32,
+) -> (i16, i64) {
+    let mut pd = PartitionProduceData::default();
+    pd.index = partition;
+    pd.records = Some(batch);
+    let mut td = TopicProduceData::default();
+    td.name = topic_name(topic);
+    td.partition_data = vec![pd];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(txn_id(txn));
+    r.acks = -1;
+    r.timeout_ms = 30_000;
+    r.topic_data = vec![td];
+    let resp: ProduceResponse = client.call(ApiKey::Produce, version, &r);
+    let part = &resp.responses[0].partition_responses[0];
+    (part.error_code, part.base_offset)
+}
+
+/// EndTxn v5: (code, the producer the client goes on with).
+fn end_txn_v5(client: &mut Client, txn: &str, p: Producer, commit: bool) -> (i16, Producer) {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = txn_id(txn);
+    r.producer_id = ProducerId(p.id);
+    r.producer_epoch = p.epoch;
+    r.committed = commit;
+    let resp: EndTxnResponse = client.call(ApiKey::EndTxn, 5, &r);
+    let next = Producer {
+        id: resp.producer_id.0,
+        epoch: resp.producer_epoch,
+    };
+    (resp.error_code, next)
+}
+
+fn txn_state(client: &mut Client, txn: &str) -> (String, i16, usize) {
+    let d = describe_txns(client, &[txn]);
+    let st = &d.transaction_states[0];
+    let partitions = st.topics.iter().map(|t| t.partitions.len()).sum();
+    (
+        st.transaction_state.to_string(),
+        st.producer_epoch,
+        partitions,
+    )
+}
+
+// Goal: the V2 path end to end with no AddPartitionsToTxn: Produce v12 adds the partition
+// to the transaction itself (Ongoing, the partition listed), TxnOffsetCommit v5 adds the
+// offsets partition, EndTxn v5 commits and answers the bumped epoch, and the next
+// transaction runs at it from sequence 0; a retried EndTxn gets NONE and the same epoch.
+#[test]
+fn transactions_v2_add_partitions_implicitly_and_bump_the_epoch() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 2), NONE);
+    let p = init_txn(&mut client, 5, "tx-v2");
+    let (code0, base) = produce_v(
+        &mut client,
+        12,
+        "tx-v2",
+        transactional_batch(p, 0, &[b"a"]),
+        "t",
+        0,
+    );
+    assert_eq!(code0, NONE);
+    assert_eq!(
+        txn_state(&mut client, "tx-v2"),
+        ("Ongoing".into(), p.epoch, 1)
+    );
+    assert_eq!(open_txn_start(&mut client, "t", p), base);
+    // Further batches to the same partition need no write; a second partition is added.
+    let (code1, _) = produce_v(
+        &mut client,
+        12,
+        "tx-v2",
+        transactional_batch(p, 1, &[b"b"]),
+        "t",
+        0,
+    );
+    let (code2, _) = produce_v(
+        &mut client,
+        12,
+        "tx-v2",
+        transactional_batch(p, 0, &[b"c"]),
+        "t",
+        1,
+    );
+    assert_eq!((code1, code2), (NONE, NONE));
+    assert_eq!(txn_commit(&mut client, 5, "tx-v2", p, "g-v2", "t", 7), NONE);
+    assert_eq!(
+        txn_state(&mut client, "tx-v2").2,
+        3,
+        "t-0, t-1, __consumer_offsets-0"
+    );
+    assert_eq!(
+        fetch_stable(&mut client, "g-v2", "t"),
+        (code(ResponseError::UnstableOffsetCommit), -1)
+    );
+    let (ended, next) = end_txn_v5(&mut client, "tx-v2", p, true);
+    assert_eq!(ended, NONE);
+    assert_eq!(
+        next,
+        Producer {
+            id: p.id,
+            epoch: p.epoch + 1
+        }
+    );
+    assert_eq!(fetch_stable(&mut client, "g-v2", "t"), (NONE, 7));
+    assert_eq!(
+        open_txn_start(&mut client, "t", next),
+        -1,
+        "the marker closed it"
+    );
+    assert_eq!(
+        txn_state(&mut client, "tx-v2"),
+        ("CompleteCommit".into(), next.epoch, 0)
+    );
+    // A retry of the end (the response was lost): NONE with the current producer.
+    assert_eq!(end_txn_v5(&mut client, "tx-v2", p, true), (NONE, next));
+    // The next transaction, at the bumped epoch, from sequence 0 again.
+    let (code3, _) = produce_v(
+        &mut client,
+        12,
+        "tx-v2",
+        transactional_batch(next, 0, &[b"d"]),
+        "t",
+        0,
+    );
+    assert_eq!(code3, NONE);
+    let (aborted, after) = end_txn_v5(&mut client, "tx-v2", next, false);
+    assert_eq!((aborted, after.epoch), (NONE, next.epoch + 1));
+    // An abort with nothing open is allowed in V2 and bumps again; a commit is not.
+    let (empty, again) = end_txn_v5(&mut client, "tx-v2", after, false);
+    assert_eq!((empty, again.epoch), (NONE, after.epoch + 1));
+    let (commit, none) = end_txn_v5(&mut client, "tx-v2", again, true);
+    assert_eq!(commit, code(ResponseError::InvalidTxnState));
+    assert_eq!(none, Producer { id: -1, epoch: -1 });
+}
+
+// Goal: bad input on the V2 path gets Kafka's codes and stores nothing: a produce at a
+// stale epoch (the zombie of the previous transaction) INVALID_PRODUCER_EPOCH, at a
+// future epoch INVALID_PRODUCER_EPOCH (PRODUCER_FENCED translated for Produce), from
+// another producer id INVALID_PRODUCER_ID_MAPPING, with a sequence gap
+// OUT_OF_ORDER_SEQUENCE_NUMBER; EndTxn v5 at a stale epoch PRODUCER_FENCED and with a
+// stranger's producer id INVALID_PRODUCER_ID_MAPPING; after all of it the partition holds
+// only the good transaction's records.
+#[test]
+fn transactions_v2_refuse_stale_epochs_and_sequences() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "t", 1), NONE);
+    let p = init_txn(&mut client, 5, "tx-v2-bad");
+    let (first, _) = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(p, 0, &[b"a"]),
+        "t",
+        0,
+    );
+    assert_eq!(first, NONE);
+    let (ended, next) = end_txn_v5(&mut client, "tx-v2-bad", p, true);
+    assert_eq!(ended, NONE);
+    let bad_epoch = code(ResponseError::InvalidProducerEpoch);
+    let zombie = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(p, 1, &[b"z"]),
+        "t",
+        0,
+    );
+    assert_eq!(zombie.0, bad_epoch, "the previous transaction's epoch");
+    let future = Producer {
+        id: next.id,
+        epoch: next.epoch + 3,
+    };
+    let ahead = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(future, 0, &[b"f"]),
+        "t",
+        0,
+    );
+    assert_eq!(ahead.0, bad_epoch, "an epoch the coordinator never gave");
+    let stranger = Producer {
+        id: next.id + 1_000,
+        epoch: 0,
+    };
+    let other = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(stranger, 0, &[b"s"]),
+        "t",
+        0,
+    );
+    assert_eq!(other.0, code(ResponseError::InvalidProducerIdMapping));
+    let (ok, _) = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(next, 0, &[b"b"]),
+        "t",
+        0,
+    );
+    assert_eq!(ok, NONE);
+    let gap = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(next, 5, &[b"g"]),
+        "t",
+        0,
+    );
+    assert_eq!(gap.0, code(ResponseError::OutOfOrderSequenceNumber));
+    assert_eq!(
+        end_txn_v5(&mut client, "tx-v2-bad", p, false).0,
+        code(ResponseError::ProducerFenced),
+        "an epoch two behind is no retry"
+    );
+    let stranger_end = end_txn_v5(&mut client, "tx-v2-bad", stranger, false);
+    assert_eq!(
+        stranger_end.0,
+        code(ResponseError::InvalidProducerIdMapping)
+    );
+    let (committed, _) = end_txn_v5(&mut client, "tx-v2-bad", next, true);
+    assert_eq!(committed, NONE);
+    // a, its marker, b, its marker: nothing of the refused batches was stored.
+    let mut r = ListOffsetsRequest::default();
+    let mut t = ListOffsetsTopic::default();
+    t.name = topic_name("t");
+    let mut lp = ListOffsetsPartition::default();
+    lp.partition_index = 0;
+    lp.timestamp = -1;
+    t.partitions = vec![lp];
+    r.topics = vec![t];
+    r.replica_id = BrokerId(-1);
+    let resp: ListOffsetsResponse = client.call(ApiKey::ListOffsets, 5, &r);
+    assert_eq!(resp.topics[0].partitions[0].offset, 4);
 }
