@@ -19,7 +19,9 @@ from collections import Counter
 
 from helpers import ck_producer, create_topic
 from java_client import JVM_FLAGS, _parse, classpath, java_cp  # noqa: F401 (fixture)
+from test_franz import franz, franz_bin  # noqa: F401 (fixtures)
 from test_metrics import scrape
+from test_txn_admin import table
 from test_txn_confluent import consume
 
 # NetworkClient logs "Sending END_TXN request with header RequestHeader(apiKey=END_TXN,
@@ -59,20 +61,31 @@ def assert_v2(sent: Counter, broker) -> None:
 
 
 def test_java_commits_and_aborts_on_transactions_v2(sluice_factory, topic_name, java_cp):
-    """Goal: the Java producer runs commit, abort, commit on V2 and read_committed consumers
-    see exactly the committed rounds.
+    """Goal: the Java producer runs commit, abort, commit on V2, kafka-transactions.sh shows the
+    epoch bumped at every end, and read_committed consumers see exactly the committed rounds.
     Method: SluiceClient txn-produce (20 records per round over 2 partitions) with the client's
-    request log on; then the request log and the broker's counts, and a read_committed and a
-    read_uncommitted consumer."""
+    request log on; then the request log and the broker's counts, `kafka-transactions.sh
+    describe / describe-producers / list`, and a read_committed and a read_uncommitted
+    consumer."""
     broker = sluice_factory(metrics=True)
     create_topic(broker.bootstrap, topic_name, 2)
+    txn_id = f"v2-{uuid.uuid4().hex[:8]}"
     r, sent = run_logged("SluiceClient", "txn-produce", "--bootstrap", broker.bootstrap,
-                         "--topic", topic_name, "--transactional-id", f"v2-{uuid.uuid4().hex[:8]}",
+                         "--topic", topic_name, "--transactional-id", txn_id,
                          "--rounds", "commit,abort,commit", "--count", 20, "--partitions", 2)
     assert r.ok, r.summary()
     assert_v2(sent, broker)
     assert sent[("END_TXN", 5)] == 3
     assert requests_total(broker, "EndTxn") == 3
+    # kafka-transactions.sh sees the epoch bumped at each of the three ends (InitProducerId
+    # gave 0), and the partitions' producer state took it from the last markers.
+    [d] = table(broker.bootstrap, "describe", "--transactional-id", txn_id)
+    assert (d["TransactionState"], d["ProducerEpoch"]) == ("CompleteCommit", "3"), d
+    [p0] = [row for row in table(broker.bootstrap, "describe-producers", "--topic", topic_name,
+                                 "--partition", "0") if row["ProducerId"] == d["ProducerId"]]
+    assert (p0["ProducerEpoch"], p0["CurrentTransactionStartOffset"]) == ("3", "None"), p0
+    listed = {row["TransactionalId"]: row for row in table(broker.bootstrap, "list")}
+    assert listed[txn_id]["TransactionState"] == "CompleteCommit"
     committed = sorted(f"r{rnd}-{i:06d}".encode() for rnd in (0, 2) for i in range(20))
     assert consume(broker.bootstrap, topic_name, 2, "read_committed", 40) == committed
     every = sorted(f"r{rnd}-{i:06d}".encode() for rnd in range(3) for i in range(20))
@@ -127,3 +140,37 @@ def test_offsets_join_the_transaction_on_transactions_v2(sluice_factory, topic_n
         assert tp.offset == 12
     finally:
         c.close()
+
+
+def test_franz_go_runs_transactions_v2(sluice_factory, topic_name, franz):  # noqa: F811
+    """Goal: franz-go (kgo's GroupTransactSession) switches to V2 by itself too: the broker sees
+    EndTxn and TxnOffsetCommit but no AddPartitionsToTxn or AddOffsetsToTxn, with every input
+    record copied exactly once under read_committed and the group's offsets at the input's end.
+    Method: franz-it transact over 2 input partitions, 60 records in three rounds, every 3rd
+    transaction aborted on purpose; the broker's per-API counts; the output."""
+    import signal
+    from helpers import wait_until
+    from test_franz import GROUP_ARGS, librdkafka_committed, produce_values, read_committed_all
+    broker = sluice_factory(GROUP_ARGS, metrics=True)
+    bs = broker.bootstrap
+    source, sink = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bs, source, 2)
+    create_topic(bs, sink)
+    group = f"g-v2-{uuid.uuid4().hex[:8]}"
+    member = franz.start("transact", bs, "--group", group, "--topic", source, "--out", sink,
+                         "--transactional-id", f"{group}-a", "--client-id", "a",
+                         "--abort-every", "3")
+    # Three rounds of input, each waited for, so the session runs several transactions.
+    for round_ in range(3):
+        produce_values(bs, source, 20 * round_, 20, 2)
+        want = {0: 10 * (round_ + 1), 1: 10 * (round_ + 1)}
+        wait_until(lambda: librdkafka_committed(bs, group, source, 2) == want,
+                   timeout=90, what=f"the group's offsets after round {round_}")
+    result = member.finish(timeout=60, sig=signal.SIGTERM)
+    assert result["committed"] >= 1 and result["aborted"] >= 1, result
+    assert requests_total(broker, "AddPartitionsToTxn") == 0
+    assert requests_total(broker, "AddOffsetsToTxn") == 0
+    assert requests_total(broker, "EndTxn") >= 2
+    assert requests_total(broker, "TxnOffsetCommit") >= 1
+    got = read_committed_all(bs, sink)
+    assert sorted(got) == [f"out-v-{i:05d}".encode() for i in range(60)]

@@ -8,6 +8,9 @@
 //!   [`registry::ApiTable`], a row by key) and ApiVersions.
 //! - [`codec`]: request decode and response encode for a negotiated version, including the
 //!   ApiVersions v0 fallback that clients rely on.
+//! - [`adapted`]: the request and response versions of Kafka 4.x the protocol crate does not
+//!   encode yet (OffsetCommit/OffsetFetch v10, ListOffsets v11, DeleteGroups v3, ApiVersions
+//!   v5), written on top of its message structs.
 //! - [`alloc_guard`]: the allocator guard against hostile array counts (see its docs).
 //! - [`record_walk`]: the bounded, streaming walk over one record batch's records (framing
 //!   checks and decompression with a cap), for produce validation and ListOffsets by time.
@@ -15,6 +18,7 @@
 //! Record batches are never decoded into records here: Produce and Fetch carry them as raw
 //! `Bytes`; the record walk only reads them.
 
+pub mod adapted;
 pub mod alloc_guard;
 pub mod codec;
 pub mod error;

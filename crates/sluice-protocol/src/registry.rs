@@ -75,6 +75,7 @@ pub fn is_supported<T: ApiTable + ?Sized>(apis: &T, key: ApiKey, version: i16) -
 pub fn check(apis: &[ApiSupport]) -> Result<(), String> {
     for (i, a) in apis.iter().enumerate() {
         let codec = a.key.valid_versions();
+        let codec_max = crate::adapted::max_version(a.key).map_or(codec.max, |m| m.max(codec.max));
         if a.min_version > a.max_version {
             return Err(format!("{:?}: empty range", a.key));
         }
@@ -84,8 +85,11 @@ pub fn check(apis: &[ApiSupport]) -> Result<(), String> {
                 a.key
             ));
         }
-        if a.min_version < codec.min || a.max_version > codec.max {
-            return Err(format!("{:?} beyond codec {codec}", a.key));
+        if a.min_version < codec.min || a.max_version > codec_max {
+            return Err(format!(
+                "{:?} beyond codec {codec} (adapted up to {codec_max})",
+                a.key
+            ));
         }
         if apis[i + 1..].iter().any(|b| b.key == a.key) {
             return Err(format!("{:?} twice", a.key));

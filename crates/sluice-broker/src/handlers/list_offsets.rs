@@ -1,5 +1,9 @@
-//! ListOffsets (key 2), v1-10: earliest (-2), latest (-1), max timestamp (-3), earliest local
-//! (-4, the same as earliest without tiered storage), and offsets by timestamp.
+//! ListOffsets (key 2), v1-11: earliest (-2), latest (-1), max timestamp (-3, v7+), earliest
+//! local (-4, v8+: the same as earliest without tiered storage), latest tiered (-5, v9+) and
+//! earliest pending upload (-6, v11+: KIP-1023; both -1 without tiered storage, as Kafka
+//! answers), and offsets by timestamp. A special timestamp older than its version, or any
+//! other negative one, is UNSUPPORTED_VERSION for its partition, as Kafka answers. v11 is
+//! v10's layout (`sluice_protocol::adapted`).
 //!
 //! The log finds the candidate batch by its max timestamp; this handler walks that one batch
 //! with the bounded record walk (`sluice_protocol::record_walk`: streaming decompression with
@@ -15,6 +19,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use sluice_protocol::adapted::Versioned;
 use std::ops::ControlFlow;
 
 use sluice_log::batch::BatchHeader;
@@ -30,8 +35,22 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 
+/// Whether a request at `version` may ask for `timestamp` (Kafka's minimum version of each
+/// special timestamp: -3 v7, -4 v8, -5 v9, -6 v11; other negatives never).
+fn timestamp_supported(timestamp: i64, version: i16) -> bool {
+    match timestamp {
+        ts if ts >= 0 => true,
+        LATEST | EARLIEST => true,
+        MAX_TIMESTAMP => version >= 7,
+        EARLIEST_LOCAL => version >= 8,
+        -5 => version >= 9,
+        -6 => version >= 11,
+        _ => false,
+    }
+}
+
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
-    let req: ListOffsetsRequest = match ctx.decode(body) {
+    let Versioned::<ListOffsetsRequest>(req) = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
@@ -66,7 +85,13 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 let key = topic
                     .as_ref()
                     .and_then(|tp| tp.partition(p.partition_index));
+                let supported = timestamp_supported(p.timestamp, version);
                 match key.map(|k| lookup(&b.log, k, p.timestamp, version, committed)) {
+                    Some(_) if !supported => {
+                        pr.error_code = ResponseError::UnsupportedVersion.code();
+                        pr.offset = -1;
+                        pr.timestamp = -1;
+                    }
                     None => {
                         pr.error_code = match authorized {
                             true => ResponseError::UnknownTopicOrPartition.code(),
@@ -89,7 +114,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             }
             resp.topics.push(tr);
         }
-        resp
+        Versioned(resp)
     })
     .await
 }

@@ -249,6 +249,20 @@ pub(super) fn topic_view(ctx: &Ctx, name: &str) -> Option<TopicView> {
     })
 }
 
+/// The name of the topic whose id is `id` (an internal topic's too), if it exists: how the
+/// topic-id versions of OffsetCommit and OffsetFetch (v10) find their topics.
+pub(super) fn topic_name_by_id(ctx: &Ctx, id: Uuid) -> Option<String> {
+    if let Some(internal) = internal_by_id(id) {
+        return Some(internal.to_string());
+    }
+    ctx.broker.topics.get_by_id(id).map(|t| t.name.to_string())
+}
+
+/// The id of the topic named `name` (an internal topic's too), if it exists.
+pub(super) fn topic_id_by_name(ctx: &Ctx, name: &str) -> Option<Uuid> {
+    topic_view(ctx, name).map(|v| v.id)
+}
+
 /// Every topic's name, the internal topics included, in name order.
 pub(super) fn all_topic_names(ctx: &Ctx) -> Vec<String> {
     let mut names: Vec<String> = ctx

@@ -1,4 +1,6 @@
-//! OffsetCommit (key 8), v2-9: stores a group's consumed positions durably.
+//! OffsetCommit (key 8), v2-10: stores a group's consumed positions durably. v10 names
+//! topics by id (KIP-848; `sluice_protocol::adapted`): an id that names no topic gets
+//! UNKNOWN_TOPIC_ID for its partitions, as Kafka answers.
 //!
 //! Topics and partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION (Kafka checks the
 //! metadata cache the same way). The rest are checked by the coordinator (membership,
@@ -11,17 +13,31 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, TopicName};
 use sluice_coordinator::{CommitAuth, StoreRecord, TopicPartition};
+use sluice_protocol::adapted::Versioned;
 
-use super::{Ctx, Reply};
+use super::metadata::topic_name_by_id;
+use super::{str_bytes, Ctx, Reply};
 use crate::{acl, error_code};
 
+/// The first version that names topics by id.
+const TOPIC_IDS_VERSION: i16 = 10;
+
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
-    let req: OffsetCommitRequest = match ctx.decode(body) {
+    let Versioned::<OffsetCommitRequest>(mut req) = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // v10: each topic's name from its id; an unknown id leaves the name empty.
+    let by_id = ctx.version >= TOPIC_IDS_VERSION;
+    if by_id {
+        for t in &mut req.topics {
+            if let Some(name) = topic_name_by_id(&ctx, t.topic_id) {
+                t.name = TopicName(str_bytes(name));
+            }
+        }
+    }
     let auth = CommitAuth {
         group_id: req.group_id.0.to_string(),
         generation_id: req.generation_id_or_member_epoch,
@@ -48,6 +64,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .is_some_and(|tp| tp.partition(p.partition_index).is_some());
             let code = match (&allowed, exists) {
                 _ if !group_read => ResponseError::GroupAuthorizationFailed.code(),
+                _ if by_id && t.name.0.is_empty() => ResponseError::UnknownTopicId.code(),
                 _ if !topic_read => ResponseError::TopicAuthorizationFailed.code(),
                 (Err(e), _) => error_code::from_group(*e),
                 (Ok(()), false) => ResponseError::UnknownTopicOrPartition.code(),
@@ -99,5 +116,5 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         resp.topics.push(rt);
     }
-    ctx.respond(&resp)
+    ctx.respond(&Versioned(resp))
 }

@@ -1,4 +1,5 @@
-//! OffsetFetch (key 9), v1-9: a group's committed offsets. v8+ asks for several groups at
+//! OffsetFetch (key 9), v1-10: a group's committed offsets. v10 names topics by id
+//! (KIP-848; `sluice_protocol::adapted`). v8+ asks for several groups at
 //! once. Null topics (v2+) means every committed partition of the group. A partition with
 //! no committed offset answers offset -1 without an error, as Kafka does.
 //!
@@ -12,15 +13,22 @@
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use sluice_coordinator::{CommittedOffset, TopicPartition};
+use sluice_protocol::adapted::Versioned;
+use uuid::Uuid;
 
+use super::metadata::{topic_id_by_name, topic_name_by_id};
 use super::{str_bytes, Ctx, Reply};
 use crate::{acl, error_code};
+
+/// The first version that names topics by id.
+const TOPIC_IDS_VERSION: i16 = 10;
 
 /// A fetched partition: its committed offset, or the partition's error code
 /// (UNSTABLE_OFFSET_COMMIT).
@@ -106,6 +114,75 @@ fn by_topic(fetched: Fetched) -> ByTopic {
     out
 }
 
+/// One group's answer (v8+). From v10 topics are named by id both ways: a requested id that
+/// names no topic answers UNKNOWN_TOPIC_ID for its partitions, and a committed topic that no
+/// longer exists (so has no id) is left out of an all-topics answer, as Kafka does.
+fn group_response(
+    ctx: &Ctx,
+    g: OffsetFetchRequestGroup,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
+    let by_id = ctx.version >= TOPIC_IDS_VERSION;
+    let mut unknown_ids: Vec<(Uuid, Vec<i32>)> = Vec::new();
+    let wanted = g.topics.map(|ts| {
+        partitions(ts.into_iter().filter_map(|t| match by_id {
+            false => Some((t.name, t.partition_indexes)),
+            true => match topic_name_by_id(ctx, t.topic_id) {
+                Some(name) => Some((TopicName(str_bytes(name)), t.partition_indexes)),
+                None => {
+                    unknown_ids.push((t.topic_id, t.partition_indexes));
+                    None
+                }
+            },
+        }))
+    });
+    let member = (ctx.version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
+    let (code, fetched) = fetch(ctx, &g.group_id.0, wanted, member, require_stable);
+    let mut rg = OffsetFetchResponseGroup::default();
+    rg.group_id = g.group_id;
+    rg.error_code = code;
+    for (topic, parts) in by_topic(fetched) {
+        let mut rt = OffsetFetchResponseTopics::default();
+        if by_id {
+            let Some(id) = topic_id_by_name(ctx, &topic) else {
+                continue;
+            };
+            rt.topic_id = id;
+        }
+        rt.name = TopicName(str_bytes(topic));
+        rt.partitions = parts
+            .into_iter()
+            .map(|(p, slot)| partitions_entry(p, slot))
+            .collect();
+        rg.topics.push(rt);
+    }
+    if code == error_code::NONE {
+        for (id, indexes) in unknown_ids {
+            let mut rt = OffsetFetchResponseTopics::default();
+            rt.topic_id = id;
+            let unknown = ResponseError::UnknownTopicId.code();
+            rt.partitions = indexes
+                .into_iter()
+                .map(|p| partitions_entry(p, Err(unknown)))
+                .collect();
+            rg.topics.push(rt);
+        }
+    }
+    rg
+}
+
+/// A v8+ partition entry.
+fn partitions_entry(partition: i32, slot: Slot) -> OffsetFetchResponsePartitions {
+    let (offset, epoch, metadata, partition_code) = values(slot);
+    let mut rp = OffsetFetchResponsePartitions::default();
+    rp.partition_index = partition;
+    rp.committed_offset = offset;
+    rp.committed_leader_epoch = epoch;
+    rp.metadata = Some(str_bytes(metadata));
+    rp.error_code = partition_code;
+    rp
+}
+
 /// (offset, leader epoch, metadata, partition error code) of a slot.
 fn values(slot: Slot) -> (i64, i32, String, i16) {
     match slot {
@@ -116,39 +193,17 @@ fn values(slot: Slot) -> (i64, i32, String, i16) {
 }
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
-    let req: OffsetFetchRequest = match ctx.decode(body) {
+    let Versioned::<OffsetFetchRequest>(req) = match ctx.decode(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
     let mut resp = OffsetFetchResponse::default();
     if ctx.version >= 8 {
         for g in req.groups {
-            let wanted = g
-                .topics
-                .map(|ts| partitions(ts.into_iter().map(|t| (t.name, t.partition_indexes))));
-            let member = (ctx.version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
-            let (code, fetched) = fetch(&ctx, &g.group_id.0, wanted, member, req.require_stable);
-            let mut rg = OffsetFetchResponseGroup::default();
-            rg.group_id = g.group_id;
-            rg.error_code = code;
-            for (topic, parts) in by_topic(fetched) {
-                let mut rt = OffsetFetchResponseTopics::default();
-                rt.name = TopicName(str_bytes(topic));
-                for (partition, slot) in parts {
-                    let (offset, epoch, metadata, partition_code) = values(slot);
-                    let mut rp = OffsetFetchResponsePartitions::default();
-                    rp.partition_index = partition;
-                    rp.committed_offset = offset;
-                    rp.committed_leader_epoch = epoch;
-                    rp.metadata = Some(str_bytes(metadata));
-                    rp.error_code = partition_code;
-                    rt.partitions.push(rp);
-                }
-                rg.topics.push(rt);
-            }
-            resp.groups.push(rg);
+            resp.groups
+                .push(group_response(&ctx, g, req.require_stable));
         }
-        return ctx.respond(&resp);
+        return ctx.respond(&Versioned(resp));
     }
     let wanted = req
         .topics
@@ -176,5 +231,5 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         resp.topics.push(rt);
     }
-    ctx.respond(&resp)
+    ctx.respond(&Versioned(resp))
 }

@@ -20,6 +20,13 @@ fn code(c: i16) -> bool {
     c != NONE
 }
 
+/// A response of an adapted version answers as the message it wraps.
+impl<T: ResponseErrors> ResponseErrors for sluice_protocol::adapted::Versioned<T> {
+    fn has_error(&self) -> bool {
+        self.0.has_error()
+    }
+}
+
 /// Responses whose only error code is the top-level one.
 macro_rules! top_level {
     ($($t:ty),* $(,)?) => {$(

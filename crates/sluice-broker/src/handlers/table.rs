@@ -81,7 +81,7 @@ pub const HANDLERS: &[Handler] = &[
     // (KAFKA-18659); v0-2 are refused as Kafka refuses them: the connection is closed.
     row_listed_from(0, row(ApiKey::Produce, 3, 13, ADVERTISED, Route::Produce)),
     row(ApiKey::Fetch, 4, 18, ADVERTISED, Route::Fetch),
-    row(ApiKey::ListOffsets, 1, 10, ADVERTISED, task!(list_offsets)),
+    row(ApiKey::ListOffsets, 1, 11, ADVERTISED, task!(list_offsets)),
     // KIP-320 position validation: one leader epoch (0) per partition. v2 is the KIP-896
     // floor and librdkafka's ceiling; the Java client sends v4.
     row(
@@ -99,13 +99,14 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(find_coordinator),
     ),
-    // Classic consumer groups. OffsetCommit/OffsetFetch v10 (topic ids) are not served yet.
+    // Classic consumer groups. OffsetCommit/OffsetFetch v10 name topics by id; they, ListOffsets
+    // v11 and DeleteGroups v3 are beyond the protocol crate (`sluice_protocol::adapted`).
     row(ApiKey::JoinGroup, 0, 9, ADVERTISED, task!(join_group)),
     row(ApiKey::SyncGroup, 0, 5, ADVERTISED, task!(sync_group)),
     row(ApiKey::Heartbeat, 0, 4, ADVERTISED, task!(heartbeat)),
     row(ApiKey::LeaveGroup, 0, 5, ADVERTISED, task!(leave_group)),
-    row(ApiKey::OffsetCommit, 2, 9, ADVERTISED, task!(offset_commit)),
-    row(ApiKey::OffsetFetch, 1, 9, ADVERTISED, task!(offset_fetch)),
+    row(ApiKey::OffsetCommit, 2, 10, ADVERTISED, task!(offset_commit)),
+    row(ApiKey::OffsetFetch, 1, 10, ADVERTISED, task!(offset_fetch)),
     // v6: an unknown group gets GROUP_ID_NOT_FOUND (Dead with no error before).
     row(
         ApiKey::DescribeGroups,
@@ -115,7 +116,7 @@ pub const HANDLERS: &[Handler] = &[
         task!(describe_groups),
     ),
     row(ApiKey::ListGroups, 0, 5, ADVERTISED, task!(list_groups)),
-    row(ApiKey::DeleteGroups, 0, 2, ADVERTISED, task!(delete_groups)),
+    row(ApiKey::DeleteGroups, 0, 3, ADVERTISED, task!(delete_groups)),
     row(ApiKey::OffsetDelete, 0, 0, ADVERTISED, task!(offset_delete)),
     // KIP-848 consumer groups (`group.protocol=consumer`). v1 adds client-generated member
     // ids and regex subscriptions (resolved on the broker, RE2 syntax).

@@ -36,7 +36,7 @@ fn every_api_answers_every_version_it_serves() {
         let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
             .unwrap_or_else(|e| panic!("{what}: response header: {e}"));
         assert_eq!(header.correlation_id, client.correlation_id(), "{what}");
-        let response = ResponseKind::decode(key, &mut body, version)
+        let response = sluice_protocol::adapted::decode_response(key, &mut body, version)
             .unwrap_or_else(|e| panic!("{what}: response body: {e}"));
         assert_eq!(body.remaining(), 0, "{what}: bytes after the response");
         assert_eq!(api_key(&response), key, "{what}");

@@ -17,6 +17,7 @@ mod admin_reads;
 mod connection;
 mod error_codes;
 mod every_api;
+mod kafka44_versions;
 mod groups;
 mod handlers;
 mod metrics;

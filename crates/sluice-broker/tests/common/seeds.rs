@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use sluice_broker::api_table::apis;
+use sluice_protocol::adapted;
 
 /// Every (api key, version) pair the broker serves.
 pub fn served() -> Vec<(ApiKey, i16)> {
@@ -247,12 +248,11 @@ pub fn default_kind(key: ApiKey) -> RequestKind {
 /// at some versions; then the empty request is used).
 pub fn seed_body(key: ApiKey, version: i16) -> Bytes {
     let mut out = BytesMut::new();
-    if seed(key).encode(&mut out, version).is_ok() {
+    if adapted::encode_request(&seed(key), version, &mut out).is_ok() {
         return out.freeze();
     }
     let mut out = BytesMut::new();
-    default_kind(key)
-        .encode(&mut out, version)
+    adapted::encode_request(&default_kind(key), version, &mut out)
         .expect("a default request encodes at every served version");
     out.freeze()
 }

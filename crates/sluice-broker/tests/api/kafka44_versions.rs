@@ -1,0 +1,175 @@
+//! The versions of Kafka 4.x the protocol crate does not encode, served through
+//! `sluice_protocol::adapted`: OffsetCommit and OffsetFetch v10 (topics by id), ListOffsets
+//! v11 and DeleteGroups v3, each on the wire against an in-process broker.
+
+use crate::common::requests::{create_topic, produce_values};
+use crate::common::{topic_name, Client, InProcessBroker};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sluice_protocol::adapted::{delete_groups_error_message, Versioned};
+use uuid::Uuid;
+
+const NONE: i16 = 0;
+
+fn topic_id(client: &mut Client, name: &str) -> Uuid {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(topic_name(name));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    let resp: MetadataResponse = client.call(ApiKey::Metadata, 12, &req);
+    resp.topics[0].topic_id
+}
+
+fn commit_v10(client: &mut Client, group: &str, id: Uuid, offset: i64) -> OffsetCommitResponse {
+    let mut p = OffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    let mut t = OffsetCommitRequestTopic::default();
+    t.topic_id = id;
+    t.partitions = vec![p];
+    let mut req = OffsetCommitRequest::default();
+    req.group_id = GroupId(StrBytes::from_string(group.into()));
+    req.topics = vec![t];
+    client
+        .call::<_, Versioned<OffsetCommitResponse>>(ApiKey::OffsetCommit, 10, &Versioned(req))
+        .0
+}
+
+fn fetch_v10(client: &mut Client, group: &str, ids: Option<&[Uuid]>) -> OffsetFetchResponseGroup {
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_string(group.into()));
+    g.member_epoch = -1;
+    g.topics = ids.map(|ids| {
+        ids.iter()
+            .map(|id| {
+                let mut t = OffsetFetchRequestTopics::default();
+                t.topic_id = *id;
+                t.partition_indexes = vec![0];
+                t
+            })
+            .collect()
+    });
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    let mut resp = client
+        .call::<_, Versioned<OffsetFetchResponse>>(ApiKey::OffsetFetch, 10, &Versioned(req))
+        .0;
+    resp.groups.remove(0)
+}
+
+// Goal: an offset committed by topic id (v10) is fetched back by id (v10) and by name (v9);
+// an id that names no topic gets UNKNOWN_TOPIC_ID both ways, and an all-topics fetch names
+// topics by id.
+#[test]
+fn offsets_are_committed_and_fetched_by_topic_id() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "ids", 1), NONE);
+    let id = topic_id(&mut client, "ids");
+    assert!(!id.is_nil());
+    let committed = commit_v10(&mut client, "g-ids", id, 17);
+    assert_eq!(committed.topics[0].topic_id, id);
+    assert_eq!(committed.topics[0].partitions[0].error_code, NONE);
+    let ghost = Uuid::from_u128(42);
+    let refused = commit_v10(&mut client, "g-ids", ghost, 5);
+    assert_eq!(
+        refused.topics[0].partitions[0].error_code,
+        ResponseError::UnknownTopicId.code()
+    );
+    let fetched = fetch_v10(&mut client, "g-ids", Some(&[id, ghost]));
+    assert_eq!(fetched.error_code, NONE);
+    let by_id = |want: Uuid| fetched.topics.iter().find(|t| t.topic_id == want).unwrap();
+    assert_eq!(by_id(id).partitions[0].committed_offset, 17);
+    let unknown = &by_id(ghost).partitions[0];
+    assert_eq!(
+        (unknown.error_code, unknown.committed_offset),
+        (ResponseError::UnknownTopicId.code(), -1)
+    );
+    let all = fetch_v10(&mut client, "g-ids", None);
+    assert_eq!(all.topics.len(), 1);
+    assert_eq!(all.topics[0].topic_id, id);
+    // The same offset by name, at v9.
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_static_str("g-ids"));
+    g.member_epoch = -1;
+    g.topics = None;
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![g];
+    let v9: OffsetFetchResponse = client.call(ApiKey::OffsetFetch, 9, &req);
+    assert_eq!(v9.groups[0].topics[0].name.0.as_str(), "ids");
+    assert_eq!(v9.groups[0].topics[0].partitions[0].committed_offset, 17);
+}
+
+fn list_offset(client: &mut Client, version: i16, timestamp: i64) -> (i16, i64) {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = timestamp;
+    let mut t = ListOffsetsTopic::default();
+    t.name = topic_name("lo");
+    t.partitions = vec![p];
+    let mut req = ListOffsetsRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.topics = vec![t];
+    let resp = client
+        .call::<_, Versioned<ListOffsetsResponse>>(ApiKey::ListOffsets, version, &Versioned(req))
+        .0;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+// Goal: ListOffsets v11 answers as v10 does, and its earliest-pending-upload timestamp (-6)
+// is -1 without tiered storage; -6 before v11, and unknown negative timestamps, are
+// UNSUPPORTED_VERSION, as Kafka answers.
+#[test]
+fn list_offsets_v11_and_special_timestamps() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "lo", 1), NONE);
+    assert_eq!(produce_values(&mut client, "lo", 0, &[b"a", b"b"]).0, NONE);
+    assert_eq!(list_offset(&mut client, 11, -1), (NONE, 2));
+    assert_eq!(list_offset(&mut client, 11, -2), (NONE, 0));
+    assert_eq!(list_offset(&mut client, 11, -6), (NONE, -1));
+    let unsupported = ResponseError::UnsupportedVersion.code();
+    assert_eq!(list_offset(&mut client, 10, -6), (unsupported, -1));
+    assert_eq!(list_offset(&mut client, 6, -3), (unsupported, -1));
+    assert_eq!(list_offset(&mut client, 11, -7), (unsupported, -1));
+}
+
+// Goal: DeleteGroups v3 says why a group was not deleted; a deleted group has no message.
+#[test]
+fn delete_groups_v3_explains_failures() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "dg", 1), NONE);
+    let id = topic_id(&mut client, "dg");
+    assert_eq!(
+        commit_v10(&mut client, "g-dg", id, 1).topics[0].partitions[0].error_code,
+        NONE
+    );
+    let mut req = DeleteGroupsRequest::default();
+    req.groups_names = vec![
+        GroupId(StrBytes::from_static_str("g-dg")),
+        GroupId(StrBytes::from_static_str("g-never")),
+    ];
+    let resp = client
+        .call::<_, Versioned<DeleteGroupsResponse>>(ApiKey::DeleteGroups, 3, &Versioned(req))
+        .0;
+    assert_eq!(resp.results[0].error_code, NONE);
+    assert_eq!(delete_groups_error_message(&resp.results[0]), None);
+    assert_eq!(
+        resp.results[1].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    let why = delete_groups_error_message(&resp.results[1]).expect("a message");
+    assert!(why.contains("g-never"), "{why}");
+}
