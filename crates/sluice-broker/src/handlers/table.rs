@@ -167,7 +167,7 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(txn_offset_commit),
     ),
-    row(ApiKey::ApiVersions, 0, 4, ADVERTISED, task!(api_versions)),
+    row(ApiKey::ApiVersions, 0, 5, ADVERTISED, task!(api_versions)),
     row(ApiKey::CreateTopics, 2, 7, ADVERTISED, task!(create_topics)),
     row(ApiKey::DeleteTopics, 1, 6, ADVERTISED, task!(delete_topics)),
     row(

@@ -16,7 +16,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use sluice_protocol::adapted::{delete_groups_error_message, Versioned};
+use sluice_protocol::adapted::{delete_groups_error_message, ApiVersionsRequestV5, Versioned};
 use uuid::Uuid;
 
 const NONE: i16 = 0;
@@ -172,4 +172,78 @@ fn delete_groups_v3_explains_failures() {
     );
     let why = delete_groups_error_message(&resp.results[1]).expect("a message");
     assert!(why.contains("g-never"), "{why}");
+}
+
+fn api_versions_v5(
+    client: &mut Client,
+    version: i16,
+    software: &str,
+    cluster_id: Option<&str>,
+    node_id: i32,
+) -> ApiVersionsResponse {
+    let mut req = ApiVersionsRequestV5 {
+        cluster_id: cluster_id.map(|c| StrBytes::from_string(c.into())),
+        node_id,
+        ..Default::default()
+    };
+    req.request.client_software_name = StrBytes::from_string(software.into());
+    req.request.client_software_version = StrBytes::from_static_str("4.4.0");
+    client
+        .call::<_, Versioned<ApiVersionsResponse>>(ApiKey::ApiVersions, version, &req)
+        .0
+}
+
+// Goal: ApiVersions v5 (KIP-1242) answers a client that names this cluster and node, tells
+// one that names another REBOOTSTRAP_REQUIRED, and refuses a request naming only one of
+// the two, or (v3+) an illegal software name, with INVALID_REQUEST; error answers list no
+// APIs and the connection stays open.
+#[test]
+fn api_versions_v5_checks_cluster_and_node() {
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![]);
+    let md: MetadataResponse = client.call(ApiKey::Metadata, 12, &req);
+    let cluster = md.cluster_id.expect("a cluster id").to_string();
+    let node = md.brokers[0].node_id.0;
+    let ok = api_versions_v5(&mut client, 5, "sluice-test", Some(&cluster), node);
+    assert_eq!(ok.error_code, NONE);
+    assert!(ok
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 18 && k.max_version == 5));
+    let unnamed = api_versions_v5(&mut client, 5, "sluice-test", None, -1);
+    assert_eq!(unnamed.error_code, NONE);
+    let cases = [
+        (
+            Some("another-cluster"),
+            node,
+            ResponseError::RebootstrapRequired,
+        ),
+        (
+            Some(cluster.as_str()),
+            node + 1,
+            ResponseError::RebootstrapRequired,
+        ),
+        (Some(cluster.as_str()), -1, ResponseError::InvalidRequest),
+        (None, node, ResponseError::InvalidRequest),
+    ];
+    for (cluster_id, node_id, want) in cases {
+        let resp = api_versions_v5(&mut client, 5, "sluice-test", cluster_id, node_id);
+        assert_eq!(resp.error_code, want.code(), "{cluster_id:?} {node_id}");
+        assert!(resp.api_keys.is_empty());
+    }
+    for bad in ["", "-lead", "trail.", "sp ace"] {
+        let resp = api_versions_v5(&mut client, 3, bad, None, -1);
+        assert_eq!(
+            resp.error_code,
+            ResponseError::InvalidRequest.code(),
+            "{bad:?}"
+        );
+    }
+    // Still open, and a v4 request lists supported feature ranges from level 0.
+    let v4 = api_versions_v5(&mut client, 4, "sluice-test", None, -1);
+    assert!(v4.supported_features.iter().any(|f| f.min_version == 0));
+    let v3 = api_versions_v5(&mut client, 3, "sluice-test", None, -1);
+    assert!(v3.supported_features.iter().all(|f| f.min_version > 0));
 }
