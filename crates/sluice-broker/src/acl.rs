@@ -32,6 +32,10 @@ pub mod resource {
     pub const GROUP: i8 = 3;
     pub const CLUSTER: i8 = 4;
     pub const TRANSACTIONAL_ID: i8 = 5;
+    /// A delegation token by id (DESCRIBE lets a principal describe someone else's token).
+    pub const DELEGATION_TOKEN: i8 = 6;
+    /// A user principal (`User:<name>`): CREATE_TOKENS / DESCRIBE_TOKENS for that owner.
+    pub const USER: i8 = 7;
 }
 
 /// Kafka's pattern types (PatternType codes).
@@ -56,6 +60,10 @@ pub mod op {
     pub const DESCRIBE_CONFIGS: i8 = 10;
     pub const ALTER_CONFIGS: i8 = 11;
     pub const IDEMPOTENT_WRITE: i8 = 12;
+    /// Create delegation tokens owned by the USER resource (CreateDelegationToken v3).
+    pub const CREATE_TOKENS: i8 = 13;
+    /// Describe delegation tokens owned by the USER resource.
+    pub const DESCRIBE_TOKENS: i8 = 14;
 }
 
 /// The operations Kafka reports in authorized-operations fields, per resource type
@@ -112,7 +120,12 @@ pub struct Acl {
 pub fn check_new(acl: &Acl) -> Result<(), String> {
     if !matches!(
         acl.resource_type,
-        resource::TOPIC | resource::GROUP | resource::CLUSTER | resource::TRANSACTIONAL_ID
+        resource::TOPIC
+            | resource::GROUP
+            | resource::CLUSTER
+            | resource::TRANSACTIONAL_ID
+            | resource::DELEGATION_TOKEN
+            | resource::USER
     ) {
         return Err(format!(
             "resource type {} is not supported",
@@ -143,7 +156,7 @@ pub fn check_new(acl: &Acl) -> Result<(), String> {
     if acl.host != WILDCARD && acl.host.parse::<IpAddr>().is_err() {
         return Err(format!("host {:?} is not an IP address or *", acl.host));
     }
-    if !(op::ALL..=op::IDEMPOTENT_WRITE).contains(&acl.operation) {
+    if !(op::ALL..=op::DESCRIBE_TOKENS).contains(&acl.operation) {
         return Err(format!("operation {} is not valid", acl.operation));
     }
     if !matches!(acl.permission, permission::ALLOW | permission::DENY) {
@@ -167,13 +180,13 @@ pub struct Filter {
 impl Filter {
     /// Whether the filter is well formed (codes Kafka knows for filters).
     pub fn check(&self) -> Result<(), String> {
-        if !(resource::ANY..=resource::TRANSACTIONAL_ID + 2).contains(&self.resource_type) {
+        if !(resource::ANY..=resource::USER).contains(&self.resource_type) {
             return Err("unknown resource type".into());
         }
         if !(pattern::ANY..=pattern::PREFIXED).contains(&self.pattern_type) {
             return Err("unknown pattern type".into());
         }
-        if !(op::ANY..=op::IDEMPOTENT_WRITE + 2).contains(&self.operation) {
+        if !(op::ANY..=op::DESCRIBE_TOKENS).contains(&self.operation) {
             return Err("unknown operation".into());
         }
         if !(permission::ANY..=permission::ALLOW).contains(&self.permission) {

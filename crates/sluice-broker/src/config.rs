@@ -135,6 +135,8 @@ pub struct BrokerConfig {
     pub transaction_state_log_segment_bytes: u64,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
     pub authorizer: crate::acl::AuthorizerConfig,
+    /// `delegation.token.*` (see `delegation_tokens`; Debug hides the key).
+    pub delegation_token: crate::delegation_tokens::TokenConfig,
 }
 
 impl Default for BrokerConfig {
@@ -174,6 +176,7 @@ impl Default for BrokerConfig {
                 limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
             transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
             authorizer: crate::acl::AuthorizerConfig::default(),
+            delegation_token: crate::delegation_tokens::TokenConfig::default(),
         };
         // The table's defaults are the defaults: they replace the values above for every
         // setting that owns a field (a test checks that each reads back unchanged).

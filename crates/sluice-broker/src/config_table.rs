@@ -49,6 +49,7 @@ pub enum Section {
     Network,
     Security,
     Authorizer,
+    DelegationTokens,
     Sluice,
     /// Kafka settings a single node accepts (stock `server.properties` files carry them)
     /// but that change nothing here.
@@ -56,7 +57,7 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 11] = [
         Section::Node,
         Section::Log,
         Section::Cleaner,
@@ -65,6 +66,7 @@ impl Section {
         Section::Network,
         Section::Security,
         Section::Authorizer,
+        Section::DelegationTokens,
         Section::Sluice,
         Section::NoEffect,
     ];
@@ -79,6 +81,7 @@ impl Section {
             Section::Network => "Network and request limits",
             Section::Security => "Security (each may also be given per listener)",
             Section::Authorizer => "Authorizer",
+            Section::DelegationTokens => "Delegation tokens",
             Section::Sluice => "Sluice's own",
             Section::NoEffect => "Accepted, no effect on a single node",
         }
@@ -344,8 +347,8 @@ const ONLY_ONE: Check = Check::Range(1, 1);
 
 use ConfigType::{Boolean, Double, Int, List, Long, Password, Short, Str};
 use Section::{
-    Authorizer as Auth, Cleaner, Groups, Log, Network as Net, NoEffect, Node, Security as Sec,
-    Sluice, Transactions as Txn,
+    Authorizer as Auth, Cleaner, DelegationTokens as Tokens, Groups, Log, Network as Net, NoEffect,
+    Node, Security as Sec, Sluice, Transactions as Txn,
 };
 use UpdateMode::{ClusterWide as Cw, PerBroker as Pb, ReadOnly as Ro};
 
@@ -683,6 +686,26 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Allow a resource that has no ACL at all.",
         |c, _, v| { c.authorizer.allow_everyone_if_no_acl_found = parse_bool(v)?; Ok(()) },
         Some(|c| c.authorizer.allow_everyone_if_no_acl_found.to_string())),
+    // --- Delegation tokens (delegation_tokens.rs) -------------------------------------------
+    D::new("delegation.token.secret.key", Password, "", Ro, Tokens,
+        "HMAC key of delegation tokens' passwords; empty: the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED.",
+        |c, _, v| { c.delegation_token.secret_key = v.to_string(); Ok(()) }, None)
+        .sensitive().synonyms(&["delegation.token.master.key"]),
+    D::new("delegation.token.master.key", Password, "", Ro, Tokens,
+        "Deprecated name of delegation.token.secret.key (used when that is unset).",
+        |c, _, v| { c.delegation_token.master_key = v.to_string(); Ok(()) }, None).sensitive(),
+    D::new("delegation.token.max.lifetime.ms", Long, "604800000", Ro, Tokens,
+        "No renewal extends a token past its issue time plus this.",
+        |c, _, v| { c.delegation_token.max_lifetime_ms = num(v)?; Ok(()) },
+        Some(|c| c.delegation_token.max_lifetime_ms.to_string())).check(Check::Min(1)),
+    D::new("delegation.token.expiry.time.ms", Long, "86400000", Ro, Tokens,
+        "A token's lifetime until renewed, and the longest renewal.",
+        |c, _, v| { c.delegation_token.expiry_time_ms = num(v)?; Ok(()) },
+        Some(|c| c.delegation_token.expiry_time_ms.to_string())).check(Check::Min(1)),
+    D::new("delegation.token.expiry.check.interval.ms", Long, "3600000", Ro, Tokens,
+        "How often expired tokens are removed (expired ones are refused before that).",
+        |c, _, v| { c.delegation_token.expiry_check_interval_ms = num(v)?; Ok(()) },
+        Some(|c| c.delegation_token.expiry_check_interval_ms.to_string())).check(Check::Min(1)),
     // --- Sluice's own ---------------------------------------------------------------------
     D::new("sluice.fsync", Str, "always", Ro, Sluice,
         "always: acknowledge acks=1/all after fdatasync; never: page-cache durability.",

@@ -449,7 +449,10 @@ impl Reader<'_> {
         let (work, keep_going) = match self.session.gate(self.broker, &body) {
             Gate::Answered(reply, keep_going) => (Work::Ready(reply), keep_going),
             Gate::Route => {
-                let principal = self.session.principal.clone();
+                let principal = (
+                    self.session.principal.clone(),
+                    self.session.token_authenticated,
+                );
                 let (work, keep_going, throttle_ms) = start_request(
                     self.broker,
                     body,
@@ -481,7 +484,7 @@ async fn start_request(
     body: bytes::Bytes,
     peer: SocketAddr,
     listener: usize,
-    principal: Arc<str>,
+    principal: (Arc<str>, bool),
     calls: &Calls,
 ) -> (Work, bool, u64) {
     match header::parse(body, &handlers::table::Keyed) {

@@ -23,7 +23,9 @@
 //! - [`record_validation`]: what Kafka's LogValidator refuses, checked on the produce path
 //!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
 //! - [`listeners`], [`tls`], [`sasl`], [`scram`]: named listeners and their security (TLS on
-//!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials); `config_security` refuses
+//!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials);
+//!   [`delegation_tokens`]: delegation tokens, their store and their SCRAM logins;
+//!   `config_security` refuses
 //!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs;
 //!   [`quotas`]: client byte-rate quotas and their throttle times.
 //! - [`config_table`]: the one table of every broker setting, from which [`config`] (parsing,
@@ -48,6 +50,7 @@ mod config_security;
 pub mod config_table;
 mod connection;
 pub mod consumer_protocol;
+pub mod delegation_tokens;
 pub mod error_code;
 mod frame_buffers;
 pub mod groups;
@@ -98,6 +101,8 @@ pub struct Broker {
     pub listeners: Vec<Arc<listeners::Listener>>,
     /// SCRAM credentials (durable; see [`scram`]).
     pub scram: scram::CredentialStore,
+    /// Delegation tokens (durable; see [`delegation_tokens`]).
+    pub delegation_tokens: delegation_tokens::TokenStore,
     /// The authorizer and its durable ACLs (see [`acl`]).
     pub authorizer: acl::Authorizer,
     /// Client quotas (durable; see [`quotas`]).

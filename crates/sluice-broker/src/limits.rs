@@ -260,6 +260,13 @@ pub const SCRAM_ITERATIONS_MAX: i32 = 16_384;
 /// Longest SCRAM user name, and most SCRAM users kept (each costs a few hundred bytes).
 pub const SCRAM_USER_NAME_BYTES_MAX: usize = 1024;
 pub const SCRAM_USERS_MAX: usize = 100_000;
+/// Most delegation tokens kept (`delegation_tokens`): a renewal or expiry finds its token
+/// by comparing HMACs with every token, and DescribeDelegationToken may list them all.
+pub const DELEGATION_TOKENS_MAX: usize = 10_000;
+/// Most renewers of one token, and the longest principal name (owner or renewer) a token
+/// request may name: Kafka sets no bound, each is kept in memory and in the file.
+pub const DELEGATION_TOKEN_RENEWERS_MAX: usize = 100;
+pub const DELEGATION_TOKEN_PRINCIPAL_BYTES_MAX: usize = 1024;
 /// Most ACLs kept (`acl`): each check walks them all, so this bounds a check's work too.
 pub const ACLS_MAX: usize = 10_000;
 

@@ -19,7 +19,9 @@
 //!
 //! PLAIN users come from `listener.name.<listener>.plain.sasl.jaas.config`, Kafka's format:
 //! `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";`.
-//! SCRAM credentials come from the durable store ([`crate::scram`]).
+//! SCRAM credentials come from the durable store ([`crate::scram`]), or for a login with the
+//! extension `tokenauth=true` from a delegation token ([`crate::delegation_tokens`]); the
+//! principal is then the token's owner, and the connection may not manage tokens.
 
 use std::collections::HashMap;
 
@@ -176,6 +178,9 @@ pub(crate) struct Session {
     pub principal: std::sync::Arc<str>,
     /// Authenticated through SASL (always false without SASL).
     authenticated: bool,
+    /// Authenticated with a delegation token (SCRAM with `tokenauth=true`): such a client
+    /// may not manage tokens (Kafka's `allowTokenRequests`).
+    pub token_authenticated: bool,
     /// The mechanism of the first authentication (re-authentication must use it too).
     first_mechanism: Option<Mechanism>,
     /// When the session ends (`connections.max.reauth.ms`).
@@ -203,6 +208,7 @@ impl Session {
                 .unwrap_or_else(|| ANONYMOUS.to_string())
                 .into(),
             authenticated: false,
+            token_authenticated: false,
             first_mechanism: None,
             expires: None,
             reauth_ms: broker.config.connections_max_reauth_ms,
@@ -312,7 +318,8 @@ impl Session {
                 mech: Mechanism::Scram(m),
                 raw,
             } => {
-                let (exchange, reply) = ScramExchange::first(m, token, &broker.scram)?;
+                let (exchange, reply) =
+                    ScramExchange::first(m, token, &broker.scram, &broker.delegation_tokens)?;
                 self.state = State::Scram {
                     exchange: Box::new(exchange),
                     raw,
@@ -321,8 +328,10 @@ impl Session {
             }
             State::Scram { exchange, .. } => {
                 let mech = Mechanism::Scram(scram_mech(&exchange));
+                let token_expiry_ms = exchange.token_expiry_ms();
                 let (user, reply) = exchange.finish(token)?;
                 self.done(mech, &user)?;
+                self.token_login(broker, token_expiry_ms);
                 Ok((reply, true))
             }
         }
@@ -375,9 +384,30 @@ impl Session {
         Ok(())
     }
 
-    /// The session lifetime to announce (KIP-368), 0 when sessions do not expire.
+    /// Records whether the login that just succeeded used a delegation token. As Kafka's
+    /// SaslServerAuthenticator does, with re-authentication on (`connections.max.reauth.ms`)
+    /// the session ends no later than the token expires.
+    fn token_login(&mut self, broker: &Broker, token_expiry_ms: Option<i64>) {
+        self.token_authenticated = token_expiry_ms.is_some();
+        let (Some(expiry_ms), Some(expires)) = (token_expiry_ms, self.expires) else {
+            return;
+        };
+        let left_ms = expiry_ms.saturating_sub(broker.delegation_tokens.now_ms());
+        let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+        self.expires = Some(expires.min(Instant::now() + left));
+    }
+
+    /// The session lifetime to announce (KIP-368), 0 when sessions do not expire; a token
+    /// login's session may end sooner (when its token expires).
     pub(crate) fn session_lifetime_ms(&self) -> i64 {
-        i64::try_from(self.reauth_ms).unwrap_or(i64::MAX)
+        let configured = i64::try_from(self.reauth_ms).unwrap_or(i64::MAX);
+        match (self.token_authenticated, self.expires) {
+            (true, Some(e)) => {
+                let left = e.saturating_duration_since(Instant::now()).as_millis();
+                configured.min(i64::try_from(left).unwrap_or(i64::MAX))
+            }
+            _ => configured,
+        }
     }
 
     /// A raw token after SaslHandshake v0: answered with a raw size-prefixed token; a

@@ -24,6 +24,7 @@ use parking_lot::{Mutex, RwLock};
 use ring::{digest, hmac, rand::SecureRandom};
 use serde::{Deserialize, Serialize};
 
+use crate::delegation_tokens::TokenStore;
 use crate::limits;
 
 /// The two SCRAM mechanisms, with Kafka's type numbers (ScramMechanism: 1 and 2).
@@ -310,6 +311,8 @@ pub struct ScramExchange {
     server_first: String,
     nonce: String,
     credential: Credential,
+    /// A delegation-token login (`tokenauth=true`): the token's expiry timestamp.
+    token_expiry_ms: Option<i64>,
 }
 
 /// Why an exchange failed (the client is told only that authentication failed).
@@ -337,23 +340,33 @@ impl ScramExchange {
         self.mech
     }
 
+    /// A delegation-token login (the client sent `tokenauth=true`): when the token expires.
+    /// The user [`ScramExchange::finish`] returns is then the token's owner.
+    pub fn token_expiry_ms(&self) -> Option<i64> {
+        self.token_expiry_ms
+    }
+
     /// Takes the client-first message; returns the exchange and the server-first message.
+    /// A client-first with the extension `tokenauth=true` names a delegation token as its
+    /// user (Kafka's ScramSaslServer): its credential comes from `tokens`.
     pub fn first(
         mech: ScramMechanism,
         msg: &[u8],
         store: &CredentialStore,
+        tokens: &TokenStore,
     ) -> Result<(ScramExchange, Vec<u8>), ScramError> {
         let mut nonce = [0u8; 24];
         ring::rand::SystemRandom::new()
             .fill(&mut nonce)
             .map_err(|_| "no randomness".to_string())?;
-        Self::first_with_nonce(mech, msg, store, &B64.encode(nonce))
+        Self::first_with_nonce(mech, msg, store, Some(tokens), &B64.encode(nonce))
     }
 
     fn first_with_nonce(
         mech: ScramMechanism,
         msg: &[u8],
         store: &CredentialStore,
+        tokens: Option<&TokenStore>,
         server_nonce: &str,
     ) -> Result<(ScramExchange, Vec<u8>), ScramError> {
         let msg = std::str::from_utf8(msg).map_err(|_| "client-first is not UTF-8")?;
@@ -378,12 +391,9 @@ impl ScramExchange {
             .and_then(|f| f.strip_prefix("r="))
             .filter(|n| !n.is_empty())
             .ok_or("client-first without a nonce")?;
-        for ext in fields {
-            // Kafka's only extension is tokenauth (delegation tokens), which is not served.
-            if ext.starts_with("tokenauth=") {
-                return Err("delegation tokens are not supported".into());
-            }
-        }
+        // Kafka's only extension is tokenauth (delegation tokens); others are ignored, as
+        // Kafka ignores them.
+        let token_auth = fields.any(|ext| ext.eq_ignore_ascii_case("tokenauth=true"));
         if let Some(authzid) = authzid.strip_prefix("a=") {
             if decode_name(authzid)? != user {
                 return Err("authorization id differs from the user name".into());
@@ -394,9 +404,21 @@ impl ScramExchange {
         if user.len() > limits::SCRAM_USER_NAME_BYTES_MAX {
             return Err("user name too long".into());
         }
-        let credential = store
-            .get(&user, mech)
-            .ok_or_else(|| format!("no {} credential for user {user}", mech.name()))?;
+        let (user, credential, token_expiry_ms) = match token_auth {
+            false => {
+                let credential = store
+                    .get(&user, mech)
+                    .ok_or_else(|| format!("no {} credential for user {user}", mech.name()))?;
+                (user, credential, None)
+            }
+            true => {
+                let token = tokens
+                    .and_then(|t| t.credential(&user, mech))
+                    .ok_or_else(|| format!("no delegation token {user} (unknown or expired)"))?;
+                let expiry = Some(token.expiry_timestamp_ms);
+                (token.owner_name, token.credential, expiry)
+            }
+        };
         let nonce = format!("{client_nonce}{server_nonce}");
         let server_first = format!(
             "r={nonce},s={},i={}",
@@ -413,6 +435,7 @@ impl ScramExchange {
                 server_first,
                 nonce,
                 credential,
+                token_expiry_ms,
             },
             reply,
         ))
@@ -512,6 +535,7 @@ mod tests {
             ScramMechanism::Sha256,
             b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
             &store,
+            None,
             "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
         )
         .unwrap();
@@ -534,11 +558,13 @@ mod tests {
         let mech = ScramMechanism::Sha512;
         let (dir, store) = store_with("alice", mech, "secret", salt);
         let (ex, _) =
-            ScramExchange::first_with_nonce(mech, b"n,,n=alice,r=abc", &store, "XYZ").unwrap();
+            ScramExchange::first_with_nonce(mech, b"n,,n=alice,r=abc", &store, None, "XYZ")
+                .unwrap();
         let bad = format!("c=biws,r=abcXYZ,p={}", B64.encode([0u8; 64]));
         assert!(ex.finish(bad.as_bytes()).is_err());
         let (ex, _) =
-            ScramExchange::first_with_nonce(mech, b"n,,n=alice,r=abc", &store, "XYZ").unwrap();
+            ScramExchange::first_with_nonce(mech, b"n,,n=alice,r=abc", &store, None, "XYZ")
+                .unwrap();
         assert!(ex.finish(b"c=biws,r=abcOTHER,p=AAAA").is_err());
         for garbage in [
             &b""[..],
@@ -548,7 +574,7 @@ mod tests {
             b"\xff\xfe",
             b"n,,n=al=ZZ,r=a",
         ] {
-            assert!(ScramExchange::first(mech, garbage, &store).is_err());
+            assert!(ScramExchange::first_with_nonce(mech, garbage, &store, None, "n").is_err());
         }
         let text = std::fs::read_to_string(dir.path().join("meta").join(FILE_NAME)).unwrap();
         assert!(!text.contains("secret"));
@@ -582,8 +608,14 @@ mod tests {
         let salt = b"0123456789abcdef";
         let (_d, store) = store_with("bob", mech, "pw", salt);
         let first_bare = "n=bob,r=clientnonce";
-        let (ex, server_first) =
-            ScramExchange::first(mech, format!("n,,{first_bare}").as_bytes(), &store).unwrap();
+        let (ex, server_first) = ScramExchange::first_with_nonce(
+            mech,
+            format!("n,,{first_bare}").as_bytes(),
+            &store,
+            None,
+            "srvnonce",
+        )
+        .unwrap();
         let server_first = String::from_utf8(server_first).unwrap();
         let nonce = server_first
             .split(',')

@@ -144,6 +144,11 @@ impl Server {
             let groups = Arc::new(groups);
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
             let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
+            let tokens = crate::delegation_tokens::TokenStore::open(
+                &cfg.data_dir,
+                cfg.delegation_token.clone(),
+                groups.clock().clone(),
+            )?;
             let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
             let quotas = crate::quotas::ClientQuotas::open(&cfg.data_dir)?;
             let security = load_security(&cfg)?;
@@ -163,7 +168,7 @@ impl Server {
                 topics,
                 groups,
                 producer_ids,
-                (scram, authorizer, quotas),
+                (scram, tokens, authorizer, quotas),
                 security,
                 txns,
                 report,
@@ -176,7 +181,7 @@ impl Server {
             topics,
             groups,
             producer_ids,
-            (scram, authorizer, quotas),
+            (scram, tokens, authorizer, quotas),
             security,
             txns,
             report,
@@ -250,12 +255,14 @@ impl Server {
             advertised_port,
             listeners: bound,
             scram,
+            delegation_tokens: tokens,
             authorizer,
             quotas,
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
         broker.txns.start(Arc::clone(&broker));
+        crate::delegation_tokens::start_expiry_task(&broker);
         Ok(Server {
             sockets,
             admin,

@@ -18,6 +18,7 @@ mod api_versions;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
 mod create_acls;
+mod create_delegation_token;
 mod create_partitions;
 mod create_topics;
 mod delete_acls;
@@ -28,6 +29,7 @@ mod describe_acls;
 mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
+mod describe_delegation_token;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
@@ -35,6 +37,7 @@ mod describe_topic_partitions;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod end_txn;
+mod expire_delegation_token;
 pub(crate) mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -52,6 +55,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 pub(crate) mod produce;
+mod renew_delegation_token;
 mod response_errors;
 pub(crate) mod sasl_authenticate;
 pub(crate) mod sasl_handshake;
@@ -129,6 +133,8 @@ pub(crate) struct Ctx {
     /// The connection's principal (`User:<name>`, `User:ANONYMOUS` before or without
     /// authentication), what the authorizer (`crate::acl`) checks; `peer` is its host.
     pub principal: Arc<str>,
+    /// The principal logged in with a delegation token (see `crate::delegation_tokens`).
+    pub token_authenticated: bool,
 }
 
 impl Ctx {
@@ -292,7 +298,7 @@ pub(crate) async fn start(
     req: Request,
     peer: SocketAddr,
     listener: usize,
-    principal: Arc<str>,
+    (principal, token_authenticated): (Arc<str>, bool),
     calls: &Calls,
 ) -> Started {
     let Some(handler) = table::handler(req.api_key) else {
@@ -310,6 +316,7 @@ pub(crate) async fn start(
         peer,
         listener,
         principal,
+        token_authenticated,
     };
     let body = req.body;
     match handler.route {

@@ -290,6 +290,35 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(describe_topic_partitions),
     ),
+    // Delegation tokens (KIP-48, KIP-373; `delegation_tokens`): Kafka 4.4's ranges.
+    row(
+        ApiKey::CreateDelegationToken,
+        1,
+        3,
+        ADVERTISED,
+        task!(create_delegation_token),
+    ),
+    row(
+        ApiKey::RenewDelegationToken,
+        1,
+        2,
+        ADVERTISED,
+        task!(renew_delegation_token),
+    ),
+    row(
+        ApiKey::ExpireDelegationToken,
+        1,
+        2,
+        ADVERTISED,
+        task!(expire_delegation_token),
+    ),
+    row(
+        ApiKey::DescribeDelegationToken,
+        1,
+        3,
+        ADVERTISED,
+        task!(describe_delegation_token),
+    ),
 ];
 
 /// One past the largest API key the dense index can hold.

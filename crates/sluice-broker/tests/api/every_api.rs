@@ -106,5 +106,9 @@ fn api_key(response: &ResponseKind) -> ApiKey {
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,
         SaslAuthenticate,
+        CreateDelegationToken,
+        RenewDelegationToken,
+        ExpireDelegationToken,
+        DescribeDelegationToken,
     )
 }

@@ -15,6 +15,7 @@ mod common;
 mod admin;
 mod admin_reads;
 mod connection;
+mod delegation_tokens;
 mod error_codes;
 mod every_api;
 mod kafka44_versions;

@@ -182,6 +182,36 @@ pub fn seed(key: ApiKey) -> RequestKind {
             r.resource_types = vec![2, 4, 16];
             RequestKind::ListConfigResources(r)
         }
+        ApiKey::CreateDelegationToken => {
+            let mut renewer = create_delegation_token_request::CreatableRenewers::default();
+            renewer.principal_type = name("User");
+            renewer.principal_name = name("bob");
+            let mut r = CreateDelegationTokenRequest::default();
+            r.renewers = vec![renewer];
+            r.max_lifetime_ms = 60_000;
+            RequestKind::CreateDelegationToken(r)
+        }
+        ApiKey::RenewDelegationToken => {
+            let mut r = RenewDelegationTokenRequest::default();
+            r.hmac = Bytes::from_static(&[7u8; 64]);
+            r.renew_period_ms = 1_000;
+            RequestKind::RenewDelegationToken(r)
+        }
+        ApiKey::ExpireDelegationToken => {
+            let mut r = ExpireDelegationTokenRequest::default();
+            r.hmac = Bytes::from_static(&[7u8; 64]);
+            r.expiry_time_period_ms = -1;
+            RequestKind::ExpireDelegationToken(r)
+        }
+        ApiKey::DescribeDelegationToken => {
+            let mut owner =
+                describe_delegation_token_request::DescribeDelegationTokenOwner::default();
+            owner.principal_type = name("User");
+            owner.principal_name = name("alice");
+            let mut r = DescribeDelegationTokenRequest::default();
+            r.owners = Some(vec![owner]);
+            RequestKind::DescribeDelegationToken(r)
+        }
         other => default_kind(other),
     }
 }
@@ -240,6 +270,10 @@ pub fn default_kind(key: ApiKey) -> RequestKind {
         ApiKey::ListConfigResources => RequestKind::ListConfigResources(Default::default()),
         ApiKey::DescribeLogDirs => RequestKind::DescribeLogDirs(Default::default()),
         ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(Default::default()),
+        ApiKey::CreateDelegationToken => RequestKind::CreateDelegationToken(Default::default()),
+        ApiKey::RenewDelegationToken => RequestKind::RenewDelegationToken(Default::default()),
+        ApiKey::ExpireDelegationToken => RequestKind::ExpireDelegationToken(Default::default()),
+        ApiKey::DescribeDelegationToken => RequestKind::DescribeDelegationToken(Default::default()),
         other => panic!("{other:?} is in the handler table but has no fuzz seed; add it here"),
     }
 }
