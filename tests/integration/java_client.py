@@ -44,6 +44,13 @@ def classpath() -> str:
     return _classpath
 
 
+def connect_classpath() -> str:
+    """The Kafka Connect worker's classpath (connect-runtime and connect-file, one release of
+    their own: see tests/integration/java/connect/pom.xml), fetched by java-deps.sh."""
+    classpath()
+    return str(REPO_ROOT / "target" / "java-deps-connect" / "*")
+
+
 @pytest.fixture(scope="session")
 def java_cp() -> str:
     return classpath()

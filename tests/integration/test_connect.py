@@ -23,7 +23,7 @@ from pathlib import Path
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from helpers import ck_admin, wait_until
-from java_client import classpath
+from java_client import connect_classpath
 from test_compaction import metric, raw_batches
 
 CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
@@ -76,7 +76,7 @@ class ConnectWorker:
 
     def start(self) -> None:
         self.starts += 1
-        cmd = ["java", *WORKER_JVM_FLAGS, "-cp", classpath(), CONNECT_MAIN, str(self.props)]
+        cmd = ["java", *WORKER_JVM_FLAGS, "-cp", connect_classpath(), CONNECT_MAIN, str(self.props)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)

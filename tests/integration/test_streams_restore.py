@@ -1,4 +1,4 @@
-"""A Kafka Streams application with a state store (kafka-streams 4.3.1, RocksDB) restores from
+"""A Kafka Streams application with a state store (kafka-streams 4.4.0, RocksDB) restores from
 its compacted changelog on Sluice (issue 13).
 
 StreamsCount (tests/integration/java/src) counts records per key into the store "counts";
