@@ -105,7 +105,13 @@ pub const HANDLERS: &[Handler] = &[
     row(ApiKey::SyncGroup, 0, 5, ADVERTISED, task!(sync_group)),
     row(ApiKey::Heartbeat, 0, 4, ADVERTISED, task!(heartbeat)),
     row(ApiKey::LeaveGroup, 0, 5, ADVERTISED, task!(leave_group)),
-    row(ApiKey::OffsetCommit, 2, 10, ADVERTISED, task!(offset_commit)),
+    row(
+        ApiKey::OffsetCommit,
+        2,
+        10,
+        ADVERTISED,
+        task!(offset_commit),
+    ),
     row(ApiKey::OffsetFetch, 1, 10, ADVERTISED, task!(offset_fetch)),
     // v6: an unknown group gets GROUP_ID_NOT_FOUND (Dead with no error before).
     row(

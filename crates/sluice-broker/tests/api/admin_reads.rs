@@ -39,10 +39,11 @@ fn dtp(
     client.call(ApiKey::DescribeTopicPartitions, 0, &req)
 }
 
+/// Each described topic with its partition indexes.
+type Described = Vec<(String, Vec<i32>)>;
+
 /// (topic, [partition indexes]) of each described topic, and the next cursor.
-fn pages(
-    resp: &DescribeTopicPartitionsResponse,
-) -> (Vec<(String, Vec<i32>)>, Option<(String, i32)>) {
+fn pages(resp: &DescribeTopicPartitionsResponse) -> (Described, Option<(String, i32)>) {
     let topics = resp
         .topics
         .iter()
