@@ -27,7 +27,7 @@ use kafka_protocol::records::{
 };
 use parking_lot::Mutex;
 use sluice_coordinator::{
-    TopicPartition, TransactionCoordinator, TxnChange, TxnConfig, TxnRecord, TxnResult,
+    TopicPartition, TransactionCoordinator, TxnChange, TxnConfig, TxnRecord, TxnResult, TxnVersion,
 };
 use sluice_log::{
     AppendGate, AppendGroup, AppendWaiter, ControlType, LogConfig, LogError, LogManager,
@@ -149,8 +149,10 @@ impl TxnService {
                 "EndTxn verifies nothing"
             );
             let (id, epoch) = (ProducerId(v.producer_id), ProducerEpoch(v.producer_epoch));
+            // A V2 transaction's first batch in each partition must start at sequence 0.
+            let epoch_bump = v.client_transaction_version >= TxnVersion::V2.level();
             waiters = self
-                .queue_verify(topics, first, id, epoch, Some(&gate))
+                .queue_verify(topics, first, id, epoch, Some((&gate, epoch_bump)))
                 .await;
         }
         group.wait().await;
@@ -296,21 +298,28 @@ impl TxnService {
     }
 
     /// Queues the verification of `partitions` (at most `TXN_VERIFY_IN_FLIGHT_MAX`),
-    /// behind `gate` if given, and returns their waiters. Unknown partitions are skipped.
+    /// behind `gate` if given (with whether the transaction is V2, whose epoch bumps at
+    /// every end: `verify_epoch_bump_txn_after`), and returns their waiters. Unknown
+    /// partitions are skipped.
     async fn queue_verify(
         &self,
         topics: &TopicRegistry,
         partitions: &[TopicPartition],
         id: ProducerId,
         epoch: ProducerEpoch,
-        gate: Option<&AppendGate>,
+        gate: Option<(&AppendGate, bool)>,
     ) -> Result<Vec<AppendWaiter>, LogError> {
         debug_assert!(partitions.len() <= limits::TXN_VERIFY_IN_FLIGHT_MAX);
         let mut waiters = Vec::with_capacity(partitions.len());
         for key in partitions.iter().filter_map(|tp| marker_key(topics, tp)) {
+            let log = &self.log;
             waiters.push(match gate {
-                Some(gate) => self.log.verify_txn_after(&key, id, epoch, gate).await?,
-                None => self.log.verify_txn(&key, id, epoch).await?,
+                Some((gate, false)) => log.verify_txn_after(&key, id, epoch, gate).await?,
+                Some((gate, true)) => {
+                    log.verify_epoch_bump_txn_after(&key, id, epoch, gate)
+                        .await?
+                }
+                None => log.verify_txn(&key, id, epoch).await?,
             });
         }
         Ok(waiters)

@@ -95,10 +95,13 @@ pub(crate) struct AppendRequest {
 pub(crate) enum TxnOp {
     /// `records` is one marker batch of this type (built by `txn::marker_batch`).
     Marker(ControlType),
-    /// `records` is empty: the partition joins the producer's transaction at `epoch`.
+    /// `records` is empty: the partition joins the producer's transaction at `epoch`;
+    /// `epoch_bump`: a Transactions V2 transaction, whose epoch is its own, so its first
+    /// batch here starts at sequence 0.
     Verify {
         producer_id: ProducerId,
         epoch: ProducerEpoch,
+        epoch_bump: bool,
     },
 }
 
@@ -556,7 +559,12 @@ impl Committer {
             self.touched.push(Arc::clone(&partition));
         }
         let txn = self.round[i].request.txn;
-        if let Some(TxnOp::Verify { producer_id, epoch }) = txn {
+        if let Some(TxnOp::Verify {
+            producer_id,
+            epoch,
+            epoch_bump,
+        }) = txn
+        {
             if let Some(Gating::Requires(gate)) = &self.round[i].request.gate {
                 if !gate.passed() {
                     // The coordinator's record of this partition was not written: joining
@@ -568,7 +576,8 @@ impl Committer {
                     }));
                 }
             }
-            return self.apply_verify(&partition, producer_id, epoch, now);
+            let verification = (producer_id, epoch, epoch_bump);
+            return self.apply_verify(&partition, verification, now);
         }
         let mut producers = None;
         if self.round[i].request.idempotent {
@@ -651,8 +660,7 @@ impl Committer {
     fn apply_verify(
         &mut self,
         partition: &Arc<Partition>,
-        producer_id: ProducerId,
-        epoch: ProducerEpoch,
+        (producer_id, epoch, epoch_bump): (ProducerId, ProducerEpoch, bool),
         now: i64,
     ) -> Result<AppendInfo, Failure> {
         let undo = self
@@ -662,7 +670,7 @@ impl Committer {
             .expect("a touched partition has its undo record");
         let mut table = partition.producers.lock();
         table
-            .verify_txn(producer_id, epoch, now, &mut undo.producers)
+            .verify_txn((producer_id, epoch, epoch_bump), now, &mut undo.producers)
             .map_err(Failure::Request)?;
         let log_end = partition.log_end();
         Ok(AppendInfo {

@@ -486,7 +486,12 @@ impl LogManager {
         producer_id: ProducerId,
         epoch: ProducerEpoch,
     ) -> Result<AppendWaiter, LogError> {
-        self.send_verify(key, producer_id, epoch, None).await
+        let op = TxnOp::Verify {
+            producer_id,
+            epoch,
+            epoch_bump: false,
+        };
+        self.send_verify(key, op, None).await
     }
 
     /// [`Self::verify_txn`] queued behind appends that open `gate`: refused with
@@ -500,19 +505,42 @@ impl LogManager {
         gate: &AppendGate,
     ) -> Result<AppendWaiter, LogError> {
         let gating = Some(Gating::Requires(gate.clone()));
-        self.send_verify(key, producer_id, epoch, gating).await
+        let op = TxnOp::Verify {
+            producer_id,
+            epoch,
+            epoch_bump: false,
+        };
+        self.send_verify(key, op, gating).await
+    }
+
+    /// [`Self::verify_txn_after`] for a Transactions V2 transaction (KIP-890 part 2): its
+    /// epoch is its own (bumped at every end), so its first batch here must start at
+    /// sequence 0 when the partition holds no batch of the producer at that epoch, else
+    /// `OutOfOrderSequence` (Kafka's rule for a verification that `supportsEpochBump`).
+    pub async fn verify_epoch_bump_txn_after(
+        &self,
+        key: &PartitionKey,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        gate: &AppendGate,
+    ) -> Result<AppendWaiter, LogError> {
+        let gating = Some(Gating::Requires(gate.clone()));
+        let op = TxnOp::Verify {
+            producer_id,
+            epoch,
+            epoch_bump: true,
+        };
+        self.send_verify(key, op, gating).await
     }
 
     async fn send_verify(
         &self,
         key: &PartitionKey,
-        producer_id: ProducerId,
-        epoch: ProducerEpoch,
+        op: TxnOp,
         gate: Option<Gating>,
     ) -> Result<AppendWaiter, LogError> {
         let partition = self.writable_partition(key)?;
         let (completion, receiver) = Completion::oneshot();
-        let op = TxnOp::Verify { producer_id, epoch };
         self.send_txn(partition, Bytes::new(), op, completion, gate)
             .await?;
         Ok(AppendWaiter { receiver })

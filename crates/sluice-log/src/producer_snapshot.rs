@@ -328,7 +328,7 @@ mod tests {
         let mut undo = Vec::new();
         for id in [1, 2] {
             table
-                .verify_txn(ProducerId(id), ProducerEpoch(0), 5, &mut undo)
+                .verify_txn((ProducerId(id), ProducerEpoch(0), false), 5, &mut undo)
                 .expect("verified");
             let batch = ProducerBatch {
                 producer_id: ProducerId(id),

@@ -33,7 +33,9 @@
 //! - a transactional batch is accepted inside the producer's open transaction (same
 //!   epoch), or opens one when the partition was verified for its epoch; otherwise
 //!   `InvalidTxnState` (KIP-890 part 1: nothing reaches a partition the transaction did not
-//!   add);
+//!   add); a verification for a Transactions V2 transaction (KIP-890 part 2, whose epoch
+//!   is its own) also wants the opening batch at sequence 0 when the producer has no batch
+//!   of that epoch here, else `OutOfOrderSequence`, as Kafka;
 //! - a non-transactional batch while the producer's transaction is open is
 //!   `InvalidTxnState`;
 //! - a marker (COMMIT / ABORT, written only by the log's own `append_marker`) is accepted
@@ -132,6 +134,10 @@ pub(crate) struct ProducerEntry {
     /// producer's ongoing transaction); cleared by the marker. Not persisted: the
     /// coordinator re-verifies the partitions of every ongoing transaction on load.
     pub(crate) verified_epoch: Option<ProducerEpoch>,
+    /// The verification was for a Transactions V2 transaction (Kafka's
+    /// `supportsEpochBump`): the transaction's first batch here must start at sequence 0
+    /// unless the producer has a batch of that epoch here already. Not persisted either.
+    pub(crate) verified_epoch_bump: bool,
     /// The coordinator epoch of the newest marker written for this producer here (Kafka's
     /// `ProducerStateEntry.coordinatorEpoch`, which DescribeProducers reports); None (-1)
     /// until its first marker. Persisted in snapshot v3.
@@ -148,6 +154,7 @@ impl ProducerEntry {
             last_activity_ms,
             current_txn_first_offset: None,
             verified_epoch: None,
+            verified_epoch_bump: false,
             coordinator_epoch: None,
         }
     }
@@ -419,9 +426,10 @@ impl ProducerStateTable {
                 false
             }
         };
-        let verified = entry.and_then(|e| e.verified_epoch);
+        let verified = entry.and_then(|e| Some((e.verified_epoch?, e.verified_epoch_bump)));
         let epoch = current.map(|(epoch, ..)| epoch);
-        let txn_open = check_txn(batch, txn_open, epoch, verified)?;
+        let last_seq = current.and_then(|(_, last_seq, _)| last_seq);
+        let txn_open = check_txn(batch, txn_open, (epoch, last_seq), verified)?;
         staged.push(Staged {
             producer_id: batch.producer_id,
             epoch: batch.epoch,
@@ -554,8 +562,7 @@ impl ProducerStateTable {
     /// first batch). Changes are saved into `undo` first.
     pub(crate) fn verify_txn(
         &mut self,
-        producer_id: ProducerId,
-        epoch: ProducerEpoch,
+        (producer_id, epoch, epoch_bump): (ProducerId, ProducerEpoch, bool),
         now_ms: i64,
         undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
     ) -> Result<(), LogError> {
@@ -572,7 +579,9 @@ impl ProducerStateTable {
         }
         self.save_for_undo(producer_id, undo);
         let slot = self.touch(producer_id, epoch, now_ms);
-        self.slots[slot as usize].entry.verified_epoch = Some(epoch);
+        let entry = &mut self.slots[slot as usize].entry;
+        entry.verified_epoch = Some(epoch);
+        entry.verified_epoch_bump = epoch_bump;
         self.version += 1;
         Ok(())
     }
@@ -701,10 +710,12 @@ impl ProducerStateTable {
             // verification may already be for the new one, and an open transaction is
             // closed only by its marker.
             let (open, verified) = (entry.current_txn_first_offset, entry.verified_epoch);
-            let coordinator_epoch = entry.coordinator_epoch;
+            let (coordinator_epoch, epoch_bump) =
+                (entry.coordinator_epoch, entry.verified_epoch_bump);
             *entry = ProducerEntry::new(batch.epoch, now_ms);
             entry.current_txn_first_offset = open;
             entry.verified_epoch = verified;
+            entry.verified_epoch_bump = epoch_bump;
             entry.coordinator_epoch = coordinator_epoch;
         }
         entry.push(written);
@@ -864,14 +875,16 @@ impl ProducerStateTable {
     }
 }
 
-/// The transaction rules of the module header for a data batch: `txn_open` and `epoch`
-/// describe the producer before the batch (epoch `None`: unknown producer), `verified` the
-/// coordinator's verification. Returns whether the transaction is open after the batch.
+/// The transaction rules of the module header for a data batch: `txn_open`, `epoch` and
+/// `last_seq` describe the producer before the batch (epoch `None`: unknown producer;
+/// `last_seq`: its newest batch at that epoch), `verified` the coordinator's verification
+/// (its epoch, and whether it was for a Transactions V2 transaction). Returns whether the
+/// transaction is open after the batch.
 fn check_txn(
     batch: &ProducerBatch,
     txn_open: bool,
-    epoch: Option<ProducerEpoch>,
-    verified: Option<ProducerEpoch>,
+    (epoch, last_seq): (Option<ProducerEpoch>, Option<i32>),
+    verified: Option<(ProducerEpoch, bool)>,
 ) -> Result<bool, LogError> {
     let refuse = |why| {
         Err(LogError::InvalidTxnState {
@@ -885,7 +898,20 @@ fn check_txn(
         (false, true) => refuse("a non-transactional batch while its transaction is open"),
         (true, true) if epoch == Some(batch.epoch) => Ok(true),
         (true, true) => refuse("a newer epoch while the older epoch's transaction is open"),
-        (true, false) if verified == Some(batch.epoch) => Ok(true),
+        // Transactions V2: every transaction has an epoch of its own, so its first batch
+        // in a partition starts at 0 (Kafka refuses any other with OUT_OF_ORDER_SEQUENCE).
+        (true, false)
+            if verified == Some((batch.epoch, true))
+                && last_seq.is_none()
+                && batch.first_seq != 0 =>
+        {
+            Err(LogError::OutOfOrderSequence {
+                producer_id: batch.producer_id,
+                expected: 0,
+                received: batch.first_seq,
+            })
+        }
+        (true, false) if verified.map(|(e, _)| e) == Some(batch.epoch) => Ok(true),
         (true, false) => Err(LogError::InvalidTxnState {
             producer_id: batch.producer_id,
             why: "the partition is not part of the producer's transaction",
@@ -1127,7 +1153,11 @@ mod tests {
     fn verify(table: &mut ProducerStateTable, producer_id: i64, epoch: i16) {
         let mut undo = Vec::new();
         table
-            .verify_txn(ProducerId(producer_id), ProducerEpoch(epoch), 1, &mut undo)
+            .verify_txn(
+                (ProducerId(producer_id), ProducerEpoch(epoch), false),
+                1,
+                &mut undo,
+            )
             .expect("verified");
     }
 
@@ -1166,6 +1196,37 @@ mod tests {
         // A newer epoch while the older epoch's transaction is open: refused.
         assert!(is_txn_state(check(&table, txn_batch(1, 2, 0, 1))));
         assert_eq!(table.first_unstable_offset(), Some(Offset(10)));
+    }
+
+    #[test]
+    fn a_v2_transaction_starts_each_partition_at_sequence_zero() {
+        // Goal: Kafka's rule for a verification that `supportsEpochBump` (Transactions V2):
+        // with no batch of the producer at the epoch here (a new producer, or after the
+        // previous transaction's marker bumped the epoch), the first batch must start at
+        // sequence 0 (OUT_OF_ORDER_SEQUENCE otherwise); a V1 verification accepts any.
+        let mut table = ProducerStateTable::new(10);
+        let mut undo = Vec::new();
+        let v2 = (ProducerId(1), ProducerEpoch(3), true);
+        table.verify_txn(v2, 1, &mut undo).expect("verified");
+        assert!(matches!(
+            check(&table, txn_batch(1, 3, 5, 1)),
+            Err(LogError::OutOfOrderSequence { expected: 0, .. })
+        ));
+        append(&mut table, txn_batch(1, 3, 0, 2), 0, 1);
+        append(&mut table, txn_batch(1, 3, 2, 1), 2, 1);
+        // The V2 end: a marker at the bumped epoch forgets the batches; the next
+        // transaction starts at 0 again.
+        marker(&mut table, 1, 4, ControlType::Commit, 3);
+        let next = (ProducerId(1), ProducerEpoch(4), true);
+        table.verify_txn(next, 1, &mut undo).expect("verified");
+        assert!(matches!(
+            check(&table, txn_batch(1, 4, 3, 1)),
+            Err(LogError::OutOfOrderSequence { expected: 0, .. })
+        ));
+        assert_eq!(check(&table, txn_batch(1, 4, 0, 1)).expect("from 0"), None);
+        // V1: the same state accepts any first sequence, as before.
+        verify(&mut table, 2, 0);
+        assert_eq!(check(&table, txn_batch(2, 0, 7, 1)).expect("any"), None);
     }
 
     #[test]

@@ -772,8 +772,8 @@ fn transactions_v2_add_partitions_implicitly_and_bump_the_epoch() {
 // Goal: bad input on the V2 path gets Kafka's codes and stores nothing: a produce at a
 // stale epoch (the zombie of the previous transaction) INVALID_PRODUCER_EPOCH, at a
 // future epoch INVALID_PRODUCER_EPOCH (PRODUCER_FENCED translated for Produce), from
-// another producer id INVALID_PRODUCER_ID_MAPPING, with a sequence gap
-// OUT_OF_ORDER_SEQUENCE_NUMBER; EndTxn v5 at a stale epoch PRODUCER_FENCED and with a
+// another producer id INVALID_PRODUCER_ID_MAPPING, a first batch not at sequence 0 or a
+// sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER; EndTxn v5 at a stale epoch PRODUCER_FENCED and with a
 // stranger's producer id INVALID_PRODUCER_ID_MAPPING; after all of it the partition holds
 // only the good transaction's records.
 #[test]
@@ -829,6 +829,16 @@ fn transactions_v2_refuse_stale_epochs_and_sequences() {
         0,
     );
     assert_eq!(other.0, code(ResponseError::InvalidProducerIdMapping));
+    // The new transaction's first batch in the partition must start at sequence 0.
+    let skipped = produce_v(
+        &mut client,
+        12,
+        "tx-v2-bad",
+        transactional_batch(next, 3, &[b"k"]),
+        "t",
+        0,
+    );
+    assert_eq!(skipped.0, code(ResponseError::OutOfOrderSequenceNumber));
     let (ok, _) = produce_v(
         &mut client,
         12,
