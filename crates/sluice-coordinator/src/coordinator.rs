@@ -840,7 +840,9 @@ impl GroupCoordinator {
     /// TxnOffsetCommit's group check (KIP-447): like [`Self::validate_offset_commit`], but
     /// a commit naming no member is accepted while the group has members (pre-v3 clients),
     /// and a rebalance in progress does not refuse it. A KIP-848 member's epoch mismatch is
-    /// ILLEGAL_GENERATION here, as Kafka answers transactional commits.
+    /// STALE_MEMBER_EPOCH and a named generation of a group that does not exist
+    /// GROUP_ID_NOT_FOUND, as Kafka answers TxnOffsetCommit v6; the handler turns both into
+    /// ILLEGAL_GENERATION for older versions, as Kafka does.
     pub fn validate_txn_offset_commit(
         &mut self,
         now_ms: i64,
@@ -856,15 +858,12 @@ impl GroupCoordinator {
             if !names_member {
                 return Ok(());
             }
-            return match c.validate_commit(&auth.member_id, auth.generation_id) {
-                Err(GroupError::StaleMemberEpoch) => Err(GroupError::IllegalGeneration),
-                other => other,
-            };
+            return c.validate_commit(&auth.member_id, auth.generation_id);
         }
         let at_group_limit = !self.admits_group(&auth.group_id);
         match self.groups.get_mut(&auth.group_id) {
             Some(g) => g.validate_txn_commit(now_ms, auth),
-            None if auth.generation_id >= 0 => Err(GroupError::IllegalGeneration),
+            None if auth.generation_id >= 0 => Err(GroupError::GroupIdNotFound),
             None if names_member => Err(GroupError::UnknownMemberId),
             None if at_group_limit => Err(GroupError::CoordinatorNotAvailable),
             None => Ok(()),

@@ -1,8 +1,9 @@
 //! Request and response versions of Kafka 4.x that `kafka-protocol` 0.18 does not encode or
 //! decode, served here on top of its message structs: OffsetCommit v10 and OffsetFetch v10
-//! (topic ids instead of names, KIP-848), ListOffsets v11 (KIP-1023, no schema change),
-//! DeleteGroups v3 (a per-group error message) and ApiVersions v5 (the cluster and node a
-//! client expects, KIP-1242).
+//! (topic ids instead of names, KIP-848), TxnOffsetCommit v6 (topic ids, KIP-1319; the
+//! crate's struct has no id field, so [`WithTopicIds`] carries them beside it), ListOffsets
+//! v11 (KIP-1023, no schema change), DeleteGroups v3 (a per-group error message) and
+//! ApiVersions v5 (the cluster and node a client expects, KIP-1242).
 //!
 //! Each new version differs from the one before it in a few fields only, so the nested
 //! structs whose layout did not change are read and written by the crate itself at the older
@@ -28,15 +29,23 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use uuid::Uuid;
 
 /// The highest version of `key` served through this module, if any.
 pub const fn max_version(key: ApiKey) -> Option<i16> {
     match key {
         ApiKey::OffsetCommit | ApiKey::OffsetFetch => Some(10),
         ApiKey::ListOffsets => Some(11),
+        ApiKey::TxnOffsetCommit => Some(6),
         ApiKey::DeleteGroups => Some(3),
         ApiKey::ApiVersions => Some(5),
         _ => None,
@@ -246,6 +255,161 @@ impl Adapted for OffsetFetchResponse {
     }
 }
 
+// ---- TxnOffsetCommit v6: topic ids instead of names ---------------------------------------
+
+/// The first TxnOffsetCommit version that names topics by id.
+const TXN_OFFSET_COMMIT_IDS: i16 = 6;
+/// The newest TxnOffsetCommit version the crate encodes (its partitions' layout is v6's).
+const TXN_OFFSET_COMMIT_CRATE_MAX: i16 = 5;
+
+/// A message whose topics are named by id from some version on, where the crate's struct has
+/// no id field (TxnOffsetCommit v6): the struct, and its topics' ids in the same order (empty
+/// below that version). At those versions the struct's topic names are empty on decode and
+/// ignored on encode.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WithTopicIds<T> {
+    pub message: T,
+    pub topic_ids: Vec<Uuid>,
+}
+
+impl Decodable for WithTopicIds<TxnOffsetCommitRequest> {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
+        if version < TXN_OFFSET_COMMIT_IDS {
+            let message = TxnOffsetCommitRequest::decode(buf, version)?;
+            return Ok(Self {
+                message,
+                topic_ids: Vec::new(),
+            });
+        }
+        let mut r = Reader::new(buf.copy_to_bytes(buf.remaining()));
+        let mut req = TxnOffsetCommitRequest::default();
+        req.transactional_id = TransactionalId(r.compact_string()?);
+        req.group_id = GroupId(r.compact_string()?);
+        req.producer_id = ProducerId(r.i64()?);
+        req.producer_epoch = r.i16()?;
+        req.generation_id = r.i32()?;
+        req.member_id = r.compact_string()?;
+        req.group_instance_id = r.compact_nullable_string()?;
+        let mut topic_ids = Vec::new();
+        req.topics = r.compact_array(|r| {
+            let mut t = TxnOffsetCommitRequestTopic::default();
+            topic_ids.push(r.uuid()?);
+            t.partitions = r.compact_array(|r| {
+                r.crate_struct::<TxnOffsetCommitRequestPartition>(TXN_OFFSET_COMMIT_CRATE_MAX)
+            })?;
+            r.tags()?;
+            Ok(t)
+        })?;
+        r.tags()?;
+        Ok(Self {
+            message: req,
+            topic_ids,
+        })
+    }
+}
+
+impl Encodable for WithTopicIds<TxnOffsetCommitRequest> {
+    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
+        if version < TXN_OFFSET_COMMIT_IDS {
+            return self.message.encode(buf, version);
+        }
+        let m = &self.message;
+        let mut w = Writer::default();
+        w.compact_string(&m.transactional_id.0);
+        w.compact_string(&m.group_id.0);
+        w.i64(m.producer_id.0);
+        w.i16(m.producer_epoch);
+        w.i32(m.generation_id);
+        w.compact_string(&m.member_id);
+        w.compact_nullable_string(m.group_instance_id.as_deref());
+        let ids = self.ids(m.topics.len())?;
+        let topics: Vec<_> = m.topics.iter().zip(ids).collect();
+        w.compact_array(&topics, |w, (t, id)| {
+            w.uuid(**id);
+            w.compact_array(&t.partitions, |w, p| {
+                w.crate_struct(p, TXN_OFFSET_COMMIT_CRATE_MAX)
+            });
+            w.no_tags();
+        });
+        w.no_tags();
+        buf.put_slice(&w.finish()?);
+        Ok(())
+    }
+    fn compute_size(&self, version: i16) -> Result<usize> {
+        let mut out = BytesMut::new();
+        self.encode(&mut out, version)?;
+        Ok(out.len())
+    }
+}
+
+impl<T> WithTopicIds<T> {
+    /// The ids of `topics` topics, or an error when they do not pair up.
+    fn ids(&self, topics: usize) -> Result<&[Uuid]> {
+        if self.topic_ids.len() != topics {
+            bail!("{} topic ids for {topics} topics", self.topic_ids.len());
+        }
+        Ok(&self.topic_ids)
+    }
+}
+
+impl Decodable for WithTopicIds<TxnOffsetCommitResponse> {
+    fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
+        if version < TXN_OFFSET_COMMIT_IDS {
+            let message = TxnOffsetCommitResponse::decode(buf, version)?;
+            return Ok(Self {
+                message,
+                topic_ids: Vec::new(),
+            });
+        }
+        let mut r = Reader::new(buf.copy_to_bytes(buf.remaining()));
+        let mut resp = TxnOffsetCommitResponse::default();
+        resp.throttle_time_ms = r.i32()?;
+        let mut topic_ids = Vec::new();
+        resp.topics = r.compact_array(|r| {
+            let mut t = TxnOffsetCommitResponseTopic::default();
+            topic_ids.push(r.uuid()?);
+            t.partitions = r.compact_array(|r| {
+                r.crate_struct::<TxnOffsetCommitResponsePartition>(TXN_OFFSET_COMMIT_CRATE_MAX)
+            })?;
+            r.tags()?;
+            Ok(t)
+        })?;
+        r.tags()?;
+        Ok(Self {
+            message: resp,
+            topic_ids,
+        })
+    }
+}
+
+impl Encodable for WithTopicIds<TxnOffsetCommitResponse> {
+    fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
+        if version < TXN_OFFSET_COMMIT_IDS {
+            return self.message.encode(buf, version);
+        }
+        let m = &self.message;
+        let mut w = Writer::default();
+        w.i32(m.throttle_time_ms);
+        let ids = self.ids(m.topics.len())?;
+        let topics: Vec<_> = m.topics.iter().zip(ids).collect();
+        w.compact_array(&topics, |w, (t, id)| {
+            w.uuid(**id);
+            w.compact_array(&t.partitions, |w, p| {
+                w.crate_struct(p, TXN_OFFSET_COMMIT_CRATE_MAX)
+            });
+            w.no_tags();
+        });
+        w.no_tags();
+        buf.put_slice(&w.finish()?);
+        Ok(())
+    }
+    fn compute_size(&self, version: i16) -> Result<usize> {
+        let mut out = BytesMut::new();
+        self.encode(&mut out, version)?;
+        Ok(out.len())
+    }
+}
+
 // ---- ListOffsets v11: v10's layout (a new special timestamp, -6) -------------------------
 
 impl Adapted for ListOffsetsRequest {
@@ -411,6 +575,12 @@ pub fn encode_request(request: &RequestKind, version: i16, out: &mut BytesMut) -
         ($($variant:ident),*) => {
             match request {
                 $(RequestKind::$variant(r) => Versioned(r.clone()).encode(out, version),)*
+                // Topic ids are not in the crate's struct: nil ones stand in.
+                RequestKind::TxnOffsetCommit(r) => WithTopicIds {
+                    topic_ids: vec![Uuid::nil(); r.topics.len()],
+                    message: r.clone(),
+                }
+                .encode(out, version),
                 RequestKind::ApiVersions(r) => ApiVersionsRequestV5 {
                     request: r.clone(),
                     cluster_id: None,
@@ -439,6 +609,9 @@ pub fn decode_request(key: ApiKey, body: &mut Bytes, version: i16) -> Result<Req
         ApiKey::ApiVersions => {
             RequestKind::ApiVersions(ApiVersionsRequestV5::decode(body, version)?.request)
         }
+        ApiKey::TxnOffsetCommit => {
+            RequestKind::TxnOffsetCommit(WithTopicIds::decode(body, version)?.message)
+        }
         other => bail!("{other:?} v{version} is not adapted"),
     })
 }
@@ -454,6 +627,9 @@ pub fn decode_response(key: ApiKey, body: &mut Bytes, version: i16) -> Result<Re
         ApiKey::ListOffsets => ResponseKind::ListOffsets(Versioned::decode(body, version)?.0),
         ApiKey::DeleteGroups => ResponseKind::DeleteGroups(Versioned::decode(body, version)?.0),
         ApiKey::ApiVersions => ResponseKind::ApiVersions(Versioned::decode(body, version)?.0),
+        ApiKey::TxnOffsetCommit => {
+            ResponseKind::TxnOffsetCommit(WithTopicIds::decode(body, version)?.message)
+        }
         other => bail!("{other:?} v{version} is not adapted"),
     })
 }
@@ -466,6 +642,7 @@ fn crate_max(key: ApiKey) -> i16 {
         ApiKey::ListOffsets => ListOffsetsRequest::CRATE_MAX,
         ApiKey::DeleteGroups => DeleteGroupsRequest::CRATE_MAX,
         ApiKey::ApiVersions => ApiVersionsResponse::CRATE_MAX,
+        ApiKey::TxnOffsetCommit => TXN_OFFSET_COMMIT_CRATE_MAX,
         other => other.valid_versions().max,
     }
 }

@@ -27,6 +27,13 @@ impl<T: ResponseErrors> ResponseErrors for sluice_protocol::adapted::Versioned<T
     }
 }
 
+/// A response that carries its topic ids beside it answers as the message.
+impl<T: ResponseErrors> ResponseErrors for sluice_protocol::adapted::WithTopicIds<T> {
+    fn has_error(&self) -> bool {
+        self.message.has_error()
+    }
+}
+
 /// Responses whose only error code is the top-level one.
 macro_rules! top_level {
     ($($t:ty),* $(,)?) => {$(

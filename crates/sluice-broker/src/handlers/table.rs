@@ -148,8 +148,10 @@ pub const HANDLERS: &[Handler] = &[
         ADVERTISED,
         task!(init_producer_id),
     ),
-    // Transactions V1 (docs/transactions.md §1); TxnOffsetCommit v3+ carries the group
-    // member (KIP-447), v5 knows TRANSACTION_ABORTABLE (KIP-890); AddPartitionsToTxn v4+ is
+    // Transactions V1 and V2 (docs/transactions.md §1, §14: EndTxn v5 bumps the epoch at
+    // every end; Produce v12+ and TxnOffsetCommit v5+ add their partitions). TxnOffsetCommit
+    // v3+ carries the group member (KIP-447), v4+ knows TRANSACTION_ABORTABLE (KIP-890), v6
+    // names topics by id (KIP-1319, `sluice_protocol::adapted`); AddPartitionsToTxn v4+ is
     // the batched broker form with `verify_only`.
     row(
         ApiKey::AddPartitionsToTxn,
@@ -169,7 +171,7 @@ pub const HANDLERS: &[Handler] = &[
     row(
         ApiKey::TxnOffsetCommit,
         0,
-        5,
+        6,
         ADVERTISED,
         task!(txn_offset_commit),
     ),

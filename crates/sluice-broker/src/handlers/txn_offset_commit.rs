@@ -1,5 +1,8 @@
-//! TxnOffsetCommit (key 28), v0-5: a transactional producer commits a group's consumed
+//! TxnOffsetCommit (key 28), v0-6: a transactional producer commits a group's consumed
 //! positions inside its transaction (KIP-98, KIP-447; docs/transactions.md §6.5, §7.5).
+//! v6 (KIP-1319) names topics by id (`sluice_protocol::adapted::WithTopicIds`; an unknown id
+//! is UNKNOWN_TOPIC_ID for its partitions) and answers GROUP_ID_NOT_FOUND and
+//! STALE_MEMBER_EPOCH where older versions say ILLEGAL_GENERATION, as Kafka does.
 //! v5 is also Transactions V2's AddOffsetsToTxn (KIP-890 part 2, §14): the commit adds
 //! `__consumer_offsets-0` to the transaction itself, as Kafka's group coordinator does
 //! through its partition leader's AddPartitionsToTxn v5, before the offsets are written.
@@ -29,13 +32,15 @@ use bytes::Bytes;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::messages::{TopicName, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use sluice_coordinator::{
-    CommitAuth, StoreRecord, TopicPartition, TxnError, CONSUMER_OFFSETS_PARTITION,
+    CommitAuth, GroupError, StoreRecord, TopicPartition, TxnError, CONSUMER_OFFSETS_PARTITION,
 };
 use sluice_log::LogError;
+use sluice_protocol::adapted::WithTopicIds;
 
-use super::{Ctx, Reply};
+use super::metadata::topic_name_by_id;
+use super::{str_bytes, Ctx, Reply};
 use crate::groups::{TxnProducer, TxnRefusal};
 use crate::txns::TxnService;
 use crate::{acl, error_code};
@@ -45,6 +50,19 @@ const TRANSACTION_ABORTABLE_FROM: i16 = 4;
 /// v5+ adds the offsets partition to the transaction (Kafka's
 /// `txnOffsetCommitRequestVersionToTransactionSupportedOperation`: ADD_PARTITION).
 const IMPLICIT_ADD_FROM: i16 = 5;
+/// v6+ names topics by id and tells a missing group or a stale member epoch apart.
+const TOPIC_IDS_FROM: i16 = 6;
+
+/// The code for a group refusal at `version`: before v6, Kafka folds a missing group and a
+/// stale member epoch into ILLEGAL_GENERATION.
+fn group_code(e: GroupError, version: i16) -> i16 {
+    match e {
+        GroupError::GroupIdNotFound | GroupError::StaleMemberEpoch if version < TOPIC_IDS_FROM => {
+            ResponseError::IllegalGeneration.code()
+        }
+        e => error_code::from_group(e),
+    }
+}
 
 /// How long a commit waits for another change of its transactional id in flight (an
 /// AddPartitionsToTxn of the same producer, one commit round) before answering
@@ -145,10 +163,20 @@ fn refusal_code(e: TxnRefusal, version: i16) -> i16 {
 }
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
-    let req: TxnOffsetCommitRequest = match ctx.decode(body) {
+    let WithTopicIds {
+        message: mut req,
+        topic_ids,
+    } = match ctx.decode::<WithTopicIds<TxnOffsetCommitRequest>>(body) {
         Ok(r) => r,
         Err(reply) => return reply,
     };
+    // v6: each topic's name from its id; an unknown id leaves the name empty.
+    let by_id = ctx.version >= TOPIC_IDS_FROM;
+    for (t, id) in req.topics.iter_mut().zip(&topic_ids) {
+        if let Some(name) = topic_name_by_id(&ctx, *id) {
+            t.name = TopicName(str_bytes(name));
+        }
+    }
     let transactional_id = req.transactional_id.0.to_string();
     let producer = TxnProducer {
         producer_id: req.producer_id.0,
@@ -194,7 +222,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             .groups
             .check(|c, now| c.validate_txn_offset_commit(now, &auth));
         if let Err(e) = member {
-            request_code = Some(error_code::from_group(e));
+            request_code = Some(group_code(e, ctx.version));
         }
     }
     let mut codes: Vec<Vec<i16>> = Vec::with_capacity(req.topics.len());
@@ -211,6 +239,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 .is_some_and(|tp| tp.partition(p.partition_index).is_some());
             let code = match request_code {
                 Some(code) => code,
+                None if by_id && t.name.0.is_empty() => ResponseError::UnknownTopicId.code(),
                 None if !topic_read => ResponseError::TopicAuthorizationFailed.code(),
                 None if !exists => ResponseError::UnknownTopicOrPartition.code(),
                 None => {
@@ -274,5 +303,8 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         }
         resp.topics.push(rt);
     }
-    ctx.respond(&resp)
+    ctx.respond(&WithTopicIds {
+        message: resp,
+        topic_ids,
+    })
 }

@@ -247,3 +247,70 @@ fn api_versions_v5_checks_cluster_and_node() {
     let v3 = api_versions_v5(&mut client, 3, "sluice-test", None, -1);
     assert!(v3.supported_features.iter().all(|f| f.min_version > 0));
 }
+
+// Goal: TxnOffsetCommit v6 names topics by id: an unknown id is UNKNOWN_TOPIC_ID and the
+// answer carries the ids back; a named generation of a group that does not exist is
+// GROUP_ID_NOT_FOUND at v6 and ILLEGAL_GENERATION at v5, as Kafka answers.
+#[test]
+fn txn_offset_commit_v6_names_topics_by_id() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use sluice_protocol::adapted::WithTopicIds;
+    let broker = InProcessBroker::start();
+    let mut client = broker.client();
+    assert_eq!(create_topic(&mut client, "tx-ids", 1), NONE);
+    let id = topic_id(&mut client, "tx-ids");
+    let ghost = Uuid::from_u128(7);
+    let request = |generation: i32, ids: &[Uuid]| {
+        let mut req = TxnOffsetCommitRequest::default();
+        req.transactional_id = TransactionalId(StrBytes::from_static_str("no-such-txn"));
+        req.group_id = GroupId(StrBytes::from_static_str("g-tx"));
+        req.producer_id = ProducerId(1);
+        req.generation_id = generation;
+        req.topics = ids
+            .iter()
+            .map(|_| {
+                let mut p = TxnOffsetCommitRequestPartition::default();
+                p.committed_offset = 3;
+                let mut t = TxnOffsetCommitRequestTopic::default();
+                t.partitions = vec![p];
+                t
+            })
+            .collect();
+        WithTopicIds {
+            message: req,
+            topic_ids: ids.to_vec(),
+        }
+    };
+    let call = |client: &mut Client, version: i16, req: &WithTopicIds<TxnOffsetCommitRequest>| {
+        client.call::<_, WithTopicIds<TxnOffsetCommitResponse>>(
+            ApiKey::TxnOffsetCommit,
+            version,
+            req,
+        )
+    };
+    // No transaction is open for this id: every partition gets the transaction's refusal,
+    // and the answer names the topics by the ids asked for.
+    let resp = call(&mut client, 6, &request(-1, &[id, ghost]));
+    assert_eq!(resp.topic_ids, vec![id, ghost]);
+    let codes: Vec<i16> = resp
+        .message
+        .topics
+        .iter()
+        .map(|t| t.partitions[0].error_code)
+        .collect();
+    assert!(codes.iter().all(|c| *c != NONE), "{codes:?}");
+    // The v5 form of the same request (names, not ids) answers in names.
+    let mut v5 = request(-1, &[id]).message;
+    v5.topics[0].name = topic_name("tx-ids");
+    let resp5 = call(
+        &mut client,
+        5,
+        &WithTopicIds {
+            message: v5,
+            topic_ids: vec![],
+        },
+    );
+    assert_eq!(resp5.message.topics[0].name.0.as_str(), "tx-ids");
+}

@@ -165,6 +165,65 @@ fn api_versions_v5_request_is_kafkas() {
     assert_eq!((old.cluster_id, old.node_id), (None, -1));
 }
 
+// Goal: TxnOffsetCommit v6 request and response are Kafka's bytes: ids beside the crate's
+// structs, partitions as v5; ids that do not pair up with the topics refuse to encode.
+#[test]
+fn txn_offset_commit_v6_is_kafkas() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition as Part, TxnOffsetCommitRequestTopic as Topic,
+    };
+    let golden = "027402670000000000000005000200000003026d00020102030405060708090a0b0c0d0e0f10\
+                  02000000010000000000000007ffffffff00000000";
+    let mut p = Part::default();
+    p.partition_index = 1;
+    p.committed_offset = 7;
+    p.committed_leader_epoch = -1;
+    p.committed_metadata = None;
+    let mut t = Topic::default();
+    t.partitions = vec![p];
+    let mut req = TxnOffsetCommitRequest::default();
+    req.transactional_id = TransactionalId(StrBytes::from_static_str("t"));
+    req.group_id = GroupId(StrBytes::from_static_str("g"));
+    req.producer_id = ProducerId(5);
+    req.producer_epoch = 2;
+    req.generation_id = 3;
+    req.member_id = StrBytes::from_static_str("m");
+    req.topics = vec![t];
+    let with_ids = WithTopicIds {
+        message: req,
+        topic_ids: vec![id()],
+    };
+    let bytes = hex(&golden.replace(' ', ""));
+    let decoded = WithTopicIds::<TxnOffsetCommitRequest>::decode(&mut bytes.clone(), 6).unwrap();
+    assert_eq!(decoded, with_ids);
+    assert_eq!(encoded(&with_ids, 6), bytes);
+    for cut in 0..bytes.len() {
+        assert!(
+            WithTopicIds::<TxnOffsetCommitRequest>::decode(&mut bytes.slice(..cut), 6).is_err()
+        );
+    }
+    let unpaired = WithTopicIds {
+        topic_ids: vec![],
+        ..with_ids
+    };
+    assert!(unpaired.encode(&mut BytesMut::new(), 6).is_err());
+
+    let mut rp = TxnOffsetCommitResponsePartition::default();
+    rp.partition_index = 1;
+    let mut rt = TxnOffsetCommitResponseTopic::default();
+    rt.partitions = vec![rp];
+    let mut resp = TxnOffsetCommitResponse::default();
+    resp.topics = vec![rt];
+    let resp = WithTopicIds {
+        message: resp,
+        topic_ids: vec![id()],
+    };
+    let rbytes = hex("00000000020102030405060708090a0b0c0d0e0f1002000000010000000000");
+    assert_eq!(encoded(&resp, 6), rbytes);
+    let back = WithTopicIds::<TxnOffsetCommitResponse>::decode(&mut rbytes.clone(), 6).unwrap();
+    assert_eq!(back, resp);
+}
+
 // Goal: ListOffsets v11 and ApiVersions v5 responses are the previous version's bytes.
 #[test]
 fn unchanged_layouts_are_the_previous_versions() {

@@ -37,6 +37,10 @@ impl Reader {
         self.need(4)?;
         Ok(self.bytes.get_i32())
     }
+    pub fn i64(&mut self) -> Result<i64> {
+        self.need(8)?;
+        Ok(self.bytes.get_i64())
+    }
     pub fn bool(&mut self) -> Result<bool> {
         self.need(1)?;
         Ok(self.bytes.get_u8() != 0)
@@ -150,6 +154,9 @@ impl Writer {
     }
     pub fn i32(&mut self, v: i32) {
         self.out.put_i32(v);
+    }
+    pub fn i64(&mut self, v: i64) {
+        self.out.put_i64(v);
     }
     pub fn bool(&mut self, v: bool) {
         self.out.put_u8(u8::from(v));
