@@ -12,7 +12,7 @@
 #   start prints the bootstrap list (one address for one node) on stdout; pids prints the
 #   broker pids, one per line (for `sluice-bench --broker-pid`); wipe stops the node(s) and
 #   deletes their data.
-# Environment: KAFKA_VERSION (3.9.1), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1),
+# Environment: KAFKA_VERSION (4.4.0), KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (KAFKA_PORT + 1),
 #              KAFKA_HOME (.cache/kafka-$KAFKA_VERSION), KAFKA_HEAP (1G; 512M per node when
 #              KAFKA_NODES > 1), KAFKA_START_TIMEOUT_S (90), KAFKA_NODES (1),
 #              KAFKA_CLEANER_LOG (0; 1: the log cleaner's pass statistics in
@@ -34,7 +34,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-KAFKA_VERSION="${KAFKA_VERSION:-3.9.1}"
+KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
 KAFKA_HOME="${KAFKA_HOME:-$ROOT/.cache/kafka-$KAFKA_VERSION}"

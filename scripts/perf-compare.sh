@@ -6,13 +6,13 @@
 # both, interleaved), and stops both.
 #
 # Usage: scripts/perf-compare.sh [perf_compare.py options, e.g. --rounds 3 --mb 512 --scenarios e2e]
-# Environment: KAFKA_VERSION (4.1.1), KAFKA_PORT (19092), SLUICE_PERF_PORT (19192),
+# Environment: KAFKA_VERSION (4.4.0), KAFKA_PORT (19092), SLUICE_PERF_PORT (19192),
 #              PERF_DIR (target/perf)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-export KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+export KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
 SLUICE_PORT="${SLUICE_PERF_PORT:-19192}"
 PERF_DIR="${PERF_DIR:-$ROOT/target/perf}"

@@ -8,13 +8,13 @@
 # java-deps.sh when missing.
 #
 # Usage: scripts/tls-compare.sh [tls_compare.py options, e.g. --mb 256 --rounds 3]
-# Environment: KAFKA_VERSION (4.1.1), KAFKA_PORT (19092; its SSL listener is [::1] on the same
+# Environment: KAFKA_VERSION (4.4.0), KAFKA_PORT (19092; its SSL listener is [::1] on the same
 #              port), PERF_DIR (target/tls-compare), SLUICE_BIN (target/release/sluice)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-export KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+export KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
 PERF_DIR="${PERF_DIR:-$ROOT/target/tls-compare}"
 export KAFKA_SSL_DIR="$PERF_DIR/pki"

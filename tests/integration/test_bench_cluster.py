@@ -31,7 +31,7 @@ from conftest import sluice_bench_bin
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "kafka-local.sh"
 # The version the issue was reported against; override to test another.
-KAFKA_VERSION = os.environ.get("SLUICE_TEST_KAFKA_VERSION", "4.1.1")
+KAFKA_VERSION = os.environ.get("SLUICE_TEST_KAFKA_VERSION", "4.4.0")
 NODES = 3
 START_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 120

@@ -1,8 +1,8 @@
 """The one broker config table (issue 15): a real `sluice serve` configured at once from a
 server.properties file, SLUICE_* environment variables and --override flags, checked through a
 real client's DescribeConfigs on the broker resource (librdkafka's AdminClient) and through
-Kafka's own `kafka-configs.sh --describe --entity-type brokers --all` (ConfigCommand from the
-Kafka jars, when they are present): precedence flags > env > file > default, every setting of
+Kafka's own `kafka-configs.sh --describe --entity-type brokers --all` (ConfigCommand from
+kafka-tools 4.4, fetched by scripts/java-deps.sh): precedence flags > env > file > default, every setting of
 docs/configuration.md listed with its source, sensitive ones null, topic defaults fed by the
 log.* settings; and unknown keys refused at start, from every source, with a suggestion."""
 
@@ -17,9 +17,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Res
 
 from conftest import sluice_bin
 from helpers import create_topic
+from java_client import java_cmd, java_cp  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
-KAFKA_LIBS = REPO / ".cache" / "kafka-4.1.1" / "libs"
+# kafka-configs.sh's class since Kafka 4.x moved it from the broker jars to kafka-tools.
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
 STATIC = ConfigSource.STATIC_BROKER_CONFIG.value
 DEFAULT = ConfigSource.DEFAULT_CONFIG.value
 
@@ -109,14 +111,11 @@ def test_sources_and_precedence_through_describe_configs(configured, topic_name)
     assert (t["index.interval.bytes"].value, t["index.interval.bytes"].source) == ("4096", DEFAULT)
 
 
-def test_kafka_configs_describe_all(configured):
+def test_kafka_configs_describe_all(configured, java_cp):
     """Goal: Kafka's own ConfigCommand reads the broker's settings: every documented key,
     the values set through each source, sensitive ones hidden."""
-    if not any(KAFKA_LIBS.glob("kafka_2.13-*.jar")):
-        pytest.skip(f"Kafka's jars are not in {KAFKA_LIBS}")
-    cmd = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", f"{KAFKA_LIBS}/*",
-           "kafka.admin.ConfigCommand", "--bootstrap-server", configured.bootstrap, "--describe",
-           "--entity-type", "brokers", "--entity-name", "1", "--all"]
+    cmd = java_cmd(CONFIG_COMMAND, ["--bootstrap-server", configured.bootstrap, "--describe",
+                                    "--entity-type", "brokers", "--entity-name", "1", "--all"])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout

@@ -1,6 +1,5 @@
-"""Kafka's own `kafka-configs.sh` (`kafka.admin.ConfigCommand` from the Kafka 4.1.1 broker jars
-that `scripts/kafka-local.sh fetch` puts in .cache/kafka-4.1.1/libs) against a real `sluice
-serve` (issue 14), unchanged: SCRAM users (add, describe, delete), client quotas for users,
+"""Kafka's own `kafka-configs.sh` (`org.apache.kafka.tools.ConfigCommand` from kafka-tools 4.4.0,
+fetched by scripts/java-deps.sh) against a real `sluice serve` (issue 14), unchanged: SCRAM users (add, describe, delete), client quotas for users,
 client ids, defaults and (user, client id) pairs (add, describe, delete), topic configs (alter,
 describe, delete) and broker describe. What the tool writes is checked through another client:
 a SCRAM user it made logs in over SASL_SSL with librdkafka, also after a restart, and is
@@ -9,7 +8,6 @@ refused once the tool deleted its credential.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,31 +15,24 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from java_client import JVM_FLAGS
+from java_client import JVM_FLAGS, classpath
 from test_security import (addr, auth_error, consume, pki, produce, secured,  # noqa: F401
                            ssl_conf, started, tls_props)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-KAFKA_VERSION = "4.1.1"
-KAFKA_LIBS = REPO_ROOT / ".cache" / f"kafka-{KAFKA_VERSION}" / "libs"
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+# kafka-configs.sh's class since Kafka 4.x moved it from the broker jars to kafka-tools.
+CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
 LISTENERS = "PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:0"
 
 
 @pytest.fixture(scope="module")
-def kafka_libs() -> Path:
-    """Kafka's broker jars (ConfigCommand lives in the core jar, not in kafka-tools)."""
-    if not (KAFKA_LIBS / ".complete").exists():
-        r = subprocess.run([str(REPO_ROOT / "scripts" / "kafka-local.sh"), "fetch"],
-                           env={**os.environ, "KAFKA_VERSION": KAFKA_VERSION},
-                           capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, f"kafka-local.sh fetch failed:\n{r.stderr[-3000:]}"
-    return KAFKA_LIBS
+def kafka_libs() -> str:
+    """The classpath with kafka-tools (ConfigCommand) and the Java client."""
+    return classpath()
 
 
-def kafka_configs(libs: Path, b, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
+def kafka_configs(libs: str, b, *args: str, bootstrap: str | None = None) -> subprocess.CompletedProcess:
     """Runs ConfigCommand against `bootstrap` (default: b's PLAINTEXT listener)."""
-    cmd = ["java", *JVM_FLAGS, "-cp", f"{libs}/*", CONFIG_COMMAND,
+    cmd = ["java", *JVM_FLAGS, "-cp", libs, CONFIG_COMMAND,
            "--bootstrap-server", bootstrap or addr(b, "PLAINTEXT"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
