@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use parking_lot::RwLock;
+use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 use sluice_log::{LogError, LogManager, PartitionKey, TopicId};
 use uuid::Uuid;
@@ -95,7 +95,10 @@ struct Maps {
 
 #[derive(Debug)]
 pub struct TopicRegistry {
-    maps: RwLock<Maps>,
+    /// The published maps. Produce, fetch and the offset APIs resolve names and ids on every
+    /// request: loading the current maps takes no lock (`ArcSwap`); a change builds the next
+    /// maps aside (under `admin`) and publishes them whole.
+    maps: ArcSwap<Maps>,
     /// Serializes mutations; held only on blocking threads, never across `.await`.
     admin: Mutex<()>,
     meta_dir: PathBuf,
@@ -240,7 +243,7 @@ impl TopicRegistry {
             Err(e) => return Err(e),
         };
         let reg = Self {
-            maps: RwLock::new(Maps::default()),
+            maps: ArcSwap::from_pointee(Maps::default()),
             admin: Mutex::new(()),
             meta_dir,
             cluster_id: meta.cluster_id.clone(),
@@ -266,16 +269,16 @@ impl TopicRegistry {
                 }
             }
         }
-        *reg.maps.write() = maps;
+        reg.maps.store(Arc::new(maps));
         Ok(reg)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
-        self.maps.read().by_name.get(name).cloned()
+        self.maps.load().by_name.get(name).cloned()
     }
 
     pub fn get_by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
-        self.maps.read().by_id.get(&id).cloned()
+        self.maps.load().by_id.get(&id).cloned()
     }
 
     /// All topics, sorted by name.
@@ -286,7 +289,7 @@ impl TopicRegistry {
     /// Every topic, by name, and the registry's version: a number that differs whenever the
     /// set of topics (or a topic) differs.
     pub fn all_with_version(&self) -> (Vec<Arc<Topic>>, u64) {
-        let m = self.maps.read();
+        let m = self.maps.load();
         let mut v: Vec<_> = m.by_name.values().cloned().collect();
         let version = m.version;
         drop(m);
@@ -296,7 +299,7 @@ impl TopicRegistry {
 
     fn partitions_total(&self) -> usize {
         self.maps
-            .read()
+            .load()
             .by_name
             .values()
             .map(|t| t.partitions.len())
@@ -406,7 +409,7 @@ impl TopicRegistry {
             }
             return Err(e);
         }
-        *self.maps.write() = next;
+        self.maps.store(Arc::new(next));
         tracing::info!(topic = name, partitions, id = %topic.id, "created topic");
         Ok(topic)
     }
@@ -423,7 +426,7 @@ impl TopicRegistry {
         }
         next.by_name.remove(&topic.name);
         self.persist(&next)?;
-        *self.maps.write() = next;
+        self.maps.store(Arc::new(next));
         for k in &topic.partitions {
             if let Err(e) = log.delete_partition(k) {
                 tracing::error!(topic = %k.topic, partition = k.partition, error = %e, "deleting partition files failed; they are removed on next start");
@@ -525,12 +528,12 @@ impl TopicRegistry {
         next.by_id.insert(topic.id, topic.clone());
         next.by_name.insert(topic.name.clone(), topic);
         self.persist(&next)?;
-        *self.maps.write() = next;
+        self.maps.store(Arc::new(next));
         Ok(())
     }
 
     fn snapshot(&self) -> Maps {
-        let m = self.maps.read();
+        let m = self.maps.load();
         Maps {
             by_name: m.by_name.clone(),
             by_id: m.by_id.clone(),

@@ -15,8 +15,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchResponse, MetadataRequest, MetadataResponse,
+    ApiKey, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse,
+    MetadataRequest, MetadataResponse,
 };
 
 const NONE: i16 = 0;
@@ -47,8 +47,11 @@ fn fetch(client: &mut Client, topic: &str, partition: i32, offset: i64) -> Fetch
 fn api_versions_advertises_exactly_the_handler_table() {
     let broker = InProcessBroker::start();
     let mut client = broker.client();
-    let resp: ApiVersionsResponse =
-        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let resp: ApiVersionsResponse = client.call(
+        ApiKey::ApiVersions,
+        3,
+        &crate::common::api_versions_request(),
+    );
     assert_eq!(resp.error_code, NONE);
     let advertised: Vec<_> = sluice_broker::api_table::apis()
         .iter()
@@ -77,8 +80,11 @@ fn api_versions_advertises_exactly_the_handler_table() {
 fn produce_v0_to_v2_are_listed_but_refused() {
     let broker = InProcessBroker::start();
     let mut client = broker.client();
-    let resp: ApiVersionsResponse =
-        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let resp: ApiVersionsResponse = client.call(
+        ApiKey::ApiVersions,
+        3,
+        &crate::common::api_versions_request(),
+    );
     let produce = resp
         .api_keys
         .iter()
@@ -99,8 +105,11 @@ fn produce_v0_to_v2_are_listed_but_refused() {
         );
     }
     // The broker goes on serving everyone else.
-    let again: ApiVersionsResponse =
-        client.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let again: ApiVersionsResponse = client.call(
+        ApiKey::ApiVersions,
+        3,
+        &crate::common::api_versions_request(),
+    );
     assert_eq!(again.error_code, NONE);
 }
 

@@ -106,8 +106,11 @@ fn sasl_handshake_names_the_mechanisms_and_plain_checks_the_password() {
     let (mut alice, ok) = login(&broker, "alice", "alice-pw");
     assert_eq!(ok, NONE);
     // Authenticated: the connection now serves ordinary requests.
-    let versions: ApiVersionsResponse =
-        alice.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let versions: ApiVersionsResponse = alice.call(
+        ApiKey::ApiVersions,
+        3,
+        &crate::common::api_versions_request(),
+    );
     assert_eq!(versions.error_code, NONE);
 }
 

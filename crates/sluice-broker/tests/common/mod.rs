@@ -197,6 +197,15 @@ pub fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// An ApiVersions request as a client sends it: from v3 Kafka (and Sluice) refuse one
+/// without a legal client software name and version.
+pub fn api_versions_request() -> kafka_protocol::messages::ApiVersionsRequest {
+    let mut r = kafka_protocol::messages::ApiVersionsRequest::default();
+    r.client_software_name = StrBytes::from_static_str("sluice-test");
+    r.client_software_version = StrBytes::from_static_str("1.0");
+    r
+}
+
 pub fn topic_name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_owned()))
 }
