@@ -126,6 +126,8 @@ offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
 EOF
     if [ -n "$KAFKA_SSL_DIR" ]; then
         cat >>"$KAFKA_HOME/server.properties" <<EOF
