@@ -116,15 +116,16 @@ impl Adapted for OffsetCommitRequest {
         req.generation_id_or_member_epoch = r.i32()?;
         req.member_id = r.compact_string()?;
         req.group_instance_id = r.compact_nullable_string()?;
-        req.topics = r.compact_array(|r| {
-            let mut t = OffsetCommitRequestTopic::default();
-            t.topic_id = r.uuid()?;
-            t.partitions = r.compact_array(|r| {
-                r.crate_struct::<OffsetCommitRequestPartition>(Self::CRATE_MAX)
-            })?;
-            r.tags()?;
-            Ok(t)
-        })?;
+        req.topics = r
+            .id_topics::<OffsetCommitRequestPartition>(Self::CRATE_MAX)?
+            .into_iter()
+            .map(|(id, partitions)| {
+                let mut t = OffsetCommitRequestTopic::default();
+                t.topic_id = id;
+                t.partitions = partitions;
+                t
+            })
+            .collect();
         r.tags()?;
         Ok(req)
     }
@@ -133,11 +134,12 @@ impl Adapted for OffsetCommitRequest {
         w.i32(self.generation_id_or_member_epoch);
         w.compact_string(&self.member_id);
         w.compact_nullable_string(self.group_instance_id.as_deref());
-        w.compact_array(&self.topics, |w, t| {
-            w.uuid(t.topic_id);
-            w.compact_array(&t.partitions, |w, p| w.crate_struct(p, Self::CRATE_MAX));
-            w.no_tags();
-        });
+        let topics: Vec<_> = self
+            .topics
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.as_slice()))
+            .collect();
+        w.id_topics(&topics, Self::CRATE_MAX);
         w.no_tags();
     }
 }
@@ -148,25 +150,27 @@ impl Adapted for OffsetCommitResponse {
     fn read(r: &mut Reader) -> Result<Self> {
         let mut resp = OffsetCommitResponse::default();
         resp.throttle_time_ms = r.i32()?;
-        resp.topics = r.compact_array(|r| {
-            let mut t = OffsetCommitResponseTopic::default();
-            t.topic_id = r.uuid()?;
-            t.partitions = r.compact_array(|r| {
-                r.crate_struct::<OffsetCommitResponsePartition>(Self::CRATE_MAX)
-            })?;
-            r.tags()?;
-            Ok(t)
-        })?;
+        resp.topics = r
+            .id_topics::<OffsetCommitResponsePartition>(Self::CRATE_MAX)?
+            .into_iter()
+            .map(|(id, partitions)| {
+                let mut t = OffsetCommitResponseTopic::default();
+                t.topic_id = id;
+                t.partitions = partitions;
+                t
+            })
+            .collect();
         r.tags()?;
         Ok(resp)
     }
     fn write(&self, w: &mut Writer) {
         w.i32(self.throttle_time_ms);
-        w.compact_array(&self.topics, |w, t| {
-            w.uuid(t.topic_id);
-            w.compact_array(&t.partitions, |w, p| w.crate_struct(p, Self::CRATE_MAX));
-            w.no_tags();
-        });
+        let topics: Vec<_> = self
+            .topics
+            .iter()
+            .map(|t| (t.topic_id, t.partitions.as_slice()))
+            .collect();
+        w.id_topics(&topics, Self::CRATE_MAX);
         w.no_tags();
     }
 }
@@ -223,15 +227,16 @@ impl Adapted for OffsetFetchResponse {
         resp.groups = r.compact_array(|r| {
             let mut g = OffsetFetchResponseGroup::default();
             g.group_id = GroupId(r.compact_string()?);
-            g.topics = r.compact_array(|r| {
-                let mut t = OffsetFetchResponseTopics::default();
-                t.topic_id = r.uuid()?;
-                t.partitions = r.compact_array(|r| {
-                    r.crate_struct::<OffsetFetchResponsePartitions>(Self::CRATE_MAX)
-                })?;
-                r.tags()?;
-                Ok(t)
-            })?;
+            g.topics = r
+                .id_topics::<OffsetFetchResponsePartitions>(Self::CRATE_MAX)?
+                .into_iter()
+                .map(|(id, partitions)| {
+                    let mut t = OffsetFetchResponseTopics::default();
+                    t.topic_id = id;
+                    t.partitions = partitions;
+                    t
+                })
+                .collect();
             g.error_code = r.i16()?;
             r.tags()?;
             Ok(g)
@@ -243,11 +248,12 @@ impl Adapted for OffsetFetchResponse {
         w.i32(self.throttle_time_ms);
         w.compact_array(&self.groups, |w, g| {
             w.compact_string(&g.group_id.0);
-            w.compact_array(&g.topics, |w, t| {
-                w.uuid(t.topic_id);
-                w.compact_array(&t.partitions, |w, p| w.crate_struct(p, Self::CRATE_MAX));
-                w.no_tags();
-            });
+            let topics: Vec<_> = g
+                .topics
+                .iter()
+                .map(|t| (t.topic_id, t.partitions.as_slice()))
+                .collect();
+            w.id_topics(&topics, Self::CRATE_MAX);
             w.i16(g.error_code);
             w.no_tags();
         });
@@ -290,16 +296,16 @@ impl Decodable for WithTopicIds<TxnOffsetCommitRequest> {
         req.generation_id = r.i32()?;
         req.member_id = r.compact_string()?;
         req.group_instance_id = r.compact_nullable_string()?;
-        let mut topic_ids = Vec::new();
-        req.topics = r.compact_array(|r| {
-            let mut t = TxnOffsetCommitRequestTopic::default();
-            topic_ids.push(r.uuid()?);
-            t.partitions = r.compact_array(|r| {
-                r.crate_struct::<TxnOffsetCommitRequestPartition>(TXN_OFFSET_COMMIT_CRATE_MAX)
-            })?;
-            r.tags()?;
-            Ok(t)
-        })?;
+        let (topic_ids, topics) = r
+            .id_topics::<TxnOffsetCommitRequestPartition>(TXN_OFFSET_COMMIT_CRATE_MAX)?
+            .into_iter()
+            .map(|(id, partitions)| {
+                let mut t = TxnOffsetCommitRequestTopic::default();
+                t.partitions = partitions;
+                (id, t)
+            })
+            .unzip();
+        req.topics = topics;
         r.tags()?;
         Ok(Self {
             message: req,
@@ -323,14 +329,12 @@ impl Encodable for WithTopicIds<TxnOffsetCommitRequest> {
         w.compact_string(&m.member_id);
         w.compact_nullable_string(m.group_instance_id.as_deref());
         let ids = self.ids(m.topics.len())?;
-        let topics: Vec<_> = m.topics.iter().zip(ids).collect();
-        w.compact_array(&topics, |w, (t, id)| {
-            w.uuid(**id);
-            w.compact_array(&t.partitions, |w, p| {
-                w.crate_struct(p, TXN_OFFSET_COMMIT_CRATE_MAX)
-            });
-            w.no_tags();
-        });
+        let topics: Vec<_> = ids
+            .iter()
+            .zip(&m.topics)
+            .map(|(id, t)| (*id, t.partitions.as_slice()))
+            .collect();
+        w.id_topics(&topics, TXN_OFFSET_COMMIT_CRATE_MAX);
         w.no_tags();
         buf.put_slice(&w.finish()?);
         Ok(())
@@ -364,16 +368,16 @@ impl Decodable for WithTopicIds<TxnOffsetCommitResponse> {
         let mut r = Reader::new(buf.copy_to_bytes(buf.remaining()));
         let mut resp = TxnOffsetCommitResponse::default();
         resp.throttle_time_ms = r.i32()?;
-        let mut topic_ids = Vec::new();
-        resp.topics = r.compact_array(|r| {
-            let mut t = TxnOffsetCommitResponseTopic::default();
-            topic_ids.push(r.uuid()?);
-            t.partitions = r.compact_array(|r| {
-                r.crate_struct::<TxnOffsetCommitResponsePartition>(TXN_OFFSET_COMMIT_CRATE_MAX)
-            })?;
-            r.tags()?;
-            Ok(t)
-        })?;
+        let (topic_ids, topics) = r
+            .id_topics::<TxnOffsetCommitResponsePartition>(TXN_OFFSET_COMMIT_CRATE_MAX)?
+            .into_iter()
+            .map(|(id, partitions)| {
+                let mut t = TxnOffsetCommitResponseTopic::default();
+                t.partitions = partitions;
+                (id, t)
+            })
+            .unzip();
+        resp.topics = topics;
         r.tags()?;
         Ok(Self {
             message: resp,
@@ -391,14 +395,12 @@ impl Encodable for WithTopicIds<TxnOffsetCommitResponse> {
         let mut w = Writer::default();
         w.i32(m.throttle_time_ms);
         let ids = self.ids(m.topics.len())?;
-        let topics: Vec<_> = m.topics.iter().zip(ids).collect();
-        w.compact_array(&topics, |w, (t, id)| {
-            w.uuid(**id);
-            w.compact_array(&t.partitions, |w, p| {
-                w.crate_struct(p, TXN_OFFSET_COMMIT_CRATE_MAX)
-            });
-            w.no_tags();
-        });
+        let topics: Vec<_> = ids
+            .iter()
+            .zip(&m.topics)
+            .map(|(id, t)| (*id, t.partitions.as_slice()))
+            .collect();
+        w.id_topics(&topics, TXN_OFFSET_COMMIT_CRATE_MAX);
         w.no_tags();
         buf.put_slice(&w.finish()?);
         Ok(())

@@ -131,6 +131,17 @@ impl Reader {
     pub fn crate_struct<T: Decodable>(&mut self, version: i16) -> Result<T> {
         T::decode(&mut self.bytes, version)
     }
+
+    /// The shape every topic-id version here shares: a compact array of topics, each a UUID
+    /// and a compact array of partitions laid out as the crate's at `version`, then tags.
+    pub fn id_topics<P: Decodable>(&mut self, version: i16) -> Result<Vec<(Uuid, Vec<P>)>> {
+        self.compact_array(|r| {
+            let id = r.uuid()?;
+            let partitions = r.compact_array(|r| r.crate_struct::<P>(version))?;
+            r.tags()?;
+            Ok((id, partitions))
+        })
+    }
 }
 
 /// A body being encoded; the first failure (of a nested crate struct) is kept and
@@ -213,6 +224,15 @@ impl Writer {
         if let Err(e) = v.encode(&mut self.out, version) {
             self.failed.get_or_insert(e);
         }
+    }
+
+    /// Topics named by id with their partitions: see [`Reader::id_topics`].
+    pub fn id_topics<P: Encodable>(&mut self, topics: &[(Uuid, &[P])], version: i16) {
+        self.compact_array(topics, |w, (id, partitions)| {
+            w.uuid(*id);
+            w.compact_array(partitions, |w, p| w.crate_struct(p, version));
+            w.no_tags();
+        });
     }
 
     fn fail(&mut self, why: &str) {
