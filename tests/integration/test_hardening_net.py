@@ -334,6 +334,35 @@ def test_bare_size_prefixes_do_not_starve_other_clients(broker, topic_name):
 # ---------------------------------------------------------------------------
 # item 8: idle connections locking everyone out
 # ---------------------------------------------------------------------------
+def test_defaults_keep_one_host_from_every_slot(sluice_factory, topic_name):
+    """Goal: at the default settings one host cannot take every connection slot (issue 32:
+    4,100 idle connections from one host locked every other client out).
+    Method: a broker with no connection settings; 1,100 idle connections from 127.0.0.2 (more
+    than the per-address default of 1,024, fewer than max.connections' 4,096): at most 1,024
+    stay open, and a producer on 127.0.0.1 connecting afterwards is still served. Before the
+    fix the per-address default was the total, so all 1,100 stayed open (and 4,100 would have
+    filled every slot)."""
+    b = sluice_factory()
+    create_topic(b.bootstrap, topic_name)
+    attackers = []
+    for _ in range(1100):
+        try:
+            attackers.append(connect_from(b.bootstrap, "127.0.0.2"))
+        except OSError:
+            pass
+    time.sleep(1)
+    still_open = [s for s in attackers if not closed_by_peer(s)]
+    try:
+        assert len(attackers) > 1024, f"only {len(attackers)} connections were made"
+        assert 1000 <= len(still_open) <= 1024, f"{len(still_open)} connections open from one address"
+        p = warm_producer(b.bootstrap, topic_name)
+        acked, errs = ack_latencies(p, topic_name, 10)
+        assert not errs and len(acked) == 10
+    finally:
+        for s in attackers:
+            s.close()
+
+
 def test_per_ip_connection_limit_keeps_others_served(sluice_factory, topic_name):
     """Goal: `max.connections.per.ip` stops one address from taking every connection slot,
     and `max.connections.per.ip.overrides` lifts it for a named address.
@@ -440,14 +469,17 @@ def test_parked_fetches_stop_when_their_client_closes(broker, topic_name):
     assert broker.alive()
 
 
-def test_commits_wake_only_fetches_of_their_partition(broker):
+def test_commits_wake_only_fetches_of_their_partition(sluice_factory):
     """Goal: a commit wakes only the long polls of the partitions it moved, so thousands of
     fetches parked on an idle topic cost producers elsewhere nothing.
     Method: 300 acks=all records (linger 0, one in flight at a time) to topic `busy`,
-    first with no parked fetches, then with 2,000 fetches parked on topic `idle`. The
+    first with no parked fetches, then with 2,000 fetches parked on topic `idle` (all from
+    127.0.0.1, so the per-address limit is raised above its default of 1,024). The
     broker's CPU time per record with the parked fetches stays under 2x (plus a small
     allowance) of the time without them; ack latencies are printed. Before the fix every
     commit woke all 2,000 fetches and the CPU per record grew by well over 2x."""
+    broker = sluice_factory(["--retention-check-interval-ms", "200",
+                             "--override", "max.connections.per.ip=4096"])
     create_topic(broker.bootstrap, "busy")
     create_topic(broker.bootstrap, "idle")
     pid = broker.proc.pid

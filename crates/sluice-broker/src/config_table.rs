@@ -598,7 +598,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     D::new("max.connections", Int, "4096", Cw, Net, "Concurrent connections.",
         |c, _, v| { c.max_connections = num(v)?; Ok(()) },
         Some(|c| c.max_connections.to_string())).check(Check::Min(1)),
-    D::new("max.connections.per.ip", Int, "4096", Cw, Net, "Concurrent connections per client address.",
+    D::new("max.connections.per.ip", Int, "1024", Cw, Net, "Concurrent connections per client address (a quarter of max.connections' default, so one host cannot take every slot; Kafka: unlimited).",
         |c, _, v| { c.max_connections_per_ip = num(v)?; Ok(()) },
         Some(|c| c.max_connections_per_ip.to_string())).check(Check::Min(1)),
     D::new("max.connections.per.ip.overrides", Str, "", Cw, Net,

@@ -17,9 +17,10 @@ pub const FRAME_READ_TIMEOUT_MS: u64 = 30_000;
 /// Concurrent client connections (`max.connections`); connections beyond it are closed at once.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 4096;
 /// Concurrent connections from one IP address (`max.connections.per.ip`). Kafka's default is
-/// unlimited, so ours is [`CONNECTIONS_MAX_DEFAULT`]: the idle timeout below is what frees
-/// slots by default; operators facing untrusted networks set this lower.
-pub const CONNECTIONS_PER_IP_MAX_DEFAULT: usize = CONNECTIONS_MAX_DEFAULT;
+/// unlimited; ours is a quarter of [`CONNECTIONS_MAX_DEFAULT`], so at the defaults one host
+/// (4,100 idle connections was enough before) cannot take every slot and lock every other
+/// client out. Hosts that need more get `max.connections.per.ip.overrides`.
+pub const CONNECTIONS_PER_IP_MAX_DEFAULT: usize = CONNECTIONS_MAX_DEFAULT / 4;
 /// A connection with no bytes received and no response owed for this long is closed
 /// (`connections.max.idle.ms`, Kafka's default 10 minutes), so idle sockets cannot hold
 /// `max.connections` slots forever.
@@ -141,7 +142,7 @@ const _: () = assert!(
     "producers pipeline at least 5 requests"
 );
 const _: () = assert!(REQUEST_BYTES_MAX_DEFAULT <= QUEUED_REQUEST_BYTES_MAX_DEFAULT);
-const _: () = assert!(CONNECTIONS_PER_IP_MAX_DEFAULT <= CONNECTIONS_MAX_DEFAULT);
+const _: () = assert!(CONNECTIONS_PER_IP_MAX_DEFAULT < CONNECTIONS_MAX_DEFAULT);
 const _: () = assert!(
     FETCH_MAX_BYTES_DEFAULT * FETCH_READ_BUDGET_DIVISOR <= QUEUED_REQUEST_BYTES_MAX_DEFAULT,
     "by default the budget does not lower fetch.max.bytes"
