@@ -93,8 +93,9 @@ impl<T: Adapted + Encodable> Encodable for Versioned<T> {
         Ok(())
     }
 
-    // Sizing writes the body once more: adapted versions are rare (offset commits and
-    // fetches of Kafka 4.4 clients), and the bodies are small.
+    // Sizing writes the body once more: these are offset and admin answers (a Java 4.x
+    // consumer commits at v10, a few times a second at most), never the produce or fetch
+    // path, and their bodies are small.
     fn compute_size(&self, version: i16) -> Result<usize> {
         if version < T::FIRST_ADAPTED {
             return self.0.compute_size(version);
