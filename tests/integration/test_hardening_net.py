@@ -57,6 +57,19 @@ def connect_from(bootstrap: str, source_ip: str, timeout: float = 5.0) -> socket
     return s
 
 
+def flood_from(bootstrap: str, source_ip: str, count: int) -> tuple[list[socket.socket], list[socket.socket]]:
+    """Opens up to `count` idle connections from `source_ip` (refused ones are skipped), waits
+    a second for the broker to close what it will, and returns (all made, still open)."""
+    made = []
+    for _ in range(count):
+        try:
+            made.append(connect_from(bootstrap, source_ip))
+        except OSError:
+            pass
+    time.sleep(1)
+    return made, [s for s in made if not closed_by_peer(s)]
+
+
 def closed_by_peer(s: socket.socket) -> bool:
     """True when the broker has closed `s` (EOF or reset pending); never blocks."""
     timeout = s.gettimeout()
@@ -344,14 +357,7 @@ def test_defaults_keep_one_host_from_every_slot(sluice_factory, topic_name):
     filled every slot)."""
     b = sluice_factory()
     create_topic(b.bootstrap, topic_name)
-    attackers = []
-    for _ in range(1100):
-        try:
-            attackers.append(connect_from(b.bootstrap, "127.0.0.2"))
-        except OSError:
-            pass
-    time.sleep(1)
-    still_open = [s for s in attackers if not closed_by_peer(s)]
+    attackers, still_open = flood_from(b.bootstrap, "127.0.0.2", 1100)
     try:
         assert len(attackers) > 1024, f"only {len(attackers)} connections were made"
         assert 1000 <= len(still_open) <= 1024, f"{len(still_open)} connections open from one address"
@@ -379,14 +385,7 @@ def test_per_ip_connection_limit_keeps_others_served(sluice_factory, topic_name)
     assert not errs
     pid = b.proc.pid
     rss_before = proc_kb(pid, "VmRSS")
-    attackers = []
-    for _ in range(200):
-        try:
-            attackers.append(connect_from(b.bootstrap, "127.0.0.2"))
-        except OSError:
-            pass
-    time.sleep(1)
-    still_open = [s for s in attackers if not closed_by_peer(s)]
+    attackers, still_open = flood_from(b.bootstrap, "127.0.0.2", 200)
     attacked, errs = ack_latencies(p, topic_name, 40)
     print(f"200 connections from 127.0.0.2: {len(still_open)} kept open")
     print(latency_line("ack latency, no attack", base))

@@ -19,9 +19,10 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use sluice_coordinator::{ConsumerHeartbeatRequest, GroupReply};
 use uuid::Uuid;
 
+use super::metadata::topic_view;
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
-use crate::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
+use crate::groups::OFFSETS_TOPIC;
+use crate::txns::TXN_STATE_TOPIC;
 use crate::{acl, error_code};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
@@ -55,7 +56,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
         client_host: format!("/{}", ctx.peer.ip()),
         api_version: ctx.version,
     };
-    let topics = topics_snapshot(&ctx.broker.topics);
+    let topics = topics_snapshot(&ctx);
     let groups = &ctx.broker.groups;
     let (id, rx) = groups.park();
     groups.call(|c, now| ((), c.consumer_group_heartbeat(now, id, beat, &topics)));
@@ -99,9 +100,10 @@ fn refusal(ctx: &Ctx, req: &ConsumerGroupHeartbeatRequest) -> Option<i16> {
 }
 
 /// The topics as the coordinator sees them (name → topic id, partition count), for KIP-848
-/// subscriptions: the registry's and the two internal topics, which it does not hold.
-fn topics_snapshot(topics: &crate::topics::TopicRegistry) -> sluice_coordinator::TopicsSnapshot {
-    let (all, version) = topics.all_with_version();
+/// subscriptions: the registry's and the two internal topics, which it does not hold (as
+/// Metadata describes them: `metadata::topic_view`).
+fn topics_snapshot(ctx: &Ctx) -> sluice_coordinator::TopicsSnapshot {
+    let (all, version) = ctx.broker.topics.all_with_version();
     let mut snap = sluice_coordinator::TopicsSnapshot::with_version(version);
     for t in all {
         snap.insert(
@@ -110,11 +112,9 @@ fn topics_snapshot(topics: &crate::topics::TopicRegistry) -> sluice_coordinator:
             t.partitions.len() as i32,
         );
     }
-    snap.insert(
-        OFFSETS_TOPIC.to_string(),
-        OFFSETS_TOPIC_ID.0,
-        OFFSETS_TOPIC_PARTITIONS,
-    );
-    snap.insert(TXN_STATE_TOPIC.to_string(), TXN_STATE_TOPIC_ID.0, 1);
+    for internal in [OFFSETS_TOPIC, TXN_STATE_TOPIC] {
+        let v = topic_view(ctx, internal).expect("an internal topic");
+        snap.insert(v.name, *v.id.as_bytes(), v.partitions);
+    }
     snap
 }
