@@ -561,3 +561,65 @@ def test_a_client_that_stops_reading_is_closed(sluice_factory, topic_name):
     p = ck_producer(b.bootstrap)
     p.produce(topic_name, value=b"after", partition=0)
     assert p.flush(10) == 0
+
+
+def bad_requests() -> dict[str, bytes]:
+    """One request of each malformed kind a client can send at will, by the broker's log
+    line for it: a negative size prefix; a header naming an API key that does not exist; a
+    Metadata v1 whose body claims 1,000 topics and holds none."""
+    return {
+        "bad frame; closing connection": struct.pack(">i", -7),
+        "unusable request; closing connection": kwire.frame(kwire.header_v1(999, 0, 1)),
+        "malformed request; closing connection":
+            kwire.frame(kwire.header_v1(kwire.METADATA, 1, 1) + kwire.i32(1000)),
+    }
+
+
+def send_and_close(bootstrap: str, request: bytes) -> None:
+    """Sends `request` on a fresh connection and waits (briefly) for the broker to close it."""
+    with kwire.connect(bootstrap) as s:
+        s.sendall(request)
+        kwire.wait_closed(s, timeout=2.0)
+
+
+def test_malformed_request_floods_write_a_bounded_number_of_log_lines(broker, topic_name):
+    """Goal: malformed frames and requests, which any client can send at will, cost the log
+    at most one line per kind per LOG_LINE_INTERVAL_MS (10 s), and that line counts what was
+    left out; the broker keeps serving through the flood. Before, every one wrote a WARN.
+    Method: 400 connections each for three kinds (negative size prefix, unknown API key,
+    a Metadata body that does not decode), each closed by the broker; count the broker's
+    log lines of each kind written since the flood began (one each while the flood lasts
+    under 10 s); an acks=all producer still gets its record acknowledged; 10 s after the
+    first lines, one more of each kind writes a line with `suppressed=399`."""
+    per_kind = 400
+    requests = bad_requests()
+    log_start = len(broker.stderr_text())
+    started = time.monotonic()
+    for request in requests.values():
+        for _ in range(per_kind):
+            send_and_close(broker.bootstrap, request)
+    elapsed = time.monotonic() - started
+    time.sleep(0.5)
+    log = broker.stderr_text()[log_start:]
+    lines = {kind: [l for l in log.splitlines() if kind in l] for kind in requests}
+    allowed = 1 + int(elapsed // 10)
+    print(f"{3 * per_kind} malformed requests in {elapsed:.1f} s: "
+          + ", ".join(f"{kind.split(';')[0]}: {len(ls)} lines" for kind, ls in lines.items()))
+    for kind, ls in lines.items():
+        assert 1 <= len(ls) <= allowed, f"{kind}: {len(ls)} lines for {per_kind} requests in {elapsed:.1f} s"
+    # The broker serves well-behaved clients through it and after it.
+    create_topic(broker.bootstrap, topic_name)
+    p = ck_producer(broker.bootstrap)
+    p.produce(topic_name, value=b"after the flood", partition=0)
+    assert p.flush(10) == 0
+    # The next line of each kind, one interval later, says how many were left out.
+    time.sleep(max(0.0, started + 10.5 - time.monotonic()))
+    log_mark = len(broker.stderr_text())
+    for request in requests.values():
+        send_and_close(broker.bootstrap, request)
+    time.sleep(0.5)
+    later = broker.stderr_text()[log_mark:].splitlines()
+    if elapsed < 10:
+        for kind in requests:
+            [line] = [l for l in later if kind in l]
+            assert f"suppressed={per_kind - 1}" in line, line

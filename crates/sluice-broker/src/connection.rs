@@ -67,6 +67,7 @@ use crate::frame_buffers::FrameBuffers;
 use crate::handlers::fetch::FetchCall;
 use crate::handlers::produce::{self, ProduceCall};
 use crate::handlers::{self, Calls, Reply, Started};
+use crate::log_limit::{self, info_limited, warn_limited};
 use crate::memory::{self, Overdraft, Reservation};
 use crate::response_chunks::{self, ChunkedFrame};
 use crate::sasl::{Gate, Session};
@@ -240,7 +241,7 @@ impl Reader<'_> {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(peer = %self.peer, error = %e, "bad frame; closing connection");
+                    warn_limited!(log_limit::BAD_FRAME, peer = %self.peer, error = %e, "bad frame; closing connection");
                     return Stop::Drain;
                 }
             }
@@ -271,12 +272,12 @@ impl Reader<'_> {
                 },
                 _ = shutdown.wait_for(|s| *s) => return Stop::Drain,
                 _ = until(self.frame_deadline) => {
-                    tracing::warn!(peer = %self.peer, "request body not received in time; closing connection");
+                    warn_limited!(log_limit::FRAME_TIMEOUT, peer = %self.peer, "request body not received in time; closing connection");
                     return Stop::Drain;
                 }
                 _ = tokio::time::sleep_until(idle_deadline), if self.frame_deadline.is_none() => {
                     if self.owed.load(Ordering::Acquire) == 0 {
-                        tracing::info!(peer = %self.peer, idle_ms = idle.as_millis() as u64, "connection idle; closing it (connections.max.idle.ms)");
+                        info_limited!(log_limit::CONNECTION_CLOSED_IDLE, peer = %self.peer, idle_ms = idle.as_millis() as u64, "connection idle; closing it (connections.max.idle.ms)");
                         return Stop::Abort;
                     }
                     // A response is still owed (a long poll): not idle.
@@ -394,7 +395,7 @@ impl Reader<'_> {
             }
             _ = shutdown.wait_for(|s| *s) => return Err(Stop::Drain),
             _ = until(self.frame_deadline) => {
-                tracing::warn!(peer = %self.peer, "request body not received in time; closing connection");
+                warn_limited!(log_limit::FRAME_TIMEOUT, peer = %self.peer, "request body not received in time; closing connection");
                 return Err(Stop::Drain);
             }
         }
@@ -522,7 +523,7 @@ async fn start_request(
                     }
                 }
                 _ => {
-                    tracing::warn!(%peer, api_key = fail.api_key, api_version = fail.api_version, error = %fail.error, "unusable request; closing connection");
+                    warn_limited!(log_limit::UNUSABLE_REQUEST, %peer, api_key = fail.api_key, api_version = fail.api_version, error = %fail.error, "unusable request; closing connection");
                     Reply::Close
                 }
             };
@@ -643,7 +644,7 @@ async fn bounded<T>(
     match tokio::time::timeout(within, write).await {
         Ok(done) => Some(done),
         Err(_) => {
-            tracing::info!(%peer, within_ms = within.as_millis() as u64, "client did not take a response in time (connections.max.idle.ms); closing connection");
+            info_limited!(log_limit::CONNECTION_CLOSED_IDLE, %peer, within_ms = within.as_millis() as u64, "client did not take a response in time (connections.max.idle.ms); closing connection");
             None
         }
     }

@@ -57,6 +57,7 @@ pub mod groups;
 mod handlers;
 pub mod limits;
 pub mod listeners;
+mod log_limit;
 pub mod memory;
 pub mod metrics;
 pub mod producer_ids;

@@ -44,6 +44,11 @@ pub const FETCH_MEMORY_WAIT_MS_MIN: u64 = 500;
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 64;
 /// The longest a fetch may long-poll, whatever the client asks for.
 pub const FETCH_WAIT_MS_MAX: i32 = 30_000;
+/// Lines a client can cause at will (malformed frames, refused connections, failed
+/// logins, a full producer table, ...) are written at most once per this interval per kind,
+/// with the count left out since the last one (`log_limit`): a flood of bad input must not
+/// turn into a flood of log lines.
+pub const LOG_LINE_INTERVAL_MS: u64 = 10_000;
 /// Bytes of a journal file range read into memory at a time when a response is written
 /// through the copy path (a writer that cannot `sendfile`, e.g. TLS): bounds the buffer
 /// each such write holds beyond the response's charge.

@@ -32,6 +32,7 @@ use tokio::time::{Duration, Instant};
 
 use crate::config_security::{list, SecuritySettings};
 use crate::handlers::{self, Reply};
+use crate::log_limit::{self, info_limited, warn_limited};
 use crate::scram::{ScramExchange, ScramMechanism};
 use crate::Broker;
 
@@ -253,7 +254,7 @@ impl Session {
             return Gate::Answered(Reply::Close, false);
         }
         if !self.open() && api_key != Some(ApiKey::ApiVersions as i16) {
-            tracing::warn!(peer = %self.peer, api_key, "request before SASL authentication; closing connection");
+            warn_limited!(log_limit::UNAUTHENTICATED_REQUEST, peer = %self.peer, api_key, "request before SASL authentication; closing connection");
             return Gate::Answered(Reply::Close, false);
         }
         Gate::Route
@@ -279,7 +280,7 @@ impl Session {
         }
         let mech = Mechanism::parse(mechanism).filter(|m| config.mechanisms.contains(m));
         let Some(mech) = mech else {
-            tracing::info!(peer = %self.peer, mechanism, "SASL mechanism not enabled on this listener; closing connection");
+            info_limited!(log_limit::SASL_FAILED, peer = %self.peer, mechanism, "SASL mechanism not enabled on this listener; closing connection");
             return (UNSUPPORTED_SASL_MECHANISM, names, false);
         };
         if reauth && self.first_mechanism != Some(mech) {
@@ -427,7 +428,7 @@ impl Session {
                 )
             }
             Err(why) => {
-                tracing::info!(peer = %self.peer, error = %why, "SASL authentication failed; closing connection");
+                info_limited!(log_limit::SASL_FAILED, peer = %self.peer, error = %why, "SASL authentication failed; closing connection");
                 Gate::Answered(Reply::Close, false)
             }
         }

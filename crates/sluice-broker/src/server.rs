@@ -435,12 +435,12 @@ async fn accept_loop(
             accepted = socket.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
-                        tracing::warn!(%peer, max = broker.config.max_connections, "connection limit reached; closing new connection (max.connections)");
+                        crate::log_limit::warn_limited!(crate::log_limit::CONNECTION_LIMIT, %peer, max = broker.config.max_connections, "connection limit reached; closing new connection (max.connections)");
                         drop(stream);
                         continue;
                     };
                     let Some(per_ip) = PerIpSlot::take(&shared.per_ip, &broker.config, peer.ip()) else {
-                        tracing::warn!(%peer, max = broker.config.connections_per_ip_max(peer.ip()), "connection limit for this address reached; closing new connection (max.connections.per.ip)");
+                        crate::log_limit::warn_limited!(crate::log_limit::CONNECTION_LIMIT, %peer, max = broker.config.connections_per_ip_max(peer.ip()), "connection limit for this address reached; closing new connection (max.connections.per.ip)");
                         drop(stream);
                         continue;
                     };

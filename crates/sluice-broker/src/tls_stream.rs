@@ -87,11 +87,11 @@ pub(crate) async fn secure(
             Some((rd, wr, Session::new(broker, sasl, principal, peer)))
         }
         Ok(Err(e)) => {
-            tracing::info!(%peer, error = %e, "TLS handshake failed; closing connection");
+            crate::log_limit::info_limited!(crate::log_limit::TLS_HANDSHAKE_FAILED, %peer, error = %e, "TLS handshake failed; closing connection");
             None
         }
         Err(_) => {
-            tracing::info!(%peer, "TLS handshake not finished in time; closing connection");
+            crate::log_limit::info_limited!(crate::log_limit::TLS_HANDSHAKE_FAILED, %peer, "TLS handshake not finished in time; closing connection");
             None
         }
     }

@@ -211,7 +211,7 @@ impl Ctx {
     /// Decodes the request body; a malformed body is logged and closes the connection.
     pub fn decode<R: Decodable>(&self, mut body: Bytes) -> Result<R, Reply> {
         codec::decode_request(&mut body, self.version).map_err(|e| {
-            tracing::warn!(api = ?self.api_key, version = self.version, error = %e, "malformed request; closing connection");
+            crate::log_limit::warn_limited!(crate::log_limit::MALFORMED_REQUEST, peer = %self.peer, api = ?self.api_key, version = self.version, error = %e, "malformed request; closing connection");
             Reply::Close
         })
     }

@@ -20,7 +20,10 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
     let version = req.header.request_api_version;
     let mut body = req.body;
     let Ok(r) = codec::decode_request::<SaslAuthenticateRequest>(&mut body, version) else {
-        tracing::warn!("malformed SaslAuthenticate; closing connection");
+        crate::log_limit::warn_limited!(
+            crate::log_limit::MALFORMED_REQUEST,
+            "malformed SaslAuthenticate; closing connection"
+        );
         return Gate::Answered(Reply::Close, false);
     };
     let failure = session.failure_message();
@@ -34,7 +37,7 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
             true
         }
         Err(why) => {
-            tracing::info!(peer = %session.peer, error = %why, "SASL authentication failed; closing connection");
+            crate::log_limit::info_limited!(crate::log_limit::SASL_FAILED, peer = %session.peer, error = %why, "SASL authentication failed; closing connection");
             resp.error_code = ResponseError::SaslAuthenticationFailed.code();
             resp.error_message = Some(str_bytes(failure));
             false

@@ -18,7 +18,10 @@ pub(crate) fn handle(session: &mut Session, req: Request) -> Gate {
     let version = req.header.request_api_version;
     let mut body = req.body;
     let Ok(r) = codec::decode_request::<SaslHandshakeRequest>(&mut body, version) else {
-        tracing::warn!("malformed SaslHandshake; closing connection");
+        crate::log_limit::warn_limited!(
+            crate::log_limit::MALFORMED_REQUEST,
+            "malformed SaslHandshake; closing connection"
+        );
         return Gate::Answered(Reply::Close, false);
     };
     let (error_code, mechanisms, keep) = session.handshake(version, r.mechanism.as_str());
