@@ -51,6 +51,18 @@ pub const PRODUCER_STATE_REBUILD_SEGMENTS_MAX: usize = 2;
 /// vain, that partition keeps its previous snapshot until the next checkpoint.
 pub const PRODUCER_SNAPSHOT_WAIT_MS_MAX: u64 = 10_000;
 
+/// At most one ERROR line per segment (and one per partition, for offsets between
+/// segments) per this long for damaged stored data found by reads, carrying the count of
+/// the lines left out: a consumer retrying a damaged offset finds the damage on every fetch.
+pub const DAMAGE_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// Bytes of a journal file read into the page cache, from the start of a fetch's range
+/// that is not cached, before the read path checks that range's batches (the same
+/// stretch as the broker's fetch readers read ahead, `FETCH_READ_AHEAD_BYTES`): the
+/// journal interleaves partitions, so a cold catch-up read range by range would reach the
+/// disk as short requests.
+pub const CHECK_READ_AHEAD_BYTES: u64 = 4 << 20;
+
 /// Which timestamp a batch keeps (`message.timestamp.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimestampType {

@@ -428,6 +428,23 @@ impl ExtentFile {
     }
 }
 
+impl ExtentFile {
+    /// Whether segment bytes `[from, from + len)`, which [`Self::slices`] handed out as
+    /// bytes in memory, are the journal's in-memory tail (the bytes as this process wrote
+    /// them) rather than bytes read from a file: a file with a descriptor is sent as a
+    /// range unless the tail holds the bytes, and a lost one (none) is never the tail.
+    pub(crate) fn bytes_slice_from_tail(&self, from: u64, len: u64) -> bool {
+        let Some((Some(journal), position, available)) = self.locate(from) else {
+            return false;
+        };
+        let Ok(len) = u32::try_from(len) else {
+            return false;
+        };
+        available >= len as usize
+            && (journal.file.raw_fd().is_some() || journal.tail_slice(position, len).is_some())
+    }
+}
+
 /// Segment bytes an extents file describes (its valid prefix), for reports.
 pub(crate) fn stored_len(fs: &dyn Fs, path: &Path) -> io::Result<u64> {
     let raw = fs::read_file(fs, path)?;

@@ -149,6 +149,38 @@ impl SegmentIndex {
         }
     }
 
+    /// [`Self::lookup_position`] with the base offset of the batch there (the segment's
+    /// base offset at position 0).
+    pub(crate) fn lookup(&self, offset: Offset) -> (u64, Option<Offset>) {
+        let relative = match offset.0 < self.base_offset.0 {
+            true => 0,
+            false => self.relative(offset),
+        };
+        let after = self
+            .offsets
+            .partition_point(|e| e.relative_offset <= relative);
+        match after {
+            0 => (0, Some(self.base_offset)),
+            n => (
+                u64::from(self.offsets[n - 1].position),
+                Some(self.absolute(self.offsets[n - 1].relative_offset)),
+            ),
+        }
+    }
+
+    /// The first offset entry after byte `position`: its position and base offset.
+    pub(crate) fn entry_after(&self, position: u64) -> Option<(u64, Offset)> {
+        let at = self
+            .offsets
+            .partition_point(|e| u64::from(e.position) <= position);
+        let e = self.offsets.get(at)?;
+        Some((u64::from(e.position), self.absolute(e.relative_offset)))
+    }
+
+    fn absolute(&self, relative_offset: u32) -> Offset {
+        Offset(self.base_offset.0 + i64::from(relative_offset))
+    }
+
     /// Position from which to walk to find the first batch whose max timestamp is
     /// >= `timestamp`: the batch of the last time entry below `timestamp`.
     pub(crate) fn time_lookup_position(&self, timestamp: i64) -> u64 {

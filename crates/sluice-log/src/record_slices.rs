@@ -63,6 +63,14 @@ impl FileRange {
         }
     }
 
+    /// The range's first `len` bytes (at most its length).
+    pub(crate) fn prefix(&self, len: u32) -> Self {
+        Self {
+            len: len.min(self.len),
+            ..self.clone()
+        }
+    }
+
     /// The file's descriptor, valid while `self` is borrowed.
     #[allow(unsafe_code)]
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -333,6 +341,16 @@ impl RecordSlice {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The slice's first `len` bytes (at most its length).
+    pub(crate) fn prefix(&self, len: usize) -> Self {
+        match self {
+            RecordSlice::File(r) => {
+                RecordSlice::File(r.prefix(u32::try_from(len).unwrap_or(u32::MAX)))
+            }
+            RecordSlice::Bytes(b) => RecordSlice::Bytes(b.slice(..len.min(b.len()))),
+        }
     }
 }
 

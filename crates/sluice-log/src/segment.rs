@@ -24,11 +24,14 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use crate::batch::{self, BatchHeader, HEADER_LEN, MAGIC_V2};
+use crate::config::{CHECK_READ_AHEAD_BYTES, DAMAGE_LOG_INTERVAL_MS};
 use crate::error::LogError;
 use crate::extents::{self, ExtentFile};
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::index::{BatchMeta, SegmentIndex};
 use crate::journal::{JournalFile, JournalFiles};
+use crate::log_limit::LogLimit;
+use crate::read_check::{self, VerifiedRanges};
 use crate::record_slices::RecordSlice;
 use crate::types::Offset;
 
@@ -43,6 +46,12 @@ const SCAN_WINDOW_CRC_BYTES: usize = 1 << 20;
 const SCAN_WINDOW_HEADER_BYTES: usize = 4096;
 /// `Segment::first_batch_timestamp` not known yet (-1 is Kafka's "no timestamp").
 const TIMESTAMP_UNKNOWN: i64 = i64::MIN;
+/// Damaged ranges a segment remembers from reads (beyond those recovery found); past it
+/// a read finds the damage again (its search is bounded) instead of remembering it.
+const DAMAGED_RANGES_FOUND_MAX: usize = 256;
+/// New damage a read confines before it gives up and fails (each confinement is a
+/// bounded search; a read meets more only on a badly damaged segment).
+const CONFINE_PER_READ_MAX: usize = 4;
 
 /// Segment files open in this process (each `Segment` holds its file open until dropped).
 static SEGMENT_FILES_OPEN: AtomicUsize = AtomicUsize::new(0);
@@ -122,9 +131,18 @@ pub(crate) struct Segment {
     pub(crate) dirty: AtomicBool,
     /// True once the files are deleted; guards index-file writes that could resurrect them.
     deleted: Mutex<bool>,
-    /// Byte ranges recovery found damaged inside this segment (sorted, set once at open).
-    /// Reads stop at them with `Damaged`; header walks jump over them.
-    damaged: Vec<DamagedRange>,
+    /// Byte ranges found damaged inside this segment, sorted: by recovery (set at open) and
+    /// by reads (`confine`, at most [`DAMAGED_RANGES_FOUND_MAX`] more). Reads of their
+    /// offsets fail with `Damaged`; walks to offsets past one jump over it.
+    damaged: RwLock<Vec<DamagedRange>>,
+    /// Whether `damaged` holds anything: the read path's only cost when nothing is damaged.
+    has_damage: AtomicBool,
+    /// The byte ranges whose batches were read back from the journal files and found
+    /// intact (`read_check`): served without another check.
+    verified: VerifiedRanges,
+    /// One ERROR line per [`DAMAGE_LOG_INTERVAL_MS`] for damage found in this segment (a
+    /// consumer retrying a damaged offset finds it again on every fetch).
+    damage_log: LogLimit,
 }
 
 impl Drop for Segment {
@@ -144,6 +162,45 @@ pub(crate) struct DamagedRange {
     pub(crate) resume_position: u64,
     pub(crate) resume_offset: Offset,
     pub(crate) why: &'static str,
+}
+
+/// What a walk found, or where damage stopped it.
+type Walked<T> = Result<T, WalkBreak>;
+/// The batch holding a fetch offset: its position, size and the offset after it.
+type Located = (u64, usize, Offset);
+
+/// Why a read (one attempt of it) has nothing to serve.
+#[derive(Debug)]
+enum ReadFail {
+    Log(LogError),
+    /// The first batch of the read is not intact: `Segment::settle` confines it.
+    FirstBad(read_check::BadBatch),
+}
+
+impl From<LogError> for ReadFail {
+    fn from(e: LogError) -> Self {
+        ReadFail::Log(e)
+    }
+}
+
+impl From<io::Error> for ReadFail {
+    fn from(e: io::Error) -> Self {
+        ReadFail::Log(LogError::from(e))
+    }
+}
+
+/// Where a read's header walk met damage: the header at `position` is not a batch that
+/// continues the walk, or starts a known damaged range (`known`).
+#[derive(Debug, Clone, Copy)]
+struct WalkBreak {
+    position: u64,
+    /// The batch the walk passed just before (position, base offset), if any: the damaged
+    /// field may be its length.
+    previous: Option<(u64, Offset)>,
+    /// The first offset the damage makes unreadable (the offset expected at `position`).
+    offset: Offset,
+    why: &'static str,
+    known: bool,
 }
 
 /// How a segment looked after [`Segment::open`] checked it.
@@ -220,7 +277,10 @@ impl Segment {
             index: RwLock::new(index),
             dirty: AtomicBool::new(false),
             deleted: Mutex::new(false),
-            damaged: Vec::new(),
+            damaged: RwLock::new(Vec::new()),
+            has_damage: AtomicBool::new(false),
+            verified: VerifiedRanges::default(),
+            damage_log: LogLimit::new(DAMAGE_LOG_INTERVAL_MS),
         }
     }
 
@@ -424,7 +484,7 @@ impl Segment {
     /// Whether every extent record is on disk and synced (the checkpointer is done with
     /// it) and no damage was found in it: only such a segment may be cleaned.
     pub(crate) fn is_settled(&self) -> bool {
-        self.damaged.is_empty() && self.file.all_persisted()
+        !self.has_damage.load(Ordering::Acquire) && self.file.all_persisted()
     }
 
     /// Marks the segment as replaced and removes its index files: no index file is
@@ -456,14 +516,42 @@ impl Segment {
         Ok(())
     }
 
-    /// The error for damage found while reading: logged here, so every occurrence is
-    /// reported where it is found.
+    /// The error for damage found while reading, reported here ([`Self::report_damage`]).
     fn damaged(&self, offset: Offset, position: u64, why: &'static str) -> LogError {
-        tracing::error!(
-            segment = %self.paths.extents.display(), position, offset = offset.0, why,
-            "stored data is damaged; reads of these offsets fail (CORRUPT_MESSAGE)"
-        );
+        self.report_damage(offset, position, why);
         LogError::Damaged { offset, why }
+    }
+
+    /// Logs damage found by a read where it is found: at most one line per segment per
+    /// [`DAMAGE_LOG_INTERVAL_MS`], with the count of the lines left out (a consumer
+    /// retrying a damaged offset finds it on every fetch).
+    fn report_damage(&self, offset: Offset, position: u64, why: &'static str) {
+        if let Some(suppressed) = self.damage_log.check() {
+            tracing::error!(
+                segment = %self.paths.extents.display(), position, offset = offset.0, why,
+                suppressed,
+                "stored data is damaged; reads of these offsets fail (CORRUPT_MESSAGE)"
+            );
+        }
+    }
+
+    /// The damaged range starting at `position`, if any (no lock when none is known).
+    fn damaged_at(&self, position: u64) -> Option<DamagedRange> {
+        if !self.has_damage.load(Ordering::Acquire) {
+            return None;
+        }
+        self.damaged
+            .read()
+            .iter()
+            .find(|d| d.position == position)
+            .copied()
+    }
+
+    /// Forgets which ranges were checked (their bytes now come from other files: the
+    /// journal cleaner moved them), so the next read checks them again.
+    #[allow(dead_code)]
+    pub(crate) fn forget_verified(&self) {
+        self.verified.clear();
     }
 
     /// Reads the v2 header at `position`, checked for a sane length within `limit`.
@@ -506,102 +594,214 @@ impl Segment {
     /// a damaged length is reported (`Damaged`) instead of silently skipping data.
     fn walk_until(
         &self,
-        mut position: u64,
+        position: u64,
         high_watermark: Offset,
-        mut stop: impl FnMut(&BatchHeader<'_>) -> bool,
+        stop: impl FnMut(&BatchHeader<'_>) -> bool,
     ) -> Result<Option<(u64, usize)>, LogError> {
+        self.walk(position, None, high_watermark, Offset(i64::MIN), stop)?
+            .map_err(|b| self.damaged(b.offset, b.position, b.why))
+    }
+
+    /// [`Self::walk_until`] from a batch whose base offset is `expected` (when known), that
+    /// jumps over a known damaged range whose intact successor holds offsets at or below
+    /// `past` (a read of an offset after the damage), and that hands damage back as a
+    /// [`WalkBreak`] instead of an error, so the caller can confine it.
+    fn walk(
+        &self,
+        mut position: u64,
+        mut expected: Option<Offset>,
+        high_watermark: Offset,
+        past: Offset,
+        mut stop: impl FnMut(&BatchHeader<'_>) -> bool,
+    ) -> Result<Walked<Option<(u64, usize)>>, LogError> {
         let limit = self.committed_len();
-        let mut expected: Option<Offset> = None;
+        let mut previous = None;
         while position < limit {
-            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
-                return Err(self.damaged(range.offset, position, range.why));
+            if let Some(range) = self.damaged_at(position) {
+                if range.resume_offset <= past && range.resume_position > range.position {
+                    (position, expected, previous) =
+                        (range.resume_position, Some(range.resume_offset), None);
+                    continue;
+                }
+                let (offset, why) = (range.offset, range.why);
+                let known = true;
+                return Ok(Err(WalkBreak {
+                    position,
+                    previous,
+                    offset,
+                    why,
+                    known,
+                }));
             }
-            let raw = self.header_at(position, limit)?;
+            let mut raw = [0u8; HEADER_LEN];
+            let short = position + HEADER_LEN as u64 > limit
+                || fs::read_full_at(&self.file, &mut raw, position)? < HEADER_LEN;
             let header = BatchHeader::parse(&raw)?;
-            let at = expected.unwrap_or(header.base_offset());
-            let size = match header.total_size() {
-                Some(size) if position + size as u64 <= limit => size,
-                _ => return Err(self.damaged(at, position, "bad batch length in segment")),
-            };
+            let size = header
+                .total_size()
+                .filter(|&size| position + size as u64 <= limit);
             let continues = expected.is_none_or(|e| e == header.base_offset());
             let in_segment = header.base_offset() >= self.base_offset
                 && header.base_offset() <= header.last_offset();
-            if header.magic() != MAGIC_V2 || !continues || !in_segment {
-                return Err(self.damaged(
-                    at,
+            let why = match size {
+                _ if short => Some("segment ends inside a batch header"),
+                None => Some("bad batch length in segment"),
+                Some(_) if header.magic() != MAGIC_V2 || !continues || !in_segment => {
+                    Some("batch header does not continue the segment")
+                }
+                Some(_) => None,
+            };
+            let (Some(size), None) = (size, why) else {
+                let offset = expected.unwrap_or(header.base_offset());
+                let why = why.unwrap_or("bad batch length in segment");
+                let known = false;
+                return Ok(Err(WalkBreak {
                     position,
-                    "batch header does not continue the segment",
-                ));
-            }
+                    previous,
+                    offset,
+                    why,
+                    known,
+                }));
+            };
             if header.base_offset() >= high_watermark {
-                return Ok(None);
+                return Ok(Ok(None));
             }
             if stop(&header) {
-                return Ok(Some((position, size)));
+                return Ok(Ok(Some((position, size))));
             }
+            previous = Some((position, header.base_offset()));
             position += size as u64;
             expected = Some(header.next_offset());
         }
-        Ok(None)
+        Ok(Ok(None))
     }
 
-    /// The committed batch holding `fetch_offset`, walking from `position`: its position,
-    /// size and the offset after it.
+    /// The committed batch holding `fetch_offset`, walking from `from` (a position and the
+    /// base offset of its batch, when known): its position, size and the offset after it.
     fn locate(
         &self,
-        position: u64,
+        from: (u64, Option<Offset>),
         fetch_offset: Offset,
         high_watermark: Offset,
-    ) -> Result<Option<(u64, usize, Offset)>, LogError> {
+    ) -> Result<Walked<Option<Located>>, LogError> {
         let (mut base, mut next) = (fetch_offset, fetch_offset);
-        let found = self.walk_until(position, high_watermark, |h| {
+        let walked = self.walk(from.0, from.1, high_watermark, fetch_offset, |h| {
             base = h.base_offset();
             next = h.next_offset();
             h.last_offset() >= fetch_offset
         })?;
+        let found = match walked {
+            Ok(found) => found,
+            Err(walk_break) => return Ok(Err(walk_break)),
+        };
         if found.is_some() && base > fetch_offset {
             return Err(self.damaged(
                 fetch_offset,
-                position,
+                from.0,
                 "the batch holding this offset is missing",
             ));
         }
-        Ok(found.map(|(at, size)| (at, size, next)))
+        Ok(Ok(found.map(|(at, size)| (at, size, next))))
     }
 
     /// Where a read of `fetch_offset` starts: the first batch's position, size and next
     /// offset, and the limit no read may reach (the committed length, or the first damaged
     /// range after the start). `None` when no committed batch here reaches `fetch_offset`
-    /// or the first batch runs into damage.
+    /// or the first batch runs into damage. Damage the walk meets for the first time is
+    /// confined ([`Self::confine`]), so offsets after it stay readable.
     fn read_start(
         &self,
         fetch_offset: Offset,
         high_watermark: Offset,
     ) -> Result<Option<(u64, usize, Offset, u64)>, LogError> {
-        let indexed = self.index.read().lookup_position(fetch_offset);
-        let found = match self.locate(indexed, fetch_offset, high_watermark) {
-            // The index files are derived data and only spot-checked on open: when a walk
-            // from an entry fails, walk from the start before calling the data damaged.
-            Err(LogError::Damaged { .. }) if indexed > 0 => {
-                tracing::warn!(segment = %self.paths.extents.display(), position = indexed, "index entry does not lead to the batch; walking the segment from its start");
-                self.locate(0, fetch_offset, high_watermark)?
+        let entry = self.index.read().lookup(fetch_offset);
+        let (mut from, mut confined) = (entry, 0);
+        let found = loop {
+            let walk_break = match self.locate(from, fetch_offset, high_watermark)? {
+                Ok(found) => break found,
+                Err(walk_break) => walk_break,
+            };
+            if !walk_break.known && from.0 > 0 && from == entry {
+                // The index files are derived data and only spot-checked on open: when a
+                // walk from an entry fails, walk from the start before calling the data
+                // damaged.
+                if self.damage_log.check().is_some() {
+                    tracing::warn!(segment = %self.paths.extents.display(), position = from.0, "index entry does not lead to the batch; walking the segment from its start");
+                }
+                from = (0, Some(self.base_offset));
+                continue;
             }
-            other => other?,
+            if walk_break.known || confined == CONFINE_PER_READ_MAX || !self.confine(&walk_break)? {
+                let (offset, why) = (walk_break.offset, walk_break.why);
+                return Err(self.damaged(offset, walk_break.position, why));
+            }
+            confined += 1;
         };
         let Some((start, first_len, next)) = found else {
             return Ok(None);
         };
         // A read never runs into a damaged range: it ends before it.
-        let limit = self
-            .damaged
-            .iter()
-            .map(|d| d.position)
-            .filter(|&p| p > start)
-            .fold(self.committed_len(), u64::min);
+        let mut limit = self.committed_len();
+        if self.has_damage.load(Ordering::Acquire) {
+            let damaged = self.damaged.read();
+            let after = damaged.iter().map(|d| d.position).filter(|&p| p > start);
+            limit = after.fold(limit, u64::min);
+        }
         if start + first_len as u64 > limit {
             return Ok(None);
         }
         Ok(Some((start, first_len, next, limit)))
+    }
+
+    /// Confines damage a read's walk met for the first time: finds where intact batches
+    /// resume after it and remembers the damaged range, so reads of the offsets after it
+    /// jump over it instead of failing up to the next index entry. The damaged field may be
+    /// the previous batch's length or offset delta (the walk trusted them to get here), so
+    /// the range starts at that batch unless its CRC-32C proves it intact. The search is
+    /// byte by byte and bounded: it ends at the next index entry after the damage (the
+    /// walk's next trusted start), or at the committed end. False when the segment
+    /// remembers [`DAMAGED_RANGES_FOUND_MAX`] ranges already.
+    fn confine(&self, walk_break: &WalkBreak) -> Result<bool, LogError> {
+        if self.damaged.read().len() >= DAMAGED_RANGES_FOUND_MAX {
+            return Ok(false);
+        }
+        let (from, offset) = match walk_break.previous {
+            Some((at, base))
+                if read_check::check_batches(&self.file, at, walk_break.position)?.is_some() =>
+            {
+                (at, base)
+            }
+            _ => (walk_break.position, walk_break.offset),
+        };
+        let committed = (self.committed_len(), self.committed_next_offset());
+        let (search_to, below) = match self.index.read().entry_after(from) {
+            Some((position, entry_offset)) if entry_offset > offset => (position, entry_offset),
+            _ => committed,
+        };
+        let after = Offset(offset.0.saturating_add(1));
+        let (resume_position, resume_offset) =
+            read_check::find_intact(&self.file, from + 1, search_to, committed.0, after, below)?
+                .unwrap_or((search_to, below));
+        let range = DamagedRange {
+            position: from,
+            offset,
+            resume_position,
+            resume_offset,
+            why: walk_break.why,
+        };
+        if self.damage_log.check().is_some() {
+            tracing::error!(
+                segment = %self.paths.extents.display(), position = from, offset = offset.0,
+                resume_offset = resume_offset.0, why = walk_break.why,
+                "stored data is damaged; its offsets fail (CORRUPT_MESSAGE), the batches after it are served"
+            );
+        }
+        let mut damaged = self.damaged.write();
+        if let Err(at) = damaged.binary_search_by_key(&from, |d| d.position) {
+            damaged.insert(at, range);
+        }
+        self.has_damage.store(true, Ordering::Release);
+        Ok(true)
     }
 
     /// Whole committed batches starting with the one that contains `fetch_offset`, at most
@@ -614,6 +814,44 @@ impl Segment {
         max_bytes: u32,
         min_one_batch: bool,
     ) -> Result<Option<Bytes>, LogError> {
+        self.settle(|| self.read_once(fetch_offset, high_watermark, max_bytes, min_one_batch))
+    }
+
+    /// Runs a read; when its first batch fails its check, confines that damage and runs it
+    /// once more: the batch's offsets then fail as a known damaged range, and an offset
+    /// the damaged header claimed but an intact batch after it holds is served from there.
+    fn settle<T>(&self, mut read: impl FnMut() -> Result<T, ReadFail>) -> Result<T, LogError> {
+        let bad = match read() {
+            Ok(found) => return Ok(found),
+            Err(ReadFail::Log(e)) => return Err(e),
+            Err(ReadFail::FirstBad(bad)) => bad,
+        };
+        let walk_break = WalkBreak {
+            position: bad.position,
+            previous: None,
+            offset: bad.base_offset,
+            why: bad.why,
+            known: false,
+        };
+        if !self.confine(&walk_break)? {
+            return Err(self.damaged(bad.base_offset, bad.position, bad.why));
+        }
+        match read() {
+            Ok(found) => Ok(found),
+            Err(ReadFail::Log(e)) => Err(e),
+            Err(ReadFail::FirstBad(bad)) => {
+                Err(self.damaged(bad.base_offset, bad.position, bad.why))
+            }
+        }
+    }
+
+    fn read_once(
+        &self,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+    ) -> Result<Option<Bytes>, ReadFail> {
         let Some((start, first_len, _, limit)) = self.read_start(fetch_offset, high_watermark)?
         else {
             return Ok(None);
@@ -621,24 +859,43 @@ impl Segment {
         let budget = (max_bytes as u64).min(limit - start);
         if (first_len as u64) > budget {
             return match min_one_batch {
-                true => self.read_bytes(start, first_len).map(Some),
+                true => {
+                    let batch = self.read_bytes(start, first_len)?;
+                    self.intact_prefix(batch, start).map(Some)
+                }
                 false => Ok(Some(Bytes::new())),
             };
         }
         let chunk = self.read_bytes(start, budget as usize)?;
-        let (mut whole, last) = whole_batches_len(&chunk, high_watermark);
-        if whole < chunk.len() && breaks_sequence(&chunk, whole, last) {
-            // What follows the last batch is not the next batch: that batch's length may be
-            // the damaged field. Serve it only if its CRC proves it intact.
-            if batch::validate_stored(&chunk[last..whole]).is_err() {
-                whole = last;
+        let whole = whole_batches_len(&chunk, high_watermark);
+        self.intact_prefix(chunk.slice(..whole), start).map(Some)
+    }
+
+    /// `batches` (read at segment position `start`) up to the first batch that fails its
+    /// CRC-32C or its checks (reported), or the error when that is the first. A batch
+    /// whose length was the damaged field fails too, so the batches served never depend
+    /// on a damaged length.
+    fn intact_prefix(&self, batches: Bytes, start: u64) -> Result<Bytes, ReadFail> {
+        let mut at = 0;
+        while let Some(len) = batch::batch_len_within(&batches[at..]) {
+            if batch::validate_stored(&batches[at..at + len]).is_err() {
+                let base_offset = BatchHeader::parse(&batches[at..])
+                    .map_or(self.base_offset, |h| h.base_offset());
+                let (position, why) = (start + at as u64, "batch fails its CRC-32C");
+                if at == 0 {
+                    let bad = read_check::BadBatch {
+                        position,
+                        base_offset,
+                        why,
+                    };
+                    return Err(ReadFail::FirstBad(bad));
+                }
+                self.report_damage(base_offset, position, why);
+                break;
             }
-            if whole == 0 {
-                let offset = BatchHeader::parse(&chunk).map_or(fetch_offset, |h| h.base_offset());
-                return Err(self.damaged(offset, start, "batch fails its CRC-32C"));
-            }
+            at += len;
         }
-        Ok(Some(chunk.slice(..whole)))
+        Ok(batches.slice(..at))
     }
 
     /// [`Segment::read`] as slices of the journal files (appended to `out`) instead of
@@ -655,6 +912,19 @@ impl Segment {
         min_one_batch: bool,
         out: &mut Vec<RecordSlice>,
     ) -> Result<Option<(usize, Offset)>, LogError> {
+        self.settle(|| {
+            self.read_ranges_once(fetch_offset, high_watermark, max_bytes, min_one_batch, out)
+        })
+    }
+
+    fn read_ranges_once(
+        &self,
+        fetch_offset: Offset,
+        high_watermark: Offset,
+        max_bytes: u32,
+        min_one_batch: bool,
+        out: &mut Vec<RecordSlice>,
+    ) -> Result<Option<(usize, Offset)>, ReadFail> {
         let Some((start, first_len, next, limit)) =
             self.read_start(fetch_offset, high_watermark)?
         else {
@@ -686,6 +956,7 @@ impl Segment {
             }
         };
         debug_assert!(whole >= first_len as u64 && start + whole <= limit);
+        let first = out.len();
         self.file
             .slices(start, start + whole, out)
             .map_err(|e| match e.kind() {
@@ -696,14 +967,88 @@ impl Segment {
                 ),
                 _ => LogError::from(e),
             })?;
-        Ok(Some((whole as usize, end_offset)))
+        match self.check_slices(start, &out[first..]) {
+            Ok(None) => Ok(Some((whole as usize, end_offset))),
+            Ok(Some(bad)) if bad.position > start => {
+                // Serve the intact batches before it; the next fetch starts at it and fails.
+                self.report_damage(bad.base_offset, bad.position, bad.why);
+                cut_slices(out, first, bad.position - start);
+                Ok(Some(((bad.position - start) as usize, bad.base_offset)))
+            }
+            other => {
+                out.truncate(first);
+                let mut bad = other?.expect("a damaged batch");
+                if bad.base_offset.0 < 0 {
+                    bad.base_offset = fetch_offset;
+                }
+                Err(ReadFail::FirstBad(bad))
+            }
+        }
+    }
+
+    /// Checks the batches of `slices` (segment bytes from `start`) that come from journal
+    /// files and were not checked before (`read_check`); returns the first that is not
+    /// intact. Bytes from the journal's in-memory tail are the bytes this process wrote
+    /// (their CRC was checked when produced) and are not checked. A file range is read into
+    /// the page cache first with the stretch of the file after it, as the fetch reader
+    /// would before its `sendfile`, so a cold catch-up read still reaches the disk as long
+    /// requests; the check then reads it from the cache.
+    fn check_slices(
+        &self,
+        start: u64,
+        slices: &[RecordSlice],
+    ) -> Result<Option<read_check::BadBatch>, LogError> {
+        let (mut position, mut span) = (start, None::<(u64, u64)>);
+        for slice in slices {
+            let end = position + slice.len() as u64;
+            let unchecked = match slice {
+                RecordSlice::File(range) => {
+                    let gap = self.verified.first_gap(position, end);
+                    if gap.is_some() {
+                        if let Err(error) = range.make_resident(CHECK_READ_AHEAD_BYTES) {
+                            tracing::debug!(%error, "could not read a range in before its check");
+                        }
+                    }
+                    gap.is_some()
+                }
+                RecordSlice::Bytes(_) => !self.file.bytes_slice_from_tail(position, end - position),
+            };
+            if unchecked {
+                span = Some((span.map_or(position, |s| s.0), end));
+            } else if let Some((from, to)) = span.take() {
+                if let Some(bad) = self.check_span(from, to)? {
+                    return Ok(Some(bad));
+                }
+            }
+            position = end;
+        }
+        match span {
+            Some((from, to)) => self.check_span(from, to),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks the batches of segment bytes `[from, to)` not yet verified, marking them
+    /// verified when intact; the first that is not.
+    fn check_span(&self, from: u64, to: u64) -> Result<Option<read_check::BadBatch>, LogError> {
+        let mut at = from;
+        while let Some((gap_from, gap_to)) = self.verified.first_gap(at, to) {
+            if let Some(bad) = read_check::check_batches(&self.file, gap_from, gap_to)? {
+                self.verified.note(gap_from, bad.position);
+                return Ok(Some(bad));
+            }
+            self.verified.note(gap_from, gap_to);
+            at = gap_to;
+        }
+        Ok(None)
     }
 
     /// End of the whole batches from `position` (where the batch with base offset
     /// `expected` should start) that lie below `end` and the high watermark, walking their
     /// headers, with the offset after them; `None` when a header that fits below `end` does not continue the sequence
     /// (the caller then reads the bytes and lets the batch CRC decide, as `read` does).
-    /// The rules are `whole_batches_len`'s and `breaks_sequence`'s, applied to headers.
+    /// The rules are `whole_batches_len`'s, applied to headers (the batch CRCs are
+    /// checked after, by `check_slices`).
     fn whole_batches_end(
         &self,
         mut position: u64,
@@ -795,7 +1140,10 @@ impl Segment {
         let mut position = self.index.read().lookup_position(from);
         let mut scanner = Scanner::new(&self.file);
         while position < limit {
-            if let Some(range) = self.damaged.iter().find(|d| d.position == position) {
+            if let Some(range) = self.damaged_at(position) {
+                if range.resume_position <= position {
+                    break;
+                }
                 position = range.resume_position;
                 continue;
             }
@@ -828,6 +1176,20 @@ impl Segment {
     }
 }
 
+/// Cuts the slices from `out[first]` on to their first `keep` bytes.
+fn cut_slices(out: &mut Vec<RecordSlice>, first: usize, keep: u64) {
+    let (mut left, mut i) = (keep, first);
+    while i < out.len() && left > 0 {
+        let len = out[i].len() as u64;
+        if len > left {
+            out[i] = out[i].prefix(left as usize);
+        }
+        left = left.saturating_sub(len);
+        i += 1;
+    }
+    out.truncate(i);
+}
+
 /// The offset after the last whole batch in `bytes` (batches as `read` returns them).
 fn last_next_offset(bytes: &Bytes) -> Option<Offset> {
     let mut next = None;
@@ -838,10 +1200,10 @@ fn last_next_offset(bytes: &Bytes) -> Option<Offset> {
 }
 
 /// Length of the prefix of `chunk` made of whole v2 batches below `high_watermark` with
-/// consecutive offsets, and where the last of them starts. A batch that breaks the
-/// sequence ends the prefix; the next read starts there and reports the damage.
-fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> (usize, usize) {
-    let (mut end, mut last) = (0, 0);
+/// consecutive offsets. A batch that breaks the sequence ends the prefix; the next read
+/// starts there and reports the damage.
+fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> usize {
+    let mut end = 0;
     let mut expected: Option<Offset> = None;
     while let Some(len) = batch::batch_len_within(&chunk[end..]) {
         let Ok(header) = BatchHeader::parse(&chunk[end..]) else {
@@ -854,23 +1216,9 @@ fn whole_batches_len(chunk: &[u8], high_watermark: Offset) -> (usize, usize) {
             break;
         }
         expected = Some(header.next_offset());
-        last = end;
         end += len;
     }
-    (end, last)
-}
-
-/// Whether a whole header at `end` exists and does not continue the batch at `last`
-/// (bad magic or offsets): a sign that the length of the batch at `last` is damaged.
-fn breaks_sequence(chunk: &[u8], end: usize, last: usize) -> bool {
-    let (Ok(previous), Some(next)) = (BatchHeader::parse(&chunk[last..]), chunk.get(end..)) else {
-        return false;
-    };
-    if next.len() < HEADER_LEN || end == 0 {
-        return false;
-    }
-    BatchHeader::parse(next)
-        .is_ok_and(|h| h.magic() != MAGIC_V2 || h.base_offset() != previous.next_offset())
+    end
 }
 
 fn remove_if_exists(fs: &dyn Fs, path: &Path) -> io::Result<()> {
@@ -1234,7 +1582,8 @@ pub(crate) fn open_segment(
         end.position,
         end.next_offset,
     );
-    segment.damaged.clone_from(&outcome.damaged);
+    segment.has_damage = AtomicBool::new(!outcome.damaged.is_empty());
+    segment.damaged.get_mut().clone_from(&outcome.damaged);
     Ok((Arc::new(segment), outcome))
 }
 

@@ -17,6 +17,7 @@ mod idempotence;
 mod journal_files;
 mod model;
 mod null_storage;
+mod read_damage;
 mod read_ranges;
 mod recovery;
 mod retention;
