@@ -6,7 +6,8 @@ while it is stopped and starting it again.
 - a missing `meta/topics.json` refuses the start instead of deleting every partition;
 - the data directory is private (directories 0700, files 0600);
 - damage to sealed segments (a flipped batchLength in the stored batch bytes, which live
-  in the journal; a cut `.extents` file; a deleted `.extents` file) is reported and confined: fetches of the damaged offsets fail with CORRUPT_MESSAGE, every
+  in the journal; 100 zeroed bytes inside a batch's records, caught by the CRC check of
+  the read path; a cut `.extents` file; a deleted `.extents` file) is reported and confined: fetches of the damaged offsets fail with CORRUPT_MESSAGE, every
   intact segment after it is kept and served, nothing is skipped silently;
 - running out of file descriptors refuses the requests that need a new file, never poisons
   the log, and the broker keeps serving;
@@ -227,6 +228,82 @@ def test_flipped_batch_length_in_sealed_segment_is_reported_and_confined(sluice_
     c.close()
     assert errors, "the consumer never reported the damaged batch"
     assert seen == list(range(base)), "records delivered past the damage, or missing before it"
+
+
+def record_value(offset: int) -> bytes:
+    """The value produce_batches gave the record at `offset` (batches of RECORDS_PER_BATCH
+    from offset 0)."""
+    b, r = divmod(offset, RECORDS_PER_BATCH)
+    return f"b{b:04d}-r{r:02d}-".encode() + b"v" * 90
+
+
+def consume_skipping_errors(bootstrap: str, topic: str, end: int, extra: dict) -> tuple[dict[int, bytes], list[int]]:
+    """A librdkafka consumer from offset 0 to `end`: every record delivered (offset ->
+    value) and every offset at which it got an error, after which it seeks one past it
+    (what an application that skips damage does). Bounded by a deadline."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "crc", "enable.auto.commit": False,
+                  "fetch.error.backoff.ms": 10, **extra})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, errors, position = {}, [], 0
+    deadline = time.monotonic() + 60
+    try:
+        while position < end and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                errors.append(position)
+                position += 1
+                c.seek(TopicPartition(topic, 0, position))
+                continue
+            assert m.offset() not in got, f"offset {m.offset()} delivered twice"
+            got[m.offset()] = m.value()
+            position = m.offset() + 1
+    finally:
+        c.close()
+    return got, errors
+
+
+def test_zeroed_bytes_in_a_stored_batch_are_corrupt_message_for_that_batch_only(sluice_factory, topic_name):
+    """Goal (issue 32): 100 zeroed bytes inside a stored batch's records are caught on read
+    (the batch CRC-32C is checked before the bytes are served), and cost that batch only:
+    fetches of its offsets get CORRUPT_MESSAGE, a fetch that reaches it from before ends
+    before it, every other batch (before and after it in the segment, and in later
+    segments) is served. A librdkafka consumer with check.crcs=true and one with the
+    default both get every other acked record with its value, and an error for each offset
+    of the damaged batch (no wrong value, no stall). Method: 60 acked batches over ~20
+    segments, clean stop (so the open trusts the segments and checks no CRC), zero 100
+    bytes in the middle of the records of the 2nd batch of the 4th segment (in the journal
+    file its extents map them to), start, fetch every batch over the wire, then consume."""
+    broker, firsts, files = damaged_topic(sluice_factory, topic_name)
+    pdir = broker.partition_dir(topic_name)
+    batch = segment_batches(broker, topic_name, files[3])[1]
+    base = batch.base_offset
+    assert batch.length > 400, batch
+    layout.write_segment_bytes(broker.data_dir, pdir, files[3], batch.position + 200, b"\0" * 100)
+    broker.start()
+    assert segments(broker, topic_name) == files, "no segment file deleted"
+    assert_confined(broker, topic_name, firsts, {base})
+    # A fetch from the segment's first batch, with room for all of it, stops before the damage.
+    part = kwire.fetch_v4(broker.bootstrap, topic_name, 0, files[3])
+    assert part.error_code == 0
+    assert [b.base_offset for b in part.batches()] == list(range(files[3], base, RECORDS_PER_BATCH))
+    assert "stored data is damaged" in broker.stderr_text()
+    end = BATCHES * RECORDS_PER_BATCH
+    lost = set(range(base, base + RECORDS_PER_BATCH))
+    for extra in ({"check.crcs": True}, {}):
+        got, errors = consume_skipping_errors(broker.bootstrap, topic_name, end, extra)
+        assert sorted(errors) == sorted(lost), f"{extra}: errors at {errors}"
+        assert sorted(got) == [o for o in range(end) if o not in lost], f"{extra}: offsets delivered"
+        wrong = [o for o, v in got.items() if v != record_value(o)]
+        assert not wrong, f"{extra}: wrong values at {wrong[:5]}"
+    # Fetches of the damaged batch log one ERROR line per interval, not one per fetch.
+    for _ in range(20):
+        assert kwire.fetch_v4(broker.bootstrap, topic_name, 0, base).error_code == kwire.CORRUPT_MESSAGE
+    lines = [l for l in broker.stderr_text().splitlines() if "stored data is damaged" in l]
+    assert len(lines) <= 4, f"{len(lines)} damage lines for ~60 damaged reads"
 
 
 def test_cut_extents_file_keeps_every_later_segment(sluice_factory, topic_name):
