@@ -122,6 +122,10 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<String>,
     /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
     pub log_cleaner: sluice_log::CleanerConfig,
+    /// `sluice.journal.file.bytes`: size at which the journal moves to a new file.
+    pub journal_file_bytes: u64,
+    /// `sluice.journal.cleaner.*`: the journal cleaner (docs/storage.md §7a).
+    pub journal_cleaner: sluice_log::JournalCleanerConfig,
     /// Transaction coordinator settings (`transaction.max.timeout.ms`,
     /// `transactional.id.expiration.ms`; docs/transactions.md §8).
     pub txn: TxnConfig,
@@ -170,6 +174,8 @@ impl Default for BrokerConfig {
             sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
             metrics_listen: None,
             log_cleaner: sluice_log::CleanerConfig::default(),
+            journal_file_bytes: 128 << 20,
+            journal_cleaner: sluice_log::JournalCleanerConfig::default(),
             txn: TxnConfig::default(),
             transaction_abort_cleanup_interval_ms: limits::TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT,
             transaction_remove_expired_cleanup_interval_ms:
@@ -831,6 +837,8 @@ mod tests {
         );
         assert_eq!(log.producer_id_expiration_ms, c.producer_id_expiration_ms);
         assert_eq!(log.cleaner, c.log_cleaner);
+        assert_eq!(log.journal_cleaner, c.journal_cleaner);
+        assert_eq!(log.journal_file_bytes_max, c.journal_file_bytes);
         assert_eq!(log.fsync, c.fsync);
         let topic = crate::topic_config::log_config(&BTreeMap::new(), &c);
         assert_eq!(topic, sluice_log::LogConfig::default());

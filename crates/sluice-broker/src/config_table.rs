@@ -718,6 +718,33 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Write journal rounds with O_DIRECT from aligned memory kept as the in-memory tail (same fdatasync); false writes through the page cache, which keeps data for consumers lagging beyond the tail in memory but lets a busy CPU stall every fdatasync. Only with sluice.fsync=always: under never the journal is written through the page cache, since a direct write would make every ack wait for the device.",
         |c, _, v| { c.journal_direct_io = parse_bool(v)?; Ok(()) },
         Some(|c| c.journal_direct_io.to_string())),
+    D::new("sluice.journal.file.bytes", Long, "134217728", Ro, Sluice,
+        "Size at which the journal moves to a new file. Disk space is freed a whole file at a time (the journal cleaner moves what outlives the rest of a file), so smaller files free space sooner at the cost of more files.",
+        |c, _, v| { c.journal_file_bytes = num(v)?; Ok(()) },
+        Some(|c| c.journal_file_bytes.to_string())).check(Check::Range(1 << 20, 1 << 30)),
+    D::new("sluice.journal.cleaner.enable", Boolean, "true", Ro, Sluice,
+        "Run the journal cleaner: it moves the bytes that outlive the rest of their journal file (long retention, compacted and internal topics) to a cleaned file, so mostly-expired journal files are freed (docs/storage.md §7a).",
+        |c, _, v| { c.journal_cleaner.enable = parse_bool(v)?; Ok(()) },
+        Some(|c| c.journal_cleaner.enable.to_string())),
+    D::new("sluice.journal.cleaner.max.live.ratio", Double, "0.5", Ro, Sluice,
+        "A journal file is cleaned once at most this share of its bytes is still live: at most this many bytes are moved per byte freed. Lower writes less and keeps more on disk.",
+        |c, _, v| {
+            let ratio: f64 = num(v)?;
+            if !(ratio > 0.0 && ratio < 1.0) {
+                return Err("must be in (0, 1)".into());
+            }
+            c.journal_cleaner.max_live_ratio = ratio;
+            Ok(())
+        },
+        Some(|c| c.journal_cleaner.max_live_ratio.to_string())).check(Check::Custom("(0, 1)")),
+    D::new("sluice.journal.cleaner.backoff.ms", Long, "5000", Ro, Sluice,
+        "Time between journal cleaner passes (deletions by retention also wake it).",
+        |c, _, v| { c.journal_cleaner.backoff_ms = num(v)?; Ok(()) },
+        Some(|c| c.journal_cleaner.backoff_ms.to_string())).check(Check::Min(1)),
+    D::new("sluice.journal.cleaner.io.max.bytes.per.second", Long, "67108864", Ro, Sluice,
+        "Bytes read plus written per second by the journal cleaner.",
+        |c, _, v| { c.journal_cleaner.io_max_bytes_per_second = num(v)?; Ok(()) },
+        Some(|c| c.journal_cleaner.io_max_bytes_per_second.to_string())).check(Check::Min(1)),
     D::new("sluice.storage", Str, "disk", Ro, Sluice,
         "disk; null: acknowledge produce and keep nothing (bench calibration only, never for data).",
         |c, k, v| { c.storage = crate::config::parse_storage(k, v).map_err(|e| e.reason)?; Ok(()) },

@@ -477,12 +477,110 @@ fn encode_log(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {
         MetricType::Counter,
     )?
     .encode_counter::<NoLabelSet, _, f64>(&(s.cleaner_pass_us as f64 / 1e6), None)?;
+    for (name, help, value) in [
+        (
+            "sluice_log_journal_cleaner_passes",
+            "Journal cleaner passes that moved bytes.",
+            s.journal_cleaner_passes,
+        ),
+        (
+            "sluice_log_journal_cleaner_files_cleaned",
+            "Data files whose outliving bytes the journal cleaner moved (each freed once nothing reads it).",
+            s.journal_cleaner_files_cleaned,
+        ),
+        (
+            "sluice_log_journal_cleaner_moved_bytes",
+            "Bytes the journal cleaner moved (written a second time).",
+            s.journal_cleaner_bytes_moved,
+        ),
+    ] {
+        counter(enc, name, help, value)?;
+    }
+    encode_disk_usage(&b.log.disk_usage(), enc)?;
     gauge(
         enc,
         "sluice_log_poisoned",
         "1 once a write or sync failed: produce answers KAFKA_STORAGE_ERROR until restart.",
         i64::from(b.log.is_poisoned()),
     )
+}
+
+/// Disk use of the data files, and who keeps it (docs/operations.md, "Disk use").
+fn encode_disk_usage(u: &sluice_log::DiskUsage, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let kinds = [
+        ("journal", u.journal_files, u.journal_file_bytes),
+        ("cleaned", u.cleaned_files, u.cleaned_file_bytes),
+        ("free", u.free_files, u.free_file_bytes),
+    ];
+    let mut files = enc.encode_descriptor(
+        "sluice_log_data_files",
+        "Data files on disk by kind: journal (.wal), cleaned (.cleaned, the cleaners' output), free (retired journal files kept for reuse).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (kind, count, _) in kinds {
+        files
+            .encode_family(&[("kind", kind)])?
+            .encode_gauge(&(count as i64))?;
+    }
+    let mut bytes = enc.encode_descriptor(
+        "sluice_log_data_file_bytes",
+        "Bytes of the data files on disk by kind.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (kind, _, size) in kinds {
+        bytes
+            .encode_family(&[("kind", kind)])?
+            .encode_gauge(&(size as i64))?;
+    }
+    gauge(
+        enc,
+        "sluice_log_retained_bytes",
+        "Bytes the partitions' segments hold: what retention keeps.",
+        u.retained_bytes as i64,
+    )?;
+    enc.encode_descriptor(
+        "sluice_log_space_amplification",
+        "Journal and cleaned file bytes per retained byte (1 is ideal; the journal cleaner keeps it near 1 + sluice.journal.cleaner.max.live.ratio at worst, plus the file being written).",
+        None,
+        MetricType::Gauge,
+    )?
+    .encode_gauge(&u.space_amplification())?;
+    gauge(enc, "sluice_log_pinned_files", "Data files no longer written nor needed for replay, mostly expired, still kept by a few live bytes.", u.pinned_files as i64)?;
+    gauge(
+        enc,
+        "sluice_log_pinned_file_bytes",
+        "Bytes of those pinned files.",
+        u.pinned_file_bytes as i64,
+    )?;
+    type Pick = fn(&sluice_log::PartitionDiskUsage) -> u64;
+    let families: [(&str, &str, Pick); 3] = [
+        (
+            "sluice_log_partition_retained_bytes",
+            "Bytes of the partition's segments.",
+            |p| p.retained_bytes,
+        ),
+        (
+            "sluice_log_partition_data_file_bytes",
+            "Sizes of the data files the partition has bytes in (shared with other partitions).",
+            |p| p.file_bytes,
+        ),
+        (
+            "sluice_log_partition_pinned_bytes",
+            "The partition's bytes in pinned files: what keeps them on disk.",
+            |p| p.pinned_bytes,
+        ),
+    ];
+    for (name, help, pick) in families {
+        let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for p in &u.partitions {
+            let partition = p.key.partition.to_string();
+            m.encode_family(&[("topic", &*p.key.topic), ("partition", partition.as_str())])?
+                .encode_gauge(&(pick(p) as i64))?;
+        }
+    }
+    Ok(())
 }
 
 fn encode_network(b: &Broker, enc: &mut DescriptorEncoder) -> fmt::Result {

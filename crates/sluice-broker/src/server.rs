@@ -60,6 +60,8 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.segment_files_max = segment_files_budget(config);
     lc.cleaner = config.log_cleaner;
+    lc.journal_cleaner = config.journal_cleaner;
+    lc.journal_file_bytes_max = config.journal_file_bytes;
     lc.record_codec = Some(std::sync::Arc::new(crate::compaction::ProtocolCodec));
     lc
 }

@@ -74,8 +74,6 @@ const CLEANED_SEQ_TIME_SHIFT: u32 = 16;
 /// Length of an empty v2 batch: the header alone.
 const EMPTY_BATCH_LEN: usize = HEADER_LEN;
 const COMPRESSION_MASK: i16 = 0b111;
-/// Longest single sleep of the I/O throttle: shutdown waits at most this for a pass.
-const THROTTLE_SLEEP_MAX: Duration = Duration::from_millis(100);
 
 /// Reads and rewrites the records of one stored v2 batch for the cleaner. The broker
 /// implements it with its codecs (`sluice_protocol::record_compact`).
@@ -141,8 +139,8 @@ pub(crate) struct CleanerState {
     busy: Mutex<HashSet<u64>>,
     /// 0 until first used.
     next_seq: Mutex<u64>,
-    /// When the bytes charged so far are paid for (the I/O rate limit).
-    io_paid_until: Mutex<Option<Instant>>,
+    /// The I/O rate limit.
+    io: crate::throttle::Throttle,
 }
 
 impl CleanerState {
@@ -160,7 +158,7 @@ impl CleanerState {
         *next = (*next).max(seq + 1);
     }
 
-    fn allocate_seq(&self) -> u64 {
+    pub(crate) fn allocate_seq(&self) -> u64 {
         let mut next = self.next_seq.lock();
         Self::seq_floor(&mut next);
         let seq = *next;
@@ -168,29 +166,9 @@ impl CleanerState {
         seq
     }
 
-    /// Sleeps until `bytes` of I/O, after all charged before them, are paid for under the
-    /// rate limit (never holding a lock while sleeping), in slices, so a log that is
-    /// stopping ends the pass promptly. Each charge waits for its own bytes, so a pass
-    /// over N bytes takes at least N / limit, its last write included.
+    /// Sleeps until `bytes` of cleaner I/O are paid for (`log.cleaner.io.max.bytes.per.second`).
     fn charge(&self, bytes: u64, bytes_per_second: u64, stopping: &AtomicBool) {
-        if bytes_per_second == u64::MAX || bytes_per_second == 0 {
-            return;
-        }
-        let cost = Duration::from_secs_f64(bytes as f64 / bytes_per_second as f64);
-        let wake = {
-            let mut paid = self.io_paid_until.lock();
-            let now = Instant::now();
-            let until = paid.filter(|t| *t > now).unwrap_or(now) + cost;
-            *paid = Some(until);
-            until
-        };
-        loop {
-            let now = Instant::now();
-            if wake <= now || stopping.load(Ordering::Acquire) {
-                return;
-            }
-            std::thread::sleep((wake - now).min(THROTTLE_SLEEP_MAX));
-        }
+        self.io.charge(bytes, bytes_per_second, stopping);
     }
 }
 
@@ -207,9 +185,12 @@ fn parse_cleaned_file_name(name: &str) -> Option<u64> {
     digits.parse().ok().filter(|&seq| seq >= CLEANED_SEQ_BASE)
 }
 
-/// A cleaned segment's extents file left by a pass that did not reach its swap.
+/// An extents file written aside by a pass that did not reach its switch: a cleaned
+/// segment (`<base>.extents.cleaned`) or a journal cleaner's rewrite of a segment's
+/// records (`<base>.extents.moved`). Either way the segment file in force is the old one.
 pub(crate) fn is_aside_name(name: &str) -> bool {
     name.strip_suffix(CLEANED_SUFFIX)
+        .or_else(|| name.strip_suffix(crate::segment::MOVED_SUFFIX))
         .and_then(|n| n.strip_suffix(crate::extents::FILE_SUFFIX))
         .is_some_and(|s| s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit()))
 }
@@ -1382,7 +1363,7 @@ pub(crate) fn finish_interrupted_passes(
     for name in names.iter().filter(|n| is_aside_name(n)) {
         fs.remove_file(&dir.join(name))?;
         done.push(format!(
-            "removed unfinished cleaned segment {}",
+            "removed an unfinished segment rewrite {}",
             dir.join(name).display()
         ));
     }

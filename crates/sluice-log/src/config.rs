@@ -214,6 +214,8 @@ pub struct LogManagerConfig {
     pub segment_files_max: usize,
     /// The log cleaner's process-wide settings (Kafka's `log.cleaner.*`).
     pub cleaner: CleanerConfig,
+    /// The journal cleaner's settings (`sluice.journal.cleaner.*`).
+    pub journal_cleaner: JournalCleanerConfig,
     /// Reads and rewrites records for the cleaner (the log itself never decompresses);
     /// `None`: no cleaner runs, and compacted partitions are only rolled.
     pub record_codec: Option<std::sync::Arc<dyn crate::cleaner::RecordCodec>>,
@@ -248,6 +250,49 @@ impl Default for CleanerConfig {
     }
 }
 
+/// The journal cleaner (`journal_cleaner.rs`): moves the bytes that outlive their
+/// neighbours out of mostly-expired journal files, so those files can be freed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JournalCleanerConfig {
+    /// `sluice.journal.cleaner.enable`.
+    pub enable: bool,
+    /// `sluice.journal.cleaner.max.live.ratio`: a data file is cleaned once at most this
+    /// share of its bytes is still live, counting only bytes that outlive its natural end
+    /// (when the rest expires) by more than [`JournalCleanerConfig::slack_ms`]. 0.5 means
+    /// at most one byte moved per byte freed.
+    pub max_live_ratio: f64,
+    /// `sluice.journal.cleaner.backoff.ms`: time between passes (a retention pass that
+    /// deleted something, DeleteRecords and topic deletion also wake it).
+    pub backoff_ms: u64,
+    /// `sluice.journal.cleaner.io.max.bytes.per.second`: bytes read plus written.
+    pub io_max_bytes_per_second: u64,
+}
+
+impl Default for JournalCleanerConfig {
+    fn default() -> Self {
+        Self {
+            enable: true,
+            max_live_ratio: 0.5,
+            backoff_ms: 5_000,
+            io_max_bytes_per_second: 64 << 20,
+        }
+    }
+}
+
+impl JournalCleanerConfig {
+    /// Bytes that expire within this long after the rest of their file count as expiring
+    /// with it and are never moved: at least [`JOURNAL_CLEANER_SLACK_MS_MIN`], and at
+    /// least one retention check, since retention may delete that much later anyway.
+    pub fn slack_ms(retention_check_interval_ms: u64) -> i64 {
+        i64::try_from(retention_check_interval_ms)
+            .unwrap_or(i64::MAX)
+            .max(JOURNAL_CLEANER_SLACK_MS_MIN)
+    }
+}
+
+/// See [`JournalCleanerConfig::slack_ms`].
+pub const JOURNAL_CLEANER_SLACK_MS_MIN: i64 = 60_000;
+
 impl LogManagerConfig {
     /// Whether journal rounds are written with `O_DIRECT`: `journal_direct_io`, and only
     /// when every ack waits for `fdatasync` anyway. A direct write returns when the device
@@ -277,6 +322,7 @@ impl LogManagerConfig {
             producer_id_expiration_ms: 86_400_000,
             segment_files_max: usize::MAX,
             cleaner: CleanerConfig::default(),
+            journal_cleaner: JournalCleanerConfig::default(),
             record_codec: None,
         }
     }

@@ -129,6 +129,9 @@ pub(crate) struct Stats {
     pub(crate) cleaner_pass_us: AtomicU64,
     pub(crate) cleaner_bytes_before: AtomicU64,
     pub(crate) cleaner_bytes_after: AtomicU64,
+    pub(crate) journal_cleaner_passes: AtomicU64,
+    pub(crate) journal_cleaner_files_cleaned: AtomicU64,
+    pub(crate) journal_cleaner_bytes_moved: AtomicU64,
     /// Journal bytes written per commit round (padding included).
     pub(crate) round_bytes: Histogram,
     /// Append requests answered per commit round.
@@ -164,6 +167,9 @@ impl Default for Stats {
             cleaner_pass_us: AtomicU64::default(),
             cleaner_bytes_before: AtomicU64::default(),
             cleaner_bytes_after: AtomicU64::default(),
+            journal_cleaner_passes: AtomicU64::default(),
+            journal_cleaner_files_cleaned: AtomicU64::default(),
+            journal_cleaner_bytes_moved: AtomicU64::default(),
             round_bytes: Histogram::new(histogram::SIZE_BOUNDS_BYTES),
             round_requests: Histogram::new(histogram::COUNT_BOUNDS),
             journal_sync_ns: Histogram::new(histogram::LATENCY_BOUNDS_NS),
@@ -198,9 +204,10 @@ impl Stats {
             commit_rounds: get(&self.commit_rounds),
             checkpoints: get(&self.checkpoints),
             segment_syncs: get(&self.segment_syncs),
-            // The cleaner's writes are cleaned segments' data: segment bytes too.
+            // The cleaners' writes are segments' data written again: segment bytes too.
             segment_written_bytes: get(&self.segment_written_bytes)
-                + get(&self.cleaner_bytes_written),
+                + get(&self.cleaner_bytes_written)
+                + get(&self.journal_cleaner_bytes_moved),
             append_requests: get(&self.append_requests),
             batches_appended: get(&self.batches_appended),
             cleaner_passes: get(&self.cleaner_passes),
@@ -211,6 +218,9 @@ impl Stats {
             cleaner_pass_us: get(&self.cleaner_pass_us),
             cleaner_bytes_before: get(&self.cleaner_bytes_before),
             cleaner_bytes_after: get(&self.cleaner_bytes_after),
+            journal_cleaner_passes: get(&self.journal_cleaner_passes),
+            journal_cleaner_files_cleaned: get(&self.journal_cleaner_files_cleaned),
+            journal_cleaner_bytes_moved: get(&self.journal_cleaner_bytes_moved),
         }
     }
 }
@@ -248,6 +258,10 @@ pub(crate) struct Engine {
     pub(crate) cleaner_signal: Signal,
     /// The log cleaner's shared state (`cleaner.rs`).
     pub(crate) cleaner: crate::cleaner::CleanerState,
+    /// Wakes the journal cleaner (deletions, shutdown).
+    pub(crate) journal_cleaner_signal: Signal,
+    /// The journal cleaner's I/O rate limit.
+    pub(crate) journal_cleaner_io: crate::throttle::Throttle,
     /// Serializes create_partition / delete_partition.
     admin: Mutex<()>,
 }
@@ -275,6 +289,8 @@ impl Engine {
             retention_signal: Signal::default(),
             cleaner_signal: Signal::default(),
             cleaner: crate::cleaner::CleanerState::default(),
+            journal_cleaner_signal: Signal::default(),
+            journal_cleaner_io: crate::throttle::Throttle::default(),
             admin: Mutex::new(()),
         }
     }

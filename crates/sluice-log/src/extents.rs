@@ -101,9 +101,11 @@ impl Record {
     }
 }
 
-/// What is on disk already.
-#[derive(Debug, Default)]
+/// What is on disk already, and the file it is in (replaced by a relocation, which
+/// renames a rewritten file over it).
+#[derive(Debug)]
 struct Persisted {
+    file: Box<dyn FsFile>,
     records: u64,
     /// Segment bytes the records cover.
     len: u64,
@@ -124,8 +126,10 @@ pub(crate) struct LoadOutcome {
 
 #[derive(Debug)]
 pub(crate) struct ExtentFile {
-    file: Box<dyn FsFile>,
     extents: RwLock<Vec<Extent>>,
+    /// Segment bytes per data file, `(seq, bytes)`: what the journal cleaner weighs.
+    /// Updated with `extents` (taken after its lock), so the two always agree.
+    by_file: Mutex<Vec<(u64, u64)>>,
     len: AtomicU64,
     /// Bytes covered by a journal sync: what `sync_data` may persist.
     durable: AtomicU64,
@@ -136,13 +140,20 @@ impl ExtentFile {
     /// A new, empty extents file at `path` (an existing one is truncated).
     pub(crate) fn create(fs: &dyn Fs, path: &Path) -> io::Result<Self> {
         let file = fs.open(path, OpenMode::CreateTruncate)?;
-        Ok(Self::from_parts(file, Vec::new(), Persisted::default()))
+        let persisted = Persisted {
+            file,
+            records: 0,
+            len: 0,
+            unsynced: false,
+            written_bytes: 0,
+        };
+        Ok(Self::from_parts(Vec::new(), persisted))
     }
 
-    fn from_parts(file: Box<dyn FsFile>, extents: Vec<Extent>, persisted: Persisted) -> Self {
+    fn from_parts(extents: Vec<Extent>, persisted: Persisted) -> Self {
         let len = extents.last().map_or(0, Extent::end);
         Self {
-            file,
+            by_file: Mutex::new(bytes_by_file(&extents)),
             extents: RwLock::new(extents),
             len: AtomicU64::new(len),
             durable: AtomicU64::new(len),
@@ -228,12 +239,13 @@ impl ExtentFile {
             file.set_len(records * RECORD_LEN as u64)?;
         }
         let persisted = Persisted {
+            file,
             records,
             len: end,
             unsynced: cut,
             written_bytes: 0,
         };
-        Ok((Self::from_parts(file, extents, persisted), outcome))
+        Ok((Self::from_parts(extents, persisted), outcome))
     }
 
     /// Appends `len` bytes stored at `file_position` of `journal` to the segment. Caller:
@@ -259,7 +271,13 @@ impl ExtentFile {
                 len,
             }),
         }
+        add_bytes(&mut self.by_file.lock(), journal.seq, len);
         self.len.store(start + len, Ordering::Release);
+    }
+
+    /// Segment bytes per data file, `(seq, bytes)`, in no particular order.
+    pub(crate) fn bytes_by_file(&self) -> Vec<(u64, u64)> {
+        self.by_file.lock().clone()
     }
 
     /// Bytes below `len` are covered by a journal sync (values only grow).
@@ -277,28 +295,13 @@ impl ExtentFile {
 
     /// The records for segment bytes `[from, to)`.
     fn records_between(&self, from: u64, to: u64) -> Vec<Record> {
-        let extents = self.extents.read();
-        let first = extents.partition_point(|e| e.end() <= from);
-        extents[first..]
-            .iter()
-            .take_while(|e| e.start < to)
-            .map(|e| {
-                let start = e.start.max(from);
-                let end = e.end().min(to);
-                Record {
-                    start,
-                    seq: e.seq,
-                    file_position: e.file_position + (start - e.start),
-                    len: (end - start) as u32,
-                }
-            })
-            .collect()
+        records_of(&self.extents.read(), from, to)
     }
 
     /// Cuts the records on disk back to `len`: records ending at or before it stay as they
     /// are, the one holding it is replaced by its part below `len`.
     fn cut_persisted(&self, persisted: &mut Persisted, len: u64) -> io::Result<()> {
-        let raw = fs::read_whole(self.file.as_ref())?;
+        let raw = fs::read_whole(persisted.file.as_ref())?;
         let mut keep = 0u64;
         let mut kept_len = 0u64;
         for r in valid_records(&raw) {
@@ -308,25 +311,62 @@ impl ExtentFile {
             keep += 1;
             kept_len += u64::from(r.len);
         }
-        self.file.set_len(keep * RECORD_LEN as u64)?;
+        persisted.file.set_len(keep * RECORD_LEN as u64)?;
         let tail = self.records_between(kept_len, len);
-        self.write_records(keep, &tail)?;
+        write_records(persisted.file.as_ref(), keep, &tail)?;
         persisted.records = keep + tail.len() as u64;
         persisted.len = len;
         persisted.unsynced = true;
         Ok(())
     }
+}
 
-    fn write_records(&self, slot: u64, records: &[Record]) -> io::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut buf = Vec::with_capacity(records.len() * RECORD_LEN);
-        for record in records {
-            buf.extend_from_slice(&record.encode());
-        }
-        fs::write_all_at(self.file.as_ref(), &buf, slot * RECORD_LEN as u64)
+/// Writes `records` into `file` from record slot `slot` on.
+fn write_records(file: &dyn FsFile, slot: u64, records: &[Record]) -> io::Result<()> {
+    if records.is_empty() {
+        return Ok(());
     }
+    let mut buf = Vec::with_capacity(records.len() * RECORD_LEN);
+    for record in records {
+        buf.extend_from_slice(&record.encode());
+    }
+    fs::write_all_at(file, &buf, slot * RECORD_LEN as u64)
+}
+
+/// The records for segment bytes `[from, to)` of `extents`.
+fn records_of(extents: &[Extent], from: u64, to: u64) -> Vec<Record> {
+    let first = extents.partition_point(|e| e.end() <= from);
+    extents[first..]
+        .iter()
+        .take_while(|e| e.start < to)
+        .map(|e| {
+            let start = e.start.max(from);
+            let end = e.end().min(to);
+            Record {
+                start,
+                seq: e.seq,
+                file_position: e.file_position + (start - e.start),
+                len: (end - start) as u32,
+            }
+        })
+        .collect()
+}
+
+/// Adds `len` bytes of file `seq` to a per-file summary.
+fn add_bytes(by_file: &mut Vec<(u64, u64)>, seq: u64, len: u64) {
+    match by_file.iter_mut().rev().find(|(s, _)| *s == seq) {
+        Some((_, bytes)) => *bytes += len,
+        None => by_file.push((seq, len)),
+    }
+}
+
+/// The per-file summary of `extents` (bytes of no file, lost to damage, are not counted).
+fn bytes_by_file(extents: &[Extent]) -> Vec<(u64, u64)> {
+    let mut by_file = Vec::new();
+    for e in extents.iter().filter(|e| e.file.is_some()) {
+        add_bytes(&mut by_file, e.seq, e.len);
+    }
+    by_file
 }
 
 impl ExtentFile {
@@ -428,6 +468,126 @@ impl ExtentFile {
     }
 }
 
+/// One extent the journal cleaner moved: segment bytes `[start, start + len)`, stored in
+/// file `from_seq`, now also at `to_position` of `to`.
+#[derive(Debug, Clone)]
+pub(crate) struct Relocation {
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) from_seq: u64,
+    pub(crate) to: Arc<JournalFile>,
+    pub(crate) to_position: u64,
+}
+
+/// A persisted extent: segment bytes `[start, start + len)` at `file_position` of `file`.
+#[derive(Debug, Clone)]
+pub(crate) struct Placed {
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) file: Arc<JournalFile>,
+    pub(crate) file_position: u64,
+}
+
+impl ExtentFile {
+    /// The extents whose records are on disk and whose bytes are in one of the files
+    /// `seqs` (sorted), in segment order.
+    pub(crate) fn persisted_extents_in(&self, seqs: &[u64]) -> Vec<Placed> {
+        let persisted_len = self.persisted.lock().len;
+        let extents = self.extents.read();
+        extents
+            .iter()
+            .take_while(|e| e.end() <= persisted_len)
+            .filter(|e| seqs.binary_search(&e.seq).is_ok())
+            .filter_map(|e| {
+                Some(Placed {
+                    start: e.start,
+                    len: e.len,
+                    file: Arc::clone(e.file.as_ref()?),
+                    file_position: e.file_position,
+                })
+            })
+            .collect()
+    }
+
+    /// Points the extents `moves` (sorted by `start`, each one whole extent below the
+    /// persisted length) at their copies: the records are rewritten into `aside`, synced
+    /// and renamed over `path` (the switch; the caller syncs the directory); then memory
+    /// follows, and adjacent extents of one file are merged. False, with nothing changed,
+    /// when the list no longer holds the moves as they were planned; an error means
+    /// nothing was switched either. The records on disk describe the
+    /// same bytes at the same positions before and after, so a crash at any step leaves a
+    /// valid segment, provided both the old and the new data files are still there (the
+    /// caller retires the old ones only after this returns).
+    pub(crate) fn relocate(
+        &self,
+        fs: &dyn Fs,
+        path: &Path,
+        aside: &Path,
+        moves: &[Relocation],
+    ) -> io::Result<bool> {
+        let mut persisted = self.persisted.lock();
+        if moves.iter().any(|m| m.start + m.len > persisted.len) {
+            return Ok(false);
+        }
+        let Some(planned) = relocated(&self.extents.read(), moves) else {
+            return Ok(false);
+        };
+        let records = records_of(&planned, 0, persisted.len);
+        let file = fs.open(aside, OpenMode::CreateTruncate)?;
+        write_records(file.as_ref(), 0, &records)?;
+        file.sync_data()?;
+        fs.rename(aside, path)?;
+        // From here the new file is the segment's: appends must go to it whatever happens.
+        {
+            let mut extents = self.extents.write();
+            let list = relocated(&extents, moves)
+                .expect("extents below the persisted length change only under its lock");
+            *self.by_file.lock() = bytes_by_file(&list);
+            *extents = list;
+        }
+        persisted.file = file;
+        persisted.records = records.len() as u64;
+        persisted.unsynced = false;
+        persisted.written_bytes += (records.len() * RECORD_LEN) as u64;
+        Ok(true)
+    }
+}
+
+/// `extents` with `moves` applied and adjacent extents of one file merged; `None` when a
+/// move does not match an extent exactly (start, length, file).
+fn relocated(extents: &[Extent], moves: &[Relocation]) -> Option<Vec<Extent>> {
+    let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+    let mut moves = moves.iter().peekable();
+    for e in extents {
+        let mut e = e.clone();
+        if let Some(m) = moves.next_if(|m| m.start <= e.start) {
+            if m.start != e.start || m.len != e.len || m.from_seq != e.seq {
+                return None;
+            }
+            e.seq = m.to.seq;
+            e.file = Some(Arc::clone(&m.to));
+            e.file_position = m.to_position;
+        }
+        match out.last_mut() {
+            Some(last) if continues(last, &e) => last.len += e.len,
+            _ => out.push(e),
+        }
+    }
+    moves.peek().is_none().then_some(out)
+}
+
+/// Whether `next` continues `last` in the same file (so the two can be one extent).
+fn continues(last: &Extent, next: &Extent) -> bool {
+    let same_file = match (&last.file, &next.file) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    };
+    same_file
+        && last.end() == next.start
+        && last.file_position + last.len == next.file_position
+        && last.len + next.len <= u64::from(u32::MAX)
+}
+
 impl ExtentFile {
     /// Whether segment bytes `[from, from + len)`, which [`Self::slices`] handed out as
     /// bytes in memory, are the journal's in-memory tail (the bytes as this process wrote
@@ -502,14 +662,14 @@ impl FsFile for ExtentFile {
             .min(self.len.load(Ordering::Acquire));
         if limit <= persisted.len {
             if persisted.unsynced {
-                self.file.sync_data()?;
+                persisted.file.sync_data()?;
                 persisted.unsynced = false;
             }
             return Ok(());
         }
         let records = self.records_between(persisted.len, limit);
-        self.write_records(persisted.records, &records)?;
-        self.file.sync_data()?;
+        write_records(persisted.file.as_ref(), persisted.records, &records)?;
+        persisted.file.sync_data()?;
         persisted.unsynced = false;
         persisted.records += records.len() as u64;
         persisted.written_bytes += (records.len() * RECORD_LEN) as u64;
@@ -535,6 +695,7 @@ impl FsFile for ExtentFile {
             if let Some(last) = extents.last_mut() {
                 last.len = last.len.min(len - last.start);
             }
+            *self.by_file.lock() = bytes_by_file(&extents);
             self.len.store(len, Ordering::Release);
             let durable = self.durable.load(Ordering::Acquire).min(len);
             self.durable.store(durable, Ordering::Release);

@@ -371,6 +371,20 @@ impl FreePool {
         Ok(())
     }
 
+    /// The recycled files and their bytes on disk (for disk-use reports).
+    pub(crate) fn usage(&self, fs: &dyn Fs, dir: &Path) -> (u64, u64) {
+        let seqs = self.files.lock().clone();
+        let bytes = seqs
+            .iter()
+            .filter_map(|&seq| {
+                fs.open(&dir.join(free_file_name(seq)), OpenMode::Existing)
+                    .ok()
+            })
+            .filter_map(|file| file.len().ok())
+            .sum();
+        (seqs.len() as u64, bytes)
+    }
+
     /// Retires journal file `seq`: recycled while the pool has room, else deleted.
     pub(crate) fn retire(&self, fs: &dyn Fs, dir: &Path, seq: u64) -> io::Result<()> {
         let mut files = self.files.lock();
@@ -506,6 +520,11 @@ impl JournalFiles {
 
     pub(crate) fn get(&self, seq: u64) -> Option<Arc<JournalFile>> {
         self.files.lock().get(&seq).cloned()
+    }
+
+    /// Every registered file, by sequence number (the journal cleaner's accounting).
+    pub(crate) fn all(&self) -> Vec<Arc<JournalFile>> {
+        self.files.lock().values().cloned().collect()
     }
 
     /// Keeps file `seq` (if present) from being retired while the process runs.

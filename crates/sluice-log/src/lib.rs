@@ -49,6 +49,7 @@ pub mod fs;
 pub mod histogram;
 mod index;
 mod journal;
+mod journal_cleaner;
 mod journal_tail;
 pub mod log_limit;
 mod manager;
@@ -64,13 +65,18 @@ mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).
 #[doc(hidden)]
 pub mod sim_fs;
+mod throttle;
 pub mod txn;
 pub mod types;
 
 pub use cleaner::{CleanerPass, RecordCodec, RecordKey};
 pub use completion::{AppendGate, AppendGroup};
-pub use config::{CleanerConfig, FsyncPolicy, LogConfig, LogManagerConfig, Storage, TimestampType};
+pub use config::{
+    CleanerConfig, FsyncPolicy, JournalCleanerConfig, LogConfig, LogManagerConfig, Storage,
+    TimestampType,
+};
 pub use error::LogError;
+pub use journal_cleaner::{DiskUsage, JournalCleanerPass, PartitionDiskUsage};
 pub use manager::{
     AppendInfo, AppendWaiter, CommitHistograms, CommitListener, LogManager, LogStats,
     PartitionOffsets, ReadResult, RecoveryReport,

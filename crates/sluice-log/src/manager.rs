@@ -58,6 +58,7 @@ struct Threads {
     checkpointer: JoinHandle<()>,
     retention: JoinHandle<()>,
     cleaners: Vec<JoinHandle<()>>,
+    journal_cleaner: Option<JoinHandle<()>>,
 }
 
 impl Inner {
@@ -69,7 +70,12 @@ impl Inner {
         self.engine.checkpoint_signal.raise();
         self.engine.retention_signal.raise();
         self.engine.cleaner_signal.raise();
-        let cleaners = threads.cleaners.into_iter().map(|h| ("cleaner", h));
+        self.engine.journal_cleaner_signal.raise();
+        let cleaners = threads
+            .cleaners
+            .into_iter()
+            .map(|h| ("cleaner", h))
+            .chain(threads.journal_cleaner.map(|h| ("journal cleaner", h)));
         for (name, handle) in [
             ("committer", threads.committer),
             ("checkpointer", threads.checkpointer),
@@ -105,6 +111,7 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
         engine.checkpoint_signal.raise();
         engine.retention_signal.raise();
         engine.cleaner_signal.raise();
+        engine.journal_cleaner_signal.raise();
         LogError::Io(error)
     };
     let committer = spawn("sluice-committer", move || committer.run()).map_err(stop_on_error)?;
@@ -128,11 +135,20 @@ fn spawn_threads(engine: &Arc<Engine>, committer: Committer) -> Result<Threads, 
             }
         }
     }
+    let journal_cleaner = match engine.config.journal_cleaner.enable {
+        true => {
+            let engine = Arc::clone(engine);
+            let run = move || crate::journal_cleaner::run(engine);
+            Some(spawn("sluice-journal-cleaner", run).map_err(stop_on_error)?)
+        }
+        false => None,
+    };
     Ok(Threads {
         committer,
         checkpointer,
         retention,
         cleaners,
+        journal_cleaner,
     })
 }
 
@@ -891,6 +907,21 @@ impl LogManager {
         Ok(passes)
     }
 
+    /// Runs one journal cleaner pass now with the given clock (tests; the thread runs
+    /// them every `sluice.journal.cleaner.backoff.ms`).
+    pub fn clean_journal_now(
+        &self,
+        now_ms: i64,
+    ) -> Result<crate::journal_cleaner::JournalCleanerPass, LogError> {
+        crate::journal_cleaner::clean_once(&self.inner.engine, now_ms)
+    }
+
+    /// Disk use of the data files and who holds it (metrics, DescribeLogDirs). Walks
+    /// every segment's per-file summary: run it off the network threads.
+    pub fn disk_usage(&self) -> crate::journal_cleaner::DiskUsage {
+        crate::journal_cleaner::disk_usage(&self.inner.engine)
+    }
+
     /// Stops accepting appends, completes queued ones, syncs, writes a final checkpoint and
     /// joins the threads. Blocking.
     pub fn shutdown(&self) -> Result<(), LogError> {
@@ -940,6 +971,11 @@ pub struct LogStats {
     pub cleaner_pass_us: u64,
     pub cleaner_bytes_before: u64,
     pub cleaner_bytes_after: u64,
+    /// Journal cleaner passes that moved something, data files they cleaned (freed once
+    /// nothing reads them) and bytes they moved (also in `segment_written_bytes`).
+    pub journal_cleaner_passes: u64,
+    pub journal_cleaner_files_cleaned: u64,
+    pub journal_cleaner_bytes_moved: u64,
 }
 
 /// The group commit's histograms since open (see [`crate::histogram`]).

@@ -299,6 +299,11 @@ impl Partition {
             .then_some(at)
     }
 
+    /// Whether `segment` (the active one included) is still in the log.
+    pub(crate) fn holds(&self, segment: &Arc<Segment>) -> bool {
+        self.segments.read().iter().any(|s| Arc::ptr_eq(s, segment))
+    }
+
     /// Whether the run `olds` is still in the log, whole (caller holds `trim_lock`).
     pub(crate) fn holds_run(&self, olds: &[Arc<Segment>]) -> bool {
         Self::find_run(&self.segments.read(), olds).is_some()

@@ -224,6 +224,8 @@ pub(crate) fn remove_segments(
     let new_start = segments[count].base_offset;
     partition.advance_log_start(new_start);
     let removed = partition.remove_leading(count);
+    // Files these segments shared may now be mostly expired.
+    engine.journal_cleaner_signal.raise();
     engine.guard(
         "partition directory sync",
         engine.fs.sync_dir(&partition.dir),

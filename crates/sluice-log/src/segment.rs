@@ -84,6 +84,14 @@ impl SegmentPaths {
         PathBuf::from(name)
     }
 
+    /// `<base>.extents.moved`: the journal cleaner's rewrite of the extent records while
+    /// being written (renamed over the extents file once synced).
+    pub(crate) fn moved(&self) -> PathBuf {
+        let mut name = self.extents.clone().into_os_string();
+        name.push(MOVED_SUFFIX);
+        PathBuf::from(name)
+    }
+
     pub(crate) fn new(dir: &Path, base_offset: Offset) -> Self {
         let stem = format!("{:020}", base_offset.0);
         Self {
@@ -93,6 +101,9 @@ impl SegmentPaths {
         }
     }
 }
+
+/// Suffix of [`SegmentPaths::moved`].
+pub(crate) const MOVED_SUFFIX: &str = ".moved";
 
 /// Parses `<base_offset:020>.extents`.
 pub(crate) fn parse_segment_name(name: &str) -> Option<Offset> {
@@ -474,6 +485,34 @@ impl Segment {
             0,
             base_offset,
         ))
+    }
+
+    /// Segment bytes per data file, `(seq, bytes)` (the journal cleaner's accounting).
+    pub(crate) fn bytes_by_file(&self) -> Vec<(u64, u64)> {
+        self.file.bytes_by_file()
+    }
+
+    /// The persisted extents whose bytes are in one of the files `seqs` (sorted).
+    pub(crate) fn persisted_extents_in(&self, seqs: &[u64]) -> Vec<extents::Placed> {
+        self.file.persisted_extents_in(seqs)
+    }
+
+    /// Points extents at the journal cleaner's copies of their bytes (see
+    /// [`ExtentFile::relocate`]); false when the segment was deleted or its extents
+    /// changed since the moves were planned. Caller: the journal cleaner, holding the
+    /// partition's `trim_lock`; it syncs the partition directory after a true.
+    pub(crate) fn relocate(&self, fs: &dyn Fs, moves: &[extents::Relocation]) -> io::Result<bool> {
+        let deleted = self.deleted.lock();
+        if *deleted {
+            return Ok(false);
+        }
+        let moved = self.paths.moved();
+        let result = self.file.relocate(fs, &self.paths.extents, &moved, moves);
+        if !matches!(result, Ok(true)) {
+            let _ = remove_if_exists(fs, &moved);
+        }
+        drop(deleted);
+        result
     }
 
     /// Reads segment bytes at `position` (the cleaner's batch walk); short only at the end.

@@ -538,6 +538,7 @@ fn sim_config() -> LogManagerConfig {
     config.checkpoint_bytes = u64::MAX / 2;
     config.retention_check_interval_ms = 3_600_000;
     config.journal_file_bytes_max = SMALL_JOURNAL_FILE_BYTES;
+    config.journal_cleaner.enable = false;
     config
 }
 

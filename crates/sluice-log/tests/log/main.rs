@@ -14,6 +14,7 @@ mod cleaner;
 mod damage;
 mod faults;
 mod idempotence;
+mod journal_cleaner;
 mod journal_files;
 mod model;
 mod null_storage;

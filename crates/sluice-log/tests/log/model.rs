@@ -3,7 +3,8 @@
 //!
 //! Each case draws, from its seed, a sequence of appends (several partitions, varied batch
 //! sizes, idempotent producers and plain ones, single and pipelined), retries of acked
-//! idempotent batches, segment rolls (small `segment.bytes`), checkpoints, retention,
+//! idempotent batches, segment rolls (small `segment.bytes`), checkpoints, journal
+//! cleaner passes (moving live extents out of half-dead journal files), retention,
 //! DeleteRecords, partition creates and deletes, power cuts at a random later file-system
 //! operation, injected ENOSPC / EIO, crashes and clean shutdowns. After every reopen it
 //! reads every partition back and checks:
@@ -155,6 +156,9 @@ struct Totals {
     zombies_fenced: u64,
     reopens: u64,
     clean_shutdowns: u64,
+    /// Journal cleaner passes that moved bytes, and the bytes.
+    journal_moves: u64,
+    journal_bytes_moved: u64,
 }
 
 impl std::ops::AddAssign for Totals {
@@ -168,6 +172,8 @@ impl std::ops::AddAssign for Totals {
         self.zombies_fenced += o.zombies_fenced;
         self.reopens += o.reopens;
         self.clean_shutdowns += o.clean_shutdowns;
+        self.journal_moves += o.journal_moves;
+        self.journal_bytes_moved += o.journal_bytes_moved;
     }
 }
 
@@ -208,6 +214,8 @@ fn log_config_for(background: bool) -> LogManagerConfig {
         config.checkpoint_bytes = 48 * 1024;
     }
     config.retention_check_interval_ms = 3_600_000;
+    // Journal cleaner passes run when the test says (`clean_journal_now`).
+    config.journal_cleaner.enable = false;
     // Small journal files: rolls, end markers and recycled files come up often.
     config.journal_file_bytes_max = 32 * 1024;
     // Rounds stay far below the parallel segment-write threshold (one thread writes).
@@ -589,6 +597,20 @@ impl World {
         let _ = self.log().checkpoint_now();
     }
 
+    /// A journal cleaner pass: moves the bytes of half-dead journal files (every
+    /// partition keeps its data for a week here, so whatever is live outlives its file).
+    fn op_journal_clean(&mut self) {
+        // Timestamps are the tags: at time 0 a week's retention keeps everything.
+        let result = self.log().clean_journal_now(0);
+        self.note(format!("journal cleaner: {result:?}"));
+        if let Ok(pass) = result {
+            if pass.bytes_moved > 0 {
+                self.totals.journal_moves += 1;
+                self.totals.journal_bytes_moved += pass.bytes_moved;
+            }
+        }
+    }
+
     fn op_retention(&mut self) {
         let Some(part) = self.pick_live() else {
             return;
@@ -875,7 +897,8 @@ impl World {
             30..=47 => self.op_append(true),
             48..=56 => self.op_burst(),
             57..=63 => self.op_retry(),
-            64..=71 => self.op_checkpoint(),
+            64..=69 => self.op_checkpoint(),
+            70..=71 => self.op_journal_clean(),
             72..=75 => self.op_retention(),
             76..=79 => self.op_delete_records(),
             80..=82 => self.op_create(),
@@ -1134,7 +1157,10 @@ fn run_cases(background: bool, default_cases: u64) {
         started.elapsed()
     );
     assert!(
-        totals.unknown_present > 0 && totals.duplicates_checked > 0 && fs.torn_files > 0,
+        totals.unknown_present > 0
+            && totals.duplicates_checked > 0
+            && fs.torn_files > 0
+            && totals.journal_moves > 0,
         "the run exercised too little: {totals:?} {fs:?}"
     );
 }
