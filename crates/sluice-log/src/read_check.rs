@@ -221,6 +221,8 @@ struct Window<'a> {
     limit: u64,
     buf: Vec<u8>,
     start: u64,
+    /// Bytes of `buf` holding the file's bytes from `start`.
+    valid: usize,
 }
 
 /// Buffers kept between checks, so a fetch reader's check does not allocate.
@@ -234,13 +236,13 @@ impl<'a> Window<'a> {
             limit,
             buf,
             start: 0,
+            valid: 0,
         }
     }
 
     /// Gives the buffer back to the pool (or drops it, when the pool is full).
     fn release(self) {
-        let mut buf = self.buf;
-        buf.clear();
+        let buf = self.buf;
         let mut pool = BUFFERS.lock();
         if pool.len() < CHECK_BUFFERS_KEPT && buf.capacity() <= CHECK_WINDOW_BYTES {
             pool.push(buf);
@@ -248,20 +250,20 @@ impl<'a> Window<'a> {
     }
 
     /// Reads the window at `position`: up to [`CHECK_WINDOW_BYTES`], never past `limit`.
-    /// Returns false when the file holds fewer bytes than that.
+    /// Returns false when the file holds fewer bytes than that. The buffer is zeroed once,
+    /// when first used, not before every read.
     fn fill(&mut self, position: u64) -> io::Result<bool> {
         let want = (self.limit.saturating_sub(position)).min(CHECK_WINDOW_BYTES as u64) as usize;
-        self.buf.clear();
-        self.buf.reserve_exact(CHECK_WINDOW_BYTES);
-        self.buf.resize(want, 0);
-        let read = fs::read_full_at(self.file, &mut self.buf, position)?;
-        self.buf.truncate(read);
-        self.start = position;
+        if self.buf.len() < CHECK_WINDOW_BYTES {
+            self.buf.resize(CHECK_WINDOW_BYTES, 0);
+        }
+        let read = fs::read_full_at(self.file, &mut self.buf[..want], position)?;
+        (self.start, self.valid) = (position, read);
         Ok(read == want)
     }
 
     fn end(&self) -> u64 {
-        self.start + self.buf.len() as u64
+        self.start + self.valid as u64
     }
 
     /// Exactly `len` bytes at `position` (`len` at most a window), or `None` when the file

@@ -1037,13 +1037,15 @@ impl Segment {
         start: u64,
         slices: &[RecordSlice],
     ) -> Result<Option<read_check::BadBatch>, LogError> {
-        let (mut position, mut span) = (start, None::<(u64, u64)>);
+        let (mut position, mut span, mut read_in) = (start, None::<(u64, u64)>, false);
         for slice in slices {
             let end = position + slice.len() as u64;
             let unchecked = match slice {
                 RecordSlice::File(range) => {
                     let gap = self.verified.first_gap(position, end);
-                    if gap.is_some() {
+                    // Once per read: the stretch read ahead covers the ranges after it.
+                    if gap.is_some() && !read_in {
+                        read_in = true;
                         if let Err(error) = range.make_resident(CHECK_READ_AHEAD_BYTES) {
                             tracing::debug!(%error, "could not read a range in before its check");
                         }

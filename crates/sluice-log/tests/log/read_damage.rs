@@ -233,3 +233,62 @@ async fn damage_under_a_running_log_is_found_on_its_first_read() {
         log.shutdown().expect("shutdown");
     }
 }
+
+/// CPU time of this thread so far (user + system), in milliseconds.
+#[allow(unsafe_code)]
+fn thread_cpu_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer for the calling thread's CPU clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check: run with --ignored --nocapture"]
+async fn measure_the_first_read_check() {
+    // Method: 64 MiB of 16 KiB batches in 4 partitions (interleaved in the journal), clean
+    // stop, reopen (nothing in the in-memory tail), then read every partition through
+    // `read_ranges` in 1 MiB fetches twice, with the journal files in the page cache: the
+    // first pass checks every batch (read + CRC-32C), the second finds it all verified.
+    // Prints the reader thread's CPU per MB for each pass.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<PartitionKey> = (0..4).map(|p| key("measure", p)).collect();
+    let (log, _) = LogManager::open(config(dir.path()), Arc::new(StdFs)).expect("open");
+    for k in &keys {
+        create(&log, k);
+    }
+    for tag in 0..1024 {
+        for k in &keys {
+            append(&log, k, bytes(16, 1000, tag)).await;
+        }
+    }
+    log.shutdown().expect("shutdown");
+    drop(log);
+    for path in journal_files(dir.path()) {
+        std::fs::read(path).expect("warm the page cache");
+    }
+    let (log, _) = LogManager::open(config(dir.path()), Arc::new(StdFs)).expect("reopen");
+    let batch_len = bytes(16, 1000, 0).len();
+    for pass in ["first (checks)", "second (verified)"] {
+        let (cpu, mut bytes) = (thread_cpu_ms(), 0usize);
+        for k in &keys {
+            let end = log.offsets(k).expect("offsets").high_watermark;
+            let mut next = Offset(0);
+            while next < end {
+                let r = log.read_ranges(k, next, 1 << 20, true).expect("read");
+                bytes += r.len;
+                assert!(r.len > 0 && r.len % batch_len == 0, "whole batches");
+                next = Offset(next.0 + 16 * (r.len / batch_len) as i64);
+            }
+        }
+        let ms = thread_cpu_ms() - cpu;
+        println!(
+            "{pass}: {:.1} MB, {:.3} ms CPU per MB",
+            bytes as f64 / 1e6,
+            ms / (bytes as f64 / 1e6)
+        );
+    }
+}
