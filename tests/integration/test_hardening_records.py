@@ -10,6 +10,7 @@ bomb is the same bytes repeated."""
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
 import zlib
@@ -37,6 +38,7 @@ UNKNOWN_PRODUCER_ID = 59
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 INIT_PRODUCER_ID = 22
+THROTTLING_QUOTA_EXCEEDED = 89
 # How much the broker's peak RSS may grow while it handles bombs. The walk itself needs a
 # few MiB; 4 concurrent decompressions at most a few tens.
 HWM_GROWTH_KIB_MAX = 160 * 1024
@@ -388,11 +390,25 @@ def init_producer_id_request(correlation_id: int) -> bytes:
     return kwire.frame(kwire.header_v1(INIT_PRODUCER_ID, 1, correlation_id) + body)
 
 
-def pipelined(bootstrap: str, requests: list[bytes], window: int = 32) -> list[bytes]:
+def connect_from(bootstrap: str, source_ip: str | None) -> socket.socket:
+    """A connection from a chosen loopback address (127.0.0.0/8 all reaches the broker on
+    127.0.0.1), so per-address bounds can be exercised on one host; None: the default."""
+    if source_ip is None:
+        return kwire.connect(bootstrap, timeout=30)
+    host, port = bootstrap.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.bind((source_ip, 0))
+    s.connect((host, int(port)))
+    return s
+
+
+def pipelined(bootstrap: str, requests: list[bytes], window: int = 32,
+              source_ip: str | None = None) -> list[bytes]:
     """Sends requests on one connection, `window` at a time, and returns the response bodies
     in order."""
     out = []
-    with kwire.connect(bootstrap, timeout=30) as s:
+    with connect_from(bootstrap, source_ip) as s:
         for i in range(0, len(requests), window):
             chunk = requests[i:i + window]
             s.sendall(b"".join(chunk))
@@ -400,16 +416,24 @@ def pipelined(bootstrap: str, requests: list[bytes], window: int = 32) -> list[b
     return out
 
 
-def new_producer_ids(bootstrap: str, n: int) -> list[int]:
-    ids = []
-    for body in pipelined(bootstrap, [init_producer_id_request(i) for i in range(n)], window=64):
+def init_producer_ids(bootstrap: str, n: int, source_ip: str | None = None) -> list[tuple[int, int, int]]:
+    """`n` pipelined InitProducerId v1 calls without a transactional id on one connection:
+    (error code, throttle time ms, producer id) of each."""
+    out = []
+    requests = [init_producer_id_request(i) for i in range(n)]
+    for body in pipelined(bootstrap, requests, window=64, source_ip=source_ip):
         r = kwire.Reader(body)
         r.i32()  # correlation id
-        r.i32()  # throttle
-        assert r.i16() == NONE
-        ids.append(r.i64())
-        assert r.i16() == 0  # epoch
-    return ids
+        throttle_ms = r.i32()
+        code = r.i16()
+        out.append((code, throttle_ms, r.i64()))
+    return out
+
+
+def new_producer_ids(bootstrap: str, n: int, source_ip: str | None = None) -> list[int]:
+    answers = init_producer_ids(bootstrap, n, source_ip)
+    assert all(code == NONE for code, _, _ in answers), {code for code, _, _ in answers}
+    return [pid for _, _, pid in answers]
 
 
 def idempotent(pid: int, seq: int, n: int = 1) -> bytes:
@@ -417,14 +441,16 @@ def idempotent(pid: int, seq: int, n: int = 1) -> bytes:
     return kwire.record_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=seq)
 
 
-def test_producer_id_flood_cannot_evict_an_active_producer(broker, topic_name):
+def test_producer_id_flood_cannot_evict_an_active_producer(sluice_factory, topic_name):
     """Goal: after an idempotent producer's batch is written, 10,000 other producer ids
     (issued by the broker, so valid) each writing one batch to the same partition cannot
     evict its state: its retry is still answered as a duplicate with the original offset
     and nothing is written twice. The flood past the per-partition bound is refused with
     the retriable NOT_ENOUGH_REPLICAS, and nothing of a refused batch is stored.
     Method: raw InitProducerId and Produce v3 over pipelined connections; the bound is the
-    default 10,000 producers per partition; high watermark before and after the retry."""
+    default 10,000 producers per partition; high watermark before and after the retry. The
+    ids all come from one address, so its producer-id allowance is raised for the test."""
+    broker = sluice_factory(["--override", "sluice.producer.ids.per.ip.max=20000"])
     create_topic(broker.bootstrap, topic_name)
     [victim] = new_producer_ids(broker.bootstrap, 1)
     first = produce(broker.bootstrap, topic_name, idempotent(victim, 0, 3))
@@ -446,3 +472,101 @@ def test_producer_id_flood_cannot_evict_an_active_producer(broker, topic_name):
     assert high_watermark(broker.bootstrap, topic_name) == end, "the retry was written twice"
     nxt = produce(broker.bootstrap, topic_name, idempotent(victim, 3, 1))
     assert (nxt.error_code, nxt.base_offset) == (NONE, end)
+
+
+def flood_partition(bootstrap: str, topic: str, ids: list[int], source_ip: str | None = None) -> list[int]:
+    """One idempotent batch per producer id to partition 0 (acks=1, pipelined); the codes."""
+    requests = [kwire.produce_request_v3(i, topic, 0, idempotent(pid, 0), acks=1)
+                for i, pid in enumerate(ids)]
+    return [kwire.parse_produce_v3(body)[1][(topic, 0)].error_code
+            for body in pipelined(bootstrap, requests, source_ip=source_ip)]
+
+
+def idempotent_ck_producer(bootstrap: str) -> "Producer":
+    from confluent_kafka import Producer
+    return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                     "linger.ms": 0, "message.timeout.ms": 30000, "retry.backoff.ms": 100,
+                     "retry.backoff.max.ms": 500})
+
+
+def deliver_one(p, topic: str, value: bytes, timeout: float = 30.0) -> tuple[object, float]:
+    """Produces one record and waits for its delivery report: (error or None, seconds)."""
+    results = []
+    started = time.monotonic()
+    p.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: results.append(err))
+    while not results and time.monotonic() - started < timeout:
+        p.poll(0.1)
+    assert results, f"no delivery report within {timeout} s"
+    return results[0], time.monotonic() - started
+
+
+def test_init_producer_id_flood_from_one_address_is_bounded(broker, topic_name):
+    """Goal (issue 32): one address cannot take producer ids without bound. At the defaults
+    (sluice.producer.ids.per.ip.max 1,000 per 10 minutes) a flood of InitProducerId from one
+    connection gets 1,000 ids, then THROTTLING_QUOTA_EXCEEDED with a throttle time (what
+    Java, librdkafka and franz-go retry), logged once; another address is not affected;
+    the 1,000 ids fill a tenth of the partition's producer table, so a new librdkafka
+    idempotent producer writes at once. Before the bound the flood got every id it asked
+    for (10,000 and one batch each blocked new producers for 10 minutes: the next test).
+    Method: 1,200 pipelined InitProducerId v1 from 127.0.0.2, one batch per id issued to
+    the partition, InitProducerId from 127.0.0.3, a confluent-kafka idempotent producer
+    (from 127.0.0.1)."""
+    create_topic(broker.bootstrap, topic_name)
+    log_start = len(broker.stderr_text())
+    started = time.monotonic()
+    answers = init_producer_ids(broker.bootstrap, 1_200, "127.0.0.2")
+    took = time.monotonic() - started
+    codes = [code for code, _, _ in answers]
+    # Pipelined calls run concurrently, so which ones are refused varies; how many does not
+    # (the bucket's 1,000, plus one per 600 ms of the flood).
+    granted = codes.count(NONE)
+    assert 1_000 <= granted <= 1_001 + took / 0.6, (granted, took)
+    assert set(codes) == {NONE, THROTTLING_QUOTA_EXCEEDED}, set(codes)
+    throttles = {t for code, t, _ in answers if code == THROTTLING_QUOTA_EXCEEDED}
+    # One id refills every 600 ms (10 minutes / 1,000).
+    assert all(0 < t <= 600 for t in throttles), throttles
+    assert all(pid == -1 for code, _, pid in answers if code != NONE)
+    lines = [l for l in broker.stderr_text()[log_start:].splitlines() if "InitProducerId throttled" in l]
+    assert len(lines) == 1 and "peer=127.0.0.2:" in lines[0], lines
+    [(code, _, other)] = init_producer_ids(broker.bootstrap, 1, "127.0.0.3")
+    assert code == NONE and other >= 0, "another address was throttled"
+    ids = [pid for code, _, pid in answers if code == NONE]
+    assert set(flood_partition(broker.bootstrap, topic_name, ids)) == {NONE}
+    p = idempotent_ck_producer(broker.bootstrap)
+    err, delivered = deliver_one(p, topic_name, b"well-behaved")
+    print(f"flood: {granted} ids in {took:.2f} s, {len(codes) - granted} throttled; "
+          f"new idempotent producer delivered in {delivered:.2f} s")
+    assert err is None and delivered < 5, (err, delivered)
+
+
+def test_a_full_producer_table_is_logged_and_frees_after_the_eviction_window(sluice_factory, topic_name):
+    """Goal (issue 32): a partition whose producer table is full of recently active
+    producers refuses a new idempotent producer (NOT_ENOUGH_REPLICAS, retried) with a WARN
+    in the broker log (rate-limited: one line for many refusals), and the eviction window
+    is a setting: with sluice.producer.eviction.idle.ms=3000 a new librdkafka producer gets
+    in once the flood's producers have been idle 3 s, within seconds instead of the
+    default 10 minutes. Before, nothing was logged and the window was fixed.
+    Method: 10 loopback addresses take 1,000 ids each (their allowance) and write one batch
+    each to the partition: 10,000 producers fill its table; a raw batch of a new id is
+    refused; a confluent-kafka idempotent producer started at once is delivered after
+    about 3 s, not before 2 s and within 15 s."""
+    b = sluice_factory(["--override", "sluice.producer.eviction.idle.ms=3000"])
+    create_topic(b.bootstrap, topic_name)
+    log_start = len(b.stderr_text())
+    for host in range(2, 12):
+        source = f"127.0.0.{host}"
+        ids = new_producer_ids(b.bootstrap, 1_000, source)
+        assert set(flood_partition(b.bootstrap, topic_name, ids, source)) == {NONE}
+    full_at = time.monotonic()
+    [late] = new_producer_ids(b.bootstrap, 1, "127.0.0.12")
+    refused = produce(b.bootstrap, topic_name, idempotent(late, 0))
+    assert refused.error_code == NOT_ENOUGH_REPLICAS, refused
+    p = idempotent_ck_producer(b.bootstrap)
+    err, took = deliver_one(p, topic_name, b"after the window")
+    waited = time.monotonic() - full_at
+    print(f"table full of 10,000 producers; new idempotent producer delivered {waited:.1f} s after the flood")
+    assert err is None, err
+    assert 2.0 <= waited <= 15.0, waited
+    lines = [l for l in b.stderr_text()[log_start:].splitlines() if "new idempotent producer refused" in l]
+    assert 1 <= len(lines) <= 2, lines
+    assert f"topic={topic_name}" in lines[0] and "partition=0" in lines[0], lines[0]

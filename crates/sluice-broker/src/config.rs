@@ -105,6 +105,14 @@ pub struct BrokerConfig {
     pub group: GroupConfig,
     /// `producer.id.expiration.ms`: idle idempotent-producer state is dropped after this.
     pub producer_id_expiration_ms: u64,
+    /// `sluice.producer.eviction.idle.ms`: how long a producer must have been idle before
+    /// a new producer id may take its slot in a full partition (docs/storage.md §12).
+    pub producer_eviction_idle_ms: u64,
+    /// `sluice.producer.ids.per.ip.max`: producer ids InitProducerId hands out to one
+    /// client address per `producer_ids_per_ip_window_ms` (`producer_ids::AddressBuckets`).
+    pub producer_ids_per_ip_max: u64,
+    /// `sluice.producer.ids.per.ip.window.ms`.
+    pub producer_ids_per_ip_window_ms: u64,
     /// `listener.security.protocol.map`: listener name to security protocol.
     pub listener_security_protocol_map: BTreeMap<String, SecurityProtocol>,
     /// `controller.listener.names`: listeners of `listeners` that are not opened (see
@@ -167,6 +175,9 @@ impl Default for BrokerConfig {
             fetch_max_bytes: limits::FETCH_MAX_BYTES_DEFAULT,
             group: GroupConfig::default(),
             producer_id_expiration_ms: 86_400_000,
+            producer_eviction_idle_ms: sluice_log::config::PRODUCER_EVICTION_IDLE_MS_DEFAULT,
+            producer_ids_per_ip_max: limits::PRODUCER_IDS_PER_IP_MAX_DEFAULT,
+            producer_ids_per_ip_window_ms: limits::PRODUCER_IDS_PER_IP_WINDOW_MS_DEFAULT,
             listener_security_protocol_map: BTreeMap::new(),
             controller_listener_names: Vec::new(),
             security: SecuritySettings::default(),
@@ -836,6 +847,7 @@ mod tests {
             c.retention_check_interval_ms
         );
         assert_eq!(log.producer_id_expiration_ms, c.producer_id_expiration_ms);
+        assert_eq!(log.producer_eviction_idle_ms, c.producer_eviction_idle_ms);
         assert_eq!(log.cleaner, c.log_cleaner);
         assert_eq!(log.journal_cleaner, c.journal_cleaner);
         assert_eq!(log.journal_file_bytes_max, c.journal_file_bytes);

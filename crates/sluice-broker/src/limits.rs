@@ -285,6 +285,19 @@ pub const QUOTA_THROTTLE_MS_MAX: u64 = 11_000;
 pub const QUOTA_ENTITIES_MAX: usize = 10_000;
 pub const QUOTA_ENTITY_NAME_BYTES_MAX: usize = 1024;
 pub const QUOTA_BUCKETS_MAX: usize = 100_000;
+
+/// Producer ids InitProducerId hands out to one client address per
+/// [`PRODUCER_IDS_PER_IP_WINDOW_MS_DEFAULT`] (`sluice.producer.ids.per.ip.max`): a tenth
+/// of a partition's producer table (`producer_ids_per_partition_max`, 10,000), so one
+/// address cannot fill a table within the eviction window (a bucket of 1,000 refilled
+/// over the window gives at most 2,000 in any 10 minutes).
+pub const PRODUCER_IDS_PER_IP_MAX_DEFAULT: u64 = 1_000;
+/// The window of [`PRODUCER_IDS_PER_IP_MAX_DEFAULT`]: the default eviction window
+/// (`sluice.producer.eviction.idle.ms`).
+pub const PRODUCER_IDS_PER_IP_WINDOW_MS_DEFAULT: u64 = 600_000;
+/// Client addresses whose producer-id buckets are kept; beyond it full (idle) buckets are
+/// forgotten, and new addresses then share one bucket until some are.
+pub const PRODUCER_ID_ADDRESSES_MAX: usize = 100_000;
 /// Longest SASL token (client message) accepted in one SaslAuthenticate.
 pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;
 /// Partition verifications of one AddPartitionsToTxn / AddOffsetsToTxn queued on the log

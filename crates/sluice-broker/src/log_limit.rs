@@ -97,6 +97,26 @@ pub(crate) static SASL_FAILED: LogLimit = LogLimit::new();
 pub(crate) static TLS_HANDSHAKE_FAILED: LogLimit = LogLimit::new();
 pub(crate) static CONNECTION_LIMIT: LogLimit = LogLimit::new();
 pub(crate) static CONNECTION_CLOSED_IDLE: LogLimit = LogLimit::new();
+pub(crate) static PRODUCER_STATE_FULL: LogLimit = LogLimit::new();
+pub(crate) static PRODUCER_IDS_THROTTLED: LogLimit = LogLimit::new();
+
+/// Logs (rate-limited) a new idempotent producer refused because a partition's producer
+/// table is full of recently active producers (`LogError::ProducerStateFull`, answered
+/// NOT_ENOUGH_REPLICAS): until one of them has been idle for the eviction window, no new
+/// producer writes there, which an operator must be able to see. `partition` when known.
+pub(crate) fn producer_state_full(error: &sluice_log::LogError, partition: Option<(&str, i32)>) {
+    if !matches!(error, sluice_log::LogError::ProducerStateFull { .. }) {
+        return;
+    }
+    let (topic, partition) = partition.unwrap_or(("", -1));
+    warn_limited!(
+        PRODUCER_STATE_FULL,
+        topic = %topic,
+        partition,
+        %error,
+        "new idempotent producer refused (NOT_ENOUGH_REPLICAS): the partition's producer table is full of producers active within sluice.producer.eviction.idle.ms"
+    );
+}
 
 #[cfg(test)]
 mod tests {

@@ -58,6 +58,7 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.storage = config.storage;
     lc.retention_check_interval_ms = config.retention_check_interval_ms;
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
+    lc.producer_eviction_idle_ms = config.producer_eviction_idle_ms;
     lc.segment_files_max = segment_files_budget(config);
     lc.cleaner = config.log_cleaner;
     lc.journal_cleaner = config.journal_cleaner;

@@ -65,7 +65,7 @@ use crate::error::LogError;
 use crate::journal::{self, EntryHeader, JournalWriter, ENTRY_HEADER_LEN};
 use crate::manager::AppendInfo;
 use crate::partition::Partition;
-use crate::producer_state::{BatchMetadata, ProducerEntry, Staged};
+use crate::producer_state::{BatchMetadata, ProducerEntry, Room, Staged};
 use crate::segment::{now_ms, Segment};
 use crate::txn::ControlType;
 use crate::types::{Offset, ProducerEpoch, ProducerId};
@@ -582,7 +582,8 @@ impl Committer {
         let mut producers = None;
         if self.round[i].request.idempotent {
             let table = partition.producers.lock();
-            let checked = table.check_request(&records, &mut self.staged);
+            let eviction_idle_ms = self.engine.config.producer_eviction_idle_ms;
+            let checked = table.check_request(&records, &mut self.staged, eviction_idle_ms);
             if let Some(original) = checked.map_err(Failure::Request)? {
                 return Ok(self.duplicate_info(i, &partition, original));
             }
@@ -668,9 +669,10 @@ impl Committer {
             .iter_mut()
             .rfind(|u| u.partition.uid == partition.uid)
             .expect("a touched partition has its undo record");
+        let room = Room::new(now, self.engine.config.producer_eviction_idle_ms);
         let mut table = partition.producers.lock();
         table
-            .verify_txn((producer_id, epoch, epoch_bump), now, &mut undo.producers)
+            .verify_txn((producer_id, epoch, epoch_bump), room, &mut undo.producers)
             .map_err(Failure::Request)?;
         let log_end = partition.log_end();
         Ok(AppendInfo {

@@ -31,13 +31,14 @@ pub const JOURNAL_TAIL_ALLOCATED_BYTES_MAX: usize = 32 << 20;
 pub const PRODUCER_BATCHES_CACHED_MAX: usize = 5;
 const _: () = assert!(PRODUCER_BATCHES_CACHED_MAX >= 1 && PRODUCER_BATCHES_CACHED_MAX <= 255);
 
-/// A producer's state is evicted to make room for a new producer id only once it has been
-/// idle this long (see `producer_state`). It outlasts the retry window of every client
-/// default: Java's `delivery.timeout.ms` (120 s) and librdkafka's `message.timeout.ms`
-/// (300 s); a client configured to retry for longer is protected only while the table
-/// has room. New producers arriving at a table full of more recently active ones are refused
-/// (retriably) until some become idle or expire.
-pub const PRODUCER_EVICTION_IDLE_MS_MIN: i64 = 600_000;
+/// Default of [`LogManagerConfig::producer_eviction_idle_ms`]: a producer's state is
+/// evicted to make room for a new producer id only once it has been idle this long (see
+/// `producer_state`). It outlasts the retry window of every client default: Java's
+/// `delivery.timeout.ms` (120 s) and librdkafka's `message.timeout.ms` (300 s); a client
+/// configured to retry for longer is protected only while the table has room. New producers
+/// arriving at a table full of more recently active ones are refused (retriably) until some
+/// become idle or expire.
+pub const PRODUCER_EVICTION_IDLE_MS_DEFAULT: u64 = 600_000;
 
 /// When a partition's producer snapshot cannot be used (missing, damaged, or newer than
 /// what recovery found), its producer state is rebuilt by walking the batch headers of at
@@ -199,13 +200,18 @@ pub struct LogManagerConfig {
     pub retention_check_interval_ms: u64,
     /// Idempotent producers tracked per partition. When a new producer id arrives at a
     /// full partition, the least recently active one is forgotten if it has been idle for
-    /// [`PRODUCER_EVICTION_IDLE_MS_MIN`] (it is then accepted with any sequence, like an
+    /// `producer_eviction_idle_ms` (it is then accepted with any sequence, like an
     /// expired one); otherwise the new producer is refused with `ProducerStateFull`. Each costs about 200 bytes of memory and
     /// of the partition's producer snapshot. Minimum 1.
     pub producer_ids_per_partition_max: usize,
     /// Kafka's `producer.id.expiration.ms`: a producer id with no append to a partition for
     /// this long is forgotten there. Default 86_400_000 (one day).
     pub producer_id_expiration_ms: u64,
+    /// How long a producer must have been idle before a new producer id may take its slot
+    /// in a full partition table (`sluice.producer.eviction.idle.ms`, default
+    /// [`PRODUCER_EVICTION_IDLE_MS_DEFAULT`]). Below a client's retry window, a retry of
+    /// an evicted producer is no longer recognised as a duplicate.
+    pub producer_eviction_idle_ms: u64,
     /// Most segment files open at once in the process (every segment keeps its file open,
     /// as in Kafka). Creating a partition or rolling a segment beyond it is refused with
     /// `LogError::FileLimit` (the log is not poisoned), so the descriptors left over for
@@ -320,6 +326,7 @@ impl LogManagerConfig {
             retention_check_interval_ms: 300_000,
             producer_ids_per_partition_max: 10_000,
             producer_id_expiration_ms: 86_400_000,
+            producer_eviction_idle_ms: PRODUCER_EVICTION_IDLE_MS_DEFAULT,
             segment_files_max: usize::MAX,
             cleaner: CleanerConfig::default(),
             journal_cleaner: JournalCleanerConfig::default(),

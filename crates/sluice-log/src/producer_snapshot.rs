@@ -232,7 +232,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::producer_state::{increment_sequence, ProducerBatch};
+    use crate::producer_state::{increment_sequence, ProducerBatch, Room};
 
     fn table_with(producers: i64, batches: i32) -> ProducerStateTable {
         let mut table = ProducerStateTable::new(100);
@@ -328,7 +328,11 @@ mod tests {
         let mut undo = Vec::new();
         for id in [1, 2] {
             table
-                .verify_txn((ProducerId(id), ProducerEpoch(0), false), 5, &mut undo)
+                .verify_txn(
+                    (ProducerId(id), ProducerEpoch(0), false),
+                    Room::new(5, 1),
+                    &mut undo,
+                )
                 .expect("verified");
             let batch = ProducerBatch {
                 producer_id: ProducerId(id),

@@ -19,8 +19,10 @@
 //!
 //! Bound and eviction: a partition tracks at most `producer_ids_per_partition_max` producers.
 //! A new producer id arriving at a full table takes the slot of the least recently active
-//! producer only if that one has been idle for [`PRODUCER_EVICTION_IDLE_MS_MIN`] or longer
-//! (longer than any client keeps retrying a batch, so its retries are over). Otherwise the
+//! producer only if that one has been idle for the eviction window or longer
+//! (`LogManagerConfig::producer_eviction_idle_ms`, by default
+//! [`PRODUCER_EVICTION_IDLE_MS_DEFAULT`]: longer than any client keeps retrying a batch by
+//! default, so its retries are over). The callers pass the window in. Otherwise the
 //! new producer's request is refused with `ProducerStateFull` and nothing is written: a flood
 //! of producer ids can delay new producers, but it can never make an active producer's
 //! retry look new and be written twice. (Recovery and snapshot loading still evict the
@@ -58,13 +60,32 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 
 use crate::batch::{BatchHeader, BatchIter};
-use crate::config::{PRODUCER_BATCHES_CACHED_MAX, PRODUCER_EVICTION_IDLE_MS_MIN};
+use crate::config::PRODUCER_BATCHES_CACHED_MAX;
+#[cfg(doc)]
+use crate::config::PRODUCER_EVICTION_IDLE_MS_DEFAULT;
 use crate::error::LogError;
 use crate::txn::{AbortedTxn, ControlType};
 use crate::types::{Offset, ProducerEpoch, ProducerId};
 
 /// Marks "no slot" in the activity list.
 const NIL: u32 = u32::MAX;
+
+/// What a new producer's room check needs: the wall-clock time, and how long the least
+/// recently active producer must have been idle for its slot to be taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Room {
+    pub(crate) now_ms: i64,
+    pub(crate) eviction_idle_ms: i64,
+}
+
+impl Room {
+    pub(crate) fn new(now_ms: i64, eviction_idle_ms: u64) -> Self {
+        Self {
+            now_ms,
+            eviction_idle_ms: i64::try_from(eviction_idle_ms).unwrap_or(i64::MAX),
+        }
+    }
+}
 
 /// One batch remembered for a producer: enough to recognize a retry and to answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -392,12 +413,12 @@ impl ProducerStateTable {
     /// request). `Ok(Some(original))` means the batch is a retry of `original`.
     ///
     /// A producer the table does not hold must also find a slot (see the module header);
-    /// `now_ms` is the wall-clock time its idle check uses.
+    /// `room` is the wall-clock time its idle check uses and the eviction window.
     pub(crate) fn check(
         &self,
         batch: &ProducerBatch,
         staged: &mut Vec<Staged>,
-        now_ms: i64,
+        room: Room,
     ) -> Result<Option<BatchMetadata>, LogError> {
         let entry = self.get(batch.producer_id);
         // Duplicates are looked for among what is written, as Kafka does.
@@ -422,7 +443,7 @@ impl ProducerStateTable {
             }
             None => {
                 new_producers += 1;
-                self.check_room(batch.producer_id, new_producers, now_ms)?;
+                self.check_room(batch.producer_id, new_producers, room)?;
                 false
             }
         };
@@ -446,7 +467,7 @@ impl ProducerStateTable {
         &self,
         producer_id: ProducerId,
         new_producers: usize,
-        now_ms: i64,
+        room: Room,
     ) -> Result<(), LogError> {
         debug_assert!(self.slots.len() <= self.producer_ids_max && new_producers >= 1);
         let evictions = (self.slots.len() + new_producers).saturating_sub(self.producer_ids_max);
@@ -459,8 +480,8 @@ impl ProducerStateTable {
             .by_activity()
             .filter(|(_, e)| !e.in_txn())
             .nth(evictions - 1);
-        let idle_ms = last_evicted.map(|(_, e)| now_ms.saturating_sub(e.last_activity_ms));
-        if idle_ms.is_some_and(|idle| idle >= PRODUCER_EVICTION_IDLE_MS_MIN) {
+        let idle_ms = last_evicted.map(|(_, e)| room.now_ms.saturating_sub(e.last_activity_ms));
+        if idle_ms.is_some_and(|idle| idle >= room.eviction_idle_ms) {
             return Ok(());
         }
         Err(LogError::ProducerStateFull {
@@ -477,14 +498,15 @@ impl ProducerStateTable {
         &self,
         records: &Bytes,
         staged: &mut Vec<Staged>,
+        eviction_idle_ms: u64,
     ) -> Result<Option<BatchMetadata>, LogError> {
         staged.clear();
-        let now_ms = crate::segment::now_ms();
+        let room = Room::new(crate::segment::now_ms(), eviction_idle_ms);
         for batch in BatchIter::new(records.clone()) {
             let batch = batch?;
             let header = BatchHeader::parse(&batch)?;
             if let Some(producer) = ProducerBatch::from_header(&header) {
-                if let Some(original) = self.check(&producer, staged, now_ms)? {
+                if let Some(original) = self.check(&producer, staged, room)? {
                     return Ok(Some(original));
                 }
             }
@@ -563,9 +585,10 @@ impl ProducerStateTable {
     pub(crate) fn verify_txn(
         &mut self,
         (producer_id, epoch, epoch_bump): (ProducerId, ProducerEpoch, bool),
-        now_ms: i64,
+        room: Room,
         undo: &mut Vec<(ProducerId, Option<ProducerEntry>)>,
     ) -> Result<(), LogError> {
+        let now_ms = room.now_ms;
         match self.get(producer_id) {
             Some(entry) if epoch < entry.epoch => {
                 return Err(LogError::InvalidProducerEpoch {
@@ -575,7 +598,7 @@ impl ProducerStateTable {
                 })
             }
             Some(_) => {}
-            None => self.check_room(producer_id, 1, now_ms)?,
+            None => self.check_room(producer_id, 1, room)?,
         }
         self.save_for_undo(producer_id, undo);
         let slot = self.touch(producer_id, epoch, now_ms);
@@ -957,6 +980,15 @@ fn check_sequence(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PRODUCER_EVICTION_IDLE_MS_DEFAULT;
+
+    /// The default eviction window, in the table's signed milliseconds.
+    const IDLE: i64 = PRODUCER_EVICTION_IDLE_MS_DEFAULT as i64;
+
+    /// A room check at `now_ms` with the default eviction window.
+    fn at(now_ms: i64) -> Room {
+        Room::new(now_ms, PRODUCER_EVICTION_IDLE_MS_DEFAULT)
+    }
 
     fn batch(producer_id: i64, epoch: i16, first_seq: i32, records: i32) -> ProducerBatch {
         ProducerBatch {
@@ -982,7 +1014,10 @@ mod tests {
     /// Checks then records, as the committer does for a one-batch request.
     fn append(table: &mut ProducerStateTable, b: ProducerBatch, offset: i64, now: i64) {
         let mut staged = Vec::new();
-        assert_eq!(table.check(&b, &mut staged, now).expect("accepted"), None);
+        assert_eq!(
+            table.check(&b, &mut staged, at(now)).expect("accepted"),
+            None
+        );
         table.record(&b, written(&b, offset), now);
     }
 
@@ -990,7 +1025,7 @@ mod tests {
         table: &ProducerStateTable,
         b: ProducerBatch,
     ) -> Result<Option<BatchMetadata>, LogError> {
-        table.check(&b, &mut Vec::new(), 1)
+        table.check(&b, &mut Vec::new(), at(1))
     }
 
     #[test]
@@ -1065,21 +1100,29 @@ mod tests {
         append(&mut table, batch(1, 0, 0, 1), 0, 1);
         let mut staged = Vec::new();
         assert_eq!(
-            table.check(&batch(1, 0, 1, 2), &mut staged, 1).expect("ok"),
+            table
+                .check(&batch(1, 0, 1, 2), &mut staged, at(1))
+                .expect("ok"),
             None
         );
         assert_eq!(
-            table.check(&batch(1, 0, 3, 1), &mut staged, 1).expect("ok"),
+            table
+                .check(&batch(1, 0, 3, 1), &mut staged, at(1))
+                .expect("ok"),
             None
         );
-        assert!(table.check(&batch(1, 0, 3, 1), &mut staged, 1).is_err());
+        assert!(table.check(&batch(1, 0, 3, 1), &mut staged, at(1)).is_err());
         let mut staged = Vec::new();
         assert_eq!(
-            table.check(&batch(1, 1, 0, 2), &mut staged, 1).expect("ok"),
+            table
+                .check(&batch(1, 1, 0, 2), &mut staged, at(1))
+                .expect("ok"),
             None
         );
         assert_eq!(
-            table.check(&batch(1, 1, 2, 1), &mut staged, 1).expect("ok"),
+            table
+                .check(&batch(1, 1, 2, 1), &mut staged, at(1))
+                .expect("ok"),
             None
         );
     }
@@ -1089,7 +1132,7 @@ mod tests {
         // Goal: with room for 3, a new producer evicts the one idle longest when it has been
         // idle for the eviction bound, and is refused (nothing recorded) when even the
         // oldest is more recent; slot bookkeeping stays consistent through many rounds.
-        let idle = PRODUCER_EVICTION_IDLE_MS_MIN;
+        let idle = IDLE;
         let mut table = ProducerStateTable::new(3);
         for id in 1..=3 {
             append(&mut table, batch(id, 0, 0, 1), id * 10, 0);
@@ -1101,8 +1144,10 @@ mod tests {
         assert_eq!(order, vec![3, 1, 4]);
         // 3 is idle for the bound, but 1 is not: room for one newcomer, not two.
         let mut staged = Vec::new();
-        assert!(table.check(&batch(5, 0, 0, 1), &mut staged, idle).is_ok());
-        let second = table.check(&batch(6, 0, 0, 1), &mut staged, idle);
+        assert!(table
+            .check(&batch(5, 0, 0, 1), &mut staged, at(idle))
+            .is_ok());
+        let second = table.check(&batch(6, 0, 0, 1), &mut staged, at(idle));
         assert!(matches!(second, Err(LogError::ProducerStateFull { .. })));
         append(&mut table, batch(5, 0, 0, 1), 60, idle);
         let refused = check(&table, batch(6, 0, 0, 1));
@@ -1127,6 +1172,36 @@ mod tests {
                 assert!(table.get(*id).is_some());
             }
         }
+    }
+
+    #[test]
+    fn the_eviction_window_is_the_callers() {
+        // Goal: the window passed in decides: a producer idle for 2 s is kept against a new
+        // one under the default window (10 minutes) and a 3 s window, and gives up its slot
+        // under a 1 s window; a verification's room check takes the same window.
+        let mut table = ProducerStateTable::new(1);
+        append(&mut table, batch(1, 0, 0, 1), 0, 0);
+        let new = batch(2, 0, 0, 1);
+        let full = |r: Result<Option<BatchMetadata>, LogError>| {
+            matches!(r, Err(LogError::ProducerStateFull { .. }))
+        };
+        assert!(full(table.check(&new, &mut Vec::new(), at(2_000))));
+        assert!(full(table.check(
+            &new,
+            &mut Vec::new(),
+            Room::new(2_000, 3_000)
+        )));
+        assert!(table
+            .check(&new, &mut Vec::new(), Room::new(2_000, 1_000))
+            .is_ok());
+        let mut undo = Vec::new();
+        let v = (ProducerId(3), ProducerEpoch(0), false);
+        let refused = table.verify_txn(v, Room::new(2_000, 3_000), &mut undo);
+        assert!(matches!(refused, Err(LogError::ProducerStateFull { .. })));
+        table
+            .verify_txn(v, Room::new(2_000, 1_000), &mut undo)
+            .expect("evicts 1");
+        assert!(table.get(ProducerId(1)).is_none() && table.get(ProducerId(3)).is_some());
     }
 
     #[test]
@@ -1155,7 +1230,7 @@ mod tests {
         table
             .verify_txn(
                 (ProducerId(producer_id), ProducerEpoch(epoch), false),
-                1,
+                at(1),
                 &mut undo,
             )
             .expect("verified");
@@ -1207,7 +1282,7 @@ mod tests {
         let mut table = ProducerStateTable::new(10);
         let mut undo = Vec::new();
         let v2 = (ProducerId(1), ProducerEpoch(3), true);
-        table.verify_txn(v2, 1, &mut undo).expect("verified");
+        table.verify_txn(v2, at(1), &mut undo).expect("verified");
         assert!(matches!(
             check(&table, txn_batch(1, 3, 5, 1)),
             Err(LogError::OutOfOrderSequence { expected: 0, .. })
@@ -1218,7 +1293,7 @@ mod tests {
         // transaction starts at 0 again.
         marker(&mut table, 1, 4, ControlType::Commit, 3);
         let next = (ProducerId(1), ProducerEpoch(4), true);
-        table.verify_txn(next, 1, &mut undo).expect("verified");
+        table.verify_txn(next, at(1), &mut undo).expect("verified");
         assert!(matches!(
             check(&table, txn_batch(1, 4, 3, 1)),
             Err(LogError::OutOfOrderSequence { expected: 0, .. })
@@ -1236,9 +1311,13 @@ mod tests {
         let mut table = ProducerStateTable::new(10);
         verify(&mut table, 1, 0);
         let mut staged = Vec::new();
-        assert!(table.check(&txn_batch(1, 0, 0, 1), &mut staged, 1).is_ok());
-        assert!(table.check(&txn_batch(1, 0, 1, 1), &mut staged, 1).is_ok());
-        let mixed = table.check(&batch(1, 0, 2, 1), &mut staged, 1);
+        assert!(table
+            .check(&txn_batch(1, 0, 0, 1), &mut staged, at(1))
+            .is_ok());
+        assert!(table
+            .check(&txn_batch(1, 0, 1, 1), &mut staged, at(1))
+            .is_ok());
+        let mixed = table.check(&batch(1, 0, 2, 1), &mut staged, at(1));
         assert!(matches!(mixed, Err(LogError::InvalidTxnState { .. })));
     }
 
@@ -1301,20 +1380,20 @@ mod tests {
     fn open_transactions_are_never_evicted_or_expired() {
         // Goal: a table full of open transactions refuses a new producer; expiry and
         // eviction skip producers with an open transaction; undo restores `ongoing`.
-        let idle = PRODUCER_EVICTION_IDLE_MS_MIN;
+        let idle = IDLE;
         let mut table = ProducerStateTable::new(2);
         verify(&mut table, 1, 0);
         verify(&mut table, 2, 0);
         append(&mut table, txn_batch(1, 0, 0, 1), 0, 0);
         append(&mut table, txn_batch(2, 0, 0, 1), 1, 0);
-        let refused = table.check(&batch(3, 0, 0, 1), &mut Vec::new(), 10 * idle);
+        let refused = table.check(&batch(3, 0, 0, 1), &mut Vec::new(), at(10 * idle));
         assert!(matches!(refused, Err(LogError::ProducerStateFull { .. })));
         assert_eq!(table.expire(10 * idle, 1), 0);
         // Once 1's transaction is closed it may go.
         marker(&mut table, 1, 0, ControlType::Commit, 2);
         let mut staged = Vec::new();
         assert!(table
-            .check(&batch(3, 0, 0, 1), &mut staged, 10 * idle)
+            .check(&batch(3, 0, 0, 1), &mut staged, at(10 * idle))
             .is_ok());
         let mut undo = Vec::new();
         let header = header_bytes(3, 0, 0, false);

@@ -195,6 +195,7 @@ async fn add(ctx: &Ctx, id: &str, pid: i64, epoch: i16, partitions: &[TopicParti
     match written {
         Ok(()) => error_code::NONE,
         Err(e @ (LogError::ProducerStateFull { .. } | LogError::InvalidProducerEpoch { .. })) => {
+            crate::log_limit::producer_state_full(&e, None);
             error_code::from_log(&e)
         }
         Err(e) => {

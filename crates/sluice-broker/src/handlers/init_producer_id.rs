@@ -8,6 +8,14 @@
 //! transaction is first aborted (CONCURRENT_TRANSACTIONS, the client retries).
 //! PRODUCER_FENCED goes to v4+ only (KIP-588), INVALID_PRODUCER_EPOCH to older versions.
 //!
+//! Every new producer id is charged to the client's address (`sluice.producer.ids.per.ip.max`
+//! per `sluice.producer.ids.per.ip.window.ms`, `producer_ids::AddressBuckets`); an address
+//! past its share gets THROTTLING_QUOTA_EXCEEDED with the wait until its next id as the
+//! throttle time, and no id. Java (a `RetriableException`: re-enqueued, and the connection
+//! muted for the throttle time from v1), librdkafka (any error but authorization and
+//! fencing: retried after its backoff) and franz-go (retriable) all retry it. A
+//! transactional id that already has a producer id is not charged: it needs no new one.
+//!
 //! With an authorizer (Kafka's checks): WRITE on the transactional id, else
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without one, IDEMPOTENT_WRITE on the cluster or
 //! WRITE on some topic, else CLUSTER_AUTHORIZATION_FAILED.
@@ -19,11 +27,56 @@ use sluice_coordinator::{InitOutcome, TxnError};
 
 use super::{Ctx, Reply};
 use crate::error_code;
+use crate::log_limit::{self, warn_limited};
 
 /// The first version that knows PRODUCER_FENCED.
 const PRODUCER_FENCED_FROM: i16 = 4;
 /// The first version that sends the producer id and epoch it had (KIP-360).
 const EXPECTED_FROM: i16 = 3;
+
+/// Why no producer id was given: the error code, and the throttle time when throttled.
+struct Refused {
+    code: i16,
+    throttle_ms: i32,
+}
+
+impl From<i16> for Refused {
+    fn from(code: i16) -> Self {
+        Self {
+            code,
+            throttle_ms: 0,
+        }
+    }
+}
+
+/// Charges one new producer id to the client's address (see the module header).
+fn charge_new_id(ctx: &Ctx) -> Result<(), Refused> {
+    let config = &ctx.broker.config;
+    let (max, window_ms) = (
+        config.producer_ids_per_ip_max,
+        config.producer_ids_per_ip_window_ms,
+    );
+    let wait_ms = match ctx
+        .broker
+        .producer_ids
+        .charge(ctx.peer.ip(), max, window_ms)
+    {
+        Ok(()) => return Ok(()),
+        Err(wait_ms) => wait_ms.min(crate::limits::QUOTA_THROTTLE_MS_MAX),
+    };
+    warn_limited!(
+        log_limit::PRODUCER_IDS_THROTTLED,
+        peer = %ctx.peer,
+        max,
+        window_ms,
+        wait_ms,
+        "InitProducerId throttled: this address has taken its producer ids for the window (sluice.producer.ids.per.ip.max)"
+    );
+    Err(Refused {
+        code: ResponseError::ThrottlingQuotaExceeded.code(),
+        throttle_ms: i32::try_from(wait_ms).unwrap_or(i32::MAX),
+    })
+}
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: InitProducerIdRequest = match ctx.decode(body) {
@@ -52,8 +105,16 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                 resp.producer_id = ProducerId(id);
                 resp.producer_epoch = epoch;
             }
-            Err(code) => resp.error_code = code,
+            Err(refused) => {
+                resp.error_code = refused.code;
+                resp.throttle_time_ms = refused.throttle_ms;
+            }
         }
+        return ctx.respond(&resp);
+    }
+    if let Err(refused) = charge_new_id(&ctx) {
+        resp.error_code = refused.code;
+        resp.throttle_time_ms = refused.throttle_ms;
         return ctx.respond(&resp);
     }
     match ctx.blocking(|b| b.producer_ids.next()).await {
@@ -75,7 +136,7 @@ async fn transactional(
     ctx: &Ctx,
     transactional_id: String,
     req: &InitProducerIdRequest,
-) -> Result<(i64, i16), i16> {
+) -> Result<(i64, i16), Refused> {
     let fenced = ctx.version >= PRODUCER_FENCED_FROM;
     let broker = &ctx.broker;
     // A producer id is reserved up front when the id may need one (reserving can write a
@@ -85,10 +146,13 @@ async fn transactional(
             .is_none_or(|m| m.producer_epoch >= i16::MAX - 1)
     });
     let reserved = match needs_id {
-        true => match ctx.blocking(|b| b.producer_ids.next()).await {
-            Some(Ok(id)) => Some(id.0),
-            _ => return Err(ResponseError::CoordinatorNotAvailable.code()),
-        },
+        true => {
+            charge_new_id(ctx)?;
+            match ctx.blocking(|b| b.producer_ids.next()).await {
+                Some(Ok(id)) => Some(id.0),
+                _ => return Err(ResponseError::CoordinatorNotAvailable.code().into()),
+            }
+        }
         false => None,
     };
     let expected =
@@ -111,7 +175,7 @@ async fn transactional(
             Ok(()) => Ok((producer_id, producer_epoch)),
             Err(e) => {
                 tracing::warn!(error = %e, "InitProducerId not durable");
-                Err(ResponseError::CoordinatorNotAvailable.code())
+                Err(ResponseError::CoordinatorNotAvailable.code().into())
             }
         },
         Ok(InitOutcome::Unchanged {
@@ -125,8 +189,8 @@ async fn transactional(
                     tracing::warn!(error = %e, "aborting the open transaction failed");
                 }
             });
-            Err(ResponseError::ConcurrentTransactions.code())
+            Err(ResponseError::ConcurrentTransactions.code().into())
         }
-        Err(e) => Err(error_code::from_txn(e, fenced)),
+        Err(e) => Err(error_code::from_txn(e, fenced).into()),
     }
 }

@@ -73,14 +73,18 @@ impl ProduceCall {
     /// Fills the laid-out response with the appends' outcomes and encodes it. Call after
     /// [`ProduceCall::wait`]. `None` when encoding failed (logged; close the connection).
     pub(crate) fn respond(&mut self) -> Option<&[u8]> {
-        let partitions = self
-            .resp
-            .responses
-            .iter_mut()
-            .flat_map(|t| t.partition_responses.iter_mut());
-        for (slot, pr) in partitions.enumerate() {
+        let partitions = self.resp.responses.iter_mut().flat_map(|t| {
+            let name = &t.name;
+            t.partition_responses.iter_mut().map(move |p| (name, p))
+        });
+        for (slot, (topic, pr)) in partitions.enumerate() {
             match self.group.take(slot) {
-                Some(outcome) => fill(pr, outcome, self.version),
+                Some(outcome) => {
+                    if let Err(e) = &outcome {
+                        crate::log_limit::producer_state_full(e, Some((topic, pr.index)));
+                    }
+                    fill(pr, outcome, self.version)
+                }
                 // Failed before it was queued: the error is in place already.
                 None => debug_assert_ne!(pr.error_code, 0, "partition neither queued nor failed"),
             }

@@ -591,9 +591,9 @@ async fn producer_id_without_base_sequence_is_invalid() {
 async fn full_partition_refuses_new_producers_while_the_others_are_active() {
     // Goal: with room for two producers per partition, a third is refused (nothing written)
     // while both are recently active, so neither loses its state and a retry of theirs is
-    // still a duplicate; the bound is per partition. (Eviction of producers idle for
-    // PRODUCER_EVICTION_IDLE_MS_MIN is covered by producer_state's unit tests, which control
-    // time.)
+    // still a duplicate; the bound is per partition. (Eviction of producers idle for the
+    // default window is covered by producer_state's unit tests, which control time; a
+    // lowered window by the next test.)
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = config(dir.path());
     config.producer_ids_per_partition_max = 2;
@@ -616,6 +616,32 @@ async fn full_partition_refuses_new_producers_while_the_others_are_active() {
     expect_duplicate(&log, &k, (1, 0, 1, 1), 2, 2).await;
     assert_eq!(out_of_order(send(&log, &k, 2, 0, 10, 1).await), (1, 10));
     produce(&log, &k, 2, 0, 1, 1).await;
+}
+
+#[tokio::test]
+async fn a_lowered_eviction_window_admits_a_new_producer_once_the_others_idle() {
+    // Goal: `producer_eviction_idle_ms` is the window the committer checks: with room for
+    // two producers and a 300 ms window, a third is refused while both are recent, and
+    // once they have been idle for 300 ms it takes the least recently active one's slot.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = config(dir.path());
+    config.producer_ids_per_partition_max = 2;
+    config.producer_eviction_idle_ms = 300;
+    let (log, _) = open_config(config);
+    let k = key("window", 0);
+    create(&log, &k);
+    produce(&log, &k, 1, 0, 0, 1).await;
+    produce(&log, &k, 2, 0, 0, 1).await;
+    let refused = send(&log, &k, 3, 0, 0, 1).await;
+    assert!(
+        matches!(refused, Err(LogError::ProducerStateFull { .. })),
+        "{refused:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(produce(&log, &k, 3, 0, 0, 1).await.base_offset, Offset(2));
+    // Producer 1 was evicted: its next batch is new to the table (any sequence), and it
+    // takes producer 2's slot, idle for the window too.
+    assert_eq!(produce(&log, &k, 1, 0, 7, 1).await.base_offset, Offset(3));
 }
 
 #[tokio::test]

@@ -135,6 +135,7 @@ fn refusal_code(e: TxnError) -> i16 {
 fn write_code(e: &LogError) -> i16 {
     match e {
         LogError::ProducerStateFull { .. } | LogError::InvalidProducerEpoch { .. } => {
+            crate::log_limit::producer_state_full(e, None);
             error_code::from_log(e)
         }
         e => {
