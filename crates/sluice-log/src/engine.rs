@@ -248,6 +248,10 @@ pub(crate) struct Engine {
     /// `Handoff::journal_bytes` as of the last checkpoint, readable without the
     /// `checkpoints` lock (which is held across segment syncs).
     checkpoint_journal_bytes: AtomicU64,
+    /// The file of the last checkpoint's journal position P (files before it are not needed
+    /// for replay), readable without the `checkpoints` lock: the journal cleaner and disk
+    /// use reports read it.
+    checkpoint_journal_seq: AtomicU64,
     pub(crate) checkpoint_signal: Signal,
     /// Set when a producer-state table changed with no append (the log cleaner forgot
     /// aborted transactions): the next checkpoint runs even with nothing new in the
@@ -284,6 +288,7 @@ impl Engine {
             handoff: Mutex::new(Handoff::default()),
             checkpoints: Mutex::new(CheckpointState::default()),
             checkpoint_journal_bytes: AtomicU64::new(0),
+            checkpoint_journal_seq: AtomicU64::new(0),
             checkpoint_signal: Signal::default(),
             producer_snapshot_wanted: AtomicBool::new(false),
             retention_signal: Signal::default(),
@@ -388,6 +393,11 @@ impl Engine {
 
     pub(crate) fn checkpoints_journal_bytes(&self) -> u64 {
         self.checkpoint_journal_bytes.load(Ordering::Acquire)
+    }
+
+    /// The file of the last checkpoint's journal position (see `checkpoint_journal_seq`).
+    pub(crate) fn checkpoint_journal_seq(&self) -> u64 {
+        self.checkpoint_journal_seq.load(Ordering::Acquire)
     }
 
     pub(crate) fn set_checkpoints_journal_bytes(&self, bytes: u64) {
@@ -560,6 +570,8 @@ impl Engine {
     /// needs for replay) that no segment points into any more: recycled for later use or
     /// deleted. A file still holding live data waits until its last segment is deleted.
     pub(crate) fn retire_journal_files_before(&self, position: JournalPosition) -> io::Result<()> {
+        self.checkpoint_journal_seq
+            .fetch_max(position.seq, Ordering::AcqRel);
         for seq in self.journal_files.take_unreferenced_before(position.seq) {
             self.journal_pool
                 .retire(self.fs.as_ref(), &self.journal_dir, seq)?;

@@ -156,7 +156,7 @@ fn expiry_ms(config: &LogConfig, segment: &Segment) -> i64 {
 
 /// Every data file, its size, and which segments hold how many of its bytes.
 fn measure(engine: &Engine) -> Usage {
-    let replay_from = engine.checkpoints.lock().journal.seq;
+    let replay_from = engine.checkpoint_journal_seq();
     let mut files: BTreeMap<u64, FileUse> = BTreeMap::new();
     for file in engine.journal_files.all() {
         let seq = file.seq;
@@ -358,6 +358,8 @@ fn switch(
     let fs = engine.fs.as_ref();
     match segment.relocate(fs, moves) {
         Ok(true) => {
+            // The moved bytes come from another file now: the read path checks them again.
+            segment.forget_verified();
             engine.guard(
                 "journal cleaner: partition directory sync",
                 fs.sync_dir(&partition.dir),
@@ -399,6 +401,9 @@ impl<'a> Output<'a> {
             let to_position = self.len;
             let mut done = 0u64;
             while done < p.len {
+                if self.engine.stopping.load(Ordering::Acquire) {
+                    return Err(io::Error::new(io::ErrorKind::Interrupted, "the log is stopping"));
+                }
                 let n = (p.len - done).min(self.buf.len() as u64) as usize;
                 let read = fs::read_full_at(
                     p.file.file.as_ref(),

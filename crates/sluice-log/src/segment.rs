@@ -588,7 +588,6 @@ impl Segment {
 
     /// Forgets which ranges were checked (their bytes now come from other files: the
     /// journal cleaner moved them), so the next read checks them again.
-    #[allow(dead_code)]
     pub(crate) fn forget_verified(&self) {
         self.verified.clear();
     }
