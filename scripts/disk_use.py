@@ -157,11 +157,15 @@ def produce(bootstrap: str, topic: str, mb: int, trickle_every: int = 0) -> None
     assert p.flush(120) == 0
 
 
-def settled_bytes(b: Sluice, file_bytes: int, timeout_s: float = 120) -> int:
+def settled_bytes(b: Sluice, file_bytes: int, retention_ms: int, timeout_s: float = 180) -> int:
+    """The data files' bytes once retention and the cleaner are done: first the retention
+    window, a retention check, a checkpoint (5 s) and a cleaner pass (5 s) go by, then the
+    size must hold for 15 s."""
+    time.sleep(retention_ms / 1000 + 12)
     sizes, deadline = [], time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         sizes.append(b.data_file_bytes())
-        if len(sizes) >= 8 and max(sizes[-8:]) - min(sizes[-8:]) < file_bytes // 2:
+        if len(sizes) >= 15 and max(sizes[-15:]) - min(sizes[-15:]) < file_bytes // 2:
             break
         time.sleep(1)
     return sizes[-1]
@@ -183,7 +187,7 @@ def part_space(a) -> list[dict]:
                     create(b.bootstrap, "week", 1, {"retention.ms": WEEK_MS})
                 produce(b.bootstrap, "load", a.mb, trickle_every=200 if setup == "trickle" else 0)
                 bg.stop()
-                size = settled_bytes(b, 128 * MIB)
+                size = settled_bytes(b, 128 * MIB, 5000)
                 rows.append({"setup": setup, "cleaner": cleaner, "data_file_mib": size / MIB,
                              "retained_mib": b.gauge("sluice_log_retained_bytes") / MIB,
                              "moved_mib": b.gauge("sluice_log_journal_cleaner_moved_bytes_total") / MIB})
