@@ -512,27 +512,21 @@ fn encode_disk_usage(u: &sluice_log::DiskUsage, enc: &mut DescriptorEncoder) -> 
         ("cleaned", u.cleaned_files, u.cleaned_file_bytes),
         ("free", u.free_files, u.free_file_bytes),
     ];
-    let mut files = enc.encode_descriptor(
-        "sluice_log_data_files",
-        "Data files on disk by kind: journal (.wal), cleaned (.cleaned, the cleaners' output), free (retired journal files kept for reuse).",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (kind, count, _) in kinds {
-        files
-            .encode_family(&[("kind", kind)])?
-            .encode_gauge(&(count as i64))?;
-    }
-    let mut bytes = enc.encode_descriptor(
-        "sluice_log_data_file_bytes",
-        "Bytes of the data files on disk by kind.",
-        None,
-        MetricType::Gauge,
-    )?;
-    for (kind, _, size) in kinds {
-        bytes
-            .encode_family(&[("kind", kind)])?
-            .encode_gauge(&(size as i64))?;
+    type Count = fn(&(&str, u64, u64)) -> u64;
+    let by_kind: [(&str, &str, Count); 2] = [
+        (
+            "sluice_log_data_files",
+            "Data files on disk by kind: journal (.wal), cleaned (.cleaned, the cleaners' output), free (retired journal files kept for reuse).",
+            |k| k.1,
+        ),
+        ("sluice_log_data_file_bytes", "Bytes of the data files on disk by kind.", |k| k.2),
+    ];
+    for (name, help, pick) in by_kind {
+        let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for kind in &kinds {
+            m.encode_family(&[("kind", kind.0)])?
+                .encode_gauge(&(pick(kind) as i64))?;
+        }
     }
     gauge(
         enc,

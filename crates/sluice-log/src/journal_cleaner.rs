@@ -402,7 +402,10 @@ impl<'a> Output<'a> {
             let mut done = 0u64;
             while done < p.len {
                 if self.engine.stopping.load(Ordering::Acquire) {
-                    return Err(io::Error::new(io::ErrorKind::Interrupted, "the log is stopping"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        "the log is stopping",
+                    ));
                 }
                 let n = (p.len - done).min(self.buf.len() as u64) as usize;
                 let read = fs::read_full_at(

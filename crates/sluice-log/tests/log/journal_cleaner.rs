@@ -61,6 +61,24 @@ async fn interleave(log: &LogManager, busy: &PartitionKey, trickle: &PartitionKe
     }
 }
 
+/// Makes what was written settled (a checkpoint moves past its files), lets retention run
+/// at `now_ms`, and checkpoints again (which retires the files nothing points into).
+fn expire(log: &LogManager, now_ms: i64) {
+    log.checkpoint_now().expect("checkpoint");
+    log.enforce_retention(now_ms).expect("retention");
+    log.checkpoint_now().expect("checkpoint");
+}
+
+/// A busy partition whose data expires after 1 s, and one kept forever.
+fn busy_and_trickle(log: &LogManager) -> (PartitionKey, PartitionKey) {
+    let (busy, trickle) = (key("busy", 0), key("trickle", 0));
+    log.create_partition(busy.clone(), retained_for(1_000))
+        .expect("create");
+    log.create_partition(trickle.clone(), retained_for(-1))
+        .expect("create");
+    (busy, trickle)
+}
+
 fn trickle_tags(log: &LogManager, k: &PartitionKey) -> Vec<i64> {
     read_all(log, k).iter().map(|s| s.tag).collect()
 }
@@ -75,16 +93,10 @@ async fn a_long_lived_trickle_no_longer_keeps_expired_journal_files() {
     // after a crash (the log dropped without shutdown).
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, _) = LogManager::open(cleaner_config(dir.path()), Arc::new(StdFs)).expect("open");
-    let (busy, trickle) = (key("busy", 0), key("trickle", 0));
-    log.create_partition(busy.clone(), retained_for(1_000))
-        .expect("create");
-    log.create_partition(trickle.clone(), retained_for(-1))
-        .expect("create");
+    let (busy, trickle) = busy_and_trickle(&log);
     interleave(&log, &busy, &trickle, 600).await;
     let expected = trickle_tags(&log, &trickle);
-    log.checkpoint_now().expect("checkpoint");
-    log.enforce_retention(now_ms() + 10_000).expect("retention");
-    log.checkpoint_now().expect("checkpoint");
+    expire(&log, now_ms() + 10_000);
     let pinned = data_file_bytes(dir.path());
     let usage = log.disk_usage();
     assert!(
@@ -167,11 +179,9 @@ async fn data_that_expires_with_its_file_is_not_moved() {
             append(&log, &soon, bytes(1, 60, tag)).await;
         }
     }
-    log.checkpoint_now().expect("checkpoint");
     // Timestamps are the tags (0..400): the busy data has expired by 5 s.
     let now = 5_000;
-    log.enforce_retention(now).expect("retention");
-    log.checkpoint_now().expect("checkpoint");
+    expire(&log, now);
     let pass = log.clean_journal_now(now).expect("pass");
     assert_eq!(pass.bytes_moved, 0, "nothing outlives its file: {pass:?}");
     for tag in 0..200 {
@@ -180,10 +190,8 @@ async fn data_that_expires_with_its_file_is_not_moved() {
             append(&log, &week, bytes(1, 60, tag)).await;
         }
     }
-    log.checkpoint_now().expect("checkpoint");
     let now = 6_000;
-    log.enforce_retention(now).expect("retention");
-    log.checkpoint_now().expect("checkpoint");
+    expire(&log, now);
     let soon_bytes = log.size_bytes(&soon).expect("size");
     let pass = log.clean_journal_now(now).expect("pass");
     let week_bytes = log.size_bytes(&week).expect("size");
@@ -203,11 +211,7 @@ async fn passes_during_appends_reads_and_checkpoints_lose_nothing() {
     // partition's data expires and passes and checkpoints run back to back.
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, _) = LogManager::open(cleaner_config(dir.path()), Arc::new(StdFs)).expect("open");
-    let (busy, trickle) = (key("busy", 0), key("trickle", 0));
-    log.create_partition(busy.clone(), retained_for(1_000))
-        .expect("create");
-    log.create_partition(trickle.clone(), retained_for(-1))
-        .expect("create");
+    let (busy, trickle) = busy_and_trickle(&log);
     let stop = Arc::new(AtomicBool::new(false));
     let appender = {
         let (log, busy, trickle, stop) = (
@@ -244,9 +248,7 @@ async fn passes_during_appends_reads_and_checkpoints_lose_nothing() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let log = log.clone();
         moved += tokio::task::spawn_blocking(move || {
-            log.checkpoint_now().expect("checkpoint");
-            log.enforce_retention(now_ms() + 10_000).expect("retention");
-            log.checkpoint_now().expect("checkpoint");
+            expire(&log, now_ms() + 10_000);
             log.clean_journal_now(now_ms() + 10_000)
                 .expect("pass")
                 .bytes_moved
