@@ -125,16 +125,21 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
 }
 
 /// Returns what a failed checkpoint took to the handoff (segments whose extents were
-/// persisted meanwhile cost nothing the next time).
+/// persisted meanwhile cost nothing the next time). Deleted segments and partitions are
+/// dropped instead: kept, they would hold their journal files (the extents point into
+/// them), so on a full disk, where checkpoints fail until space is freed, a deleted topic
+/// or DeleteRecords could never free the journal file it emptied.
 fn give_back(engine: &Engine, taken: Taken) {
     let mut handoff = engine.handoff.lock();
     for segment in taken.dirty {
-        if !segment.dirty.swap(true, Ordering::AcqRel) {
+        if !segment.is_deleted() && !segment.dirty.swap(true, Ordering::AcqRel) {
             handoff.dirty.push(segment);
         }
     }
-    handoff.sealed.extend(taken.sealed);
-    handoff.new_files.extend(taken.new_files);
+    let sealed = taken.sealed.into_iter().filter(|s| !s.is_deleted());
+    handoff.sealed.extend(sealed);
+    let new_files = taken.new_files.into_iter().filter(|p| !p.is_deleted());
+    handoff.new_files.extend(new_files);
 }
 
 /// Steps 2-7 of the module header, for what `taken` holds.

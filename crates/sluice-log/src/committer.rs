@@ -34,11 +34,13 @@
 //! Refused writes are the exception: when the system refuses a write or an open with no
 //! space or no file descriptor (`fs::is_retryable`) before the sync, nothing of the round
 //! was acknowledged or published, so the round is undone instead: every touched
-//! partition's log end, segments (rolled ones deleted, written ones cut back, durably),
-//! in-memory index and producer state are put back as they were before the round, the
-//! journal is cut back to where the round started, and every waiter of the round gets
-//! the error (KAFKA_STORAGE_ERROR). The next round tries again, so appends resume by
-//! themselves once space is freed, with nothing lost and nothing written twice.
+//! partition's log end, segments (rolled ones deleted durably, written ones cut back in
+//! memory: their extents files hold only committed bytes), in-memory index and producer
+//! state are put back as they were before the round, the journal is cut back to where the
+//! round started (synced), and every waiter of the round gets the error
+//! (KAFKA_STORAGE_ERROR). The undo needs no free space (cuts, unlinks, syncs), so it works
+//! on the disk that just refused the round. The next round tries again, so appends resume
+//! by themselves once space is freed, with nothing lost and nothing written twice.
 //!
 //! `Storage::Null` (calibration only): a round stamps offsets and answers every request
 //! without writing, syncing, placing batches in segments or checking producers; the high
@@ -809,7 +811,7 @@ impl Committer {
     /// The system refused a write or an open of this round (no space, no descriptor):
     /// undo the round and fail its waiters with that error; later rounds try again. If
     /// the undo itself fails the log is poisoned, since then the files may not match
-    /// memory.
+    /// memory. Either way one line says which it was.
     fn refuse_round(&mut self, what: &'static str, error: io::Error) {
         self.publishes.clear();
         self.touched.clear();
@@ -817,7 +819,14 @@ impl Committer {
         let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
         self.space_short |= matches!(errno, libc::ENOSPC | libc::EDQUOT);
         let file_limit = crate::fs::is_file_limit(&error);
-        let mut first = Some(crate::engine::refused(what, error));
+        match &undone {
+            Ok(()) => crate::engine::log_refused_round(what, &error),
+            Err((step, undo_error)) => {
+                self.engine
+                    .poison_refused_undo(what, &error, step, undo_error);
+            }
+        }
+        let mut first = Some(crate::engine::refused_error(error));
         // Every request not already failed on its own fails, duplicates included (their
         // original may be in this very round).
         for pending in &mut self.round {
@@ -831,33 +840,40 @@ impl Committer {
             });
             pending.outcome = Some(Err(error));
         }
-        if let Err(error) = undone {
-            self.engine.poison("undo of a refused commit round", &error);
-        }
         self.finish_round();
     }
 
-    /// Puts every partition the round touched back as it was before the round (durably:
-    /// segments cut back and synced, rolled ones deleted and their directory synced), and
-    /// cuts the journal back to where the round started. Each partition's append lock is
-    /// held while it is put back, so no reader or other appender sees a half state.
-    fn undo_round(&mut self) -> io::Result<()> {
+    /// Puts every partition the round touched back as it was before the round, and cuts
+    /// the journal back to where the round started (synced). Rolled segments are deleted
+    /// and their directory synced. Each partition's append lock is held while it is put
+    /// back, so no reader or other appender sees a half state. Memory is put back even
+    /// when a step on disk fails; the first failure is returned with the step's name.
+    ///
+    /// None of it needs free space: a cut, an unlink, syncs of them, and memory. (It runs
+    /// on a disk that just refused a write.)
+    fn undo_round(&mut self) -> Result<(), (&'static str, io::Error)> {
         let fs = Arc::clone(&self.engine.fs);
-        let mut result = self.journal.discard_round(self.round_start);
+        let mut result = self
+            .journal
+            .discard_round(self.round_start)
+            .map_err(|e| ("journal cut", e));
         let mut undos = std::mem::take(&mut self.undo);
         for undo in undos.iter_mut().rev() {
             let partition = &undo.partition;
             let _append = partition.append_lock.lock();
             let rolled = partition.truncate_segments(undo.segment_count);
             for segment in &rolled {
-                result = result.and(segment.delete_files(fs.as_ref()));
+                let deleted = segment.delete_files(fs.as_ref());
+                result = result.and(deleted.map_err(|e| ("delete of a rolled segment", e)));
             }
             if !rolled.is_empty() {
                 // The unlinks must be durable: a rolled segment a crash brought back would
                 // be taken for data by recovery (its batches pass their CRC).
-                result = result.and(fs.sync_dir(&partition.dir));
+                let synced = fs.sync_dir(&partition.dir);
+                result = result.and(synced.map_err(|e| ("partition directory sync", e)));
             }
-            result = result.and(undo.active.undo_to(undo.active_len, undo.active_next));
+            let cut = undo.active.undo_to(undo.active_len, undo.active_next);
+            result = result.and(cut.map_err(|e| ("segment cut", e)));
             partition.set_log_end(undo.log_end);
             if !undo.producers.is_empty() {
                 // The round's aborted transactions are those whose marker it placed: at or

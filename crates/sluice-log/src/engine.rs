@@ -33,26 +33,46 @@ use crate::types::{Offset, PartitionKey, TopicId};
 
 pub(crate) const JOURNAL_DIR: &str = "journal";
 
-/// The error for a write or open the system refused (see `Engine::guard`), logged once
-/// here: `FileLimit` for descriptors, `Io` (KAFKA_STORAGE_ERROR) for space.
+/// The error for a write or open the system refused (see `Engine::guard`), logged (at most
+/// once a second): `FileLimit` for descriptors, `Io` (KAFKA_STORAGE_ERROR) for space.
 pub(crate) fn refused(what: &str, error: io::Error) -> LogError {
-    // At most one line a second: a full disk refuses every round, and the log file may
-    // well live on the same disk.
-    static LAST_LOGGED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let now = crate::segment::now_ms();
-    let last = LAST_LOGGED_MS.load(Ordering::Relaxed);
-    if now - last >= 1000
-        && LAST_LOGGED_MS
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
-        tracing::warn!(%error, what, "storage refused the operation; it was undone and later requests try again");
+    if log_allowed() {
+        tracing::warn!(%error, what, "storage refused the operation: nothing acknowledged is affected, it is tried again later");
     }
+    refused_error(error)
+}
+
+/// The error a refused write or open answers with (see [`refused`]), not logged.
+pub(crate) fn refused_error(error: io::Error) -> LogError {
     if fs::is_file_limit(&error) {
         LogError::FileLimit(error)
     } else {
         LogError::Io(error)
     }
+}
+
+/// Logs a commit round refused by the system and undone (at most once a second).
+pub(crate) fn log_refused_round(what: &str, error: &io::Error) {
+    if !log_allowed() {
+        return;
+    }
+    if fs::is_file_limit(error) {
+        tracing::warn!(%error, what, "commit round refused (out of file descriptors) and undone: nothing of it was stored or acknowledged, its produce requests got KAFKA_STORAGE_ERROR; later rounds try again");
+    } else {
+        tracing::warn!(%error, what, "commit round refused (disk full) and undone: nothing of it was stored or acknowledged, its produce requests got KAFKA_STORAGE_ERROR; produce resumes by itself once space is free (DeleteRecords, retention, deleted topics, or a larger file system)");
+    }
+}
+
+/// Whether a line about refused storage may be logged now: at most one a second, since a
+/// full disk refuses every round and the log file may well live on the same disk.
+fn log_allowed() -> bool {
+    static LAST_LOGGED_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = crate::segment::now_ms();
+    let last = LAST_LOGGED_MS.load(Ordering::Relaxed);
+    now - last >= 1000
+        && LAST_LOGGED_MS
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
 }
 
 /// What the committer has written since the checkpointer last looked. Guarded by
@@ -313,7 +333,21 @@ impl Engine {
     /// report success for data that is gone. Recovery is a restart.
     pub(crate) fn poison(&self, what: &str, error: &io::Error) {
         if !self.poisoned.swap(true, Ordering::AcqRel) {
-            tracing::error!(%error, what, "storage I/O failed; the log is poisoned and refuses writes");
+            tracing::error!(%error, what, "storage I/O failed; the log is poisoned: every write is refused (KAFKA_STORAGE_ERROR) until the broker is restarted; reads go on");
+        }
+    }
+
+    /// Poisons the log because undoing a refused commit round failed (the files may not
+    /// match memory any more): says what was refused and which step of the undo failed.
+    pub(crate) fn poison_refused_undo(
+        &self,
+        what: &str,
+        error: &io::Error,
+        step: &str,
+        undo_error: &io::Error,
+    ) {
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            tracing::error!(%error, what, step, %undo_error, "a commit round refused by the system could not be undone; the log is poisoned: every write is refused (KAFKA_STORAGE_ERROR) until the broker is restarted; reads go on");
         }
     }
 
@@ -494,9 +528,18 @@ impl Engine {
         let _append = partition.append_lock.lock();
         // Waits for a producer snapshot being written into the directory.
         let _snapshot = partition.snapshot_lock.lock();
-        self.handoff.lock().recovery_points.remove(&partition.uid);
         for segment in partition.segments() {
             segment.mark_deleted();
+        }
+        {
+            // Out of the checkpointer's lists now: they would hold the partition's journal
+            // files until a checkpoint succeeds, and on a full disk none does until space
+            // is freed, which is what deleting a topic there is for.
+            let mut handoff = self.handoff.lock();
+            handoff.recovery_points.remove(&partition.uid);
+            handoff.dirty.retain(|s| !s.is_deleted());
+            handoff.sealed.retain(|s| !s.is_deleted());
+            handoff.new_files.retain(|p| p.uid != partition.uid);
         }
         let result = self.delete_partition_files(&partition.dir);
         self.guard("delete partition", result)?;

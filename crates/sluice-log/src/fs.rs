@@ -267,20 +267,21 @@ pub struct AlignedWrites(pub Box<dyn FsFile>);
 impl DirectFile for AlignedWrites {
     /// A short write is reported in whole blocks, as the kernel reports a short direct
     /// write: the bytes of a partly written block are written again by the next call
-    /// (same bytes, same place). A write shorter than one block is tried once more, which
-    /// either gets further or reports the error that cut it short (a full disk).
+    /// (same bytes, same place). A write that stops inside the first block goes on from
+    /// where it stopped until that block is whole or the error that cut it short comes
+    /// back (a full disk: ENOSPC, which the caller undoes). Bounded: each call either
+    /// writes at least a byte or fails.
     fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         assert_direct_aligned(buf, offset);
-        for _ in 0..2 {
-            let written = self.0.write_at(buf, offset)?;
+        let mut written = 0;
+        loop {
+            let n = self.0.write_at(&buf[written..], offset + written as u64)?;
+            written += n;
             let whole_blocks = written - written % DIRECT_IO_ALIGN;
-            if written == 0 || whole_blocks > 0 {
+            if n == 0 || whole_blocks > 0 {
                 return Ok(whole_blocks);
             }
         }
-        Err(io::Error::other(
-            "direct write shorter than one block twice",
-        ))
     }
 }
 

@@ -368,11 +368,15 @@ impl Segment {
         position
     }
 
-    /// Takes back every reservation from byte `len` (offset `next_offset`) on, and cuts
-    /// the file there, durably: a commit round whose writes were refused is undone, and
-    /// no batch of it may be found past the segment's end after a crash (recovery would
-    /// take a whole one for data). Caller: the appender, holding the append lock; nothing
-    /// from `len` on was published.
+    /// Takes back every reservation from byte `len` (offset `next_offset`) on: a commit
+    /// round whose writes were refused is undone. Caller: the appender, holding the append
+    /// lock; nothing from `len` on was published.
+    ///
+    /// Nothing on disk changes, so this needs no space and no sync (on a full disk it must
+    /// not: the round was refused for lack of space). The extents file holds records only
+    /// of published bytes (the checkpointer persists up to the durable length, which is set
+    /// when a round's sync returned), and `len` is at or past them; the round's batches
+    /// themselves are in the journal, which the committer cuts back.
     pub(crate) fn undo_to(&self, len: u64, next_offset: Offset) -> io::Result<()> {
         debug_assert!(len >= self.committed_len());
         self.index.write().truncate(len, next_offset);
@@ -383,8 +387,9 @@ impl Segment {
             let unknown = TIMESTAMP_UNKNOWN;
             self.first_batch_timestamp.store(unknown, Ordering::Release);
         }
-        self.file.set_len(len)?;
-        self.file.sync_data()
+        // Cuts the extent list in memory; a cut of persisted records (which would write)
+        // never happens here, since they end at or before the committed length.
+        self.file.set_len(len)
     }
 
     /// Places one stamped batch the journal holds at `file_position` (recovery's replay
@@ -433,8 +438,13 @@ impl Segment {
     }
 
     /// [`Segment::sync`], returning the extent-record bytes it wrote (the checkpointer
-    /// counts them in `LogStats::segment_written_bytes`).
+    /// counts them in `LogStats::segment_written_bytes`). Nothing for a deleted segment:
+    /// its extents are of no use any more, and on a full disk writing them would fail the
+    /// checkpoint that is to free space.
     pub(crate) fn sync_counted(&self) -> io::Result<u64> {
+        if self.is_deleted() {
+            return Ok(0);
+        }
         let before = self.file.records_written_bytes();
         self.sync()?;
         Ok(self.file.records_written_bytes().saturating_sub(before))
@@ -539,6 +549,11 @@ impl Segment {
     /// index file is written for it any more.
     pub(crate) fn mark_deleted(&self) {
         *self.deleted.lock() = true;
+    }
+
+    /// Whether the segment was deleted (retention, DeleteRecords, a deleted partition).
+    pub(crate) fn is_deleted(&self) -> bool {
+        *self.deleted.lock()
     }
 
     /// Unlinks the segment's files. Open handles (readers) keep working.

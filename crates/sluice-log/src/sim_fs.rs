@@ -25,7 +25,10 @@
 //! Test hooks: [`SimFs::cut_power_after`] freezes the disk after a number of mutating
 //! operations (every later operation fails with `EIO`, so the log stops exactly there);
 //! [`SimFs::arm`] injects `ENOSPC` on writes (after one short write) or `EIO` on syncs,
-//! like `FaultyFs`;
+//! like `FaultyFs`; [`SimFs::set_capacity`] makes a full disk the way a real one is full:
+//! a write that would grow the files past the capacity is cut short, then refused
+//! (`ENOSPC`), while overwrites, truncates, unlinks and syncs go on, and space freed by
+//! them (or a larger capacity, a grown file system) lets writes through again;
 //! [`SimFs::pause`] holds every operation at a gate so a test can line requests up in the
 //! log's queue deterministically. Everything random comes from [`SimRng`], so a run is
 //! reproducible from its seed (given the same sequence of operations).
@@ -176,6 +179,15 @@ pub struct SimStats {
     /// Files a crash tore (kept part of an unsynced write).
     pub torn_files: u64,
     pub faults_injected: u64,
+    /// Writes refused or cut short by the capacity (see [`SimFs::set_capacity`]).
+    space_refusals: u64,
+}
+
+impl SimStats {
+    /// Writes refused or cut short by the capacity.
+    pub fn space_refusals(&self) -> u64 {
+        self.space_refusals
+    }
 }
 
 #[derive(Debug)]
@@ -189,6 +201,8 @@ struct State {
     cut_after: Option<u64>,
     power_cut: bool,
     fault: Option<Fault>,
+    /// Bytes all linked files may hold together (None: unbounded).
+    capacity: Option<usize>,
     stats: SimStats,
 }
 
@@ -356,6 +370,42 @@ impl State {
         })
     }
 
+    /// Bytes held by the files linked in the tree now (each file once). Unlinked files
+    /// hold nothing, as if no handle kept them open.
+    fn used_bytes(&self) -> usize {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![ROOT];
+        let mut used = 0;
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match self.nodes.get(&id) {
+                Some(Node::Dir(dir)) => stack.extend(dir.entries.values().copied()),
+                Some(Node::File(file)) => used += file.data.len(),
+                None => {}
+            }
+        }
+        used
+    }
+
+    /// How many bytes of a write of `len` at `offset` into file `id` fit under the
+    /// capacity: all of an overwrite, and of a write past the end as much as the room left.
+    fn fitting(&self, id: NodeId, offset: usize, len: usize) -> usize {
+        let Some(capacity) = self.capacity else {
+            return len;
+        };
+        let file_len = match self.nodes.get(&id) {
+            Some(Node::File(file)) => file.data.len(),
+            _ => return len,
+        };
+        if offset + len <= file_len {
+            return len;
+        }
+        let allowed_end = file_len + capacity.saturating_sub(self.used_bytes());
+        len.min(allowed_end.saturating_sub(offset))
+    }
+
     /// Logs the removal of everything below directory `id` (children first, as
     /// `remove_dir_all` unlinks them), so a crash may keep any prefix of it.
     fn remove_tree(&mut self, id: NodeId) {
@@ -439,6 +489,7 @@ impl SimFs {
             cut_after: None,
             power_cut: false,
             fault: None,
+            capacity: None,
             stats: SimStats::default(),
         };
         Self {
@@ -561,6 +612,18 @@ impl SimFs {
         self.shared.state.lock().fault = None;
     }
 
+    /// Bounds the bytes all files may hold together, like a small file system (None: no
+    /// bound). See the module header; a crash keeps the capacity.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        let bytes = bytes.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+        self.shared.state.lock().capacity = bytes;
+    }
+
+    /// Bytes held by the files linked in the tree now.
+    pub fn used_bytes(&self) -> u64 {
+        self.shared.state.lock().used_bytes() as u64
+    }
+
     pub fn stats(&self) -> SimStats {
         self.shared.state.lock().stats
     }
@@ -667,9 +730,17 @@ impl FsFile for SimFile {
             fault.short_write_done = true;
             buf = &buf[..buf.len() / 2];
         }
+        let start = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
+        let fits = state.fitting(self.id, start, buf.len());
+        if fits < buf.len() {
+            state.stats.space_refusals += 1;
+            if fits == 0 {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            buf = &buf[..fits];
+        }
         state.stats.writes += 1;
         let file = state.file_mut(self.id)?;
-        let start = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
         if file.data.len() < start + buf.len() {
             file.data.resize(start + buf.len(), 0);
         }
@@ -982,6 +1053,37 @@ mod tests {
         fs.crash(&mut rng);
         assert!(!fs.is_power_cut());
         assert_eq!(fs.stats().faults_injected, 3);
+    }
+
+    #[test]
+    fn a_full_disk_refuses_growth_only_until_space_is_freed() {
+        // Goal: with a capacity, a write that grows the files past it is cut short, then
+        // refused with ENOSPC; overwrites, truncates and syncs still work; a truncate or an
+        // unlink frees room, and so does a larger capacity.
+        let fs = fs_with_dir();
+        fs.set_capacity(Some(10));
+        let a = fs.open(Path::new("/d/a"), OpenMode::CreateNew).expect("a");
+        write_all_at(a.as_ref(), b"123456", 0).expect("fits");
+        assert_eq!(a.write_at(b"789abc", 6).expect("short"), 4);
+        let err = a.write_at(b"x", 10).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        write_all_at(a.as_ref(), b"ZZ", 0).expect("an overwrite needs no room");
+        a.sync_data().expect("a sync needs no room");
+        assert_eq!(fs.used_bytes(), 10);
+        a.set_len(4).expect("a cut needs no room");
+        write_all_at(a.as_ref(), b"456", 4).expect("room after the cut");
+        let b = fs.open(Path::new("/d/b"), OpenMode::CreateNew).expect("b");
+        assert_eq!(b.write_at(b"xyz", 0).expect("short"), 3);
+        assert!(b.write_at(b"!", 3).is_err());
+        fs.remove_file(Path::new("/d/a"))
+            .expect("unlink needs no room");
+        write_all_at(b.as_ref(), b"!", 3).expect("room after the unlink");
+        fs.set_capacity(Some(4));
+        assert!(b.write_at(b"?", 4).is_err());
+        fs.set_capacity(Some(100));
+        write_all_at(b.as_ref(), b"?", 4).expect("room on a grown disk");
+        assert_eq!(fs.stats().space_refusals(), 4);
+        assert_eq!(read(&fs, "/d/b").expect("b"), b"xyz!?");
     }
 
     #[test]

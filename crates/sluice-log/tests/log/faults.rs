@@ -144,11 +144,23 @@ async fn enospc_in_a_round_that_rolled_a_segment_deletes_the_new_segment_and_res
         "{result:?}"
     );
     assert_eq!(segment_files(&pdir), before, "the rolled segment is undone");
-    assert_resumes(log, &fs, &k, dir.path()).await;
+    fs.disarm();
+    append(&log, &k, bytes(2, 30, 4)).await;
+    // Counted before the reopen below: after an unclean stop recovery lays the replayed
+    // batches out again (the undo persists nothing, so no extents of the first segment
+    // are on disk).
     assert_eq!(
         segment_files(&pdir).len(),
         2,
         "the roll happened on the retry"
+    );
+    drop(log);
+    let (log, _) = open(dir.path());
+    let tags: Vec<i64> = read_all(&log, &k).iter().map(|s| s.tag).collect();
+    assert_eq!(
+        tags,
+        vec![0, 1, 2, 4],
+        "acked batches once each, nothing refused"
     );
 }
 

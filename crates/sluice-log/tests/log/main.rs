@@ -13,6 +13,7 @@ mod append_read;
 mod cleaner;
 mod damage;
 mod faults;
+mod full_disk;
 mod idempotence;
 mod journal_cleaner;
 mod journal_files;
