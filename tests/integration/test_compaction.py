@@ -22,11 +22,14 @@ import kwire
 from admin_facade import CkAdmin
 from helpers import ck_admin, ck_producer, create_topic, wait_until
 
-CLEANER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200"]
+# Segments of 1 KiB (internal.segment.bytes, below segment.bytes' 1 MiB floor) give the cleaner
+# sealed segments to clean from little data.
+CLEANER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200",
+                "--override", "sluice.internal.segment.bytes.enable=true"]
 DELETE_RETENTION_MS = 6000
 TOPIC_CONFIG = {
     "cleanup.policy": "compact",
-    "segment.bytes": 1024,
+    "internal.segment.bytes": 1024,
     "segment.ms": 1000,
     "min.cleanable.dirty.ratio": "0.01",
     "delete.retention.ms": DELETE_RETENTION_MS,
@@ -448,7 +451,7 @@ def test_produce_is_not_held_up_by_a_throttled_pass(sluice_factory, topic_name):
     slow = [*CLEANER_ARGS, "--override", "log.cleaner.io.max.bytes.per.second=100000"]
     b = sluice_factory(slow, metrics=True)
     create_topic(b.bootstrap, topic_name,
-                 config={**TOPIC_CONFIG, "cleanup.policy": "delete", "segment.bytes": 16384})
+                 config={**TOPIC_CONFIG, "cleanup.policy": "delete", "internal.segment.bytes": 16384})
     produce(b.bootstrap, topic_name, versions(100, 10, size=400))
     assert CkAdmin(b.bootstrap).incremental_alter(topic_name, {"cleanup.policy": "compact"}) == 0
     wait_until(lambda: metric(b, "sluice_log_cleaner_read_bytes") > 0, 30, interval=0.05,

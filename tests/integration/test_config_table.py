@@ -29,7 +29,7 @@ PROPERTIES = """\
 # a server.properties with Kafka keys, the security ones only stored (no TLS/SASL listener)
 num.partitions=3
 log.retention.ms=1000
-log.segment.bytes=4096
+log.segment.bytes=4194304
 group.initial.rebalance.delay.ms=100
 ssl.keystore.key=-----BEGIN PRIVATE KEY----- not-a-real-key
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.\\
@@ -60,10 +60,10 @@ def configured(sluice_factory, tmp_path, monkeypatch):
     props = tmp_path / "server.properties"
     props.write_text(PROPERTIES)
     monkeypatch.setenv("SLUICE_LOG_RETENTION_MS", "2000")        # over the file's 1000
-    monkeypatch.setenv("SLUICE_LOG_SEGMENT_BYTES", "8192")       # over the file, under the flag
+    monkeypatch.setenv("SLUICE_LOG_SEGMENT_BYTES", "8388608")       # over the file, under the flag
     monkeypatch.setenv("SLUICE_LOG_CLEANER_BACKOFF_MS", "1234")  # env only
     return sluice_factory(["--config", str(props),
-                           "--override", "log.segment.bytes=16384",
+                           "--override", "log.segment.bytes=16777216",
                            "--override", "producer.id.expiration.ms=5000"])
 
 
@@ -85,7 +85,7 @@ def test_sources_and_precedence_through_describe_configs(configured, topic_name)
     check("group.initial.rebalance.delay.ms", "100", STATIC)
     check("log.retention.ms", "2000", STATIC)               # env over file
     check("log.cleaner.backoff.ms", "1234", STATIC)         # env
-    check("log.segment.bytes", "16384", STATIC)             # --override over env and file
+    check("log.segment.bytes", "16777216", STATIC)             # --override over env and file
     check("producer.id.expiration.ms", "5000", STATIC)
     check("log.retention.check.interval.ms", "300000", DEFAULT)
     check("log.dirs", str(configured.data_dir), STATIC)     # the --data-dir alias
@@ -107,7 +107,7 @@ def test_sources_and_precedence_through_describe_configs(configured, topic_name)
     create_topic(configured.bootstrap, topic_name)
     t = describe_topic(configured.bootstrap, topic_name)
     assert (t["retention.ms"].value, t["retention.ms"].source) == ("2000", STATIC)
-    assert (t["segment.bytes"].value, t["segment.bytes"].source) == ("16384", STATIC)
+    assert (t["segment.bytes"].value, t["segment.bytes"].source) == ("16777216", STATIC)
     assert (t["index.interval.bytes"].value, t["index.interval.bytes"].source) == ("4096", DEFAULT)
 
 
@@ -122,7 +122,7 @@ def test_kafka_configs_describe_all(configured, java_cp):
     for key in documented_keys():
         assert f"  {key}=" in out, f"{key} missing from kafka-configs output:\n{out[:3000]}"
     assert "log.retention.ms=2000 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.retention.ms=2000" in out, out
-    assert "log.segment.bytes=16384" in out and "num.partitions=3" in out
+    assert "log.segment.bytes=16777216" in out and "num.partitions=3" in out
     assert "ssl.keystore.key=null sensitive=true" in out, out
     assert "hunter2" not in out
 

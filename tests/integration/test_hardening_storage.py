@@ -31,6 +31,7 @@ from conftest import SluiceBroker
 from helpers import create_topic
 
 POLICY_VIOLATION = 44
+INVALID_CONFIG = 40
 KAFKA_STORAGE_ERROR = 56
 SEGMENT_BYTES = 4096
 BATCHES = 60
@@ -78,8 +79,8 @@ def damaged_topic(sluice_factory, topic: str):
     """A broker with a topic of ~20 small sealed segments, stopped cleanly. Checks the
     layout reader on it: the batches read through every segment's extents are exactly
     the acked batches, in order, with the values produced."""
-    broker = sluice_factory(["--retention-check-interval-ms", "60000"])
-    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": str(SEGMENT_BYTES)})
+    broker = sluice_factory(["--retention-check-interval-ms", "60000", "--override", "sluice.internal.segment.bytes.enable=true"])
+    create_topic(broker.bootstrap, topic, 1, {"internal.segment.bytes": str(SEGMENT_BYTES)})
     firsts = produce_batches(broker.bootstrap, topic)
     broker.stop()
     files = segments(broker, topic)
@@ -167,14 +168,15 @@ def test_data_dir_is_private(sluice_factory, tmp_path, topic_name):
     permissive umask, a topic, records, a group commit and a restart; then stat everything."""
     old = os.umask(0o000)
     try:
-        broker = SluiceBroker(tmp_path / "private", ["--retention-check-interval-ms", "60000"], name="private")
+        broker = SluiceBroker(tmp_path / "private", ["--retention-check-interval-ms", "60000", "--override", "sluice.internal.segment.bytes.enable=true"],
+                              name="private")
         broker.data_dir = tmp_path / "private" / "fresh" / "data"
         broker.data_dir.parent.mkdir(parents=True)
         broker.start()
     finally:
         os.umask(old)
     try:
-        create_topic(broker.bootstrap, topic_name, 2, {"segment.bytes": "1024"})
+        create_topic(broker.bootstrap, topic_name, 2, {"internal.segment.bytes": "1024"})
         produce_batches(broker.bootstrap, topic_name, 5)
         broker.restart()
         wrong = []
@@ -357,19 +359,54 @@ def low_fd_broker(sluice_factory, tmp_path, monkeypatch):
     wrapper.write_text(f"#!/bin/sh\nexec prlimit --nofile={OPEN_FILES}:{OPEN_FILES} {real} \"$@\"\n")
     wrapper.chmod(0o755)
     monkeypatch.setattr(conftest, "sluice_bin", lambda: wrapper)
-    return sluice_factory(["--retention-check-interval-ms", "60000", "--max-connections", str(MAX_CONNECTIONS)])
+    return sluice_factory(["--retention-check-interval-ms", "60000", "--max-connections", str(MAX_CONNECTIONS),
+                           "--override", "sluice.internal.segment.bytes.enable=true"])
 
 
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def test_segment_bytes_has_kafkas_minimum_and_no_client_can_lower_it(sluice_factory, topic_name):
+    """Goal (issue 32): segment.bytes=1024 let one client fill the broker-wide segment-file
+    budget in seconds; segment.bytes now has Kafka 4.x's minimum, 1 MiB, so one segment file
+    costs a MiB of writes, and Kafka's test-only internal.segment.bytes (no minimum) is
+    refused unless the broker enables it.
+    Method: CreateTopics and IncrementalAlterConfigs (confluent-kafka admin) against a broker
+    at the defaults: 1 MiB - 1 and internal.segment.bytes are INVALID_CONFIG and create
+    nothing, 1 MiB is accepted; a broker with sluice.internal.segment.bytes.enable=true takes
+    internal.segment.bytes=1024 and rolls a segment per ~1 KiB batch."""
+    from admin_facade import CkAdmin
+    b = sluice_factory(["--retention-check-interval-ms", "60000"])
+    admin = CkAdmin(b.bootstrap)
+    assert admin.create(f"{topic_name}-a", 1, {"segment.bytes": 1024 * 1024 - 1}) == INVALID_CONFIG
+    assert admin.create(f"{topic_name}-b", 1, {"internal.segment.bytes": 1024}) == INVALID_CONFIG
+    assert not b.partition_dir(f"{topic_name}-a", 0).exists()
+    assert not b.partition_dir(f"{topic_name}-b", 0).exists()
+    assert admin.create(topic_name, 1, {"segment.bytes": 1024 * 1024}) == 0
+    assert admin.incremental_alter(topic_name, set_={"segment.bytes": 4096}) == INVALID_CONFIG
+    assert admin.incremental_alter(topic_name, set_={"internal.segment.bytes": 4096}) == INVALID_CONFIG
+    for i in range(5):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"z" * 900)])
+        assert kwire.produce_v3(b.bootstrap, topic_name, 0, batch).error_code == 0
+    assert len(segments(b, topic_name)) == 1, "1 KiB batches rolled a 1 MiB segment"
+    allowed = sluice_factory(["--retention-check-interval-ms", "60000",
+                              "--override", "sluice.internal.segment.bytes.enable=true"])
+    assert CkAdmin(allowed.bootstrap).create(topic_name, 1, {"internal.segment.bytes": 1024}) == 0
+    for i in range(5):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"z" * 900)])
+        assert kwire.produce_v3(allowed.bootstrap, topic_name, 0, batch).error_code == 0
+    assert len(segments(allowed, topic_name)) == 5
+
+
 def test_file_descriptor_exhaustion_refuses_requests_not_the_log(low_fd_broker, topic_name):
     """Goal: running out of file descriptors never poisons the log or starves accept().
     Method: a broker limited to 600 descriptors with max.connections 40 (segment budget
     600 - 40 - 256 = 304). CreateTopics of 250 partitions succeeds; a second one of 250 is
-    refused cleanly (POLICY_VIOLATION) before any partition is made. A topic with
-    segment.bytes=1024 fed ~1 KiB batches rolls until the budget is used up: that produce
+    refused cleanly (POLICY_VIOLATION) before any partition is made. segment.bytes=1024 is
+    refused (INVALID_CONFIG: Kafka's 1 MiB minimum, which makes filling the budget take
+    gigabytes); with the test-only internal.segment.bytes=1024 (the broker allows it here)
+    a topic fed ~1 KiB batches rolls until the budget is used up: that produce
     gets KAFKA_STORAGE_ERROR, while produce to other partitions, new connections and
     Metadata keep working, and the descriptors in use stay below the limit. DeleteRecords
     frees segments and the refused partition takes writes again; a restart works."""
@@ -380,7 +417,8 @@ def test_file_descriptor_exhaustion_refuses_requests_not_the_log(low_fd_broker, 
     assert admin.create(f"{topic_name}-b", 250) == POLICY_VIOLATION
     assert not b.partition_dir(f"{topic_name}-b", 0).exists(), "a refused create made partitions"
     small = f"{topic_name}-c"
-    assert admin.create(small, 1, {"segment.bytes": 1024}) == 0
+    assert admin.create(small, 1, {"segment.bytes": 1024}) == INVALID_CONFIG
+    assert admin.create(small, 1, {"internal.segment.bytes": 1024}) == 0
     refused = None
     acked = 0
     for i in range(400):

@@ -30,7 +30,7 @@ def test_restart_preserves_everything(broker):
     bs = broker.bootstrap
     a = CkAdmin(bs)
     c = ConfluentFamily(bs)
-    overrides = {"retention.ms": "3600000", "max.message.bytes": "2000000", "segment.bytes": "4096"}
+    overrides = {"retention.ms": "3600000", "max.message.bytes": "2000000", "segment.bytes": "2097152"}
     create_topic(bs, "keep", partitions=3, config=overrides)
     create_topic(bs, "trimmed")
     create_topic(bs, "doomed")

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import storage_layout as layout
 from admin_facade import CkAdmin
 from helpers import ConfluentFamily, Msg, create_topic, wait_until
+
+
+@pytest.fixture
+def broker(sluice_factory):
+    """conftest's `broker` (retention checked every 200 ms) that also lets topics set
+    internal.segment.bytes, Kafka's test-only config for segments below segment.bytes'
+    1 MiB floor, so a few KB of records roll several segments."""
+    return sluice_factory(["--retention-check-interval-ms", "200",
+                           "--override", "sluice.internal.segment.bytes.enable=true"])
 
 
 def _segment_files(broker, topic):
@@ -35,12 +46,12 @@ def _produce_in_batches(c, topic, batches, per_batch, size=120):
 
 
 def test_segments_roll_at_segment_bytes(broker, topic_name):
-    """Goal: segment.bytes makes the log roll into several segment files.
-    Method: topic with segment.bytes=1024; produce 30 batches of ~2 records of ~140 bytes;
+    """Goal: the segment size makes the log roll into several segment files.
+    Method: topic with internal.segment.bytes=1024; produce 30 batches of ~2 records of ~140 bytes;
     wait for the partition directory to hold several segments (`.extents` files, written by
     the background checkpoint, so allow a few seconds), none larger than segment.bytes; all
     records read back."""
-    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": 1024})
+    create_topic(broker.bootstrap, topic_name, config={"internal.segment.bytes": 1024})
     c = ConfluentFamily(broker.bootstrap)
     offsets = _produce_in_batches(c, topic_name, 30, 2)
     assert offsets == list(range(60))
@@ -54,12 +65,12 @@ def test_segments_roll_at_segment_bytes(broker, topic_name):
 def test_time_retention_deletes_old_segments(broker, topic_name):
     """Goal: time retention deletes whole old segments, moving the low watermark up, and
     removes their files; what remains is intact and readable.
-    Method: topic with segment.bytes=1024 and the default (7 day) retention; produce 40
+    Method: topic with internal.segment.bytes=1024 and the default (7 day) retention; produce 40
     batches so several segments exist and nothing expires; note the segments; lower
     retention.ms to 1000 through IncrementalAlterConfigs (broker checks every 200 ms); wait
     until the low watermark rises; check that the first segment files are gone and the
     remaining records read back from the new low watermark to the end."""
-    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": 1024})
+    create_topic(broker.bootstrap, topic_name, config={"internal.segment.bytes": 1024})
     c = ConfluentFamily(broker.bootstrap)
     assert _produce_in_batches(c, topic_name, 40, 2) == list(range(80))
     before = wait_until(lambda: (lambda f: f if len(f) >= 3 else None)(_segment_files(broker, topic_name)), 10,
@@ -83,10 +94,10 @@ def test_time_retention_deletes_old_segments(broker, topic_name):
 def test_size_retention(broker, topic_name):
     """Goal: retention.bytes deletes oldest segments while the partition is larger than the
     limit, never the active one.
-    Method: topic with segment.bytes=1024 and retention.bytes=3072; produce 50 batches (~14 KB);
+    Method: topic with internal.segment.bytes=1024 and retention.bytes=3072; produce 50 batches (~14 KB);
     wait until the low watermark rises and the segments' logical sizes add up to at most
     retention.bytes + one segment; the tail is still readable."""
-    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": 1024, "retention.bytes": 3072})
+    create_topic(broker.bootstrap, topic_name, config={"internal.segment.bytes": 1024, "retention.bytes": 3072})
     c = ConfluentFamily(broker.bootstrap)
     assert _produce_in_batches(c, topic_name, 50, 2) == list(range(100))
 

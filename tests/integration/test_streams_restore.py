@@ -20,14 +20,15 @@ from helpers import ck_admin, create_topic, wait_until
 from java_client import JVM_FLAGS, classpath
 from test_compaction import metric, produce, read_all
 
-BROKER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200"]
+BROKER_ARGS = ["--retention-check-interval-ms", "200", "--override", "log.cleaner.backoff.ms=200",
+               "--override", "sluice.internal.segment.bytes.enable=true"]
 KEYS, ROUNDS = 10, 30
 APP_ID = "sluice-count"
 CHANGELOG = f"{APP_ID}-counts-changelog"
 # The changelog's topic configs (Streams passes "topic."-prefixed settings to the internal
 # topics it creates): small segments rolled every second, so the cleaner has sealed
 # segments to clean while the test runs.
-CHANGELOG_CONF = ["topic.segment.bytes=1024", "topic.segment.ms=1000",
+CHANGELOG_CONF = ["topic.internal.segment.bytes=1024", "topic.segment.ms=1000",
                   "topic.min.cleanable.dirty.ratio=0.01"]
 
 

@@ -81,6 +81,9 @@ pub struct BrokerConfig {
     /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
     /// `sluice_log::LogManagerConfig::journal_direct_io`). Default true.
     pub journal_direct_io: bool,
+    /// `sluice.internal.segment.bytes.enable`: whether topics may set Kafka's test-only
+    /// `internal.segment.bytes` (segments below `segment.bytes`' 1 MiB floor).
+    pub internal_segment_bytes_enable: bool,
     /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
     /// produce is acknowledged and nothing is kept; never for data).
     pub storage: Storage,
@@ -164,6 +167,7 @@ impl Default for BrokerConfig {
             explicit: BTreeMap::new(),
             fsync: FsyncPolicy::Always,
             journal_direct_io: true,
+            internal_segment_bytes_enable: false,
             storage: Storage::Disk,
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,
@@ -638,18 +642,18 @@ mod tests {
     // plus the key upper-cased with dots as underscores.
     #[test]
     fn sources_have_a_precedence() {
-        let file = "log.retention.ms=1000\nlog.segment.bytes=4096\nnum.partitions=2\n";
+        let file = "log.retention.ms=1000\nlog.segment.bytes=4194304\nnum.partitions=2\n";
         let env = vars(&[
             ("SLUICE_LOG_RETENTION_MS", "2000"),
-            ("SLUICE_LOG_SEGMENT_BYTES", "8192"),
+            ("SLUICE_LOG_SEGMENT_BYTES", "8388608"),
             ("SLUICE_LOG", "debug"),
             ("PATH", "/bin"),
         ]);
-        let flags = vec![("log.segment.bytes".to_string(), "16384".to_string())];
+        let flags = vec![("log.segment.bytes".to_string(), "16777216".to_string())];
         let c = BrokerConfig::load(Some(("server.properties", file)), &env, &flags).unwrap();
         assert_eq!(c.topic_defaults.partitions, 2, "file over default");
         assert_eq!(c.topic_defaults.retention_ms, 2000, "env over file");
-        assert_eq!(c.topic_defaults.segment_bytes, 16384, "flag over env");
+        assert_eq!(c.topic_defaults.segment_bytes, 16777216, "flag over env");
         let c = BrokerConfig::load(None, &[], &[]).unwrap();
         assert!(c.explicit.is_empty());
         let bad_env = vars(&[("SLUICE_NUM_PARTITIONS", "x")]);

@@ -16,8 +16,33 @@ use sluice_log::LogConfig;
 
 use crate::config::{parse_timestamp_type, BrokerConfig};
 
-/// Smallest `segment.bytes` accepted (small values are useful in tests).
-pub const SEGMENT_BYTES_MIN: i64 = 1024;
+/// Smallest `segment.bytes` (and `log.segment.bytes`) accepted: Kafka 4.x's, 1 MiB. Each
+/// segment holds a file open out of the process-wide segment-file budget, so a floor this
+/// size makes filling the budget with one topic's rolls take gigabytes of writes (it took
+/// seconds at 1 KiB: issue 32).
+pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
+/// Smallest segment size the log is ever given: `internal.segment.bytes` (tests only) and
+/// `segment.bytes` values stored by an older Sluice, which allowed down to this.
+pub const SEGMENT_BYTES_FLOOR: i64 = 1024;
+/// Kafka 4.4's test-only topic config (`LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`): replaces
+/// `segment.bytes` without its 1 MiB floor. Accepted only when the broker enables it
+/// ([`check_internal`]); not listed by DescribeConfigs, as in Kafka.
+pub const INTERNAL_SEGMENT_BYTES: &str = "internal.segment.bytes";
+
+/// Refuses `internal.segment.bytes` unless the broker allows it
+/// (`sluice.internal.segment.bytes.enable`): Kafka accepts it from any client, which
+/// would undo the `segment.bytes` floor.
+pub fn check_internal(
+    configs: &BTreeMap<String, String>,
+    broker: &BrokerConfig,
+) -> Result<(), String> {
+    match configs.contains_key(INTERNAL_SEGMENT_BYTES) && !broker.internal_segment_bytes_enable {
+        true => Err(format!(
+            "{INTERNAL_SEGMENT_BYTES} is for tests; the broker refuses it unless sluice.internal.segment.bytes.enable=true"
+        )),
+        false => Ok(()),
+    }
+}
 
 /// Kafka's DescribeConfigs config types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +283,14 @@ pub fn timestamp_type_name(t: sluice_log::TimestampType) -> &'static str {
 
 /// Validates one override. The error is the message returned with INVALID_CONFIG.
 pub fn validate(name: &str, value: &str) -> Result<(), String> {
+    if name == INTERNAL_SEGMENT_BYTES {
+        return match value.trim().parse::<i32>() {
+            Ok(n) if i64::from(n) >= SEGMENT_BYTES_FLOOR => Ok(()),
+            _ => Err(format!(
+                "Invalid value {value} for configuration {name}: must be at least {SEGMENT_BYTES_FLOOR}"
+            )),
+        };
+    }
     let def = lookup(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
     let v = value.trim();
     let typed = match def.kind {
@@ -313,7 +346,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
             .map_err(|e| e.to_string()),
         "segment.bytes" => range(
             v.parse::<i64>().is_ok_and(|n| n >= SEGMENT_BYTES_MIN),
-            "must be at least 1024",
+            "must be at least 1048576 (Kafka's minimum)",
         ),
         "segment.ms" => range(v.parse::<i64>().is_ok_and(|n| n >= 1), "must be at least 1"),
         "retention.ms" | "retention.bytes" => range(
@@ -370,8 +403,11 @@ pub fn log_config(overrides: &BTreeMap<String, String>, broker: &BrokerConfig) -
     let defaults = LogConfig::default();
     let policy = parse_cleanup_policy(&get("cleanup.policy")).unwrap_or_else(|_| "delete".into());
     LogConfig {
-        segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(SEGMENT_BYTES_MIN)
-            as u64,
+        segment_bytes: overrides
+            .get(INTERNAL_SEGMENT_BYTES)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or_else(|| num("segment.bytes", defaults.segment_bytes as i64))
+            .max(SEGMENT_BYTES_FLOOR) as u64,
         segment_ms: num("segment.ms", defaults.segment_ms),
         retention_ms: num("retention.ms", defaults.retention_ms),
         retention_bytes: num("retention.bytes", defaults.retention_bytes),
@@ -411,6 +447,10 @@ mod tests {
         assert!(validate("retention.ms", "abc").is_err());
         assert!(validate("retention.ms", "-5").is_err());
         assert!(validate("segment.bytes", "100").is_err());
+        assert!(validate("segment.bytes", "1048575").is_err());
+        assert!(validate("segment.bytes", "1048576").is_ok());
+        assert!(validate("internal.segment.bytes", "1024").is_ok());
+        assert!(validate("internal.segment.bytes", "1023").is_err());
         assert!(validate("cleanup.policy", "compact").is_ok());
         assert!(validate("cleanup.policy", "delete, compact").is_ok());
         assert!(validate("cleanup.policy", "compact,bogus").is_err());
@@ -467,13 +507,21 @@ mod tests {
             get("segment.bytes"),
             ("segment.bytes", "2048".into(), source::TOPIC_CONFIG)
         );
+        assert!(eff.iter().all(|e| e.0 != INTERNAL_SEGMENT_BYTES));
         assert_eq!(
             get("retention.ms"),
             ("retention.ms", "5000".into(), source::STATIC_BROKER_CONFIG)
         );
         assert_eq!(get("retention.bytes").2, source::DEFAULT_CONFIG);
         let lc = log_config(&o, &broker);
+        // 2048: a value an older Sluice stored is kept (the floor applies to new values).
         assert_eq!(lc.segment_bytes, 2048);
+        let mut internal = o.clone();
+        internal.insert(INTERNAL_SEGMENT_BYTES.into(), "1024".into());
+        assert_eq!(log_config(&internal, &broker).segment_bytes, 1024);
+        assert!(check_internal(&internal, &broker).is_err());
+        broker.internal_segment_bytes_enable = true;
+        assert!(check_internal(&internal, &broker).is_ok());
         assert_eq!(lc.retention_ms, 5000);
         assert!(lc.cleanup_delete && !lc.cleanup_compact);
         o.insert("cleanup.policy".into(), "compact".into());

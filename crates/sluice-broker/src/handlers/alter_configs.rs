@@ -102,6 +102,8 @@ pub(crate) fn apply_topic_configs(
         topic_config::validate(k, v)
             .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     }
+    topic_config::check_internal(&next, &b.config)
+        .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     if validate_only {
         return Ok(());
     }

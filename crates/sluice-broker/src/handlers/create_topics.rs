@@ -114,6 +114,8 @@ fn create_one(
         configs.insert(c.name.to_string(), v.to_string());
     }
     let name = t.name.0.to_string();
+    topic_config::check_internal(&configs, &b.config)
+        .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     if validate_only {
         b.topics.check_create(&name, partitions, &configs)?;
         return Ok((Uuid::nil(), partitions, configs));
