@@ -371,12 +371,15 @@ fn switch(
     }
 }
 
-/// The pass's new data file.
+/// The pass's new data file. Copies gather in one buffer written out 1 MiB at a time: the
+/// bytes that outlive their file are often many small extents (a trickle's single
+/// records), and a write per extent would cost more than the copying.
 struct Output<'a> {
     engine: &'a Engine,
     file: Arc<JournalFile>,
-    len: u64,
-    buf: Vec<u8>,
+    /// Bytes written to the file so far; `pending` follows them.
+    flushed: u64,
+    pending: Vec<u8>,
 }
 
 impl<'a> Output<'a> {
@@ -388,8 +391,8 @@ impl<'a> Output<'a> {
         Ok(Self {
             engine,
             file,
-            len: 0,
-            buf: vec![0u8; COPY_BUFFER_BYTES],
+            flushed: 0,
+            pending: Vec::with_capacity(COPY_BUFFER_BYTES),
         })
     }
 
@@ -398,7 +401,7 @@ impl<'a> Output<'a> {
     fn copy(&mut self, placed: &[Placed]) -> io::Result<Vec<Relocation>> {
         let mut moves = Vec::with_capacity(placed.len());
         for p in placed {
-            let to_position = self.len;
+            let to_position = self.flushed + self.pending.len() as u64;
             let mut done = 0u64;
             while done < p.len {
                 if self.engine.stopping.load(Ordering::Acquire) {
@@ -407,27 +410,22 @@ impl<'a> Output<'a> {
                         "the log is stopping",
                     ));
                 }
-                let n = (p.len - done).min(self.buf.len() as u64) as usize;
-                let read = fs::read_full_at(
-                    p.file.file.as_ref(),
-                    &mut self.buf[..n],
-                    p.file_position + done,
-                )?;
+                if self.pending.len() == COPY_BUFFER_BYTES {
+                    self.flush()?;
+                }
+                let room = (COPY_BUFFER_BYTES - self.pending.len()) as u64;
+                let n = (p.len - done).min(room) as usize;
+                let at = self.pending.len();
+                self.pending.resize(at + n, 0);
+                let from = p.file_position + done;
+                let read = fs::read_full_at(p.file.file.as_ref(), &mut self.pending[at..], from)?;
                 if read < n {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "a data file is shorter than the extents that name it",
                     ));
                 }
-                fs::write_all_at(self.file.file.as_ref(), &self.buf[..n], self.len)?;
-                self.len += n as u64;
                 done += n as u64;
-                let engine = self.engine;
-                engine.journal_cleaner_io.charge(
-                    2 * n as u64,
-                    engine.config.journal_cleaner.io_max_bytes_per_second,
-                    &engine.stopping,
-                );
             }
             moves.push(Relocation {
                 start: p.start,
@@ -440,8 +438,27 @@ impl<'a> Output<'a> {
         Ok(moves)
     }
 
+    /// Writes the gathered copies, then waits for the I/O budget to pay for them (read
+    /// and written).
+    fn flush(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        fs::write_all_at(self.file.file.as_ref(), &self.pending, self.flushed)?;
+        let n = self.pending.len() as u64;
+        self.flushed += n;
+        self.pending.clear();
+        let engine = self.engine;
+        let rate = engine.config.journal_cleaner.io_max_bytes_per_second;
+        engine
+            .journal_cleaner_io
+            .charge(2 * n, rate, &engine.stopping);
+        Ok(())
+    }
+
     /// Makes the copies durable before anything names them: data, then the directory entry.
-    fn finish(&self) -> io::Result<()> {
+    fn finish(&mut self) -> io::Result<()> {
+        self.flush()?;
         self.file.file.sync_data()?;
         self.engine.fs.sync_dir(&self.engine.journal_dir)
     }
