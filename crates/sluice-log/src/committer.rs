@@ -817,7 +817,12 @@ impl Committer {
         self.touched.clear();
         let undone = self.undo_round();
         let errno = error.raw_os_error().unwrap_or(libc::ENOSPC);
-        self.space_short |= matches!(errno, libc::ENOSPC | libc::EDQUOT);
+        if matches!(errno, libc::ENOSPC | libc::EDQUOT) {
+            self.space_short = true;
+            if let Err(error) = self.journal.release_free_file() {
+                tracing::warn!(%error, "could not delete a recycled journal file");
+            }
+        }
         let file_limit = crate::fs::is_file_limit(&error);
         match &undone {
             Ok(()) => crate::engine::log_refused_round(what, &error),

@@ -397,6 +397,21 @@ impl FreePool {
         Ok(())
     }
 
+    /// Deletes the oldest recycled file, if any, giving its space back to the file system;
+    /// returns its sequence number. For a full disk: a recycled file is reused only when
+    /// the current one reaches its size limit, which a current file that cannot grow never
+    /// does. An unlink needs no space; a crash that keeps the file only puts it back in the
+    /// pool.
+    pub(crate) fn release_oldest(&self, fs: &dyn Fs, dir: &Path) -> io::Result<Option<u64>> {
+        let mut files = self.files.lock();
+        let Some(&oldest) = files.iter().min() else {
+            return Ok(None);
+        };
+        fs.remove_file(&dir.join(free_file_name(oldest)))?;
+        files.retain(|&seq| seq != oldest);
+        Ok(Some(oldest))
+    }
+
     /// Turns a recycled file into journal file `seq`, if one is available.
     /// `drop_cache`: evict the file's cached pages (buffered journals only: a journal
     /// written with direct I/O leaves nothing in the page cache to evict).
@@ -818,6 +833,20 @@ impl JournalWriter {
             "journal file reused in place: nothing pointed into it any more"
         );
         Ok(true)
+    }
+
+    /// After a round refused for lack of space: deletes one recycled journal file (see
+    /// [`FreePool::release_oldest`]), so later rounds can grow the current file. Returns
+    /// whether there was one.
+    pub(crate) fn release_free_file(&self) -> io::Result<bool> {
+        let released = self.pool.release_oldest(self.fs.as_ref(), &self.dir)?;
+        if let Some(seq) = released {
+            tracing::info!(
+                seq,
+                "disk full: deleted a journal file kept for reuse, so its space can take new rounds"
+            );
+        }
+        Ok(released.is_some())
     }
 
     /// `fdatasync` of the current file: covers every round appended since the last sync.
