@@ -399,6 +399,48 @@ def test_segment_bytes_has_kafkas_minimum_and_no_client_can_lower_it(sluice_fact
     assert len(segments(allowed, topic_name)) == 5
 
 
+def test_one_topic_holds_at_most_its_share_of_the_segment_files(low_fd_broker, topic_name):
+    """Goal (issue 32): one topic rolling small segments can take at most its share of the
+    segment-file budget (sluice.segment.files.per.topic.percent, 25 %), so other topics can
+    still be created and written and still roll. Before, it took the whole budget and the
+    next CreateTopics was refused (POLICY_VIOLATION: no files left).
+    Method: the 600-descriptor broker (budget 304, share 76); a topic with the test-only
+    internal.segment.bytes=1024 fed ~1 KiB batches until a produce is refused
+    (KAFKA_STORAGE_ERROR) holds at most 76 segment files; then a 200-partition topic is
+    created and takes a record on every partition, a third topic rolls 10 segments, and
+    the refused topic still serves fetches."""
+    from admin_facade import CkAdmin
+    b = low_fd_broker
+    admin = CkAdmin(b.bootstrap)
+    hog = f"{topic_name}-hog"
+    assert admin.create(hog, 1, {"internal.segment.bytes": 1024}) == 0
+    acked, refused = 0, None
+    for i in range(400):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"z" * 900)])
+        res = kwire.produce_v3(b.bootstrap, hog, 0, batch)
+        if res.error_code != 0:
+            refused = res.error_code
+            break
+        acked += 1
+    files = len(segments(b, hog))
+    print(f"the rolling topic was refused after {acked} batches holding {files} segment files (share 76 of 304)")
+    assert refused == KAFKA_STORAGE_ERROR, f"no refusal after {acked} batches (got {refused})"
+    assert 70 <= files <= 76, files
+    wide = f"{topic_name}-wide"
+    assert admin.create(wide, 200) == 0, "no files left for a new topic"
+    for p in range(200):
+        ok = kwire.produce_v3(b.bootstrap, wide, p, kwire.record_batch([kwire.RawRecord(b"fine")]))
+        assert ok.error_code == 0, (p, ok)
+    third = f"{topic_name}-third"
+    assert admin.create(third, 1, {"internal.segment.bytes": 1024}) == 0
+    for i in range(10):
+        batch = kwire.record_batch([kwire.RawRecord(f"{i:05d}".encode() + b"y" * 900)])
+        assert kwire.produce_v3(b.bootstrap, third, 0, batch).error_code == 0
+    assert len(segments(b, third)) == 10
+    part = kwire.fetch_v4(b.bootstrap, hog, 0, 0)
+    assert part.error_code == 0 and part.batches()[0].base_offset == 0
+
+
 def test_file_descriptor_exhaustion_refuses_requests_not_the_log(low_fd_broker, topic_name):
     """Goal: running out of file descriptors never poisons the log or starves accept().
     Method: a broker limited to 600 descriptors with max.connections 40 (segment budget

@@ -84,6 +84,9 @@ pub struct BrokerConfig {
     /// `sluice.internal.segment.bytes.enable`: whether topics may set Kafka's test-only
     /// `internal.segment.bytes` (segments below `segment.bytes`' 1 MiB floor).
     pub internal_segment_bytes_enable: bool,
+    /// `sluice.segment.files.per.topic.percent`: the share of the segment-file budget one
+    /// topic may hold (`LogManagerConfig::segment_files_per_topic_max`).
+    pub segment_files_per_topic_percent: u64,
     /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
     /// produce is acknowledged and nothing is kept; never for data).
     pub storage: Storage,
@@ -168,6 +171,7 @@ impl Default for BrokerConfig {
             fsync: FsyncPolicy::Always,
             journal_direct_io: true,
             internal_segment_bytes_enable: false,
+            segment_files_per_topic_percent: limits::SEGMENT_FILES_PER_TOPIC_PERCENT_DEFAULT,
             storage: Storage::Disk,
             retention_check_interval_ms: 300_000,
             max_connections: limits::CONNECTIONS_MAX_DEFAULT,

@@ -114,6 +114,10 @@ pub const FILE_DESCRIPTORS_RESERVED: u64 = 256;
 /// The segment-file budget never goes below this (the broker's own partitions need a
 /// few); when the descriptor limit is too low for it, connections pay.
 pub const SEGMENT_FILES_MIN: u64 = 64;
+/// The share of the segment-file budget one topic may hold
+/// (`sluice.segment.files.per.topic.percent`): four topics at least must fill it, and a
+/// topic at its share leaves three quarters for the others' rolls and new partitions.
+pub const SEGMENT_FILES_PER_TOPIC_PERCENT_DEFAULT: u64 = 25;
 
 /// How long shutdown waits for in-flight requests before closing connections anyway.
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 10_000;

@@ -60,6 +60,7 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.producer_id_expiration_ms = config.producer_id_expiration_ms;
     lc.producer_eviction_idle_ms = config.producer_eviction_idle_ms;
     lc.segment_files_max = segment_files_budget(config);
+    lc.segment_files_per_topic_max = segment_files_per_topic(lc.segment_files_max, config);
     lc.cleaner = config.log_cleaner;
     lc.journal_cleaner = config.journal_cleaner;
     lc.journal_file_bytes_max = config.journal_file_bytes;
@@ -99,6 +100,13 @@ fn segment_files_budget(config: &BrokerConfig) -> usize {
         "file descriptor budget"
     );
     usize::try_from(budget).unwrap_or(usize::MAX)
+}
+
+/// One topic's share of the segment-file budget (`sluice.segment.files.per.topic.percent`).
+fn segment_files_per_topic(budget: usize, config: &BrokerConfig) -> usize {
+    let percent = u128::from(config.segment_files_per_topic_percent.clamp(1, 100));
+    let share = (budget as u128 * percent / 100).max(1);
+    usize::try_from(share).unwrap_or(usize::MAX)
 }
 
 impl Server {

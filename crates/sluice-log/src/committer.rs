@@ -65,12 +65,16 @@ use crate::config::{FsyncPolicy, Storage};
 use crate::engine::{Engine, Stats};
 use crate::error::LogError;
 use crate::journal::{self, EntryHeader, JournalWriter, ENTRY_HEADER_LEN};
+use crate::log_limit::LogLimit;
 use crate::manager::AppendInfo;
-use crate::partition::Partition;
+use crate::partition::{Partition, SEGMENT_BYTES_MAX};
 use crate::producer_state::{BatchMetadata, ProducerEntry, Room, Staged};
 use crate::segment::{now_ms, Segment};
 use crate::txn::ControlType;
 use crate::types::{Offset, ProducerEpoch, ProducerId};
+
+/// One line per 10 s for rolls refused by the per-topic share (a client keeps retrying).
+static TOPIC_SHARE_LOG: LogLimit = LogLimit::new(10_000);
 
 /// A queued append: already validated on the caller's thread.
 #[derive(Debug)]
@@ -600,6 +604,7 @@ impl Committer {
             producers = Some(table);
         }
         let config = partition.config();
+        self.check_topic_share(&partition, &records, &config, now)?;
         let first = partition.log_end();
         let mut next = first;
         let mut at = 0usize;
@@ -706,6 +711,54 @@ impl Committer {
             log_start_offset: partition.log_start(),
             duplicate: true,
         }
+    }
+
+    /// Refuses a request that may roll a segment of a topic holding its share of the
+    /// segment-file budget (`segment_files_per_topic_max`), before anything of it is placed
+    /// (a refusal in the middle of a request would leave its first batches written). "May
+    /// roll" takes the whole request as one batch; a request then rolls at most once for
+    /// time and, since any two neighbouring segments hold more than `segment.bytes`
+    /// together, at most twice per `segment.bytes` of its size. The topic's files are
+    /// counted only when a roll is possible: about once per segment.
+    fn check_topic_share(
+        &self,
+        partition: &Partition,
+        records: &Bytes,
+        config: &crate::config::LogConfig,
+        now: i64,
+    ) -> Result<(), Failure> {
+        if self.engine.config.segment_files_per_topic_max == usize::MAX {
+            return Ok(());
+        }
+        let active = partition.active();
+        let bytes = records.len() as u64;
+        let segment_bytes = config.segment_bytes.clamp(1, SEGMENT_BYTES_MAX);
+        // Offsets: a record takes at least one byte, so the request ends before this.
+        let last = Offset(partition.log_end().0.saturating_add(bytes as i64));
+        let may_roll = match active.is_empty() {
+            // The first batch never rolls an empty segment; later ones may, past its size.
+            true => bytes > segment_bytes,
+            false => Partition::roll_reason(&active, bytes, last, config, now).is_some(),
+        };
+        let rolls = 1 + 2 * (bytes / segment_bytes);
+        if !may_roll || self.engine.topic_may_roll(&partition.key.topic, rolls) {
+            return Ok(());
+        }
+        let share = self.engine.config.segment_files_per_topic_max;
+        if let Some(suppressed) = TOPIC_SHARE_LOG.check() {
+            tracing::warn!(
+                suppressed,
+                topic = %partition.key.topic,
+                partition = partition.key.partition,
+                share,
+                "segment roll refused: the topic holds its share of the segment-file budget; DeleteRecords, retention or fewer, larger segments free it"
+            );
+        }
+        let why = format!(
+            "topic {} holds its share of segment files ({share})",
+            partition.key.topic
+        );
+        Err(Failure::Request(LogError::FileLimit(io::Error::other(why))))
     }
 
     /// The active segment, rolled first if this batch must go to a new one.

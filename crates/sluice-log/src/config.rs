@@ -218,6 +218,12 @@ pub struct LogManagerConfig {
     /// the journal, checkpoints, index files and client connections never run out. The
     /// broker sets it from `RLIMIT_NOFILE` minus its reserve; default: no limit.
     pub segment_files_max: usize,
+    /// Most segment files one topic may hold before its rolls are refused with
+    /// `LogError::FileLimit` (the request only; nothing of it is written), so one topic
+    /// cannot take all of `segment_files_max` and leave no file for others' rolls and new
+    /// partitions. New partitions are not held to it (each needs its one file). The broker
+    /// sets it to a share of `segment_files_max`; default: no limit.
+    pub segment_files_per_topic_max: usize,
     /// The log cleaner's process-wide settings (Kafka's `log.cleaner.*`).
     pub cleaner: CleanerConfig,
     /// The journal cleaner's settings (`sluice.journal.cleaner.*`).
@@ -328,6 +334,7 @@ impl LogManagerConfig {
             producer_id_expiration_ms: 86_400_000,
             producer_eviction_idle_ms: PRODUCER_EVICTION_IDLE_MS_DEFAULT,
             segment_files_max: usize::MAX,
+            segment_files_per_topic_max: usize::MAX,
             cleaner: CleanerConfig::default(),
             journal_cleaner: JournalCleanerConfig::default(),
             record_codec: None,

@@ -401,6 +401,25 @@ impl Engine {
         partitions
     }
 
+    /// Segment files held by the partitions of `topic` (numbered from 0 without gaps, so
+    /// the count stops at the first missing number). O(partitions of the topic): asked only
+    /// when a request may roll a segment (`committer`), about once per segment.
+    pub(crate) fn topic_segment_files(&self, topic: &Arc<str>) -> usize {
+        let map = self.partitions.read();
+        (0..)
+            .map_while(|p| map.get(&(Arc::clone(topic), p)))
+            .map(|p| p.segment_count())
+            .sum()
+    }
+
+    /// Whether `topic` may roll `rolls` more segments within
+    /// `segment_files_per_topic_max`.
+    pub(crate) fn topic_may_roll(&self, topic: &Arc<str>, rolls: u64) -> bool {
+        let share = self.config.segment_files_per_topic_max;
+        share == usize::MAX
+            || (self.topic_segment_files(topic) as u64).saturating_add(rolls) <= share as u64
+    }
+
     pub(crate) fn partitions_by_id(&self) -> HashMap<(TopicId, i32), Arc<Partition>> {
         let map = self.partitions.read();
         map.values()

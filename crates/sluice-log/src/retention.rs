@@ -134,6 +134,11 @@ fn roll_if_due(
     if !too_old && !all_expired {
         return Ok(());
     }
+    // A roll by age adds a file; within the topic's share only. (A roll of a wholly
+    // expired segment is for deleting it: the file count does not grow.)
+    if !all_expired && !engine.topic_may_roll(&partition.key.topic, 1) {
+        return Ok(());
+    }
     let sealed = engine.guard("segment roll", partition.roll(engine.fs.as_ref()))?;
     let mut handoff = engine.handoff.lock();
     handoff.sealed.push(sealed);

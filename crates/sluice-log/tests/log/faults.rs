@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::common::*;
-use sluice_log::fs::{FaultOp, FaultyFs, SyncFailed};
+use sluice_log::fs::{FaultOp, FaultyFs, StdFs, SyncFailed};
 use sluice_log::{LogError, LogManager, Offset, PartitionKey};
 
 async fn setup(dir: &std::path::Path) -> (LogManager, FaultyFs, PartitionKey) {
@@ -207,6 +207,61 @@ async fn emfile_on_segment_roll_refuses_the_request_only() {
         next.base_offset.0 + 2,
         "no gap, nothing twice"
     );
+}
+
+#[tokio::test]
+async fn a_topic_at_its_share_of_segment_files_refuses_its_rolls_only() {
+    // Goal: with segment_files_per_topic_max = 4, a topic whose partitions hold 4 segment
+    // files gets FileLimit for a request that needs a roll, with nothing of it written and
+    // the log not poisoned; another topic rolls within its own share meanwhile (the budget
+    // is per topic); DeleteRecords frees the
+    // topic's files and its rolls resume; every acked batch is there once after a reopen.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = config(dir.path());
+    config.segment_files_per_topic_max = 4;
+    let (log, _) = LogManager::open(config.clone(), Arc::new(StdFs)).expect("open");
+    let small = sluice_log::LogConfig {
+        segment_bytes: 300,
+        ..sluice_log::LogConfig::default()
+    };
+    let (hog, hog1, other) = (key("hog", 0), key("hog", 1), key("other", 0));
+    for k in [&hog, &hog1, &other] {
+        log.create_partition(k.clone(), small.clone())
+            .expect("create");
+    }
+    let mut acked = 0;
+    let refused = loop {
+        match try_append(&log, &hog, bytes(2, 30, acked)).await {
+            Ok(_) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 100, "never refused");
+    };
+    assert!(matches!(refused, LogError::FileLimit(_)), "{refused:?}");
+    assert!(!log.is_poisoned());
+    let end = log.offsets(&hog).expect("offsets").high_watermark;
+    assert_eq!(
+        end.0,
+        acked * 2,
+        "nothing of the refused request was written"
+    );
+    assert_eq!(
+        segment_files(&partition_dir(dir.path(), &hog)).len(),
+        3,
+        "hog-1 holds one"
+    );
+    for tag in 0..6 {
+        append(&log, &other, bytes(2, 30, tag)).await;
+    }
+    assert_eq!(segment_files(&partition_dir(dir.path(), &other)).len(), 3);
+    log.delete_records(&hog, end).expect("delete records");
+    let again = append(&log, &hog, bytes(2, 30, 99)).await;
+    assert_eq!(again.base_offset, end);
+    drop(log);
+    let (log, _) = LogManager::open(config, Arc::new(StdFs)).expect("reopen");
+    let seen = read_all(&log, &hog);
+    assert_eq!(seen.iter().map(|s| s.tag).collect::<Vec<_>>(), vec![99]);
+    assert_eq!(read_all(&log, &other).len(), 6);
 }
 
 #[tokio::test]
