@@ -327,6 +327,10 @@ pub(crate) fn clean_once(engine: &Engine, now_ms: i64) -> Result<JournalCleanerP
 }
 
 fn record(engine: &Engine, pass: &JournalCleanerPass, chosen: &[Victim]) {
+    if pass.bytes_moved == 0 {
+        // Every chosen segment left the log meanwhile: nothing was moved.
+        return;
+    }
     Stats::add(&engine.stats.journal_cleaner_passes, 1);
     Stats::add(
         &engine.stats.journal_cleaner_files_cleaned,
