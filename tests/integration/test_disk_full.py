@@ -183,24 +183,31 @@ class Filler:
         acked = seq - 1
         assert acked * self.record_bytes > size_mb * 2**20 // 2, (
             f"only {acked} records acknowledged before the {size_mb} MiB disk was full")
+        print(f"{size_mb} MiB disk: {acked} records of {self.record_bytes} B acknowledged "
+              f"({acked * self.record_bytes / 2**20:.1f} MiB), then {self.errors[0].name()}")
         return acked
 
     def resume(self, topic: str, prefix: str) -> list[int]:
         """Produces RESUMED_RECORDS records, each retried (KAFKA_STORAGE_ERROR only) until
         acknowledged or RESUME_S runs out. Returns their offsets."""
-        deadline = time.monotonic() + RESUME_S
+        started = time.monotonic()
+        deadline = started + RESUME_S
         offsets = []
+        refused = 0
         for i in range(RESUMED_RECORDS):
             while True:
                 err = self.produce_one(topic, f"{prefix}{i}")
                 if err is None:
                     offsets.append(self.acked[(topic, f"{prefix}{i}")])
                     break
+                refused += 1
                 assert err.code() == KafkaError.KAFKA_STORAGE_ERROR, f"resuming: got {err!r}"
                 assert time.monotonic() < deadline, (
                     f"produce did not resume within {RESUME_S} s of freeing space: {err!r}\n"
                     + self.broker.stderr_tail())
                 time.sleep(0.2)
+        print(f"resumed: {RESUMED_RECORDS} records acknowledged {time.monotonic() - started:.2f} s after "
+              f"space was freed, {refused} refused first")
         return offsets
 
 
