@@ -510,7 +510,8 @@ def test_init_producer_id_flood_from_one_address_is_bounded(broker, topic_name):
     for (10,000 and one batch each blocked new producers for 10 minutes: the next test).
     Method: 1,200 pipelined InitProducerId v1 from 127.0.0.2, one batch per id issued to
     the partition, InitProducerId from 127.0.0.3, a confluent-kafka idempotent producer
-    (from 127.0.0.1)."""
+    (from 127.0.0.1); then 1,100 calls spend 127.0.0.1's allowance and a second
+    confluent-kafka producer there is throttled, retries and delivers after the refill."""
     create_topic(broker.bootstrap, topic_name)
     log_start = len(broker.stderr_text())
     started = time.monotonic()
@@ -537,6 +538,15 @@ def test_init_producer_id_flood_from_one_address_is_bounded(broker, topic_name):
     print(f"flood: {granted} ids in {took:.2f} s, {len(codes) - granted} throttled; "
           f"new idempotent producer delivered in {delivered:.2f} s")
     assert err is None and delivered < 5, (err, delivered)
+    # A librdkafka producer on an address that has used its allowance gets
+    # THROTTLING_QUOTA_EXCEEDED for its InitProducerId, retries, and delivers once an id
+    # has refilled (600 ms).
+    spent = init_producer_ids(broker.bootstrap, 1_100, "127.0.0.1")
+    assert THROTTLING_QUOTA_EXCEEDED in {code for code, _, _ in spent}
+    waiting = idempotent_ck_producer(broker.bootstrap)
+    err, throttled = deliver_one(waiting, topic_name, b"after its address's refill")
+    print(f"a producer on the spent address delivered in {throttled:.2f} s")
+    assert err is None and throttled < 10, (err, throttled)
 
 
 def test_a_full_producer_table_is_logged_and_frees_after_the_eviction_window(sluice_factory, topic_name):
