@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::engine::OTHER_ERRORS;
+use crate::vocab::OTHER_ERRORS;
 use crate::report::Report;
 
 const COLUMNS: &str =

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::IntervalSample;
+use crate::vocab::IntervalSample;
 use crate::hist::{LatencyHist, LatencySummary, CDF_EDGES_MS};
 use crate::limits;
 use crate::report::Report;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::engine::IntervalSample;
+use crate::vocab::IntervalSample;
 use crate::limits;
 
 /// One `AT:COMMAND`: when (from the start of the measured window) and what.

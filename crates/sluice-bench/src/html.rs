@@ -278,7 +278,7 @@ fn draw_markers(
 fn series(
     r: &Report,
     name: &str,
-    f: impl Fn(&crate::engine::IntervalSample) -> Option<f64>,
+    f: impl Fn(&crate::vocab::IntervalSample) -> Option<f64>,
 ) -> Series {
     Series {
         name: name.to_string(),
@@ -315,7 +315,7 @@ fn lag_heatmap(r: &Report, shade: Option<(f64, f64)>) -> String {
 }
 
 fn heatmap_of(
-    intervals: &[crate::engine::IntervalSample],
+    intervals: &[crate::vocab::IntervalSample],
     shade: Option<(f64, f64)>,
     markers: &[(f64, String)],
 ) -> String {
@@ -675,7 +675,7 @@ fn during_table(t: &crate::topology::TopologyReport) -> String {
 /// kinds of the run as "kind N" (a kind is too long for the legend; the list under the chart
 /// names them) and every other error summed as "other"; nothing when the run had no errors.
 fn error_series(r: &Report) -> (Vec<Series>, String) {
-    let other = crate::engine::OTHER_ERRORS;
+    let other = crate::vocab::OTHER_ERRORS;
     let mut totals: std::collections::BTreeMap<&str, u64> = Default::default();
     for (k, n) in r.intervals.iter().flat_map(|i| &i.errors_by_kind) {
         if k != other {
@@ -1146,7 +1146,7 @@ pub fn body(r: &Report) -> String {
         ],
     ));
     let split = |f: fn(&crate::clientstats::LatencySplit) -> Option<f64>| {
-        move |i: &crate::engine::IntervalSample| i.split.as_ref().and_then(f)
+        move |i: &crate::vocab::IntervalSample| i.split.as_ref().and_then(f)
     };
     o.push_str(&svg_chart(
         &chart(
@@ -1335,10 +1335,10 @@ mod tests {
     #[test]
     fn heatmap_cells_follow_the_per_partition_lag() {
         let lags: [&[i64]; 3] = [&[0, 5], &[10, 0], &[0, 0]];
-        let intervals: Vec<crate::engine::IntervalSample> = lags
+        let intervals: Vec<crate::vocab::IntervalSample> = lags
             .iter()
             .enumerate()
-            .map(|(i, l)| crate::engine::IntervalSample {
+            .map(|(i, l)| crate::vocab::IntervalSample {
                 elapsed_s: i as f64 + 1.0,
                 interval_s: 1.0,
                 lag_per_partition: l.to_vec(),

@@ -17,11 +17,8 @@
 //! the presets; `bench run PRESET|FILE` runs a preset or a scenario file; `bench sweep
 //! KEY=V1,V2 ...` runs every combination of the values over the chosen preset or file.
 
-pub mod attribution;
 pub mod audit;
 pub mod availability;
-pub mod backlog;
-pub mod batcher;
 pub mod brokermetrics;
 pub mod calibrate;
 pub mod clientconf;
@@ -41,7 +38,6 @@ pub mod limits;
 pub mod omb_import;
 pub mod payload;
 pub mod procstat;
-pub mod ratecontrol;
 pub mod regress;
 pub mod report;
 pub mod scenario;
@@ -52,6 +48,7 @@ pub mod target;
 pub mod topology;
 pub mod txmeta;
 pub mod txn;
+pub mod vocab;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -703,7 +700,7 @@ fn run_one(
             scenario.duration_s.as_secs_f64()
         );
     }
-    let opts = engine::RunOptions {
+    let opts = vocab::RunOptions {
         bootstrap: info.bootstrap.clone(),
         broker_pids: info.broker_pids.clone(),
         broker_data_dirs: target.data_dirs().to_vec(),

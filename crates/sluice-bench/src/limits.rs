@@ -254,7 +254,7 @@ pub const MAX_BROKER_METRICS_URLS: usize = 16;
 pub const METRICS_SCRAPE_TIMEOUT: Duration = Duration::from_millis(800);
 pub const MAX_METRICS_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_METRIC_SERIES: usize = 512;
-/// Distinct error kinds (see `engine::ErrorLog`): messages are grouped by kind (digits
+/// Distinct error kinds (see `vocab::ErrorLog`): messages are grouped by kind (digits
 /// masked), delivery and send failures have their own table so reconnect noise can never
 /// push the real failure reason out.
 pub const MAX_DISTINCT_DELIVERY_ERRORS: usize = 32;

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::audit::AuditResult;
-use crate::engine::{IntervalSample, RunData};
+use crate::engine::RunData;
+use crate::vocab::IntervalSample;
 use crate::gate::{GateResult, LATENCY_KINDS};
 use crate::hist::{LatencySummary, CDF_EDGES_MS};
 use crate::limits;
@@ -60,9 +61,9 @@ pub struct Report {
     /// Measured acknowledged messages per partition and the skew; null if none was acked.
     pub partition_balance: Option<crate::keys::PartitionBalance>,
     /// OMB max-rate search: trajectory and result; null unless `--rate search`.
-    pub rate_search: Option<crate::ratecontrol::RateSearchResult>,
+    pub rate_search: Option<crate::engine::ratecontrol::RateSearchResult>,
     /// OMB backlog build and drain; null unless `--backlog`.
-    pub backlog: Option<crate::backlog::BacklogResult>,
+    pub backlog: Option<crate::engine::backlog::BacklogResult>,
     /// The application batcher's flushes; null when it is off.
     pub app_batcher: Option<AppBatcher>,
     /// Transactional mode (`--transactional-id`): transactions and their records; null
@@ -77,7 +78,7 @@ pub struct Report {
     /// Error kind (digits masked) -> count.
     pub errors: BTreeMap<String, u64>,
     /// The same kinds with an example, class and first/last time, delivery failures first.
-    pub error_kinds: Vec<crate::engine::ErrorKind>,
+    pub error_kinds: Vec<crate::vocab::ErrorKind>,
     pub errors_not_listed: u64,
     /// One line when records were lost (acknowledged ones, or delivery below 100 %); the
     /// process then exits 4 unless allowed (see `loss_line`).

@@ -95,7 +95,7 @@ pub struct TopologyChange {
     pub after: String,
 }
 
-/// A change seen between two snapshots taken during the run (see `engine::topology_thread`).
+/// A change seen between two snapshots taken during the run (see `engine::observers::topology_thread`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimedChange {
     /// When the snapshot that first showed it was taken, seconds since load start (the change

@@ -13,9 +13,9 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
-use crate::engine::{Clock, ErrorLog};
+use super::ratecontrol::{consumed_total, LoadCounters};
 use crate::limits;
-use crate::ratecontrol::{consumed_total, LoadCounters};
+use crate::vocab::{Clock, ErrorLog};
 
 /// Keeps a consumer paused while `hold` is set (called once after `assign()`, before polling).
 /// Returns early when `stop` is set.

@@ -169,7 +169,7 @@ impl SeqMarks {
 /// (interval k normally covers slot k exactly; a longer interval gathers several slots).
 /// The last interval takes every slot left: a record sent after the last sample (the load
 /// stops a little after it) still counts, so the series sums to the run's counts.
-pub fn fill(intervals: &mut [crate::engine::IntervalSample], slots: &SentSlots) {
+pub fn fill(intervals: &mut [crate::vocab::IntervalSample], slots: &SentSlots) {
     let mut next = 0usize;
     let last = intervals.len().saturating_sub(1);
     for (k, iv) in intervals.iter_mut().enumerate() {
@@ -194,7 +194,7 @@ pub fn fill(intervals: &mut [crate::engine::IntervalSample], slots: &SentSlots) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::IntervalSample;
+    use crate::vocab::IntervalSample;
 
     const S: u64 = 1_000_000_000;
 

@@ -185,7 +185,7 @@ pub struct RateSearchResult {
 
 #[derive(Debug)]
 pub struct SearchJob {
-    pub clock: crate::engine::Clock,
+    pub clock: crate::vocab::Clock,
     pub load_start_ns: u64,
     pub load_end_ns: u64,
     pub control: Arc<RateControl>,
