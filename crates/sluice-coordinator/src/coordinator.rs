@@ -347,6 +347,10 @@ impl GroupCoordinator {
     /// dropped, so a group can briefly exceed `offsets_per_group_max` / `groups_max` by the
     /// commits that were in flight together (or after the bounds were lowered).
     pub fn apply(&mut self, record: &StoreRecord, log_offset: i64, now_ms: i64) {
+        assert!(
+            log_offset >= 0,
+            "a durable record has its offset in the log"
+        );
         let group_id = record.group_id();
         if let Some(&(deleted_at, _)) = self.deleted_groups.get(group_id) {
             if log_offset < deleted_at {
@@ -928,10 +932,13 @@ impl GroupCoordinator {
 
     /// Takes a pending offset out of the index.
     fn unindex_pending(&mut self, key: &(String, TopicPartition)) {
-        let Some(holders) = self.pending_by_partition.get_mut(key) else {
-            debug_assert!(false, "a pending offset is indexed");
-            return;
-        };
+        // The index counts each producer's pending offset once: a miss or a zero count
+        // would let a group's pending offsets slip past `offsets_per_group_max`.
+        let holders = self
+            .pending_by_partition
+            .get_mut(key)
+            .expect("a pending offset is indexed");
+        assert!(*holders > 0);
         *holders -= 1;
         if *holders > 0 {
             return;

@@ -300,6 +300,7 @@ impl Group {
     }
 
     fn transition(&mut self, state: GroupState, now_ms: i64) {
+        self.assert_transition(state);
         if self.state != state {
             tracing::info!(
                 group = %self.group_id,
@@ -312,6 +313,36 @@ impl Group {
         }
         self.state = state;
         self.state_timestamp_ms = now_ms;
+    }
+
+    /// The classic protocol's state graph (Kafka's `GroupState` valid previous states) and
+    /// what each state promises: a group completing a rebalance or stable has a leader among
+    /// its members, an empty one has no member. O(1): a map lookup at most.
+    fn assert_transition(&self, to: GroupState) {
+        use GroupState::*;
+        let allowed = match to {
+            PreparingRebalance => matches!(self.state, Empty | Stable | CompletingRebalance),
+            CompletingRebalance => self.state == PreparingRebalance,
+            Stable => self.state == CompletingRebalance,
+            Empty => self.state == PreparingRebalance,
+        };
+        assert!(
+            allowed,
+            "group state {} -> {}",
+            self.state.name(),
+            to.name()
+        );
+        match to {
+            CompletingRebalance | Stable => {
+                let leader = self.leader.as_deref();
+                assert!(
+                    leader.is_some_and(|l| self.members.contains_key(l)),
+                    "a leader"
+                );
+            }
+            Empty => assert!(self.members.is_empty(), "an empty group has no member"),
+            PreparingRebalance => {}
+        }
     }
 
     // ---- protocol compatibility and selection ----
@@ -1484,6 +1515,9 @@ impl Group {
                 }
             }
         }
+        // The count of live offsets (what `offsets_per_group_max` bounds) never exceeds
+        // the offsets held, tombstones included.
+        assert!(self.live_offsets <= self.offsets.len());
     }
 
     /// A group tombstone at `log_offset`: every offset written before it goes.

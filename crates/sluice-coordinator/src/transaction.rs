@@ -304,6 +304,8 @@ impl TransactionCoordinator {
             true => (new_producer_id()?, 0),
             false => (m.producer_id, m.producer_epoch + 1),
         };
+        // Epochs only move forward for one producer id: the new one fences the old.
+        assert!(producer_id != m.producer_id || producer_epoch > m.producer_epoch);
         let target = TxnMetadata {
             producer_id,
             producer_epoch,
@@ -591,10 +593,12 @@ impl TransactionCoordinator {
             true => new_producer_id()?,
             false => NO_PRODUCER_ID,
         };
+        // Saturating: an epoch at i16::MAX (only ever from a fencing abort of an exhausted
+        // epoch) ends at that epoch and moves to the new producer id.
+        let producer_epoch = m.producer_epoch.saturating_add(1);
+        assert!(producer_epoch > m.producer_epoch || next_producer_id != NO_PRODUCER_ID);
         let decided = TxnMetadata {
-            // Saturating: an epoch at i16::MAX (only ever from a fencing abort of an
-            // exhausted epoch) ends at that epoch and moves to the new producer id.
-            producer_epoch: m.producer_epoch.saturating_add(1),
+            producer_epoch,
             status: prepare_status(result),
             last_update_ms: now_ms,
             start_ms: if m.partitions.is_empty() {
@@ -830,7 +834,7 @@ impl TransactionCoordinator {
 
     fn set_pending(&mut self, transactional_id: &str) {
         if let Some(m) = self.txns.get_mut(transactional_id) {
-            debug_assert!(!m.pending, "one change of an id at a time");
+            assert!(!m.pending, "one change of an id at a time");
             m.pending = true;
         }
     }
@@ -882,7 +886,11 @@ fn abort_change(transactional_id: &str, m: &TxnMetadata, now_ms: i64, fence: boo
 /// Kafka's does, and moves to `decided.next_producer_id` at epoch 0 when one was taken
 /// (Kafka's `prepareComplete`).
 fn end_change(transactional_id: &str, decided: TxnMetadata, result: TxnResult) -> TxnChange {
-    debug_assert_eq!(decided.status, prepare_status(result));
+    assert_eq!(decided.status, prepare_status(result));
+    assert!(
+        decided.producer_epoch >= 0,
+        "a decided transaction has a durable epoch"
+    );
     let mut completed = TxnMetadata {
         status: completed_status(result),
         partitions: BTreeSet::new(),
@@ -901,6 +909,10 @@ fn end_change(transactional_id: &str, decided: TxnMetadata, result: TxnResult) -
         result,
         partitions: decided.partitions.iter().cloned().collect(),
     });
+    // The markers fence at the decided epoch, which the completion keeps (or moves to a new
+    // producer id at epoch 0): no producer of the transaction's epoch writes after them.
+    assert!(completed.producer_epoch == decided.producer_epoch || completed.producer_epoch == 0);
+    assert_eq!(completed.status, completed_status(result));
     TxnChange {
         prepare: Some(record(transactional_id, decided.value())),
         markers,
