@@ -95,49 +95,6 @@ pub fn judge(
     }
 }
 
-/// Records the ceiling and the verdict in a finished run's report, with a warning when the
-/// client may have been the bottleneck.
-pub fn attach(rep: &mut crate::report::Report, ceiling: &ClientCeiling) {
-    let deficit = rep
-        .throughput
-        .rate_accuracy_pct
-        .is_some_and(|acc| acc < 95.0);
-    let b = judge(
-        ceiling,
-        rep.throughput.acked_msg_s,
-        rep.scenario.rate_msg_s,
-        deficit,
-    );
-    if b.verdict == "client" {
-        rep.warnings.push(format!(
-            "client-bound: {:.0} msg/s acknowledged is {:.0}% of the client's own ceiling ({:.0} msg/s against the null target, sluice serve --storage null); the broker may be capable of more",
-            rep.throughput.acked_msg_s,
-            b.share_of_ceiling * 100.0,
-            ceiling.produce_msg_s
-        ));
-    }
-    rep.client_ceiling = Some(ceiling.clone());
-    rep.bottleneck = Some(b);
-}
-
-/// The human summary's calibration lines (empty without --calibrate).
-pub fn human(rep: &crate::report::Report) -> String {
-    let (Some(c), Some(b)) = (&rep.client_ceiling, &rep.bottleneck) else {
-        return String::new();
-    };
-    let what = match b.verdict {
-        "client" => "the CLIENT set the pace (at or near its own ceiling)",
-        "none" => "the target rate was met, well within the client's ceiling",
-        _ => "the BROKER set the pace (the client had headroom)",
-    };
-    format!(
-        "  client ceiling   {:.0} msg/s produced, {:.0} msg/s consumed (null target); this run reached {:.0}% of it: {what}\n",
-        c.produce_msg_s,
-        c.consume_msg_s,
-        b.share_of_ceiling * 100.0
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

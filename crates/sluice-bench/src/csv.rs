@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use crate::vocab::OTHER_ERRORS;
 use crate::report::Report;
+use crate::vocab::OTHER_ERRORS;
 
 const COLUMNS: &str =
     "run,label,target,elapsed_s,interval_s,phase,produced_msg_s,acked_msg_s,received_msg_s,\

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::vocab::IntervalSample;
 use crate::hist::{LatencyHist, LatencySummary, CDF_EDGES_MS};
 use crate::limits;
 use crate::report::Report;
+use crate::vocab::IntervalSample;
 
 // ---------------------------------------------------------------------------------------------
 // OMB

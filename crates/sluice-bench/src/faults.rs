@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::vocab::IntervalSample;
 use crate::limits;
+use crate::vocab::IntervalSample;
 
 /// One `AT:COMMAND`: when (from the start of the measured window) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub fn parse(s: &str) -> Result<FaultSpec, String> {
     let (at, cmd) = s
         .split_once(':')
         .ok_or_else(|| format!("fault {s:?}: expected AT:COMMAND, e.g. '10s:kill -9 1234'"))?;
-    let at = crate::scenario::parse_duration(at.trim())
+    let at = crate::units::parse_duration(at.trim())
         .map_err(|e| format!("fault {s:?}: bad time: {e}"))?;
     let command = cmd.trim().to_string();
     if command.is_empty() {

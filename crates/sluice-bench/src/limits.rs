@@ -15,9 +15,9 @@ pub const MAX_TOPICS: u32 = 1024;
 pub const MAX_TOPIC_PARTITIONS: usize = 4096;
 /// Consumer offset auto-commit interval (`commit_interval_ms`), the broker-view lag's floor.
 pub const MAX_COMMIT_INTERVAL_MS: u32 = 60_000;
-/// Message size bounds. The lower bound is the bench header (see `payload`), so every message
-/// carries its sequence number and timestamps.
-pub const MIN_MESSAGE_BYTES: usize = crate::payload::HEADER_BYTES;
+/// Message size bounds. The lower bound is the bench header (`payload::HEADER_BYTES`, which
+/// asserts it is this size), so every message carries its sequence number and timestamps.
+pub const MIN_MESSAGE_BYTES: usize = 40;
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// txmeta payload: entries per record (each 301 bytes).
 pub const MAX_ENTRIES_PER_RECORD: u32 = 50_000;

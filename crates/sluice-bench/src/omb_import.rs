@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use crate::limits;
-use crate::scenario_file::{Node, Optional, ScenarioFile};
+use crate::scenario_file::{self, Node, Optional, ScenarioFile};
 
 /// Every field of an OMB workload file.
 pub const OMB_FIELDS: [&str; 18] = [
@@ -63,6 +63,17 @@ pub const PENDING_KEYS: [(&str, &str); 3] = [
         "the backlog phase (pause consumers, build the backlog, drain it) is not run",
     ),
 ];
+
+/// Loads a scenario file, or imports it when it is an OMB workload (`omb` forces that).
+pub fn load(path: &Path, omb: bool) -> Result<ScenarioFile, String> {
+    let map = scenario_file::read_map(path)?;
+    let file = if omb || looks_like_omb(&map) {
+        import(path, &map)?
+    } else {
+        scenario_file::from_map(path, map)?
+    };
+    scenario_file::checked(path, file)
+}
 
 /// Whether a top-level table is an OMB workload rather than a scenario file (OMB's camelCase
 /// field names never occur in scenario files).
@@ -257,9 +268,9 @@ pub fn import(path: &Path, map: &[(String, Node)]) -> Result<ScenarioFile, Strin
 
 #[cfg(test)]
 mod tests {
+    use super::load;
     use super::*;
     use crate::scenario::{Codec, Partitioning};
-    use crate::scenario_file::load;
     use std::time::Duration;
 
     fn file(text: &str, name: &str) -> (tempfile::TempDir, std::path::PathBuf) {

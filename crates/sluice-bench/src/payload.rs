@@ -16,6 +16,8 @@
 use crate::limits;
 
 pub const HEADER_BYTES: usize = 40;
+// The smallest message the flags accept is exactly one header.
+const _: () = assert!(HEADER_BYTES == limits::MIN_MESSAGE_BYTES);
 const MAGIC: [u8; 4] = *b"SLB1";
 pub const FLAG_WARMUP: u32 = 1;
 /// Sent inside a transaction the producer will abort (`txn`): never to be delivered to a

@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use crate::audit::AuditResult;
 use crate::engine::RunData;
-use crate::vocab::IntervalSample;
 use crate::gate::{GateResult, LATENCY_KINDS};
 use crate::hist::{LatencySummary, CDF_EDGES_MS};
 use crate::limits;
 use crate::procstat::ProcReading;
 use crate::scenario::Scenario;
+use crate::vocab::IntervalSample;
 
 pub const SCHEMA: &str = "sluice-bench/1";
 
@@ -690,28 +690,6 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
-/// Seconds since the Unix epoch as a UTC `YYYY-MM-DDTHH:MM:SSZ` string.
-pub fn utc_string(unix_s: f64) -> String {
-    let secs = unix_s.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 pub fn build(
     scenario: &Scenario,
     target: TargetInfo,
@@ -1003,7 +981,7 @@ pub fn build(
             git_sha: env!("SLUICE_BENCH_GIT_SHA"),
         },
         started_at_unix_s,
-        started_at_utc: utc_string(started_at_unix_s),
+        started_at_utc: crate::units::utc_string(started_at_unix_s),
         label: None,
         scenario: scenario.clone(),
         target,
@@ -1745,6 +1723,49 @@ pub(crate) fn client_configs_text(s: &Scenario) -> String {
         .join(" ")
 }
 
+/// Records the ceiling and the verdict in a finished run's report, with a warning when the
+/// client may have been the bottleneck.
+pub fn attach_ceiling(rep: &mut Report, ceiling: &crate::calibrate::ClientCeiling) {
+    let deficit = rep
+        .throughput
+        .rate_accuracy_pct
+        .is_some_and(|acc| acc < 95.0);
+    let b = crate::calibrate::judge(
+        ceiling,
+        rep.throughput.acked_msg_s,
+        rep.scenario.rate_msg_s,
+        deficit,
+    );
+    if b.verdict == "client" {
+        rep.warnings.push(format!(
+            "client-bound: {:.0} msg/s acknowledged is {:.0}% of the client's own ceiling ({:.0} msg/s against the null target, sluice serve --storage null); the broker may be capable of more",
+            rep.throughput.acked_msg_s,
+            b.share_of_ceiling * 100.0,
+            ceiling.produce_msg_s
+        ));
+    }
+    rep.client_ceiling = Some(ceiling.clone());
+    rep.bottleneck = Some(b);
+}
+
+/// The human summary's calibration lines (empty without --calibrate).
+pub fn calibration_lines(rep: &Report) -> String {
+    let (Some(c), Some(b)) = (&rep.client_ceiling, &rep.bottleneck) else {
+        return String::new();
+    };
+    let what = match b.verdict {
+        "client" => "the CLIENT set the pace (at or near its own ceiling)",
+        "none" => "the target rate was met, well within the client's ceiling",
+        _ => "the BROKER set the pace (the client had headroom)",
+    };
+    format!(
+        "  client ceiling   {:.0} msg/s produced, {:.0} msg/s consumed (null target); this run reached {:.0}% of it: {what}\n",
+        c.produce_msg_s,
+        c.consume_msg_s,
+        b.share_of_ceiling * 100.0
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1825,12 +1846,5 @@ mod tests {
             .collect();
         assert_eq!(lag_summary(&healthy).drain_rate_msg_s, None);
         assert_eq!(lag_summary(&[]).peak_total, None);
-    }
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc_string(0.0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_string(951_782_400.0), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_string(1_767_225_599.0), "2025-12-31T23:59:59Z");
     }
 }

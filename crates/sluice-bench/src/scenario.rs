@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::limits;
 use crate::payload::PayloadClass;
 use crate::shaping::{AppBatchMode, Shaping};
+use crate::units::{parse_duration, parse_rate};
 
 /// `acks` of the producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -314,7 +315,7 @@ impl Scenario {
             "consumers" => self.consumers = set_int(v, 1, limits::MAX_CONSUMERS).map_err(bad)?,
             "partitions" => self.partitions = set_int(v, 1, limits::MAX_PARTITIONS).map_err(bad)?,
             "message_bytes" | "message_size" => {
-                self.message_bytes = crate::parse_message_bytes(v).map_err(bad)?
+                self.message_bytes = parse_message_bytes(v).map_err(bad)?
             }
             "payload" => self.payload = set_enum(v).map_err(bad)?,
             "seed" => self.seed = set_int(v, 0, u64::MAX).map_err(bad)?,
@@ -389,10 +390,10 @@ impl Scenario {
                 self.shaping.search_backlog_limit = set_int(v, 1, u64::MAX).map_err(bad)?
             }
             "backlog_bytes" | "backlog" => {
-                self.shaping.backlog_bytes = crate::shaping::parse_bytes(v).map_err(bad)?
+                self.shaping.backlog_bytes = crate::units::parse_bytes(v).map_err(bad)?
             }
             "backlog_drain_ratio" => {
-                self.shaping.backlog_drain_ratio = crate::shaping::parse_ratio(v).map_err(bad)?
+                self.shaping.backlog_drain_ratio = crate::units::parse_ratio(v).map_err(bad)?
             }
             "app_batch_linger_ms" => {
                 self.shaping.app_batch_linger_ms =
@@ -413,7 +414,7 @@ impl Scenario {
                 self.txn_interval_ms = set_int(v, 0, limits::MAX_TXN_INTERVAL_MS).map_err(bad)?
             }
             "txn_abort_ratio" => {
-                self.txn_abort_ratio = crate::shaping::parse_ratio(v).map_err(bad)?
+                self.txn_abort_ratio = crate::units::parse_ratio(v).map_err(bad)?
             }
             _ => {
                 return Err(format!(
@@ -1082,82 +1083,26 @@ pub fn preset_list() -> String {
         .collect()
 }
 
-/// Parses `1.5s`, `500ms`, `2m`, `1h`, `250us` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
+/// A message size in bytes, from the bench header up to `limits::MAX_MESSAGE_BYTES`.
+pub fn parse_message_bytes(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .trim()
         .parse()
-        .map_err(|_| format!("not a duration: {s:?} (try 5s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown duration unit {unit:?} in {s:?} (use us, ms, s, m, h)"
-            ))
-        }
-    };
-    let max = crate::limits::MAX_DURATION;
-    if !secs.is_finite() || secs < 0.0 || secs > max.as_secs_f64() {
+        .map_err(|_| format!("not a size in bytes: {s:?}"))?;
+    if !(limits::MIN_MESSAGE_BYTES..=limits::MAX_MESSAGE_BYTES).contains(&v) {
         return Err(format!(
-            "duration {s:?} out of range (0 .. {} s)",
-            max.as_secs()
+            "message size must be {}..={} bytes (the bench header takes {})",
+            limits::MIN_MESSAGE_BYTES,
+            limits::MAX_MESSAGE_BYTES,
+            crate::payload::HEADER_BYTES
         ));
     }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses a rate in msg/s; `max`, `unthrottled` or 0 mean unthrottled. Accepts `10k`, `1.5m`.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    if t == "max" || t == "unthrottled" {
-        return Ok(0);
-    }
-    let (num, mult) = match t.strip_suffix('k') {
-        Some(n) => (n, 1e3),
-        None => match t.strip_suffix('m') {
-            Some(n) => (n, 1e6),
-            None => (t.as_str(), 1.0),
-        },
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("not a rate: {s:?} (msg/s, e.g. 10000, 10k, max)"))?;
-    let r = v * mult;
-    if !r.is_finite() || r < 0.0 || r > crate::limits::MAX_RATE_MSG_S as f64 {
-        return Err(format!(
-            "rate {s:?} out of range (0 .. {} msg/s)",
-            crate::limits::MAX_RATE_MSG_S
-        ));
-    }
-    Ok(r.round() as u64)
+    Ok(v)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_and_rates_parse() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("1000h").is_err());
-        assert_eq!(parse_rate("10k"), Ok(10_000));
-        assert_eq!(parse_rate("max"), Ok(0));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("1e12").is_err());
-    }
 
     #[test]
     fn rate_shape_phases_and_capacity() {

@@ -1,7 +1,8 @@
 //! Scenario files and sweeps. A scenario file (TOML or YAML) names a base preset, a name and a
 //! description, scenario keys (exactly the keys `Scenario::set` takes), an optional `sweep`
 //! (key → list of values: one run per combination) and optional `gates` (same syntax as
-//! `--gate`). OMB workload files are recognised by their fields and imported (`omb_import`).
+//! `--gate`). OMB workload files are recognised by their fields and imported (`omb_import::load`, the entry point
+//! for files of either kind).
 //!
 //! Guarantees: every key of a file is checked when the file is loaded, before any run; an
 //! unknown key or a bad value is an error naming the file and the key. Values are applied in
@@ -206,8 +207,15 @@ impl ScenarioFile {
     }
 }
 
-/// Loads a scenario file, or imports it when it is an OMB workload (`omb` forces that).
-pub fn load(path: &Path, omb: bool) -> Result<ScenarioFile, String> {
+/// Loads a scenario file. OMB workload files are recognised by `omb_import::load`, the entry
+/// point for files of either kind.
+pub fn load(path: &Path) -> Result<ScenarioFile, String> {
+    let map = read_map(path)?;
+    checked(path, from_map(path, map)?)
+}
+
+/// A file's top-level table, in the order written.
+pub fn read_map(path: &Path) -> Result<Vec<(String, Node)>, String> {
     let node = read_node(path)?;
     let Node::Map(map) = node else {
         return Err(format!(
@@ -216,12 +224,11 @@ pub fn load(path: &Path, omb: bool) -> Result<ScenarioFile, String> {
             node.kind()
         ));
     };
-    let file = if omb || crate::omb_import::looks_like_omb(&map) {
-        crate::omb_import::import(path, &map)?
-    } else {
-        from_map(path, map)?
-    };
-    // Every key and value is checked now, before any run.
+    Ok(map)
+}
+
+/// The file, once every key and value is checked (now, before any run).
+pub fn checked(path: &Path, file: ScenarioFile) -> Result<ScenarioFile, String> {
     file.scenario()?;
     for (k, values) in &file.sweep {
         check_sweep_values(k, values).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -252,7 +259,7 @@ fn stem_name(path: &Path) -> String {
     }
 }
 
-fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, String> {
+pub fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, String> {
     let shown = path.display().to_string();
     let text = |k: &str, n: &Node| -> Result<String, String> {
         // `topic_config` and `client_config` are the keys whose value is a table (config
@@ -485,8 +492,8 @@ mod tests {
             "a.yaml",
             "name: lab\npreset: quick\nrate: 2k\nlinger_ms: 0\nacks: all\nconsumer_delay_us: 250\ngates: [lost==0]\nsweep:\n  compression: [none, zstd]\n  producers: [1, 2]\n",
         );
-        let ft = load(&t, false).unwrap_or_else(|e| panic!("{e}"));
-        let fy = load(&y, false).unwrap_or_else(|e| panic!("{e}"));
+        let ft = load(&t).unwrap_or_else(|e| panic!("{e}"));
+        let fy = load(&y).unwrap_or_else(|e| panic!("{e}"));
         let (st, _) = ft.scenario().unwrap_or_else(|e| panic!("{e}"));
         let (sy, _) = fy.scenario().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
@@ -522,7 +529,9 @@ mod tests {
             let entries =
                 std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}: {e}"));
             for e in entries.flatten() {
-                let f = load(&e.path(), false).unwrap_or_else(|err| panic!("{err}"));
+                // OMB workloads among them: the loader of both kinds.
+                let f = crate::omb_import::load(&e.path(), false)
+                    .unwrap_or_else(|err| panic!("{err}"));
                 let (s, _) = f.scenario().unwrap_or_else(|err| panic!("{err}"));
                 assert_eq!(s.validate(), Ok(()), "{}", e.path().display());
                 assert_eq!(
@@ -550,10 +559,10 @@ mod tests {
             ("d.yaml", "rate: 1\nrate: 2\n", "duplicate"),
         ] {
             let p = write(dir.path(), name, text);
-            let e = load(&p, false).unwrap_err();
+            let e = load(&p).unwrap_err();
             assert!(e.contains(needle), "{name}: {e}");
         }
-        assert!(load(&dir.path().join("missing.toml"), false)
+        assert!(load(&dir.path().join("missing.toml"))
             .unwrap_err()
             .contains("cannot read"));
     }
@@ -572,15 +581,15 @@ mod tests {
             "duration: 30s\nfault_cmd:\n  - \"10s:kill -9 1234\"\n  - \"20s: ./restart.sh 2\"\n",
         );
         let one = write(dir.path(), "o.toml", "fault_cmd = \"5s:docker kill b2\"\n");
-        let (st, _) = load(&t, false)
+        let (st, _) = load(&t)
             .and_then(|f| f.scenario())
             .unwrap_or_else(|e| panic!("{e}"));
-        let (sy, _) = load(&y, false)
+        let (sy, _) = load(&y)
             .and_then(|f| f.scenario())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(st.fault_cmd, vec!["10s:kill -9 1234", "20s:./restart.sh 2"]);
         assert_eq!(st.fault_cmd, sy.fault_cmd);
-        let (so, _) = load(&one, false)
+        let (so, _) = load(&one)
             .and_then(|f| f.scenario())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(so.fault_cmd, vec!["5s:docker kill b2"]);
@@ -590,14 +599,14 @@ mod tests {
             "l.toml",
             "duration = \"5s\"\nfault_cmd = [\"6s:true\"]\n",
         );
-        let err = load(&late, false)
+        let err = load(&late)
             .and_then(|f| f.scenario())
             .and_then(|(s, _)| s.validate())
             .err()
             .unwrap_or_default();
         assert!(err.contains("measured window"), "{err}");
         let bad = write(dir.path(), "b.toml", "fault_cmd = [\"kill -9 1\"]\n");
-        assert!(load(&bad, false).and_then(|f| f.scenario()).is_err());
+        assert!(load(&bad).and_then(|f| f.scenario()).is_err());
     }
 
     #[test]
@@ -613,10 +622,10 @@ mod tests {
             "c.yaml",
             "client_config:\n  security.protocol: SASL_SSL\n  sasl.mechanism: PLAIN\n  socket.send.buffer.bytes: 1048576\n",
         );
-        let (st, _) = load(&t, false)
+        let (st, _) = load(&t)
             .and_then(|f| f.scenario())
             .unwrap_or_else(|e| panic!("{e}"));
-        let (sy, _) = load(&y, false)
+        let (sy, _) = load(&y)
             .and_then(|f| f.scenario())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(st.client_config.get("security.protocol"), Some("SASL_SSL"));
@@ -631,14 +640,14 @@ mod tests {
             "b.toml",
             "client_config = { \"no.such\" = 1 }\n",
         );
-        let err = load(&bad, false)
+        let err = load(&bad)
             .and_then(|f| f.scenario())
             .and_then(|(s, _)| s.validate())
             .err()
             .unwrap_or_default();
         assert!(err.contains("No such configuration property"), "{err}");
         let owned = write(dir.path(), "o.toml", "client_config = { acks = \"all\" }\n");
-        assert!(load(&owned, false).and_then(|f| f.scenario()).is_err());
+        assert!(load(&owned).and_then(|f| f.scenario()).is_err());
     }
 
     #[test]
@@ -654,8 +663,8 @@ mod tests {
             "r.yaml",
             "replication_factor: 3\ntopic_config:\n  min.insync.replicas: 2\n  cleanup.policy: compact,delete\nsweep:\n  topic_config: [\"min.insync.replicas=1\", \"min.insync.replicas=2;retention.ms=60000\"]\n",
         );
-        let ft = load(&t, false).unwrap_or_else(|e| panic!("{e}"));
-        let fy = load(&y, false).unwrap_or_else(|e| panic!("{e}"));
+        let ft = load(&t).unwrap_or_else(|e| panic!("{e}"));
+        let fy = load(&y).unwrap_or_else(|e| panic!("{e}"));
         let (st, _) = ft.scenario().unwrap_or_else(|e| panic!("{e}"));
         let (sy, _) = fy.scenario().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(st.replication_factor, 3);

@@ -140,53 +140,6 @@ impl Shaping {
     }
 }
 
-/// Parses a byte size: `100MiB`, `4KiB`, `1GiB`, `100MB`, `512k`, or a bare number of bytes.
-/// Binary (KiB, MiB, GiB and the short k, m, g) and decimal (KB, MB, GB) units are accepted.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("not a size: {s:?} (try 100MiB, 4KiB, 1GB)"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        u => {
-            return Err(format!(
-                "unknown size unit {u:?} in {s:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
-            ))
-        }
-    };
-    let b = v * mult;
-    if !b.is_finite() || b < 0.0 || b > limits::MAX_BACKLOG_BYTES as f64 {
-        return Err(format!(
-            "size {s:?} out of range (0 .. {} GiB)",
-            limits::MAX_BACKLOG_BYTES >> 30
-        ));
-    }
-    Ok(b.round() as u64)
-}
-
-/// Parses the backlog drain ratio (0..1).
-pub fn parse_ratio(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("not a ratio: {s:?} (0..1, e.g. 1.0)"))?;
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("ratio {s:?} out of range (0 .. 1)"));
-    }
-    Ok(v)
-}
-
 /// `--rate`: a fixed aggregate rate (0 = unthrottled) or the max-sustainable search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateArg {
@@ -198,7 +151,7 @@ pub fn parse_rate_arg(s: &str) -> Result<RateArg, String> {
     if s.trim().eq_ignore_ascii_case("search") {
         return Ok(RateArg::Search);
     }
-    crate::scenario::parse_rate(s)
+    crate::units::parse_rate(s)
         .map(RateArg::Fixed)
         .map_err(|e| format!("{e}; or \"search\" for the max-sustainable rate search"))
 }
@@ -208,17 +161,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_ratios_and_rates_parse() {
-        assert_eq!(parse_bytes("100MiB"), Ok(100 << 20));
-        assert_eq!(parse_bytes("4KiB"), Ok(4096));
-        assert_eq!(parse_bytes("2m"), Ok(2 << 20));
-        assert_eq!(parse_bytes("1.5KB"), Ok(1500));
-        assert_eq!(parse_bytes("77"), Ok(77));
-        assert!(parse_bytes("lots").is_err());
-        assert!(parse_bytes("5 parsecs").is_err());
-        assert!(parse_bytes("999999GiB").is_err());
-        assert_eq!(parse_ratio("0.5"), Ok(0.5));
-        assert!(parse_ratio("1.5").is_err());
+    fn rate_args_parse() {
         assert_eq!(parse_rate_arg("search"), Ok(RateArg::Search));
         assert_eq!(parse_rate_arg("10k"), Ok(RateArg::Fixed(10_000)));
         assert!(parse_rate_arg("fast").unwrap_err().contains("not a rate"));

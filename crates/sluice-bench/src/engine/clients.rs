@@ -50,7 +50,7 @@ pub(crate) fn log_to_errors(errors: &ErrorLog, level: RDKafkaLogLevel, fac: &str
             .unwrap_or_default();
         eprintln!(
             "{}.{:03} librdkafka {fac}: {msg}",
-            crate::report::utc_string(now.as_secs_f64()).trim_end_matches('Z'),
+            crate::units::utc_string(now.as_secs_f64()).trim_end_matches('Z'),
             now.subsec_millis()
         );
     }
