@@ -8,9 +8,11 @@ never idempotent (the broker has no InitProducerId yet).
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Producer,
@@ -41,6 +43,28 @@ def wait_until(cond: Callable[[], Any], timeout: float, interval: float = 0.1, w
             raise AssertionError(f"timed out after {timeout}s waiting for {what}"
                                  + (f" (last error: {last_exc!r})" if last_exc else ""))
         time.sleep(interval)
+
+
+# The open flag of a descriptor written with direct I/O, x86_64 (asm-generic/fcntl.h).
+O_DIRECT = 0o40000
+
+
+def journal_fd_flags(pid: int) -> list[tuple[str, int]]:
+    """(target, open flags) of every descriptor of process `pid` on a journal `.wal` file, from
+    /proc/<pid>/fd and /proc/<pid>/fdinfo: which way (`O_DIRECT` or through the page cache) the
+    broker really writes its journal."""
+    out = []
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        try:
+            target = os.readlink(fd)
+            info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+        except OSError:
+            continue  # closed meanwhile
+        if "/journal/" in target and target.endswith(".wal"):
+            flags = next(int(line.split()[1], 8) for line in info.splitlines() if line.startswith("flags:"))
+            out.append((target, flags))
+    return out
 
 
 # ---------------------------------------------------------------------------

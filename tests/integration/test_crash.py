@@ -15,7 +15,7 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from helpers import ck_consumer, ck_poll, ck_producer, create_topic
+from helpers import O_DIRECT, ck_consumer, ck_poll, ck_producer, create_topic, journal_fd_flags
 
 PARTITIONS = 2
 TRIALS = int(os.environ.get("SLUICE_CRASH_TRIALS", "5"))
@@ -94,9 +94,25 @@ def _read_all(bootstrap: str, topic: str) -> dict[int, list]:
     return out
 
 
-# The journal written through the page cache (the default) and with O_DIRECT from aligned
-# round buffers (`sluice.journal.direct.io`): the same durability is owed either way.
-JOURNAL_MODES = {"buffered": [], "direct": ["--override", "sluice.journal.direct.io=true"]}
+# The journal written with O_DIRECT from aligned round buffers (the default) and through the
+# page cache (`sluice.journal.direct.io`): the same durability is owed either way. Both are
+# named, so neither run depends on the default.
+JOURNAL_MODES = {
+    "direct": ["--override", "sluice.journal.direct.io=true"],
+    "page_cache": ["--override", "sluice.journal.direct.io=false"],
+}
+
+
+def _check_journal_mode(pid: int, journal: str) -> None:
+    """The broker writes its journal the way the test's label says: an O_DIRECT descriptor
+    on a journal file for `direct`, none for `page_cache` (seen in /proc/<pid>/fdinfo)."""
+    flags = journal_fd_flags(pid)
+    assert flags, "no descriptor on a journal file"
+    direct = [target for target, f in flags if f & O_DIRECT]
+    if journal == "direct":
+        assert direct, f"journal mode {journal}: no O_DIRECT descriptor on a journal file: {flags}"
+    else:
+        assert not direct, f"journal mode {journal}: journal files written with O_DIRECT: {direct}"
 
 
 @pytest.mark.parametrize("journal", sorted(JOURNAL_MODES))
@@ -109,7 +125,8 @@ def test_sigkill_under_acks_all_load(sluice_factory, journal):
     flat out; after a random 0.3-1.5 s the broker is SIGKILLed; the producer is purged and
     closed (so no acknowledgement can come from the restarted broker); the broker restarts on
     the same data dir and port; both partitions are read from offset 0 to the high watermark
-    and compared with the acknowledgements."""
+    and compared with the acknowledgements. Before each kill, the broker's descriptors on its
+    journal files show it writes the journal the way the test's label says."""
     seed = int(os.environ.get("SLUICE_CRASH_SEED", str(int(time.time()))))
     print(f"crash test seed: {seed} (set SLUICE_CRASH_SEED={seed} to replay)")
     rng = random.Random(seed)
@@ -122,6 +139,7 @@ def test_sigkill_under_acks_all_load(sluice_factory, journal):
         prod.start()
         kill_after = rng.uniform(0.3, 1.5)
         time.sleep(kill_after)
+        _check_journal_mode(b.proc.pid, journal)
         b.kill9()
         prod.finish()
         acked = dict(prod.acked)

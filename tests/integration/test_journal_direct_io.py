@@ -12,41 +12,23 @@ broker reads next to nothing from the disk for it, while the replay of older rec
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
-from helpers import ck_consumer, ck_poll, ck_producer, create_topic
+from helpers import O_DIRECT, ck_consumer, ck_poll, ck_producer, create_topic, journal_fd_flags
 
 DIRECT_IO = ["--override", "sluice.journal.direct.io=true"]
 PARTITIONS = 2
 RECORDS = 24_000
 VALUE_BYTES = 1500  # 36 MB in all: more than the 16 MiB in-memory tail
-O_DIRECT = 0o40000  # x86_64 (asm-generic/fcntl.h)
 
 
 def _value(partition: int, i: int) -> bytes:
     head = f"p{partition}-{i:08d}-".encode()
     return head + bytes((i * 7 + k) % 251 for k in range(VALUE_BYTES - len(head)))
-
-
-def _journal_fd_flags(pid: int) -> list[tuple[str, int]]:
-    """(target, open flags) of every descriptor of the broker on a journal `.wal` file."""
-    out = []
-    fd_dir = Path(f"/proc/{pid}/fd")
-    for fd in fd_dir.iterdir():
-        try:
-            target = os.readlink(fd)
-            info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
-        except OSError:
-            continue  # closed meanwhile
-        if "/journal/" in target and target.endswith(".wal"):
-            flags = next(int(line.split()[1], 8) for line in info.splitlines() if line.startswith("flags:"))
-            out.append((target, flags))
-    return out
 
 
 class Tailer(threading.Thread):
@@ -135,7 +117,7 @@ def test_tailing_and_replaying_consumers_get_every_record(sluice_factory):
     assert not errors, errors[:3]
     assert len(acked) == RECORDS
 
-    flags = _journal_fd_flags(b.proc.pid)
+    flags = journal_fd_flags(b.proc.pid)
     assert any(f & O_DIRECT for _, f in flags), f"no O_DIRECT descriptor on a journal file: {flags}"
     assert any(not f & O_DIRECT for _, f in flags), f"no buffered descriptor for readers: {flags}"
 
