@@ -503,6 +503,10 @@ impl ConsumerGroup {
         self.target = self
             .assignor
             .assign(&subs, &self.subscribed_metadata, &self.target);
+        // The target is computed only for a newer group epoch, and never for a member
+        // that is gone.
+        assert!(self.assignment_epoch < self.group_epoch);
+        assert!(self.target.keys().len() <= self.members.len());
         self.assignment_epoch = self.group_epoch;
     }
 
@@ -614,6 +618,10 @@ impl ConsumerGroup {
             m.previous_member_epoch = m.member_epoch;
             m.member_epoch = self.assignment_epoch;
         }
+        // Epochs order as Kafka's do: member <= assignment <= group.
+        assert!(
+            m.member_epoch <= self.assignment_epoch && self.assignment_epoch <= self.group_epoch
+        );
     }
 
     /// A heartbeat with member epoch ≥ 0 (join or heartbeat). The request passed
