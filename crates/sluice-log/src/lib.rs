@@ -29,6 +29,8 @@
 //! - `producer_state`, `producer_snapshot`: idempotent-producer sequence tracking per
 //!   partition (duplicates answered with their original offsets, gaps and stale epochs
 //!   refused) and its snapshot file.
+//! - [`round_store`]: the seam where a round becomes durable in a remote store instead of
+//!   by the journal's `fdatasync` (`storage.backend=object`, docs/object-storage.md).
 //! - [`txn`]: transaction markers (control batches), aborted-transaction entries and the
 //!   isolation level of reads (docs/transactions.md §6).
 
@@ -61,6 +63,7 @@ mod read_check;
 mod record_slices;
 mod recovery;
 mod retention;
+pub mod round_store;
 mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).
 #[doc(hidden)]

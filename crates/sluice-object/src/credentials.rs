@@ -24,7 +24,10 @@ impl fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
-            .field("session_token", &self.session_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "session_token",
+                &self.session_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -45,7 +48,10 @@ impl Environment {
     }
 
     fn get(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str).filter(|v| !v.is_empty())
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     fn aws_file(&self, var: &str, default_name: &str) -> Option<PathBuf> {
@@ -63,7 +69,10 @@ impl Environment {
 
 /// The credentials `env` names, or an error saying where they were looked for.
 pub fn find_credentials(env: &Environment) -> Result<Credentials, String> {
-    if let (Some(id), Some(secret)) = (env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")) {
+    if let (Some(id), Some(secret)) = (
+        env.get("AWS_ACCESS_KEY_ID"),
+        env.get("AWS_SECRET_ACCESS_KEY"),
+    ) {
         return Ok(Credentials {
             access_key_id: id.to_string(),
             secret_access_key: secret.to_string(),
@@ -91,13 +100,19 @@ pub fn find_credentials(env: &Environment) -> Result<Credentials, String> {
     Err(format!(
         "no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or put \
          aws_access_key_id and aws_secret_access_key in profile [{profile}] of {}",
-        path.map_or_else(|| "~/.aws/credentials".to_string(), |p| p.display().to_string())
+        path.map_or_else(
+            || "~/.aws/credentials".to_string(),
+            |p| p.display().to_string()
+        )
     ))
 }
 
 /// The region `env` names (see the module comment), `us-east-1` when none does.
 pub fn find_region(env: &Environment) -> String {
-    if let Some(region) = env.get("AWS_REGION").or_else(|| env.get("AWS_DEFAULT_REGION")) {
+    if let Some(region) = env
+        .get("AWS_REGION")
+        .or_else(|| env.get("AWS_DEFAULT_REGION"))
+    {
         return region.to_string();
     }
     let profile = env.profile();
@@ -147,7 +162,10 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Environment {
         Environment {
-            vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            vars: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
@@ -177,15 +195,24 @@ mod tests {
              # comment\n[lab]\naws_access_key_id=lab-id\naws_secret_access_key = lab-secret\n",
         )
         .unwrap();
-        std::fs::write(&config, "[default]\nregion = eu-west-1\n[profile lab]\nregion=ap-south-1\n")
-            .unwrap();
+        std::fs::write(
+            &config,
+            "[default]\nregion = eu-west-1\n[profile lab]\nregion=ap-south-1\n",
+        )
+        .unwrap();
         let vars = env(&[
             ("AWS_PROFILE", "lab"),
             ("AWS_SHARED_CREDENTIALS_FILE", credentials.to_str().unwrap()),
             ("AWS_CONFIG_FILE", config.to_str().unwrap()),
         ]);
         let found = find_credentials(&vars).unwrap();
-        assert_eq!((found.access_key_id.as_str(), found.secret_access_key.as_str()), ("lab-id", "lab-secret"));
+        assert_eq!(
+            (
+                found.access_key_id.as_str(),
+                found.secret_access_key.as_str()
+            ),
+            ("lab-id", "lab-secret")
+        );
         assert_eq!(find_region(&vars), "ap-south-1");
         let mut default = vars.clone();
         default.vars.remove("AWS_PROFILE");

@@ -42,11 +42,15 @@ impl Endpoint {
         } else if let Some(rest) = url.strip_prefix("http://") {
             (false, rest)
         } else {
-            return Err(format!("object.store.endpoint {url:?}: must start with http:// or https://"));
+            return Err(format!(
+                "object.store.endpoint {url:?}: must start with http:// or https://"
+            ));
         };
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() || rest.contains('/') {
-            return Err(format!("object.store.endpoint {url:?}: expected scheme://host[:port] and no path"));
+            return Err(format!(
+                "object.store.endpoint {url:?}: expected scheme://host[:port] and no path"
+            ));
         }
         let (host, port) = match rest.rsplit_once(':') {
             Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
@@ -161,7 +165,10 @@ impl HttpClient {
 
     fn connect(&self) -> io::Result<Stream> {
         let addrs = (self.endpoint.host.as_str(), self.endpoint.port).to_socket_addrs()?;
-        let mut last = io::Error::new(io::ErrorKind::NotFound, "the endpoint resolved to no address");
+        let mut last = io::Error::new(
+            io::ErrorKind::NotFound,
+            "the endpoint resolved to no address",
+        );
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, self.timeout) {
                 Ok(tcp) => {
@@ -184,12 +191,19 @@ impl HttpClient {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let connection = rustls::ClientConnection::new(Arc::clone(config), name)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(connection, tcp))))
+        Ok(Stream::Tls(Box::new(rustls::StreamOwned::new(
+            connection, tcp,
+        ))))
     }
 
     /// Sends `head` (request line and headers, ending in an empty line) and `body`, and
     /// reads the response, whose body may be at most `body_max` bytes.
-    pub(crate) fn send(&self, head: &str, body: &[IoSlice<'_>], body_max: usize) -> io::Result<Response> {
+    pub(crate) fn send(
+        &self,
+        head: &str,
+        body: &[IoSlice<'_>],
+        body_max: usize,
+    ) -> io::Result<Response> {
         let pooled = self.pool.lock().pop();
         if let Some(mut stream) = pooled {
             match exchange(&mut stream, head, body, body_max) {
@@ -227,7 +241,11 @@ fn exchange(
     write_all_vectored(stream, body)?;
     stream.flush()?;
     // A response to HEAD has no body, whatever its Content-Length says.
-    let body_max = if head.starts_with("HEAD ") { None } else { Some(body_max) };
+    let body_max = if head.starts_with("HEAD ") {
+        None
+    } else {
+        Some(body_max)
+    };
     read_response(stream, body_max)
 }
 
@@ -241,7 +259,10 @@ fn write_all_vectored(stream: &mut Stream, slices: &[IoSlice<'_>]) -> io::Result
         window.extend(slices[index + 1..].iter().take(63).map(|s| IoSlice::new(s)));
         let mut written = stream.write_vectored(&window)?;
         if written == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "object store stopped reading"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "object store stopped reading",
+            ));
         }
         while index < slices.len() && written >= slices[index].len() - skip {
             written -= slices[index].len() - skip;
@@ -265,7 +286,10 @@ fn read_response(stream: &mut Stream, body_max: Option<usize>) -> io::Result<(Re
         let mut chunk = [0u8; 4096];
         let n = stream.read(&mut chunk)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "object store closed the connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "object store closed the connection",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
     };
@@ -283,10 +307,16 @@ fn read_response(stream: &mut Stream, body_max: Option<usize>) -> io::Result<(Re
     let close = response
         .header("connection")
         .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-    if response.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+    if response
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    {
         response.body = read_chunked(stream, rest, body_max)?;
     } else if let Some(len) = response.header("content-length") {
-        let len: usize = len.trim().parse().map_err(|_| invalid("bad content-length"))?;
+        let len: usize = len
+            .trim()
+            .parse()
+            .map_err(|_| invalid("bad content-length"))?;
         if len > body_max {
             return Err(invalid("response body larger than expected"));
         }
@@ -340,7 +370,8 @@ fn read_chunked(stream: &mut Stream, mut pending: Vec<u8>, body_max: usize) -> i
             }
             fill(stream, &mut pending, 1)?;
         };
-        let size_text = std::str::from_utf8(&pending[..line_end]).map_err(|_| invalid("bad chunk"))?;
+        let size_text =
+            std::str::from_utf8(&pending[..line_end]).map_err(|_| invalid("bad chunk"))?;
         let size_text = size_text.split(';').next().unwrap_or_default().trim();
         let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid("bad chunk size"))?;
         pending.drain(..line_end + 2);
@@ -363,7 +394,10 @@ fn fill(stream: &mut Stream, pending: &mut Vec<u8>, at_least: usize) -> io::Resu
     let mut chunk = vec![0u8; at_least.clamp(4096, 1 << 20)];
     let n = stream.read(&mut chunk)?;
     if n == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "object store closed mid-body"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "object store closed mid-body",
+        ));
     }
     pending.extend_from_slice(&chunk[..n]);
     Ok(())
@@ -396,7 +430,8 @@ mod tests {
 
     #[test]
     fn heads_parse_and_reject_garbage() {
-        let r = parse_head(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\nETag: \"x\"").unwrap();
+        let r = parse_head(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\nETag: \"x\"")
+            .unwrap();
         assert_eq!(r.status, 206);
         assert_eq!(r.header("content-length"), Some("10"));
         assert!(parse_head(b"SSH-2.0-OpenSSH").is_err());

@@ -14,8 +14,10 @@
 pub mod credentials;
 mod http;
 pub mod meta_store;
+pub mod rounds;
 pub mod s3;
 mod sigv4;
 
 pub use credentials::{Credentials, Environment};
+pub use rounds::{round_key, ObjectRoundStore, RoundTimings};
 pub use s3::{ListedObject, ObjectError, ObjectStore, ObjectStoreConfig};

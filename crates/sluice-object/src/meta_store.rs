@@ -46,6 +46,10 @@ pub enum MetaError {
     /// The store's schema cannot be used by this broker.
     #[error("metadata store schema: {0}")]
     Schema(String),
+    /// A commit's connection broke and the store has not answered since: whether the
+    /// round committed is not known.
+    #[error("metadata store: outcome unknown: {0}")]
+    OutcomeUnknown(String),
     /// Any other refusal.
     #[error("metadata store: {0}")]
     Other(String),
@@ -225,9 +229,13 @@ impl MetaStore {
     /// not supported yet: a URL asking for it (`sslmode=require`, `verify-ca`,
     /// `verify-full`) is refused here rather than silently sent in the clear.
     pub fn connect(url: &str, connect_timeout: Duration) -> Result<Self, MetaError> {
-        if ["sslmode=require", "sslmode=verify-ca", "sslmode=verify-full"]
-            .iter()
-            .any(|mode| url.contains(mode))
+        if [
+            "sslmode=require",
+            "sslmode=verify-ca",
+            "sslmode=verify-full",
+        ]
+        .iter()
+        .any(|mode| url.contains(mode))
         {
             return Err(MetaError::Other(format!(
                 "metadata.store.url {}: TLS to PostgreSQL is not supported yet; use a \
@@ -246,15 +254,14 @@ impl MetaStore {
 
     fn client(&mut self) -> Result<&mut Client, MetaError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
-            let mut config: postgres::Config = self
-                .url
-                .parse()
-                .map_err(|e| MetaError::Other(format!("metadata.store.url {}: {e}", redact_url(&self.url))))?;
+            let mut config: postgres::Config = self.url.parse().map_err(|e| {
+                MetaError::Other(format!("metadata.store.url {}: {e}", redact_url(&self.url)))
+            })?;
             config.connect_timeout(self.connect_timeout);
             config.application_name("sluice");
-            let client = config.connect(NoTls).map_err(|e| {
-                MetaError::Unreachable(format!("{}: {e}", redact_url(&self.url)))
-            })?;
+            let client = config
+                .connect(NoTls)
+                .map_err(|e| MetaError::Unreachable(format!("{}: {e}", redact_url(&self.url))))?;
             self.client = Some(client);
         }
         Ok(self.client.as_mut().expect("connected above"))
@@ -262,7 +269,10 @@ impl MetaStore {
 
     /// Runs `f` on the connection; a broken connection is dropped so the next call
     /// reconnects.
-    fn with<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Result<T, MetaError> {
+    fn with<T>(
+        &mut self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, MetaError> {
         let client = self.client()?;
         match f(client) {
             Ok(value) => Ok(value),
@@ -286,7 +296,8 @@ impl MetaStore {
             if !exists {
                 return Ok(0);
             }
-            c.query_one("SELECT version FROM sluice_schema", &[]).map(|r| r.get(0))
+            c.query_one("SELECT version FROM sluice_schema", &[])
+                .map(|r| r.get(0))
         })?;
         if found > SCHEMA_VERSION {
             return Err(MetaError::Schema(format!(
@@ -298,7 +309,10 @@ impl MetaStore {
             self.with(|c| {
                 let mut txn = c.transaction()?;
                 txn.batch_execute(SCHEMA_V1)?;
-                txn.execute("INSERT INTO sluice_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])?;
+                txn.execute(
+                    "INSERT INTO sluice_schema (version) VALUES ($1)",
+                    &[&SCHEMA_VERSION],
+                )?;
                 txn.commit()
             })?;
             tracing::info!(version = SCHEMA_VERSION, "metadata store schema created");
@@ -319,9 +333,8 @@ impl MetaStore {
 
     /// Commits round `round_id` (see the module comment). An unknown outcome is resolved
     /// by looking the round up once the store answers, retrying for at most `resolve_for`;
-    /// past that the outcome is still unknown and the error says so
-    /// ([`MetaError::Unreachable`] with "outcome unknown"): the caller must not undo the
-    /// round, it must stop writing until a restart resolves it.
+    /// past that the outcome is still unknown ([`MetaError::OutcomeUnknown`]): the caller
+    /// must not undo the round, it must stop writing until a restart resolves it.
     pub fn commit_round(
         &mut self,
         epoch: i64,
@@ -371,7 +384,10 @@ impl MetaStore {
         let deadline = Instant::now() + budget;
         loop {
             match self.with(|c| {
-                c.query_opt("SELECT 1 FROM sluice_rounds WHERE round_id = $1", &[&round_id])
+                c.query_opt(
+                    "SELECT 1 FROM sluice_rounds WHERE round_id = $1",
+                    &[&round_id],
+                )
             }) {
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => {
@@ -383,9 +399,9 @@ impl MetaStore {
                     std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(error) => {
-                    return Err(MetaError::Other(format!(
-                        "outcome unknown: round {round_id}'s commit lost its connection and the \
-                         store has not answered since: {error}"
+                    return Err(MetaError::OutcomeUnknown(format!(
+                        "round {round_id}'s commit lost its connection and the store has not \
+                         answered since: {error}"
                     )))
                 }
             }
@@ -423,28 +439,42 @@ impl MetaStore {
                 "SELECT topic_id, partition, log_end_offset FROM sluice_partitions",
                 &[],
             )?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
         })
     }
 
     /// The next round id to use: one past the largest committed.
     pub fn next_round_id(&mut self) -> Result<i64, MetaError> {
         self.with(|c| {
-            c.query_one("SELECT coalesce(max(round_id), 0) + 1 FROM sluice_rounds", &[])
-                .map(|r| r.get(0))
+            c.query_one(
+                "SELECT coalesce(max(round_id), 0) + 1 FROM sluice_rounds",
+                &[],
+            )
+            .map(|r| r.get(0))
         })
     }
 
     /// Document `name` and its version, if stored.
     pub fn load_meta(&mut self, name: &str) -> Result<Option<(Vec<u8>, i64)>, MetaError> {
         self.with(|c| {
-            let row = c.query_opt("SELECT contents, version FROM sluice_meta WHERE name = $1", &[&name])?;
+            let row = c.query_opt(
+                "SELECT contents, version FROM sluice_meta WHERE name = $1",
+                &[&name],
+            )?;
             Ok(row.map(|r| (r.get(0), r.get(1))))
         })
     }
 
     /// Stores document `name` (a new version), under the current writer epoch.
-    pub fn store_meta(&mut self, epoch: i64, name: &str, contents: &[u8]) -> Result<i64, MetaError> {
+    pub fn store_meta(
+        &mut self,
+        epoch: i64,
+        name: &str,
+        contents: &[u8],
+    ) -> Result<i64, MetaError> {
         self.with(|c| {
             let mut txn = c.transaction()?;
             let current: i64 = txn.query_one("SELECT epoch FROM sluice_writer FOR SHARE", &[])?.get(0);
@@ -476,12 +506,16 @@ mod tests {
             redact_url("postgresql://sluice:hunter2@127.0.0.1:5432/db"),
             "postgresql://sluice:***@127.0.0.1:5432/db"
         );
-        assert_eq!(redact_url("postgresql://127.0.0.1/db"), "postgresql://127.0.0.1/db");
+        assert_eq!(
+            redact_url("postgresql://127.0.0.1/db"),
+            "postgresql://127.0.0.1/db"
+        );
     }
 
     #[test]
     fn tls_urls_are_refused_not_downgraded() {
-        let error = MetaStore::connect("postgresql://h/db?sslmode=require", Duration::from_secs(1)).unwrap_err();
+        let error = MetaStore::connect("postgresql://h/db?sslmode=require", Duration::from_secs(1))
+            .unwrap_err();
         assert!(error.to_string().contains("TLS"), "{error}");
         assert!(!error.is_retriable());
     }

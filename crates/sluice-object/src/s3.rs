@@ -172,7 +172,13 @@ impl ObjectStore {
     }
 
     /// The request head: request line, signed headers, `extra` unsigned headers.
-    fn head(&self, method: &str, path: &str, query: &[(&str, &str)], signed: &[(&str, &str)]) -> String {
+    fn head(
+        &self,
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        signed: &[(&str, &str)],
+    ) -> String {
         let secs = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -211,7 +217,13 @@ impl ObjectStore {
     }
 
     /// Writes `body` (`len` bytes, CRC-32C `crc`) as object `key`.
-    pub fn put(&self, key: &str, body: &[IoSlice<'_>], len: u64, crc: u32) -> Result<(), ObjectError> {
+    pub fn put(
+        &self,
+        key: &str,
+        body: &[IoSlice<'_>],
+        len: u64,
+        crc: u32,
+    ) -> Result<(), ObjectError> {
         let checksum = base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes());
         let length = len.to_string();
         let head = self.head(
@@ -240,7 +252,10 @@ impl ObjectStore {
             return Err(ObjectError::Status {
                 status: response.status,
                 code: "ShortRange".into(),
-                message: format!("{key}: asked for {len} bytes at {start}, got {}", response.body.len()),
+                message: format!(
+                    "{key}: asked for {len} bytes at {start}, got {}",
+                    response.body.len()
+                ),
             });
         }
         Ok(response.body)
@@ -281,7 +296,9 @@ impl ObjectStore {
         let response = self.http.send(&head, &[], SMALL_RESPONSE_MAX_BYTES);
         match response {
             Ok(r) if (200..300).contains(&r.status) => Ok(()),
-            Ok(r) if r.status == 404 => Err(ObjectError::NotFound(format!("bucket {}", self.bucket))),
+            Ok(r) if r.status == 404 => {
+                Err(ObjectError::NotFound(format!("bucket {}", self.bucket)))
+            }
             Ok(r) => Err(ObjectError::Status {
                 status: r.status,
                 code: String::new(),
@@ -307,8 +324,14 @@ fn expect_success(response: Response, what: &str) -> Result<Response, ObjectErro
         return Ok(response);
     }
     let text = String::from_utf8_lossy(&response.body);
-    let code = xml_values(&text, "Code").into_iter().next().unwrap_or_default();
-    let message = xml_values(&text, "Message").into_iter().next().unwrap_or_default();
+    let code = xml_values(&text, "Code")
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let message = xml_values(&text, "Message")
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     if response.status == 404 {
         return Err(ObjectError::NotFound(what.to_string()));
     }
@@ -328,13 +351,18 @@ fn parse_list(text: &str) -> (Vec<ListedObject>, Option<String>) {
         let end = after.find("</Contents>").unwrap_or(after.len());
         let item = &after[..end];
         let key = xml_values(item, "Key").into_iter().next();
-        let size = xml_values(item, "Size").into_iter().next().and_then(|s| s.parse().ok());
+        let size = xml_values(item, "Size")
+            .into_iter()
+            .next()
+            .and_then(|s| s.parse().ok());
         if let (Some(key), Some(size_bytes)) = (key, size) {
             objects.push(ListedObject { key, size_bytes });
         }
         rest = &after[end..];
     }
-    let truncated = xml_values(text, "IsTruncated").first().is_some_and(|v| v == "true");
+    let truncated = xml_values(text, "IsTruncated")
+        .first()
+        .is_some_and(|v| v == "true");
     let token = xml_values(text, "NextContinuationToken").into_iter().next();
     (objects, if truncated { token } else { None })
 }
@@ -366,8 +394,14 @@ mod tests {
 
     #[test]
     fn urls_name_a_bucket_and_a_prefix() {
-        assert_eq!(parse_url("s3://bucket").unwrap(), ("bucket".into(), String::new()));
-        assert_eq!(parse_url("s3://my-bucket/a/b/").unwrap(), ("my-bucket".into(), "a/b/".into()));
+        assert_eq!(
+            parse_url("s3://bucket").unwrap(),
+            ("bucket".into(), String::new())
+        );
+        assert_eq!(
+            parse_url("s3://my-bucket/a/b/").unwrap(),
+            ("my-bucket".into(), "a/b/".into())
+        );
         assert!(parse_url("http://bucket").is_err());
         assert!(parse_url("s3://Bucket").is_err());
         assert!(parse_url("s3://ab").is_err());
@@ -381,7 +415,13 @@ mod tests {
             <NextContinuationToken>tok</NextContinuationToken></ListBucketResult>";
         let (objects, token) = parse_list(xml);
         assert_eq!(objects.len(), 2);
-        assert_eq!(objects[0], ListedObject { key: "p/a&b".into(), size_bytes: 12 });
+        assert_eq!(
+            objects[0],
+            ListedObject {
+                key: "p/a&b".into(),
+                size_bytes: 12
+            }
+        );
         assert_eq!(objects[1].key, "p/c");
         assert_eq!(token.as_deref(), Some("tok"));
         let (_, token) = parse_list("<IsTruncated>false</IsTruncated>");

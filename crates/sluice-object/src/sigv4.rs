@@ -153,7 +153,10 @@ mod tests {
     fn encoding_keeps_only_unreserved_characters() {
         assert_eq!(uri_encode("a b/c~d", false), "a%20b%2Fc~d");
         assert_eq!(uri_encode("a b/c~d", true), "a%20b/c~d");
-        assert_eq!(canonical_query(&[("prefix", "x/"), ("list-type", "2")]), "list-type=2&prefix=x%2F");
+        assert_eq!(
+            canonical_query(&[("prefix", "x/"), ("list-type", "2")]),
+            "list-type=2&prefix=x%2F"
+        );
     }
 
     /// The S3 documentation's "GET Object" example (Signature V4, header-based):
