@@ -69,6 +69,7 @@ use crate::log_limit::LogLimit;
 use crate::manager::AppendInfo;
 use crate::partition::{Partition, SEGMENT_BYTES_MAX};
 use crate::producer_state::{BatchMetadata, ProducerEntry, Room, Staged};
+use crate::round_store::{Round, RoundEntry, RoundStore, RoundStoreError};
 use crate::segment::{now_ms, Segment};
 use crate::txn::ControlType;
 use crate::types::{Offset, ProducerEpoch, ProducerId};
@@ -199,6 +200,12 @@ enum Piece {
 struct OpenEntry {
     header: EntryHeader,
     slot: usize,
+    /// Where the entry starts in the round, its partition, and its first and last offset
+    /// (for the round store's record of the round).
+    position: u64,
+    key: (crate::types::TopicId, i32),
+    base: Option<Offset>,
+    last: Offset,
 }
 
 /// A segment placed into this round: published after the sync.
@@ -250,6 +257,11 @@ pub(crate) struct Committer {
     /// Journal bytes laid out so far in this round.
     round_len: u64,
     entry: Option<OpenEntry>,
+    /// The round's entries with batches, handed to the round store.
+    entries: Vec<RoundEntry>,
+    /// Where rounds become durable when the journal is a cache (`storage.backend=object`);
+    /// `None`: the journal's `fdatasync` makes them durable.
+    round_store: Option<Box<dyn RoundStore>>,
     publishes: Vec<SegmentPublish>,
     touched: Vec<Arc<Partition>>,
     /// One per touched partition, in the order of `touched`.
@@ -291,6 +303,8 @@ impl Committer {
             stamps: Vec::new(),
             round_len: 0,
             entry: None,
+            entries: Vec::new(),
+            round_store: None,
             publishes: Vec::new(),
             touched: Vec::new(),
             undo: Vec::new(),
@@ -304,6 +318,11 @@ impl Committer {
             space_short: false,
             stop_requested: false,
         }
+    }
+
+    /// Rounds become durable in `store` instead of by the journal's `fdatasync`.
+    pub(crate) fn set_round_store(&mut self, store: Box<dyn RoundStore>) {
+        self.round_store = Some(store);
     }
 
     /// The thread body. Exits on Stop, on shutdown, or when every sender is gone; before
@@ -418,6 +437,9 @@ impl Committer {
             self.pad_round();
             match self.write_round() {
                 Ok(position) => {
+                    if let Err(error) = self.commit_to_store() {
+                        return self.fail_store(error);
+                    }
                     // Segment lengths first: the checkpointer may persist extents up to
                     // them as soon as it sees the handoff.
                     self.publish_segments();
@@ -446,7 +468,8 @@ impl Committer {
     /// of entry headers, stamped base offsets and batch bodies), then syncs it. Returns the
     /// journal position after the round.
     fn write_round(&mut self) -> Result<journal::JournalPosition, (&'static str, io::Error)> {
-        let sync = self.engine.config.fsync == FsyncPolicy::Always;
+        // With a round store the journal is a cache: the store makes the round durable.
+        let sync = self.engine.config.fsync == FsyncPolicy::Always && self.round_store.is_none();
         let (headers, stamps, round) = (&self.headers, &self.stamps, &self.round);
         let mut slices = recycle_slices(std::mem::take(&mut self.slices));
         slices.extend(self.pieces.iter().map(|piece| match piece {
@@ -507,8 +530,16 @@ impl Committer {
         let slot = self.headers.len();
         self.headers.push([0u8; ENTRY_HEADER_LEN]);
         self.pieces.push(Piece::Header(slot));
+        let position = self.round_len;
         self.round_len += ENTRY_HEADER_LEN as u64;
-        self.entry = Some(OpenEntry { header, slot });
+        self.entry = Some(OpenEntry {
+            header,
+            slot,
+            position,
+            key: (key.topic_id, key.partition),
+            base: None,
+            last: Offset(0),
+        });
     }
 
     /// Encodes the open entry's header now that its batches are known.
@@ -516,6 +547,16 @@ impl Committer {
         if let Some(entry) = self.entry.take() {
             debug_assert!(!entry.header.is_empty(), "an entry is opened for a batch");
             self.headers[entry.slot] = entry.header.encode();
+            if let Some(base_offset) = entry.base {
+                self.entries.push(RoundEntry {
+                    topic_id: entry.key.0,
+                    partition: entry.key.1,
+                    base_offset,
+                    last_offset: entry.last,
+                    position: entry.position,
+                    size_bytes: (self.round_len - entry.position) as u32,
+                });
+            }
         }
     }
 
@@ -527,9 +568,12 @@ impl Committer {
         records: &Bytes,
         range: Range<usize>,
         base: Offset,
+        last: Offset,
     ) -> u64 {
         let stamp = base.0.to_be_bytes();
         let entry = self.entry.as_mut().expect("an entry is open");
+        entry.base.get_or_insert(base);
+        entry.last = last;
         entry.header.add_batch(&stamp, &records[range.clone()]);
         let position = self.round_start.offset + self.round_len;
         self.stamps.push(stamp);
@@ -618,7 +662,7 @@ impl Committer {
             let last = Offset(next.0 + i64::from(header.last_offset_delta()));
             let active = self.active_for(&partition, len as u64, last, &config, now)?;
             self.open_entry(&partition);
-            let file_position = self.lay_out_batch(i, &records, range, next);
+            let file_position = self.lay_out_batch(i, &records, range, next, last);
             active.place(
                 next,
                 &header,
@@ -849,6 +893,67 @@ impl Committer {
         }
     }
 
+    /// Hands the round just written to the journal to the round store, if there is one:
+    /// the same slices (rebuilt: the write consumed them) and the round's entries.
+    fn commit_to_store(&mut self) -> Result<(), RoundStoreError> {
+        let Some(store) = self.round_store.as_mut() else {
+            return Ok(());
+        };
+        let (headers, stamps, round) = (&self.headers, &self.stamps, &self.round);
+        let mut slices = recycle_slices(std::mem::take(&mut self.slices));
+        slices.extend(self.pieces.iter().map(|piece| match piece {
+            Piece::Header(k) => IoSlice::new(&headers[*k]),
+            Piece::Stamp(k) => IoSlice::new(&stamps[*k]),
+            Piece::Zeros(n) => IoSlice::new(&ZEROS[..*n]),
+            Piece::Body(i, range) => IoSlice::new(&round[*i].request.records[range.clone()]),
+        }));
+        let started = Instant::now();
+        let committed = store.commit_round(&Round {
+            journal_seq: self.round_start.seq,
+            journal_position: self.round_start.offset,
+            data: &slices,
+            len: self.round_len,
+            entries: &self.entries,
+        });
+        slices.clear();
+        self.slices = recycle_slices(slices);
+        self.engine
+            .stats
+            .journal_sync_ns
+            .observe(nanos(started.elapsed()));
+        committed
+    }
+
+    /// The round store did not commit the round. Refused: the round is undone as a round
+    /// the disk refused is, and its requests get a retriable error; the next round tries
+    /// again. Fatal (fenced, or the outcome unknown): the log is poisoned.
+    fn fail_store(&mut self, error: RoundStoreError) {
+        let io_error = io::Error::other(error.to_string());
+        let RoundStoreError::Refused(_) = &error else {
+            self.engine.poison("round store commit", &io_error);
+            self.fail_round(Some(io_error));
+            self.publishes.clear();
+            self.touched.clear();
+            self.recycle_undo();
+            return self.finish_round();
+        };
+        self.publishes.clear();
+        self.touched.clear();
+        match self.undo_round() {
+            Ok(()) => crate::engine::log_refused_round("round store commit", &io_error),
+            Err((step, undo_error)) => {
+                self.engine
+                    .poison_refused_undo("round store commit", &io_error, step, &undo_error);
+            }
+        }
+        for pending in &mut self.round {
+            if !matches!(pending.outcome, Some(Err(_))) {
+                pending.outcome = Some(Err(LogError::Io(io::Error::other(error.to_string()))));
+            }
+        }
+        self.finish_round();
+    }
+
     fn fail_with_io(&mut self, what: &'static str, error: io::Error) {
         if crate::fs::is_retryable(&error) {
             return self.refuse_round(what, error);
@@ -992,6 +1097,7 @@ impl Committer {
         self.headers.clear();
         self.stamps.clear();
         self.round_len = 0;
+        self.entries.clear();
         self.sealed.clear();
         self.new_files.clear();
         self.recycle_undo();

@@ -302,6 +302,18 @@ impl LogManager {
         config: LogManagerConfig,
         fs: Arc<dyn Fs>,
     ) -> Result<(LogManager, RecoveryReport), LogError> {
+        Self::open_with_round_store(config, fs, None)
+    }
+
+    /// [`LogManager::open`], with rounds made durable by `round_store` instead of the
+    /// journal's `fdatasync` when one is given (`storage.backend=object`): the journal is
+    /// then written but never synced on the produce path, and a round is answered only once
+    /// the store committed it (see [`crate::round_store`]).
+    pub fn open_with_round_store(
+        config: LogManagerConfig,
+        fs: Arc<dyn Fs>,
+        round_store: Option<Box<dyn crate::round_store::RoundStore>>,
+    ) -> Result<(LogManager, RecoveryReport), LogError> {
         // Nothing is read before the lock is held: another broker on this directory would
         // otherwise see (and later overwrite) files in the middle of being changed.
         fs.create_dir_all(&config.data_dir)?;
@@ -310,7 +322,10 @@ impl LogManager {
         let engine = Arc::new(Engine::new(config, fs));
         let (journal, report) = recovery::recover(&engine)?;
         let (sender, receiver) = append_queue::queue(engine.config.append_queue_len);
-        let committer = Committer::new(Arc::clone(&engine), receiver, journal);
+        let mut committer = Committer::new(Arc::clone(&engine), receiver, journal);
+        if let Some(store) = round_store {
+            committer.set_round_store(store);
+        }
         let threads = spawn_threads(&engine, committer)?;
         let inner = Inner {
             engine,

@@ -23,5 +23,6 @@ mod read_damage;
 mod read_ranges;
 mod recovery;
 mod retention;
+mod round_store;
 mod transactions;
 mod txn_model;
