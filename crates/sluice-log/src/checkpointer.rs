@@ -115,7 +115,11 @@ pub(crate) fn checkpoint(engine: &Engine, clean_shutdown: bool) -> Result<bool, 
     if !clean_shutdown && !taken.is_news_to(&state) && !retirable && !snapshot_wanted {
         return Ok(false);
     }
+    // The journal position and byte count the committer hands over only grow: a checkpoint
+    // never claims less of the journal than the one before it.
+    assert!(taken.written_to >= state.journal && taken.journal_bytes >= state.journal_bytes);
     let result = write_checkpoint(engine, &mut state, &taken, clean_shutdown);
+    assert!(result.is_err() || state.journal == taken.written_to);
     if result.is_err() {
         // A refused write (no space) failed this checkpoint without poisoning the log:
         // what it took from the handoff goes back, so the next checkpoint persists it.
@@ -318,6 +322,11 @@ pub(crate) fn write_producer_snapshots(
         .filter_map(|p| previous.get(&p.uid).map(|point| (p.uid, *point)))
         .collect();
     for capture in captures.iter() {
+        // A snapshot describes only batches a journal sync covers (the module's guarantee),
+        // and is named by the offset it is as of.
+        let null = engine.config.storage == crate::config::Storage::Null;
+        assert!(null || capture.partition.high_watermark() >= capture.log_end);
+        assert_eq!(capture.point.offset, capture.log_end);
         if let Some(bytes) = &capture.snapshot {
             let written = write_snapshot_file(engine, &capture.partition, capture.log_end, bytes);
             engine.guard("write producer snapshot", written)?;

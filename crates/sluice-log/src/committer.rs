@@ -165,8 +165,9 @@ fn null_append(request: &AppendRequest) -> Result<AppendInfo, LogError> {
         next = Offset(next.0 + i64::from(header.last_offset_delta()) + 1);
         at += len;
     }
+    assert!(next > first, "a request holds at least one batch");
     partition.set_log_end(next);
-    debug_assert!(partition.high_watermark() <= partition.log_end());
+    assert!(partition.high_watermark() <= partition.log_end());
     Ok(AppendInfo {
         base_offset: first,
         last_offset: Offset(next.0 - 1),
@@ -386,6 +387,7 @@ impl Committer {
         if self.round.is_empty() {
             return;
         }
+        self.assert_round_empty();
         self.round_started = Instant::now();
         self.round_id += 1;
         if self.engine.is_poisoned() {
@@ -437,6 +439,13 @@ impl Committer {
             self.pad_round();
             match self.write_round() {
                 Ok(position) => {
+                    // The journal is where the round's layout said it would be: every
+                    // extent placed in this round points at the bytes just written.
+                    assert_eq!(
+                        position.seq, self.round_start.seq,
+                        "a round never spans files"
+                    );
+                    assert_eq!(position.offset, self.round_start.offset + self.round_len);
                     if let Err(error) = self.commit_to_store() {
                         return self.fail_store(error);
                     }
@@ -513,9 +522,10 @@ impl Committer {
             self.pieces.push(Piece::Header(self.headers.len() - 1));
             self.pieces.push(Piece::Zeros(zeros));
             self.round_len += (ENTRY_HEADER_LEN + zeros) as u64;
-            debug_assert_eq!(
+            assert_eq!(
                 (end + (ENTRY_HEADER_LEN + zeros) as u64) % journal::PAGE_BYTES,
-                0
+                0,
+                "a round ends on a page boundary"
             );
         }
     }
@@ -570,6 +580,8 @@ impl Committer {
         base: Offset,
         last: Offset,
     ) -> u64 {
+        assert!(range.len() >= batch::HEADER_LEN && range.end <= records.len());
+        assert!(base.0 >= 0, "offsets are never negative");
         let stamp = base.0.to_be_bytes();
         let entry = self.entry.as_mut().expect("an entry is open");
         entry.base.get_or_insert(base);
@@ -649,9 +661,17 @@ impl Committer {
         }
         let config = partition.config();
         self.check_topic_share(&partition, &records, &config, now)?;
+        // Validated on the caller's thread (a marker: built by the log): whole batches of
+        // at least one record each, `batch_count` of them.
+        assert!(
+            !records.is_empty(),
+            "a data or marker request holds a batch"
+        );
         let first = partition.log_end();
+        assert!(partition.high_watermark() <= first);
         let mut next = first;
         let mut at = 0usize;
+        let mut placed = 0usize;
         while at < records.len() {
             let len = batch::batch_len_within(&records[at..]).ok_or(Failure::Request(
                 LogError::CorruptBatch("batch length is invalid or exceeds the buffer"),
@@ -659,8 +679,17 @@ impl Committer {
             let range = at..at + len;
             at += len;
             let header = BatchHeader::parse(&records[range.clone()]).map_err(Failure::Request)?;
+            assert!(
+                header.last_offset_delta() >= 0,
+                "validated: one offset per record"
+            );
             let last = Offset(next.0 + i64::from(header.last_offset_delta()));
             let active = self.active_for(&partition, len as u64, last, &config, now)?;
+            assert_eq!(
+                active.next_offset(),
+                next,
+                "the active segment ends at the log end"
+            );
             self.open_entry(&partition);
             let file_position = self.lay_out_batch(i, &records, range, next, last);
             active.place(
@@ -677,7 +706,7 @@ impl Committer {
                     .undo
                     .iter_mut()
                     .rfind(|u| u.partition.uid == partition.uid);
-                debug_assert!(undo.is_some(), "a touched partition has its undo record");
+                assert!(undo.is_some(), "a touched partition has its undo record");
                 let mut scratch = Vec::new();
                 match (txn, undo) {
                     (Some(TxnOp::Marker(control)), Some(undo)) => {
@@ -695,7 +724,13 @@ impl Committer {
             partition.set_log_end(next);
             self.note_publish(active, next);
             Stats::add(&self.engine.stats.batches_appended, 1);
+            placed += 1;
         }
+        assert_eq!(
+            placed, self.round[i].request.batch_count,
+            "every batch placed once"
+        );
+        assert!(next > first && partition.log_end() == next);
         let log_append_time_ms = self.round[i].request.log_append_time_ms;
         let log_start_offset = partition.log_start();
         Ok(AppendInfo {
@@ -889,7 +924,12 @@ impl Committer {
         for partition in self.touched.drain(..) {
             // Only this thread changes the log end and the open transactions.
             let first_unstable = partition.producers.lock().first_unstable_offset();
-            partition.publish_watermarks(partition.log_end(), first_unstable);
+            let (before, log_end) = (partition.high_watermark(), partition.log_end());
+            assert!(
+                before <= log_end,
+                "the high watermark never passes the log end"
+            );
+            partition.publish_watermarks(log_end, first_unstable);
         }
     }
 
@@ -1024,6 +1064,10 @@ impl Committer {
         for undo in undos.iter_mut().rev() {
             let partition = &undo.partition;
             let _append = partition.append_lock.lock();
+            // Nothing of the round was published: the log end only goes back, and no
+            // reader was shown an offset the undo takes away.
+            assert!(undo.log_end <= partition.log_end());
+            assert!(partition.high_watermark() <= undo.log_end);
             let rolled = partition.truncate_segments(undo.segment_count);
             for segment in &rolled {
                 let deleted = segment.delete_files(fs.as_ref());
@@ -1046,7 +1090,7 @@ impl Committer {
                     .lock()
                     .undo(&mut undo.producers, undo.log_end);
             }
-            debug_assert!(partition.high_watermark() <= partition.log_end());
+            assert!(partition.high_watermark() <= partition.log_end());
         }
         self.undo = undos;
         result
@@ -1074,6 +1118,15 @@ impl Committer {
                 self.undo_pool.push(undo.producers);
             }
         }
+    }
+
+    /// Between rounds nothing of the last one is left: a round starts from empty lists, so
+    /// no slice, undo record or publish of one round leaks into the next.
+    fn assert_round_empty(&self) {
+        assert!(self.pieces.is_empty() && self.headers.is_empty() && self.stamps.is_empty());
+        assert!(self.round_len == 0 && self.entry.is_none());
+        assert!(self.publishes.is_empty() && self.touched.is_empty() && self.undo.is_empty());
+        assert!(self.sealed.is_empty() && self.new_files.is_empty());
     }
 
     fn finish_round(&mut self) {

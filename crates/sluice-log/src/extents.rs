@@ -252,7 +252,7 @@ impl ExtentFile {
     /// the partition's single appender. Contiguous bytes of the same file extend the last
     /// extent.
     pub(crate) fn add(&self, journal: &Arc<JournalFile>, file_position: u64, len: u64) {
-        debug_assert!(len > 0 && len <= u64::from(u32::MAX));
+        assert!(len > 0 && len <= u64::from(u32::MAX));
         let mut extents = self.extents.write();
         let start = self.len.load(Ordering::Acquire);
         match extents.last_mut() {
@@ -435,7 +435,7 @@ impl ExtentFile {
             for e in extents[first..].iter().take_while(|e| e.start < to) {
                 let start = e.start.max(from);
                 let end = e.end().min(to);
-                debug_assert_eq!(start, covered, "extents tile the segment");
+                assert_eq!(start, covered, "extents tile the segment");
                 let len = (end - start) as u32;
                 let position = e.file_position + (start - e.start);
                 match e.file.as_ref().and_then(|f| sendable(f, position, len)) {
@@ -556,6 +556,19 @@ impl ExtentFile {
 /// `extents` with `moves` applied and adjacent extents of one file merged; `None` when a
 /// move does not match an extent exactly (start, length, file).
 fn relocated(extents: &[Extent], moves: &[Relocation]) -> Option<Vec<Extent>> {
+    let out = relocated_unchecked(extents, moves)?;
+    // The same segment bytes at the same positions, only read from elsewhere: the list
+    // still starts where it did and covers as many bytes (the journal cleaner's guarantee).
+    let total = |list: &[Extent]| list.iter().map(|e| e.len).sum::<u64>();
+    assert_eq!(
+        out.first().map(|e| e.start),
+        extents.first().map(|e| e.start)
+    );
+    assert_eq!(total(&out), total(extents), "a relocation keeps every byte");
+    Some(out)
+}
+
+fn relocated_unchecked(extents: &[Extent], moves: &[Relocation]) -> Option<Vec<Extent>> {
     let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
     let mut moves = moves.iter().peekable();
     for e in extents {

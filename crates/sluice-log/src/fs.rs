@@ -506,7 +506,7 @@ struct StdDirectFile(File);
 
 impl DirectFile for StdDirectFile {
     fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        debug_assert!(
+        assert!(
             (buf.as_ptr() as usize).is_multiple_of(DIRECT_IO_ALIGN)
                 && offset.is_multiple_of(DIRECT_IO_ALIGN as u64)
         );

@@ -102,7 +102,7 @@ impl SegmentIndex {
         let relative = self.relative(offset);
         self.offsets.retain(|e| u64::from(e.position) < position);
         self.times.retain(|e| e.relative_offset < relative);
-        debug_assert!(self
+        assert!(self
             .offsets
             .last()
             .is_none_or(|e| e.relative_offset < relative));

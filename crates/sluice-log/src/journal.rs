@@ -148,7 +148,7 @@ impl EntryHeader {
     /// Adds a batch whose first 8 bytes (the base offset) are `stamp` instead of what
     /// `batch` holds there.
     pub(crate) fn add_batch(&mut self, stamp: &[u8; 8], batch: &[u8]) {
-        debug_assert!(batch.len() >= HEADER_LEN);
+        assert!(batch.len() >= HEADER_LEN);
         self.crc = crc32c::crc32c_append(self.crc, stamp);
         self.crc = crc32c::crc32c_append(self.crc, &batch[8..BATCH_PREFIX_CHECKED]);
         self.batches_len += batch.len();
@@ -690,6 +690,8 @@ impl JournalWriter {
         if would_exceed && self.len > FILE_HEADER_LEN {
             self.roll()?;
         }
+        // The round fits, or it is alone in a fresh file.
+        assert!(self.len + round_bytes <= self.file_bytes_max || self.len == FILE_HEADER_LEN);
         Ok(())
     }
 
@@ -700,6 +702,10 @@ impl JournalWriter {
         round: &mut [io::IoSlice<'_>],
         round_len: u64,
     ) -> io::Result<JournalPosition> {
+        assert!(
+            round_len > 0 && self.len >= FILE_HEADER_LEN,
+            "a round after the file header"
+        );
         match &mut self.direct {
             Some(direct) => {
                 let header;
@@ -754,11 +760,11 @@ impl JournalWriter {
     /// its offsets and its CRC would be valid (same file sequence number). The next round
     /// is written at `round_start`.
     pub(crate) fn discard_round(&mut self, round_start: JournalPosition) -> io::Result<()> {
-        debug_assert_eq!(
+        assert_eq!(
             round_start.seq, self.current.seq,
             "a round never spans two files"
         );
-        debug_assert!(round_start.offset <= self.len);
+        assert!(round_start.offset <= self.len && round_start.offset >= FILE_HEADER_LEN);
         self.len = round_start.offset;
         if let Some(direct) = &mut self.direct {
             direct

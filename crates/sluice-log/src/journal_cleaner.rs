@@ -271,6 +271,7 @@ pub(crate) fn clean_once(engine: &Engine, now_ms: i64) -> Result<JournalCleanerP
     let mut chosen = Vec::new();
     let mut planned = 0u64;
     for victim in victims(&usage, &config, now_ms, slack_ms) {
+        assert!(victim.outliving_bytes > 0 && !victim.outliving.is_empty());
         if !chosen.is_empty()
             && planned + victim.outliving_bytes > engine.config.journal_file_bytes_max
         {
@@ -300,6 +301,8 @@ pub(crate) fn clean_once(engine: &Engine, now_ms: i64) -> Result<JournalCleanerP
             Ok(moves) => moves,
             Err(error) => return Err(output.abandon(error)),
         };
+        // One move per extent, each the same segment bytes.
+        assert_eq!(moves.len(), placed.len());
         if !moves.is_empty() {
             switches.push((index, moves));
         }
@@ -431,6 +434,11 @@ impl<'a> Output<'a> {
                 }
                 done += n as u64;
             }
+            // The copy is whole and back to back with the one before it.
+            assert_eq!(
+                to_position + p.len,
+                self.flushed + self.pending.len() as u64
+            );
             moves.push(Relocation {
                 start: p.start,
                 len: p.len,
@@ -463,6 +471,10 @@ impl<'a> Output<'a> {
     /// Makes the copies durable before anything names them: data, then the directory entry.
     fn finish(&mut self) -> io::Result<()> {
         self.flush()?;
+        assert!(
+            self.pending.is_empty(),
+            "every copy is written before the sync"
+        );
         self.file.file.sync_data()?;
         self.engine.fs.sync_dir(&self.engine.journal_dir)
     }

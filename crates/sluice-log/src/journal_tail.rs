@@ -279,7 +279,7 @@ impl TailWriter {
     ) -> io::Result<usize> {
         let open = self.open_for(seq, at);
         let n = left.min(open.alloc.cap - open.filled);
-        debug_assert!(n > 0 && n.is_multiple_of(DIRECT_IO_ALIGN));
+        assert!(n > 0 && n.is_multiple_of(DIRECT_IO_ALIGN));
         // SAFETY: `[filled, filled + n)` is past the published length (or private), and
         // this writer is the only one.
         #[allow(unsafe_code)]
@@ -315,8 +315,8 @@ impl TailWriter {
         let Some(open) = &self.open else { return };
         let mut chunks = self.tail.chunks.lock();
         let newest = chunks.back_mut().expect("the open chunk is published");
-        debug_assert!(Arc::ptr_eq(&newest.alloc, &open.alloc) && newest.seq == open.seq);
-        debug_assert!(open.filled as u64 >= newest.len);
+        assert!(Arc::ptr_eq(&newest.alloc, &open.alloc) && newest.seq == open.seq);
+        assert!(open.filled as u64 >= newest.len);
         newest.len = open.filled as u64;
     }
 

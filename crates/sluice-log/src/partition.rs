@@ -120,7 +120,7 @@ impl Partition {
         let high_watermark = self.high_watermark();
         let log_end_offset = self.log_end();
         let last_stable_offset = last_stable.max(log_start_offset);
-        debug_assert!(last_stable_offset <= high_watermark && high_watermark <= log_end_offset);
+        assert!(last_stable_offset <= high_watermark && high_watermark <= log_end_offset);
         PartitionOffsets {
             log_start_offset,
             last_stable_offset,
@@ -151,12 +151,18 @@ impl Partition {
     /// [`Self::publish_high_watermark`] together with the last stable offset, given the
     /// first offset of the oldest open transaction (if any) as the round left it.
     pub(crate) fn publish_watermarks(&self, offset: Offset, first_unstable: Option<Offset>) {
+        // Only what the appender placed can be durable: a high watermark past the log end
+        // would let readers ask for offsets no segment holds.
+        assert!(
+            offset <= self.log_end(),
+            "the high watermark never passes the log end"
+        );
         let previous = self.high_watermark.fetch_max(offset.0, Ordering::AcqRel);
         let high_watermark = offset.0.max(previous);
         let last_stable = first_unstable.map_or(high_watermark, |f| f.0.min(high_watermark));
         let previous_stable = self.last_stable.fetch_max(last_stable, Ordering::AcqRel);
         // A transaction opens at the log end, never below what is already stable.
-        debug_assert!(last_stable >= previous_stable, "the LSO never falls");
+        assert!(last_stable >= previous_stable, "the LSO never falls");
         if offset.0 > previous || last_stable > previous_stable {
             // After the Release store above: a listener that registered before this lock
             // is woken, one that registers after it sees the new high watermark.
@@ -181,13 +187,13 @@ impl Partition {
             listeners.swap_remove(i);
         }
     }
-    /// Raises the log start offset (never lowers it). Returns the value now in force.
     /// Recovery only, once producer state is rebuilt: the LSO its open transactions allow.
     pub(crate) fn reset_last_stable(&self, first_unstable: Option<Offset>) {
         let high_watermark = self.high_watermark();
         let last_stable = first_unstable.map_or(high_watermark, |f| f.min(high_watermark));
         self.last_stable.store(last_stable.0, Ordering::Release);
     }
+    /// Raises the log start offset (never lowers it). Returns the value now in force.
     pub(crate) fn advance_log_start(&self, offset: Offset) -> Offset {
         let previous = self.log_start.fetch_max(offset.0, Ordering::AcqRel);
         Offset(previous.max(offset.0))
@@ -316,8 +322,9 @@ impl Partition {
         let Some(at) = Self::find_run(&segments, olds) else {
             return false;
         };
-        debug_assert_eq!(new.base_offset, olds[0].base_offset);
-        debug_assert_eq!(
+        // The cleaned segment covers exactly the offsets of the run it replaces.
+        assert_eq!(new.base_offset, olds[0].base_offset);
+        assert_eq!(
             Some(new.next_offset()),
             olds.last().map(|s| s.next_offset())
         );

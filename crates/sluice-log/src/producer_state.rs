@@ -469,7 +469,7 @@ impl ProducerStateTable {
         new_producers: usize,
         room: Room,
     ) -> Result<(), LogError> {
-        debug_assert!(self.slots.len() <= self.producer_ids_max && new_producers >= 1);
+        assert!(self.slots.len() <= self.producer_ids_max && new_producers >= 1);
         let evictions = (self.slots.len() + new_producers).saturating_sub(self.producer_ids_max);
         if evictions == 0 {
             return Ok(());
@@ -650,12 +650,12 @@ impl ProducerStateTable {
         let first = entry.current_txn_first_offset.take();
         if let Some(first) = first {
             let removed = self.ongoing.remove(&first);
-            debug_assert_eq!(removed, Some(producer_id), "ongoing follows the entries");
+            assert_eq!(removed, Some(producer_id), "ongoing follows the entries");
             if control == ControlType::Abort {
                 let after = Offset(offset.0 + 1);
                 let last_stable_offset =
                     self.first_unstable_offset().map_or(after, |o| o.min(after));
-                debug_assert!(self.aborted.last().is_none_or(|e| e.last_offset < offset));
+                assert!(self.aborted.last().is_none_or(|e| e.last_offset < offset));
                 self.aborted.push(AbortedTxn {
                     producer_id,
                     first_offset: first,

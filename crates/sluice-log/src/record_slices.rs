@@ -255,8 +255,8 @@ fn first_uncached(fd: RawFd, from: u64, to: u64) -> io::Result<Option<u64>> {
 /// page-aligned `offset`. Returns false when the file cannot be mapped (no probe possible).
 #[allow(unsafe_code)]
 fn residency(fd: RawFd, offset: u64, pages: usize, page: u64, out: &mut [u8]) -> io::Result<bool> {
-    debug_assert_eq!(offset % page, 0, "residency windows start on a page");
-    debug_assert_eq!(out.len(), pages, "one status byte per page");
+    assert_eq!(offset % page, 0, "residency windows start on a page");
+    assert_eq!(out.len(), pages, "one status byte per page");
     let offset = libc::off_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
     let len = pages * page as usize;

@@ -93,6 +93,30 @@ struct Recovery<'a> {
     now_ms: i64,
 }
 
+/// A recovered partition's segments are in offset order without overlap, and the last
+/// ends at the log end: no offset is held twice. A gap between two segments is allowed:
+/// it is data a damaged segment lost, which recovery reports (its later segments are
+/// kept). One pass over the segment list.
+fn assert_segments_tile(partition: &Partition, segments: &[Arc<Segment>]) {
+    assert!(!segments.is_empty(), "a partition has an active segment");
+    for pair in segments.windows(2) {
+        assert!(
+            pair[0].base_offset < pair[1].base_offset,
+            "segments in offset order"
+        );
+        assert!(
+            pair[0].next_offset() <= pair[1].base_offset,
+            "segments never overlap"
+        );
+    }
+    let last = segments.last().map(|s| s.next_offset());
+    assert_eq!(
+        last,
+        Some(partition.log_end()),
+        "the last segment ends at the log end"
+    );
+}
+
 /// Registers every journal file for reading: segments point into them. A data directory
 /// of the earlier format (segments held the data, the journal only a copy) is refused.
 fn open_journal_files(engine: &Engine) -> Result<(), LogError> {
@@ -766,6 +790,8 @@ impl Recovery<'_> {
     ) -> io::Result<()> {
         let config = partition.config();
         let _append = partition.append_lock.lock();
+        // `apply_entry` places only the batch that continues the log.
+        assert_eq!(header.base_offset(), partition.log_end());
         let mut active = partition.active();
         let reason = Partition::roll_reason(
             &active,
@@ -787,6 +813,8 @@ impl Recovery<'_> {
             config.index_interval_bytes,
             self.now_ms,
         )?;
+        assert!(header.next_offset() > header.base_offset());
+        assert_eq!(active.next_offset(), header.next_offset());
         partition.set_log_end(header.next_offset());
         if !self.to_sync.last().is_some_and(|s| Arc::ptr_eq(s, &active)) {
             self.to_sync.push(active);
@@ -798,10 +826,12 @@ impl Recovery<'_> {
     fn settle_partitions(&mut self) -> Result<(), LogError> {
         for partition in self.engine.partitions_snapshot() {
             let segments = partition.segments();
+            assert_segments_tile(&partition, &segments);
             for segment in &segments {
                 segment.publish_all();
             }
             partition.publish_high_watermark(partition.log_end());
+            assert_eq!(partition.high_watermark(), partition.log_end());
             let checkpointed = self
                 .checkpoints
                 .get(&(partition.key.topic_id, partition.key.partition));
@@ -857,7 +887,11 @@ impl Recovery<'_> {
                 ));
             }
         }
-        partition.advance_log_start(log_start);
+        let log_start = partition.advance_log_start(log_start);
+        // The log start is inside the log: at or after the first segment's base, at or
+        // below the high watermark (which is the log end here).
+        let segments = partition.segments();
+        assert!(log_start >= segments[0].base_offset && log_start <= partition.high_watermark());
         Ok(())
     }
 

@@ -347,6 +347,11 @@ impl Segment {
     ) -> u64 {
         let position = self.written_len.load(Ordering::Acquire);
         assert_eq!(base_offset, self.next_offset(), "offsets are consecutive");
+        assert!(size >= HEADER_LEN as u64, "a batch is at least its header");
+        assert!(
+            header.last_offset_delta() >= 0,
+            "a batch covers at least one offset"
+        );
         let next = Offset(base_offset.0 + i64::from(header.last_offset_delta()) + 1);
         let meta = BatchMeta {
             base_offset,
@@ -378,7 +383,9 @@ impl Segment {
     /// when a round's sync returned), and `len` is at or past them; the round's batches
     /// themselves are in the journal, which the committer cuts back.
     pub(crate) fn undo_to(&self, len: u64, next_offset: Offset) -> io::Result<()> {
-        debug_assert!(len >= self.committed_len());
+        // Only unpublished bytes are taken back, and only backwards.
+        assert!(len >= self.committed_len() && len <= self.written_len());
+        assert!(next_offset >= self.committed_next_offset() && next_offset <= self.next_offset());
         self.index.write().truncate(len, next_offset);
         self.written_len.store(len, Ordering::Release);
         self.next_offset.store(next_offset.0, Ordering::Release);
@@ -420,7 +427,8 @@ impl Segment {
     /// Makes bytes up to `len` (ending at `next_offset`) visible to readers. Called after the
     /// journal sync that covers them; values only grow.
     pub(crate) fn publish(&self, len: u64, next_offset: Offset) {
-        debug_assert!(len <= self.written_len());
+        // Only placed bytes become visible.
+        assert!(len <= self.written_len() && next_offset <= self.next_offset());
         self.file.set_durable(len);
         self.committed_len.fetch_max(len, Ordering::AcqRel);
         self.committed_next_offset
@@ -1008,7 +1016,9 @@ impl Segment {
                 }
             }
         };
-        debug_assert!(whole >= first_len as u64 && start + whole <= limit);
+        // Whole batches only, inside what is committed: a fetch never hands out a partial
+        // batch or bytes past the high watermark's position.
+        assert!(whole >= first_len as u64 && start + whole <= limit);
         let first = out.len();
         self.file
             .slices(start, start + whole, out)
