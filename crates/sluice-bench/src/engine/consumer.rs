@@ -14,7 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::Offset;
 
 use super::attribution::SentSlots;
@@ -61,6 +61,31 @@ pub(crate) struct ConsumerJob {
 }
 
 pub(crate) fn consumer_thread(job: ConsumerJob) {
+    let Some(consumer) = create_consumer(&job) else {
+        return;
+    };
+    let mut rng =
+        crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
+    while !job.stop.load(Ordering::Relaxed) {
+        let msg = match consumer.poll(limits::CONSUMER_POLL) {
+            None => continue,
+            Some(Err(e)) => {
+                job.errors.note(format!("consume: {e}"));
+                continue;
+            }
+            Some(Ok(m)) => m,
+        };
+        let now = job.clock.now_ns();
+        if note_message(&job, &msg, now) {
+            consumer_work(&job, now, &mut rng);
+        }
+    }
+    final_commit(&job, consumer);
+}
+
+/// The consumer, assigned its share from the beginning (and held in backlog mode); None when
+/// it could not be created or assigned (noted).
+fn create_consumer(job: &ConsumerJob) -> Option<BaseConsumer<ConsumerCtx>> {
     let ctx = ConsumerCtx {
         errors: job.errors.clone(),
         who: "consumer",
@@ -79,7 +104,7 @@ pub(crate) fn consumer_thread(job: ConsumerJob) {
         Err(e) => {
             job.errors
                 .note(format!("cannot create consumer {}: {e}", job.index));
-            return;
+            return None;
         }
     };
     let tpl = job
@@ -88,104 +113,96 @@ pub(crate) fn consumer_thread(job: ConsumerJob) {
     if let Err(e) = consumer.assign(&tpl) {
         job.errors
             .note(format!("consumer {} assign failed: {e}", job.index));
-        return;
+        return None;
     }
     if let Some(hold) = &job.hold {
         super::backlog::hold_consumer(&consumer, hold, &job.stop, &job.errors);
     }
-    let mut rng =
-        crate::payload::SplitMix64::new(job.scenario.seed ^ (0xC0A5_u64 << 32) ^ job.index as u64);
-    while !job.stop.load(Ordering::Relaxed) {
-        let msg = match consumer.poll(limits::CONSUMER_POLL) {
-            None => continue,
-            Some(Err(e)) => {
-                job.errors.note(format!("consume: {e}"));
-                continue;
-            }
-            Some(Ok(m)) => m,
-        };
-        let now = job.clock.now_ns();
-        let flat = job.topics.flat(msg.topic(), msg.partition());
-        if let Some(pos) = flat.and_then(|f| job.positions.get(f)) {
-            pos.fetch_max(msg.offset() + 1, Ordering::Relaxed);
-        }
-        // The audit judges order per topic-partition: the flat index names one.
-        let partition = flat.map(|f| f as i32).unwrap_or(-1);
-        let bytes = msg.payload_len() as u64;
-        let header = msg
-            .payload()
-            .and_then(Header::read)
-            .filter(|h| h.run_tag == job.run_tag);
-        // `packed`: parse every record like the application would (outside the lock).
-        let parsed = (header.is_some()
-            && job.scenario.payload == crate::payload::PayloadClass::Txmeta)
-            .then(|| {
-                let body = msg
-                    .payload()
-                    .and_then(|b| b.get(HEADER_BYTES..))
-                    .unwrap_or(&[]);
-                crate::txmeta::parse(body, partition, job.scenario.partitions)
-            });
-        let mut s = job.state.lock();
-        let Some(h) = header else {
-            s.foreign += 1;
-            continue;
-        };
-        if h.is_txn_aborted() {
-            s.window.txn_aborted_delivered += 1;
-            s.measured.txn_aborted_delivered += 1;
-            continue;
-        }
-        let e2e = now.saturating_sub(h.sent_ns);
-        let e2e_intended = now.saturating_sub(h.intended_ns);
-        s.window.received += 1;
-        s.window.received_bytes += bytes;
-        if h.is_warmup() {
-            s.warmup_received += 1;
-            s.window.e2e.record_ns(e2e);
-            s.window.e2e_intended.record_ns(e2e_intended);
-            drop(s);
-            consumer_work(&job, now, &mut rng);
-            continue;
-        }
-        if s.audit.note(partition, h.producer, h.seq) {
-            s.by_sent
-                .duplicate(h.sent_ns.saturating_sub(job.load_start_ns));
-            s.window.duplicates += 1;
-            s.measured.duplicates += 1;
-            continue;
-        }
-        job.unique_measured.fetch_add(1, Ordering::Relaxed);
-        if let Some(n) = flat
-            .map(|f| f / job.topics.partitions as usize)
-            .and_then(|t| s.topic_received.get_mut(t))
-        {
-            *n += 1;
-        }
+    Some(consumer)
+}
+
+/// Counts one consumed message (position, audit, latencies); true when it is this run's and
+/// the processing model's work follows it.
+fn note_message(job: &ConsumerJob, msg: &BorrowedMessage<'_>, now: u64) -> bool {
+    let flat = job.topics.flat(msg.topic(), msg.partition());
+    if let Some(pos) = flat.and_then(|f| job.positions.get(f)) {
+        pos.fetch_max(msg.offset() + 1, Ordering::Relaxed);
+    }
+    // The audit judges order per topic-partition: the flat index names one.
+    let partition = flat.map(|f| f as i32).unwrap_or(-1);
+    let bytes = msg.payload_len() as u64;
+    let header = msg
+        .payload()
+        .and_then(Header::read)
+        .filter(|h| h.run_tag == job.run_tag);
+    // `packed`: parse every record like the application would (outside the lock).
+    let parsed = (header.is_some() && job.scenario.payload == crate::payload::PayloadClass::Txmeta)
+        .then(|| {
+            let body = msg
+                .payload()
+                .and_then(|b| b.get(HEADER_BYTES..))
+                .unwrap_or(&[]);
+            crate::txmeta::parse(body, partition, job.scenario.partitions)
+        });
+    let mut s = job.state.lock();
+    let Some(h) = header else {
+        s.foreign += 1;
+        return false;
+    };
+    if h.is_txn_aborted() {
+        s.window.txn_aborted_delivered += 1;
+        s.measured.txn_aborted_delivered += 1;
+        return false;
+    }
+    let e2e = now.saturating_sub(h.sent_ns);
+    let e2e_intended = now.saturating_sub(h.intended_ns);
+    s.window.received += 1;
+    s.window.received_bytes += bytes;
+    if h.is_warmup() {
+        s.warmup_received += 1;
         s.window.e2e.record_ns(e2e);
         s.window.e2e_intended.record_ns(e2e_intended);
-        let m = &mut s.measured;
-        m.received += 1;
-        m.received_bytes += bytes;
-        m.e2e.record_ns(e2e);
-        m.e2e_intended.record_ns(e2e_intended);
-        match parsed {
-            Some(Ok(p)) => {
-                m.entries += p.entries;
-                m.misrouted_entries += p.misrouted;
-            }
-            Some(Err(_)) => m.bad_records += 1,
-            None => {}
-        }
-        drop(s);
-        consumer_work(&job, now, &mut rng);
+        return true;
     }
-    // The final commit, synchronously, so the last broker-view sample sees every offset this
-    // consumer handed over. "No offset stored" just means nothing new since the last commit.
-    // librdkafka's synchronous commit has no timeout (with the coordinator dead it waits for
-    // good), so it runs on a helper thread that owns the client, and is awaited at most
-    // `limits::FINAL_COMMIT_TIMEOUT`; past that the run goes on and the helper ends with the
-    // commit (or the process).
+    if s.audit.note(partition, h.producer, h.seq) {
+        s.by_sent
+            .duplicate(h.sent_ns.saturating_sub(job.load_start_ns));
+        s.window.duplicates += 1;
+        s.measured.duplicates += 1;
+        return false;
+    }
+    job.unique_measured.fetch_add(1, Ordering::Relaxed);
+    if let Some(n) = flat
+        .map(|f| f / job.topics.partitions as usize)
+        .and_then(|t| s.topic_received.get_mut(t))
+    {
+        *n += 1;
+    }
+    s.window.e2e.record_ns(e2e);
+    s.window.e2e_intended.record_ns(e2e_intended);
+    let m = &mut s.measured;
+    m.received += 1;
+    m.received_bytes += bytes;
+    m.e2e.record_ns(e2e);
+    m.e2e_intended.record_ns(e2e_intended);
+    match parsed {
+        Some(Ok(p)) => {
+            m.entries += p.entries;
+            m.misrouted_entries += p.misrouted;
+        }
+        Some(Err(_)) => m.bad_records += 1,
+        None => {}
+    }
+    true
+}
+
+/// The final commit, synchronously, so the last broker-view sample sees every offset this
+/// consumer handed over. "No offset stored" just means nothing new since the last commit.
+/// librdkafka's synchronous commit has no timeout (with the coordinator dead it waits for
+/// good), so it runs on a helper thread that owns the client, and is awaited at most
+/// `limits::FINAL_COMMIT_TIMEOUT`; past that the run goes on and the helper ends with the
+/// commit (or the process).
+fn final_commit(job: &ConsumerJob, consumer: BaseConsumer<ConsumerCtx>) {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let errors = job.errors.clone();
     let index = job.index;

@@ -467,7 +467,7 @@ fn start_sampler(
         clock: sh.clock,
         sched: sh.sched,
         topics: sh.topics.clone(),
-        probe,
+        probe: Some(probe),
         watcher: Some(watcher),
         checkpoints: sh.checkpoints.clone(),
         avail: sh.avail.clone(),

@@ -186,61 +186,16 @@ pub(crate) struct ProducerJob {
     pub(crate) counters: Arc<LoadCounters>,
 }
 
-/// Returns whether the final flush timed out.
+/// One producer's load; returns whether the final flush timed out.
 pub(crate) fn producer_thread(job: ProducerJob) -> bool {
-    let ctx = ProducerCtx {
-        clock: job.clock,
-        sched: job.sched,
-        run_tag: job.run_tag,
-        topic: job.topic.clone(),
-        state: job.state.clone(),
-        errors: job.errors.clone(),
-        counters: job.counters.clone(),
-        topics: job.topics.clone(),
-        checkpoints: job.checkpoints.clone(),
-        avail: job.avail.clone(),
+    let Some(producer) = create_producer(&job) else {
+        return false;
     };
-    let producer: ThreadedProducer<ProducerCtx> =
-        match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
-            Ok(p) => p,
-            Err(e) => {
-                job.errors
-                    .note(format!("cannot create producer {}: {e}", job.index));
-                return false;
-            }
-        };
     let s = &job.scenario;
-    let txn = match s.transactional_id {
-        Some(_) => {
-            let t = crate::txn::TxnDriver::new(s, job.index);
-            if let Err(crate::txn::Fatal(e)) = t.init(&producer) {
-                job.errors.note(e);
-                job.state.lock().measured.txn_errors += 1;
-                return false;
-            }
-            Some(t)
-        }
-        None => None,
+    let Ok(txn) = start_txn(&job, &producer) else {
+        return false;
     };
-    let search = job.rate.clone();
-    let throttled = s.rate_msg_s > 0 || search.is_some();
-    // The max-rate search's rate in force and its epoch (see `ratecontrol`).
-    let (mut epoch, mut search_rate) = match &search {
-        Some(rc) => {
-            let (e, r, _) = rc.current();
-            (e, r)
-        }
-        None => (0, 0.0),
-    };
-    // Producer i's slots interleave with the others': the aggregate schedule is evenly spaced
-    // at the current target rate (bursts change the rate, never the spacing rule). `next` is
-    // the next intended send time in clock nanoseconds, kept as f64 so no rounding accumulates.
-    let first_rate = match search {
-        Some(_) => search_rate,
-        None => s.rate_at(Duration::ZERO).max(1) as f64,
-    };
-    let mut next = job.sched.load_start_ns as f64 + 1e9 * job.index as f64 / first_rate;
-    let partitions = s.partitions.max(1) as u64;
+    let mut pacer = Pacer::new(&job);
     let mut keys = KeyGen::new(&s.shaping, s.seed, job.index);
     let mut batcher = AppBatcher::new(&s.shaping);
     let mut sender = Sender {
@@ -251,102 +206,10 @@ pub(crate) fn producer_thread(job: ProducerJob) -> bool {
         txn,
     };
     let mut buf = Vec::with_capacity(s.message_bytes);
+    let partitions = s.partitions.max(1) as u64;
     // Messages made so far (the sequence number is given at send time, so it stays dense).
     let mut made: u64 = 0;
-    'load: loop {
-        if job.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if let Some(b) = batcher.as_mut().filter(|b| b.due(job.clock.now_ns())) {
-            if sender.flush(b, false) {
-                break;
-            }
-        }
-        if sender.end_txn_if_due() {
-            break;
-        }
-        if let Some(bp) = job
-            .bp
-            .as_ref()
-            .filter(|bp| bp.paused.load(Ordering::Relaxed))
-        {
-            let pause_start = job.clock.now_ns();
-            while bp.paused.load(Ordering::Relaxed) {
-                if job.stop.load(Ordering::Relaxed) || job.clock.now_ns() >= job.sched.load_end_ns {
-                    break 'load;
-                }
-                std::thread::sleep(s.bp_poll_ms / 2);
-            }
-            // A pause is a deliberate slowdown: the schedule resumes where it stood, shifted
-            // by the pause, instead of sending the skipped slots in a burst.
-            next += job.clock.now_ns().saturating_sub(pause_start) as f64;
-        }
-        // A new search rate re-anchors the schedule at the change; due slots of the old one
-        // that were not sent yet are dropped and counted.
-        if let Some(rc) = search.as_ref().filter(|rc| rc.epoch() != epoch) {
-            let (e, rate, anchor_ns) = rc.current();
-            let anchor = anchor_ns as f64;
-            if next < anchor {
-                let spacing = 1e9 * s.producers as f64 / search_rate;
-                rc.note_skipped(((anchor - next) / spacing).ceil() as u64);
-            }
-            epoch = e;
-            search_rate = rate;
-            next = anchor + 1e9 * job.index as f64 / rate;
-        }
-        let intended = if throttled {
-            next as u64
-        } else {
-            job.clock.now_ns()
-        };
-        if intended >= job.sched.load_end_ns {
-            break;
-        }
-        if throttled {
-            let at = job.clock.instant_at(intended);
-            loop {
-                if let Some(b) = batcher.as_mut().filter(|b| b.due(job.clock.now_ns())) {
-                    if sender.flush(b, false) {
-                        break 'load;
-                    }
-                }
-                if sender.end_txn_if_due() {
-                    break 'load;
-                }
-                let now = Instant::now();
-                if now >= at {
-                    break;
-                }
-                if job.stop.load(Ordering::Relaxed) {
-                    break 'load;
-                }
-                if job
-                    .bp
-                    .as_ref()
-                    .is_some_and(|bp| bp.paused.load(Ordering::Relaxed))
-                    || search.as_ref().is_some_and(|rc| rc.epoch() != epoch)
-                {
-                    continue 'load;
-                }
-                let mut wait = (at - now).min(limits::PRODUCER_MAX_SLEEP);
-                if let Some(d) = batcher.as_ref().and_then(|b| b.deadline_ns()) {
-                    wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
-                }
-                if let Some(d) = sender.txn.as_ref().and_then(|t| t.deadline_ns()) {
-                    wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
-                }
-                std::thread::sleep(wait);
-            }
-            let rate = match search {
-                Some(_) => search_rate,
-                None => s
-                    .rate_at(Duration::from_nanos(
-                        intended.saturating_sub(job.sched.load_start_ns),
-                    ))
-                    .max(1) as f64,
-            };
-            next += 1e9 * s.producers as f64 / rate;
-        }
+    while let Some(intended) = pacer.next_slot(&job, &mut sender, &mut batcher) {
         let warmup = intended < job.sched.warmup_end_ns;
         let header = Header {
             run_tag: job.run_tag,
@@ -361,7 +224,7 @@ pub(crate) fn producer_thread(job: ProducerJob) -> bool {
         let partition = (s.partitioning == Partitioning::RoundRobin && key.is_none())
             .then(|| ((job.index as u64 + made) % partitions) as i32);
         made += 1;
-        match batcher.as_mut() {
+        let stopped = match batcher.as_mut() {
             Some(b) => {
                 let mut payload = Vec::with_capacity(s.message_bytes);
                 job.pool.fill(&mut payload, &header);
@@ -371,20 +234,71 @@ pub(crate) fn producer_thread(job: ProducerJob) -> bool {
                     key,
                     partition,
                 };
-                if b.push(p, job.clock.now_ns()) && sender.flush(b, true) {
-                    break;
-                }
+                b.push(p, job.clock.now_ns()) && sender.flush(b, true)
             }
             None => {
                 job.pool.fill(&mut buf, &header);
-                if sender.send(&mut buf, header, key, partition) == SendOutcome::Stopped {
-                    break;
-                }
+                sender.send(&mut buf, header, key, partition) == SendOutcome::Stopped
             }
+        };
+        if stopped {
+            break;
         }
     }
-    // End of load: the application batcher's remainder goes out when its timer fires, as it
-    // would in the application (at once after Ctrl-C).
+    finish_load(&job, &producer, &mut sender, batcher)
+}
+
+fn create_producer(job: &ProducerJob) -> Option<ThreadedProducer<ProducerCtx>> {
+    let ctx = ProducerCtx {
+        clock: job.clock,
+        sched: job.sched,
+        run_tag: job.run_tag,
+        topic: job.topic.clone(),
+        state: job.state.clone(),
+        errors: job.errors.clone(),
+        counters: job.counters.clone(),
+        topics: job.topics.clone(),
+        checkpoints: job.checkpoints.clone(),
+        avail: job.avail.clone(),
+    };
+    match producer_config(&job.scenario, &job.bootstrap, job.index).create_with_context(ctx) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            job.errors
+                .note(format!("cannot create producer {}: {e}", job.index));
+            None
+        }
+    }
+}
+
+/// Transactional mode: the driver, its producer initialised (None: a plain producer); Err when
+/// initialising failed (noted; the producer stops).
+fn start_txn(
+    job: &ProducerJob,
+    producer: &ThreadedProducer<ProducerCtx>,
+) -> Result<Option<crate::txn::TxnDriver>, ()> {
+    if job.scenario.transactional_id.is_none() {
+        return Ok(None);
+    }
+    let t = crate::txn::TxnDriver::new(&job.scenario, job.index);
+    if let Err(crate::txn::Fatal(e)) = t.init(producer) {
+        job.errors.note(e);
+        job.state.lock().measured.txn_errors += 1;
+        return Err(());
+    }
+    Ok(Some(t))
+}
+
+/// End of load: the application batcher's remainder goes out when its timer fires, as it
+/// would in the application (at once after Ctrl-C); the last transaction ends as drawn, so its
+/// records are decided before the drain; then the client is flushed. True when the flush
+/// timed out.
+fn finish_load(
+    job: &ProducerJob,
+    producer: &ThreadedProducer<ProducerCtx>,
+    sender: &mut Sender<'_>,
+    mut batcher: Option<AppBatcher>,
+) -> bool {
     if let Some(b) = batcher.as_mut() {
         while let Some(d) = b.deadline_ns() {
             let now = job.clock.now_ns();
@@ -396,7 +310,6 @@ pub(crate) fn producer_thread(job: ProducerJob) -> bool {
         sender.flush(b, false);
         job.state.lock().app_batch = Some(b.stats);
     }
-    // The last transaction ends as drawn, so its records are decided before the drain.
     sender.end_txn();
     job.stopped_ns
         .fetch_max(job.clock.now_ns(), Ordering::Relaxed);
@@ -406,6 +319,188 @@ pub(crate) fn producer_thread(job: ProducerJob) -> bool {
         limits::FLUSH_TIMEOUT
     };
     producer.flush(flush_timeout).is_err()
+}
+
+/// The open-loop schedule of one producer. Producer i's slots interleave with the others':
+/// the aggregate schedule is evenly spaced at the current target rate (bursts change the
+/// rate, never the spacing rule). `next` is the next intended send time in clock nanoseconds,
+/// kept as f64 so no rounding accumulates.
+struct Pacer {
+    next: f64,
+    throttled: bool,
+    /// The max-rate search's rate in force and its epoch (see `ratecontrol`).
+    search: Option<Arc<RateControl>>,
+    epoch: u64,
+    search_rate: f64,
+}
+
+/// How a wait for a slot ended.
+enum Wait {
+    Due,
+    /// A pause or a new search rate: the slot is computed again.
+    Again,
+    Stop,
+}
+
+impl Pacer {
+    fn new(job: &ProducerJob) -> Pacer {
+        let s = &job.scenario;
+        let search = job.rate.clone();
+        let (epoch, search_rate) = match &search {
+            Some(rc) => {
+                let (e, r, _) = rc.current();
+                (e, r)
+            }
+            None => (0, 0.0),
+        };
+        let first_rate = match search {
+            Some(_) => search_rate,
+            None => s.rate_at(Duration::ZERO).max(1) as f64,
+        };
+        Pacer {
+            next: job.sched.load_start_ns as f64 + 1e9 * job.index as f64 / first_rate,
+            throttled: s.rate_msg_s > 0 || search.is_some(),
+            search,
+            epoch,
+            search_rate,
+        }
+    }
+
+    /// The intended send time of the next message, once it is due (flushing the batcher and
+    /// ending transactions while waiting); None when the load ends or the producer stops.
+    fn next_slot(
+        &mut self,
+        job: &ProducerJob,
+        sender: &mut Sender<'_>,
+        batcher: &mut Option<AppBatcher>,
+    ) -> Option<u64> {
+        loop {
+            if job.stop.load(Ordering::Relaxed)
+                || flush_if_due(job, sender, batcher)
+                || sender.end_txn_if_due()
+                || !self.wait_while_paused(job)
+            {
+                return None;
+            }
+            self.follow_search_rate(job);
+            let intended = if self.throttled {
+                self.next as u64
+            } else {
+                job.clock.now_ns()
+            };
+            if intended >= job.sched.load_end_ns {
+                return None;
+            }
+            if !self.throttled {
+                return Some(intended);
+            }
+            match self.wait_for(intended, job, sender, batcher) {
+                Wait::Due => {}
+                Wait::Again => continue,
+                Wait::Stop => return None,
+            }
+            let rate = match self.search {
+                Some(_) => self.search_rate,
+                None => {
+                    let since = intended.saturating_sub(job.sched.load_start_ns);
+                    job.scenario.rate_at(Duration::from_nanos(since)).max(1) as f64
+                }
+            };
+            self.next += 1e9 * job.scenario.producers as f64 / rate;
+            return Some(intended);
+        }
+    }
+
+    /// Waits out a backpressure pause; false when the load ended or stopped meanwhile.
+    fn wait_while_paused(&mut self, job: &ProducerJob) -> bool {
+        let Some(bp) = job
+            .bp
+            .as_ref()
+            .filter(|bp| bp.paused.load(Ordering::Relaxed))
+        else {
+            return true;
+        };
+        let pause_start = job.clock.now_ns();
+        while bp.paused.load(Ordering::Relaxed) {
+            if job.stop.load(Ordering::Relaxed) || job.clock.now_ns() >= job.sched.load_end_ns {
+                return false;
+            }
+            std::thread::sleep(job.scenario.bp_poll_ms / 2);
+        }
+        // A pause is a deliberate slowdown: the schedule resumes where it stood, shifted by
+        // the pause, instead of sending the skipped slots in a burst.
+        self.next += job.clock.now_ns().saturating_sub(pause_start) as f64;
+        true
+    }
+
+    /// A new search rate re-anchors the schedule at the change; due slots of the old one that
+    /// were not sent yet are dropped and counted.
+    fn follow_search_rate(&mut self, job: &ProducerJob) {
+        let Some(rc) = self.search.as_ref().filter(|rc| rc.epoch() != self.epoch) else {
+            return;
+        };
+        let (e, rate, anchor_ns) = rc.current();
+        let anchor = anchor_ns as f64;
+        if self.next < anchor {
+            let spacing = 1e9 * job.scenario.producers as f64 / self.search_rate;
+            rc.note_skipped(((anchor - self.next) / spacing).ceil() as u64);
+        }
+        self.epoch = e;
+        self.search_rate = rate;
+        self.next = anchor + 1e9 * job.index as f64 / rate;
+    }
+
+    /// Sleeps until `intended`, flushing the batcher and ending transactions as they fall due.
+    fn wait_for(
+        &self,
+        intended: u64,
+        job: &ProducerJob,
+        sender: &mut Sender<'_>,
+        batcher: &mut Option<AppBatcher>,
+    ) -> Wait {
+        let at = job.clock.instant_at(intended);
+        loop {
+            if flush_if_due(job, sender, batcher) || sender.end_txn_if_due() {
+                return Wait::Stop;
+            }
+            let now = Instant::now();
+            if now >= at {
+                return Wait::Due;
+            }
+            if job.stop.load(Ordering::Relaxed) {
+                return Wait::Stop;
+            }
+            let paused = (job.bp.as_ref()).is_some_and(|bp| bp.paused.load(Ordering::Relaxed));
+            if paused
+                || self
+                    .search
+                    .as_ref()
+                    .is_some_and(|rc| rc.epoch() != self.epoch)
+            {
+                return Wait::Again;
+            }
+            let mut wait = (at - now).min(limits::PRODUCER_MAX_SLEEP);
+            if let Some(d) = batcher.as_ref().and_then(|b| b.deadline_ns()) {
+                wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
+            }
+            if let Some(d) = sender.txn.as_ref().and_then(|t| t.deadline_ns()) {
+                wait = wait.min(job.clock.instant_at(d).saturating_duration_since(now));
+            }
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// Flushes the application batcher if its timer fired; true when the run was stopped.
+fn flush_if_due(
+    job: &ProducerJob,
+    sender: &mut Sender<'_>,
+    batcher: &mut Option<AppBatcher>,
+) -> bool {
+    match batcher.as_mut().filter(|b| b.due(job.clock.now_ns())) {
+        Some(b) => sender.flush(b, false),
+        None => false,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,86 +535,33 @@ impl Sender<'_> {
         partition: Option<i32>,
     ) -> SendOutcome {
         let job = self.job;
-        let mut aborting = false;
-        if let Some(t) = self.txn.as_mut() {
-            match t.ensure_open(self.producer, job.clock.now_ns()) {
-                Ok(a) => aborting = a,
-                Err(crate::txn::Fatal(e)) => {
-                    job.errors.note(e);
-                    job.state.lock().measured.txn_errors += 1;
-                    return SendOutcome::Stopped;
-                }
-            }
-            if aborting {
-                header.flags |= crate::payload::FLAG_TXN_ABORTED;
-            }
-        }
+        let Some(aborting) = self.open_txn(&mut header) else {
+            return SendOutcome::Stopped;
+        };
         header.seq = self.seq;
         header.write(buf);
         if let Some(k) = key {
             k.write(&mut self.key_buf);
         }
         let warmup = header.is_warmup();
-        let intended = header.intended_ns;
         loop {
             let now = job.clock.now_ns();
             Header::set_sent_ns(buf, now);
-            // Topic (and, for explicit round-robin, partition) from the sequence number, so
-            // several topics share the load evenly (see lagview::destination).
-            let (topic_index, rr_partition) = lagview::destination(
-                job.index,
-                self.seq,
-                job.scenario.topics,
-                job.scenario.partitions,
-            );
-            if partition.is_some() && job.scenario.payload == crate::payload::PayloadClass::Txmeta {
-                // `packed`: every entry's key hash into this partition's range.
-                crate::txmeta::route(
-                    &mut buf[HEADER_BYTES..],
-                    rr_partition,
-                    job.scenario.partitions,
-                );
-            }
+            let (topic_index, rr_partition) = self.destination(buf, partition.is_some());
             let mut record =
                 BaseRecord::<[u8], [u8]>::to(&job.topics.names[topic_index]).payload(&buf[..]);
             if key.is_some() {
                 record = record.key(&self.key_buf[..]);
             }
-            // `partition` marks explicit round-robin; its value is taken from the dense sequence
-            // number above, so several topics each get every partition.
+            // `partition` marks explicit round-robin; its value is taken from the dense
+            // sequence number (see `destination`), so several topics each get every partition.
             if partition.is_some() {
                 record = record.partition(rr_partition);
             }
             match self.producer.send(record) {
                 Ok(()) => {
-                    job.counters.produced.fetch_add(1, Ordering::Relaxed);
-                    let delay = now.saturating_sub(intended);
-                    let bytes = buf.len() as u64;
-                    let mut st = job.state.lock();
-                    st.seq_marks
-                        .note(self.seq, now.saturating_sub(job.sched.load_start_ns));
-                    st.window.produced += 1;
-                    st.window.produced_bytes += bytes;
-                    st.window.send_delay.record_ns(delay);
-                    if aborting {
-                        st.window.txn_aborted_records += 1;
-                    }
-                    if warmup {
-                        st.warmup_produced += 1;
-                    } else {
-                        st.measured.produced += 1;
-                        st.measured.produced_bytes += bytes;
-                        st.measured.send_delay.record_ns(delay);
-                        if aborting {
-                            st.measured.txn_aborted_records += 1;
-                        }
-                    }
-                    drop(st);
-                    self.seq += 1;
-                    if self.txn.as_mut().is_some_and(|t| t.sent(warmup)) && self.end_txn() {
-                        return SendOutcome::Stopped;
-                    }
-                    return SendOutcome::Accepted;
+                    let delay = now.saturating_sub(header.intended_ns);
+                    return self.accepted(now, delay, buf.len() as u64, warmup, aborting);
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     {
@@ -546,6 +588,80 @@ impl Sender<'_> {
                 }
             }
         }
+    }
+
+    /// Transactional mode: opens a transaction if none is, and marks the record when its
+    /// transaction is drawn to abort. Some(aborting); None when a fatal error stops the
+    /// producer.
+    fn open_txn(&mut self, header: &mut Header) -> Option<bool> {
+        let job = self.job;
+        let Some(t) = self.txn.as_mut() else {
+            return Some(false);
+        };
+        match t.ensure_open(self.producer, job.clock.now_ns()) {
+            Ok(aborting) => {
+                if aborting {
+                    header.flags |= crate::payload::FLAG_TXN_ABORTED;
+                }
+                Some(aborting)
+            }
+            Err(crate::txn::Fatal(e)) => {
+                job.errors.note(e);
+                job.state.lock().measured.txn_errors += 1;
+                None
+            }
+        }
+    }
+
+    /// Topic (and, for explicit round-robin, partition) from the sequence number, so several
+    /// topics share the load evenly (see `lagview::destination`); with a txmeta payload and
+    /// explicit partitions, every entry's key hash is routed into that partition's range.
+    fn destination(&self, buf: &mut [u8], explicit_partition: bool) -> (usize, i32) {
+        let s = &self.job.scenario;
+        let (topic_index, rr_partition) =
+            lagview::destination(self.job.index, self.seq, s.topics, s.partitions);
+        if explicit_partition && s.payload == crate::payload::PayloadClass::Txmeta {
+            crate::txmeta::route(&mut buf[HEADER_BYTES..], rr_partition, s.partitions);
+        }
+        (topic_index, rr_partition)
+    }
+
+    /// Counts a message the client accepted, and ends its transaction when it was the last.
+    fn accepted(
+        &mut self,
+        now: u64,
+        delay: u64,
+        bytes: u64,
+        warmup: bool,
+        aborting: bool,
+    ) -> SendOutcome {
+        let job = self.job;
+        job.counters.produced.fetch_add(1, Ordering::Relaxed);
+        let mut st = job.state.lock();
+        st.seq_marks
+            .note(self.seq, now.saturating_sub(job.sched.load_start_ns));
+        st.window.produced += 1;
+        st.window.produced_bytes += bytes;
+        st.window.send_delay.record_ns(delay);
+        if aborting {
+            st.window.txn_aborted_records += 1;
+        }
+        if warmup {
+            st.warmup_produced += 1;
+        } else {
+            st.measured.produced += 1;
+            st.measured.produced_bytes += bytes;
+            st.measured.send_delay.record_ns(delay);
+            if aborting {
+                st.measured.txn_aborted_records += 1;
+            }
+        }
+        drop(st);
+        self.seq += 1;
+        if self.txn.as_mut().is_some_and(|t| t.sent(warmup)) && self.end_txn() {
+            return SendOutcome::Stopped;
+        }
+        SendOutcome::Accepted
     }
 
     /// Ends the open transaction if its interval has passed; true when the producer must stop.

@@ -38,7 +38,7 @@ pub(crate) struct SamplerJob {
     pub(crate) clock: Clock,
     pub(crate) sched: Schedule,
     pub(crate) topics: Arc<TopicSet>,
-    pub(crate) probe: Probe,
+    pub(crate) probe: Option<Probe>,
     /// Carries the bench group id, never joins nor commits: reads the committed offsets.
     pub(crate) watcher: Option<Probe>,
     pub(crate) checkpoints: Arc<AckCheckpoints>,
@@ -55,159 +55,35 @@ pub(crate) struct SamplerJob {
 
 pub(crate) const SAMPLE_NS: u64 = limits::SAMPLE_INTERVAL.as_nanos() as u64;
 
-pub(crate) fn sampler_thread(job: SamplerJob) -> SamplerOut {
+pub(crate) fn sampler_thread(mut job: SamplerJob) -> SamplerOut {
     let mut out = SamplerOut {
-        brokers: procstat::BrokerTrack::start(job.brokers),
+        brokers: procstat::BrokerTrack::start(std::mem::take(&mut job.brokers)),
         ..SamplerOut::default()
     };
-    let mut client_prev = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
-    let mut prev_ns = job.sched.load_start_ns;
-    let mut tick: u64 = 0;
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut acc_p = ProduceSide::default();
-    let mut acc_c = ConsumeSide::default();
-    let mut acc_split = SplitAcc::default();
-    let mut avail = crate::availability::Tracker::new(job.topics.len(), job.sched.load_start_ns);
-    let mut errors_prev = job.errors.counts();
-    let mut lag = match LagAsk::start(
-        job.probe,
-        job.watcher,
-        job.topics.clone(),
-        job.positions.clone(),
-        job.checkpoints.clone(),
-        job.clock,
-    ) {
-        Ok(l) => l,
-        Err(_) => LagAsk::none(),
+    let mut lag = match (job.probe.take(), job.watcher.take()) {
+        (Some(probe), watcher) => LagAsk::start(
+            probe,
+            watcher,
+            job.topics.clone(),
+            job.positions.clone(),
+            job.checkpoints.clone(),
+            job.clock,
+        )
+        .unwrap_or_else(|_| LagAsk::none()),
+        (None, _) => LagAsk::none(),
     };
+    let mut acc = Accumulated::new(&job);
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut tick: u64 = 0;
     loop {
         tick += 1;
-        let due =
-            job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
-        let mut last = false;
-        loop {
-            if job.stop.load(Ordering::Relaxed) {
-                last = true;
-                break;
-            }
-            let now = Instant::now();
-            if now >= due {
-                break;
-            }
-            std::thread::sleep((due - now).min(Duration::from_millis(50)));
-        }
-        for p in &job.producers {
-            let mut s = p.lock();
-            acc_p.merge(&s.window);
-            s.window.reset();
-            acc_split.merge(&s.split);
-            s.split = SplitAcc::default();
-        }
-        for c in &job.consumers {
-            let mut s = c.lock();
-            acc_c.merge(&s.window);
-            s.window.reset();
-        }
-        // Counted at the tick, with the windows above: not after the lag reading, which may
-        // wait for a dead broker while its connection errors pile up.
-        let errors_now = job.errors.counts();
-        let errors_by_kind = error_deltas(&errors_prev, &errors_now);
-        errors_prev = errors_now;
-        let now_ns = job.clock.now_ns();
-        let dt = (now_ns.saturating_sub(prev_ns) as f64 / 1e9).max(1e-9);
-
-        let mid = prev_ns + (now_ns.saturating_sub(prev_ns)) / 2;
-        prev_ns = now_ns;
-        avail.tick(now_ns, &job.avail.acks, &job.avail.leaderless);
-
-        // The lag views come from the lag thread, asked now and awaited briefly: a broker
-        // that cannot answer (dead, failing over) leaves this interval's lag unknown instead
-        // of stretching the interval (see `LagAsk`).
-        let obs = lag.ask(last);
-        let (client, broker, time_lag_ms) = match obs {
-            Some(o) => {
-                if o.high.is_some() {
-                    out.last_high = o.high;
-                }
-                (o.client, o.broker, o.time_lag_ms)
-            }
-            None => (None, None, None),
-        };
-        let (lag_total, lag_max, per_partition) = match client {
-            Some(LagFigures {
-                total,
-                max,
-                mut per_partition,
-            }) => {
-                per_partition.truncate(limits::MAX_PARTITIONS_IN_SERIES);
-                (Some(total), max, per_partition)
-            }
-            None => (None, 0, Vec::new()),
-        };
-
-        let broker_ticks = out.brokers.tick(
-            dt,
-            now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
-        );
-        let (broker_cpu_pct, broker_rss_mib, broker_disk_mib) = procstat::sum_ticks(&broker_ticks);
-        let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
-        let client_cpu_pct = match (client_prev, client_now) {
-            (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
-            _ => None,
-        };
-        client_prev = client_now;
-
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        let sample = IntervalSample {
-            elapsed_s: now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9,
-            interval_s: dt,
-            phase: job.sched.phase_at(mid),
-            produced_msg_s: acc_p.produced as f64 / dt,
-            acked_msg_s: acc_p.acked as f64 / dt,
-            received_msg_s: acc_c.received as f64 / dt,
-            produced_mib_s: mib(acc_p.produced_bytes) / dt,
-            received_mib_s: mib(acc_c.received_bytes) / dt,
-            ack_errors: acc_p.ack_errors,
-            send_errors: acc_p.send_errors,
-            queue_full_retries: acc_p.queue_full_retries,
-            sent_acked: None,
-            sent_failed: None,
-            sent_ack_p99_ms: None,
-            sent_lost_acked: None,
-            sent_duplicates: None,
-            ack_p50_ms: acc_p.ack.percentile_ms(50.0),
-            ack_p99_ms: acc_p.ack.percentile_ms(99.0),
-            ack_intended_p99_ms: acc_p.ack_intended.percentile_ms(99.0),
-            send_delay_p99_ms: acc_p.send_delay.percentile_ms(99.0),
-            e2e_p50_ms: acc_c.e2e.percentile_ms(50.0),
-            e2e_p99_ms: acc_c.e2e.percentile_ms(99.0),
-            e2e_intended_p99_ms: acc_c.e2e_intended.percentile_ms(99.0),
-            lag_total,
-            lag_max_partition: lag_total.map(|_| lag_max),
-            lag_per_partition: per_partition,
-            broker_lag_total: broker.as_ref().map(|b| b.total),
-            broker_lag_max_partition: broker.as_ref().map(|b| b.max),
-            time_lag_ms,
-            broker_cpu_pct,
-            broker_rss_mib,
-            broker_disk_mib,
-            brokers: if broker_ticks.len() > 1 {
-                broker_ticks
-            } else {
-                Vec::new()
-            },
-            client_cpu_pct,
-            split: acc_split.summary(),
-            errors_by_kind,
-            hdr: crate::hist::IntervalHdr::of(&acc_p.ack, &acc_p.send_delay, &acc_c.e2e),
-        };
-        acc_split = SplitAcc::default();
+        let last = wait_for_tick(&job, tick);
+        acc.collect(&job);
+        let sample = acc.sample(&job, &mut lag, &mut out, last);
         if job.progress {
             print_progress(&sample, job.measure_s, tick, tty);
         }
         out.intervals.push(sample);
-        acc_p.reset();
-        acc_c.reset();
         // A sample that took longer than a tick (lag queries waiting on a dead broker) makes
         // the next interval longer; the missed ticks are skipped, never sampled back to back,
         // which would give near-empty intervals that draw as spikes and drops.
@@ -217,13 +93,174 @@ pub(crate) fn sampler_thread(job: SamplerJob) -> SamplerOut {
             if job.progress && tty {
                 eprintln!();
             }
-            out.availability = avail.finish(|f| {
+            out.availability = acc.avail.finish(|f| {
                 let (t, p) = job.topics.split(f);
                 (t.to_string(), p)
             });
             return out;
         }
     }
+}
+
+/// Sleeps until tick `tick` is due; true when the sampler was stopped (the last sample).
+fn wait_for_tick(job: &SamplerJob, tick: u64) -> bool {
+    let due = job.clock.instant_at(job.sched.load_start_ns) + limits::SAMPLE_INTERVAL * tick as u32;
+    loop {
+        if job.stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return false;
+        }
+        std::thread::sleep((due - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// The current interval's counters, swapped out of every thread's state at each tick, and
+/// what the previous tick left to difference against.
+struct Accumulated {
+    produced: ProduceSide,
+    consumed: ConsumeSide,
+    split: SplitAcc,
+    avail: crate::availability::Tracker,
+    errors_prev: std::collections::BTreeMap<String, u64>,
+    errors_by_kind: std::collections::BTreeMap<String, u64>,
+    client_prev: Option<f64>,
+    prev_ns: u64,
+}
+
+impl Accumulated {
+    fn new(job: &SamplerJob) -> Accumulated {
+        Accumulated {
+            produced: ProduceSide::default(),
+            consumed: ConsumeSide::default(),
+            split: SplitAcc::default(),
+            avail: crate::availability::Tracker::new(job.topics.len(), job.sched.load_start_ns),
+            errors_prev: job.errors.counts(),
+            errors_by_kind: Default::default(),
+            client_prev: procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s),
+            prev_ns: job.sched.load_start_ns,
+        }
+    }
+
+    /// Swaps every producer's and consumer's interval window into this one.
+    fn collect(&mut self, job: &SamplerJob) {
+        for p in &job.producers {
+            let mut s = p.lock();
+            self.produced.merge(&s.window);
+            s.window.reset();
+            self.split.merge(&s.split);
+            s.split = SplitAcc::default();
+        }
+        for c in &job.consumers {
+            let mut s = c.lock();
+            self.consumed.merge(&s.window);
+            s.window.reset();
+        }
+        // Counted at the tick, with the windows above: not after the lag reading, which may
+        // wait for a dead broker while its connection errors pile up.
+        let errors_now = job.errors.counts();
+        self.errors_by_kind = error_deltas(&self.errors_prev, &errors_now);
+        self.errors_prev = errors_now;
+    }
+
+    /// This interval's sample; the counters start again from zero.
+    fn sample(
+        &mut self,
+        job: &SamplerJob,
+        lag: &mut LagAsk,
+        out: &mut SamplerOut,
+        last: bool,
+    ) -> IntervalSample {
+        let now_ns = job.clock.now_ns();
+        let dt = (now_ns.saturating_sub(self.prev_ns) as f64 / 1e9).max(1e-9);
+        let mid = self.prev_ns + (now_ns.saturating_sub(self.prev_ns)) / 2;
+        self.prev_ns = now_ns;
+        self.avail
+            .tick(now_ns, &job.avail.acks, &job.avail.leaderless);
+        let elapsed_s = now_ns.saturating_sub(job.sched.load_start_ns) as f64 / 1e9;
+        let mut sample = IntervalSample {
+            elapsed_s,
+            interval_s: dt,
+            phase: job.sched.phase_at(mid),
+            errors_by_kind: std::mem::take(&mut self.errors_by_kind),
+            ..self.rates_and_latencies(dt)
+        };
+        // The lag views come from the lag thread, asked now and awaited briefly: a broker
+        // that cannot answer (dead, failing over) leaves this interval's lag unknown instead
+        // of stretching the interval (see `LagAsk`).
+        fill_lag(&mut sample, lag.ask(last), out);
+        let broker_ticks = out.brokers.tick(dt, elapsed_s);
+        (
+            sample.broker_cpu_pct,
+            sample.broker_rss_mib,
+            sample.broker_disk_mib,
+        ) = procstat::sum_ticks(&broker_ticks);
+        if broker_ticks.len() > 1 {
+            sample.brokers = broker_ticks;
+        }
+        let client_now = procstat::client_usage().map(|u| u.cpu_user_s + u.cpu_system_s);
+        sample.client_cpu_pct = match (self.client_prev, client_now) {
+            (Some(a), Some(b)) => Some((b - a) / dt * 100.0),
+            _ => None,
+        };
+        self.client_prev = client_now;
+        self.split = SplitAcc::default();
+        self.produced.reset();
+        self.consumed.reset();
+        sample
+    }
+
+    /// The interval's rates, counts, latency percentiles and histograms.
+    fn rates_and_latencies(&self, dt: f64) -> IntervalSample {
+        let (p, c) = (&self.produced, &self.consumed);
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        IntervalSample {
+            produced_msg_s: p.produced as f64 / dt,
+            acked_msg_s: p.acked as f64 / dt,
+            received_msg_s: c.received as f64 / dt,
+            produced_mib_s: mib(p.produced_bytes) / dt,
+            received_mib_s: mib(c.received_bytes) / dt,
+            ack_errors: p.ack_errors,
+            send_errors: p.send_errors,
+            queue_full_retries: p.queue_full_retries,
+            ack_p50_ms: p.ack.percentile_ms(50.0),
+            ack_p99_ms: p.ack.percentile_ms(99.0),
+            ack_intended_p99_ms: p.ack_intended.percentile_ms(99.0),
+            send_delay_p99_ms: p.send_delay.percentile_ms(99.0),
+            e2e_p50_ms: c.e2e.percentile_ms(50.0),
+            e2e_p99_ms: c.e2e.percentile_ms(99.0),
+            e2e_intended_p99_ms: c.e2e_intended.percentile_ms(99.0),
+            split: self.split.summary(),
+            hdr: crate::hist::IntervalHdr::of(&p.ack, &p.send_delay, &c.e2e),
+            ..IntervalSample::default()
+        }
+    }
+}
+
+/// The three lag views of one reading (all unknown when none came in time).
+fn fill_lag(sample: &mut IntervalSample, obs: Option<LagObs>, out: &mut SamplerOut) {
+    let Some(o) = obs else {
+        return;
+    };
+    if o.high.is_some() {
+        out.last_high = o.high;
+    }
+    if let Some(LagFigures {
+        total,
+        max,
+        mut per_partition,
+    }) = o.client
+    {
+        per_partition.truncate(limits::MAX_PARTITIONS_IN_SERIES);
+        sample.lag_total = Some(total);
+        sample.lag_max_partition = Some(max);
+        sample.lag_per_partition = per_partition;
+    }
+    sample.broker_lag_total = o.broker.as_ref().map(|b| b.total);
+    sample.broker_lag_max_partition = o.broker.as_ref().map(|b| b.max);
+    sample.time_lag_ms = o.time_lag_ms;
 }
 
 // `%` rather than `is_multiple_of`, which is newer than the workspace's MSRV.
