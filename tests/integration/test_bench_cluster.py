@@ -7,8 +7,8 @@ is short, and the bench deletes its consumer group with its topics.
 
 Skipped with a reason when java or mvn is missing. The Kafka jars come from Maven Central
 through the script's `fetch` (a local Maven repository that already holds them needs no
-network). The cluster gets its own ports (free ones found at start) and its own data directory,
-and is stopped and deleted at the end of the module.
+network). The cluster gets its own ports (free ones below the ephemeral range, found at start)
+and its own data directory, and is stopped and deleted at the end of the module.
 """
 
 from __future__ import annotations
@@ -37,10 +37,30 @@ START_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 120
 
 
+# Fixed ports (Kafka's KRaft nodes need their listener and controller ports up front, so they
+# cannot bind port 0 and report it) come from below the kernel's ephemeral range (32768-60999
+# by default): inside it, an outgoing connection of any program can take a port between the
+# check here and Kafka binding it, which happened under load. 20000-28000 also stays clear of
+# the other fixed-port scripts (kafka-local.sh 19092+, perf-compare.sh 19192, kgo-suite.sh
+# 19392, stores.sh 15432, 18333+ and the gRPC ports 10000 above them).
+PORT_RANGE = (20000, 28000)
+
+
+def ephemeral_low() -> int:
+    """The first port the kernel hands out for outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_base(span: int) -> int:
-    """A base port with `span` consecutive free loopback ports after it."""
+    """A base port with `span` consecutive free loopback ports after it, all below the
+    ephemeral range."""
+    high = min(PORT_RANGE[1], ephemeral_low()) - span
+    assert high > PORT_RANGE[0], f"the ephemeral range starts at {ephemeral_low()}"
     for _ in range(200):
-        base = random.randrange(30000, 60000, 2)
+        base = random.randrange(PORT_RANGE[0], high, 2)
         socks = []
         try:
             for p in range(base, base + span):
