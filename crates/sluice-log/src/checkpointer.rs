@@ -156,6 +156,7 @@ fn write_checkpoint(
     // Taken before the syncs below, so the append in flight has most likely become
     // durable by the time the snapshots are written.
     let mut captures = capture_producer_states(engine);
+    sync_journal_cache(engine, state.journal.seq, taken.written_to.seq)?;
     for segment in &taken.sealed {
         match segment.write_index_files(engine.fs.as_ref()) {
             // Index files are derived data (rebuilt on open when missing or short); a full
@@ -192,6 +193,23 @@ fn write_checkpoint(
     if let Err(error) = engine.retire_journal_files_before(taken.written_to) {
         // Harmless: the files stay until the next checkpoint retries.
         tracing::warn!(%error, "could not retire old journal files");
+    }
+    Ok(())
+}
+
+/// With a round store the committer never syncs the journal (the store makes rounds
+/// durable). Before a checkpoint vouches for journal bytes (extents pointing into them, a
+/// replay position after them), the files that may hold them are synced here, off the
+/// produce path: everything before the checkpoint's position is then on disk, and on start
+/// `round_restore` only has to check the rounds after it.
+fn sync_journal_cache(engine: &Engine, from_seq: u64, to_seq: u64) -> Result<(), LogError> {
+    if !engine.journal_is_cache.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    for seq in from_seq..=to_seq {
+        if let Some(file) = engine.journal_files.get(seq) {
+            engine.guard("journal sync before a checkpoint", file.file.sync_data())?;
+        }
     }
     Ok(())
 }

@@ -259,6 +259,10 @@ pub(crate) struct Engine {
     partitions: RwLock<HashMap<MapKey, Arc<Partition>>>,
     next_uid: AtomicU64,
     poisoned: AtomicBool,
+    /// Set when a round store makes rounds durable (`storage.backend=object`): the
+    /// journal is then a cache the committer never syncs, and the checkpointer syncs it
+    /// before it vouches for its bytes.
+    pub(crate) journal_is_cache: AtomicBool,
     /// Set by shutdown (and drop): appends are refused, background threads exit.
     pub(crate) stopping: AtomicBool,
     pub(crate) stats: Stats,
@@ -302,6 +306,7 @@ impl Engine {
             partitions: RwLock::new(HashMap::new()),
             next_uid: AtomicU64::new(1),
             poisoned: AtomicBool::new(false),
+            journal_is_cache: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             stats: Stats::default(),
             commits: watch::channel(0).0,

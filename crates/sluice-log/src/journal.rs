@@ -192,7 +192,7 @@ pub(crate) fn padding_after(seq: u64, end: u64) -> Option<([u8; ENTRY_HEADER_LEN
 }
 
 /// The marker that ends a file the writer has moved on from.
-fn encode_end_marker(seq: u64) -> [u8; ENTRY_HEADER_LEN] {
+pub(crate) fn encode_end_marker(seq: u64) -> [u8; ENTRY_HEADER_LEN] {
     let mut header = EntryHeader::begin(seq, TopicId([0; 16]), END_MARKER_PARTITION);
     header.batches_len = END_MARKER_LENGTH + ENTRY_LENGTH_FIELD - ENTRY_HEADER_LEN;
     header.encode()
@@ -339,7 +339,7 @@ pub(crate) fn header_ok(data: &[u8], seq: u64) -> bool {
         && data[8..16] == seq.to_be_bytes()
 }
 
-fn encode_header(seq: u64) -> [u8; FILE_HEADER_LEN as usize] {
+pub(crate) fn encode_header(seq: u64) -> [u8; FILE_HEADER_LEN as usize] {
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     header[..8].copy_from_slice(FILE_MAGIC);
     header[8..].copy_from_slice(&seq.to_be_bytes());

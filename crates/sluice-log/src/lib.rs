@@ -56,6 +56,7 @@ mod journal_tail;
 pub mod log_limit;
 mod manager;
 mod metadata;
+pub mod mutation;
 mod partition;
 mod producer_snapshot;
 mod producer_state;
@@ -63,6 +64,7 @@ mod read_check;
 mod record_slices;
 mod recovery;
 mod retention;
+pub mod round_restore;
 pub mod round_store;
 mod segment;
 /// Test support: the simulated file system of the crash-model test (not used by the log).

@@ -320,6 +320,13 @@ impl LogManager {
         let lock = fs.lock_data_dir(&config.data_dir)?;
         crate::segment::set_segment_files_max(config.segment_files_max);
         let engine = Arc::new(Engine::new(config, fs));
+        let mut round_store = round_store;
+        if let Some(store) = round_store.as_mut() {
+            engine
+                .journal_is_cache
+                .store(true, std::sync::atomic::Ordering::Release);
+            crate::round_restore::reconcile(&engine, store.as_mut())?;
+        }
         let (journal, report) = recovery::recover(&engine)?;
         let (sender, receiver) = append_queue::queue(engine.config.append_queue_len);
         let mut committer = Committer::new(Arc::clone(&engine), receiver, journal);

@@ -71,8 +71,30 @@ impl fmt::Display for RoundStoreError {
 
 impl std::error::Error for RoundStoreError {}
 
+/// A round the store committed: where it lay in the journal, its length and CRC-32C.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedRound {
+    pub journal_seq: u64,
+    pub journal_position: u64,
+    pub size_bytes: u64,
+    pub crc32c: u32,
+    /// The store's name for it (an object key).
+    pub key: String,
+}
+
 /// Where rounds become durable instead of the journal's `fdatasync`.
 pub trait RoundStore: Send + fmt::Debug {
     /// Makes `round` durable (see the module comment for the contract).
     fn commit_round(&mut self, round: &Round<'_>) -> Result<(), RoundStoreError>;
+
+    /// The committed rounds at or after journal position `(seq, position)`, in journal
+    /// order (start-up: `round_restore`).
+    fn committed_rounds_from(
+        &mut self,
+        seq: u64,
+        position: u64,
+    ) -> Result<Vec<CommittedRound>, RoundStoreError>;
+
+    /// The bytes of a committed round.
+    fn read_round(&mut self, round: &CommittedRound) -> Result<Vec<u8>, RoundStoreError>;
 }

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use sluice_log::round_store::{Round, RoundStore, RoundStoreError};
+use sluice_log::round_store::{CommittedRound, Round, RoundStore, RoundStoreError};
 use uuid::Uuid;
 
 use crate::meta_store::{EntryRow, MetaError, MetaStore, RoundRow};
@@ -119,5 +119,32 @@ impl RoundStore for ObjectRoundStore {
             // Refused before commit: nothing of the round is in the store.
             Err(error) => Err(RoundStoreError::Refused(error.to_string())),
         }
+    }
+
+    fn committed_rounds_from(
+        &mut self,
+        seq: u64,
+        position: u64,
+    ) -> Result<Vec<CommittedRound>, RoundStoreError> {
+        let rows = self
+            .meta
+            .rounds_from(seq, position)
+            .map_err(|e| RoundStoreError::Refused(e.to_string()))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| CommittedRound {
+                journal_seq: r.journal_seq,
+                journal_position: r.journal_position,
+                size_bytes: r.size_bytes,
+                crc32c: r.crc32c,
+                key: r.object_key,
+            })
+            .collect())
+    }
+
+    fn read_round(&mut self, round: &CommittedRound) -> Result<Vec<u8>, RoundStoreError> {
+        self.objects
+            .get_range(&round.key, 0, round.size_bytes)
+            .map_err(|e| RoundStoreError::Refused(format!("{}: {e}", round.key)))
     }
 }

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::common::*;
 use sluice_log::fs::StdFs;
-use sluice_log::round_store::{Round, RoundEntry, RoundStore, RoundStoreError};
+use sluice_log::round_store::{CommittedRound, Round, RoundEntry, RoundStore, RoundStoreError};
 use sluice_log::{LogManager, Offset};
 
 #[derive(Debug, Default)]
@@ -48,6 +48,37 @@ impl RoundStore for Recorder {
             round.entries.to_vec(),
         ));
         Ok(())
+    }
+
+    fn committed_rounds_from(
+        &mut self,
+        seq: u64,
+        position: u64,
+    ) -> Result<Vec<CommittedRound>, RoundStoreError> {
+        let state = self.0.lock();
+        Ok(state
+            .rounds
+            .iter()
+            .filter(|r| (r.0, r.1) >= (seq, position))
+            .map(|r| CommittedRound {
+                journal_seq: r.0,
+                journal_position: r.1,
+                size_bytes: r.2.len() as u64,
+                crc32c: crc32c::crc32c(&r.2),
+                key: format!("{}:{}", r.0, r.1),
+            })
+            .collect())
+    }
+
+    fn read_round(&mut self, round: &CommittedRound) -> Result<Vec<u8>, RoundStoreError> {
+        let state = self.0.lock();
+        let found = state
+            .rounds
+            .iter()
+            .find(|r| (r.0, r.1) == (round.journal_seq, round.journal_position));
+        found
+            .map(|r| r.2.clone())
+            .ok_or_else(|| RoundStoreError::Refused("no such round".into()))
     }
 }
 
@@ -168,4 +199,70 @@ async fn a_fatal_store_error_stops_writes() {
     );
     assert_eq!(log.offsets(&k).expect("offsets").high_watermark, Offset(1));
     let _ = log.shutdown();
+}
+
+/// A round the process wrote but the store never committed (here: the store failed it
+/// fatally, which leaves its bytes in the journal, as a crash between the write and the
+/// commit would) is cut on restart: recovery never replays it.
+#[tokio::test]
+async fn a_round_the_store_never_committed_is_cut_on_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Recorder::default();
+    let k = key("cut", 0);
+    {
+        let log = open_with_store(dir.path(), &store);
+        create(&log, &k);
+        append(&log, &k, bytes(2, 30, 1)).await;
+        store.0.lock().fatal = true;
+        assert!(try_append(&log, &k, bytes(3, 30, 2)).await.is_err());
+        let _ = log.shutdown();
+    }
+    store.0.lock().fatal = false;
+    let log = open_with_store(dir.path(), &store);
+    let tags: Vec<i64> = read_all(&log, &k).iter().map(|s| s.tag).collect();
+    assert_eq!(tags, [1], "only the committed round is replayed");
+    let next = append(&log, &k, bytes(1, 30, 3)).await;
+    assert_eq!(
+        next.base_offset,
+        Offset(2),
+        "the uncommitted round's offsets are free again"
+    );
+    log.shutdown().expect("shutdown");
+}
+
+/// Committed rounds the local journal lost (here: the journal cut back to its header and
+/// the checkpoint gone, as after an OS crash before any checkpoint) are fetched from the
+/// store and written back at their journal positions before recovery.
+#[tokio::test]
+async fn committed_rounds_lost_locally_are_restored_from_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Recorder::default();
+    let (a, b) = (key("lost", 0), key("lost", 1));
+    {
+        let log = open_with_store(dir.path(), &store);
+        create(&log, &a);
+        create(&log, &b);
+        for tag in 1..=4 {
+            append(&log, &a, bytes(2, 50, tag)).await;
+            append(&log, &b, bytes(1, 50, 10 + tag)).await;
+        }
+        log.shutdown().expect("shutdown");
+    }
+    let rounds = store.0.lock().rounds.len();
+    assert!(rounds >= 2, "several rounds were committed");
+    std::fs::remove_file(dir.path().join("journal").join("checkpoint")).expect("checkpoint");
+    for path in journal_files(dir.path()) {
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(16).unwrap();
+    }
+    let log = open_with_store(dir.path(), &store);
+    let tags_a: Vec<i64> = read_all(&log, &a).iter().map(|s| s.tag).collect();
+    let tags_b: Vec<i64> = read_all(&log, &b).iter().map(|s| s.tag).collect();
+    assert_eq!(tags_a, [1, 2, 3, 4]);
+    assert_eq!(tags_b, [11, 12, 13, 14]);
+    assert_eq!(
+        append(&log, &a, bytes(1, 50, 5)).await.base_offset,
+        Offset(8)
+    );
+    log.shutdown().expect("shutdown");
 }
