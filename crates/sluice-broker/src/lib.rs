@@ -1,88 +1,69 @@
 //! `sluice-broker`: the Kafka broker on top of `sluice-log`.
 //!
 //! # Layout
-//! - [`server`]: binds the listener, accepts connections up to `max.connections`, and runs
-//!   shutdown (stop accepting, answer in-flight requests, sync the log, exit).
-//! - `connection`: one task pair per socket. The reader parses frames and starts each request
-//!   in arrival order; the writer sends responses in that same order, so pipelined requests
-//!   work and responses never overtake each other. At most
-//!   [`limits::IN_FLIGHT_PER_CONNECTION_MAX`] requests are in flight per connection.
+//! The crate is four layers; each imports only the layers below it (`tests/layers.rs` reads
+//! the sources and fails on an upward import):
+//! - [`net`]: the top. [`server`] builds the [`Broker`], binds the listeners, accepts
+//!   connections up to `max.connections`, and runs shutdown (stop accepting, answer in-flight
+//!   requests, sync the log, exit). `net::connection` runs one task pair per socket: the
+//!   reader parses frames and starts each request in arrival order; the writer sends
+//!   responses in that same order, so pipelined requests work and responses never overtake
+//!   each other (at most [`config::limits::IN_FLIGHT_PER_CONNECTION_MAX`] in flight per
+//!   connection). Also TLS on rustls, the SASL gate (PLAIN, SCRAM, delegation tokens), frame
+//!   buffers, and the admin listener (`metrics.listen`) with its `/metrics` scrape.
 //! - `handlers/`: one file per Kafka API, and [`api_table`] (`handlers/table.rs`), the one
 //!   table of served APIs (key, versions, advertised, handler) that header parsing,
-//!   ApiVersions, dispatch and the per-API metrics all read. Produce enqueues its appends while still in arrival
-//!   order (so pipelined produces to one partition keep their order) and then waits for
-//!   durability concurrently; every other API runs entirely concurrently.
-//! - [`topics`]: the topic registry and its durable metadata file.
-//! - [`consumer_protocol`]: the consumer protocol's subscription and assignment bytes,
-//!   decoded and encoded with `kafka-protocol` for the group coordinator.
-//! - [`clock`]: the clock seam, where the group and transaction coordinators' timers get
-//!   their time (the system clock, or a manual clock in tests).
-//! - [`groups`]: the group coordinator service (the `sluice-coordinator` state machine, its
-//!   parked requests, timers and the internal `__consumer_offsets` partition).
-//! - [`producer_ids`]: producer-id blocks for idempotent producers, durable across restarts.
-//! - [`record_validation`]: what Kafka's LogValidator refuses, checked on the produce path
-//!   with the bounded record walk (framing, codecs, decompression bombs, producer ids).
-//! - [`listeners`], [`tls`], [`sasl`], [`scram`]: named listeners and their security (TLS on
-//!   rustls, SASL PLAIN and SCRAM, the durable SCRAM credentials);
-//!   [`delegation_tokens`]: delegation tokens, their store and their SCRAM logins;
-//!   `config_security` refuses
-//!   the security settings not served yet; [`acl`]: the authorizer and its durable ACLs;
-//!   [`quotas`]: client byte-rate quotas and their throttle times.
-//! - [`config_table`]: the one table of every broker setting, from which [`config`] (parsing,
-//!   file, environment, flags), DescribeConfigs, the topic-config defaults and the docs come;
-//!   [`topic_config`], [`limits`], [`error_code`]: topic settings, bounds and error codes.
-//! - [`memory`]: the request-memory budget every large network buffer is charged to.
-//! - [`metrics`] and `admin`: counters recorded with atomics on the request paths, and the
-//!   optional admin listener (`metrics.listen`) serving `/metrics` and `/ready`.
-//! - `response_chunks`: responses as chunks (own framing plus shared record bytes) written
-//!   with vectored writes, so fetched records are never copied after the log read.
+//!   ApiVersions, dispatch and the per-API metrics all read. Produce enqueues its appends
+//!   while still in arrival order (so pipelined produces to one partition keep their order)
+//!   and then waits for durability concurrently; every other API runs entirely concurrently.
+//! - [`services`]: the state behind the APIs: the topic registry and its metadata file, the
+//!   group coordinator (classic and KIP-848) and the transaction coordinator over their
+//!   internal topics, producer ids, SCRAM credentials, delegation tokens, ACLs, client
+//!   quotas, record validation and compaction checks. Services never import the network,
+//!   the handlers or this root's [`Broker`]: they are handed what they need.
+//! - [`config`]: [`BrokerConfig`] and [`config_table`], the one table of every broker
+//!   setting (parsing, file, environment, flags, DescribeConfigs, the topic-config defaults
+//!   and the docs come from it), the security settings, topic configs, listener specs and
+//!   [`config::limits`]. It imports nothing else in the crate.
+//!
+//! Leaf modules, importable from every layer above the configuration: [`clock`] (the
+//! coordinators' time seam), [`error_code`], `log_limit` (rate-limited log lines),
+//! [`memory`] (the request-memory budget every large network buffer is charged to),
+//! [`metrics`] (counters recorded with atomics on the request paths) and `response_chunks`
+//! (responses as chunks of own framing plus shared record bytes, written with vectored
+//! writes, so fetched records are never copied after the log read).
+//!
+//! This root holds [`Broker`], the state shared by every connection; the network and the
+//! handlers read it, nothing below them does.
 //!
 //! Blocking work runs on dedicated threads (fetch reads: `handlers::fetch::read`) or on
 //! tokio's blocking pool (admin changes, metadata writes), never on the async workers; no
 //! lock is held across an `.await`.
 
-pub mod acl;
-mod admin;
 pub mod clock;
-pub mod compaction;
 pub mod config;
-mod config_security;
-pub mod config_table;
-mod connection;
-pub mod consumer_protocol;
-pub mod delegation_tokens;
 pub mod error_code;
-mod frame_buffers;
-pub mod groups;
 mod handlers;
-pub mod limits;
-pub mod listeners;
 mod log_limit;
 pub mod memory;
 pub mod metrics;
-pub mod producer_ids;
-pub mod quotas;
-pub mod record_validation;
-mod replay;
+pub mod net;
 mod response_chunks;
-pub mod sasl;
-pub mod scram;
-pub mod server;
-pub mod tls;
-mod tls_stream;
-pub mod topic_config;
-pub mod topics;
-pub mod txns;
+pub mod services;
 
 use std::sync::Arc;
 
 use sluice_log::LogManager;
 use tokio::sync::watch;
 
+pub use config::table as config_table;
 pub use config::BrokerConfig;
 /// The handler table: every API served, its versions, whether it is advertised, its handler.
 pub use handlers::table as api_table;
-pub use server::Server;
+pub use net::server::{self, Server};
+
+use net::listeners;
+use services::{acl, delegation_tokens, groups, producer_ids, quotas, scram, topics, txns};
 
 /// State shared by every connection.
 #[derive(Debug)]

@@ -11,7 +11,7 @@
 
 use sluice_log::log_limit::LogLimit;
 
-use crate::limits;
+use crate::config::limits;
 
 /// A limit of one line per [`limits::LOG_LINE_INTERVAL_MS`] (the log crate's [`LogLimit`],
 /// shared with its damaged-read lines).

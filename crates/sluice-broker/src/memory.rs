@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::limits;
+use crate::config::limits;
 
 /// Budget units needed for `bytes` (rounded up), saturating at what a semaphore can count.
 pub(crate) fn units(bytes: usize) -> u32 {

@@ -41,7 +41,7 @@ use tokio::net::TcpStream;
 
 use sluice_protocol::frame::SIZE_PREFIX_BYTES;
 
-use crate::limits;
+use crate::config::limits;
 use crate::memory::clear_kept;
 
 /// Most slices handed to one `writev`: far below the kernel's IOV_MAX (1024), and enough for

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use sluice_coordinator::{TopicPartition, CONSUMER_OFFSETS_PARTITION};
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 /// The partition AddOffsetsToTxn adds.
 fn offsets_partition() -> TopicPartition {

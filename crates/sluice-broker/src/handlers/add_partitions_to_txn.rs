@@ -28,7 +28,7 @@ use sluice_coordinator::TopicPartition;
 use sluice_log::LogError;
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 const PRODUCER_FENCED_FROM: i16 = 2;
 const BATCHED_FROM: i16 = 4;

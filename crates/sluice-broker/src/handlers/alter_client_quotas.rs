@@ -12,8 +12,8 @@ use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryDa
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
-use crate::quotas::{self, EntityPart, QuotaOp};
+use crate::services::acl;
+use crate::services::quotas::{self, EntityPart, QuotaOp};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AlterClientQuotasRequest = match ctx.decode(body) {

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::describe_configs::{config_refusal, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
-use crate::topics::AdminError;
-use crate::{acl, topic_config, Broker};
+use crate::services::topics::AdminError;
+use crate::{config::topic, services::acl, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: AlterConfigsRequest = match ctx.decode(body) {
@@ -88,7 +88,9 @@ pub(crate) fn apply_topic_configs(
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, AdminError>,
     validate_only: bool,
 ) -> Result<(), AdminError> {
-    if let Some(refusal) = crate::topics::internal_topic_refusal(topic, "alter the configs of") {
+    if let Some(refusal) =
+        crate::services::topics::internal_topic_refusal(topic, "alter the configs of")
+    {
         return Err(refusal);
     }
     let current = b.topics.get(topic).ok_or_else(|| {
@@ -99,10 +101,10 @@ pub(crate) fn apply_topic_configs(
     })?;
     let next = change(&current.configs)?;
     for (k, v) in &next {
-        topic_config::validate(k, v)
+        topic::validate(k, v)
             .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     }
-    topic_config::check_internal(&next, &b.config)
+    topic::check_internal(&next, &b.config)
         .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     if validate_only {
         return Ok(());

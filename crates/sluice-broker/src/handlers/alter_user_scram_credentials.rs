@@ -3,7 +3,7 @@
 //! --entity-type users`).
 //!
 //! The client sends the salt and the salted password; the store keeps StoredKey and
-//! ServerKey derived from them ([`crate::scram`]). One result per user: a user any of whose
+//! ServerKey derived from them ([`crate::services::scram`]). One result per user: a user any of whose
 //! changes is refused gets that error and none of its changes (UNACCEPTABLE_CREDENTIAL for an
 //! empty name, salt or salted password, or iterations outside 4096..=16384;
 //! UNSUPPORTED_SASL_MECHANISM; RESOURCE_NOT_FOUND for deleting what does not exist;
@@ -21,9 +21,9 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, Ctx, Reply};
-use crate::limits;
-use crate::scram::{Change, Credential, ScramMechanism};
-use crate::{acl, error_code};
+use crate::config::limits;
+use crate::services::scram::{Change, Credential, ScramMechanism};
+use crate::{error_code, services::acl};
 
 /// A user's first refusal: (code, message).
 type Refusal = (i16, String);

@@ -20,7 +20,7 @@ use sluice_coordinator::DescribedTopicPartitions;
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

@@ -21,9 +21,9 @@ use uuid::Uuid;
 
 use super::metadata::topic_view;
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::OFFSETS_TOPIC;
-use crate::txns::TXN_STATE_TOPIC;
-use crate::{acl, error_code};
+use crate::services::groups::OFFSETS_TOPIC;
+use crate::services::txns::TXN_STATE_TOPIC;
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: ConsumerGroupHeartbeatRequest = match ctx.decode(body) {

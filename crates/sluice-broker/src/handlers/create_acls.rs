@@ -10,8 +10,8 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl::{self, Acl};
 use crate::error_code;
+use crate::services::acl::{self, Acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreateAclsRequest = match ctx.decode(body) {

@@ -16,9 +16,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{CreateDelegationTokenRequest, CreateDelegationTokenResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::config_security::SecurityProtocol;
-use crate::delegation_tokens::{split_principal, NewToken};
-use crate::{acl, limits};
+use crate::config::security::SecurityProtocol;
+use crate::services::delegation_tokens::{split_principal, NewToken};
+use crate::{config::limits, services::acl};
 
 /// Kafka's `allowTokenRequests`: not on PLAINTEXT, not on 1-way SSL (the ANONYMOUS
 /// principal), not for a client that logged in with a token.

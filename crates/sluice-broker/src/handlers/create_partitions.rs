@@ -6,7 +6,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreatePartitionsRequest = match ctx.decode(body) {
@@ -27,12 +27,12 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             // Kafka: ALTER on the topic.
             let authorized = who.allowed(b, acl::op::ALTER, acl::resource::TOPIC, &t.name.0);
             let outcome = if !authorized {
-                Err(crate::topics::AdminError::new(
+                Err(crate::services::topics::AdminError::new(
                     ResponseError::TopicAuthorizationFailed.code(),
                     "Authorization failed.",
                 ))
             } else if bad_assignment {
-                Err(crate::topics::AdminError::new(
+                Err(crate::services::topics::AdminError::new(
                     ResponseError::InvalidReplicaAssignment.code(),
                     format!("Replicas must be [{node}]."),
                 ))

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::topics::AdminError;
-use crate::{acl, topic_config, Broker};
+use crate::services::topics::AdminError;
+use crate::{config::topic, services::acl, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: CreateTopicsRequest = match ctx.decode(body) {
@@ -48,7 +48,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                     r.num_partitions = partitions;
                     r.replication_factor = 1;
                     r.configs = Some(
-                        topic_config::effective(&configs, &b.config)
+                        topic::effective(&configs, &b.config)
                             .into_iter()
                             .map(|(name, value, source)| {
                                 let mut c = CreatableTopicConfigs::default();
@@ -114,7 +114,7 @@ fn create_one(
         configs.insert(c.name.to_string(), v.to_string());
     }
     let name = t.name.0.to_string();
-    topic_config::check_internal(&configs, &b.config)
+    topic::check_internal(&configs, &b.config)
         .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
     if validate_only {
         b.topics.check_create(&name, partitions, &configs)?;

@@ -12,7 +12,7 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl::{self, Filter};
+use crate::services::acl::{self, Filter};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteAclsRequest = match ctx.decode(body) {

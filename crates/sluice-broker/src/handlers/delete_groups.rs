@@ -10,7 +10,7 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use sluice_protocol::adapted::{set_delete_groups_error_message, Versioned};
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let Versioned::<DeleteGroupsRequest>(req) = match ctx.decode(body) {

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use sluice_log::Offset;
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteRecordsRequest = match ctx.decode(body) {
@@ -35,7 +35,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
                             pr.error_code = ResponseError::TopicAuthorizationFailed.code()
                         }
                         // Kafka: "Cannot delete records of internal topic".
-                        None if crate::topics::is_internal(&tr.name.0) => {
+                        None if crate::services::topics::is_internal(&tr.name.0) => {
                             pr.error_code = ResponseError::InvalidTopicException.code()
                         }
                         None => pr.error_code = ResponseError::UnknownTopicOrPartition.code(),

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DeleteTopicsRequest = match ctx.decode(body) {
@@ -39,7 +39,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             r.topic_id = id;
             let internal = name
                 .as_deref()
-                .and_then(|n| crate::topics::internal_topic_refusal(n, "delete"));
+                .and_then(|n| crate::services::topics::internal_topic_refusal(n, "delete"));
             // Kafka checks DELETE before existence (by name); by id, an unknown id is told.
             let checked = topic.as_ref().map(|t| &*t.name).or(name.as_deref());
             if checked.is_some_and(|n| !who.allowed(b, acl::op::DELETE, acl::resource::TOPIC, n)) {

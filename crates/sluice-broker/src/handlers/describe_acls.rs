@@ -9,7 +9,7 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl::{self, Filter};
+use crate::services::acl::{self, Filter};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeAclsRequest = match ctx.decode(body) {

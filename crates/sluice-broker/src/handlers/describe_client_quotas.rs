@@ -11,8 +11,8 @@ use kafka_protocol::messages::describe_client_quotas_response::{EntityData, Entr
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
-use crate::quotas::{self, Component};
+use crate::services::acl;
+use crate::services::quotas::{self, Component};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeClientQuotasRequest = match ctx.decode(body) {

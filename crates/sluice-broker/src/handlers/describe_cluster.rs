@@ -9,7 +9,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 /// DescribeCluster endpoint type for brokers (v1+); 2 asks for controllers.
 const ENDPOINT_BROKERS: i8 = 1;

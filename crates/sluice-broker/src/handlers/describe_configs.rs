@@ -22,10 +22,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Ctx, Reply};
+use crate::config::table::{self, BrokerConfigDef, BROKER_CONFIGS};
+use crate::config::topic::{self, source, ConfigType};
 use crate::config::BrokerConfig;
-use crate::config_table::{self, BrokerConfigDef, BROKER_CONFIGS};
-use crate::topic_config::{self, source, ConfigType};
-use crate::{acl, config_security, Broker};
+use crate::{config::security, services::acl, Broker};
 
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
@@ -87,7 +87,7 @@ pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
             _ if refused.is_some() => Err(refused.expect("checked")),
             RESOURCE_TOPIC => match b.topics.get(&res.resource_name) {
                 Some(t) => Ok(topic_entries(b, &t.configs)),
-                None if crate::topics::is_internal(&res.resource_name) => {
+                None if crate::services::topics::is_internal(&res.resource_name) => {
                     Ok(topic_entries(b, &internal_overrides(b, &res.resource_name)))
                 }
                 None => Err((
@@ -163,9 +163,9 @@ fn encode(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult
 /// small by snapshots instead of the cleaner, with the same effect) and the segment size the
 /// coordinator's log is opened with.
 fn internal_overrides(b: &Broker, name: &str) -> std::collections::BTreeMap<String, String> {
-    debug_assert!(crate::topics::is_internal(name));
+    debug_assert!(crate::services::topics::is_internal(name));
     let segment_bytes = match name {
-        crate::groups::OFFSETS_TOPIC => crate::limits::OFFSETS_SEGMENT_BYTES,
+        crate::services::groups::OFFSETS_TOPIC => crate::config::limits::OFFSETS_SEGMENT_BYTES,
         _ => b.config.transaction_state_log_segment_bytes,
     };
     [
@@ -178,16 +178,16 @@ fn internal_overrides(b: &Broker, name: &str) -> std::collections::BTreeMap<Stri
 }
 
 fn topic_entries(b: &Broker, overrides: &std::collections::BTreeMap<String, String>) -> Vec<Entry> {
-    topic_config::effective(overrides, &b.config)
+    topic::effective(overrides, &b.config)
         .into_iter()
         .map(|(name, value, src)| {
-            let def = topic_config::lookup(name);
+            let def = topic::lookup(name);
             let mut synonyms = Vec::new();
             if src == source::TOPIC_CONFIG {
                 synonyms.push((name.to_string(), Some(value.clone()), source::TOPIC_CONFIG));
             }
             if let Some(broker_name) = def.and_then(|d| d.broker_synonym) {
-                let (v, s) = topic_config::default_value(name, &b.config);
+                let (v, s) = topic::default_value(name, &b.config);
                 synonyms.push((broker_name.to_string(), Some(v), s));
             }
             Entry {
@@ -255,7 +255,7 @@ fn broker_synonyms(c: &BrokerConfig, d: &BrokerConfigDef) -> Vec<(String, Option
     let names = || {
         std::iter::once(d.name)
             .chain(d.synonyms.iter().copied())
-            .filter_map(config_table::lookup)
+            .filter_map(table::lookup)
     };
     let set = names()
         .filter(|s| c.explicit.contains_key(s.name))
@@ -278,10 +278,10 @@ fn broker_synonyms(c: &BrokerConfig, d: &BrokerConfigDef) -> Vec<(String, Option
 fn listener_security_entries(c: &BrokerConfig) -> Vec<Entry> {
     c.security
         .iter()
-        .filter(|(key, _)| config_table::lookup(key).is_none())
+        .filter(|(key, _)| table::lookup(key).is_none())
         .map(|(key, value)| {
-            let base = config_table::lookup(config_security::base_key(key));
-            let sensitive = config_security::secret(key) || base.is_some_and(|d| d.sensitive);
+            let base = table::lookup(security::base_key(key));
+            let sensitive = security::secret(key) || base.is_some_and(|d| d.sensitive);
             Entry {
                 name: key.clone(),
                 value: (!sensitive && !value.is_empty()).then(|| value.clone()),

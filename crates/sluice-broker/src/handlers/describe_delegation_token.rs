@@ -17,8 +17,8 @@ use kafka_protocol::messages::{DescribeDelegationTokenRequest, DescribeDelegatio
 
 use super::create_delegation_token::allow_token_requests;
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
-use crate::delegation_tokens::{split_principal, Token};
+use crate::services::acl;
+use crate::services::delegation_tokens::{split_principal, Token};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeDelegationTokenRequest = match ctx.decode(body) {

@@ -10,8 +10,8 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use sluice_coordinator::MemberData;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
-use crate::consumer_protocol::{encode_assignment, encode_subscription};
+use crate::services::acl;
+use crate::services::consumer_protocol::{encode_assignment, encode_subscription};
 
 /// Kafka's "authorized operations not requested" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

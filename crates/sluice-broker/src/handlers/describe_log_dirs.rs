@@ -22,9 +22,9 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use sluice_log::PartitionKey;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::{offsets_partition, OFFSETS_TOPIC};
-use crate::txns::{txn_state_partition, TXN_STATE_TOPIC};
-use crate::{acl, Broker};
+use crate::services::groups::{offsets_partition, OFFSETS_TOPIC};
+use crate::services::txns::{txn_state_partition, TXN_STATE_TOPIC};
+use crate::{services::acl, Broker};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeLogDirsRequest = match ctx.decode(body) {

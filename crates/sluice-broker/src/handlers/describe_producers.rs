@@ -21,7 +21,7 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use sluice_log::ActiveProducer;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code, limits};
+use crate::{config::limits, error_code, services::acl};
 
 /// "No coordinator epoch": the producer has no marker in the partition yet (Kafka's
 /// `RecordBatch.NO_PARTITION_LEADER_EPOCH`).

@@ -24,8 +24,8 @@ use uuid::Uuid;
 
 use super::metadata::{all_topic_names, topic_view, TopicView};
 use super::{str_bytes, Ctx, Reply};
-use crate::topics::validate_name;
-use crate::{acl, limits};
+use crate::services::topics::validate_name;
+use crate::{config::limits, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeTopicPartitionsRequest = match ctx.decode(body) {

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use sluice_coordinator::TxnMetadata;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeTransactionsRequest = match ctx.decode(body) {

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: DescribeUserScramCredentialsRequest = match ctx.decode(body) {

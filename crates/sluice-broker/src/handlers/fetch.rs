@@ -15,7 +15,7 @@
 //! When fewer than `min_bytes` are available the request long-polls: its connection's
 //! [`CommitListener`] is registered with its own partitions (a commit elsewhere does not
 //! wake it) and it also watches the log's counter of deletions and log-start moves, until
-//! `max_wait_ms` (capped by [`crate::limits::FETCH_WAIT_MS_MAX`]) or shutdown. If the
+//! `max_wait_ms` (capped by [`crate::config::limits::FETCH_WAIT_MS_MAX`]) or shutdown. If the
 //! client disconnects, the connection drops the parked request.
 //!
 //! Fetch sessions (KIP-227) are answered without a session: session id 0 tells the client to
@@ -53,11 +53,11 @@ use uuid::Uuid;
 pub(crate) use read::FetchReaders;
 
 use super::Ctx;
-use crate::limits::CALL_ENTRIES_KEPT_MAX;
+use crate::config::limits::CALL_ENTRIES_KEPT_MAX;
 use crate::memory::{self, clear_kept, Reservation};
 use crate::metrics::TopicStats;
 use crate::response_chunks::ChunkedFrame;
-use crate::{acl, error_code, limits, quotas, Broker};
+use crate::{config::limits, error_code, services::acl, services::quotas, Broker};
 
 /// One requested partition, resolved against the registry.
 #[derive(Debug, Clone)]

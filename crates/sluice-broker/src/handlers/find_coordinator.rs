@@ -9,7 +9,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use sluice_coordinator::HeartbeatRequest as Beat;
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: HeartbeatRequest = match ctx.decode(body) {

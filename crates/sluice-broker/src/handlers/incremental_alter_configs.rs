@@ -13,9 +13,9 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use super::alter_configs::{apply_topic_configs, resource_error};
 use super::describe_configs::{config_refusal, RESOURCE_TOPIC};
 use super::{str_bytes, Ctx, Reply};
-use crate::topic_config::{self, ConfigType};
-use crate::topics::AdminError;
-use crate::{acl, Broker};
+use crate::config::topic::{self, ConfigType};
+use crate::services::topics::AdminError;
+use crate::{services::acl, Broker};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -87,7 +87,7 @@ fn apply_ops(
     let mut next = current.clone();
     for op in ops {
         let name = op.name.to_string();
-        let def = topic_config::lookup(&name)
+        let def = topic::lookup(&name)
             .ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
         let value = op.value.as_ref().map(|v| v.to_string());
         match op.config_operation {
@@ -103,7 +103,7 @@ fn apply_ops(
                 let base = next
                     .get(&name)
                     .cloned()
-                    .unwrap_or_else(|| topic_config::default_value(&name, &b.config).0);
+                    .unwrap_or_else(|| topic::default_value(&name, &b.config).0);
                 let mut items: Vec<String> = base
                     .split(',')
                     .map(str::trim)

@@ -62,7 +62,7 @@ fn charge_new_id(ctx: &Ctx) -> Result<(), Refused> {
         .charge(ctx.peer.ip(), max, window_ms)
     {
         Ok(()) => return Ok(()),
-        Err(wait_ms) => wait_ms.min(crate::limits::QUOTA_THROTTLE_MS_MAX),
+        Err(wait_ms) => wait_ms.min(crate::config::limits::QUOTA_THROTTLE_MS_MAX),
     };
     warn_limited!(
         log_limit::PRODUCER_IDS_THROTTLED,

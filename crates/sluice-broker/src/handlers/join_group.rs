@@ -17,8 +17,8 @@ use sluice_coordinator::coordinator::CONSUMER_PROTOCOL_TYPE;
 use sluice_coordinator::{GroupReply, JoinGroupRequest as Join, JoinProtocol};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::consumer_protocol::decode_subscription;
-use crate::{acl, error_code};
+use crate::services::consumer_protocol::decode_subscription;
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: JoinGroupRequest = match ctx.decode(body) {

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use sluice_coordinator::LeavingMember;
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: LeaveGroupRequest = match ctx.decode(body) {

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesRe
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use super::metadata::all_topic_names;
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 /// Kafka's CLIENT_METRICS config resource type.
 const RESOURCE_CLIENT_METRICS: i8 = 16;

@@ -5,7 +5,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::acl;
+use crate::services::acl;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: ListGroupsRequest = match ctx.decode(body) {

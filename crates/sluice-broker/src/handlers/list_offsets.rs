@@ -27,8 +27,8 @@ use sluice_log::{LogError, LogManager, PartitionKey};
 use sluice_protocol::record_walk::{self, RecordMeta};
 
 use super::{Ctx, Reply};
-use crate::record_validation::{self, WALK_LIMITS};
-use crate::{acl, error_code};
+use crate::services::record_validation::{self, WALK_LIMITS};
+use crate::{error_code, services::acl};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;

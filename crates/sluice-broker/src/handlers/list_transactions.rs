@@ -25,7 +25,7 @@ use sluice_coordinator::topic_regex::TopicRegex;
 use sluice_coordinator::TxnStatus;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, limits};
+use crate::{config::limits, services::acl};
 
 const ALL_STATES: [TxnStatus; 8] = [
     TxnStatus::Empty,

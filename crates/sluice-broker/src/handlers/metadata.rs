@@ -28,10 +28,10 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use uuid::Uuid;
 
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
-use crate::topics::{validate_name, Topic};
-use crate::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
-use crate::{acl, error_code};
+use crate::services::groups::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID, OFFSETS_TOPIC_PARTITIONS};
+use crate::services::topics::{validate_name, Topic};
+use crate::services::txns::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: MetadataRequest = match ctx.decode(body) {

@@ -57,8 +57,6 @@ mod offset_for_leader_epoch;
 pub(crate) mod produce;
 mod renew_delegation_token;
 mod response_errors;
-pub(crate) mod sasl_authenticate;
-pub(crate) mod sasl_handshake;
 mod sync_group;
 pub mod table;
 #[cfg(test)]
@@ -131,9 +129,9 @@ pub(crate) struct Ctx {
     /// Index of the listener the client connected through (in `Broker::listeners`).
     pub listener: usize,
     /// The connection's principal (`User:<name>`, `User:ANONYMOUS` before or without
-    /// authentication), what the authorizer (`crate::acl`) checks; `peer` is its host.
+    /// authentication), what the authorizer (`crate::services::acl`) checks; `peer` is its host.
     pub principal: Arc<str>,
-    /// The principal logged in with a delegation token (see `crate::delegation_tokens`).
+    /// The principal logged in with a delegation token (see `crate::services::delegation_tokens`).
     pub token_authenticated: bool,
 }
 
@@ -167,8 +165,8 @@ impl Ctx {
     pub fn allowed_cluster(&self, operation: i8) -> bool {
         self.allowed(
             operation,
-            crate::acl::resource::CLUSTER,
-            crate::acl::CLUSTER_NAME,
+            crate::services::acl::resource::CLUSTER,
+            crate::services::acl::CLUSTER_NAME,
         )
     }
 
@@ -177,8 +175,8 @@ impl Ctx {
     /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     pub fn allowed_transactional_id(&self, transactional_id: &str) -> bool {
         self.allowed(
-            crate::acl::op::WRITE,
-            crate::acl::resource::TRANSACTIONAL_ID,
+            crate::services::acl::op::WRITE,
+            crate::services::acl::resource::TRANSACTIONAL_ID,
             transactional_id,
         )
     }
@@ -186,7 +184,7 @@ impl Ctx {
     /// Kafka's check for an idempotent producer id: IDEMPOTENT_WRITE on the cluster, or
     /// WRITE on any topic (denied: CLUSTER_AUTHORIZATION_FAILED).
     pub fn allowed_idempotent_write(&self) -> bool {
-        use crate::acl::{op, resource};
+        use crate::services::acl::{op, resource};
         self.allowed_cluster(op::IDEMPOTENT_WRITE)
             || self.broker.authorizer.authorize_by_resource_type(
                 &self.principal,

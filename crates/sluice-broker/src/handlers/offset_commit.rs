@@ -19,7 +19,7 @@ use sluice_protocol::adapted::Versioned;
 
 use super::metadata::topic_name_by_id;
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 /// The first version that names topics by id.
 const TOPIC_IDS_VERSION: i16 = 10;

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use sluice_coordinator::{StoreRecord, TopicPartition};
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: OffsetDeleteRequest = match ctx.decode(body) {

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::metadata::{topic_id_by_name, topic_name_by_id};
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 /// The first version that names topics by id.
 const TOPIC_IDS_VERSION: i16 = 10;

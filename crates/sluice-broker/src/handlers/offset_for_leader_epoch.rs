@@ -29,8 +29,8 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use sluice_log::PartitionOffsets;
 
 use super::{Ctx, Reply};
-use crate::{acl, error_code};
-use crate::{groups, topics};
+use crate::{error_code, services::acl};
+use crate::{services::groups, services::topics};
 
 /// The one leader epoch of every Sluice partition (Metadata reports none, -1).
 const LEADER_EPOCH: i32 = 0;

@@ -49,7 +49,10 @@ use sluice_protocol::codec;
 
 use super::{str_bytes, Ctx, Reply};
 use crate::metrics::{self, TopicStats};
-use crate::{acl, error_code, limits, quotas, record_validation, Broker};
+use crate::{
+    config::limits, error_code, services::acl, services::quotas, services::record_validation,
+    Broker,
+};
 
 /// One produce request from decode to response; reused (see the module comment).
 #[derive(Debug, Default)]
@@ -298,7 +301,7 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
                     None,
                 )),
                 // Kafka: "Cannot append to internal topic" (not retriable).
-                (true, None) if !by_id && crate::topics::is_internal(&t.name) => {
+                (true, None) if !by_id && crate::services::topics::is_internal(&t.name) => {
                     Some(Refused::new(
                         ResponseError::InvalidTopicException.code(),
                         Some(format!("Cannot append to internal topic {}", &*t.name)),
@@ -425,7 +428,7 @@ async fn append(
         record_validation::validate_produce(&broker.producer_ids, request, &records).await;
     let validated = match validated {
         Ok(()) if broker.log.is_compacted(key) => {
-            crate::compaction::refuse_keyless(&records, key).await
+            crate::services::compaction::refuse_keyless(&records, key).await
         }
         other => other,
     };

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{RenewDelegationTokenRequest, RenewDelegationToken
 
 use super::create_delegation_token::allow_token_requests;
 use super::{Ctx, Reply};
-use crate::delegation_tokens::ERROR_TIMESTAMP;
+use crate::services::delegation_tokens::ERROR_TIMESTAMP;
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: RenewDelegationTokenRequest = match ctx.decode(body) {

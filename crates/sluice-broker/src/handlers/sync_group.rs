@@ -10,7 +10,7 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use sluice_coordinator::{GroupReply, SyncGroupRequest as Sync};
 
 use super::{str_bytes, Ctx, Reply};
-use crate::{acl, error_code};
+use crate::{error_code, services::acl};
 
 pub(crate) async fn handle(ctx: Ctx, body: Bytes) -> Reply {
     let req: SyncGroupRequest = match ctx.decode(body) {

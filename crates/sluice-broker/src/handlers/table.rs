@@ -29,7 +29,7 @@ pub(crate) enum Route {
     Produce,
     /// Decoded in `start`, run by the connection's writer.
     Fetch,
-    /// Answered by the connection's SASL gate (`crate::sasl`) in arrival order, because it
+    /// Answered by the connection's SASL gate (`crate::net::sasl`) in arrival order, because it
     /// changes the connection's authentication state; never dispatched here.
     SaslGate,
 }

@@ -41,9 +41,9 @@ use sluice_protocol::adapted::WithTopicIds;
 
 use super::metadata::topic_name_by_id;
 use super::{str_bytes, Ctx, Reply};
-use crate::groups::{TxnProducer, TxnRefusal};
-use crate::txns::TxnService;
-use crate::{acl, error_code};
+use crate::services::groups::{TxnProducer, TxnRefusal};
+use crate::services::txns::TxnService;
+use crate::{error_code, services::acl};
 
 /// v4+ knows TRANSACTION_ABORTABLE (KIP-890; Kafka's GENERIC_ERROR_SUPPORTED from v4).
 const TRANSACTION_ABORTABLE_FROM: i16 = 4;

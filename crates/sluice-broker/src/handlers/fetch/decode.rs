@@ -23,10 +23,10 @@ use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use crate::config::limits::CALL_ENTRIES_KEPT_MAX;
+use crate::config::limits::FETCH_PARTITION_ENTRIES_MAX;
 pub(crate) use crate::handlers::wire::Malformed;
 use crate::handlers::wire::{topic_array, TopicArray, WireReader};
-use crate::limits::CALL_ENTRIES_KEPT_MAX;
-use crate::limits::FETCH_PARTITION_ENTRIES_MAX;
 use crate::memory::clear_kept;
 
 /// The versions this decoder reads (as the handler and the API registry accept).

@@ -27,7 +27,7 @@ use sluice_log::{IsolationLevel, LogError, LogManager, Offset};
 use tokio::sync::Notify;
 
 use super::{Part, PartResult};
-use crate::{error_code, limits};
+use crate::{config::limits, error_code};
 
 /// What one read needs and what it found; owned by a connection's fetch, lent to a reader.
 #[derive(Debug, Default)]

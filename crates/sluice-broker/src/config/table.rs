@@ -11,11 +11,11 @@
 //! and source; the topic-config defaults are the current values of their `log.*` broker
 //! synonyms; `docs/configuration.md` is checked against the table by a test.
 
+use crate::config::limits;
+use crate::config::listeners;
+use crate::config::security::{self, list};
+use crate::config::topic::{self, ConfigType};
 use crate::config::BrokerConfig;
-use crate::config_security::{self, list};
-use crate::limits;
-use crate::listeners;
-use crate::topic_config::{self, ConfigType};
 
 /// How Kafka lets a setting change on a running broker (the "Update Mode" of its docs).
 /// Sluice has no dynamic broker config: every setting is fixed at start, DescribeConfigs
@@ -394,7 +394,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Listener name to security protocol.",
         |c, k, v| {
             c.listener_security_protocol_map =
-                config_security::parse_protocol_map(k, v).map_err(|e| e.reason)?;
+                security::parse_protocol_map(k, v).map_err(|e| e.reason)?;
             Ok(())
         },
         Some(|c| c.listener_security_protocol_map.iter()
@@ -434,7 +434,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     D::new("log.segment.bytes", Int, "1073741824", Cw, Log, "Default segment.bytes.",
         |c, _, v| { c.topic_defaults.segment_bytes = num(v)?; Ok(()) },
         Some(|c| c.topic_defaults.segment_bytes.to_string()))
-        .check(Check::Min(topic_config::SEGMENT_BYTES_MIN)),
+        .check(Check::Min(topic::SEGMENT_BYTES_MIN)),
     D::new("log.roll.ms", Long, "604800000", Cw, Log, "Default segment.ms.",
         |c, _, v| { c.topic_defaults.segment_ms = num(v)?; Ok(()) },
         Some(|c| c.topic_defaults.segment_ms.to_string()))
@@ -452,11 +452,11 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
                 crate::config::parse_timestamp_type(k, v).map_err(|e| e.reason)?;
             Ok(())
         },
-        Some(|c| topic_config::timestamp_type_name(c.topic_defaults.timestamp_type).into()))
+        Some(|c| topic::timestamp_type_name(c.topic_defaults.timestamp_type).into()))
         .check(Check::OneOf(&["CreateTime", "LogAppendTime"])),
     D::new("log.cleanup.policy", List, "delete", Cw, Log,
         "Default cleanup.policy: delete, compact, or compact,delete.",
-        |c, _, v| { c.topic_defaults.cleanup_policy = topic_config::parse_cleanup_policy(v)?; Ok(()) },
+        |c, _, v| { c.topic_defaults.cleanup_policy = topic::parse_cleanup_policy(v)?; Ok(()) },
         Some(|c| c.topic_defaults.cleanup_policy.clone())).check(Check::Custom("delete, compact")),
     D::new("log.index.interval.bytes", Int, "4096", Cw, Log, "Default index.interval.bytes.",
         accept, None).check(Check::Min(0)),
@@ -587,7 +587,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Segment size of __transaction_state (Kafka's default is 100 MiB).",
         |c, _, v| { c.transaction_state_log_segment_bytes = num(v)?; Ok(()) },
         Some(|c| c.transaction_state_log_segment_bytes.to_string()))
-        .check(Check::Min(topic_config::SEGMENT_BYTES_FLOOR)),
+        .check(Check::Min(topic::SEGMENT_BYTES_FLOOR)),
     D::new("transaction.state.log.num.partitions", Int, "1", Ro, Txn,
         "Always 1: one coordinator partition on a single node.", accept, None).check(ONLY_ONE),
     D::new("transaction.state.log.replication.factor", Short, "1", Ro, Txn,

@@ -13,8 +13,8 @@ use sluice_log::batch::{BatchHeader, BatchIter};
 use sluice_log::{PartitionKey, RecordCodec, RecordKey};
 use sluice_protocol::record_compact;
 
-use crate::limits::PRODUCE_RECORD_ERRORS_MAX;
-use crate::record_validation::{Refusal, DECOMPRESSION_PERMITS, WALK_LIMITS};
+use crate::config::limits::PRODUCE_RECORD_ERRORS_MAX;
+use crate::services::record_validation::{Refusal, DECOMPRESSION_PERMITS, WALK_LIMITS};
 
 /// Kafka's message for a keyless record on a compacted topic (`LogValidator`).
 const KEYLESS_MESSAGE: &str = "Compacted topic cannot accept message without key";

@@ -11,7 +11,7 @@
 use kafka_protocol::records::{Record, RecordBatchDecoder};
 use sluice_log::{LogError, LogManager, Offset, PartitionKey};
 
-use crate::limits;
+use crate::config::limits;
 
 /// Hands every record of `key`'s partition below its high watermark to `apply`, in log
 /// order. `topic` names the partition in the error log. Blocking (log reads).

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::limits;
+use crate::config::limits;
 
 /// Kafka's resource types (ResourceType codes).
 pub mod resource {
@@ -248,14 +248,7 @@ fn implies(granted: i8, wanted: i8) -> bool {
         || (wanted == op::DESCRIBE_CONFIGS && granted == op::ALTER_CONFIGS)
 }
 
-/// The authorizer settings (`authorizer.class.name`, `super.users`,
-/// `allow.everyone.if.no.acl.found`), resolved from `BrokerConfig`.
-#[derive(Debug, Clone, Default)]
-pub struct AuthorizerConfig {
-    pub enabled: bool,
-    pub super_users: Vec<String>,
-    pub allow_everyone_if_no_acl_found: bool,
-}
+pub use crate::config::security::AuthorizerConfig;
 
 const FILE_NAME: &str = "acls.json";
 
@@ -458,7 +451,7 @@ impl Authorizer {
             acls: acls.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::topics::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
+        crate::services::atomic_file::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
         *self.acls.write() = Arc::new(acls);
         Ok(out)
     }

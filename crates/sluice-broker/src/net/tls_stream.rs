@@ -27,9 +27,9 @@ use tokio::net::TcpStream;
 use tokio::time::Duration;
 use tokio_rustls::server::TlsStream;
 
+use crate::net::sasl::Session;
 use crate::response_chunks::ChunkSink;
-use crate::sasl::Session;
-use crate::{limits, Broker};
+use crate::{config::limits, Broker};
 
 type Tls = TlsStream<TcpStream>;
 /// A TLS stream both halves use; the lock is held only inside one poll.
@@ -79,7 +79,7 @@ pub(crate) async fn secure(
                 .1
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .and_then(|c| crate::tls::principal(c));
+                .and_then(|c| crate::net::tls::principal(c));
             if let Some(p) = &principal {
                 tracing::debug!(%peer, principal = %p, "TLS client certificate accepted");
             }

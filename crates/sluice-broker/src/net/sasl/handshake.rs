@@ -1,6 +1,6 @@
 //! SaslHandshake (key 17), v0-1: the client names the SASL mechanism it will use.
 //!
-//! Answered by the connection's SASL gate ([`crate::sasl::Session`]), not routed as a task:
+//! Answered by the connection's SASL gate ([`crate::net::sasl::Session`]), not routed as a task:
 //! it changes the connection's authentication state, in arrival order. v0 means raw SASL
 //! tokens follow; v1 means they come in SaslAuthenticate requests. A mechanism the listener
 //! does not enable gets UNSUPPORTED_SASL_MECHANISM with the enabled list, and the
@@ -11,8 +11,8 @@ use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use sluice_protocol::codec;
 use sluice_protocol::header::Request;
 
-use super::{str_bytes, Reply};
-use crate::sasl::{Gate, Session};
+use crate::handlers::{self, str_bytes, Reply};
+use crate::net::sasl::{Gate, Session};
 
 pub(crate) fn handle(session: &mut Session, req: Request) -> Gate {
     let version = req.header.request_api_version;
@@ -28,7 +28,7 @@ pub(crate) fn handle(session: &mut Session, req: Request) -> Gate {
     let mut resp = SaslHandshakeResponse::default();
     resp.error_code = error_code;
     resp.mechanisms = mechanisms.into_iter().map(str_bytes).collect();
-    let reply = super::encode(req.api_key, version, req.header.correlation_id, &resp);
+    let reply = handlers::encode(req.api_key, version, req.header.correlation_id, &resp);
     let keep = keep && matches!(reply, Reply::Frame { .. });
     Gate::Answered(reply, keep)
 }

@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use sluice_coordinator::{ProducerId, ProducerIdAllocator};
 use sluice_log::ProducerId as LogProducerId;
 
-use crate::limits;
+use crate::config::limits;
 
 const FILE_NAME: &str = "producer_ids";
 
@@ -101,7 +101,7 @@ impl ProducerIds {
                 return Ok(id);
             }
             let end = self.allocator.lock().block_end_to_persist();
-            crate::topics::write_atomically(
+            crate::services::atomic_file::write_atomically(
                 &self.meta_dir,
                 FILE_NAME,
                 format!("{end}\n").as_bytes(),

@@ -24,8 +24,8 @@ use parking_lot::{Mutex, RwLock};
 use ring::{digest, hmac, rand::SecureRandom};
 use serde::{Deserialize, Serialize};
 
-use crate::delegation_tokens::TokenStore;
-use crate::limits;
+use crate::config::limits;
+use crate::services::delegation_tokens::TokenStore;
 
 /// The two SCRAM mechanisms, with Kafka's type numbers (ScramMechanism: 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -240,7 +240,7 @@ impl CredentialStore {
         }
         let bytes =
             serde_json::to_vec_pretty(&encode_file(&users)).map_err(std::io::Error::other)?;
-        crate::topics::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
+        crate::services::atomic_file::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
         *self.users.write() = Arc::new(users);
         Ok(())
     }

@@ -7,12 +7,8 @@
 //! plaintext port; listener names are unique; an advertised entry must name a listener.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use crate::config::ConfigError;
-use crate::config_security::SecurityProtocol;
-use crate::sasl::SaslConfig;
-use crate::tls::Tls;
 
 /// One entry of `listeners` or `advertised.listeners`: `NAME://host:port`. A bare
 /// `host:port` (the `--listen` and `--advertised-listener` flags) is the PLAINTEXT listener
@@ -48,7 +44,7 @@ pub fn parse(key: &str, value: &str) -> Result<Vec<ListenerSpec>, ConfigError> {
         reason: reason.into(),
     };
     let mut out: Vec<ListenerSpec> = Vec::new();
-    for entry in crate::config_security::list(value) {
+    for entry in crate::config::security::list(value) {
         let (name, addr) = match entry.split_once("://") {
             Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr.trim()),
             None => (bare_name.to_string(), entry),
@@ -68,21 +64,6 @@ pub fn parse(key: &str, value: &str) -> Result<Vec<ListenerSpec>, ConfigError> {
         return Err(bad("no listener"));
     }
     Ok(out)
-}
-
-/// A bound listener: what connections through it are served with.
-#[derive(Debug)]
-pub struct Listener {
-    pub name: String,
-    pub protocol: SecurityProtocol,
-    pub local: SocketAddr,
-    /// Host and port given to clients connected through this listener.
-    pub advertised_host: String,
-    pub advertised_port: i32,
-    /// The TLS server settings (SSL and SASL_SSL listeners).
-    pub tls: Option<Arc<Tls>>,
-    /// The SASL mechanisms and PLAIN users (SASL_PLAINTEXT and SASL_SSL listeners).
-    pub sasl: Option<Arc<SaslConfig>>,
 }
 
 /// The advertised `host:port` of listener `spec` bound at `local`: its entry in

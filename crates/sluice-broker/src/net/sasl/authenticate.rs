@@ -1,7 +1,7 @@
 //! SaslAuthenticate (key 36), v0-2: one SASL token each way (KIP-152), after SaslHandshake
 //! v1.
 //!
-//! Answered by the connection's SASL gate ([`crate::sasl::Session`]), in arrival order. A
+//! Answered by the connection's SASL gate ([`crate::net::sasl::Session`]), in arrival order. A
 //! failed authentication answers SASL_AUTHENTICATION_FAILED (58) with a message and closes the
 //! connection after the answer; v1+ carries the session lifetime (`connections.max.reauth.ms`,
 //! KIP-368) once authenticated.
@@ -12,8 +12,8 @@ use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse
 use sluice_protocol::codec;
 use sluice_protocol::header::Request;
 
-use super::{str_bytes, Reply};
-use crate::sasl::{Gate, Session};
+use crate::handlers::{self, str_bytes, Reply};
+use crate::net::sasl::{Gate, Session};
 use crate::Broker;
 
 pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Gate {
@@ -43,7 +43,7 @@ pub(crate) fn handle(session: &mut Session, broker: &Broker, req: Request) -> Ga
             false
         }
     };
-    let reply = super::encode(req.api_key, version, req.header.correlation_id, &resp);
+    let reply = handlers::encode(req.api_key, version, req.header.correlation_id, &resp);
     let keep = keep && matches!(reply, Reply::Frame { .. });
     Gate::Answered(reply, keep)
 }

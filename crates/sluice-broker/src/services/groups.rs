@@ -38,17 +38,13 @@ use sluice_coordinator::{
 };
 use sluice_log::{
     AppendGroup, LogConfig, LogError, LogManager, Offset, PartitionKey, ProducerEpoch, ProducerId,
-    TopicId,
 };
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::clock::Clock;
-use crate::limits;
+use crate::config::limits;
 
-/// The internal topic that holds committed offsets and group metadata.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-/// Its fixed topic id, so recovery and the topic registry recognize its directory.
-pub const OFFSETS_TOPIC_ID: TopicId = TopicId(*b"sluice.offsets.1");
+pub use crate::services::internal_topics::{OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
 
 /// Its partition count, as Metadata reports it: one partition (a single node gains nothing
 /// from spreading groups over several).
@@ -170,7 +166,7 @@ impl GroupService {
         let loaded = load(log, &key, &mut coordinator, clock.now_ms())?;
         coordinator.finish_load(
             clock.now_ms(),
-            crate::consumer_protocol::decode_subscription,
+            crate::services::consumer_protocol::decode_subscription,
         );
         let live = coordinator.snapshot().len() as u64;
         tracing::info!(
@@ -618,7 +614,7 @@ fn load(
     now: i64,
 ) -> Result<u64, LogError> {
     let mut applied = 0u64;
-    crate::replay::replay(log, key, OFFSETS_TOPIC, |record| {
+    crate::services::replay::replay(log, key, OFFSETS_TOPIC, |record| {
         let Some(k) = record.key.as_deref() else {
             return;
         };

@@ -19,9 +19,12 @@
 //!
 //! PLAIN users come from `listener.name.<listener>.plain.sasl.jaas.config`, Kafka's format:
 //! `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";`.
-//! SCRAM credentials come from the durable store ([`crate::scram`]), or for a login with the
-//! extension `tokenauth=true` from a delegation token ([`crate::delegation_tokens`]); the
+//! SCRAM credentials come from the durable store ([`crate::services::scram`]), or for a login with the
+//! extension `tokenauth=true` from a delegation token ([`crate::services::delegation_tokens`]); the
 //! principal is then the token's owner, and the connection may not manage tokens.
+
+mod authenticate;
+mod handshake;
 
 use std::collections::HashMap;
 
@@ -30,10 +33,10 @@ use kafka_protocol::messages::ApiKey;
 use sluice_protocol::header;
 use tokio::time::{Duration, Instant};
 
-use crate::config_security::{list, SecuritySettings};
+use crate::config::security::{list, SecuritySettings};
 use crate::handlers::{self, Reply};
 use crate::log_limit::{self, info_limited, warn_limited};
-use crate::scram::{ScramExchange, ScramMechanism};
+use crate::services::scram::{ScramExchange, ScramMechanism};
 use crate::Broker;
 
 /// A SASL mechanism Sluice serves.
@@ -68,7 +71,7 @@ pub struct SaslConfig {
 }
 
 impl SaslConfig {
-    /// The settings of `listener` (checked by `config_security::check_listener`).
+    /// The settings of `listener` (checked by `security::check_listener`).
     pub fn load(listener: &str, s: &SecuritySettings) -> Result<SaslConfig, String> {
         let mechanisms: Vec<Mechanism> = s
             .get(listener, "sasl.enabled.mechanisms")
@@ -245,8 +248,8 @@ impl Session {
                 return Gate::Route;
             };
             return match req.api_key {
-                ApiKey::SaslHandshake => handlers::sasl_handshake::handle(self, req),
-                _ => handlers::sasl_authenticate::handle(self, broker, req),
+                ApiKey::SaslHandshake => handshake::handle(self, req),
+                _ => authenticate::handle(self, broker, req),
             };
         }
         if self.expires.is_some_and(|e| Instant::now() >= e) {
@@ -300,7 +303,7 @@ impl Session {
         broker: &Broker,
         token: &[u8],
     ) -> Result<(Vec<u8>, bool), String> {
-        if token.len() > crate::limits::SASL_TOKEN_BYTES_MAX {
+        if token.len() > crate::config::limits::SASL_TOKEN_BYTES_MAX {
             return Err("SASL token too large".into());
         }
         // Only a handshake on a SASL listener leaves Start.

@@ -30,7 +30,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::limits;
+use crate::config::limits;
 
 /// Kafka's entity types. `ip` quotas (connection rates) are not served.
 pub const ENTITY_USER: &str = "user";
@@ -287,7 +287,7 @@ impl ClientQuotas {
             quotas: entries.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        crate::topics::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
+        crate::services::atomic_file::write_atomically(&self.meta_dir, FILE_NAME, &bytes)?;
         self.any.store(!entries.is_empty(), Ordering::Release);
         *self.entries.write() = Arc::new(entries);
         // Rates may have changed: buckets start over at the new rates.

@@ -43,60 +43,14 @@ use ring::{hmac, pbkdf2};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
+use crate::config::limits;
 use crate::error_code::ResponseError;
-use crate::limits;
-use crate::scram::{Credential, ScramMechanism};
+use crate::services::scram::{Credential, ScramMechanism};
 
 /// Kafka's `DelegationTokenManager.ERROR_TIMESTAMP`: the timestamp an error answers with.
 pub const ERROR_TIMESTAMP: i64 = -1;
 
-/// The `delegation.token.*` settings (Kafka's `DelegationTokenManagerConfigs`).
-#[derive(Clone)]
-pub struct TokenConfig {
-    /// `delegation.token.secret.key`: the HMAC key; empty turns tokens off.
-    pub secret_key: String,
-    /// `delegation.token.master.key`: Kafka's deprecated name, used when the other is unset.
-    pub master_key: String,
-    /// `delegation.token.max.lifetime.ms`: no renewal extends a token past issue + this.
-    pub max_lifetime_ms: i64,
-    /// `delegation.token.expiry.time.ms`: a renewal's default (and longest) period.
-    pub expiry_time_ms: i64,
-    /// `delegation.token.expiry.check.interval.ms`: how often expired tokens are removed.
-    pub expiry_check_interval_ms: i64,
-}
-
-impl Default for TokenConfig {
-    fn default() -> Self {
-        TokenConfig {
-            secret_key: String::new(),
-            master_key: String::new(),
-            max_lifetime_ms: 7 * 24 * 3_600_000,
-            expiry_time_ms: 24 * 3_600_000,
-            expiry_check_interval_ms: 3_600_000,
-        }
-    }
-}
-
-impl std::fmt::Debug for TokenConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenConfig")
-            .field("key_set", &self.key().is_some())
-            .field("max_lifetime_ms", &self.max_lifetime_ms)
-            .field("expiry_time_ms", &self.expiry_time_ms)
-            .field("expiry_check_interval_ms", &self.expiry_check_interval_ms)
-            .finish()
-    }
-}
-
-impl TokenConfig {
-    /// The effective secret key: `secret.key`, else the deprecated `master.key`.
-    pub fn key(&self) -> Option<&str> {
-        [&self.secret_key, &self.master_key]
-            .into_iter()
-            .map(String::as_str)
-            .find(|k| !k.is_empty())
-    }
-}
+pub use crate::config::security::TokenConfig;
 
 /// One token, as kept and stored.
 #[derive(Clone, PartialEq, Eq)]
@@ -322,7 +276,7 @@ impl TokenStore {
     fn write(&self, tokens: &Tokens) -> std::io::Result<()> {
         let bytes =
             serde_json::to_vec_pretty(&encode_file(tokens)).map_err(std::io::Error::other)?;
-        crate::topics::write_atomically(&self.meta_dir, FILE_NAME, &bytes)
+        crate::services::atomic_file::write_atomically(&self.meta_dir, FILE_NAME, &bytes)
     }
 
     /// Creates a token (Kafka's `createDelegationToken`). Blocking.
@@ -552,32 +506,6 @@ fn decode_file(bytes: &[u8]) -> Result<Tokens, String> {
         }
     }
     Ok(tokens)
-}
-
-/// Removes expired tokens every `delegation.token.expiry.check.interval.ms` until shutdown
-/// (on the blocking pool: a removal writes the file). Not started without a secret key.
-pub fn start_expiry_task(broker: &Arc<crate::Broker>) {
-    if !broker.delegation_tokens.enabled() {
-        return;
-    }
-    let broker = Arc::clone(broker);
-    let every_ms = broker
-        .delegation_tokens
-        .config
-        .expiry_check_interval_ms
-        .max(1);
-    let every = std::time::Duration::from_millis(u64::try_from(every_ms).unwrap_or(1));
-    let mut shutdown = broker.shutdown.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return,
-                () = tokio::time::sleep(every) => {}
-            }
-            let b = Arc::clone(&broker);
-            let _ = tokio::task::spawn_blocking(move || b.delegation_tokens.purge_expired()).await;
-        }
-    });
 }
 
 #[cfg(test)]

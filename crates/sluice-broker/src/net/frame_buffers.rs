@@ -17,7 +17,7 @@
 
 use bytes::BytesMut;
 
-use crate::limits;
+use crate::config::limits;
 use crate::memory::RequestMemory;
 
 /// One kept allocation: an empty handle on it, and its size (what the handle can reclaim).

@@ -240,7 +240,7 @@ pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
 pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
     let Some(row) = lookup(name)
         .and_then(|d| d.broker_synonym)
-        .and_then(crate::config_table::lookup)
+        .and_then(crate::config::table::lookup)
     else {
         debug_assert!(false, "{name}: no broker synonym in the config table");
         return (String::new(), source::DEFAULT_CONFIG);
@@ -466,7 +466,7 @@ mod tests {
     #[test]
     fn topic_defaults_come_from_broker_settings() {
         for d in TOPIC_CONFIGS {
-            let broker = d.broker_synonym.and_then(crate::config_table::lookup);
+            let broker = d.broker_synonym.and_then(crate::config::table::lookup);
             assert!(
                 broker.is_some(),
                 "{}: broker synonym not in the table",

@@ -16,7 +16,6 @@
 use kafka_protocol::error::ResponseError;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +26,9 @@ use uuid::Uuid;
 
 use crate::config::BrokerConfig;
 use crate::metrics::TopicStats;
-use crate::{error_code, limits, topic_config};
+use crate::services::atomic_file;
+use crate::services::internal_topics::{OFFSETS_TOPIC, TXN_STATE_TOPIC};
+use crate::{config::limits, config::topic, error_code};
 
 /// One topic as the broker sees it. Immutable: changes publish a new `Arc<Topic>`.
 #[derive(Debug)]
@@ -119,10 +120,10 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
     if name == "." || name == ".." {
         return bad("'.' and '..' are not allowed");
     }
-    if name == crate::groups::OFFSETS_TOPIC {
+    if name == OFFSETS_TOPIC {
         return bad("reserved for the group coordinator's internal use");
     }
-    if name == crate::txns::TXN_STATE_TOPIC {
+    if name == TXN_STATE_TOPIC {
         return bad("reserved for the transaction coordinator's internal use");
     }
     if name.len() > limits::TOPIC_NAME_BYTES_MAX {
@@ -141,7 +142,7 @@ pub fn validate_name(name: &str) -> Result<(), AdminError> {
 /// coordinator's `__consumer_offsets` and the transaction coordinator's
 /// `__transaction_state`, which live in the log but not in this registry.
 pub fn is_internal(name: &str) -> bool {
-    name == crate::groups::OFFSETS_TOPIC || name == crate::txns::TXN_STATE_TOPIC
+    name == OFFSETS_TOPIC || name == TXN_STATE_TOPIC
 }
 
 /// The refusal of a change to an internal topic, which is read-only to clients: Kafka answers
@@ -181,15 +182,6 @@ fn build_topic(
         configs,
         stats,
     }
-}
-
-pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = sluice_log::fs::create_private_file(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
-    fs::File::open(dir)?.sync_all()
 }
 
 const META_FILE: &str = "topics.json";
@@ -233,7 +225,7 @@ impl TopicRegistry {
                     cluster_id: new_cluster_id(),
                     topics: vec![],
                 };
-                write_atomically(
+                atomic_file::write_atomically(
                     &meta_dir,
                     META_FILE,
                     &serde_json::to_vec_pretty(&m).map_err(std::io::Error::other)?,
@@ -325,7 +317,7 @@ impl TopicRegistry {
         };
         let bytes = serde_json::to_vec_pretty(&m)
             .map_err(|e| AdminError::new(ResponseError::KafkaStorageError.code(), e.to_string()))?;
-        write_atomically(&self.meta_dir, META_FILE, &bytes).map_err(|e| {
+        atomic_file::write_atomically(&self.meta_dir, META_FILE, &bytes).map_err(|e| {
             tracing::error!(error = %e, "writing topic metadata failed");
             AdminError::new(
                 ResponseError::KafkaStorageError.code(),
@@ -366,7 +358,7 @@ impl TopicRegistry {
             ));
         }
         for (k, v) in configs {
-            topic_config::validate(k, v)
+            topic::validate(k, v)
                 .map_err(|m| AdminError::new(ResponseError::InvalidConfig.code(), m))?;
         }
         Ok(())
@@ -391,7 +383,7 @@ impl TopicRegistry {
             configs,
             Arc::default(),
         ));
-        let lc = topic_config::log_config(&topic.configs, broker);
+        let lc = topic::log_config(&topic.configs, broker);
         for k in &topic.partitions {
             if let Err(e) = log.create_partition(k.clone(), lc.clone()) {
                 for created in &topic.partitions[..k.partition as usize] {
@@ -478,7 +470,7 @@ impl TopicRegistry {
             topic.configs.clone(),
             topic.stats.clone(),
         ));
-        let lc = topic_config::log_config(&topic.configs, broker);
+        let lc = topic::log_config(&topic.configs, broker);
         for k in &next_topic.partitions[current as usize..] {
             log.create_partition(k.clone(), lc.clone())
                 .map_err(|e| AdminError::from_log(&e))?;
@@ -514,7 +506,7 @@ impl TopicRegistry {
             topic.stats.clone(),
         ));
         self.replace(next_topic.clone())?;
-        let lc = topic_config::log_config(&next_topic.configs, broker);
+        let lc = topic::log_config(&next_topic.configs, broker);
         for k in &next_topic.partitions {
             log.set_config(k, lc.clone())
                 .map_err(|e| AdminError::from_log(&e))?;
@@ -568,7 +560,7 @@ fn reconcile_topic(
     recovered: &[PartitionKey],
     broker: &BrokerConfig,
 ) {
-    let lc = topic_config::log_config(&topic.configs, broker);
+    let lc = topic::log_config(&topic.configs, broker);
     for k in &topic.partitions {
         if recovered.contains(k) {
             if let Err(e) = log.set_config(k, lc.clone()) {

@@ -30,7 +30,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config_security::{list, SecuritySettings};
+use crate::config::security::{list, SecuritySettings};
 
 /// How client certificates are asked for (`ssl.client.auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

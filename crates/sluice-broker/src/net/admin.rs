@@ -22,11 +22,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use crate::{limits, metrics, Broker};
+use crate::net::scrape;
+use crate::{config::limits, Broker};
 
 /// Serves the admin listener until the task is aborted.
 pub(crate) async fn serve(listener: TcpListener, broker: Arc<Broker>) {
-    let registry = Arc::new(metrics::registry(broker.clone()));
+    let registry = Arc::new(scrape::registry(broker.clone()));
     let slots = Arc::new(Semaphore::new(limits::ADMIN_CONNECTIONS_MAX));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -107,7 +108,7 @@ async fn answer(
         "/metrics" => {
             let openmetrics = head.openmetrics;
             let rendered =
-                tokio::task::spawn_blocking(move || metrics::render(&registry, openmetrics)).await;
+                tokio::task::spawn_blocking(move || scrape::render(&registry, openmetrics)).await;
             match rendered {
                 Ok(Ok((body, content_type))) => (200, content_type, body),
                 _ => (500, "text/plain", "metrics encoding failed\n".into()),

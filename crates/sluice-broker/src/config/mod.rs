@@ -1,5 +1,5 @@
 //! [`BrokerConfig`]: everything `sluice serve` is told at start, under Kafka's names where a
-//! Kafka broker setting exists. Every setting is a row of [`config_table::BROKER_CONFIGS`]:
+//! Kafka broker setting exists. Every setting is a row of [`table::BROKER_CONFIGS`]:
 //! [`BrokerConfig::set`] checks and applies a value through its row, and refuses keys that
 //! have none (with the closest known key as a suggestion). [`BrokerConfig::load`] layers the
 //! sources: defaults (the table), then a `server.properties` file, then `SLUICE_*`
@@ -13,10 +13,14 @@ use std::path::PathBuf;
 use sluice_coordinator::{GroupConfig, TxnConfig};
 use sluice_log::{FsyncPolicy, Storage, TimestampType};
 
-use crate::config_security::{self, SecurityProtocol, SecuritySettings};
-use crate::config_table;
-use crate::limits;
-use crate::listeners::{self, ListenerSpec};
+pub mod limits;
+pub mod listeners;
+pub mod security;
+pub mod table;
+pub mod topic;
+
+use listeners::ListenerSpec;
+use security::{SecurityProtocol, SecuritySettings};
 
 /// Defaults for new topics (Kafka's `log.*` broker settings). Each is also reported by
 /// DescribeConfigs, with STATIC_BROKER_CONFIG as the source when it was set explicitly.
@@ -152,9 +156,9 @@ pub struct BrokerConfig {
     /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state-0`.
     pub transaction_state_log_segment_bytes: u64,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
-    pub authorizer: crate::acl::AuthorizerConfig,
+    pub authorizer: security::AuthorizerConfig,
     /// `delegation.token.*` (see `delegation_tokens`; Debug hides the key).
-    pub delegation_token: crate::delegation_tokens::TokenConfig,
+    pub delegation_token: security::TokenConfig,
 }
 
 impl Default for BrokerConfig {
@@ -200,12 +204,12 @@ impl Default for BrokerConfig {
             transaction_remove_expired_cleanup_interval_ms:
                 limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
             transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
-            authorizer: crate::acl::AuthorizerConfig::default(),
-            delegation_token: crate::delegation_tokens::TokenConfig::default(),
+            authorizer: security::AuthorizerConfig::default(),
+            delegation_token: security::TokenConfig::default(),
         };
         // The table's defaults are the defaults: they replace the values above for every
         // setting that owns a field (a test checks that each reads back unchanged).
-        for d in config_table::BROKER_CONFIGS {
+        for d in table::BROKER_CONFIGS {
             if d.value.is_some() && !d.default.is_empty() {
                 let applied = (d.apply)(&mut c, d.name, d.default);
                 debug_assert!(applied.is_ok(), "default of {}: {applied:?}", d.name);
@@ -262,7 +266,7 @@ impl BrokerConfig {
     /// the closest known key.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let v = value.trim();
-        let Some(def) = config_table::lookup(key) else {
+        let Some(def) = table::lookup(key) else {
             // Security settings outside the table are stored apart (never in `explicit`:
             // JAAS values hold passwords), or refused when not served.
             if self.security.set(key, v)? {
@@ -273,7 +277,7 @@ impl BrokerConfig {
                 value: v.into(),
                 reason: format!(
                     "not a broker setting; did you mean {}? (docs/configuration.md lists them)",
-                    config_table::closest(key)
+                    table::closest(key)
                 ),
             });
         };
@@ -362,16 +366,13 @@ impl BrokerConfig {
             if !var.starts_with("SLUICE_") || is_not_setting(var) {
                 continue;
             }
-            if !config_table::BROKER_CONFIGS
-                .iter()
-                .any(|d| d.env_var() == *var)
-            {
+            if !table::BROKER_CONFIGS.iter().any(|d| d.env_var() == *var) {
                 // `SLUICE_FSYNC` means `sluice.fsync` (whose variable is SLUICE_SLUICE_FSYNC).
                 let key = var["SLUICE_".len()..]
                     .to_ascii_lowercase()
                     .replace('_', ".");
-                let meant = config_table::lookup(&format!("sluice.{key}"))
-                    .map_or_else(|| config_table::closest(&key), |d| d.name);
+                let meant = table::lookup(&format!("sluice.{key}"))
+                    .map_or_else(|| table::closest(&key), |d| d.name);
                 return Err(LoadError {
                     origin: var.clone(),
                     error: ConfigError {
@@ -379,14 +380,14 @@ impl BrokerConfig {
                         value: value.clone(),
                         reason: format!(
                             "not a broker setting; did you mean {} ({meant})? (docs/configuration.md lists them)",
-                            config_table::env_var(meant)
+                            table::env_var(meant)
                         ),
                     },
                 });
             }
             given.insert(var.as_str(), value.as_str());
         }
-        for d in config_table::BROKER_CONFIGS {
+        for d in table::BROKER_CONFIGS {
             let var = d.env_var();
             if let Some(value) = given.get(var.as_str()) {
                 self.set(d.name, value)
@@ -408,14 +409,13 @@ impl BrokerConfig {
         if served.is_empty() {
             return Err(bad(
                 "listeners",
-                crate::config_table::listener_list(&self.listener_specs()),
+                crate::config::table::listener_list(&self.listener_specs()),
                 "every listener is a controller listener (controller.listener.names): name one that serves clients",
             ));
         }
         for spec in &served {
-            let protocol =
-                config_security::protocol_of(&spec.name, &self.listener_security_protocol_map)?;
-            config_security::check_listener(&spec.name, protocol, &self.security)?;
+            let protocol = security::protocol_of(&spec.name, &self.listener_security_protocol_map)?;
+            security::check_listener(&spec.name, protocol, &self.security)?;
         }
         listeners::check_advertised(&self.listener_specs(), &self.advertised_listeners)?;
         let cleaner = &self.log_cleaner;
@@ -475,7 +475,7 @@ impl BrokerConfig {
 
     /// The security protocol of a listener named in `listeners` (checked by `validate`).
     pub fn listener_protocol(&self, name: &str) -> Result<SecurityProtocol, ConfigError> {
-        config_security::protocol_of(name, &self.listener_security_protocol_map)
+        security::protocol_of(name, &self.listener_security_protocol_map)
     }
 
     /// The connection limit for one client address (`max.connections.per.ip` unless
@@ -710,7 +710,7 @@ mod tests {
             ("NOT_SLUICE_X", "1"),
         ]);
         BrokerConfig::load(None, &tooling, &[]).unwrap();
-        for d in config_table::BROKER_CONFIGS {
+        for d in table::BROKER_CONFIGS {
             assert!(!is_not_setting(&d.env_var()), "{} would be ignored", d.name);
         }
     }
@@ -860,7 +860,7 @@ mod tests {
         assert_eq!(log.journal_cleaner, c.journal_cleaner);
         assert_eq!(log.journal_file_bytes_max, c.journal_file_bytes);
         assert_eq!(log.fsync, c.fsync);
-        let topic = crate::topic_config::log_config(&BTreeMap::new(), &c);
+        let topic = crate::config::topic::log_config(&BTreeMap::new(), &c);
         assert_eq!(topic, sluice_log::LogConfig::default());
         let g = GroupConfig::default();
         assert_eq!(

@@ -175,8 +175,8 @@ pub(crate) fn base_key(key: &str) -> &str {
 /// (each may also be given per listener).
 fn is_listener_security_key(base: &str) -> bool {
     (base.starts_with("ssl.") || base.starts_with("sasl."))
-        && crate::config_table::lookup(base)
-            .is_some_and(|d| d.section == crate::config_table::Section::Security)
+        && crate::config::table::lookup(base)
+            .is_some_and(|d| d.section == crate::config::table::Section::Security)
 }
 
 /// `<mechanism>.sasl.jaas.config` for a served mechanism (Kafka's per-mechanism JAAS key).
@@ -308,6 +308,63 @@ pub(crate) fn check_listener(
         }
     }
     Ok(())
+}
+
+/// The authorizer settings (`authorizer.class.name`, `super.users`,
+/// `allow.everyone.if.no.acl.found`), resolved from `BrokerConfig`.
+#[derive(Debug, Clone, Default)]
+pub struct AuthorizerConfig {
+    pub enabled: bool,
+    pub super_users: Vec<String>,
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// The `delegation.token.*` settings (Kafka's `DelegationTokenManagerConfigs`).
+#[derive(Clone)]
+pub struct TokenConfig {
+    /// `delegation.token.secret.key`: the HMAC key; empty turns tokens off.
+    pub secret_key: String,
+    /// `delegation.token.master.key`: Kafka's deprecated name, used when the other is unset.
+    pub master_key: String,
+    /// `delegation.token.max.lifetime.ms`: no renewal extends a token past issue + this.
+    pub max_lifetime_ms: i64,
+    /// `delegation.token.expiry.time.ms`: a renewal's default (and longest) period.
+    pub expiry_time_ms: i64,
+    /// `delegation.token.expiry.check.interval.ms`: how often expired tokens are removed.
+    pub expiry_check_interval_ms: i64,
+}
+
+impl Default for TokenConfig {
+    fn default() -> Self {
+        TokenConfig {
+            secret_key: String::new(),
+            master_key: String::new(),
+            max_lifetime_ms: 7 * 24 * 3_600_000,
+            expiry_time_ms: 24 * 3_600_000,
+            expiry_check_interval_ms: 3_600_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for TokenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("key_set", &self.key().is_some())
+            .field("max_lifetime_ms", &self.max_lifetime_ms)
+            .field("expiry_time_ms", &self.expiry_time_ms)
+            .field("expiry_check_interval_ms", &self.expiry_check_interval_ms)
+            .finish()
+    }
+}
+
+impl TokenConfig {
+    /// The effective secret key: `secret.key`, else the deprecated `master.key`.
+    pub fn key(&self) -> Option<&str> {
+        [&self.secret_key, &self.master_key]
+            .into_iter()
+            .map(String::as_str)
+            .find(|k| !k.is_empty())
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,14 +19,15 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::clock::Clock;
+use crate::config::security::SecurityProtocol;
 use crate::config::BrokerConfig;
-use crate::config_security::SecurityProtocol;
-use crate::groups::{self, GroupService};
-use crate::listeners::Listener;
+use crate::config::{limits, listeners};
 use crate::memory::RequestMemory;
-use crate::producer_ids::ProducerIds;
-use crate::topics::TopicRegistry;
-use crate::{connection, limits, listeners, Broker};
+use crate::net::listeners::Listener;
+use crate::services::groups::{self, GroupService};
+use crate::services::producer_ids::ProducerIds;
+use crate::services::topics::TopicRegistry;
+use crate::{net::connection, Broker};
 
 /// A bound, recovered broker that is not yet accepting.
 #[derive(Debug)]
@@ -64,7 +66,9 @@ fn log_config(config: &BrokerConfig) -> LogManagerConfig {
     lc.cleaner = config.log_cleaner;
     lc.journal_cleaner = config.journal_cleaner;
     lc.journal_file_bytes_max = config.journal_file_bytes;
-    lc.record_codec = Some(std::sync::Arc::new(crate::compaction::ProtocolCodec));
+    lc.record_codec = Some(std::sync::Arc::new(
+        crate::services::compaction::ProtocolCodec,
+    ));
     lc
 }
 
@@ -141,7 +145,7 @@ impl Server {
                 .map(|(k, _)| k.clone())
                 .filter(|k| {
                     k.topic_id != groups::OFFSETS_TOPIC_ID
-                        && k.topic_id != crate::txns::TXN_STATE_TOPIC_ID
+                        && k.topic_id != crate::services::txns::TXN_STATE_TOPIC_ID
                 })
                 .collect();
             let on_disk = report.partitions.len();
@@ -154,17 +158,18 @@ impl Server {
             })?;
             let groups = Arc::new(groups);
             let producer_ids = ProducerIds::open(&cfg.data_dir)?;
-            let scram = crate::scram::CredentialStore::open(&cfg.data_dir)?;
-            let tokens = crate::delegation_tokens::TokenStore::open(
+            let scram = crate::services::scram::CredentialStore::open(&cfg.data_dir)?;
+            let tokens = crate::services::delegation_tokens::TokenStore::open(
                 &cfg.data_dir,
                 cfg.delegation_token.clone(),
                 groups.clock().clone(),
             )?;
-            let authorizer = crate::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
-            let quotas = crate::quotas::ClientQuotas::open(&cfg.data_dir)?;
+            let authorizer =
+                crate::services::acl::Authorizer::open(&cfg.data_dir, cfg.authorizer.clone())?;
+            let quotas = crate::services::quotas::ClientQuotas::open(&cfg.data_dir)?;
             let security = load_security(&cfg)?;
             let segment_bytes = cfg.transaction_state_log_segment_bytes;
-            let txns = crate::txns::TxnService::open(
+            let txns = crate::services::txns::TxnService::open(
                 &log,
                 cfg.txn.clone(),
                 segment_bytes,
@@ -255,7 +260,7 @@ impl Server {
         let broker = Arc::new(Broker {
             request_memory,
             fetch_readers,
-            metrics: crate::metrics::Metrics::new(),
+            metrics: crate::net::scrape::broker_metrics(),
             config,
             log,
             topics,
@@ -272,8 +277,12 @@ impl Server {
             shutdown,
         });
         broker.groups.start(broker.shutdown.clone());
-        broker.txns.start(Arc::clone(&broker));
-        crate::delegation_tokens::start_expiry_task(&broker);
+        let b = Arc::clone(&broker);
+        tokio::spawn(async move {
+            let shutdown = b.shutdown.clone();
+            b.txns.run_timer(&b.topics, shutdown, &b.config).await;
+        });
+        start_token_expiry(&broker);
         Ok(Server {
             sockets,
             admin,
@@ -315,7 +324,7 @@ impl Server {
         } = self;
         // Ready from here on: the Kafka listeners accept below, and /ready says so until
         // shutdown begins.
-        let admin = admin.map(|l| tokio::spawn(crate::admin::serve(l, broker.clone())));
+        let admin = admin.map(|l| tokio::spawn(crate::net::admin::serve(l, broker.clone())));
         let shared = Accepting {
             slots: Arc::new(Semaphore::new(broker.config.max_connections)),
             per_ip: Arc::new(Mutex::new(HashMap::new())),
@@ -458,7 +467,7 @@ async fn accept_loop(
                     let broker = broker.clone();
                     let alive = alive_tx.clone();
                     tokio::spawn(async move {
-                        let open = crate::metrics::OpenConnection::new(broker.clone());
+                        let open = OpenConnection::new(broker.clone());
                         connection::serve(broker, stream, peer, index).await;
                         drop(open);
                         drop(per_ip);
@@ -488,8 +497,8 @@ fn load_security(
     config: &BrokerConfig,
 ) -> std::io::Result<
     Vec<(
-        Option<Arc<crate::tls::Tls>>,
-        Option<Arc<crate::sasl::SaslConfig>>,
+        Option<Arc<crate::net::tls::Tls>>,
+        Option<Arc<crate::net::sasl::SaslConfig>>,
     )>,
 > {
     let mut out = Vec::new();
@@ -500,13 +509,13 @@ fn load_security(
         let fail = |e: String| std::io::Error::other(format!("listener {}: {e}", spec.name));
         let tls = match protocol.uses_tls() {
             true => Some(Arc::new(
-                crate::tls::Tls::load(&spec.name, &config.security).map_err(fail)?,
+                crate::net::tls::Tls::load(&spec.name, &config.security).map_err(fail)?,
             )),
             false => None,
         };
         let sasl = match protocol.uses_sasl() {
             true => Some(Arc::new(
-                crate::sasl::SaslConfig::load(&spec.name, &config.security).map_err(fail)?,
+                crate::net::sasl::SaslConfig::load(&spec.name, &config.security).map_err(fail)?,
             )),
             false => None,
         };
@@ -533,11 +542,11 @@ fn warn_if_data_dir_shared(dir: &std::path::Path) {
 fn warn_if_open(
     name: &str,
     protocol: SecurityProtocol,
-    tls: Option<&crate::tls::Tls>,
+    tls: Option<&crate::net::tls::Tls>,
     local: SocketAddr,
 ) {
     let authenticated = protocol.uses_sasl()
-        || tls.is_some_and(|t| t.client_auth == crate::tls::ClientAuth::Required);
+        || tls.is_some_and(|t| t.client_auth == crate::net::tls::ClientAuth::Required);
     if !authenticated && !local.ip().is_loopback() {
         tracing::warn!(listener = name, protocol = protocol.name(), %local, "listener is reachable beyond loopback without authentication: anyone who can reach it can read, write and delete every topic");
     }
@@ -573,4 +582,53 @@ fn spawn_tls_reload(
             .await;
         }
     }))
+}
+
+/// A client connection being served, counted until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenConnection(Arc<Broker>);
+
+impl OpenConnection {
+    pub(crate) fn new(broker: Arc<Broker>) -> Self {
+        broker
+            .metrics
+            .connections_open
+            .fetch_add(1, Ordering::Relaxed);
+        Self(broker)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .connections_open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Removes expired tokens every `delegation.token.expiry.check.interval.ms` until shutdown
+/// (on the blocking pool: a removal writes the file). Not started without a secret key.
+fn start_token_expiry(broker: &Arc<Broker>) {
+    if !broker.delegation_tokens.enabled() {
+        return;
+    }
+    let broker = Arc::clone(broker);
+    let every_ms = broker
+        .delegation_tokens
+        .config()
+        .expiry_check_interval_ms
+        .max(1);
+    let every = std::time::Duration::from_millis(u64::try_from(every_ms).unwrap_or(1));
+    let mut shutdown = broker.shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            let b = Arc::clone(&broker);
+            let _ = tokio::task::spawn_blocking(move || b.delegation_tokens.purge_expired()).await;
+        }
+    });
 }

@@ -41,8 +41,8 @@ use sluice_log::ProducerId;
 use sluice_protocol::record_walk::{self, Compression, WalkError, WalkLimits};
 use tokio::sync::Semaphore;
 
-use crate::producer_ids::ProducerIds;
-use crate::{error_code, limits};
+use crate::services::producer_ids::ProducerIds;
+use crate::{config::limits, error_code};
 
 /// The walk's bounds, from [`limits`].
 pub const WALK_LIMITS: WalkLimits = WalkLimits {

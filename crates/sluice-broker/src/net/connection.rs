@@ -34,13 +34,13 @@
 //! written completely before the next one starts, and its charge is released only after its
 //! last byte is written.
 //!
-//! Security (see [`crate::tls_stream`], [`crate::sasl`]): on a TLS listener the handshake
+//! Security (see [`crate::net::tls_stream`], [`crate::net::sasl`]): on a TLS listener the handshake
 //! runs first, within [`limits::TLS_HANDSHAKE_TIMEOUT_MS`], and the halves are TLS halves
 //! (fetched records are then encrypted from a copy instead of sent with `sendfile`). On a
 //! SASL listener every frame passes the connection's SASL gate before it is routed: until the
 //! client has authenticated only ApiVersions, SaslHandshake and SaslAuthenticate are served.
 //!
-//! Client quotas (see [`crate::quotas`]): a produce or fetch whose quota is in debt carries
+//! Client quotas (see [`crate::services::quotas`]): a produce or fetch whose quota is in debt carries
 //! `throttle_time_ms`, and the connection is muted for that long: the reader takes no next
 //! request (buffered or not) until it is over, as Kafka mutes a throttled channel. The
 //! reader mutes itself for produce requests (acks=0 included), the writer for fetches
@@ -63,16 +63,16 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
-use crate::frame_buffers::FrameBuffers;
 use crate::handlers::fetch::FetchCall;
 use crate::handlers::produce::{self, ProduceCall};
 use crate::handlers::{self, Calls, Reply, Started};
 use crate::log_limit::{self, info_limited, warn_limited};
 use crate::memory::{self, Overdraft, Reservation};
+use crate::net::frame_buffers::FrameBuffers;
+use crate::net::sasl::{Gate, Session};
+use crate::net::tls_stream::{self, ConnRead, ConnWrite};
 use crate::response_chunks::{self, ChunkedFrame};
-use crate::sasl::{Gate, Session};
-use crate::tls_stream::{self, ConnRead, ConnWrite};
-use crate::{limits, Broker};
+use crate::{config::limits, Broker};
 
 /// The connection's mute deadline (client quotas), shared by its reader and writer.
 #[derive(Debug)]

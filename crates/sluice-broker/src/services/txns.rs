@@ -31,18 +31,16 @@ use sluice_coordinator::{
 };
 use sluice_log::{
     AppendGate, AppendGroup, AppendWaiter, ControlType, LogConfig, LogError, LogManager,
-    PartitionKey, ProducerEpoch, ProducerId, TopicId,
+    PartitionKey, ProducerEpoch, ProducerId,
 };
+use tokio::sync::watch;
 
 use crate::clock::Clock;
-use crate::groups::{offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
-use crate::limits;
-use crate::topics::TopicRegistry;
+use crate::config::{limits, BrokerConfig};
+use crate::services::groups::{offsets_partition, GroupService, OFFSETS_TOPIC, OFFSETS_TOPIC_ID};
+use crate::services::topics::TopicRegistry;
 
-/// The internal topic that holds the transaction state.
-pub const TXN_STATE_TOPIC: &str = "__transaction_state";
-/// Its fixed topic id, so recovery and the topic registry recognize its directory.
-pub const TXN_STATE_TOPIC_ID: TopicId = TopicId(*b"sluice.txnstate1");
+pub use crate::services::internal_topics::{TXN_STATE_TOPIC, TXN_STATE_TOPIC_ID};
 
 /// The log key of the transaction state partition (one partition: §2).
 pub fn txn_state_partition() -> PartitionKey {
@@ -110,11 +108,6 @@ impl TxnService {
     /// Runs `f` on the coordinator with the current time.
     pub fn call<T>(&self, f: impl FnOnce(&mut TransactionCoordinator, i64) -> T) -> T {
         f(&mut self.coordinator.lock(), self.clock.now_ms())
-    }
-
-    /// Starts the load completion and the timer on the current runtime.
-    pub fn start(self: &Arc<Self>, broker: Arc<crate::Broker>) {
-        tokio::spawn(Arc::clone(self).run_timer(broker));
     }
 
     /// Writes `change` as one append group and applies what became durable. `Err` when
@@ -325,9 +318,15 @@ impl TxnService {
         Ok(waiters)
     }
 
-    async fn run_timer(self: Arc<Self>, broker: Arc<crate::Broker>) {
-        let mut shutdown = broker.shutdown.clone();
-        let topics = &broker.topics;
+    /// Completes the load (re-verifies ongoing transactions, writes the missing markers of
+    /// decided ones), then runs the timer (completions, timeouts, expiry) until `shutdown`
+    /// turns true. The broker spawns it once, on the runtime, at start.
+    pub async fn run_timer(
+        &self,
+        topics: &TopicRegistry,
+        mut shutdown: watch::Receiver<bool>,
+        config: &BrokerConfig,
+    ) {
         // The load's unfinished business first: verify ongoing transactions again and
         // complete decided ones.
         let ongoing: Vec<(Vec<TopicPartition>, i64, i16)> = self.call(|c, _| {
@@ -356,8 +355,8 @@ impl TxnService {
                 tracing::error!(error = %e, transactional_id = change.transactional_id(), "transaction completion not durable; retried later");
             }
         }
-        let abort_interval_ms = broker.config.transaction_abort_cleanup_interval_ms;
-        let expire_interval_ms = broker.config.transaction_remove_expired_cleanup_interval_ms;
+        let abort_interval_ms = config.transaction_abort_cleanup_interval_ms;
+        let expire_interval_ms = config.transaction_remove_expired_cleanup_interval_ms;
         let mut last_expiry_ms = self.clock.now_ms();
         loop {
             let changes = self.call(|c, now| {
@@ -458,7 +457,7 @@ fn load(
     coordinator: &mut TransactionCoordinator,
 ) -> Result<u64, LogError> {
     let mut applied = 0u64;
-    crate::replay::replay(log, key, TXN_STATE_TOPIC, |record| {
+    crate::services::replay::replay(log, key, TXN_STATE_TOPIC, |record| {
         let Some(k) = record.key.as_deref() else {
             return;
         };
