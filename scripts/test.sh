@@ -18,6 +18,16 @@ scripts/it-setup.sh >"$SETUP_LOG" 2>&1 &
 SETUP_PID=$!
 trap 'kill "$SETUP_PID" 2>/dev/null || true' EXIT
 
+# The object backend's stores (PostgreSQL, SeaweedFS's S3 server), started on loopback for
+# the Rust tests that talk to them and the integration tests of the object backend; stopped
+# when this script exits. SLUICE_TEST_STORES=required: those tests fail instead of skipping.
+phase "test stores for the object backend (scripts/stores.sh)"
+STORES_DIR="$(mktemp -d /tmp/sluice-stores.XXXXXX)"
+stop_stores() { scripts/stores.sh stop "$STORES_DIR" >/dev/null 2>&1 || true; }
+trap 'stop_stores; kill "$SETUP_PID" 2>/dev/null || true' EXIT
+eval "$(scripts/stores.sh start "$STORES_DIR")"
+export SLUICE_TEST_STORES=required
+
 phase "format and lint gates (cargo fmt --check, clippy -D warnings)"
 # rustup's default profile has both; a minimal one may not (a no-op when present).
 if command -v rustup >/dev/null 2>&1; then
@@ -55,7 +65,7 @@ if ! wait "$SETUP_PID"; then
     exit 1
 fi
 # Reaped: its pid may belong to another process from now on, so the trap must not kill it.
-trap - EXIT
+trap stop_stores EXIT
 cat "$SETUP_LOG"
 
 phase "integration tests (real clients, real broker process)"
