@@ -209,7 +209,7 @@ pub const GROUP_WRITE_JOBS_PER_ROUND_MAX: usize = 1024;
 /// The group timer re-checks deadlines at least this often.
 pub const GROUP_TIMER_INTERVAL_MS_MAX: i64 = 1_000;
 
-// ---- admin listener and metrics (see `admin`, `metrics`) ----
+// ---- admin listener and metrics (see `net::admin`, `net::scrape`, `metrics`) ----
 
 /// Admin (metrics, readiness) connections served at once; more are closed at accept. A
 /// scraper and a probe or two need no more, and the Kafka listener never competes with more.

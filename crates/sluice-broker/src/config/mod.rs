@@ -1,10 +1,18 @@
-//! [`BrokerConfig`]: everything `sluice serve` is told at start, under Kafka's names where a
-//! Kafka broker setting exists. Every setting is a row of [`table::BROKER_CONFIGS`]:
-//! [`BrokerConfig::set`] checks and applies a value through its row, and refuses keys that
-//! have none (with the closest known key as a suggestion). [`BrokerConfig::load`] layers the
-//! sources: defaults (the table), then a `server.properties` file, then `SLUICE_*`
-//! environment variables, then command-line flags (`--override` and the convenience flags).
-//! A later source wins over an earlier one; within one source, the later line wins.
+//! The configuration: [`BrokerConfig`], everything `sluice serve` is told at start, under
+//! Kafka's names where a Kafka broker setting exists, with the tables and parsers it is made
+//! from: [`table`] (every broker setting), [`topic`] (every topic setting), [`security`]
+//! (the security settings, served or refused), [`listeners`] (listener specs) and
+//! [`limits`] (the process-wide bounds).
+//!
+//! Every setting is a row of [`table::BROKER_CONFIGS`]: [`BrokerConfig::set`] checks and
+//! applies a value through its row, and refuses keys that have none (with the closest known
+//! key as a suggestion). [`BrokerConfig::load`] layers the sources: defaults (the table), then
+//! a `server.properties` file, then `SLUICE_*` environment variables, then command-line flags
+//! (`--override` and the convenience flags). A later source wins over an earlier one; within
+//! one source, the later line wins.
+//!
+//! Direction: the bottom of the crate. It imports nothing else from the crate (checked by
+//! `tests/layers.rs`); the network, handlers, services and leaf modules read it.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -128,7 +136,7 @@ pub struct BrokerConfig {
     /// `controller.listener.names`: listeners of `listeners` that are not opened (see
     /// [`BrokerConfig::served_listener_specs`]).
     pub controller_listener_names: Vec<String>,
-    /// The `ssl.*`, `sasl.*` and `listener.name.*` settings (see `config_security`).
+    /// The `ssl.*`, `sasl.*` and `listener.name.*` settings (see `config::security`).
     pub security: SecuritySettings,
     /// `connections.max.reauth.ms` (KIP-368): an authenticated SASL session's lifetime; 0
     /// means sessions do not expire.
@@ -262,7 +270,7 @@ pub(crate) fn strip_listener_scheme(value: &str) -> String {
 
 impl BrokerConfig {
     /// Applies one setting by its key: a row of the config table, or a per-listener or
-    /// per-mechanism security key (`config_security`). Any other key is an error that names
+    /// per-mechanism security key (`config::security`). Any other key is an error that names
     /// the closest known key.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let v = value.trim();

@@ -5,7 +5,7 @@
 //! Guarantees: everything that knows a broker setting derives it from this table, so they
 //! cannot disagree. `BrokerConfig::set` (and through it `server.properties`, `SLUICE_*`
 //! environment variables, `--override` and the convenience flags) accepts exactly these keys
-//! (plus the per-listener and per-mechanism security keys `config_security` resolves) and
+//! (plus the per-listener and per-mechanism security keys `config::security` resolves) and
 //! refuses any other with the closest known key as a suggestion; `BrokerConfig::default()`
 //! takes its values from the `default` column; DescribeConfigs lists every row with its value
 //! and source; the topic-config defaults are the current values of their `log.*` broker
@@ -321,7 +321,7 @@ fn accept(_: &mut BrokerConfig, _: &str, _: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Security rows: stored (and checked) by `config_security`, which also serves the
+/// Security rows: stored (and checked) by `config::security`, which also serves the
 /// per-listener forms.
 fn security(c: &mut BrokerConfig, key: &str, value: &str) -> Result<(), String> {
     c.security.set(key, value).map(|_| ()).map_err(|e| e.reason)
@@ -634,7 +634,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Largest frame accepted before authentication.",
         |c, _, v| { c.sasl_server_max_receive_size = num(v)?; Ok(()) },
         Some(|c| c.sasl_server_max_receive_size.to_string())).check(Check::Min(1)),
-    // --- Security (config_security serves these and their listener.name.<l>. forms) ------
+    // --- Security (config::security serves these and their listener.name.<l>. forms) ------
     D::new("ssl.keystore.type", Str, "PEM", Pb, Sec, "Only PEM (JKS and PKCS12 are refused).",
         security, None).check(Check::Custom("PEM")),
     D::new("ssl.keystore.location", Str, "", Pb, Sec,
@@ -686,7 +686,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Allow a resource that has no ACL at all.",
         |c, _, v| { c.authorizer.allow_everyone_if_no_acl_found = parse_bool(v)?; Ok(()) },
         Some(|c| c.authorizer.allow_everyone_if_no_acl_found.to_string())),
-    // --- Delegation tokens (delegation_tokens.rs) -------------------------------------------
+    // --- Delegation tokens (services/delegation_tokens.rs) ----------------------------------
     D::new("delegation.token.secret.key", Password, "", Ro, Tokens,
         "HMAC key of delegation tokens' passwords; empty: the token APIs answer DELEGATION_TOKEN_AUTH_DISABLED.",
         |c, _, v| { c.delegation_token.secret_key = v.to_string(); Ok(()) }, None)
@@ -872,7 +872,7 @@ mod tests {
 
     const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
     const BEGIN: &str =
-        "<!-- settings:begin (generated from config_table.rs; a test checks it) -->\n";
+        "<!-- settings:begin (generated from config/table.rs; a test checks it) -->\n";
     const END: &str = "<!-- settings:end -->";
 
     // Goal: docs/configuration.md lists every setting with the table's type, default and

@@ -1,7 +1,7 @@
 //! DescribeConfigs (key 32), v1-4: every topic config with its effective value and source
 //! (TOPIC_CONFIG for overrides, STATIC_BROKER_CONFIG when a broker setting supplies the
 //! default, DEFAULT_CONFIG otherwise), synonyms on request, types (v3+) and documentation.
-//! Broker resources list every row of the broker config table (`config_table`) plus the
+//! Broker resources list every row of the broker config table (`config::table`) plus the
 //! per-listener security settings given, each with its value and source (STATIC_BROKER_CONFIG
 //! when set by the file, the environment or a flag, DEFAULT_CONFIG otherwise), all read-only
 //! (there is no dynamic broker config); sensitive ones (passwords, keys, JAAS) have a null

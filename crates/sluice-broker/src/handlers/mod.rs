@@ -8,6 +8,11 @@
 //! the connection's writer waits on itself, without a task; for Fetch, a decoded
 //! [`fetch::FetchCall`] the writer runs itself. Both kinds of call are reused per
 //! connection ([`Calls`]).
+//!
+//! Direction: below the network (the connection calls in; the SASL gate in `net::sasl`
+//! answers SaslHandshake and SaslAuthenticate itself) and above the services, the leaf
+//! modules and the configuration, which handlers call. A handler reads the crate root's
+//! `Broker`; it never imports `net` (checked by `tests/layers.rs`).
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
