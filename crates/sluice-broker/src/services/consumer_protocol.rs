@@ -11,8 +11,8 @@
 //!   subscription at all (any other bytes a client sends as protocol type "consumer") would
 //!   claim a count from its third to sixth bytes, so the topics count, the one array at a
 //!   fixed place, is checked against the bytes left before decoding; counts further in are
-//!   left to the binary's allocation guard, as for every request (docs/ARCHITECTURE.md,
-//!   "Bad input").
+//!   left to the binary's allocation guard, as for every request (docs/broker.md, "Bad
+//!   input").
 //! - The classic protocol still hands each member's metadata bytes to the leader verbatim
 //!   (they are opaque to Kafka too); only the coordinator's own questions (which topics is
 //!   the group subscribed to) use the decoded form.
