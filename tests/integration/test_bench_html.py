@@ -105,6 +105,21 @@ def test_single_run_html_renders(tmp_path):
     section = dom[dom.index("Offline compression"):]
     for codec in ["none", "snappy", "lz4", "gzip", "zstd"]:
         assert f"<td>{codec}</td>" in section, codec
+    # The page reads as people read: the summary and the charts first, topology and the raw
+    # broker metrics after them.
+    first_chart = dom.index("<svg")
+    assert dom.index("<h2>Summary</h2>") < dom.index("<h2>Time series (1 s)</h2>") < first_chart
+    assert first_chart < dom.index("<h2>Topology</h2>") < dom.index("<h2>Broker metrics (scraped)</h2>")
+    # The scraped broker histograms list only those that saw samples (the embedded broker
+    # exports one per API; a run uses a few), and say how many were left out.
+    metrics = dom[dom.index("<h2>Broker metrics (scraped)</h2>"):]
+    metrics = metrics[:metrics.index("</p>")]
+    rows = re.findall(r"<tr><td[^>]*>([^<]*)</td><td>([^<]*)</td>", metrics)
+    assert rows and all(float(n) > 0 for _, n in rows), rows
+    assert any('api="Produce"' in name.replace("&quot;", '"') for name, _ in rows), rows
+    left_out = re.search(r"(\d+) histograms with no samples not listed", metrics)
+    assert left_out and int(left_out.group(1)) > 0, metrics[-500:]
+    assert len(rows) + int(left_out.group(1)) == len(r["broker_metrics"]["histograms"])
 
 
 def test_ab_comparison_html_renders(tmp_path):

@@ -136,6 +136,11 @@ pub fn utc_string(unix_s: f64) -> String {
     )
 }
 
+/// Bytes as MiB.
+pub fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,8 @@
 
 use crate::keys::Key;
 use crate::payload::Header;
+use serde::Serialize;
+
 use crate::shaping::{AppBatchMode, Shaping};
 
 /// One message waiting in the application batcher.
@@ -104,6 +106,32 @@ impl AppBatcher {
 
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
+    }
+}
+
+/// The report's section for the application batcher: its settings and its flushes over all
+/// producers.
+#[derive(Debug, Serialize)]
+pub struct AppBatchReport {
+    pub mode: AppBatchMode,
+    pub linger_ms: u32,
+    pub max_msgs: u32,
+    pub flushes: u64,
+    /// Flushes by the size trigger (the others by the timer or the end of load).
+    pub size_flushes: u64,
+    pub msgs_per_flush_avg: Option<f64>,
+}
+
+impl AppBatchReport {
+    pub fn new(s: &Shaping, b: &BatcherStats) -> AppBatchReport {
+        AppBatchReport {
+            mode: s.app_batch_mode,
+            linger_ms: s.app_batch_linger_ms,
+            max_msgs: s.app_batch_max,
+            flushes: b.flushes,
+            size_flushes: b.size_flushes,
+            msgs_per_flush_avg: (b.flushes > 0).then(|| b.messages as f64 / b.flushes as f64),
+        }
     }
 }
 
