@@ -40,6 +40,7 @@ use crate::engine::{CheckpointState, Engine, Stats};
 use crate::error::LogError;
 use crate::fs;
 use crate::journal::JournalPosition;
+use crate::mutation::mutated;
 use crate::partition::Partition;
 use crate::producer_snapshot;
 use crate::producer_state::SnapshotMark;
@@ -170,12 +171,21 @@ fn write_checkpoint(
             }
         }
     }
-    for segment in &taken.dirty {
+    let dirty = match mutated!("checkpoint.extents_unsynced") {
+        true => &[][..],
+        false => &taken.dirty[..],
+    };
+    for segment in dirty {
         let written = engine.guard("persist segment extents", segment.sync_counted())?;
         Stats::add(&engine.stats.segment_syncs, 1);
         Stats::add(&engine.stats.segment_written_bytes, written);
     }
-    sync_new_dirs(engine, &taken.new_files)?;
+    if !mutated!("checkpoint.new_dirs_unsynced") {
+        sync_new_dirs(engine, &taken.new_files)?;
+    }
+    if mutated!("checkpoint.retire_before_write") {
+        let _ = engine.retire_journal_files_before(taken.written_to);
+    }
     let producer_points = write_producer_snapshots(engine, &mut captures, &state.producer_points)?;
     let written = engine.write_checkpoint_file(
         taken.written_to,
@@ -223,6 +233,7 @@ fn sync_new_dirs(engine: &Engine, partitions: &[Arc<Partition>]) -> Result<(), L
         if partition.is_deleted() {
             continue;
         }
+        // No mutation point: the caller's (`checkpoint.new_dirs_unsynced`).
         if let Err(error) = engine.fs.sync_dir(&partition.dir) {
             // A partition deleted meanwhile has no directory left to sync.
             if !partition.is_deleted() {
@@ -333,7 +344,9 @@ pub(crate) fn write_producer_snapshots(
     captures: &mut Vec<ProducerCapture>,
     previous: &HashMap<u64, ProducerStatePoint>,
 ) -> Result<HashMap<u64, ProducerStatePoint>, LogError> {
-    wait_until_durable(engine, captures);
+    if !mutated!("producer_snapshot.before_durable") {
+        wait_until_durable(engine, captures);
+    }
     let mut points: HashMap<u64, ProducerStatePoint> = engine
         .partitions_snapshot()
         .iter()

@@ -48,6 +48,7 @@ use crate::engine::{Engine, Stats};
 use crate::error::LogError;
 use crate::fs::{self, OpenMode};
 use crate::journal::JournalFile;
+use crate::mutation::mutated;
 use crate::partition::{Partition, SEGMENT_BYTES_MAX, SEGMENT_OFFSETS_MAX};
 use crate::segment::{now_ms, Segment, CLEANED_SUFFIX};
 use crate::txn::{self, AbortedTxn};
@@ -786,6 +787,9 @@ fn announce_delete_horizon(
     let Some(horizon) = rules.latest_delete_horizon_ms.get() else {
         return Ok(());
     };
+    if mutated!("cleaner.horizon_after_swap") {
+        return Ok(());
+    }
     {
         let mut horizons = engine.cleaner.delete_horizons.lock();
         if horizons.contains_key(&partition.uid) {
@@ -934,15 +938,24 @@ impl<'a> Output<'a> {
         let fs = engine.fs.as_ref();
         let synced = self
             .flush()
-            .and_then(|()| settle(engine, self.file.file.sync_data(), "cleaned data file sync"))
-            .and_then(|()| {
-                let journal_dir = fs.sync_dir(&engine.journal_dir);
-                settle(engine, journal_dir, "journal directory sync")
+            .and_then(|()| match mutated!("cleaner.data_unsynced") {
+                true => Ok(()),
+                false => settle(engine, self.file.file.sync_data(), "cleaned data file sync"),
+            })
+            .and_then(|()| match mutated!("cleaner.data_dir_unsynced") {
+                true => Ok(()),
+                false => {
+                    let journal_dir = fs.sync_dir(&engine.journal_dir);
+                    settle(engine, journal_dir, "journal directory sync")
+                }
             })
             .and_then(|()| {
                 self.segment.publish_all();
                 self.segment.seal();
-                settle(engine, self.segment.sync(), "cleaned extents sync")
+                match mutated!("cleaner.extents_unsynced") {
+                    true => Ok(()),
+                    false => settle(engine, self.segment.sync(), "cleaned extents sync"),
+                }
             });
         if let Err(error) = synced {
             self.abandon();
@@ -1235,8 +1248,9 @@ fn filter_marker(
     }
     // An ABORT marker goes only once no restart can bring its forgotten entry back: the
     // entry without the marker would hide the producer's later data.
-    let abort_pinned =
-        control == Some(txn::ControlType::Abort) && (listed || !rules.aborted_durable);
+    let aborted_durable =
+        rules.aborted_durable || mutated!("cleaner.abort_marker_before_checkpoint");
+    let abort_pinned = control == Some(txn::ControlType::Abort) && (listed || !aborted_durable);
     match header.delete_horizon_ms() {
         _ if header.records_count() == 0 => {}
         Some(horizon) if horizon > rules.now_ms => {
@@ -1316,7 +1330,9 @@ fn swap(
     }
     let swap = dir.join(swap_file_name(new.base_offset, new.next_offset()));
     engine.guard("cleaner: aside to swap", fs.rename(&aside, &swap))?;
-    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    if !mutated!("cleaner.swap_dir_unsynced") {
+        engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    }
     for old in olds {
         engine.guard(
             "cleaner: remove old index files",
@@ -1329,12 +1345,16 @@ fn swap(
             fs.remove_file(&old.paths.extents),
         )?;
     }
-    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    if !mutated!("cleaner.removals_dir_unsynced") {
+        engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    }
     engine.guard(
         "cleaner: swap into place",
         fs.rename(&swap, &new.paths.extents),
     )?;
-    engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    if !mutated!("cleaner.rename_dir_unsynced") {
+        engine.guard("partition directory sync", fs.sync_dir(dir))?;
+    }
     let swapped = partition.replace_run(olds, Arc::clone(new));
     assert!(swapped, "the run was checked under trim_lock");
     drop(trim);
@@ -1380,10 +1400,14 @@ pub(crate) fn finish_interrupted_passes(
                 fs.remove_file(&dir.join(old))?;
             }
         }
-        fs.sync_dir(dir)?;
+        if !mutated!("recovery.swap_removals_dir_unsynced") {
+            fs.sync_dir(dir)?;
+        }
         let target = crate::segment::SegmentPaths::new(dir, base).extents;
         fs.rename(&dir.join(name), &target)?;
-        fs.sync_dir(dir)?;
+        if !mutated!("recovery.swap_rename_dir_unsynced") {
+            fs.sync_dir(dir)?;
+        }
         done.push(format!(
             "completed the cleaner's swap of {}",
             target.display()

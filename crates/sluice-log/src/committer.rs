@@ -67,6 +67,7 @@ use crate::error::LogError;
 use crate::journal::{self, EntryHeader, JournalWriter, ENTRY_HEADER_LEN};
 use crate::log_limit::LogLimit;
 use crate::manager::AppendInfo;
+use crate::mutation::mutated;
 use crate::partition::{Partition, SEGMENT_BYTES_MAX};
 use crate::producer_state::{BatchMetadata, ProducerEntry, Room, Staged};
 use crate::round_store::{Round, RoundEntry, RoundStore, RoundStoreError};
@@ -451,14 +452,23 @@ impl Committer {
                     }
                     // Segment lengths first: the checkpointer may persist extents up to
                     // them as soon as it sees the handoff.
-                    self.publish_segments();
-                    self.hand_off(position);
+                    if mutated!("commit.segment_lengths_after_handoff") {
+                        self.hand_off(position);
+                        self.publish_segments();
+                    } else {
+                        self.publish_segments();
+                        self.hand_off(position);
+                    }
                 }
                 Err((what, error)) => return self.fail_with_io(what, error),
             }
         }
         self.publish_high_watermarks();
         self.finish_round();
+        if mutated!("commit.ack_before_journal_sync") {
+            // The sync `write_round` skipped, after the answers (see `mutation`).
+            let _ = self.journal.sync();
+        }
     }
 
     /// The no-op log's round (`Storage::Null`): each request's batches get offsets from the
@@ -498,7 +508,7 @@ impl Committer {
         let position = written.map_err(|e| ("journal write", e))?;
         let stats = &self.engine.stats;
         stats.journal_write_ns.observe(nanos(started.elapsed()));
-        if sync {
+        if sync && !mutated!("commit.ack_before_journal_sync") {
             let started = Instant::now();
             self.journal.sync().map_err(|e| ("journal sync", e))?;
             stats.journal_sync_ns.observe(nanos(started.elapsed()));
@@ -1073,7 +1083,7 @@ impl Committer {
                 let deleted = segment.delete_files(fs.as_ref());
                 result = result.and(deleted.map_err(|e| ("delete of a rolled segment", e)));
             }
-            if !rolled.is_empty() {
+            if !rolled.is_empty() && !mutated!("commit.undo_rolled_dir_unsynced") {
                 // The unlinks must be durable: a rolled segment a crash brought back would
                 // be taken for data by recovery (its batches pass their CRC).
                 let synced = fs.sync_dir(&partition.dir);

@@ -27,6 +27,7 @@ use crate::histogram::{self, Histogram};
 use crate::journal::{FreePool, JournalFiles, JournalPosition};
 use crate::manager::{CommitHistograms, LogStats};
 use crate::metadata::{self, PartitionMetadata};
+use crate::mutation::mutated;
 use crate::partition::Partition;
 use crate::segment::Segment;
 use crate::types::{Offset, PartitionKey, TopicId};
@@ -526,14 +527,18 @@ impl Engine {
         let fs = self.fs.as_ref();
         fs.create_dir_all(dir)?;
         let segment = Segment::create(fs, dir, Offset(0))?;
-        fs.sync_dir(dir)?;
+        if !mutated!("partition_create.dir_unsynced") {
+            fs.sync_dir(dir)?;
+        }
         let meta = PartitionMetadata {
             topic_id: key.topic_id,
             topic: key.topic.to_string(),
             partition: key.partition,
         };
         fs::write_file_atomic(fs, &dir.join(metadata::FILE_NAME), &meta.encode())?;
-        fs.sync_dir(&self.config.data_dir)?;
+        if !mutated!("partition_create.data_dir_unsynced") {
+            fs.sync_dir(&self.config.data_dir)?;
+        }
         Ok(segment)
     }
 
@@ -578,8 +583,13 @@ impl Engine {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        fs.sync_dir(dir)?;
+        if !mutated!("partition_delete.dir_unsynced") {
+            fs.sync_dir(dir)?;
+        }
         fs.remove_dir_all(dir)?;
+        if mutated!("partition_delete.data_dir_unsynced") {
+            return Ok(());
+        }
         fs.sync_dir(&self.config.data_dir)
     }
 

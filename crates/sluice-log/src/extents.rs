@@ -35,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::journal::{JournalFile, JournalFiles};
+use crate::mutation::mutated;
 use crate::record_slices;
 
 pub(crate) const FILE_SUFFIX: &str = ".extents";
@@ -535,7 +536,9 @@ impl ExtentFile {
         let records = records_of(&planned, 0, persisted.len);
         let file = fs.open(aside, OpenMode::CreateTruncate)?;
         write_records(file.as_ref(), 0, &records)?;
-        file.sync_data()?;
+        if !mutated!("journal_cleaner.moved_unsynced") {
+            file.sync_data()?;
+        }
         fs.rename(aside, path)?;
         // From here the new file is the segment's: appends must go to it whatever happens.
         {
@@ -669,12 +672,16 @@ impl FsFile for ExtentFile {
     /// Persists the records of the durable bytes not yet on disk, then `fdatasync`s.
     fn sync_data(&self) -> io::Result<()> {
         let mut persisted = self.persisted.lock();
-        let limit = self
-            .durable
-            .load(Ordering::Acquire)
-            .min(self.len.load(Ordering::Acquire));
+        let limit = match mutated!("extents.records_past_durable") {
+            true => self.len.load(Ordering::Acquire),
+            false => self
+                .durable
+                .load(Ordering::Acquire)
+                .min(self.len.load(Ordering::Acquire)),
+        };
         if limit <= persisted.len {
             if persisted.unsynced {
+                // No mutation point: the callers' (checkpoint, recovery, cleaner).
                 persisted.file.sync_data()?;
                 persisted.unsynced = false;
             }
@@ -682,6 +689,7 @@ impl FsFile for ExtentFile {
         }
         let records = self.records_between(persisted.len, limit);
         write_records(persisted.file.as_ref(), persisted.records, &records)?;
+        // No mutation point: the callers' (checkpoint, recovery, cleaner).
         persisted.file.sync_data()?;
         persisted.unsynced = false;
         persisted.records += records.len() as u64;

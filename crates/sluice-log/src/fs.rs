@@ -42,6 +42,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::mutation::mutated;
+
 /// Mode of every directory the log (and the broker) creates: owner only.
 pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file the log (and the broker) creates: owner read/write only.
@@ -422,12 +424,41 @@ pub fn write_file_atomic(fs: &dyn Fs, path: &Path, contents: &[u8]) -> io::Resul
     let tmp = tmp_path(path);
     let file = fs.open(&tmp, OpenMode::CreateTruncate)?;
     write_all_at(file.as_ref(), contents, 0)?;
-    file.sync_data()?;
+    let (sync_mutated, dir_sync_mutated) = atomic_write_mutations(path);
+    if !sync_mutated {
+        file.sync_data()?;
+    }
     drop(file);
     fs.rename(&tmp, path)?;
     match path.parent() {
-        Some(dir) => fs.sync_dir(dir),
-        None => Ok(()),
+        Some(dir) if !dir_sync_mutated => fs.sync_dir(dir),
+        _ => Ok(()),
+    }
+}
+
+/// The mutation points of [`write_file_atomic`] for the log's own files (skip the file's
+/// sync, skip the directory's), by file name.
+fn atomic_write_mutations(path: &Path) -> (bool, bool) {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    match name {
+        _ if !cfg!(feature = "mutation") => (false, false),
+        crate::checkpoint::FILE_NAME => (
+            mutated!("checkpoint_file.unsynced"),
+            mutated!("checkpoint_file.dir_unsynced"),
+        ),
+        crate::metadata::FILE_NAME => (
+            mutated!("partition_create.metadata_unsynced"),
+            mutated!("partition_create.metadata_dir_unsynced"),
+        ),
+        crate::cleaner_checkpoint::FILE_NAME => (
+            mutated!("cleaner_checkpoint.unsynced"),
+            mutated!("cleaner_checkpoint.dir_unsynced"),
+        ),
+        _ if name.ends_with(crate::producer_snapshot::SUFFIX) => (
+            mutated!("producer_snapshot.unsynced"),
+            mutated!("producer_snapshot.dir_unsynced"),
+        ),
+        _ => (false, false),
     }
 }
 

@@ -50,11 +50,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use sluice_record::layout::BATCH_LENGTH_AT;
 
-use crate::batch::{self, HEADER_LEN};
+use crate::batch::{self, CRC_START, HEADER_LEN};
 use crate::config::JOURNAL_FILES_RECYCLED_MAX;
 use crate::fs::{self, DirectFile, Fs, FsFile, OpenMode};
 use crate::journal_tail::{JournalTail, TailWriter};
+use crate::mutation::mutated;
 use crate::types::TopicId;
 
 pub(crate) const FILE_MAGIC: &[u8; 8] = b"SLUICEJ2";
@@ -743,7 +745,9 @@ impl JournalWriter {
     fn roll(&mut self) -> io::Result<()> {
         let marker = encode_end_marker(self.current.seq);
         fs::write_all_at(self.current.file.as_ref(), &marker, self.len)?;
-        self.current.file.sync_data()?;
+        if !mutated!("journal.roll_marker_unsynced") {
+            self.current.file.sync_data()?;
+        }
         let next = self.current.seq + 1;
         let tail = self.direct.as_ref().map(|d| &d.tail);
         self.current = open_file(self.fs.as_ref(), &self.dir, &self.pool, next, tail)?;
@@ -772,6 +776,9 @@ impl JournalWriter {
                 .discard_from(round_start.seq, round_start.offset);
         }
         self.current.file.set_len(self.len)?;
+        if mutated!("journal.discard_unsynced") {
+            return Ok(());
+        }
         self.current.file.sync_data()
     }
 
@@ -822,8 +829,12 @@ impl JournalWriter {
             // Written through the page cache: drop the old pages, as for a recycled file.
             file.drop_cache();
         }
-        file.sync_data().map_err(after_rename)?;
-        self.fs.sync_dir(&self.dir).map_err(after_rename)?;
+        if !mutated!("journal.reuse_header_unsynced") {
+            file.sync_data().map_err(after_rename)?;
+        }
+        if !mutated!("journal.reuse_dir_unsynced") {
+            self.fs.sync_dir(&self.dir).map_err(after_rename)?;
+        }
         self.current = Arc::new(JournalFile {
             seq: next,
             file,
@@ -857,6 +868,7 @@ impl JournalWriter {
 
     /// `fdatasync` of the current file: covers every round appended since the last sync.
     pub(crate) fn sync(&self) -> io::Result<()> {
+        // No mutation point: the callers' (`commit.ack_before_journal_sync`).
         self.current.file.sync_data()
     }
 
@@ -868,6 +880,7 @@ impl JournalWriter {
     pub(crate) fn trim_to_written(&self) -> io::Result<()> {
         if self.current.file.len()? > self.len {
             self.current.file.set_len(self.len)?;
+            // No mutation point: only bytes no entry of this file's life holds are cut.
             self.current.file.sync_data()?;
         }
         Ok(())
@@ -887,7 +900,9 @@ fn open_file(
         None => fs.open(&dir.join(file_name(seq)), OpenMode::CreateTruncate)?,
     };
     fs::write_all_at(file.as_ref(), &encode_header(seq), 0)?;
-    fs.sync_dir(dir)?;
+    if !mutated!("journal.new_file_dir_unsynced") {
+        fs.sync_dir(dir)?;
+    }
     Ok(Arc::new(JournalFile {
         seq,
         file,

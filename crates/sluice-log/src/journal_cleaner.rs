@@ -42,6 +42,7 @@ use crate::error::LogError;
 use crate::extents::{Placed, Relocation};
 use crate::fs::{self, OpenMode};
 use crate::journal::JournalFile;
+use crate::mutation::mutated;
 use crate::partition::Partition;
 use crate::segment::{now_ms, Segment};
 use crate::types::PartitionKey;
@@ -367,10 +368,12 @@ fn switch(
         Ok(true) => {
             // The moved bytes come from another file now: the read path checks them again.
             segment.forget_verified();
-            engine.guard(
-                "journal cleaner: partition directory sync",
-                fs.sync_dir(&partition.dir),
-            )?;
+            if !mutated!("journal_cleaner.switch_dir_unsynced") {
+                engine.guard(
+                    "journal cleaner: partition directory sync",
+                    fs.sync_dir(&partition.dir),
+                )?;
+            }
             Ok(true)
         }
         Ok(false) => Ok(false),
@@ -475,7 +478,12 @@ impl<'a> Output<'a> {
             self.pending.is_empty(),
             "every copy is written before the sync"
         );
-        self.file.file.sync_data()?;
+        if !mutated!("journal_cleaner.copy_unsynced") {
+            self.file.file.sync_data()?;
+        }
+        if mutated!("journal_cleaner.copy_dir_unsynced") {
+            return Ok(());
+        }
         self.engine.fs.sync_dir(&self.engine.journal_dir)
     }
 

@@ -49,11 +49,12 @@ use crate::fs::{self, Fs};
 use crate::journal::{self, Entry, FileEnd, JournalFile, JournalPosition, JournalWriter};
 use crate::manager::RecoveryReport;
 use crate::metadata::{self, PartitionMetadata};
+use crate::mutation::mutated;
 use crate::partition::Partition;
 use crate::producer_snapshot;
 use crate::producer_state::{ProducerStateTable, SnapshotMark};
 use crate::segment::{self, now_ms, open_segment, Segment, SegmentPaths};
-use crate::types::{Offset, PartitionKey, ProducerEpoch, ProducerId, TopicId};
+use crate::types::{Offset, PartitionKey, ProducerId, TopicId};
 
 /// What a walk of producer batches re-applied.
 #[derive(Debug, Default)]
@@ -724,7 +725,9 @@ impl Recovery<'_> {
         let cut = from + data.len() as u64 - end;
         let file = self.fs.open(path, fs::OpenMode::Existing)?;
         file.set_len(end)?;
-        file.sync_data()?;
+        if !mutated!("recovery.journal_cut_unsynced") {
+            file.sync_data()?;
+        }
         self.report.bytes_truncated += cut;
         self.warn(format!(
             "journal file {seq}: {how:?} entry at byte {end} (a torn write, damage, or a recycled file's old bytes); cut {cut} bytes, replay stops"
@@ -880,7 +883,9 @@ impl Recovery<'_> {
             for segment in partition.remove_leading(below) {
                 segment.delete_files(self.fs)?;
                 // Oldest first, one directory sync each: see `retention::remove_segments`.
-                self.fs.sync_dir(&partition.dir)?;
+                if !mutated!("recovery.below_start_dir_unsynced") {
+                    self.fs.sync_dir(&partition.dir)?;
+                }
                 self.info(format!(
                     "{name}: deleted segment {} below the log start offset",
                     segment.base_offset.0
@@ -1118,7 +1123,7 @@ impl Recovery<'_> {
     fn persist(&mut self, last_seq: u64) -> Result<JournalWriter, LogError> {
         let mut synced: Vec<*const Segment> = Vec::new();
         for segment in &self.to_sync {
-            if !synced.contains(&Arc::as_ptr(segment)) {
+            if !synced.contains(&Arc::as_ptr(segment)) && !mutated!("recovery.segments_unsynced") {
                 segment.sync()?;
                 synced.push(Arc::as_ptr(segment));
             }
@@ -1128,6 +1133,9 @@ impl Recovery<'_> {
         }
         self.dirs_to_sync.sort();
         self.dirs_to_sync.dedup();
+        if mutated!("recovery.dirs_unsynced") {
+            self.dirs_to_sync.clear();
+        }
         for dir in &self.dirs_to_sync {
             self.fs.sync_dir(dir)?;
         }

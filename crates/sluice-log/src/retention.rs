@@ -29,6 +29,7 @@ use std::time::Duration;
 use crate::config::LogConfig;
 use crate::engine::Engine;
 use crate::error::LogError;
+use crate::mutation::mutated;
 use crate::partition::Partition;
 use crate::segment::{now_ms, Segment};
 use crate::types::Offset;
@@ -231,10 +232,12 @@ pub(crate) fn remove_segments(
     let removed = partition.remove_leading(count);
     // Files these segments shared may now be mostly expired.
     engine.journal_cleaner_signal.raise();
-    engine.guard(
-        "partition directory sync",
-        engine.fs.sync_dir(&partition.dir),
-    )?;
+    if !mutated!("retention.dir_unsynced_before_unlinks") {
+        engine.guard(
+            "partition directory sync",
+            engine.fs.sync_dir(&partition.dir),
+        )?;
+    }
     {
         // The checkpointer need not sync or index deleted segments; dropping them from its
         // lists now closes their files at once instead of at the next checkpoint, so the
@@ -244,7 +247,7 @@ pub(crate) fn remove_segments(
         handoff.dirty.retain(|s| !is_removed(s));
         handoff.sealed.retain(|s| !is_removed(s));
     }
-    for segment in &removed {
+    for (i, segment) in removed.iter().enumerate() {
         if let Err(error) = segment.delete_files(engine.fs.as_ref()) {
             // Not a durability problem: the segment is out of the log either way.
             tracing::warn!(%error, path = %segment.paths.extents.display(), "could not delete segment files");
@@ -252,6 +255,9 @@ pub(crate) fn remove_segments(
         // Oldest first, with a directory sync after each: POSIX does not order unsynced
         // unlinks, and a crash that kept a newer segment's removal but not an older one's
         // would leave a hole, which recovery must take for damage (it cuts the log there).
+        if mutated!("retention.unlinks_synced_once") && i + 1 < removed.len() {
+            continue;
+        }
         engine.guard(
             "partition directory sync",
             engine.fs.sync_dir(&partition.dir),
@@ -317,7 +323,11 @@ pub(crate) fn delete_records(
             "DeleteRecords",
         )
     };
-    match engine.persist_log_starts() {
+    let persisted = match mutated!("delete_records.unpersisted") {
+        true => Ok(()),
+        false => engine.persist_log_starts(),
+    };
+    match persisted {
         Ok(()) => {}
         // A full disk: the checkpoint cannot be rewritten until space is freed, and freeing
         // space is what the caller asked for. Delete the segments first (as retention

@@ -18,6 +18,7 @@ mod idempotence;
 mod journal_cleaner;
 mod journal_files;
 mod model;
+mod mutation_points;
 mod null_storage;
 mod read_damage;
 mod read_ranges;
