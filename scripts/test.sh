@@ -3,6 +3,10 @@
 # real-client integration suite against a real `sluice serve` process. Installs what it
 # needs (Python packages into .venv).
 # Usage: ./scripts/test.sh
+#
+# Everything is built once, with the `ci` profile (Cargo.toml): release code generation with
+# debug assertions and overflow checks on, so the invariants the code states are checked
+# while the tests run. The integration suite's broker and bench are that build too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,17 +38,17 @@ if command -v rustup >/dev/null 2>&1; then
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --release -- -D warnings 2>&1
+cargo clippy --workspace --all-targets --profile ci -- -D warnings 2>&1
 
-phase "cargo test (workspace)"
-cargo test --workspace --release 2>&1
+phase "cargo test (workspace, profile ci: debug assertions and overflow checks on)"
+cargo test --workspace --profile ci 2>&1
 
 # The journal is written with O_DIRECT by default; the log suite (crash models included)
 # runs once more with it written through the page cache, the other setting. It runs the
 # test executables the workspace build just made: `cargo test -p sluice-log` would compile
 # the crate again, with the feature set of that one package (two minutes on CI).
 phase "sluice-log tests, journal through the page cache (sluice.journal.direct.io=false)"
-LOG_TESTS="$(cargo test --workspace --release --no-run --message-format=json 2>/dev/null | python3 -c '
+LOG_TESTS="$(cargo test --workspace --profile ci --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_BIN = REPO_ROOT / "target" / "release" / "sluice"
+# The build scripts/test-integration.sh makes (the `ci` profile: assertions on).
+DEFAULT_BIN = REPO_ROOT / "target" / "ci" / "sluice"
 LISTEN_RE = re.compile(r"^sluice listening on (\S+):(\d+)\s*$")
 # Printed after the listening line when `--metrics-listen` is given (the admin listener).
 METRICS_LISTEN_RE = re.compile(r"^sluice metrics listening on (\S+):(\d+)\s*$")
@@ -36,7 +37,7 @@ def sluice_bin() -> Path:
 
 
 def sluice_bench_bin() -> Path:
-    """The benchmark lab, a binary of its own (`cargo build --release -p sluice-bench`):
+    """The benchmark lab, a binary of its own (`cargo build --profile ci -p sluice-bench`):
     SLUICE_BENCH_BIN, else `sluice-bench` beside the broker binary. Its embedded target runs
     the `sluice` beside it."""
     given = os.environ.get("SLUICE_BENCH_BIN")
