@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::gate::Gate;
 use crate::payload::PayloadClass;
-use crate::scenario::{self, Acks, Codec, Partitioning, Preset, Scenario};
+use crate::presets::{self, Preset};
+use crate::scenario::{self, Acks, Codec, Partitioning, Scenario};
 use crate::scenario_file::{self, ScenarioFile};
 use crate::{clientconf, faults, gate, limits, omb_import, regress, shaping, units};
 
@@ -354,7 +355,7 @@ const COMMANDS: &str = "list, run PRESET|FILE, sweep KEY=V1,V2,... [KEY=...]";
 fn unknown_preset(name: &str) -> String {
     format!(
         "unknown preset {name:?}; presets are:\n{}",
-        scenario::preset_list()
+        presets::preset_list()
     )
 }
 
@@ -404,7 +405,7 @@ impl BenchArgs {
             return if looks_like_file {
                 omb_import::load(path, false).map(|f| Source::File(Box::new(f)))
             } else {
-                scenario::find_preset(&x)
+                presets::find_preset(&x)
                     .map(Source::Preset)
                     .ok_or_else(|| unknown_preset(&x))
             };
@@ -415,7 +416,7 @@ impl BenchArgs {
         if let Some(p) = &self.omb_workload {
             return omb_import::load(p, true).map(|f| Source::File(Box::new(f)));
         }
-        scenario::find_preset(&self.preset)
+        presets::find_preset(&self.preset)
             .map(Source::Preset)
             .ok_or_else(|| unknown_preset(&self.preset))
     }

@@ -21,9 +21,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::bootstrap::{bootstrap_mean_ci, bootstrap_ratio_ci, mean, median, seed_for, verdict};
 use crate::compression::ratios_differ;
 use crate::limits;
-use crate::payload::SplitMix64;
 use crate::report::Report;
 
 pub const SET_SCHEMA: &str = "sluice-bench-set/1";
@@ -115,132 +115,6 @@ pub fn abba(targets: usize) -> Vec<usize> {
         return vec![0];
     }
     (0..targets).chain((0..targets).rev()).collect()
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    Some(if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    })
-}
-
-/// A per-metric seed, so each metric's resampling is independent yet reproducible.
-fn seed_for(name: &str) -> u64 {
-    // FNV-1a of the name, mixed into the fixed seed.
-    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
-    limits::BOOTSTRAP_SEED ^ h
-}
-
-fn resample_mean(v: &[f64], rng: &mut SplitMix64) -> f64 {
-    let n = v.len();
-    (0..n).map(|_| v[rng.below(n as u64) as usize]).sum::<f64>() / n as f64
-}
-
-/// The 2.5th and 97.5th percentiles of `stats` (sorted in place).
-fn percentile_interval(stats: &mut [f64]) -> Option<(f64, f64)> {
-    if stats.is_empty() {
-        return None;
-    }
-    stats.sort_by(f64::total_cmp);
-    let last = (stats.len() - 1) as f64;
-    let lo = stats[(0.025 * last).floor() as usize];
-    let hi = stats[(0.975 * last).ceil() as usize];
-    Some((lo, hi))
-}
-
-/// 95% percentile-bootstrap interval of the mean of `v`; None with fewer than 2 values.
-pub fn bootstrap_mean_ci(v: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
-    if v.len() < 2 {
-        return None;
-    }
-    let mut rng = SplitMix64::new(seed);
-    let mut stats: Vec<f64> = (0..resamples).map(|_| resample_mean(v, &mut rng)).collect();
-    percentile_interval(&mut stats)
-}
-
-/// 95% percentile-bootstrap interval of mean(b) / mean(a), resampling a and b independently;
-/// None with fewer than 2 values on either side or when most resampled means of `a` are 0.
-pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Option<(f64, f64)> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let mut rng = SplitMix64::new(seed);
-    let mut stats = Vec::with_capacity(resamples);
-    for _ in 0..resamples {
-        let ma = resample_mean(a, &mut rng);
-        let mb = resample_mean(b, &mut rng);
-        if ma != 0.0 {
-            stats.push(mb / ma);
-        }
-    }
-    if stats.len() < resamples / 2 {
-        return None;
-    }
-    percentile_interval(&mut stats)
-}
-
-/// Larger is better for these metrics; smaller for every other compared metric.
-fn higher_is_better(metric: &str) -> bool {
-    metric.ends_with("_msg_s")
-}
-
-/// The verdict of one A/B metric (A = baseline target, B = the compared target); see
-/// `Ratio::verdicts`.
-pub fn verdict(
-    metric: &str,
-    a: &[f64],
-    b: &[f64],
-    ratio: Option<f64>,
-    ci: Option<(f64, f64)>,
-) -> String {
-    if a.is_empty() || b.is_empty() {
-        return "n/a".into();
-    }
-    if a.len() < 2 || b.len() < 2 {
-        return "inconclusive (1 run)".into();
-    }
-    if ratio.is_none() {
-        // Baseline mean 0: equal only if B is all zeros too (e.g. lost == 0 on both).
-        return if b.iter().all(|v| *v == 0.0) && a.iter().all(|v| *v == 0.0) {
-            "no difference".into()
-        } else {
-            "n/a".into()
-        };
-    }
-    let Some((lo, hi)) = ci else {
-        return "n/a".into();
-    };
-    if lo <= 1.0 && 1.0 <= hi {
-        return "no difference".into();
-    }
-    let b_larger = lo > 1.0;
-    let b_wins = b_larger == higher_is_better(metric);
-    let word = if metric.ends_with("_ms") || higher_is_better(metric) {
-        "faster"
-    } else {
-        "better"
-    };
-    // A percentile bootstrap of very few runs gives too narrow an interval; say so.
-    let few = a.len().min(b.len());
-    let caveat = if few < limits::BOOTSTRAP_SOLID_RUNS {
-        format!(" (weak: {few} runs)")
-    } else {
-        String::new()
-    };
-    format!("{} {word}{caveat}", if b_wins { "B" } else { "A" })
 }
 
 fn stat(values: &[Option<f64>], name: &str) -> Stat {
@@ -373,10 +247,32 @@ pub fn build(
     interrupted: bool,
     gates: Vec<crate::gate::GateResult>,
 ) -> RunSet {
-    // Groups in first-seen order of (label, target), each with its runs' metric maps.
-    type Metrics = BTreeMap<String, Option<f64>>;
+    let groups = groups(&order, &runs);
+    let rows = rows(&groups);
+    let ratios = ratios(&groups, &rows, &targets);
+    let warnings = set_warnings(&order, &runs, targets.len());
+    RunSet {
+        schema: SET_SCHEMA,
+        preset: preset.to_string(),
+        started_at_utc,
+        targets,
+        order,
+        interrupted,
+        rows,
+        ratios,
+        gates,
+        warnings,
+        runs,
+    }
+}
+
+/// A run's metric map.
+type Metrics = BTreeMap<String, Option<f64>>;
+
+/// The runs grouped in first-seen order of (label, target), each with its runs' metric maps.
+fn groups(order: &[RunKey], runs: &[Report]) -> Vec<(RunKey, Vec<Metrics>)> {
     let mut groups: Vec<(RunKey, Vec<Metrics>)> = Vec::new();
-    for (key, rep) in order.iter().zip(&runs) {
+    for (key, rep) in order.iter().zip(runs) {
         let m = rep.metrics();
         match groups
             .iter_mut()
@@ -386,7 +282,12 @@ pub fn build(
             None => groups.push((key.clone(), vec![m])),
         }
     }
-    let rows: Vec<Row> = groups
+    groups
+}
+
+/// One row per group: the spread of every compared metric over its runs.
+fn rows(groups: &[(RunKey, Vec<Metrics>)]) -> Vec<Row> {
+    groups
         .iter()
         .map(|(k, ms)| Row {
             label: k.label.clone(),
@@ -407,7 +308,12 @@ pub fn build(
                 })
                 .collect(),
         })
-        .collect();
+        .collect()
+}
+
+/// Every row of a target other than the first, against the first target's row of the same
+/// label: the ratio of the means, its bootstrap CI and the verdict.
+fn ratios(groups: &[(RunKey, Vec<Metrics>)], rows: &[Row], targets: &[String]) -> Vec<Ratio> {
     // The measured values of one metric in a group's runs.
     let values = |label: &Option<String>, target: &str, name: &str| -> Vec<f64> {
         groups
@@ -459,20 +365,7 @@ pub fn build(
             });
         }
     }
-    let warnings = set_warnings(&order, &runs, targets.len());
-    RunSet {
-        schema: SET_SCHEMA,
-        preset: preset.to_string(),
-        started_at_utc,
-        targets,
-        order,
-        interrupted,
-        rows,
-        ratios,
-        gates,
-        warnings,
-        runs,
-    }
+    ratios
 }
 
 const TABLE_COLS: [(&str, &str); 9] = [
@@ -583,6 +476,23 @@ impl RunSet {
             }
             let _ = writeln!(o);
         }
+        o.push_str(&self.ratios_human(name_w));
+        o.push_str(&self.spread_human(name_w));
+        o.push_str(&self.verdicts_human(name_w));
+        o.push_str(&crate::report::gate_lines(&self.gates));
+        if !self.warnings.is_empty() {
+            let _ = writeln!(o);
+        }
+        for w in &self.warnings {
+            let _ = writeln!(o, " warning: {w}");
+        }
+        let _ = writeln!(o, "{}", "━".repeat(78));
+        o
+    }
+
+    /// Each row's ratio to the first target (A/B only).
+    fn ratios_human(&self, name_w: usize) -> String {
+        let mut o = String::new();
         if !self.ratios.is_empty() {
             let _ = writeln!(
                 o,
@@ -610,6 +520,12 @@ impl RunSet {
                 let _ = writeln!(o);
             }
         }
+        o
+    }
+
+    /// The spread over repeats, with the bootstrap 95% CI.
+    fn spread_human(&self, name_w: usize) -> String {
+        let mut o = String::new();
         let spread = self.spread_lines();
         if !spread.is_empty() {
             let _ = writeln!(
@@ -637,6 +553,12 @@ impl RunSet {
                 );
             }
         }
+        o
+    }
+
+    /// The verdicts with their ratios and CIs.
+    fn verdicts_human(&self, name_w: usize) -> String {
+        let mut o = String::new();
         let verdicts = self.verdict_lines();
         if !verdicts.is_empty() {
             let _ = writeln!(
@@ -656,14 +578,6 @@ impl RunSet {
                 );
             }
         }
-        o.push_str(&crate::report::gate_lines(&self.gates));
-        if !self.warnings.is_empty() {
-            let _ = writeln!(o);
-        }
-        for w in &self.warnings {
-            let _ = writeln!(o, " warning: {w}");
-        }
-        let _ = writeln!(o, "{}", "━".repeat(78));
         o
     }
 
@@ -673,6 +587,21 @@ impl RunSet {
         for w in &self.warnings {
             let _ = write!(b, "<p class=warn>warning: {}</p>", crate::html::esc(w));
         }
+        b.push_str(&self.comparison_html());
+        b.push_str(&self.ratios_html());
+        b.push_str(&self.spread_html());
+        b.push_str(&self.verdicts_html());
+        b.push_str(&self.gates_html());
+        b.push_str(&self.runs_html());
+        crate::html::page(
+            &format!("sluice bench · {} · {}", self.preset, self.started_at_utc),
+            &b,
+        )
+    }
+
+    /// The comparison table: each row's mean over its runs.
+    fn comparison_html(&self) -> String {
+        let mut b = String::new();
         b.push_str("<h2>Comparison (mean over each row's runs; latencies in ms)</h2><table><tr><th>run</th><th>n</th>");
         for (_, h) in TABLE_COLS {
             let _ = write!(b, "<th>{h}</th>");
@@ -695,6 +624,12 @@ impl RunSet {
             b.push_str("</tr>");
         }
         b.push_str("</table>");
+        b
+    }
+
+    /// Each row's ratio to the first target (A/B only).
+    fn ratios_html(&self) -> String {
+        let mut b = String::new();
         if !self.ratios.is_empty() {
             let _ = write!(
                 b,
@@ -727,6 +662,12 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        b
+    }
+
+    /// The spread over repeats, with the bootstrap 95% CI.
+    fn spread_html(&self) -> String {
+        let mut b = String::new();
         let spread = self.spread_lines();
         if !spread.is_empty() {
             let _ = write!(
@@ -749,6 +690,12 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        b
+    }
+
+    /// The verdicts: ratio, its CI, and whether A or B is faster or better.
+    fn verdicts_html(&self) -> String {
+        let mut b = String::new();
         let verdicts = self.verdict_lines();
         if !verdicts.is_empty() {
             let _ = write!(
@@ -774,6 +721,12 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        b
+    }
+
+    /// The cross-run gates.
+    fn gates_html(&self) -> String {
+        let mut b = String::new();
         if !self.gates.is_empty() {
             b.push_str("<h2>Cross-run gates</h2><table><tr><th>gate</th><th>value</th><th>against</th><th>result</th></tr>");
             let v = |x: Option<f64>| {
@@ -793,6 +746,12 @@ impl RunSet {
             }
             b.push_str("</table>");
         }
+        b
+    }
+
+    /// Every run overlaid, then each run's own report in a collapsible section.
+    fn runs_html(&self) -> String {
+        let mut b = String::new();
         let named: Vec<(String, &Report)> = self
             .order
             .iter()
@@ -815,16 +774,14 @@ impl RunSet {
                 crate::html::body(rep)
             );
         }
-        crate::html::page(
-            &format!("sluice bench · {} · {}", self.preset, self.started_at_utc),
-            &b,
-        )
+        b
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::payload::SplitMix64;
 
     fn key(label: Option<&str>, target: &str) -> RunKey {
         RunKey {

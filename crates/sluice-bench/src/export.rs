@@ -482,11 +482,32 @@ pub fn go_duration(d: std::time::Duration) -> String {
 /// One run as SSP's result document. Time base: seconds since the end of warmup (SSP's bench
 /// start); the timelines cover the measured window, the lag timeline also the drain.
 pub fn ssp(r: &Report) -> SspResult {
+    let (timeline, lag_timeline) = ssp_timelines(r);
+    let (sysperf_timeline, sysperf_summary) = ssp_sysperf(r);
+    let lag_summary = SspLagSummary {
+        max_total_lag: r.lag.peak_total.unwrap_or(0),
+        final_total_lag: r.lag.final_total.unwrap_or(0),
+        recovery_drain_rate_msg_per_sec: r.lag.drain_rate_msg_s.unwrap_or(0.0),
+        time_to_drain_s: r.lag.time_to_drain_s.unwrap_or(0.0),
+        sample_count: r.lag.samples,
+    };
+    SspResult {
+        config: ssp_config(r),
+        final_: ssp_final(r),
+        timeline,
+        lag_timeline,
+        lag_summary,
+        sysperf_timeline,
+        sysperf_summary,
+        compression_offline: r.compression_offline.clone(),
+        bp_events: r.backpressure.as_ref().map(|b| b.events).unwrap_or(0),
+        bp_paused_s: r.backpressure.as_ref().map(|b| b.paused_s).unwrap_or(0.0),
+    }
+}
+
+fn ssp_config(r: &Report) -> SspConfig {
     let s = &r.scenario;
-    let mib = |b: f64| b / (1024.0 * 1024.0);
-    let warm = r.window.warmup_s;
-    let size = s.message_bytes as f64;
-    let config = SspConfig {
+    SspConfig {
         brokers: r.target.bootstrap.split(',').map(str::to_string).collect(),
         topic: r.topic.clone(),
         group: String::new(),
@@ -517,13 +538,18 @@ pub fn ssp(r: &Report) -> SspResult {
         bp_max_lag: s.bp_max_lag,
         bp_resume_lag: if s.bp_max_lag > 0 { s.bp_resume() } else { 0 },
         bp_poll: go_duration(s.bp_poll_ms),
-    };
+    }
+}
+
+/// SSP counts a message as sent when it is acknowledged, with the configured size.
+fn ssp_final(r: &Report) -> SspFinal {
+    let s = &r.scenario;
+    let mib = |b: f64| b / (1024.0 * 1024.0);
     let elapsed = r.window.measure_s;
-    // SSP counts a message as sent when it is acknowledged, with the configured size.
     let sent = r.counts.acked;
     let bytes_sent = sent * s.message_bytes as u64;
     let per_s = |n: f64| if elapsed > 0.0 { n / elapsed } else { 0.0 };
-    let final_ = SspFinal {
+    SspFinal {
         elapsed_s: elapsed,
         messages_sent: sent,
         messages_received: r.audit.received,
@@ -535,7 +561,14 @@ pub fn ssp(r: &Report) -> SspResult {
         throughput_mb_per_sec: per_s(mib(bytes_sent as f64)),
         ack_latency_ms: go_stats(&r.latency.ack),
         e2e_latency_ms: go_stats(&r.latency.e2e),
-    };
+    }
+}
+
+/// The throughput and lag timelines of the measured (and drain, for lag) intervals.
+fn ssp_timelines(r: &Report) -> (Vec<SspTick>, Vec<SspLagTick>) {
+    let mib = |b: f64| b / (1024.0 * 1024.0);
+    let warm = r.window.warmup_s;
+    let size = r.scenario.message_bytes as f64;
     let mut errors = 0;
     let timeline = r
         .intervals
@@ -576,13 +609,12 @@ pub fn ssp(r: &Report) -> SspResult {
             })
         })
         .collect();
-    let lag_summary = SspLagSummary {
-        max_total_lag: r.lag.peak_total.unwrap_or(0),
-        final_total_lag: r.lag.final_total.unwrap_or(0),
-        recovery_drain_rate_msg_per_sec: r.lag.drain_rate_msg_s.unwrap_or(0.0),
-        time_to_drain_s: r.lag.time_to_drain_s.unwrap_or(0.0),
-        sample_count: r.lag.samples,
-    };
+    (timeline, lag_timeline)
+}
+
+/// The bench client's CPU per measured interval, and its summary.
+fn ssp_sysperf(r: &Report) -> (Vec<SspSysTick>, SspSysSummary) {
+    let warm = r.window.warmup_s;
     let cores = r.environment.cores.unwrap_or(1).max(1);
     let sysperf_timeline: Vec<SspSysTick> = r
         .intervals
@@ -614,18 +646,7 @@ pub fn ssp(r: &Report) -> SspResult {
         gc_pause_total_ms: 0.0,
         max_rss_mb: r.client_process.max_rss_mib,
     };
-    SspResult {
-        config,
-        final_,
-        timeline,
-        lag_timeline,
-        lag_summary,
-        sysperf_timeline,
-        sysperf_summary,
-        compression_offline: r.compression_offline.clone(),
-        bp_events: r.backpressure.as_ref().map(|b| b.events).unwrap_or(0),
-        bp_paused_s: r.backpressure.as_ref().map(|b| b.paused_s).unwrap_or(0.0),
-    }
+    (sysperf_timeline, sysperf_summary)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 pub mod args;
 pub mod audit;
 pub mod availability;
+pub mod bootstrap;
 pub mod brokermetrics;
 pub mod calibrate;
 pub mod clientconf;
@@ -38,6 +39,7 @@ pub mod lagview;
 pub mod limits;
 pub mod omb_import;
 pub mod payload;
+pub mod presets;
 pub mod procstat;
 pub mod regress;
 pub mod report;
@@ -125,34 +127,7 @@ fn run_one(
     stop: &Arc<AtomicBool>,
 ) -> Result<report::Report, String> {
     let started_at = unix_now_s();
-    let target = match spec {
-        TargetSpec::Bootstrap(b) => {
-            target::check_reachable(b)?;
-            Target::External {
-                bootstrap: b.clone(),
-                pids: args.broker_pid.clone(),
-                data_dirs: args.broker_data_dir.clone(),
-            }
-        }
-        TargetSpec::Embedded => {
-            let bin = target::broker_bin(args.broker_bin.as_deref())?;
-            Target::Embedded(EmbeddedBroker::start(
-                &bin,
-                &args.serve_args,
-                args.embedded_port,
-                args.embedded_listener.as_deref(),
-            )?)
-        }
-        TargetSpec::Null => {
-            let bin = target::broker_bin(args.broker_bin.as_deref())?;
-            Target::Null(EmbeddedBroker::start(
-                &bin,
-                &calibrate::null_serve_args(),
-                None,
-                None,
-            )?)
-        }
-    };
+    let target = start_target(spec, args)?;
     // The null broker speaks plaintext only: the user's security settings stay out of it.
     let plain_scenario;
     let scenario = if matches!(target, Target::Null(_)) {
@@ -168,20 +143,7 @@ fn run_one(
         let _ = target.shutdown();
         return Err(e);
     }
-    let info = report::TargetInfo {
-        kind: target.kind(),
-        spec: spec.name(),
-        bootstrap: target.bootstrap().to_string(),
-        broker_pid: target.pids().first().copied(),
-        broker_data_dir: target.data_dirs().first().map(|p| p.display().to_string()),
-        broker_pids: target.pids(),
-        broker_data_dirs: target
-            .data_dirs()
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect(),
-        label: spec.label(),
-    };
+    let info = target_info(spec, &target);
     if !args.quiet {
         eprintln!(
             "sluice bench: preset {}{} against {} broker {} — warmup {:.1} s, measure {:.1} s",
@@ -226,6 +188,56 @@ fn run_one(
     rep.unsynced = rep.unsynced_line();
     rep.gates = gate::evaluate(&args.gates, &rep.metrics());
     Ok(rep)
+}
+
+/// Starts the embedded or null broker, or checks that an external one is reachable.
+fn start_target(spec: &TargetSpec, args: &BenchArgs) -> Result<Target, String> {
+    Ok(match spec {
+        TargetSpec::Bootstrap(b) => {
+            target::check_reachable(b)?;
+            Target::External {
+                bootstrap: b.clone(),
+                pids: args.broker_pid.clone(),
+                data_dirs: args.broker_data_dir.clone(),
+            }
+        }
+        TargetSpec::Embedded => {
+            let bin = target::broker_bin(args.broker_bin.as_deref())?;
+            Target::Embedded(EmbeddedBroker::start(
+                &bin,
+                &args.serve_args,
+                args.embedded_port,
+                args.embedded_listener.as_deref(),
+            )?)
+        }
+        TargetSpec::Null => {
+            let bin = target::broker_bin(args.broker_bin.as_deref())?;
+            Target::Null(EmbeddedBroker::start(
+                &bin,
+                &calibrate::null_serve_args(),
+                None,
+                None,
+            )?)
+        }
+    })
+}
+
+/// The report's description of the target.
+fn target_info(spec: &TargetSpec, target: &Target) -> report::TargetInfo {
+    report::TargetInfo {
+        kind: target.kind(),
+        spec: spec.name(),
+        bootstrap: target.bootstrap().to_string(),
+        broker_pid: target.pids().first().copied(),
+        broker_data_dir: target.data_dirs().first().map(|p| p.display().to_string()),
+        broker_pids: target.pids(),
+        broker_data_dirs: target
+            .data_dirs()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        label: spec.label(),
+    }
 }
 
 /// The client-ceiling run for one scenario (see `calibrate`): its gates are not judged, its
@@ -417,227 +429,286 @@ impl DataPolicy<'_> {
 
 /// Runs `sluice-bench` and returns the process exit code.
 pub fn run(mut args: BenchArgs) -> ExitCode {
+    match run_phases(&mut args) {
+        Ok(code) | Err(code) => code,
+    }
+}
+
+/// The phases of an invocation: the plan, the targets and their checks, the runs, the gates
+/// and data policy, the files written, the exit code. An `Err` is an early exit code.
+fn run_phases(args: &mut BenchArgs) -> Result<ExitCode, ExitCode> {
     let list = matches!(args.action(), Ok(Action::List));
     if args.list_presets || list {
-        print!("{}", scenario::preset_list());
-        return ExitCode::SUCCESS;
+        print!("{}", presets::preset_list());
+        return Ok(ExitCode::SUCCESS);
     }
-    let Plan {
-        base,
-        runs,
-        gates: file_gates,
-        warnings: file_warnings,
-        description,
-        baseline,
-    } = match plan(&args) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("sluice bench: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    args.gates.extend(file_gates);
+    let plan = plan(args).map_err(|e| {
+        eprintln!("sluice bench: {e}");
+        ExitCode::from(EXIT_USAGE)
+    })?;
+    args.gates.extend(plan.gates.iter().cloned());
     if !args.quiet {
-        if let Some(d) = description {
-            eprintln!("sluice bench: scenario {}: {d}", base.preset);
+        if let Some(d) = &plan.description {
+            eprintln!("sluice bench: scenario {}: {d}", plan.base.preset);
         }
     }
-    for w in &file_warnings {
+    for w in &plan.warnings {
         eprintln!("sluice bench: warning: {w}");
     }
-    let targets: Vec<TargetSpec> = if !args.targets.is_empty() {
+    let targets = target_specs(args);
+    check_targets(args, &targets)?;
+    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("sluice bench: cannot install a signal handler: {e}");
+            return Err(ExitCode::from(EXIT_ERROR));
+        }
+    }
+    let started_at = unix_now_s();
+    let done = run_all(args, &plan, &targets, &stop)?;
+    let interrupted = done.reports.iter().any(|r| r.window.interrupted)
+        || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let verdict = Verdict::of(args, &done.reports);
+    let comparison = write_outputs(
+        args,
+        &plan,
+        done,
+        started_at,
+        interrupted,
+        verdict.set_gates,
+    )?;
+    Ok(exit_code(
+        interrupted,
+        verdict.gates_failed,
+        &verdict.failures,
+        comparison.as_ref(),
+    ))
+}
+
+/// The brokers to run against: `--target`s, else `--bootstrap`, else the embedded one.
+fn target_specs(args: &BenchArgs) -> Vec<TargetSpec> {
+    if !args.targets.is_empty() {
         args.targets
             .iter()
-            .map(|t| {
-                if t == "embedded" {
-                    TargetSpec::Embedded
-                } else if t == "null" {
-                    TargetSpec::Null
-                } else {
-                    TargetSpec::Bootstrap(t.clone())
-                }
+            .map(|t| match t.as_str() {
+                "embedded" => TargetSpec::Embedded,
+                "null" => TargetSpec::Null,
+                _ => TargetSpec::Bootstrap(t.clone()),
             })
             .collect()
     } else if let Some(b) = &args.bootstrap {
         vec![TargetSpec::Bootstrap(b.clone())]
     } else {
         vec![TargetSpec::Embedded]
+    }
+}
+
+/// The flags that describe the targets, checked; an unreachable broker fails now, not after
+/// the runs before it.
+fn check_targets(args: &BenchArgs, targets: &[TargetSpec]) -> Result<(), ExitCode> {
+    let usage = |e: String| {
+        eprintln!("sluice bench: {e}");
+        ExitCode::from(EXIT_USAGE)
     };
     let external = targets
         .iter()
         .filter(|t| matches!(t, TargetSpec::Bootstrap(_)))
         .count();
     if args.broker_metrics.len() > limits::MAX_BROKER_METRICS_URLS {
-        eprintln!(
-            "sluice bench: at most {} --broker-metrics",
+        return Err(usage(format!(
+            "at most {} --broker-metrics",
             limits::MAX_BROKER_METRICS_URLS
-        );
-        return ExitCode::from(EXIT_USAGE);
+        )));
     }
     if let Some(e) = args
         .broker_metrics
         .iter()
         .find_map(|u| brokermetrics::parse_url(u).err())
     {
-        eprintln!("sluice bench: --broker-metrics {e}");
-        return ExitCode::from(EXIT_USAGE);
+        return Err(usage(format!("--broker-metrics {e}")));
     }
     if (!args.broker_pid.is_empty() || !args.broker_data_dir.is_empty()) && external != 1 {
-        eprintln!("sluice bench: --broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target");
-        return ExitCode::from(EXIT_USAGE);
+        return Err(usage("--broker-pid and --broker-data-dir describe the one non-embedded target; give exactly one --bootstrap or non-embedded --target".into()));
     }
-    if let Err(e) = check_broker_pids(&args) {
-        eprintln!("sluice bench: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    // An unreachable broker fails now, not after the runs before it.
-    for t in &targets {
+    check_broker_pids(args).map_err(usage)?;
+    for t in targets {
         if let TargetSpec::Bootstrap(b) = t {
             if let Err(e) = target::check_reachable(b) {
                 eprintln!("sluice bench: {e}");
-                return ExitCode::from(EXIT_ERROR);
+                return Err(ExitCode::from(EXIT_ERROR));
             }
         }
     }
-    // Ctrl-C / SIGTERM: stop producing, finish the report with what was measured.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
-            eprintln!("sluice bench: cannot install a signal handler: {e}");
-            return ExitCode::from(EXIT_ERROR);
-        }
-    }
-    let started_at = unix_now_s();
-    let target_names = unique_names(&targets);
+    Ok(())
+}
+
+/// The reports of the runs done, and what names them in a set.
+struct Done {
+    reports: Vec<report::Report>,
+    keys: Vec<compare::RunKey>,
+    target_names: Vec<String>,
+    /// One run of one target: a report, not a set.
+    single: bool,
+    /// A run failed after others had their report (the failure decides the exit code).
+    failed: bool,
+}
+
+/// Every run of the plan on every target, in A B B A order and `--repeats` times, each with
+/// the client ceiling when calibrating; stops at Ctrl-C or at a failed run.
+fn run_all(
+    args: &BenchArgs,
+    plan: &Plan,
+    targets: &[TargetSpec],
+    stop: &Arc<AtomicBool>,
+) -> Result<Done, ExitCode> {
     let order = compare::abba(targets.len());
-    let single = runs.len() == 1 && order.len() == 1 && args.repeats == 1;
-    let mut reports = Vec::new();
-    let mut keys = Vec::new();
-    let mut failed = false;
-    'runs: for (label, scenario) in &runs {
-        let ceiling = if args.calibrate {
-            match calibrate_client(scenario, label.as_deref(), &args, &stop) {
-                Ok(c) => Some(c),
-                Err(e) => {
+    let mut done = Done {
+        reports: Vec::new(),
+        keys: Vec::new(),
+        target_names: unique_names(targets),
+        single: plan.runs.len() == 1 && order.len() == 1 && args.repeats == 1,
+        failed: false,
+    };
+    'runs: for (label, scenario) in &plan.runs {
+        let ceiling = match args.calibrate {
+            true => Some(
+                calibrate_client(scenario, label.as_deref(), args, stop).map_err(|e| {
                     eprintln!("sluice bench: calibration failed: {e}");
-                    return ExitCode::from(EXIT_ERROR);
-                }
-            }
-        } else {
-            None
+                    ExitCode::from(EXIT_ERROR)
+                })?,
+            ),
+            false => None,
         };
-        for &ti in order
-            .iter()
-            .cycle()
-            .take(order.len() * args.repeats as usize)
-        {
+        let rounds = order.len() * args.repeats as usize;
+        for &ti in order.iter().cycle().take(rounds) {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'runs;
             }
-            let settled = (!single && !args.no_settle).then(settle_before_run);
-            match run_one(&targets[ti], scenario, label.as_deref(), &args, &stop) {
+            let settled = (!done.single && !args.no_settle).then(settle_before_run);
+            match run_one(&targets[ti], scenario, label.as_deref(), args, stop) {
                 Ok(mut rep) => {
                     rep.settle = settled;
-                    rep.warnings.extend(file_warnings.iter().cloned());
+                    rep.warnings.extend(plan.warnings.iter().cloned());
                     if let Some(c) = &ceiling {
                         report::attach_ceiling(&mut rep, c);
                     }
                     print!("{}", rep.human());
                     print!("{}", report::calibration_lines(&rep));
-                    keys.push(compare::RunKey {
+                    done.keys.push(compare::RunKey {
                         label: label.clone(),
-                        target: target_names[ti].clone(),
+                        target: done.target_names[ti].clone(),
                     });
-                    reports.push(rep);
+                    done.reports.push(rep);
                 }
                 Err(e) => {
                     eprintln!("sluice bench: {e}");
-                    if reports.is_empty() {
-                        return ExitCode::from(EXIT_ERROR);
+                    if done.reports.is_empty() {
+                        return Err(ExitCode::from(EXIT_ERROR));
                     }
-                    // Earlier runs still get their report; the failure decides the exit code.
-                    failed = true;
+                    done.failed = true;
                     break 'runs;
                 }
             }
         }
     }
-    let interrupted = reports.iter().any(|r| r.window.interrupted)
-        || stop.load(std::sync::atomic::Ordering::Relaxed);
-    // Cross-run gates (`metric@run`) are judged once over all runs.
-    let set_gates = {
+    Ok(done)
+}
+
+/// The gates over every run (cross-run `metric@run` gates judged once) and the data policy.
+struct Verdict {
+    set_gates: Vec<gate::GateResult>,
+    gates_failed: usize,
+    failures: Vec<String>,
+}
+
+impl Verdict {
+    fn of(args: &BenchArgs, reports: &[report::Report]) -> Verdict {
         let runs: Vec<gate::RunMetrics<'_>> = reports
             .iter()
             .map(|r| (r.label.as_deref(), r.target.spec.as_str(), r.metrics()))
             .collect();
-        gate::evaluate_set(&args.gates, &runs)
-    };
-    let gates_failed = reports
-        .iter()
-        .flat_map(|r| &r.gates)
-        .chain(&set_gates)
-        .filter(|g| !g.passed)
-        .count();
-    let failures = DataPolicy {
-        allow_loss: args.allow_loss,
-        allow_duplicates: args.allow_duplicates,
-        gates: &args.gates,
-    }
-    .failures(
-        reports
+        let set_gates = gate::evaluate_set(&args.gates, &runs);
+        let gates_failed = reports
             .iter()
-            .map(|r| (r.loss.as_ref(), r.duplicated.as_ref())),
-    );
+            .flat_map(|r| &r.gates)
+            .chain(&set_gates)
+            .filter(|g| !g.passed)
+            .count();
+        let failures = DataPolicy {
+            allow_loss: args.allow_loss,
+            allow_duplicates: args.allow_duplicates,
+            gates: &args.gates,
+        }
+        .failures(
+            reports
+                .iter()
+                .map(|r| (r.loss.as_ref(), r.duplicated.as_ref())),
+        );
+        Verdict {
+            set_gates,
+            gates_failed,
+            failures,
+        }
+    }
+}
+
+/// Writes the CSV, the exports, the JSON (a run or a set, with the `--baseline` comparison)
+/// and the HTML page; returns the comparison.
+fn write_outputs(
+    args: &BenchArgs,
+    plan: &Plan,
+    mut done: Done,
+    started_at: f64,
+    interrupted: bool,
+    set_gates: Vec<gate::GateResult>,
+) -> Result<Option<regress::Comparison>, ExitCode> {
     let json_path = args.json.clone().or_else(|| {
         (!args.no_report).then(|| {
             let stamp: String = units::utc_string(started_at)
                 .chars()
                 .filter(|c| c.is_ascii_digit())
                 .collect();
-            PathBuf::from(format!("sluice-bench-{}-{}.json", base.preset, stamp))
+            PathBuf::from(format!("sluice-bench-{}-{}.json", plan.base.preset, stamp))
         })
     });
     if let Some(path) = &args.csv {
-        if let Err(code) = write_file(path, "CSV time series", csv::intervals(&reports).as_bytes())
-        {
-            return code;
-        }
+        write_file(
+            path,
+            "CSV time series",
+            csv::intervals(&done.reports).as_bytes(),
+        )?;
     }
     // --baseline: both sides read from the JSON form, so old and new files compare alike.
-    let comparison = baseline.as_ref().map(|b| {
-        let new: Vec<regress::RunMetrics> = reports
-            .iter()
+    let comparison = plan.baseline.as_ref().map(|b| {
+        let new: Vec<regress::RunMetrics> = (done.reports.iter())
             .map(|r| regress::run_metrics(&serde_json::to_value(r).unwrap_or_default()))
             .collect();
         regress::compare(b, &new, args.max_regress)
     });
-    if let Err(code) = write_exports(&args, &reports) {
-        return code;
-    }
-    let (json, html_page) = if single && reports.len() == 1 {
-        let rep = &mut reports[0];
+    write_exports(args, &done.reports)?;
+    let (json, html_page) = if done.single && done.reports.len() == 1 {
+        let rep = &mut done.reports[0];
         if !set_gates.is_empty() {
             rep.gates.extend(set_gates);
             print!("{}", report::gate_lines(&rep.gates));
         }
-        let rep = &reports[0];
         if let Some(c) = &comparison {
             print!("{}", c.human());
         }
-        (
-            serde_json::to_vec_pretty(&regress::WithBaseline {
-                doc: rep,
-                baseline: comparison.as_ref(),
-            }),
-            args.html.as_ref().map(|_| html::render(rep)),
-        )
+        let doc = regress::WithBaseline {
+            doc: &*rep,
+            baseline: comparison.as_ref(),
+        };
+        let page = args.html.as_ref().map(|_| html::render(rep));
+        (serde_json::to_vec_pretty(&doc), page)
     } else {
         let set = compare::build(
-            &base.preset,
+            &plan.base.preset,
             units::utc_string(started_at),
-            target_names.clone(),
-            keys,
-            reports,
+            done.target_names,
+            done.keys,
+            done.reports,
             interrupted,
             set_gates,
         );
@@ -645,44 +716,48 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         if let Some(c) = &comparison {
             print!("{}", c.human());
         }
+        let doc = regress::WithBaseline {
+            doc: &set,
+            baseline: comparison.as_ref(),
+        };
         (
-            serde_json::to_vec_pretty(&regress::WithBaseline {
-                doc: &set,
-                baseline: comparison.as_ref(),
-            }),
+            serde_json::to_vec_pretty(&doc),
             args.html.as_ref().map(|_| set.html()),
         )
     };
     if let Some(path) = json_path {
-        let bytes = match json {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("sluice bench: cannot encode the report: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
-        };
-        if let Err(code) = write_file(&path, "report", &bytes) {
-            return code;
-        }
+        let bytes = json.map_err(|e| {
+            eprintln!("sluice bench: cannot encode the report: {e}");
+            ExitCode::from(EXIT_ERROR)
+        })?;
+        write_file(&path, "report", &bytes)?;
     }
     if let (Some(path), Some(page)) = (&args.html, html_page) {
-        if let Err(code) = write_file(path, "HTML report", page.as_bytes()) {
-            return code;
-        }
+        write_file(path, "HTML report", page.as_bytes())?;
     }
+    if done.failed && !interrupted {
+        return Err(ExitCode::from(EXIT_ERROR));
+    }
+    Ok(comparison)
+}
+
+/// The exit code: interrupted, then a failed run (see `write_outputs`), failed gates or a
+/// regression, then lost or duplicated records.
+fn exit_code(
+    interrupted: bool,
+    gates_failed: usize,
+    failures: &[String],
+    comparison: Option<&regress::Comparison>,
+) -> ExitCode {
     if interrupted {
         return ExitCode::from(EXIT_INTERRUPTED);
     }
-    if failed {
-        return ExitCode::from(EXIT_ERROR);
-    }
-    let regressed = comparison.as_ref().is_some_and(|c| !c.passed);
-
+    let regressed = comparison.is_some_and(|c| !c.passed);
     if gates_failed > 0 || regressed {
         if gates_failed > 0 {
             eprintln!("sluice bench: {gates_failed} gate(s) failed");
         }
-        if let Some(c) = comparison.as_ref().filter(|c| !c.passed) {
+        if let Some(c) = comparison.filter(|c| !c.passed) {
             if c.rows.is_empty() {
                 eprintln!("sluice bench: no run matched a run of the baseline (by label and target); nothing was compared");
             } else {
@@ -695,7 +770,7 @@ pub fn run(mut args: BenchArgs) -> ExitCode {
         return ExitCode::from(EXIT_GATE_FAILED);
     }
     if !failures.is_empty() {
-        for l in &failures {
+        for l in failures {
             eprintln!("sluice bench: {l}");
         }
         eprintln!("sluice bench: exit {EXIT_DATA_LOSS} (records lost or duplicated; --allow-loss or a gate on lost, lost_acked, lost_unsynced or delivery_pct decides loss instead, --allow-duplicates or a gate on duplicates decides duplicates)");

@@ -125,89 +125,21 @@ fn clean_name(name: &str) -> String {
 
 /// Maps an OMB workload onto a scenario file over the baseline preset.
 pub fn import(path: &Path, map: &[(String, Node)]) -> Result<ScenarioFile, String> {
-    let shown = path.display().to_string();
-    if let Some((k, _)) = map.iter().find(|(k, _)| !OMB_FIELDS.contains(&k.as_str())) {
-        return Err(format!(
-            "{shown}: unknown OMB workload field {k:?}; fields are: {}",
-            OMB_FIELDS.join(", ")
-        ));
-    }
-    if let Some(k) = REQUIRED.iter().find(|r| !map.iter().any(|(k, _)| k == *r)) {
-        return Err(format!("{shown}: OMB workload lacks {k}"));
-    }
-    let get = |k: &str| map.iter().find(|(f, _)| f == k).map(|(_, n)| n);
-    let num = |k: &str, default: f64| -> Result<f64, String> {
-        match get(k) {
-            None | Some(Node::Null) => Ok(default),
-            Some(n) => n
-                .as_f64()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| format!("{shown}: {k} must be a number of at least 0")),
-        }
+    let f = Fields {
+        map,
+        shown: path.display().to_string(),
     };
-    let whole = |k: &str, default: f64| -> Result<u64, String> {
-        let v = num(k, default)?;
-        if v.fract() != 0.0 || v > u32::MAX as f64 {
-            return Err(format!("{shown}: {k} must be a whole number"));
-        }
-        Ok(v as u64)
-    };
-    let text = |k: &str| get(k).and_then(Node::scalar_text);
-
-    let name = text("name").unwrap_or_else(|| {
+    f.check()?;
+    let name = f.text("name").unwrap_or_else(|| {
         path.file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("omb")
             .to_string()
     });
-    let topics = whole("topics", 1.0)?.max(1);
-    let partitions = whole("partitionsPerTopic", 1.0)?;
-    let producers = whole("producersPerTopic", 1.0)? * topics;
-    let subscriptions = whole("subscriptionsPerTopic", 1.0)?;
-    let consumers = whole("consumerPerSubscription", 1.0)?.max(1) * topics;
-
-    let mut settings: Vec<(String, String)> = Vec::new();
-    let mut optional = Vec::new();
+    let topics = f.whole("topics", 1.0)?.max(1);
+    let mut settings = f.load_settings(topics)?;
+    let mut optional = f.key_distribution(&mut settings)?;
     let mut warnings = Vec::new();
-    let mut set = |k: &str, v: String| settings.push((k.to_string(), v));
-    set("partitions", partitions.to_string());
-    set("producers", producers.to_string());
-    set("consumers", consumers.to_string());
-    set("message_size", whole("messageSize", 0.0)?.to_string());
-    set("compression", "none".into());
-    set("payload", "random".into());
-    let rate = whole("producerRate", 0.0)?;
-    set("rate", rate.to_string());
-    set(
-        "duration",
-        format!("{}s", num("testDurationMinutes", 0.0)? * 60.0),
-    );
-    set(
-        "warmup",
-        format!("{}s", num("warmupDurationMinutes", 1.0)? * 60.0),
-    );
-    let keys = text("keyDistributor").unwrap_or_else(|| "NO_KEY".into());
-    match keys.as_str() {
-        "NO_KEY" => set("partitioning", "client".into()),
-        "KEY_ROUND_ROBIN" | "RANDOM_NANO" => {
-            // Keyed messages go through librdkafka's partitioner, like OMB's Kafka driver.
-            set("partitioning", "client".into());
-            optional.push(Optional {
-                key: "keys",
-                value: if keys == "KEY_ROUND_ROBIN" {
-                    "round-robin".into()
-                } else {
-                    "random".into()
-                },
-                note: pending_note("keys", &format!("keyDistributor {keys}")),
-            });
-        }
-        other => {
-            return Err(format!(
-            "{shown}: keyDistributor {other:?} is not one of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO"
-        ))
-        }
-    }
     if topics > 1 {
         optional.push(Optional {
             key: "topics",
@@ -215,7 +147,7 @@ pub fn import(path: &Path, map: &[(String, Node)]) -> Result<ScenarioFile, Strin
             note: pending_note("topics", &format!("topics {topics}")),
         });
     }
-    let backlog_gb = num("consumerBacklogSizeGB", 0.0)?;
+    let backlog_gb = f.num("consumerBacklogSizeGB", 0.0)?;
     if backlog_gb > 0.0 {
         optional.push(Optional {
             key: "backlog_bytes",
@@ -226,44 +158,161 @@ pub fn import(path: &Path, map: &[(String, Node)]) -> Result<ScenarioFile, Strin
             ),
         });
     }
+    let subscriptions = f.whole("subscriptionsPerTopic", 1.0)?;
     if subscriptions != 1 {
         warnings.push(format!(
             "OMB subscriptionsPerTopic {subscriptions}: not supported; one subscription reads each message once (consumption rates are for one subscription)"
         ));
     }
-    if rate == 0 {
+    if f.whole("producerRate", 0.0)? == 0 {
         // OMB's producerRate 0: search for the maximum sustainable rate.
-        set("rate_search", "true".into());
+        settings.push(("rate_search".into(), "true".into()));
     }
-    let randomized = matches!(get("useRandomizedPayloads"), Some(Node::Bool(true)));
-    if randomized {
-        let ratio = num("randomBytesRatio", 1.0)?;
-        if ratio < 1.0 {
-            warnings.push(format!(
-                "OMB randomBytesRatio {ratio}: bodies are fully random (OMB randomises the first {ratio} of each message and zeros the rest; this matters only with compression)"
-            ));
-        }
-    } else if let Some(f) = text("payloadFile") {
-        warnings.push(format!(
-            "OMB payloadFile {f:?}: not read; bodies are random bytes of messageSize"
-        ));
-    }
-    if get("messageSizeDistribution").is_some() {
-        warnings.push(
-            "OMB messageSizeDistribution: not supported; every message is messageSize bytes".into(),
-        );
-    }
+    f.payload_warnings(&mut warnings)?;
     Ok(ScenarioFile {
         path: path.to_path_buf(),
         name: clean_name(&name),
         description: Some(format!("OMB workload {name:?}")),
-        preset: &crate::scenario::PRESETS[0],
+        preset: &crate::presets::PRESETS[0],
         settings,
         optional,
         sweep: Vec::new(),
         gates: Vec::new(),
         warnings,
     })
+}
+
+/// A workload file's fields, read with the file's name in every error.
+struct Fields<'a> {
+    map: &'a [(String, Node)],
+    shown: String,
+}
+
+impl Fields<'_> {
+    /// Every field is an OMB one, and the required ones are there.
+    fn check(&self) -> Result<(), String> {
+        let shown = &self.shown;
+        if let Some((k, _)) = (self.map.iter()).find(|(k, _)| !OMB_FIELDS.contains(&k.as_str())) {
+            return Err(format!(
+                "{shown}: unknown OMB workload field {k:?}; fields are: {}",
+                OMB_FIELDS.join(", ")
+            ));
+        }
+        if let Some(k) = REQUIRED
+            .iter()
+            .find(|r| !self.map.iter().any(|(k, _)| k == *r))
+        {
+            return Err(format!("{shown}: OMB workload lacks {k}"));
+        }
+        Ok(())
+    }
+
+    fn get(&self, k: &str) -> Option<&Node> {
+        self.map.iter().find(|(f, _)| f == k).map(|(_, n)| n)
+    }
+
+    fn num(&self, k: &str, default: f64) -> Result<f64, String> {
+        match self.get(k) {
+            None | Some(Node::Null) => Ok(default),
+            Some(n) => n
+                .as_f64()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("{}: {k} must be a number of at least 0", self.shown)),
+        }
+    }
+
+    fn whole(&self, k: &str, default: f64) -> Result<u64, String> {
+        let v = self.num(k, default)?;
+        if v.fract() != 0.0 || v > u32::MAX as f64 {
+            return Err(format!("{}: {k} must be a whole number", self.shown));
+        }
+        Ok(v as u64)
+    }
+
+    fn text(&self, k: &str) -> Option<String> {
+        self.get(k).and_then(Node::scalar_text)
+    }
+
+    /// The load: clients per topic times the topics, message size, rate and the phases.
+    fn load_settings(&self, topics: u64) -> Result<Vec<(String, String)>, String> {
+        let partitions = self.whole("partitionsPerTopic", 1.0)?;
+        let producers = self.whole("producersPerTopic", 1.0)? * topics;
+        let consumers = self.whole("consumerPerSubscription", 1.0)?.max(1) * topics;
+        let duration_s = self.num("testDurationMinutes", 0.0)? * 60.0;
+        let warmup_s = self.num("warmupDurationMinutes", 1.0)? * 60.0;
+        Ok([
+            ("partitions", partitions.to_string()),
+            ("producers", producers.to_string()),
+            ("consumers", consumers.to_string()),
+            ("message_size", self.whole("messageSize", 0.0)?.to_string()),
+            ("compression", "none".into()),
+            ("payload", "random".into()),
+            ("rate", self.whole("producerRate", 0.0)?.to_string()),
+            ("duration", format!("{duration_s}s")),
+            ("warmup", format!("{warmup_s}s")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect())
+    }
+
+    /// The key distributor: keyed messages go through librdkafka's partitioner, like OMB's
+    /// Kafka driver.
+    fn key_distribution(
+        &self,
+        settings: &mut Vec<(String, String)>,
+    ) -> Result<Vec<Optional>, String> {
+        let mut optional = Vec::new();
+        let keys = self
+            .text("keyDistributor")
+            .unwrap_or_else(|| "NO_KEY".into());
+        match keys.as_str() {
+            "NO_KEY" => settings.push(("partitioning".into(), "client".into())),
+            "KEY_ROUND_ROBIN" | "RANDOM_NANO" => {
+                settings.push(("partitioning".into(), "client".into()));
+                optional.push(Optional {
+                    key: "keys",
+                    value: if keys == "KEY_ROUND_ROBIN" {
+                        "round-robin".into()
+                    } else {
+                        "random".into()
+                    },
+                    note: pending_note("keys", &format!("keyDistributor {keys}")),
+                });
+            }
+            other => {
+                return Err(format!(
+                "{}: keyDistributor {other:?} is not one of NO_KEY, KEY_ROUND_ROBIN, RANDOM_NANO",
+                self.shown
+            ))
+            }
+        }
+        Ok(optional)
+    }
+
+    /// What the bench does differently from OMB with the payload fields.
+    fn payload_warnings(&self, warnings: &mut Vec<String>) -> Result<(), String> {
+        let randomized = matches!(self.get("useRandomizedPayloads"), Some(Node::Bool(true)));
+        if randomized {
+            let ratio = self.num("randomBytesRatio", 1.0)?;
+            if ratio < 1.0 {
+                warnings.push(format!(
+                    "OMB randomBytesRatio {ratio}: bodies are fully random (OMB randomises the first {ratio} of each message and zeros the rest; this matters only with compression)"
+                ));
+            }
+        } else if let Some(f) = self.text("payloadFile") {
+            warnings.push(format!(
+                "OMB payloadFile {f:?}: not read; bodies are random bytes of messageSize"
+            ));
+        }
+        if self.get("messageSizeDistribution").is_some() {
+            warnings.push(
+                "OMB messageSizeDistribution: not supported; every message is messageSize bytes"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::limits;
 use crate::payload::PayloadClass;
-use crate::shaping::{AppBatchMode, Shaping};
+use crate::shaping::Shaping;
 use crate::units::{parse_duration, parse_rate};
 
 /// `acks` of the producer.
@@ -304,126 +304,113 @@ impl Scenario {
         let k = key.trim().to_ascii_lowercase().replace('-', "_");
         let v = value.trim();
         let bad = |e: String| format!("{key} = {value:?}: {e}");
-        // One arm per field: a field added to `Scenario` needs one line here (the
-        // `every_serialized_field_can_be_set` test fails until it has it).
-        match k.as_str() {
-            "preset" | "name" => self.preset = set_name(v).map_err(bad)?,
-            "rate_msg_s" | "rate" => self.rate_msg_s = parse_rate(v).map_err(bad)?,
-            "duration_s" | "duration" => self.duration_s = set_duration(&k, v).map_err(bad)?,
-            "warmup_s" | "warmup" => self.warmup_s = set_duration(&k, v).map_err(bad)?,
-            "producers" => self.producers = set_int(v, 1, limits::MAX_PRODUCERS).map_err(bad)?,
-            "consumers" => self.consumers = set_int(v, 1, limits::MAX_CONSUMERS).map_err(bad)?,
-            "partitions" => self.partitions = set_int(v, 1, limits::MAX_PARTITIONS).map_err(bad)?,
-            "message_bytes" | "message_size" => {
-                self.message_bytes = parse_message_bytes(v).map_err(bad)?
-            }
-            "payload" => self.payload = set_enum(v).map_err(bad)?,
-            "seed" => self.seed = set_int(v, 0, u64::MAX).map_err(bad)?,
-            "acks" => self.acks = parse_acks(v).map_err(bad)?,
-            "compression" => self.compression = set_enum(v).map_err(bad)?,
-            "linger_ms" => self.linger_ms = set_int(v, 0, limits::MAX_LINGER_MS).map_err(bad)?,
-            "batch_bytes" => self.batch_bytes = set_int(v, 1, i32::MAX as u32).map_err(bad)?,
-            "idempotence" => self.idempotence = set_bool(v).map_err(bad)?,
-            "max_in_flight" => self.max_in_flight = set_int(v, 1, 1_000_000).map_err(bad)?,
-            "partitioning" => self.partitioning = set_enum(v).map_err(bad)?,
-            "consumer_delay_us" | "consumer_delay" => {
-                self.consumer_delay_us = set_duration(&k, v).map_err(bad)?
-            }
+        // One arm per field: a field added to `Scenario` needs one line in `set_run_key` or
+        // `set_shaping_key` (the `every_serialized_field_can_be_set` test fails until it has it).
+        let known =
+            self.set_run_key(&k, v).map_err(bad)? || self.set_shaping_key(&k, v).map_err(bad)?;
+        if !known {
+            return Err(format!(
+                "unknown scenario key {key:?}; keys are: {}",
+                scenario_keys().join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// The run's keys (load, clients, topics, consumers, faults); false for another key.
+    fn set_run_key(&mut self, k: &str, v: &str) -> Result<bool, String> {
+        match k {
+            "preset" | "name" => self.preset = set_name(v)?,
+            "rate_msg_s" | "rate" => self.rate_msg_s = parse_rate(v)?,
+            "duration_s" | "duration" => self.duration_s = set_duration(k, v)?,
+            "warmup_s" | "warmup" => self.warmup_s = set_duration(k, v)?,
+            "producers" => self.producers = set_int(v, 1, limits::MAX_PRODUCERS)?,
+            "consumers" => self.consumers = set_int(v, 1, limits::MAX_CONSUMERS)?,
+            "partitions" => self.partitions = set_int(v, 1, limits::MAX_PARTITIONS)?,
+            "message_bytes" | "message_size" => self.message_bytes = parse_message_bytes(v)?,
+            "payload" => self.payload = set_enum(v)?,
+            "seed" => self.seed = set_int(v, 0, u64::MAX)?,
+            "acks" => self.acks = parse_acks(v)?,
+            "compression" => self.compression = set_enum(v)?,
+            "linger_ms" => self.linger_ms = set_int(v, 0, limits::MAX_LINGER_MS)?,
+            "batch_bytes" => self.batch_bytes = set_int(v, 1, i32::MAX as u32)?,
+            "idempotence" => self.idempotence = set_bool(v)?,
+            "max_in_flight" => self.max_in_flight = set_int(v, 1, 1_000_000)?,
+            "partitioning" => self.partitioning = set_enum(v)?,
+            "consumer_delay_us" | "consumer_delay" => self.consumer_delay_us = set_duration(k, v)?,
             "consumer_jitter_us" | "consumer_jitter" => {
-                self.consumer_jitter_us = set_duration(&k, v).map_err(bad)?
+                self.consumer_jitter_us = set_duration(k, v)?
             }
             "phase_after_s" | "phase_after" => {
                 self.phase_after_s = match v {
                     "" | "none" | "null" | "off" => None,
-                    _ => Some(set_duration(&k, v).map_err(bad)?),
+                    _ => Some(set_duration(k, v)?),
                 }
             }
-            "phase_delay_us" | "phase_delay" => {
-                self.phase_delay_us = set_duration(&k, v).map_err(bad)?
-            }
-            "burst_rate_msg_s" | "burst_rate" => {
-                self.burst_rate_msg_s = parse_rate(v).map_err(bad)?
-            }
-            "burst_duration_s" | "burst_duration" => {
-                self.burst_duration_s = set_duration(&k, v).map_err(bad)?
-            }
-            "burst_period_s" | "burst_period" => {
-                self.burst_period_s = set_duration(&k, v).map_err(bad)?
-            }
-            "bp_max_lag" => self.bp_max_lag = set_int(v, 0, u64::MAX).map_err(bad)?,
-            "bp_resume_lag" => self.bp_resume_lag = set_int(v, 0, u64::MAX).map_err(bad)?,
-            "bp_poll_ms" | "bp_poll" => self.bp_poll_ms = set_duration(&k, v).map_err(bad)?,
+            "phase_delay_us" | "phase_delay" => self.phase_delay_us = set_duration(k, v)?,
+            "burst_rate_msg_s" | "burst_rate" => self.burst_rate_msg_s = parse_rate(v)?,
+            "burst_duration_s" | "burst_duration" => self.burst_duration_s = set_duration(k, v)?,
+            "burst_period_s" | "burst_period" => self.burst_period_s = set_duration(k, v)?,
+            "bp_max_lag" => self.bp_max_lag = set_int(v, 0, u64::MAX)?,
+            "bp_resume_lag" => self.bp_resume_lag = set_int(v, 0, u64::MAX)?,
+            "bp_poll_ms" | "bp_poll" => self.bp_poll_ms = set_duration(k, v)?,
             "entries_per_record" | "entries" => {
-                self.entries_per_record =
-                    set_int(v, 0, limits::MAX_ENTRIES_PER_RECORD).map_err(bad)?
+                self.entries_per_record = set_int(v, 0, limits::MAX_ENTRIES_PER_RECORD)?
             }
-            "topics" => self.topics = set_int(v, 1, limits::MAX_TOPICS).map_err(bad)?,
-            "commit_interval_ms" => {
-                self.commit_interval_ms = set_int(v, 1, 3_600_000).map_err(bad)?
-            }
+            "topics" => self.topics = set_int(v, 1, limits::MAX_TOPICS)?,
+            "commit_interval_ms" => self.commit_interval_ms = set_int(v, 1, 3_600_000)?,
             "replication_factor" => {
                 self.replication_factor = match v {
                     "default" | "none" => -1,
-                    _ => set_replication_factor(v).map_err(bad)?,
+                    _ => set_replication_factor(v)?,
                 }
             }
-            "topic_config" => self.topic_config = parse_topic_configs(v).map_err(bad)?,
-            "client_config" => {
-                self.client_config = crate::clientconf::parse_scenario_value(v).map_err(bad)?
-            }
-            "fault_cmd" | "fault_cmds" | "faults" => {
-                self.fault_cmd = parse_fault_cmds(v).map_err(bad)?
-            }
-            "keys" => self.shaping.keys = set_enum(v).map_err(bad)?,
-            "key_count" => {
-                self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT).map_err(bad)?
-            }
-            "hot_key_pct" => self.shaping.hot_key_pct = set_int(v, 0, 100).map_err(bad)?,
-            "rate_search" => self.shaping.rate_search = set_bool(v).map_err(bad)?,
+            "topic_config" => self.topic_config = parse_topic_configs(v)?,
+            "client_config" => self.client_config = crate::clientconf::parse_scenario_value(v)?,
+            "fault_cmd" | "fault_cmds" | "faults" => self.fault_cmd = parse_fault_cmds(v)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The shaping keys (keys, rate search, backlog, application batcher) and the
+    /// transactional ones; false for another key.
+    fn set_shaping_key(&mut self, k: &str, v: &str) -> Result<bool, String> {
+        match k {
+            "keys" => self.shaping.keys = set_enum(v)?,
+            "key_count" => self.shaping.key_count = set_int(v, 1, limits::MAX_KEY_COUNT)?,
+            "hot_key_pct" => self.shaping.hot_key_pct = set_int(v, 0, 100)?,
+            "rate_search" => self.shaping.rate_search = set_bool(v)?,
             "search_start_msg_s" | "search_start_rate" => {
-                self.shaping.search_start_msg_s = parse_rate(v).map_err(bad)?
+                self.shaping.search_start_msg_s = parse_rate(v)?
             }
             "search_period_ms" | "search_period" => {
-                self.shaping.search_period_ms = set_duration(&k, v).map_err(bad)?
+                self.shaping.search_period_ms = set_duration(k, v)?
             }
-            "search_backlog_limit" => {
-                self.shaping.search_backlog_limit = set_int(v, 1, u64::MAX).map_err(bad)?
-            }
+            "search_backlog_limit" => self.shaping.search_backlog_limit = set_int(v, 1, u64::MAX)?,
             "backlog_bytes" | "backlog" => {
-                self.shaping.backlog_bytes = crate::units::parse_bytes(v).map_err(bad)?
+                self.shaping.backlog_bytes = crate::units::parse_bytes(v)?
             }
             "backlog_drain_ratio" => {
-                self.shaping.backlog_drain_ratio = crate::units::parse_ratio(v).map_err(bad)?
+                self.shaping.backlog_drain_ratio = crate::units::parse_ratio(v)?
             }
             "app_batch_linger_ms" => {
-                self.shaping.app_batch_linger_ms =
-                    set_int(v, 0, limits::MAX_LINGER_MS).map_err(bad)?
+                self.shaping.app_batch_linger_ms = set_int(v, 0, limits::MAX_LINGER_MS)?
             }
-            "app_batch_mode" => self.shaping.app_batch_mode = set_enum(v).map_err(bad)?,
-            "app_batch_max" => self.shaping.app_batch_max = set_int(v, 1, u32::MAX).map_err(bad)?,
+            "app_batch_mode" => self.shaping.app_batch_mode = set_enum(v)?,
+            "app_batch_max" => self.shaping.app_batch_max = set_int(v, 1, u32::MAX)?,
             "transactional_id" => {
                 self.transactional_id = match v {
                     "" | "none" | "null" | "off" => None,
-                    _ => Some(set_name(v).map_err(bad)?),
+                    _ => Some(set_name(v)?),
                 }
             }
-            "txn_messages" => {
-                self.txn_messages = set_int(v, 0, limits::MAX_TXN_MESSAGES).map_err(bad)?
-            }
-            "txn_interval_ms" => {
-                self.txn_interval_ms = set_int(v, 0, limits::MAX_TXN_INTERVAL_MS).map_err(bad)?
-            }
-            "txn_abort_ratio" => {
-                self.txn_abort_ratio = crate::units::parse_ratio(v).map_err(bad)?
-            }
-            _ => {
-                return Err(format!(
-                    "unknown scenario key {key:?}; keys are: {}",
-                    scenario_keys().join(", ")
-                ))
-            }
+            "txn_messages" => self.txn_messages = set_int(v, 0, limits::MAX_TXN_MESSAGES)?,
+            "txn_interval_ms" => self.txn_interval_ms = set_int(v, 0, limits::MAX_TXN_INTERVAL_MS)?,
+            "txn_abort_ratio" => self.txn_abort_ratio = crate::units::parse_ratio(v)?,
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Checks that hold between fields (each field's own range is checked when it is set).
@@ -633,456 +620,6 @@ fn set_enum<T: clap::ValueEnum>(v: &str) -> Result<T, String> {
     })
 }
 
-/// A named preset: a description and the changes it makes to the baseline.
-#[derive(Debug)]
-pub struct Preset {
-    pub name: &'static str,
-    pub about: &'static str,
-    apply: fn(&mut Scenario),
-    /// A sweep: one run per variant, each applied after the command-line flags so the swept
-    /// setting always wins. Empty for a single-run preset.
-    pub variants: &'static [Variant],
-}
-
-/// One point of a sweep.
-#[derive(Debug)]
-pub struct Variant {
-    pub label: &'static str,
-    pub apply: fn(&mut Scenario),
-}
-
-macro_rules! variant {
-    ($label:expr, |$s:ident| $body:expr) => {
-        Variant {
-            label: $label,
-            apply: |$s: &mut Scenario| $body,
-        }
-    };
-}
-
-pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "baseline",
-        about: "SSP bench: 10k msg/s, 512 B mixed, 8 producers, 12 partitions, 4 consumers, acks=1, snappy, 30 s + 5 s warmup",
-        apply: |_| {},
-        variants: &[],
-    },
-    Preset {
-        name: "quick",
-        about: "SSP quick smoke: 5k msg/s, 4 producers, 2 consumers, 5 s + 2 s warmup",
-        apply: |s| {
-            s.rate_msg_s = 5_000;
-            s.producers = 4;
-            s.consumers = 2;
-            s.duration_s = Duration::from_secs(5);
-            s.warmup_s = Duration::from_secs(2);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "max-rate",
-        about: "baseline unthrottled: every producer sends as fast as its client queue takes",
-        apply: |s| s.rate_msg_s = 0,
-        variants: &[],
-    },
-    Preset {
-        name: "acks-0",
-        about: "baseline with acks=0 (fire and forget; ack latency is the client's own)",
-        apply: |s| s.acks = Acks::None,
-        variants: &[],
-    },
-    Preset {
-        name: "acks-all",
-        about: "baseline with acks=all",
-        apply: |s| s.acks = Acks::All,
-        variants: &[],
-    },
-    Preset {
-        name: "no-linger",
-        about: "baseline with linger.ms=0 (latency-first batching)",
-        apply: |s| s.linger_ms = 0,
-        variants: &[],
-    },
-    Preset {
-        name: "slow-consumer",
-        about: "SSP slow-consumer: 8k msg/s json, 12 consumers (one per partition) sleeping 500 µs + 0..200 µs per message, 30 s + 3 s",
-        apply: |s| {
-            s.rate_msg_s = 8_000;
-            s.payload = PayloadClass::Json;
-            s.consumers = 12;
-            s.consumer_delay_us = Duration::from_micros(500);
-            s.consumer_jitter_us = Duration::from_micros(200);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "slow-aggr",
-        about: "SSP slow-aggr: 10k msg/s json, consumers sleep 4 ms + 0..1 ms (capacity ~2.7k msg/s), 40 s + 3 s",
-        apply: slow_aggr,
-        variants: &[],
-    },
-    Preset {
-        name: "recovery",
-        about: "SSP recovery: 8k msg/s json, consumers sleep 800 µs until 30 s, then 0; 60 s + 3 s",
-        apply: |s| {
-            s.rate_msg_s = 8_000;
-            s.payload = PayloadClass::Json;
-            s.consumers = 12;
-            s.consumer_delay_us = Duration::from_micros(800);
-            s.phase_after_s = Some(Duration::from_secs(30));
-            s.duration_s = Duration::from_secs(60);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "recovery-aggr",
-        about: "SSP recovery-aggr: 10k msg/s json, consumers sleep 3 ms until 30 s (backlog builds), then 0; 80 s + 3 s",
-        apply: |s| {
-            s.payload = PayloadClass::Json;
-            s.consumers = 12;
-            s.consumer_delay_us = Duration::from_millis(3);
-            s.phase_after_s = Some(Duration::from_secs(30));
-            s.duration_s = Duration::from_secs(80);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "bursty-light",
-        about: "SSP bursty-light: 5k msg/s json with 3 s bursts of 15k every 12 s, 60 s + 3 s",
-        apply: |s| bursty(s, 15_000),
-        variants: &[],
-    },
-    Preset {
-        name: "bursty-heavy",
-        about: "SSP bursty-heavy: 5k msg/s json with 3 s bursts of 30k every 12 s, 60 s + 3 s",
-        apply: |s| bursty(s, 30_000),
-        variants: &[],
-    },
-    Preset {
-        name: "bursty-overload",
-        about: "SSP bursty-overload: bursty-heavy with consumers sleeping 800 µs per message (capacity ~15k msg/s)",
-        apply: |s| {
-            bursty(s, 30_000);
-            s.consumers = 12;
-            s.consumer_delay_us = Duration::from_micros(800);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "bp-loose",
-        about: "SSP bp-on: slow-aggr with backpressure, pause above lag 20000, resume below 5000, poll 200 ms",
-        apply: |s| {
-            slow_aggr(s);
-            bp_loose(s);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "bp-tight",
-        about: "SSP bp-tight: slow-aggr with backpressure, pause above lag 5000, resume below 1000, poll 100 ms",
-        apply: |s| {
-            slow_aggr(s);
-            bp_tight(s);
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "backpressure",
-        about: "SSP's headline comparison: slow-aggr without backpressure, then bp-loose and bp-tight settings, one table",
-        apply: slow_aggr,
-        variants: &[
-            variant!("bp-off", |s| s.bp_max_lag = 0),
-            variant!("bp-loose", |s| bp_loose(s)),
-            variant!("bp-tight", |s| bp_tight(s)),
-        ],
-    },
-    Preset {
-        name: "sparse-fanout",
-        about: "teranode T1: 32 partitions fed one 256 B message every 25 ms (batches never fill); linger.ms 1000 vs 10",
-        apply: sparse_fanout,
-        variants: &[
-            variant!("linger-1s", |s| s.linger_ms = 1000),
-            variant!("linger-10ms", |s| s.linger_ms = 10),
-        ],
-    },
-    Preset {
-        name: "sparse-fanout-stacked",
-        about: "teranode T2: the sparse-fanout feed with linger.ms 1000 behind an application batcher of 1000 ms (stacked) vs 10 ms (decoupled), deadline and debounce flushes; gates e.g. 'p50_e2e_intended_ms@stacked-debounce > 1.3 * p50_e2e_intended_ms@decoupled-debounce', 'p50_e2e_intended_ms@decoupled-debounce < 1500' (deadline mode: compare mean_ or p99_)",
-        apply: |s| {
-            sparse_fanout(s);
-            s.linger_ms = 1000;
-        },
-        variants: &[
-            variant!("stacked-deadline", |s| app_batcher(s, 1000, AppBatchMode::Deadline)),
-            variant!("decoupled-deadline", |s| app_batcher(s, 10, AppBatchMode::Deadline)),
-            variant!("stacked-debounce", |s| app_batcher(s, 1000, AppBatchMode::Debounce)),
-            variant!("decoupled-debounce", |s| app_batcher(s, 10, AppBatchMode::Debounce)),
-        ],
-    },
-    Preset {
-        name: "max-sustainable",
-        about: "OMB max-rate search (producerRate 0): baseline with the target adjusted every 3 s from 10k msg/s (halve the ramp on backlog > 1000, else double it); 30 s + 5 s",
-        apply: |s| s.shaping.rate_search = true,
-        variants: &[],
-    },
-    Preset {
-        name: "omb-backlog",
-        about: "OMB backlog-1-topic-16-partitions-1kb, scaled down: 10k msg/s of 1 KiB, consumers paused until an 8 MiB backlog, then the drain is timed (ratio 1.0); 5 s, no warmup",
-        apply: |s| {
-            omb_workload(s);
-            s.partitions = 16;
-            s.duration_s = Duration::from_secs(5);
-            s.warmup_s = Duration::ZERO;
-            s.shaping.backlog_bytes = 8 << 20;
-            s.shaping.backlog_drain_ratio = 1.0;
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "hot-key",
-        about: "keyed skew: baseline with 80% of messages on one key (one hot partition), the rest on 10000 random keys, librdkafka's partitioner",
-        apply: |s| {
-            s.shaping.keys = crate::shaping::KeyMode::Hot;
-            s.shaping.hot_key_pct = 80;
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "packed",
-        about: "teranode T3: txmeta v2 records over 32 partitions (each owns a disjoint key-hash range; consumers parse and count every entry), 100k entries/s as 100-entry records (1000/s) vs 1000-entry records (100/s)",
-        apply: |s| {
-            s.payload = PayloadClass::Txmeta;
-            s.producers = 4;
-            s.consumers = 8;
-            s.partitions = 32;
-            s.compression = Codec::None;
-            s.partitioning = Partitioning::RoundRobin;
-            s.duration_s = Duration::from_secs(20);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[
-            variant!("100-entries", |s| {
-                s.entries_per_record = 100;
-                s.rate_msg_s = 1_000;
-            }),
-            variant!("1000-entries", |s| {
-                s.entries_per_record = 1000;
-                s.rate_msg_s = 100;
-            }),
-        ],
-    },
-    Preset {
-        name: "omb-simple",
-        about: "OMB simple-workload: 1 topic, 10 partitions, 1 KiB, 10k msg/s, 1 producer, 1 consumer, 60 s + 10 s (no key)",
-        apply: omb_workload,
-        variants: &[],
-    },
-    Preset {
-        name: "omb-1-topic-16-partitions-1kb",
-        about: "OMB 1-topic-16-partitions-1kb: 16 partitions, 1 KiB, 50k msg/s, 1 producer, 1 consumer, 60 s + 10 s",
-        apply: |s| {
-            omb_workload(s);
-            s.partitions = 16;
-            s.rate_msg_s = 50_000;
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "omb-latency",
-        about: "OMB Kafka latency driver settings on the simple workload: acks=all, linger.ms=1, batch.size 128 KiB",
-        apply: |s| {
-            omb_workload(s);
-            s.acks = Acks::All;
-            s.linger_ms = 1;
-            s.batch_bytes = 131_072;
-        },
-        variants: &[],
-    },
-    Preset {
-        name: "sweep-compression",
-        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, codec none, snappy, lz4, zstd, gzip",
-        apply: |s| {
-            s.duration_s = Duration::from_secs(20);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[
-            variant!("none", |s| s.compression = Codec::None),
-            variant!("snappy", |s| s.compression = Codec::Snappy),
-            variant!("lz4", |s| s.compression = Codec::Lz4),
-            variant!("zstd", |s| s.compression = Codec::Zstd),
-            variant!("gzip", |s| s.compression = Codec::Gzip),
-        ],
-    },
-    Preset {
-        name: "sweep-acks",
-        about: "SSP sweep: 10k msg/s mixed, 20 s + 3 s warmup, acks 0, 1, all",
-        apply: |s| {
-            s.duration_s = Duration::from_secs(20);
-            s.warmup_s = Duration::from_secs(3);
-        },
-        variants: &[
-            variant!("acks=0", |s| s.acks = Acks::None),
-            variant!("acks=1", |s| s.acks = Acks::Leader),
-            variant!("acks=all", |s| s.acks = Acks::All),
-        ],
-    },
-    Preset {
-        name: "sweep-payload",
-        about: "SSP sweep: 8k msg/s zstd, 15 s + 2 s warmup, payload random, mixed, json, logline, text, zeros",
-        apply: |s| {
-            s.rate_msg_s = 8_000;
-            s.compression = Codec::Zstd;
-            s.duration_s = Duration::from_secs(15);
-            s.warmup_s = Duration::from_secs(2);
-        },
-        variants: &[
-            variant!("random", |s| s.payload = PayloadClass::Random),
-            variant!("mixed", |s| s.payload = PayloadClass::Mixed),
-            variant!("json", |s| s.payload = PayloadClass::Json),
-            variant!("logline", |s| s.payload = PayloadClass::Logline),
-            variant!("text", |s| s.payload = PayloadClass::Text),
-            variant!("zeros", |s| s.payload = PayloadClass::Zeros),
-        ],
-    },
-    Preset {
-        name: "sweep-msgsize",
-        about: "SSP sweep: 8k msg/s mixed, 15 s + 2 s warmup, message size 64, 256, 1024, 4096, 16384 B",
-        apply: |s| {
-            s.rate_msg_s = 8_000;
-            s.duration_s = Duration::from_secs(15);
-            s.warmup_s = Duration::from_secs(2);
-        },
-        variants: &[
-            variant!("64B", |s| s.message_bytes = 64),
-            variant!("256B", |s| s.message_bytes = 256),
-            variant!("1KiB", |s| s.message_bytes = 1024),
-            variant!("4KiB", |s| s.message_bytes = 4096),
-            variant!("16KiB", |s| s.message_bytes = 16_384),
-        ],
-    },
-];
-
-/// OMB's simple-workload shape, the base of the OMB presets: 1 topic of 10 partitions, 1 KiB
-/// random payloads uncompressed, 10k msg/s (the baseline's) from 1 producer to 1 consumer,
-/// 60 s after 10 s of warmup.
-fn omb_workload(s: &mut Scenario) {
-    s.partitions = 10;
-    s.message_bytes = 1024;
-    s.producers = 1;
-    s.consumers = 1;
-    s.payload = PayloadClass::Random;
-    s.compression = Codec::None;
-    s.duration_s = Duration::from_secs(60);
-    s.warmup_s = Duration::from_secs(10);
-}
-
-/// teranode's sparse feed: one 256 B message every 25 ms over 32 partitions (about 1.25
-/// messages per partition per second), so client batches never fill on size.
-fn sparse_fanout(s: &mut Scenario) {
-    s.rate_msg_s = 40;
-    s.producers = 1;
-    s.consumers = 4;
-    s.partitions = 32;
-    s.message_bytes = 256;
-    s.payload = PayloadClass::Random;
-    s.compression = Codec::None;
-    s.batch_bytes = 1_048_576;
-    s.partitioning = Partitioning::RoundRobin;
-    s.duration_s = Duration::from_secs(5);
-    s.warmup_s = Duration::from_secs(2);
-}
-
-/// teranode's application batcher in front of the client (size trigger `flush_messages`).
-fn app_batcher(s: &mut Scenario, linger_ms: u32, mode: AppBatchMode) {
-    s.shaping.app_batch_linger_ms = linger_ms;
-    s.shaping.app_batch_mode = mode;
-    s.shaping.app_batch_max = 10_000;
-}
-
-/// SSP's "bp-on" controller settings: pause above lag 20000, resume below 5000, poll 200 ms.
-fn bp_loose(s: &mut Scenario) {
-    s.bp_max_lag = 20_000;
-    s.bp_resume_lag = 5_000;
-    s.bp_poll_ms = Duration::from_millis(200);
-}
-
-/// SSP's "bp-tight": pause above lag 5000, resume below 1000, poll 100 ms.
-fn bp_tight(s: &mut Scenario) {
-    s.bp_max_lag = 5_000;
-    s.bp_resume_lag = 1_000;
-    s.bp_poll_ms = Duration::from_millis(100);
-}
-
-fn slow_aggr(s: &mut Scenario) {
-    s.payload = PayloadClass::Json;
-    s.consumers = 12;
-    s.consumer_delay_us = Duration::from_millis(4);
-    s.consumer_jitter_us = Duration::from_millis(1);
-    s.duration_s = Duration::from_secs(40);
-    s.warmup_s = Duration::from_secs(3);
-}
-
-fn bursty(s: &mut Scenario, burst_rate_msg_s: u64) {
-    s.rate_msg_s = 5_000;
-    s.burst_rate_msg_s = burst_rate_msg_s;
-    s.burst_duration_s = Duration::from_secs(3);
-    s.burst_period_s = Duration::from_secs(12);
-    s.payload = PayloadClass::Json;
-    s.duration_s = Duration::from_secs(60);
-    s.warmup_s = Duration::from_secs(3);
-}
-
-pub fn find_preset(name: &str) -> Option<&'static Preset> {
-    PRESETS.iter().find(|p| p.name == name)
-}
-
-impl Preset {
-    pub fn scenario(&self) -> Scenario {
-        let mut s = Scenario::baseline();
-        (self.apply)(&mut s);
-        s.preset = self.name.to_string();
-        s
-    }
-
-    /// The runs of this preset: `(variant label, scenario)`; `base` is `scenario()` with the
-    /// command-line overrides already applied. A single-run preset has one unlabelled run.
-    pub fn expand(&self, base: &Scenario) -> Vec<(Option<&'static str>, Scenario)> {
-        if self.variants.is_empty() {
-            let mut s = base.clone();
-            s.normalize();
-            return vec![(None, s)];
-        }
-        self.variants
-            .iter()
-            .map(|v| {
-                let mut s = base.clone();
-                (v.apply)(&mut s);
-                s.normalize();
-                (Some(v.label), s)
-            })
-            .collect()
-    }
-}
-
-/// The preset list as printed for `--list-presets` and for an unknown `--preset`.
-pub fn preset_list() -> String {
-    let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
-    PRESETS
-        .iter()
-        .map(|p| {
-            let runs = if p.variants.is_empty() {
-                String::new()
-            } else {
-                format!(" [{} runs]", p.variants.len())
-            };
-            format!("  {:width$}  {}{runs}\n", p.name, p.about)
-        })
-        .collect()
-}
-
 /// A message size in bytes, from the bench header up to `limits::MAX_MESSAGE_BYTES`.
 pub fn parse_message_bytes(s: &str) -> Result<usize, String> {
     let v: usize = s
@@ -1103,6 +640,7 @@ pub fn parse_message_bytes(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::presets::{find_preset, preset_list, Preset, PRESETS};
 
     #[test]
     fn rate_shape_phases_and_capacity() {

@@ -16,7 +16,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::gate::{self, Gate};
 use crate::limits;
-use crate::scenario::{self, Preset, Scenario};
+use crate::presets::{self, Preset};
+use crate::scenario::{self, Scenario};
 
 /// A parsed TOML or YAML document, keeping the order of map keys (so sweeps expand as written).
 #[derive(Debug, Clone, PartialEq)]
@@ -288,7 +289,7 @@ pub fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, S
         path: path.to_path_buf(),
         name: stem_name(path),
         description: None,
-        preset: &scenario::PRESETS[0],
+        preset: &presets::PRESETS[0],
         settings: Vec::new(),
         optional: Vec::new(),
         sweep: Vec::new(),
@@ -301,10 +302,10 @@ pub fn from_map(path: &Path, map: Vec<(String, Node)>) -> Result<ScenarioFile, S
             "description" => file.description = Some(text(&k, &n)?),
             "preset" => {
                 let p = text(&k, &n)?;
-                file.preset = scenario::find_preset(&p).ok_or_else(|| {
+                file.preset = presets::find_preset(&p).ok_or_else(|| {
                     format!(
                         "{shown}: unknown preset {p:?}; presets are:\n{}",
-                        scenario::preset_list()
+                        presets::preset_list()
                     )
                 })?;
             }
@@ -530,8 +531,8 @@ mod tests {
                 std::fs::read_dir(root.join(dir)).unwrap_or_else(|e| panic!("{dir}: {e}"));
             for e in entries.flatten() {
                 // OMB workloads among them: the loader of both kinds.
-                let f = crate::omb_import::load(&e.path(), false)
-                    .unwrap_or_else(|err| panic!("{err}"));
+                let f =
+                    crate::omb_import::load(&e.path(), false).unwrap_or_else(|err| panic!("{err}"));
                 let (s, _) = f.scenario().unwrap_or_else(|err| panic!("{err}"));
                 assert_eq!(s.validate(), Ok(()), "{}", e.path().display());
                 assert_eq!(
@@ -719,7 +720,7 @@ mod tests {
         let e = expand(vec![(None, Scenario::baseline())], &big).unwrap_err();
         assert!(e.contains("100 runs"), "{e}");
         // A preset's variants combine with the sweep, the variant label first.
-        let p = scenario::find_preset("sparse-fanout").unwrap_or(&scenario::PRESETS[0]);
+        let p = presets::find_preset("sparse-fanout").unwrap_or(&presets::PRESETS[0]);
         let runs: Vec<_> = p
             .expand(&p.scenario())
             .into_iter()

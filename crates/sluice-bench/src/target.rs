@@ -189,6 +189,28 @@ pub struct EmbeddedBroker {
     stopped: bool,
 }
 
+/// A reader thread passes the child's stdout lines on and keeps draining the pipe afterwards.
+fn stdout_lines(stdout: std::process::ChildStdout) -> Result<mpsc::Receiver<String>, String> {
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::Builder::new()
+        .name("embedded-stdout".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let _ = tx.send(line.trim().to_string());
+                    }
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    Ok(rx)
+}
+
 impl EmbeddedBroker {
     /// Starts `<broker bin> serve --listen [PROTOCOL://]127.0.0.1:<port or 0> --data-dir
     /// <tmp>/data --metrics-listen 127.0.0.1:0 [extra...]` and waits for its "sluice listening
@@ -239,25 +261,8 @@ impl EmbeddedBroker {
             let _ = child.kill();
             return Err("embedded broker has no stdout pipe".into());
         };
-        // A reader thread passes lines on and keeps draining the pipe afterwards.
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::Builder::new()
-            .name("embedded-stdout".into())
-            .spawn(move || {
-                let mut reader = BufReader::new(stdout);
-                let mut line = String::new();
-                loop {
-                    line.clear();
-                    match reader.read_line(&mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            let _ = tx.send(line.trim().to_string());
-                        }
-                    }
-                }
-            })
-            .map_err(|e| format!("cannot start a thread: {e}"))?;
-        let mut broker = EmbeddedBroker {
+        let rx = stdout_lines(stdout)?;
+        let broker = EmbeddedBroker {
             child,
             bootstrap: String::new(),
             metrics: None,
@@ -265,12 +270,22 @@ impl EmbeddedBroker {
             data_dir,
             stopped: false,
         };
+        broker.await_addresses(&rx, own_metrics)
+    }
+
+    /// Waits for the broker's "listening on" lines (its own metrics listener's too, when the
+    /// bench chose it); stops the broker and says why when they do not come in time.
+    fn await_addresses(
+        mut self,
+        rx: &mpsc::Receiver<String>,
+        own_metrics: bool,
+    ) -> Result<EmbeddedBroker, String> {
         let deadline = Instant::now() + limits::EMBEDDED_START_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let tail = broker.log_tail();
-                broker.stop();
+                let tail = self.log_tail();
+                self.stop();
                 return Err(format!(
                     "embedded broker did not report its address within {:?}\n{tail}",
                     limits::EMBEDDED_START_TIMEOUT
@@ -279,36 +294,32 @@ impl EmbeddedBroker {
             match rx.recv_timeout(left.min(std::time::Duration::from_millis(100))) {
                 Ok(line) => {
                     if let Some(addr) = line.strip_prefix("sluice listening on ") {
-                        broker.bootstrap = addr.trim().to_string();
+                        self.bootstrap = addr.trim().to_string();
                         if !own_metrics {
-                            return Ok(broker);
+                            return Ok(self);
                         }
                     } else if let Some(addr) = line.strip_prefix("sluice metrics listening on ") {
-                        broker.metrics = Some(addr.trim().to_string());
-                        if !broker.bootstrap.is_empty() {
-                            return Ok(broker);
+                        self.metrics = Some(addr.trim().to_string());
+                        if !self.bootstrap.is_empty() {
+                            return Ok(self);
                         }
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if let Ok(Some(status)) = broker.child.try_wait() {
-                        broker.stopped = true;
+                    if let Ok(Some(status)) = self.child.try_wait() {
+                        self.stopped = true;
                         return Err(format!(
                             "embedded broker exited ({status}) before listening\n{}",
-                            broker.log_tail()
+                            self.log_tail()
                         ));
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = broker
-                        .child
-                        .wait()
-                        .map(|s| s.to_string())
-                        .unwrap_or_default();
-                    broker.stopped = true;
+                    let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                    self.stopped = true;
                     return Err(format!(
                         "embedded broker exited ({status}) before listening\n{}",
-                        broker.log_tail()
+                        self.log_tail()
                     ));
                 }
             }

@@ -162,8 +162,7 @@ impl ProducerContext for ProducerCtx {
     }
 }
 
-/// State one consumer thread shares with the sampler.
-
+/// What a producer thread is given: its index, the scenario, the shared state it reports to.
 pub(crate) struct ProducerJob {
     pub(crate) index: u32,
     pub(crate) scenario: Scenario,
