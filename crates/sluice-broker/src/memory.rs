@@ -68,7 +68,7 @@ impl RequestMemory {
     /// Uncounts kept frame buffers taken back into use or freed.
     pub(crate) fn release_kept_frame_bytes(&self, bytes: usize) {
         let before = self.kept_frame_bytes.fetch_sub(bytes, Ordering::AcqRel);
-        debug_assert!(
+        assert!(
             before >= bytes,
             "more kept frame bytes released than counted"
         );
@@ -165,7 +165,7 @@ impl Reservation {
     pub(crate) fn shrink_to(&mut self, n: u32) {
         let surplus = self.units().saturating_sub(n);
         drop(self.take(surplus));
-        debug_assert!(self.units() <= n);
+        assert!(self.units() <= n);
     }
 }
 

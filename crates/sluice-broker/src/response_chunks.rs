@@ -283,7 +283,7 @@ pub(crate) async fn write_chunked<W: ChunkSink>(
 ) -> io::Result<()> {
     let chunks = frame.chunks.as_slice();
     let mut at = Cursor::default();
-    debug_assert!(frame.len >= SIZE_PREFIX_BYTES, "a finished frame");
+    assert!(frame.len >= SIZE_PREFIX_BYTES, "a finished frame");
     let mut left = frame.len;
     while at.chunk < chunks.len() {
         let written = match &chunks[at.chunk] {
@@ -294,14 +294,14 @@ pub(crate) async fn write_chunked<W: ChunkSink>(
             Chunk::Own { .. } | Chunk::Bytes(_) => {
                 let mut slices = [IoSlice::new(&[]); IOVECS_PER_WRITE_MAX];
                 let n = at.gather(frame, &mut slices);
-                debug_assert!(n > 0);
+                assert!(n > 0);
                 wr.write_vectored(&slices[..n]).await?
             }
         };
         if written == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        debug_assert!(written <= left);
+        assert!(written <= left);
         left -= written;
         at.advance(chunks, written);
     }
@@ -313,7 +313,7 @@ pub(crate) async fn write_chunked<W: ChunkSink>(
 /// returns the bytes the kernel took (a partial send is normal on a non-blocking socket).
 /// A file that ends before the range does is an error (`UnexpectedEof`).
 async fn send_file(tcp: &TcpStream, range: &FileRange, from: usize) -> io::Result<usize> {
-    debug_assert!(from < range.len());
+    assert!(from < range.len());
     let count = range.len() - from;
     let start = range.position() + from as u64;
     let mut offset = nix::libc::off_t::try_from(start)
@@ -355,7 +355,7 @@ async fn copy_file<W: AsyncWrite + Unpin>(
     let buf = tokio::task::spawn_blocking(move || file.read(from, len))
         .await
         .map_err(io::Error::other)??;
-    debug_assert_eq!(buf.len(), len);
+    assert_eq!(buf.len(), len);
     wr.write_all(&buf).await?;
     Ok(buf.len())
 }

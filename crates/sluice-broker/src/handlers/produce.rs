@@ -350,7 +350,7 @@ async fn queue_appends(ctx: &Ctx, call: &mut ProduceCall) {
             slot += 1;
         }
     }
-    debug_assert_eq!(
+    assert_eq!(
         slot,
         decoded.partitions.len(),
         "one slot per partition entry"

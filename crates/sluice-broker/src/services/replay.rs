@@ -41,7 +41,7 @@ pub(crate) fn replay(
             if record.offset < next.0 {
                 continue;
             }
-            debug_assert!(record.offset >= before.0, "records handed over in order");
+            assert!(record.offset >= before.0, "records handed over in order");
             next = Offset(record.offset + 1);
             apply(record);
         }

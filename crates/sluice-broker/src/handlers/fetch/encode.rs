@@ -84,8 +84,8 @@ pub(super) fn encode(
     parts: &[Part],
     results: &mut [PartResult],
 ) -> Result<(), EncodeError> {
-    debug_assert!((4..=18).contains(&version), "registry range of Fetch");
-    debug_assert_eq!(parts.len(), results.len(), "one result per partition");
+    assert!((4..=18).contains(&version), "registry range of Fetch");
+    assert_eq!(parts.len(), results.len(), "one result per partition");
     debug_assert!(
         covers(topics, parts.len()),
         "topics cover the partitions in order"
