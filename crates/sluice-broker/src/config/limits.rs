@@ -309,3 +309,14 @@ pub const SASL_TOKEN_BYTES_MAX: usize = 64 * 1024;
 /// waiting for one round each, and a request naming very many partitions holds at most
 /// this many waiters at a time.
 pub const TXN_VERIFY_IN_FLIGHT_MAX: usize = 1024;
+
+// ---- segment sizes ----
+
+/// Smallest `segment.bytes` (and `log.segment.bytes`) accepted: Kafka 4.x's, 1 MiB. Each
+/// segment holds a file open out of the process-wide segment-file budget, so a floor this
+/// size makes filling the budget with one topic's rolls take gigabytes of writes (it took
+/// seconds at 1 KiB: issue 32).
+pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
+/// Smallest segment size the log is ever given: `internal.segment.bytes` (tests only) and
+/// `segment.bytes` values stored by an older Sluice, which allowed down to this.
+pub const SEGMENT_BYTES_FLOOR: i64 = 1024;

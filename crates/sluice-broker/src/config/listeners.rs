@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 
-use crate::config::ConfigError;
+use crate::config::values::ConfigError;
 
 /// One entry of `listeners` or `advertised.listeners`: `NAME://host:port`. A bare
 /// `host:port` (the `--listen` and `--advertised-listener` flags) is the PLAINTEXT listener
@@ -44,7 +44,7 @@ pub fn parse(key: &str, value: &str) -> Result<Vec<ListenerSpec>, ConfigError> {
         reason: reason.into(),
     };
     let mut out: Vec<ListenerSpec> = Vec::new();
-    for entry in crate::config::security::list(value) {
+    for entry in crate::config::values::list(value) {
         let (name, addr) = match entry.split_once("://") {
             Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr.trim()),
             None => (bare_name.to_string(), entry),

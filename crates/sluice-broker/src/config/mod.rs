@@ -15,226 +15,17 @@
 //! `tests/layers.rs`); the network, handlers, services and leaf modules read it.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::path::PathBuf;
 
-use sluice_coordinator::{GroupConfig, TxnConfig};
-use sluice_log::{FsyncPolicy, Storage, TimestampType};
-
+mod broker;
 pub mod limits;
 pub mod listeners;
 pub mod security;
 pub mod table;
 pub mod topic;
+pub mod values;
 
-use listeners::ListenerSpec;
-use security::{SecurityProtocol, SecuritySettings};
-
-/// Defaults for new topics (Kafka's `log.*` broker settings). Each is also reported by
-/// DescribeConfigs, with STATIC_BROKER_CONFIG as the source when it was set explicitly.
-#[derive(Debug, Clone)]
-pub struct TopicDefaults {
-    pub partitions: i32,
-    pub retention_ms: i64,
-    pub retention_bytes: i64,
-    pub segment_bytes: i64,
-    pub segment_ms: i64,
-    pub max_message_bytes: i64,
-    pub timestamp_type: TimestampType,
-    /// `log.cleanup.policy`, normalized (`delete`, `compact` or `compact,delete`).
-    pub cleanup_policy: String,
-    /// `log.cleaner.min.cleanable.ratio`.
-    pub min_cleanable_dirty_ratio: f64,
-    /// `log.cleaner.min.compaction.lag.ms`.
-    pub min_compaction_lag_ms: i64,
-    /// `log.cleaner.max.compaction.lag.ms`.
-    pub max_compaction_lag_ms: i64,
-    /// `log.cleaner.delete.retention.ms`.
-    pub delete_retention_ms: i64,
-}
-
-impl Default for TopicDefaults {
-    fn default() -> Self {
-        Self {
-            partitions: 1,
-            retention_ms: 7 * 24 * 3600 * 1000,
-            retention_bytes: -1,
-            segment_bytes: 1 << 30,
-            segment_ms: 7 * 24 * 3600 * 1000,
-            max_message_bytes: 1_048_588,
-            timestamp_type: TimestampType::CreateTime,
-            cleanup_policy: "delete".into(),
-            min_cleanable_dirty_ratio: 0.5,
-            min_compaction_lag_ms: 0,
-            max_compaction_lag_ms: i64::MAX,
-            delete_retention_ms: 86_400_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
-    /// Address of the first listener (`listeners`). Port 0 picks a free port.
-    pub listen: String,
-    /// `listeners`: every named listener; empty means one PLAINTEXT listener on `listen`.
-    pub listeners: Vec<ListenerSpec>,
-    /// `advertised.listeners`: what clients are told per listener; a listener without an
-    /// entry advertises its bound address.
-    pub advertised_listeners: Vec<ListenerSpec>,
-    pub node_id: i32,
-    pub data_dir: PathBuf,
-    /// `auto.create.topics.enable`.
-    pub auto_create_topics: bool,
-    pub topic_defaults: TopicDefaults,
-    /// Table settings that were set explicitly (Kafka names), for DescribeConfigs sources and
-    /// the values of settings that own no field. Sensitive ones are kept with an empty value.
-    pub explicit: BTreeMap<String, String>,
-    pub fsync: FsyncPolicy,
-    /// `sluice.journal.direct.io`: journal rounds written with `O_DIRECT` (see
-    /// `sluice_log::LogManagerConfig::journal_direct_io`). Default true.
-    pub journal_direct_io: bool,
-    /// `sluice.internal.segment.bytes.enable`: whether topics may set Kafka's test-only
-    /// `internal.segment.bytes` (segments below `segment.bytes`' 1 MiB floor).
-    pub internal_segment_bytes_enable: bool,
-    /// `sluice.segment.files.per.topic.percent`: the share of the segment-file budget one
-    /// topic may hold (`LogManagerConfig::segment_files_per_topic_max`).
-    pub segment_files_per_topic_percent: u64,
-    /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
-    /// produce is acknowledged and nothing is kept; never for data).
-    pub storage: Storage,
-    /// `log.retention.check.interval.ms`.
-    pub retention_check_interval_ms: u64,
-    /// `max.connections`.
-    pub max_connections: usize,
-    /// `socket.request.max.bytes`.
-    pub max_request_bytes: usize,
-    /// `queued.max.request.bytes`: request bytes buffered across all connections.
-    pub queued_max_request_bytes: usize,
-    /// `max.connections.per.ip`.
-    pub max_connections_per_ip: usize,
-    /// `max.connections.per.ip.overrides`: `ip:count` pairs that replace the per-IP limit.
-    pub max_connections_per_ip_overrides: BTreeMap<IpAddr, usize>,
-    /// `connections.max.idle.ms`.
-    pub connections_max_idle_ms: u64,
-    /// `fetch.max.bytes`: the largest fetch response.
-    pub fetch_max_bytes: usize,
-    /// Group coordinator settings (`group.*`, `offsets.retention.minutes`,
-    /// `offset.metadata.max.bytes`).
-    pub group: GroupConfig,
-    /// `producer.id.expiration.ms`: idle idempotent-producer state is dropped after this.
-    pub producer_id_expiration_ms: u64,
-    /// `sluice.producer.eviction.idle.ms`: how long a producer must have been idle before
-    /// a new producer id may take its slot in a full partition (docs/storage.md §12).
-    pub producer_eviction_idle_ms: u64,
-    /// `sluice.producer.ids.per.ip.max`: producer ids InitProducerId hands out to one
-    /// client address per `producer_ids_per_ip_window_ms` (`producer_ids::AddressBuckets`).
-    pub producer_ids_per_ip_max: u64,
-    /// `sluice.producer.ids.per.ip.window.ms`.
-    pub producer_ids_per_ip_window_ms: u64,
-    /// `listener.security.protocol.map`: listener name to security protocol.
-    pub listener_security_protocol_map: BTreeMap<String, SecurityProtocol>,
-    /// `controller.listener.names`: listeners of `listeners` that are not opened (see
-    /// [`BrokerConfig::served_listener_specs`]).
-    pub controller_listener_names: Vec<String>,
-    /// The `ssl.*`, `sasl.*` and `listener.name.*` settings (see `config::security`).
-    pub security: SecuritySettings,
-    /// `connections.max.reauth.ms` (KIP-368): an authenticated SASL session's lifetime; 0
-    /// means sessions do not expire.
-    pub connections_max_reauth_ms: u64,
-    /// `sasl.server.max.receive.size`: the largest frame accepted before authentication.
-    pub sasl_server_max_receive_size: usize,
-    /// `metrics.listen`: `host:port` of the admin listener (`/metrics`, `/ready`); off
-    /// when unset. Port 0 picks a free port.
-    pub metrics_listen: Option<String>,
-    /// `log.cleaner.*`: the log cleaner's threads, backoff, I/O rate and key map memory.
-    pub log_cleaner: sluice_log::CleanerConfig,
-    /// `sluice.journal.file.bytes`: size at which the journal moves to a new file.
-    pub journal_file_bytes: u64,
-    /// `sluice.journal.cleaner.*`: the journal cleaner (docs/storage.md §7a).
-    pub journal_cleaner: sluice_log::JournalCleanerConfig,
-    /// Transaction coordinator settings (`transaction.max.timeout.ms`,
-    /// `transactional.id.expiration.ms`; docs/transactions.md §8).
-    pub txn: TxnConfig,
-    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
-    /// transactions are aborted and unfinished completions retried.
-    pub transaction_abort_cleanup_interval_ms: u64,
-    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often idle
-    /// transactional ids are expired.
-    pub transaction_remove_expired_cleanup_interval_ms: u64,
-    /// `transaction.state.log.segment.bytes`: segment size of `__transaction_state-0`.
-    pub transaction_state_log_segment_bytes: u64,
-    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found` (see `acl`).
-    pub authorizer: security::AuthorizerConfig,
-    /// `delegation.token.*` (see `delegation_tokens`; Debug hides the key).
-    pub delegation_token: security::TokenConfig,
-}
-
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        let mut c = Self {
-            listen: "127.0.0.1:9092".into(),
-            listeners: Vec::new(),
-            advertised_listeners: Vec::new(),
-            node_id: 1,
-            data_dir: PathBuf::from("./data"),
-            auto_create_topics: true,
-            topic_defaults: TopicDefaults::default(),
-            explicit: BTreeMap::new(),
-            fsync: FsyncPolicy::Always,
-            journal_direct_io: true,
-            internal_segment_bytes_enable: false,
-            segment_files_per_topic_percent: limits::SEGMENT_FILES_PER_TOPIC_PERCENT_DEFAULT,
-            storage: Storage::Disk,
-            retention_check_interval_ms: 300_000,
-            max_connections: limits::CONNECTIONS_MAX_DEFAULT,
-            max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
-            queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
-            max_connections_per_ip: limits::CONNECTIONS_PER_IP_MAX_DEFAULT,
-            max_connections_per_ip_overrides: BTreeMap::new(),
-            connections_max_idle_ms: limits::CONNECTIONS_IDLE_MS_DEFAULT,
-            fetch_max_bytes: limits::FETCH_MAX_BYTES_DEFAULT,
-            group: GroupConfig::default(),
-            producer_id_expiration_ms: 86_400_000,
-            producer_eviction_idle_ms: sluice_log::config::PRODUCER_EVICTION_IDLE_MS_DEFAULT,
-            producer_ids_per_ip_max: limits::PRODUCER_IDS_PER_IP_MAX_DEFAULT,
-            producer_ids_per_ip_window_ms: limits::PRODUCER_IDS_PER_IP_WINDOW_MS_DEFAULT,
-            listener_security_protocol_map: BTreeMap::new(),
-            controller_listener_names: Vec::new(),
-            security: SecuritySettings::default(),
-            connections_max_reauth_ms: 0,
-            sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
-            metrics_listen: None,
-            log_cleaner: sluice_log::CleanerConfig::default(),
-            journal_file_bytes: 128 << 20,
-            journal_cleaner: sluice_log::JournalCleanerConfig::default(),
-            txn: TxnConfig::default(),
-            transaction_abort_cleanup_interval_ms: limits::TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT,
-            transaction_remove_expired_cleanup_interval_ms:
-                limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
-            transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
-            authorizer: security::AuthorizerConfig::default(),
-            delegation_token: security::TokenConfig::default(),
-        };
-        // The table's defaults are the defaults: they replace the values above for every
-        // setting that owns a field (a test checks that each reads back unchanged).
-        for d in table::BROKER_CONFIGS {
-            if d.value.is_some() && !d.default.is_empty() {
-                let applied = (d.apply)(&mut c, d.name, d.default);
-                debug_assert!(applied.is_ok(), "default of {}: {applied:?}", d.name);
-            }
-        }
-        c
-    }
-}
-
-/// A setting that could not be applied.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid setting {key}={value}: {reason}")]
-pub struct ConfigError {
-    pub key: String,
-    pub value: String,
-    pub reason: String,
-}
+pub use broker::{BrokerConfig, TopicDefaults};
+pub use values::{parse_timestamp_type, ConfigError};
 
 /// Where a setting came from, for error messages.
 #[derive(Debug, thiserror::Error)]
@@ -242,30 +33,6 @@ pub struct ConfigError {
 pub struct LoadError {
     pub origin: String,
     pub error: ConfigError,
-}
-
-/// Kafka's authorizer class names are accepted (both serve the same ACL model here); an
-/// empty value means no authorizer, any other class refuses to start (fail closed).
-pub(crate) fn authorizer_class(key: &str, value: &str) -> Result<bool, ConfigError> {
-    match value {
-        "" => Ok(false),
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-        | "kafka.security.authorizer.AclAuthorizer" => Ok(true),
-        _ => Err(ConfigError {
-            key: key.into(),
-            value: value.into(),
-            reason: "only org.apache.kafka.metadata.authorizer.StandardAuthorizer and kafka.security.authorizer.AclAuthorizer are served; refusing to start rather than run without the authorizer asked for".into(),
-        }),
-    }
-}
-
-/// Strips a `PLAINTEXT://` style scheme from a Kafka listener string (`metrics.listen`).
-pub(crate) fn strip_listener_scheme(value: &str) -> String {
-    let first = value.split(',').next().unwrap_or(value).trim();
-    match first.split_once("://") {
-        Some((_, addr)) => addr.to_string(),
-        None => first.to_string(),
-    }
 }
 
 impl BrokerConfig {
@@ -277,7 +44,7 @@ impl BrokerConfig {
         let Some(def) = table::lookup(key) else {
             // Security settings outside the table are stored apart (never in `explicit`:
             // JAAS values hold passwords), or refused when not served.
-            if self.security.set(key, v)? {
+            if self.security.set(key, v, table::is_security_row)? {
                 return Ok(());
             }
             return Err(ConfigError {
@@ -459,46 +226,6 @@ impl BrokerConfig {
         }
         Ok(())
     }
-
-    /// Every listener to bind, first one first.
-    pub fn listener_specs(&self) -> Vec<ListenerSpec> {
-        match self.listeners.is_empty() {
-            true => vec![ListenerSpec {
-                name: "PLAINTEXT".into(),
-                addr: self.listen.clone(),
-            }],
-            false => self.listeners.clone(),
-        }
-    }
-
-    /// The listeners this broker opens: [`BrokerConfig::listener_specs`] without those named
-    /// in `controller.listener.names`. A stock KRaft `server.properties` lists a CONTROLLER
-    /// listener beside the client one; Kafka's broker serves no client there, and a single
-    /// node has no controller quorum to serve on it, so it is not bound at all.
-    pub fn served_listener_specs(&self) -> Vec<ListenerSpec> {
-        let mut specs = self.listener_specs();
-        specs.retain(|s| !self.controller_listener_names.contains(&s.name));
-        specs
-    }
-
-    /// The security protocol of a listener named in `listeners` (checked by `validate`).
-    pub fn listener_protocol(&self, name: &str) -> Result<SecurityProtocol, ConfigError> {
-        security::protocol_of(name, &self.listener_security_protocol_map)
-    }
-
-    /// The connection limit for one client address (`max.connections.per.ip` unless
-    /// `max.connections.per.ip.overrides` names the address).
-    pub fn connections_per_ip_max(&self, ip: IpAddr) -> usize {
-        self.max_connections_per_ip_overrides
-            .get(&ip)
-            .copied()
-            .unwrap_or(self.max_connections_per_ip)
-    }
-
-    /// The group coordinator's settings.
-    pub fn group_config(&self) -> GroupConfig {
-        self.group.clone()
-    }
 }
 
 /// `SLUICE_*` variables that are not broker settings, and which the broker ignores: the log
@@ -560,72 +287,11 @@ fn logical_lines(text: &str) -> Vec<String> {
     out
 }
 
-pub fn parse_timestamp_type(key: &str, v: &str) -> Result<TimestampType, ConfigError> {
-    match v {
-        "CreateTime" => Ok(TimestampType::CreateTime),
-        "LogAppendTime" => Ok(TimestampType::LogAppendTime),
-        _ => Err(ConfigError {
-            key: key.into(),
-            value: v.into(),
-            reason: "expected CreateTime or LogAppendTime".into(),
-        }),
-    }
-}
-
-/// Parses `max.connections.per.ip.overrides`: comma-separated `ip:count` (IPv6 addresses in
-/// brackets, `[::1]:10`). Kafka also accepts host names; we take addresses only, so the limit
-/// never depends on a DNS answer.
-pub(crate) fn parse_ip_overrides(
-    key: &str,
-    v: &str,
-) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
-    let bad = |reason: &str| ConfigError {
-        key: key.into(),
-        value: v.into(),
-        reason: reason.into(),
-    };
-    let mut out = BTreeMap::new();
-    for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (host, count) = item
-            .rsplit_once(':')
-            .ok_or_else(|| bad("expected ip:count pairs"))?;
-        let ip: IpAddr = host
-            .trim_matches(['[', ']'])
-            .parse()
-            .map_err(|_| bad("not an IP address (host names are not supported)"))?;
-        let count: usize = count.trim().parse().map_err(|_| bad("bad count"))?;
-        out.insert(ip, count);
-    }
-    Ok(out)
-}
-
-pub(crate) fn parse_storage(key: &str, v: &str) -> Result<Storage, ConfigError> {
-    match v {
-        "disk" => Ok(Storage::Disk),
-        "null" => Ok(Storage::Null),
-        _ => Err(ConfigError {
-            key: key.into(),
-            value: v.into(),
-            reason: "expected disk or null".into(),
-        }),
-    }
-}
-
-pub(crate) fn parse_fsync(key: &str, v: &str) -> Result<FsyncPolicy, ConfigError> {
-    match v {
-        "always" => Ok(FsyncPolicy::Always),
-        "never" => Ok(FsyncPolicy::Never),
-        _ => Err(ConfigError {
-            key: key.into(),
-            value: v.into(),
-            reason: "expected always or never".into(),
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::listeners::ListenerSpec;
+    use sluice_coordinator::{GroupConfig, TxnConfig};
 
     // Goal: a server.properties file maps onto the config; an unknown key is an error that
     // names the line and suggests the key meant.

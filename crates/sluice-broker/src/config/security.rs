@@ -14,7 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::ConfigError;
+pub use crate::config::values::list;
+use crate::config::values::ConfigError;
 
 /// Kafka's security protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,8 +122,15 @@ impl SecuritySettings {
     }
 
     /// Stores a security setting, or refuses it. Returns false for keys that are not
-    /// security settings (the caller applies those).
-    pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+    /// security settings (the caller applies those). `is_security_row` says whether an
+    /// `ssl.*` or `sasl.*` key is a served row of the broker config table (the table's
+    /// `is_security_row`; handed in, since the table is built on this module).
+    pub(crate) fn set(
+        &mut self,
+        key: &str,
+        value: &str,
+        is_security_row: fn(&str) -> bool,
+    ) -> Result<bool, ConfigError> {
         let value = value.trim();
         if REFUSED_KEYS.contains(&key) {
             return match value.is_empty() {
@@ -151,7 +159,7 @@ impl SecuritySettings {
             value
         };
         let base = base_key(key);
-        let served = is_listener_security_key(base) || is_jaas_key(base);
+        let served = is_listener_security_key(base, is_security_row) || is_jaas_key(base);
         if !served {
             if value.is_empty() {
                 return Ok(true);
@@ -173,10 +181,8 @@ pub(crate) fn base_key(key: &str) -> &str {
 
 /// An `ssl.*` or `sasl.*` key that is served: the Security rows of the broker config table
 /// (each may also be given per listener).
-fn is_listener_security_key(base: &str) -> bool {
-    (base.starts_with("ssl.") || base.starts_with("sasl."))
-        && crate::config::table::lookup(base)
-            .is_some_and(|d| d.section == crate::config::table::Section::Security)
+fn is_listener_security_key(base: &str, is_security_row: fn(&str) -> bool) -> bool {
+    (base.starts_with("ssl.") || base.starts_with("sasl.")) && is_security_row(base)
 }
 
 /// `<mechanism>.sasl.jaas.config` for a served mechanism (Kafka's per-mechanism JAAS key).
@@ -215,11 +221,6 @@ fn check_value(base: &str, value: &str) -> Result<(), String> {
             }),
         _ => Ok(()),
     }
-}
-
-/// A comma-separated list's trimmed, non-empty entries.
-pub fn list(value: &str) -> impl Iterator<Item = &str> {
-    value.split(',').map(str::trim).filter(|e| !e.is_empty())
 }
 
 /// Parses `listener.security.protocol.map` (`NAME:PROTOCOL,...`).
@@ -371,6 +372,17 @@ impl TokenConfig {
 mod tests {
     use super::*;
 
+    /// `set` as the broker calls it: with the config table's Security rows.
+    trait Put {
+        fn put(&mut self, key: &str, value: &str) -> Result<bool, ConfigError>;
+    }
+
+    impl Put for SecuritySettings {
+        fn put(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+            self.set(key, value, crate::config::table::is_security_row)
+        }
+    }
+
     // Goal: served settings are stored (per listener too), unserved ones refuse, empty
     // values configure nothing.
     #[test]
@@ -389,18 +401,18 @@ mod tests {
             // The served delegation.token.* keys are rows of the config table; others refuse.
             ("delegation.token.other", "k"),
         ] {
-            assert!(s.set(k, v).is_err(), "{k}={v} accepted");
+            assert!(s.put(k, v).is_err(), "{k}={v} accepted");
         }
-        assert!(s.set("principal.builder.class", " ").unwrap());
-        assert!(s.set("ssl.key.password", "").unwrap());
-        assert!(s.set("security.inter.broker.protocol", "SASL_SSL").unwrap());
-        assert!(!s.set("num.partitions", "3").unwrap());
-        assert!(s.set("ssl.keystore.location", "/a.pem").unwrap());
+        assert!(s.put("principal.builder.class", " ").unwrap());
+        assert!(s.put("ssl.key.password", "").unwrap());
+        assert!(s.put("security.inter.broker.protocol", "SASL_SSL").unwrap());
+        assert!(!s.put("num.partitions", "3").unwrap());
+        assert!(s.put("ssl.keystore.location", "/a.pem").unwrap());
         assert!(s
-            .set("listener.name.internal.ssl.keystore.location", "/b.pem")
+            .put("listener.name.internal.ssl.keystore.location", "/b.pem")
             .unwrap());
         assert!(s
-            .set(
+            .put(
                 "listener.name.ext.scram-sha-512.sasl.jaas.config",
                 "x required;"
             )
@@ -408,9 +420,9 @@ mod tests {
         assert_eq!(s.get("INTERNAL", "ssl.keystore.location"), Some("/b.pem"));
         assert_eq!(s.get("EXTERNAL", "ssl.keystore.location"), Some("/a.pem"));
         assert!(s
-            .set("sasl.enabled.mechanisms", "PLAIN, SCRAM-SHA-512")
+            .put("sasl.enabled.mechanisms", "PLAIN, SCRAM-SHA-512")
             .unwrap());
-        s.set("listener.name.a.plain.sasl.jaas.config", "x user_a=\"pw\";")
+        s.put("listener.name.a.plain.sasl.jaas.config", "x user_a=\"pw\";")
             .unwrap();
         assert!(!format!("{s:?}").contains("pw"));
     }
@@ -431,17 +443,17 @@ mod tests {
         let none = SecurityProtocol::Plaintext;
         assert!(check_listener("PLAINTEXT", none, &s).is_ok());
         assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_err());
-        s.set("ssl.keystore.location", "/k.pem").unwrap();
+        s.put("ssl.keystore.location", "/k.pem").unwrap();
         assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_ok());
-        s.set("ssl.client.auth", "required").unwrap();
+        s.put("ssl.client.auth", "required").unwrap();
         assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_err());
-        s.set("ssl.truststore.location", "/ca.pem").unwrap();
+        s.put("ssl.truststore.location", "/ca.pem").unwrap();
         assert!(check_listener("SSL", SecurityProtocol::Ssl, &s).is_ok());
         let sasl = SecurityProtocol::SaslPlaintext;
         assert!(check_listener("SASL_PLAINTEXT", sasl, &s).is_err());
-        s.set("sasl.enabled.mechanisms", "PLAIN").unwrap();
+        s.put("sasl.enabled.mechanisms", "PLAIN").unwrap();
         assert!(check_listener("SASL_PLAINTEXT", sasl, &s).is_err());
-        s.set(
+        s.put(
             "listener.name.sasl_plaintext.plain.sasl.jaas.config",
             "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
         )

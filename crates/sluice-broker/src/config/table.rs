@@ -11,11 +11,17 @@
 //! and source; the topic-config defaults are the current values of their `log.*` broker
 //! synonyms; `docs/configuration.md` is checked against the table by a test.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sluice_coordinator::{GroupConfig, TxnConfig};
+use sluice_log::{FsyncPolicy, Storage};
+
+use crate::config::broker::{BrokerConfig, TopicDefaults};
 use crate::config::limits;
 use crate::config::listeners;
-use crate::config::security::{self, list};
-use crate::config::topic::{self, ConfigType};
-use crate::config::BrokerConfig;
+use crate::config::security::{self, SecuritySettings};
+use crate::config::values::{self, list, ConfigType};
 
 /// How Kafka lets a setting change on a running broker (the "Update Mode" of its docs).
 /// Sluice has no dynamic broker config: every setting is fixed at start, DescribeConfigs
@@ -324,7 +330,10 @@ fn accept(_: &mut BrokerConfig, _: &str, _: &str) -> Result<(), String> {
 /// Security rows: stored (and checked) by `config::security`, which also serves the
 /// per-listener forms.
 fn security(c: &mut BrokerConfig, key: &str, value: &str) -> Result<(), String> {
-    c.security.set(key, value).map(|_| ()).map_err(|e| e.reason)
+    c.security
+        .set(key, value, is_security_row)
+        .map(|_| ())
+        .map_err(|e| e.reason)
 }
 
 pub(crate) fn listener_list(specs: &[listeners::ListenerSpec]) -> String {
@@ -434,7 +443,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     D::new("log.segment.bytes", Int, "1073741824", Cw, Log, "Default segment.bytes.",
         |c, _, v| { c.topic_defaults.segment_bytes = num(v)?; Ok(()) },
         Some(|c| c.topic_defaults.segment_bytes.to_string()))
-        .check(Check::Min(topic::SEGMENT_BYTES_MIN)),
+        .check(Check::Min(limits::SEGMENT_BYTES_MIN)),
     D::new("log.roll.ms", Long, "604800000", Cw, Log, "Default segment.ms.",
         |c, _, v| { c.topic_defaults.segment_ms = num(v)?; Ok(()) },
         Some(|c| c.topic_defaults.segment_ms.to_string()))
@@ -449,14 +458,14 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Default message.timestamp.type.",
         |c, k, v| {
             c.topic_defaults.timestamp_type =
-                crate::config::parse_timestamp_type(k, v).map_err(|e| e.reason)?;
+                values::parse_timestamp_type(k, v).map_err(|e| e.reason)?;
             Ok(())
         },
-        Some(|c| topic::timestamp_type_name(c.topic_defaults.timestamp_type).into()))
+        Some(|c| values::timestamp_type_name(c.topic_defaults.timestamp_type).into()))
         .check(Check::OneOf(&["CreateTime", "LogAppendTime"])),
     D::new("log.cleanup.policy", List, "delete", Cw, Log,
         "Default cleanup.policy: delete, compact, or compact,delete.",
-        |c, _, v| { c.topic_defaults.cleanup_policy = topic::parse_cleanup_policy(v)?; Ok(()) },
+        |c, _, v| { c.topic_defaults.cleanup_policy = values::parse_cleanup_policy(v)?; Ok(()) },
         Some(|c| c.topic_defaults.cleanup_policy.clone())).check(Check::Custom("delete, compact")),
     D::new("log.index.interval.bytes", Int, "4096", Cw, Log, "Default index.interval.bytes.",
         accept, None).check(Check::Min(0)),
@@ -587,7 +596,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Segment size of __transaction_state (Kafka's default is 100 MiB).",
         |c, _, v| { c.transaction_state_log_segment_bytes = num(v)?; Ok(()) },
         Some(|c| c.transaction_state_log_segment_bytes.to_string()))
-        .check(Check::Min(topic::SEGMENT_BYTES_FLOOR)),
+        .check(Check::Min(limits::SEGMENT_BYTES_FLOOR)),
     D::new("transaction.state.log.num.partitions", Int, "1", Ro, Txn,
         "Always 1: one coordinator partition on a single node.", accept, None).check(ONLY_ONE),
     D::new("transaction.state.log.replication.factor", Short, "1", Ro, Txn,
@@ -605,7 +614,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "ip:count pairs that replace the per-address limit (addresses, not host names).",
         |c, k, v| {
             c.max_connections_per_ip_overrides =
-                crate::config::parse_ip_overrides(k, v).map_err(|e| e.reason)?;
+                values::parse_ip_overrides(k, v).map_err(|e| e.reason)?;
             Ok(())
         },
         Some(|c| c.max_connections_per_ip_overrides.iter().map(|(ip, n)| match ip {
@@ -673,7 +682,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     // --- Authorizer ---------------------------------------------------------------------
     D::new("authorizer.class.name", Str, "", Ro, Auth,
         "StandardAuthorizer or AclAuthorizer: ACLs on; empty: every client may do everything.",
-        |c, k, v| { c.authorizer.enabled = crate::config::authorizer_class(k, v).map_err(|e| e.reason)?; Ok(()) },
+        |c, k, v| { c.authorizer.enabled = values::authorizer_class(k, v).map_err(|e| e.reason)?; Ok(()) },
         None).check(Check::Custom("org.apache.kafka.metadata.authorizer.StandardAuthorizer, kafka.security.authorizer.AclAuthorizer")),
     D::new("super.users", List, "", Ro, Auth, "User:<name>;... allowed everything.",
         |c, _, v| {
@@ -709,7 +718,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     // --- Sluice's own ---------------------------------------------------------------------
     D::new("sluice.fsync", Str, "always", Ro, Sluice,
         "always: acknowledge acks=1/all after fdatasync; never: page-cache durability.",
-        |c, k, v| { c.fsync = crate::config::parse_fsync(k, v).map_err(|e| e.reason)?; Ok(()) },
+        |c, k, v| { c.fsync = values::parse_fsync(k, v).map_err(|e| e.reason)?; Ok(()) },
         Some(|c| match c.fsync {
             sluice_log::FsyncPolicy::Always => "always".into(),
             sluice_log::FsyncPolicy::Never => "never".into(),
@@ -767,7 +776,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         Some(|c| c.segment_files_per_topic_percent.to_string())).check(Check::Range(1, 100)),
     D::new("sluice.storage", Str, "disk", Ro, Sluice,
         "disk; null: acknowledge produce and keep nothing (bench calibration only, never for data).",
-        |c, k, v| { c.storage = crate::config::parse_storage(k, v).map_err(|e| e.reason)?; Ok(()) },
+        |c, k, v| { c.storage = values::parse_storage(k, v).map_err(|e| e.reason)?; Ok(()) },
         Some(|c| match c.storage {
             sluice_log::Storage::Disk => "disk".into(),
             sluice_log::Storage::Null => "null".into(),
@@ -775,7 +784,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     D::new("metrics.listen", Str, "", Ro, Sluice,
         "host:port of the admin listener (Prometheus /metrics, /ready); off when empty, port 0 picks one.",
         |c, _, v| {
-            c.metrics_listen = Some(crate::config::strip_listener_scheme(v)).filter(|a| !a.is_empty());
+            c.metrics_listen = Some(values::strip_listener_scheme(v)).filter(|a| !a.is_empty());
             Ok(())
         },
         Some(|c| c.metrics_listen.clone().unwrap_or_default())),
@@ -864,6 +873,70 @@ pub fn markdown_tables() -> String {
         }
     }
     out
+}
+
+/// Whether `key` is a row of the Security section (what `SecuritySettings::set` stores).
+pub(crate) fn is_security_row(key: &str) -> bool {
+    lookup(key).is_some_and(|d| d.section == Section::Security)
+}
+
+/// The table's defaults are the defaults of [`BrokerConfig`].
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let mut c = Self {
+            listen: "127.0.0.1:9092".into(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            node_id: 1,
+            data_dir: PathBuf::from("./data"),
+            auto_create_topics: true,
+            topic_defaults: TopicDefaults::default(),
+            explicit: BTreeMap::new(),
+            fsync: FsyncPolicy::Always,
+            journal_direct_io: true,
+            internal_segment_bytes_enable: false,
+            segment_files_per_topic_percent: limits::SEGMENT_FILES_PER_TOPIC_PERCENT_DEFAULT,
+            storage: Storage::Disk,
+            retention_check_interval_ms: 300_000,
+            max_connections: limits::CONNECTIONS_MAX_DEFAULT,
+            max_request_bytes: limits::REQUEST_BYTES_MAX_DEFAULT,
+            queued_max_request_bytes: limits::QUEUED_REQUEST_BYTES_MAX_DEFAULT,
+            max_connections_per_ip: limits::CONNECTIONS_PER_IP_MAX_DEFAULT,
+            max_connections_per_ip_overrides: BTreeMap::new(),
+            connections_max_idle_ms: limits::CONNECTIONS_IDLE_MS_DEFAULT,
+            fetch_max_bytes: limits::FETCH_MAX_BYTES_DEFAULT,
+            group: GroupConfig::default(),
+            producer_id_expiration_ms: 86_400_000,
+            producer_eviction_idle_ms: sluice_log::config::PRODUCER_EVICTION_IDLE_MS_DEFAULT,
+            producer_ids_per_ip_max: limits::PRODUCER_IDS_PER_IP_MAX_DEFAULT,
+            producer_ids_per_ip_window_ms: limits::PRODUCER_IDS_PER_IP_WINDOW_MS_DEFAULT,
+            listener_security_protocol_map: BTreeMap::new(),
+            controller_listener_names: Vec::new(),
+            security: SecuritySettings::default(),
+            connections_max_reauth_ms: 0,
+            sasl_server_max_receive_size: limits::SASL_SERVER_MAX_RECEIVE_BYTES_DEFAULT,
+            metrics_listen: None,
+            log_cleaner: sluice_log::CleanerConfig::default(),
+            journal_file_bytes: 128 << 20,
+            journal_cleaner: sluice_log::JournalCleanerConfig::default(),
+            txn: TxnConfig::default(),
+            transaction_abort_cleanup_interval_ms: limits::TXN_ABORT_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_remove_expired_cleanup_interval_ms:
+                limits::TXN_REMOVE_EXPIRED_CLEANUP_INTERVAL_MS_DEFAULT,
+            transaction_state_log_segment_bytes: limits::TXN_STATE_SEGMENT_BYTES_DEFAULT,
+            authorizer: security::AuthorizerConfig::default(),
+            delegation_token: security::TokenConfig::default(),
+        };
+        // The table's defaults are the defaults: they replace the values above for every
+        // setting that owns a field (a test checks that each reads back unchanged).
+        for d in BROKER_CONFIGS {
+            if d.value.is_some() && !d.default.is_empty() {
+                let applied = (d.apply)(&mut c, d.name, d.default);
+                debug_assert!(applied.is_ok(), "default of {}: {applied:?}", d.name);
+            }
+        }
+        c
+    }
 }
 
 #[cfg(test)]

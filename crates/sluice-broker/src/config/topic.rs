@@ -14,16 +14,12 @@ use std::collections::BTreeMap;
 
 use sluice_log::LogConfig;
 
-use crate::config::{parse_timestamp_type, BrokerConfig};
+use crate::config::broker::BrokerConfig;
+pub use crate::config::limits::{SEGMENT_BYTES_FLOOR, SEGMENT_BYTES_MIN};
+use crate::config::table;
+use crate::config::values::parse_timestamp_type;
+pub use crate::config::values::{parse_cleanup_policy, timestamp_type_name, ConfigType};
 
-/// Smallest `segment.bytes` (and `log.segment.bytes`) accepted: Kafka 4.x's, 1 MiB. Each
-/// segment holds a file open out of the process-wide segment-file budget, so a floor this
-/// size makes filling the budget with one topic's rolls take gigabytes of writes (it took
-/// seconds at 1 KiB: issue 32).
-pub const SEGMENT_BYTES_MIN: i64 = 1024 * 1024;
-/// Smallest segment size the log is ever given: `internal.segment.bytes` (tests only) and
-/// `segment.bytes` values stored by an older Sluice, which allowed down to this.
-pub const SEGMENT_BYTES_FLOOR: i64 = 1024;
 /// Kafka 4.4's test-only topic config (`LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`): replaces
 /// `segment.bytes` without its 1 MiB floor. Accepted only when the broker enables it
 /// ([`check_internal`]); not listed by DescribeConfigs, as in Kafka.
@@ -42,19 +38,6 @@ pub fn check_internal(
         )),
         false => Ok(()),
     }
-}
-
-/// Kafka's DescribeConfigs config types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigType {
-    Boolean = 1,
-    Str = 2,
-    Int = 3,
-    Short = 4,
-    Long = 5,
-    Double = 6,
-    List = 7,
-    Password = 9,
 }
 
 /// Kafka's DescribeConfigs config sources.
@@ -240,7 +223,7 @@ pub fn lookup(name: &str) -> Option<&'static ConfigDef> {
 pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
     let Some(row) = lookup(name)
         .and_then(|d| d.broker_synonym)
-        .and_then(crate::config::table::lookup)
+        .and_then(table::lookup)
     else {
         debug_assert!(false, "{name}: no broker synonym in the config table");
         return (String::new(), source::DEFAULT_CONFIG);
@@ -253,32 +236,6 @@ pub fn default_value(name: &str, broker: &BrokerConfig) -> (String, i8) {
         false => source::DEFAULT_CONFIG,
     };
     (row.current(broker), src)
-}
-
-/// Parses `cleanup.policy` (a list of `delete` and `compact`, Kafka's values) into its
-/// normal form: `delete`, `compact` or `compact,delete`.
-pub fn parse_cleanup_policy(value: &str) -> Result<String, String> {
-    let (mut compact, mut delete) = (false, false);
-    for item in value.split(',').map(str::trim) {
-        match item {
-            "compact" => compact = true,
-            "delete" => delete = true,
-            _ => return Err(format!("{item:?} is not delete or compact")),
-        }
-    }
-    Ok(match (compact, delete) {
-        (true, true) => "compact,delete",
-        (true, false) => "compact",
-        _ => "delete",
-    }
-    .to_string())
-}
-
-pub fn timestamp_type_name(t: sluice_log::TimestampType) -> &'static str {
-    match t {
-        sluice_log::TimestampType::CreateTime => "CreateTime",
-        sluice_log::TimestampType::LogAppendTime => "LogAppendTime",
-    }
 }
 
 /// Validates one override. The error is the message returned with INVALID_CONFIG.
@@ -466,7 +423,7 @@ mod tests {
     #[test]
     fn topic_defaults_come_from_broker_settings() {
         for d in TOPIC_CONFIGS {
-            let broker = d.broker_synonym.and_then(crate::config::table::lookup);
+            let broker = d.broker_synonym.and_then(table::lookup);
             assert!(
                 broker.is_some(),
                 "{}: broker synonym not in the table",
