@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use sluice_log::histogram::{self, Histogram};
+use sluice_record::{BatchHeader, LOG_OVERHEAD};
 
 /// Per-topic counters, shared by every version of the topic's registry entry.
 #[derive(Debug, Default)]
@@ -138,23 +139,14 @@ impl Drop for ParkedFetch<'_> {
 /// Records in the v2 record batches of `records` (their headers' record counts); a
 /// truncated tail counts nothing. Header hops only, no pass over the records.
 pub(crate) fn batch_records(records: &[u8]) -> u64 {
-    const LENGTH_AT: usize = 8;
-    const COUNT_AT: usize = 57;
-    const HEADER_BYTES: usize = 61;
     let mut at = 0;
     let mut n = 0u64;
-    while let Some(header) = records.get(at..at + HEADER_BYTES) {
-        let length = i32::from_be_bytes(
-            header[LENGTH_AT..LENGTH_AT + 4]
-                .try_into()
-                .unwrap_or([0; 4]),
-        );
-        let count = i32::from_be_bytes(header[COUNT_AT..COUNT_AT + 4].try_into().unwrap_or([0; 4]));
-        n += u64::try_from(count).unwrap_or(0);
-        let Ok(length) = usize::try_from(length) else {
+    while let Some(header) = records.get(at..).and_then(|r| BatchHeader::parse(r).ok()) {
+        n += u64::try_from(header.records_count()).unwrap_or(0);
+        let Ok(length) = usize::try_from(header.batch_length()) else {
             break;
         };
-        at += LENGTH_AT + 4 + length;
+        at += LOG_OVERHEAD + length;
     }
     n
 }
@@ -167,11 +159,11 @@ mod tests {
     #[test]
     fn batch_records_hops_headers() {
         let batch = |count: i32, body: usize| {
-            let mut b = vec![0u8; 61 + body];
-            let length = (61 - 12 + body) as i32;
-            b[8..12].copy_from_slice(&length.to_be_bytes());
-            b[57..61].copy_from_slice(&count.to_be_bytes());
-            b
+            let fields = sluice_record::BatchFields {
+                records_count: count,
+                ..Default::default()
+            };
+            fields.to_batch(&vec![0u8; body])
         };
         let mut two = batch(3, 10);
         two.extend(batch(5, 0));

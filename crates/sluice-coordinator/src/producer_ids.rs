@@ -6,9 +6,8 @@
 //! block starts at that durable end, so at most one block of ids is skipped, never reused.
 //! The caller persists [`ProducerIdAllocator::block_end_to_persist`] when asked.
 
-/// A producer id as Kafka assigns it (non-negative; -1 means "none").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ProducerId(pub i64);
+/// The producer id the log stores and checks (one type for every crate).
+pub use sluice_record::ProducerId;
 
 /// Ids reserved per durable write.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;

@@ -19,8 +19,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use sluice_log::batch::{BatchFields, BatchHeaderMut};
 use sluice_log::fs::StdFs;
-use sluice_log::{FsyncPolicy, LogConfig, LogManager, LogManagerConfig, PartitionKey, TopicId};
+use sluice_log::{
+    FsyncPolicy, LogConfig, LogManager, LogManagerConfig, PartitionKey, ProducerEpoch, ProducerId,
+    TopicId,
+};
 
 const RECORD_BYTES: usize = 1024;
 const RECORDS_PER_BATCH: i32 = 16;
@@ -57,34 +61,24 @@ fn make_batch() -> Bytes {
         put_varint(&mut records, body.len() as i64);
         records.extend_from_slice(&body);
     }
-    let mut out = Vec::new();
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes());
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&0i16.to_be_bytes());
-    out.extend_from_slice(&(RECORDS_PER_BATCH - 1).to_be_bytes());
-    out.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
-    out.extend_from_slice(&1_700_000_000_000i64.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes());
-    out.extend_from_slice(&(-1i16).to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.extend_from_slice(&RECORDS_PER_BATCH.to_be_bytes());
-    out.extend_from_slice(&records);
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(out)
+    let fields = BatchFields {
+        last_offset_delta: RECORDS_PER_BATCH - 1,
+        base_timestamp: 1_700_000_000_000,
+        max_timestamp: 1_700_000_000_000,
+        records_count: RECORDS_PER_BATCH,
+        ..BatchFields::default()
+    };
+    Bytes::from(fields.to_batch(&records))
 }
 
 /// `batch` as sent by idempotent producer `producer_id` (epoch 0) at `sequence`.
 fn with_sequence(batch: &Bytes, producer_id: i64, sequence: i32) -> Bytes {
     let mut out = BytesMut::from(&batch[..]);
-    out[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    out[51..53].copy_from_slice(&0i16.to_be_bytes());
-    out[53..57].copy_from_slice(&sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    let mut header = BatchHeaderMut::new(&mut out).expect("a batch");
+    header.set_producer_id(ProducerId(producer_id));
+    header.set_producer_epoch(ProducerEpoch(0));
+    header.set_base_sequence(sequence);
+    header.update_crc();
     out.freeze()
 }
 

@@ -1,178 +1,27 @@
-//! Zero-copy view of a Kafka RecordBatch (magic v2) and its validation.
+//! The log's checks of Kafka record batches (magic v2), over the one model of the batch
+//! layout in `sluice-record` (re-exported here, so `sluice_log::batch::BatchHeader` is that
+//! crate's view, not a copy).
 //!
 //! The log never decodes records: it sees a batch as bytes with the fixed 61-byte v2 header
-//! below (big-endian, offsets in bytes from the start of the batch) and trusts the CRC-32C
-//! for everything after byte 21.
-//!
-//! | at | field                | type |
-//! |----|----------------------|------|
-//! | 0  | baseOffset           | i64  |
-//! | 8  | batchLength          | i32 (bytes after this field) |
-//! | 12 | partitionLeaderEpoch | i32  |
-//! | 16 | magic                | i8 (= 2) |
-//! | 17 | crc                  | u32 (CRC-32C of bytes 21..end) |
-//! | 21 | attributes           | i16  |
-//! | 23 | lastOffsetDelta      | i32  |
-//! | 27 | baseTimestamp        | i64  |
-//! | 35 | maxTimestamp         | i64  |
-//! | 43 | producerId           | i64  |
-//! | 51 | producerEpoch        | i16  |
-//! | 53 | baseSequence         | i32  |
-//! | 57 | recordsCount         | i32  |
+//! and trusts the CRC-32C for everything after the header's first 21 bytes.
 //!
 //! Guarantees: [`validate`] accepts only batches whose length fits the buffer, whose magic is
 //! 2, whose CRC matches and whose offset deltas are consecutive; a validated batch can be
-//! stored as is with only bytes 0..8 (the base offset, outside the CRC) rewritten.
+//! stored as is with only its base offset (outside the CRC) rewritten.
 
 use bytes::Bytes;
 
 use crate::error::LogError;
-use crate::types::Offset;
 
-/// Size of the fixed v2 header.
-pub const HEADER_LEN: usize = 61;
-/// Bytes before `batchLength` counts: baseOffset (8) + batchLength (4).
-pub const LOG_OVERHEAD: usize = 12;
-/// The only batch format this log stores.
-pub const MAGIC_V2: i8 = 2;
+pub use sluice_record::{
+    batch_len_within, compute_crc, layout, stamp_base_offset, Attributes, BatchFields, BatchHeader,
+    BatchHeaderMut, BatchPrefix, HeaderTooShort, CRC_START, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
+};
 
-const OFF_BASE_OFFSET: usize = 0;
-const OFF_BATCH_LENGTH: usize = 8;
-const OFF_LEADER_EPOCH: usize = 12;
-const OFF_MAGIC: usize = 16;
-const OFF_CRC: usize = 17;
-/// The CRC covers everything from the attributes field to the end of the batch.
-pub const CRC_START: usize = 21;
-const OFF_ATTRIBUTES: usize = 21;
-const OFF_LAST_OFFSET_DELTA: usize = 23;
-const OFF_BASE_TIMESTAMP: usize = 27;
-const OFF_MAX_TIMESTAMP: usize = 35;
-const OFF_PRODUCER_ID: usize = 43;
-const OFF_PRODUCER_EPOCH: usize = 51;
-const OFF_BASE_SEQUENCE: usize = 53;
-const OFF_RECORDS_COUNT: usize = 57;
-
-/// Attribute bits.
-pub const ATTR_COMPRESSION_MASK: i16 = 0b111;
-pub const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
-pub const ATTR_TRANSACTIONAL: i16 = 1 << 4;
-pub const ATTR_CONTROL: i16 = 1 << 5;
-/// Set by a log cleaner: `baseTimestamp` is the batch's delete horizon (KIP-534).
-pub const ATTR_DELETE_HORIZON: i16 = 1 << 6;
-
-/// A borrowed view of the 61-byte header at the start of `bytes`. Accessors read the
-/// fields in place; nothing is copied or decoded up front.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchHeader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> BatchHeader<'a> {
-    /// Views the header at the start of `bytes`. Fails only when fewer than 61 bytes are
-    /// given; field values are not checked here (see [`validate`]).
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, LogError> {
-        if bytes.len() < HEADER_LEN {
-            return Err(LogError::CorruptBatch("shorter than a v2 batch header"));
-        }
-        Ok(Self { bytes })
+impl From<HeaderTooShort> for LogError {
+    fn from(_: HeaderTooShort) -> Self {
+        LogError::CorruptBatch("shorter than a v2 batch header")
     }
-
-    fn i16_at(&self, at: usize) -> i16 {
-        i16::from_be_bytes([self.bytes[at], self.bytes[at + 1]])
-    }
-
-    fn i32_at(&self, at: usize) -> i32 {
-        let mut raw = [0u8; 4];
-        raw.copy_from_slice(&self.bytes[at..at + 4]);
-        i32::from_be_bytes(raw)
-    }
-
-    fn i64_at(&self, at: usize) -> i64 {
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(&self.bytes[at..at + 8]);
-        i64::from_be_bytes(raw)
-    }
-
-    pub fn base_offset(&self) -> Offset {
-        Offset(self.i64_at(OFF_BASE_OFFSET))
-    }
-    /// Bytes after the batchLength field.
-    pub fn batch_length(&self) -> i32 {
-        self.i32_at(OFF_BATCH_LENGTH)
-    }
-    /// Total size of the batch, or `None` when batchLength is negative or too small to
-    /// hold the rest of the header.
-    pub fn total_size(&self) -> Option<usize> {
-        let length = usize::try_from(self.batch_length()).ok()?;
-        (length >= HEADER_LEN - LOG_OVERHEAD).then_some(length + LOG_OVERHEAD)
-    }
-    pub fn partition_leader_epoch(&self) -> i32 {
-        self.i32_at(OFF_LEADER_EPOCH)
-    }
-    pub fn magic(&self) -> i8 {
-        i8::from_be_bytes([self.bytes[OFF_MAGIC]])
-    }
-    pub fn crc(&self) -> u32 {
-        self.i32_at(OFF_CRC) as u32
-    }
-    pub fn attributes(&self) -> i16 {
-        self.i16_at(OFF_ATTRIBUTES)
-    }
-    pub fn compression(&self) -> i16 {
-        self.attributes() & ATTR_COMPRESSION_MASK
-    }
-    pub fn is_log_append_time(&self) -> bool {
-        self.attributes() & ATTR_LOG_APPEND_TIME != 0
-    }
-    pub fn is_transactional(&self) -> bool {
-        self.attributes() & ATTR_TRANSACTIONAL != 0
-    }
-    pub fn is_control(&self) -> bool {
-        self.attributes() & ATTR_CONTROL != 0
-    }
-    pub fn last_offset_delta(&self) -> i32 {
-        self.i32_at(OFF_LAST_OFFSET_DELTA)
-    }
-    /// Offset of the last record: base offset + lastOffsetDelta.
-    pub fn last_offset(&self) -> Offset {
-        Offset(
-            self.base_offset()
-                .0
-                .saturating_add(i64::from(self.last_offset_delta())),
-        )
-    }
-    /// Offset after the last record.
-    pub fn next_offset(&self) -> Offset {
-        Offset(self.last_offset().0.saturating_add(1))
-    }
-    pub fn base_timestamp(&self) -> i64 {
-        self.i64_at(OFF_BASE_TIMESTAMP)
-    }
-    /// The delete horizon a log cleaner stamped on the batch (Kafka's KIP-534: attribute
-    /// bit 6, the time in `baseTimestamp`): its tombstones go once this has passed.
-    pub fn delete_horizon_ms(&self) -> Option<i64> {
-        (self.attributes() & ATTR_DELETE_HORIZON != 0).then(|| self.base_timestamp())
-    }
-    pub fn max_timestamp(&self) -> i64 {
-        self.i64_at(OFF_MAX_TIMESTAMP)
-    }
-    pub fn producer_id(&self) -> i64 {
-        self.i64_at(OFF_PRODUCER_ID)
-    }
-    pub fn producer_epoch(&self) -> i16 {
-        self.i16_at(OFF_PRODUCER_EPOCH)
-    }
-    pub fn base_sequence(&self) -> i32 {
-        self.i32_at(OFF_BASE_SEQUENCE)
-    }
-    pub fn records_count(&self) -> i32 {
-        self.i32_at(OFF_RECORDS_COUNT)
-    }
-}
-
-/// CRC-32C (Castagnoli) of the part of a batch its `crc` field covers.
-pub fn compute_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(&batch[CRC_START.min(batch.len())..])
 }
 
 /// Checks one batch occupying exactly `batch` (as split by [`BatchIter`]): magic 2,
@@ -248,14 +97,6 @@ fn check_offsets(header: &BatchHeader<'_>) -> Result<(), LogError> {
     Ok(())
 }
 
-/// Length of the batch at the start of `bytes`, checked against the buffer: `None` when
-/// the header is short, its length field is insane, or the batch runs past the buffer.
-pub fn batch_len_within(bytes: &[u8]) -> Option<usize> {
-    let header = BatchHeader::parse(bytes).ok()?;
-    let size = header.total_size()?;
-    (size <= bytes.len()).then_some(size)
-}
-
 /// Splits a buffer of concatenated batches into one `Bytes` per batch (zero-copy slices).
 /// Yields an error, then stops, at the first length that does not fit.
 #[derive(Debug)]
@@ -292,22 +133,16 @@ impl Iterator for BatchIter {
     }
 }
 
-/// Writes `base_offset` into bytes 0..8 of a batch (outside the CRC, so the CRC stays valid).
-pub fn stamp_base_offset(batch: &mut [u8], base_offset: Offset) {
-    batch[OFF_BASE_OFFSET..OFF_BASE_OFFSET + 8].copy_from_slice(&base_offset.0.to_be_bytes());
-}
-
 /// The one re-encoding the log does: a copy of `batch` with maxTimestamp set to
 /// `append_time_ms`, the LogAppendTime attribute bit set and the CRC recomputed.
-pub fn with_log_append_time(batch: &[u8], append_time_ms: i64) -> Bytes {
+pub fn with_log_append_time(batch: &[u8], append_time_ms: i64) -> Result<Bytes, LogError> {
     let mut copy = batch.to_vec();
-    let attributes = i16::from_be_bytes([copy[OFF_ATTRIBUTES], copy[OFF_ATTRIBUTES + 1]]);
-    let attributes = attributes | ATTR_LOG_APPEND_TIME;
-    copy[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
-    copy[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&append_time_ms.to_be_bytes());
-    let crc = compute_crc(&copy);
-    copy[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(copy)
+    let mut header = BatchHeaderMut::new(&mut copy)?;
+    let attributes = header.header().attributes();
+    header.set_attributes(attributes.with(Attributes::LOG_APPEND_TIME));
+    header.set_max_timestamp(append_time_ms);
+    header.update_crc();
+    Ok(Bytes::from(copy))
 }
 
 #[cfg(test)]
@@ -351,25 +186,14 @@ pub(crate) mod test_batches {
             let value = vec![b'a' + (i % 26) as u8; value_len];
             records.extend_from_slice(&record(i64::from(i), i64::from(i), &value));
         }
-        let mut out = Vec::with_capacity(HEADER_LEN + records.len());
-        out.extend_from_slice(&0i64.to_be_bytes());
-        let length = (HEADER_LEN - LOG_OVERHEAD + records.len()) as i32;
-        out.extend_from_slice(&length.to_be_bytes());
-        out.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
-        out.push(2);
-        out.extend_from_slice(&0u32.to_be_bytes()); // crc, filled below
-        out.extend_from_slice(&0i16.to_be_bytes());
-        out.extend_from_slice(&(count - 1).to_be_bytes());
-        out.extend_from_slice(&ts.to_be_bytes());
-        out.extend_from_slice(&(ts + i64::from(count) - 1).to_be_bytes());
-        out.extend_from_slice(&(-1i64).to_be_bytes());
-        out.extend_from_slice(&(-1i16).to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes());
-        out.extend_from_slice(&count.to_be_bytes());
-        out.extend_from_slice(&records);
-        let crc = compute_crc(&out);
-        out[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        out
+        BatchFields {
+            last_offset_delta: count - 1,
+            base_timestamp: ts,
+            max_timestamp: ts + i64::from(count) - 1,
+            records_count: count,
+            ..BatchFields::default()
+        }
+        .to_batch(&records)
     }
 }
 
@@ -377,6 +201,7 @@ pub(crate) mod test_batches {
 mod tests {
     use super::test_batches::batch;
     use super::*;
+    use crate::types::{Offset, ProducerId};
 
     #[test]
     fn valid_batch_parses_and_validates() {
@@ -388,7 +213,7 @@ mod tests {
         assert_eq!(header.base_timestamp(), 1000);
         assert_eq!(header.max_timestamp(), 1002);
         assert_eq!(header.magic(), 2);
-        assert_eq!(header.producer_id(), -1);
+        assert_eq!(header.producer_id(), ProducerId(-1));
     }
 
     #[test]
@@ -412,7 +237,7 @@ mod tests {
             Err(LogError::CorruptBatch(_))
         ));
         let mut b = batch(2, 5, 0);
-        b[16] = 1;
+        BatchHeaderMut::new(&mut b).unwrap().set_magic(1);
         assert!(matches!(
             validate(&b, 1 << 20),
             Err(LogError::CorruptBatch(_))
@@ -431,9 +256,9 @@ mod tests {
         let err = validate(&b, 100).unwrap_err();
         assert!(matches!(err, LogError::RecordTooLarge { size, max: 100 } if size == b.len()));
         let mut b = batch(4, 1, 0);
-        b[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4].copy_from_slice(&7i32.to_be_bytes());
-        let crc = compute_crc(&b);
-        b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        let mut header = BatchHeaderMut::new(&mut b).unwrap();
+        header.set_last_offset_delta(7);
+        header.update_crc();
         assert!(matches!(
             validate(&b, 1 << 20),
             Err(LogError::InvalidRecord(_))
@@ -460,7 +285,7 @@ mod tests {
     fn log_append_time_rewrite_sets_time_and_crc() {
         // Goal: the LogAppendTime copy carries the new max timestamp, the bit, and a valid CRC.
         let b = batch(2, 5, 10);
-        let rewritten = with_log_append_time(&b, 99_000);
+        let rewritten = with_log_append_time(&b, 99_000).unwrap();
         let header = validate(&rewritten, 1 << 20).expect("valid after rewrite");
         assert_eq!(header.max_timestamp(), 99_000);
         assert!(header.is_log_append_time());

@@ -39,8 +39,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use sluice_record::Compression;
 
-use crate::batch::{self, BatchHeader, HEADER_LEN};
+use crate::batch::{self, BatchFields, BatchHeader, HEADER_LEN};
 use crate::cleaner_checkpoint::{self, Entry, EntryKey};
 use crate::cleaner_txn::TxnWalk;
 use crate::config::LogConfig;
@@ -72,9 +73,6 @@ const WRITE_BUFFER_BYTES: usize = 1 << 20;
 /// Bits of a cleaned file's sequence number below the open time (ms): files allocated in
 /// one process run stay below the next run's start unless it allocates 65 536 per ms.
 const CLEANED_SEQ_TIME_SHIFT: u32 = 16;
-/// Length of an empty v2 batch: the header alone.
-const EMPTY_BATCH_LEN: usize = HEADER_LEN;
-const COMPRESSION_MASK: i16 = 0b111;
 
 /// Reads and rewrites the records of one stored v2 batch for the cleaner. The broker
 /// implements it with its codecs (`sluice_protocol::record_compact`).
@@ -1040,36 +1038,27 @@ impl<'a> Output<'a> {
 
 /// An empty batch covering `gap`: no records, producer id -1, the run's largest timestamp.
 fn gap_batch(gap: Gap) -> Vec<u8> {
-    let mut b = vec![0u8; EMPTY_BATCH_LEN];
-    b[0..8].copy_from_slice(&gap.base.to_be_bytes());
-    b[8..12].copy_from_slice(&((EMPTY_BATCH_LEN - 12) as i32).to_be_bytes());
-    b[16] = batch::MAGIC_V2 as u8;
     let delta = i32::try_from(gap.last - gap.base).expect("a segment spans < 2^31 offsets");
-    b[23..27].copy_from_slice(&delta.to_be_bytes());
-    b[27..35].copy_from_slice(&gap.max_timestamp.to_be_bytes());
-    b[35..43].copy_from_slice(&gap.max_timestamp.to_be_bytes());
-    b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
-    b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
-    b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
-    set_crc(&mut b);
-    b
+    BatchFields {
+        base_offset: Offset(gap.base),
+        last_offset_delta: delta,
+        base_timestamp: gap.max_timestamp,
+        max_timestamp: gap.max_timestamp,
+        ..BatchFields::default()
+    }
+    .to_batch(&[])
 }
 
 /// `batch` without its records: the header (offsets, producer fields, timestamps) with
 /// `recordsCount` 0 and no codec (an empty body needs none).
-fn emptied_batch(batch: &[u8]) -> Vec<u8> {
-    let mut b = batch[..EMPTY_BATCH_LEN].to_vec();
-    b[8..12].copy_from_slice(&((EMPTY_BATCH_LEN - 12) as i32).to_be_bytes());
-    let attributes = i16::from_be_bytes([b[21], b[22]]) & !COMPRESSION_MASK;
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    b[57..61].copy_from_slice(&0i32.to_be_bytes());
-    set_crc(&mut b);
-    b
-}
-
-fn set_crc(batch: &mut [u8]) {
-    let crc = batch::compute_crc(batch);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+fn emptied_batch(header: &BatchHeader<'_>) -> Vec<u8> {
+    let fields = BatchFields::of(header);
+    BatchFields {
+        attributes: fields.attributes.with_compression(Compression::None),
+        records_count: 0,
+        ..fields
+    }
+    .to_batch(&[])
 }
 
 /// A cleaned group's result: how many old segments it covers, the new segment replacing
@@ -1153,14 +1142,14 @@ fn filter_into(
         }
         let retained = rules
             .retained
-            .contains(&(header.producer_id(), header.last_offset().0));
+            .contains(&(header.producer_id().0, header.last_offset().0));
         let aborted = rules.txns.borrow_mut().on_data(&header);
         if aborted && header.records_count() > 0 {
             // Removed like old versions (kept empty when it is its producer's newest).
             removed += u64::try_from(header.records_count()).unwrap_or(0);
             out.changed = true;
             if retained {
-                return out.emit(&emptied_batch(bytes));
+                return out.emit(&emptied_batch(&header));
             }
             out.drop_batch(&header);
             return Ok(());
@@ -1200,7 +1189,7 @@ fn filter_into(
         out.changed = true;
         if kept == 0 {
             if retained {
-                return out.emit(&emptied_batch(bytes));
+                return out.emit(&emptied_batch(&header));
             }
             out.drop_batch(&header);
             return Ok(());
@@ -1242,7 +1231,7 @@ fn filter_marker(
         rules.forget.borrow_mut().push(offset); // In offset order: the walk's.
     }
     let holds_epoch =
-        rules.retained_markers.get(&header.producer_id()) == Some(&header.producer_epoch());
+        rules.retained_markers.get(&header.producer_id().0) == Some(&header.producer_epoch().0);
     if !alone || holds_epoch {
         return out.emit(bytes);
     }
@@ -1431,15 +1420,21 @@ mod tests {
         });
         let header = batch::validate_stored(&gap).expect("valid");
         assert_eq!((header.base_offset().0, header.last_offset().0), (10, 25));
-        assert_eq!((header.records_count(), header.producer_id()), (0, -1));
+        assert_eq!((header.records_count(), header.producer_id().0), (0, -1));
         assert_eq!(header.max_timestamp(), 7);
         let mut original = gap.clone();
-        original[21..23].copy_from_slice(&3i16.to_be_bytes()); // lz4
-        original[43..51].copy_from_slice(&9i64.to_be_bytes());
-        set_crc(&mut original);
-        let emptied = emptied_batch(&original);
+        let mut view = batch::BatchHeaderMut::new(&mut original).unwrap();
+        view.set_attributes(batch::Attributes::TRANSACTIONAL.with_compression(Compression::Lz4));
+        view.set_producer_id(crate::types::ProducerId(9));
+        view.update_crc();
+        let emptied = emptied_batch(&BatchHeader::parse(&original).unwrap());
         let header = batch::validate_stored(&emptied).expect("valid");
-        assert_eq!((header.producer_id(), header.compression()), (9, 0));
+        assert_eq!(header.producer_id().0, 9);
+        assert_eq!(
+            header.attributes(),
+            batch::Attributes::TRANSACTIONAL,
+            "no codec"
+        );
         assert_eq!(header.last_offset().0, 25);
     }
 

@@ -69,7 +69,7 @@ impl TxnWalk {
         if !header.is_transactional() {
             return false;
         }
-        let producer_id = header.producer_id();
+        let producer_id = header.producer_id().0;
         match self.in_aborted.get_mut(&producer_id) {
             Some(seen) => {
                 *seen = true;
@@ -92,7 +92,7 @@ impl TxnWalk {
     ) -> bool {
         debug_assert!(header.is_control());
         self.reach(header.last_offset());
-        let producer_id = header.producer_id();
+        let producer_id = header.producer_id().0;
         match control {
             Some(ControlType::Abort) => !self.in_aborted.remove(&producer_id).unwrap_or(false),
             Some(ControlType::Commit) => !self.in_committed.remove(&producer_id),
@@ -105,7 +105,7 @@ impl TxnWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::stamp_base_offset;
+    use crate::batch::{stamp_base_offset, Attributes, BatchHeaderMut};
     use crate::txn::marker_batch;
     use crate::types::{ProducerEpoch, ProducerId};
 
@@ -119,8 +119,13 @@ mod tests {
     /// matters here).
     fn data(producer_id: i64, offset: i64, transactional: bool) -> Vec<u8> {
         let mut b = marker(producer_id, offset, ControlType::Commit);
-        let attributes: i16 = if transactional { 1 << 4 } else { 0 };
-        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let attributes = match transactional {
+            true => Attributes::TRANSACTIONAL,
+            false => Attributes(0),
+        };
+        BatchHeaderMut::new(&mut b)
+            .unwrap()
+            .set_attributes(attributes);
         b
     }
 
@@ -168,7 +173,9 @@ mod tests {
         assert!(on_marker(&mut walk, 2, 9, Abort));
         let emptied = marker(4, 10, Commit);
         let mut emptied_header = emptied.clone();
-        emptied_header[57..61].copy_from_slice(&0i32.to_be_bytes());
+        BatchHeaderMut::new(&mut emptied_header)
+            .unwrap()
+            .set_records_count(0);
         let header = BatchHeader::parse(&emptied_header).unwrap();
         assert!(
             walk.on_marker(&header, None),

@@ -56,6 +56,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use sluice_record::layout::BATCH_LENGTH_AT;
 
 use crate::append_queue::AppendReceiver;
 use crate::batch::{self, BatchHeader};
@@ -129,10 +130,7 @@ struct Pending {
 
 /// The producer id and epoch a marker batch carries.
 fn marker_producer(header: &BatchHeader<'_>) -> (ProducerId, ProducerEpoch) {
-    (
-        ProducerId(header.producer_id()),
-        ProducerEpoch(header.producer_epoch()),
-    )
+    (header.producer_id(), header.producer_epoch())
 }
 
 /// Gives an empty slice list's allocation another lifetime. `into_iter().map().collect()`
@@ -600,7 +598,9 @@ impl Committer {
         let position = self.round_start.offset + self.round_len;
         self.stamps.push(stamp);
         self.pieces.push(Piece::Stamp(self.stamps.len() - 1));
-        self.pieces.push(Piece::Body(i, range.start + 8..range.end));
+        // The body follows the stamped base offset.
+        let body = range.start + BATCH_LENGTH_AT..range.end;
+        self.pieces.push(Piece::Body(i, body));
         self.round_len += range.len() as u64;
         position
     }
@@ -662,7 +662,7 @@ impl Committer {
             producers = Some(table);
         } else if let Some(TxnOp::Marker(_)) = txn {
             let table = partition.producers.lock();
-            let header = BatchHeader::parse(&records).map_err(Failure::Request)?;
+            let header = BatchHeader::parse(&records).map_err(|e| Failure::Request(e.into()))?;
             let (producer_id, epoch) = marker_producer(&header);
             table
                 .check_marker(producer_id, epoch)
@@ -688,7 +688,8 @@ impl Committer {
             ))?;
             let range = at..at + len;
             at += len;
-            let header = BatchHeader::parse(&records[range.clone()]).map_err(Failure::Request)?;
+            let header = BatchHeader::parse(&records[range.clone()])
+                .map_err(|e| Failure::Request(e.into()))?;
             assert!(
                 header.last_offset_delta() >= 0,
                 "validated: one offset per record"

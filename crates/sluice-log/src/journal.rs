@@ -67,9 +67,6 @@ pub(crate) const FILE_HEADER_LEN: u64 = 16;
 /// entry_length (4) + crc (4) + topic id (16) + partition (4).
 pub(crate) const ENTRY_HEADER_LEN: usize = 28;
 const ENTRY_LENGTH_FIELD: usize = 4;
-/// Bytes of each batch the entry CRC covers: everything up to and including the batch's
-/// own CRC field.
-const BATCH_PREFIX_CHECKED: usize = 21;
 /// entry_length of the end marker: crc (4) + topic id (16) + partition (4), no batch.
 const END_MARKER_LENGTH: usize = 24;
 const END_MARKER_PARTITION: i32 = -1;
@@ -152,7 +149,9 @@ impl EntryHeader {
     pub(crate) fn add_batch(&mut self, stamp: &[u8; 8], batch: &[u8]) {
         assert!(batch.len() >= HEADER_LEN);
         self.crc = crc32c::crc32c_append(self.crc, stamp);
-        self.crc = crc32c::crc32c_append(self.crc, &batch[8..BATCH_PREFIX_CHECKED]);
+        // The entry CRC covers each batch up to and including the batch's own CRC field,
+        // with the stamp in place of the base offset.
+        self.crc = crc32c::crc32c_append(self.crc, &batch[BATCH_LENGTH_AT..CRC_START]);
         self.batches_len += batch.len();
     }
 
@@ -305,8 +304,8 @@ fn decode_entry(data: &[u8], seq: u64) -> Result<Decoded<'_>, FileEnd> {
     let mut rest = batches;
     while !rest.is_empty() {
         let len = batch::batch_len_within(rest).ok_or(FileEnd::Corrupt)?;
-        let mut stamp = [0u8; 8];
-        stamp.copy_from_slice(&rest[..8]);
+        let mut stamp = [0u8; BATCH_LENGTH_AT];
+        stamp.copy_from_slice(&rest[..BATCH_LENGTH_AT]);
         header.add_batch(&stamp, &rest[..len]);
         rest = &rest[len..];
     }
@@ -935,7 +934,7 @@ pub(crate) fn encode_entry(
     buf.extend_from_slice(&header.encode());
     let start = buf.len();
     buf.extend_from_slice(&stamp);
-    buf.extend_from_slice(&batch[8..]);
+    buf.extend_from_slice(&batch[BATCH_LENGTH_AT..]);
     start..buf.len()
 }
 

@@ -250,7 +250,7 @@ struct Prepared {
 /// Checks the producer fields of one batch. A batch with a producer id must carry a base
 /// sequence, as Kafka's LogValidator requires; sequences are never negative.
 fn validate_producer(header: &BatchHeader<'_>) -> Result<bool, LogError> {
-    if !ProducerId(header.producer_id()).is_idempotent() {
+    if !header.producer_id().is_idempotent() {
         return Ok(false);
     }
     if header.base_sequence() < 0 {
@@ -285,12 +285,12 @@ fn prepare_records(records: Bytes, config: &LogConfig) -> Result<Prepared, LogEr
     }
     let append_time = now_ms();
     if batch_count == 1 {
-        let rewritten = batch::with_log_append_time(&records, append_time);
+        let rewritten = batch::with_log_append_time(&records, append_time)?;
         return Ok(prepared(rewritten, append_time));
     }
     let mut rewritten = Vec::with_capacity(records.len());
     for batch in BatchIter::new(records) {
-        rewritten.extend_from_slice(&batch::with_log_append_time(&batch?, append_time));
+        rewritten.extend_from_slice(&batch::with_log_append_time(&batch?, append_time)?);
     }
     Ok(prepared(Bytes::from(rewritten), append_time))
 }

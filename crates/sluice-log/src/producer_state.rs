@@ -121,14 +121,14 @@ impl ProducerBatch {
     /// `None` for batches that are not tracked: no producer id, or a control batch
     /// (transaction markers carry no sequence).
     pub(crate) fn from_header(header: &BatchHeader<'_>) -> Option<Self> {
-        let producer_id = ProducerId(header.producer_id());
+        let producer_id = header.producer_id();
         if !producer_id.is_idempotent() || header.is_control() {
             return None;
         }
         let first_seq = header.base_sequence();
         Some(Self {
             producer_id,
-            epoch: ProducerEpoch(header.producer_epoch()),
+            epoch: header.producer_epoch(),
             first_seq,
             last_seq: increment_sequence(first_seq, header.last_offset_delta()),
             transactional: header.is_transactional(),
@@ -1457,16 +1457,16 @@ mod tests {
 
     /// A batch header (no records) of producer `id` at `epoch` and `seq`.
     fn header_bytes(id: i64, epoch: i16, seq: i32, transactional: bool) -> Vec<u8> {
+        use crate::batch::{Attributes, BatchHeaderMut};
         let mut b = crate::batch::test_batches::batch(1, 1, 0);
-        b[43..51].copy_from_slice(&id.to_be_bytes());
-        b[51..53].copy_from_slice(&epoch.to_be_bytes());
-        b[53..57].copy_from_slice(&seq.to_be_bytes());
-        let attributes: i16 = if transactional {
-            crate::batch::ATTR_TRANSACTIONAL
-        } else {
-            0
-        };
-        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let mut header = BatchHeaderMut::new(&mut b).unwrap();
+        header.set_producer_id(ProducerId(id));
+        header.set_producer_epoch(ProducerEpoch(epoch));
+        header.set_base_sequence(seq);
+        header.set_attributes(match transactional {
+            true => Attributes::TRANSACTIONAL,
+            false => Attributes(0),
+        });
         b
     }
 }

@@ -27,7 +27,7 @@ use std::io;
 
 use parking_lot::Mutex;
 
-use crate::batch::{BatchHeader, HEADER_LEN, MAGIC_V2};
+use crate::batch::{BatchHeader, BatchPrefix, CRC_START, HEADER_LEN, MAGIC_V2};
 use crate::fs::{self, FsFile};
 use crate::types::Offset;
 
@@ -38,8 +38,6 @@ pub(crate) const VERIFIED_RANGES_MAX: usize = 16;
 pub(crate) const CHECK_WINDOW_BYTES: usize = 128 * 1024;
 /// Check buffers kept for reuse (one per fetch reader thread, and some).
 const CHECK_BUFFERS_KEPT: usize = 8;
-/// The part of a batch header a check needs: base offset, length, epoch, magic, CRC.
-const CRC_START: usize = 21;
 
 /// Byte ranges `[from, to)` of a segment whose batches were read back and found intact.
 #[derive(Debug, Default)]
@@ -129,20 +127,20 @@ fn check_with(window: &mut Window<'_>, from: u64, to: u64) -> io::Result<Option<
                 why,
             }))
         };
+        // The part of a batch header a check needs (base offset, length, epoch, magic,
+        // CRC): the bytes before those the CRC covers.
         let Some(head) = window.bytes(position, CRC_START)? else {
             return bad(Offset(-1), "segment ends inside a batch header");
         };
-        let base = Offset(i64::from_be_bytes(head[..8].try_into().expect("8 bytes")));
-        let length = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
-        let (magic, crc) = (
-            head[16] as i8,
-            u32::from_be_bytes(head[17..21].try_into().expect("4 bytes")),
-        );
-        let size = u64::try_from(length).unwrap_or(0) + 12;
-        if size < HEADER_LEN as u64 || position + size > to {
+        let prefix = BatchPrefix::parse(head).expect("CRC_START bytes");
+        let (base, crc) = (prefix.base_offset(), prefix.crc());
+        let Some(size) = prefix.total_size().map(|size| size as u64) else {
+            return bad(base, "batch length does not fit the segment");
+        };
+        if position + size > to {
             return bad(base, "batch length does not fit the segment");
         }
-        if magic != MAGIC_V2 {
+        if prefix.magic() != MAGIC_V2 {
             return bad(base, "batch magic is not 2");
         }
         let mut sum = 0u32;

@@ -953,14 +953,14 @@ impl Recovery<'_> {
             }
             segment.walk_batches(from, |header, control| {
                 let base = header.base_offset();
-                let producer_id = ProducerId(header.producer_id());
+                let producer_id = header.producer_id();
                 if base < from {
                     return;
                 }
                 walk.transactional |= header.is_transactional();
                 let replayed = match control {
                     Some(control) if producer_id.is_idempotent() => {
-                        let epoch = ProducerEpoch(header.producer_epoch());
+                        let epoch = header.producer_epoch();
                         table.record_marker(producer_id, epoch, control, base, now);
                         true
                     }

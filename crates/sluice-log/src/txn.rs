@@ -8,7 +8,7 @@
 //! (markers are only ever written by the log itself, but recovery reads them back from
 //! disk, where they may be damaged). Entries are Kafka's `.txnindex` entries (34 bytes).
 
-use crate::batch::{self, ATTR_CONTROL, ATTR_TRANSACTIONAL, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2};
+use crate::batch::{self, Attributes, BatchFields};
 use crate::types::{Offset, ProducerEpoch, ProducerId};
 
 /// Which way a transaction ended: the `type` field of a control record's key.
@@ -105,24 +105,18 @@ pub fn marker_batch(
     put_varint(&mut record, body.len() as i64);
     record.extend_from_slice(&body);
 
-    let mut out = Vec::with_capacity(HEADER_LEN + record.len());
-    out.extend_from_slice(&0i64.to_be_bytes()); // base offset, stamped on append
-    let length = (HEADER_LEN - LOG_OVERHEAD + record.len()) as i32;
-    out.extend_from_slice(&length.to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
-    out.push(MAGIC_V2 as u8);
-    out.extend_from_slice(&0u32.to_be_bytes()); // crc, filled below
-    out.extend_from_slice(&(ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
-    out.extend_from_slice(&timestamp_ms.to_be_bytes());
-    out.extend_from_slice(&timestamp_ms.to_be_bytes());
-    out.extend_from_slice(&producer_id.0.to_be_bytes());
-    out.extend_from_slice(&producer_epoch.0.to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-    out.extend_from_slice(&1i32.to_be_bytes()); // records count
-    out.extend_from_slice(&record);
-    let crc = batch::compute_crc(&out);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    // Base offset 0 and leader epoch 0: the committer stamps the offset like any batch's.
+    let out = BatchFields {
+        attributes: Attributes::TRANSACTIONAL.with(Attributes::CONTROL),
+        last_offset_delta: 0,
+        base_timestamp: timestamp_ms,
+        max_timestamp: timestamp_ms,
+        producer_id,
+        producer_epoch,
+        records_count: 1,
+        ..BatchFields::default()
+    }
+    .to_batch(&record);
     debug_assert!(batch::validate(&out, u32::MAX).is_ok_and(|h| h.is_control()));
     out
 }
@@ -242,6 +236,7 @@ pub fn collect_aborted(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::HEADER_LEN;
 
     #[test]
     fn marker_batches_are_valid_and_read_back() {
@@ -252,7 +247,7 @@ mod tests {
             assert!(header.is_control() && header.is_transactional());
             assert_eq!(header.records_count(), 1);
             assert_eq!(header.base_sequence(), -1);
-            assert_eq!((header.producer_id(), header.producer_epoch()), (7, 3));
+            assert_eq!((header.producer_id().0, header.producer_epoch().0), (7, 3));
             assert_eq!(control_type(&bytes[HEADER_LEN..]), Some(control));
         }
     }

@@ -1,12 +1,11 @@
-//! Newtypes for the log's identifiers: offsets, topic ids, partition keys, and the
-//! idempotent producer's producer id and producer epoch.
+//! Newtypes for the log's identifiers: topic ids and partition keys, and (re-exported from
+//! `sluice-record`, the one definition the log, the coordinators and the broker share)
+//! offsets and the idempotent producer's producer id and producer epoch.
 
 use std::fmt;
 use std::sync::Arc;
 
-/// A Kafka offset: the position of a record within one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Offset(pub i64);
+pub use sluice_record::{Offset, ProducerEpoch, ProducerId};
 
 /// A topic id (Kafka's 16-byte topic UUID). Stored in every partition directory and in every
 /// journal entry, so a topic deleted and re-created under the same name never receives the
@@ -30,21 +29,3 @@ pub struct PartitionKey {
     pub topic: Arc<str>,
     pub partition: i32,
 }
-
-/// Kafka's producer id: names one idempotent producer session. Batches with a negative
-/// producer id (-1 on the wire) come from producers that are not idempotent and are not
-/// tracked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct ProducerId(pub i64);
-
-impl ProducerId {
-    /// Whether batches carrying this id take part in sequence checks.
-    pub fn is_idempotent(self) -> bool {
-        self.0 >= 0
-    }
-}
-
-/// Kafka's producer epoch: bumped when a producer id is handed to a new session, which
-/// fences the old one. Compared as a signed 16-bit number, as Kafka does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct ProducerEpoch(pub i16);

@@ -5,6 +5,7 @@
 //! Knobs (environment): `SLUICE_BENCH_ROUNDS` (default 5; the median is printed).
 
 use sluice_protocol::record_walk::{validate, WalkLimits};
+use sluice_record::BatchFields;
 
 const BATCH_BYTES_TARGET: usize = 256 * 1024;
 const COLD_BATCHES: usize = 256;
@@ -27,8 +28,7 @@ fn zigzag(v: i64, out: &mut Vec<u8>) {
 /// reads only the header's attributes, base timestamp and record count).
 fn batch(value_bytes: usize) -> Vec<u8> {
     let count = BATCH_BYTES_TARGET / (value_bytes + 8);
-    let mut out = vec![0u8; 61];
-    out[57..61].copy_from_slice(&(count as i32).to_be_bytes());
+    let mut records = Vec::new();
     let mut record = Vec::new();
     for i in 0..count {
         record.clear();
@@ -39,10 +39,16 @@ fn batch(value_bytes: usize) -> Vec<u8> {
         zigzag(value_bytes as i64, &mut record);
         record.resize(record.len() + value_bytes, 7);
         zigzag(0, &mut record); // no headers
-        zigzag(record.len() as i64, &mut out);
-        out.extend_from_slice(&record);
+        zigzag(record.len() as i64, &mut records);
+        records.extend_from_slice(&record);
     }
-    out
+    let count = count as i32;
+    BatchFields {
+        last_offset_delta: count - 1,
+        records_count: count,
+        ..BatchFields::default()
+    }
+    .to_batch(&records)
 }
 
 /// Milliseconds per MB of walking every batch of `batches` `passes` times.

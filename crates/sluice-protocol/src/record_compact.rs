@@ -15,16 +15,9 @@
 
 use std::io::{Read, Write};
 
-use crate::record_walk::{decoder, Compression, WalkError, WalkLimits, BATCH_HEADER_BYTES};
+use sluice_record::{Attributes, BatchHeader, BatchHeaderMut, HEADER_LEN};
 
-const OFF_BATCH_LENGTH: usize = 8;
-const OFF_CRC: usize = 17;
-const OFF_ATTRIBUTES: usize = 21;
-const OFF_BASE_TIMESTAMP: usize = 27;
-const OFF_RECORDS_COUNT: usize = 57;
-/// Attribute bit 6: `baseTimestamp` holds the batch's delete horizon (Kafka's
-/// `DELETE_HORIZON_FLAG_MASK`, KIP-534).
-const DELETE_HORIZON_FLAG: i16 = 0x40;
+use crate::record_walk::{codec, decoder, Compression, WalkError, WalkLimits, SHORT_HEADER};
 /// Input bytes per xerial snappy block (snappy-java's default block size).
 const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
 /// zstd level Kafka's producers use by default.
@@ -50,8 +43,8 @@ pub fn scan(
     limits: &WalkLimits,
     visit: &mut dyn FnMut(RecordView<'_>),
 ) -> Result<(), WalkError> {
-    let records = records_bytes(batch, limits)?;
-    let base_timestamp = be_i64(&batch[OFF_BASE_TIMESTAMP..]);
+    let (header, records) = records_bytes(batch, limits)?;
+    let base_timestamp = header.base_timestamp();
     let mut at = 0;
     while at < records.len() {
         let (end, view) = parse_record(&records, at, base_timestamp)?;
@@ -77,8 +70,8 @@ pub fn rebuild(
     delete_horizon_ms: Option<i64>,
     out: &mut Vec<u8>,
 ) -> Result<i32, WalkError> {
-    let records = records_bytes(batch, limits)?;
-    let base_timestamp = be_i64(&batch[OFF_BASE_TIMESTAMP..]);
+    let (header, records) = records_bytes(batch, limits)?;
+    let base_timestamp = header.base_timestamp();
     let mut kept_bytes = Vec::with_capacity(records.len());
     let mut kept = 0i32;
     let mut at = 0;
@@ -95,27 +88,22 @@ pub fn rebuild(
         }
         at = end;
     }
-    let mut attributes = be_i16(&batch[OFF_ATTRIBUTES..]);
-    let codec = Compression::from_attributes(attributes)?;
-    let body = compress(codec, &kept_bytes)?;
-    let start = out.len();
-    out.extend_from_slice(&batch[..BATCH_HEADER_BYTES]);
-    if let Some(horizon) = delete_horizon_ms {
-        attributes |= DELETE_HORIZON_FLAG;
-        out[start + OFF_ATTRIBUTES..start + OFF_ATTRIBUTES + 2]
-            .copy_from_slice(&attributes.to_be_bytes());
-        out[start + OFF_BASE_TIMESTAMP..start + OFF_BASE_TIMESTAMP + 8]
-            .copy_from_slice(&horizon.to_be_bytes());
+    let attributes = header.attributes();
+    let body = compress(codec(attributes)?, &kept_bytes)?;
+    if HEADER_LEN + body.len() > i32::MAX as usize {
+        return Err(BAD_RECORD);
     }
+    let start = out.len();
+    out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(&body);
-    let total = out.len() - start;
-    let batch_length = i32::try_from(total - 12).map_err(|_| BAD_RECORD)?;
-    out[start + OFF_BATCH_LENGTH..start + OFF_BATCH_LENGTH + 4]
-        .copy_from_slice(&batch_length.to_be_bytes());
-    out[start + OFF_RECORDS_COUNT..start + OFF_RECORDS_COUNT + 4]
-        .copy_from_slice(&kept.to_be_bytes());
-    let crc = crc32c_of(&out[start + OFF_ATTRIBUTES..]);
-    out[start + OFF_CRC..start + OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    let mut rebuilt = BatchHeaderMut::new(&mut out[start..]).expect("a header was copied");
+    if let Some(horizon) = delete_horizon_ms {
+        rebuilt.set_attributes(attributes.with(Attributes::DELETE_HORIZON));
+        rebuilt.set_base_timestamp(horizon);
+    }
+    rebuilt.fit_batch_length();
+    rebuilt.set_records_count(kept);
+    rebuilt.update_crc();
     Ok(kept)
 }
 
@@ -159,29 +147,19 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
 /// Whether a batch carries a delete horizon (KIP-534): its `baseTimestamp` is then the
 /// time after which its tombstones may be removed.
 pub fn delete_horizon_ms(batch: &[u8]) -> Option<i64> {
-    if batch.len() < BATCH_HEADER_BYTES {
-        return None;
-    }
-    (be_i16(&batch[OFF_ATTRIBUTES..]) & DELETE_HORIZON_FLAG != 0)
-        .then(|| be_i64(&batch[OFF_BASE_TIMESTAMP..]))
+    BatchHeader::parse(batch).ok()?.delete_horizon_ms()
 }
 
-fn crc32c_of(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
-}
-
-/// The records of `batch`, decompressed (bounded by the walk's cap).
+/// The header of `batch` and its records, decompressed (bounded by the walk's cap).
 fn records_bytes<'b>(
     batch: &'b [u8],
     limits: &WalkLimits,
-) -> Result<std::borrow::Cow<'b, [u8]>, WalkError> {
-    if batch.len() < BATCH_HEADER_BYTES {
-        return Err(WalkError::InvalidRecord("shorter than a v2 batch header"));
-    }
-    let codec = Compression::from_attributes(be_i16(&batch[OFF_ATTRIBUTES..]))?;
-    let data = &batch[BATCH_HEADER_BYTES..];
+) -> Result<(BatchHeader<'b>, std::borrow::Cow<'b, [u8]>), WalkError> {
+    let header = BatchHeader::parse(batch).map_err(|_| SHORT_HEADER)?;
+    let codec = codec(header.attributes())?;
+    let data = &batch[HEADER_LEN..];
     if codec == Compression::None {
-        return Ok(std::borrow::Cow::Borrowed(data));
+        return Ok((header, std::borrow::Cow::Borrowed(data)));
     }
     let max = limits.decompressed_bytes_max;
     let mut out = Vec::new();
@@ -192,7 +170,7 @@ fn records_bytes<'b>(
     if out.len() > max {
         return Err(WalkError::DecompressedTooLarge { max });
     }
-    Ok(std::borrow::Cow::Owned(out))
+    Ok((header, std::borrow::Cow::Owned(out)))
 }
 
 /// `records` compressed with `codec`, in the framing Kafka's own clients write.
@@ -301,19 +279,10 @@ fn varint(data: &[u8], pos: &mut usize) -> Result<i64, WalkError> {
     Err(BAD_RECORD)
 }
 
-fn be_i16(bytes: &[u8]) -> i16 {
-    i16::from_be_bytes([bytes[0], bytes[1]])
-}
-
-fn be_i64(bytes: &[u8]) -> i64 {
-    let mut raw = [0u8; 8];
-    raw.copy_from_slice(&bytes[..8]);
-    i64::from_be_bytes(raw)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_record::{compute_crc, BatchFields, Offset};
 
     const LIMITS: WalkLimits = WalkLimits {
         decompressed_bytes_max: 1 << 20,
@@ -346,25 +315,22 @@ mod tests {
         records.extend(record(0, Some(b"k0"), Some(b"v0")));
         records.extend(record(1, Some(b"k1"), Some(b"v1")));
         records.extend(record(2, Some(b"k2"), None));
-        let codec_enum = Compression::from_attributes(codec).unwrap();
-        let body = compress(codec_enum, &records).unwrap();
-        let mut b = vec![0u8; BATCH_HEADER_BYTES];
-        b[0..8].copy_from_slice(&100i64.to_be_bytes());
-        b[16] = 2;
-        b[21..23].copy_from_slice(&codec.to_be_bytes());
-        b[23..27].copy_from_slice(&2i32.to_be_bytes());
-        b[27..35].copy_from_slice(&1000i64.to_be_bytes());
-        b[35..43].copy_from_slice(&1020i64.to_be_bytes());
-        b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
-        b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
-        b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
-        b[57..61].copy_from_slice(&3i32.to_be_bytes());
-        b.extend_from_slice(&body);
-        let len = (b.len() - 12) as i32;
-        b[8..12].copy_from_slice(&len.to_be_bytes());
-        let crc = crc32c_of(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        b
+        let codec = Compression::from_id(codec).unwrap();
+        let body = compress(codec, &records).unwrap();
+        BatchFields {
+            base_offset: Offset(100),
+            attributes: Attributes(0).with_compression(codec),
+            last_offset_delta: 2,
+            base_timestamp: 1000,
+            max_timestamp: 1020,
+            records_count: 3,
+            ..BatchFields::default()
+        }
+        .to_batch(&body)
+    }
+
+    fn header(batch: &[u8]) -> BatchHeader<'_> {
+        BatchHeader::parse(batch).expect("a header")
     }
 
     fn keys(batch: &[u8]) -> Vec<(i32, Option<Vec<u8>>, bool, i64)> {
@@ -399,14 +365,18 @@ mod tests {
                 ],
                 "codec {codec}"
             );
-            assert_eq!(out[..8], original[..8], "base offset kept");
-            assert_eq!(out[23..27], original[23..27], "lastOffsetDelta kept");
-            assert_eq!(out[21..23], original[21..23], "codec kept");
-            assert_eq!(out[57..61], 2i32.to_be_bytes());
-            let crc = u32::from_be_bytes([out[17], out[18], out[19], out[20]]);
-            assert_eq!(crc, crc32c_of(&out[21..]));
-            let len = i32::from_be_bytes([out[8], out[9], out[10], out[11]]);
-            assert_eq!(len as usize, out.len() - 12);
+            let (rebuilt, before) = (header(&out), header(&original));
+            assert_eq!(
+                rebuilt.base_offset(),
+                before.base_offset(),
+                "base offset kept"
+            );
+            let delta = rebuilt.last_offset_delta();
+            assert_eq!(delta, before.last_offset_delta(), "lastOffsetDelta kept");
+            assert_eq!(rebuilt.attributes(), before.attributes(), "codec kept");
+            assert_eq!(rebuilt.records_count(), 2);
+            assert_eq!(rebuilt.crc(), compute_crc(&out));
+            assert_eq!(rebuilt.total_size(), Some(out.len()));
         }
     }
 
@@ -426,10 +396,12 @@ mod tests {
                 keys(&original),
                 "timestamps kept, codec {codec}"
             );
-            assert_eq!(be_i16(&out[21..]) & 0x7, codec, "codec kept");
-            assert_eq!(out[35..43], original[35..43], "maxTimestamp kept");
-            let crc = u32::from_be_bytes([out[17], out[18], out[19], out[20]]);
-            assert_eq!(crc, crc32c_of(&out[21..]));
+            let (rebuilt, before) = (header(&out), header(&original));
+            let codec_id = rebuilt.attributes().compression_id();
+            assert_eq!(codec_id, codec, "codec kept");
+            let max_timestamp = rebuilt.max_timestamp();
+            assert_eq!(max_timestamp, before.max_timestamp(), "maxTimestamp kept");
+            assert_eq!(rebuilt.crc(), compute_crc(&out));
         }
     }
 
@@ -443,8 +415,8 @@ mod tests {
             body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
         ) {
             let mut b = batch(0);
-            b.truncate(BATCH_HEADER_BYTES);
-            b[21..23].copy_from_slice(&codec.to_be_bytes());
+            b.truncate(HEADER_LEN);
+            BatchHeaderMut::new(&mut b).unwrap().set_attributes(Attributes(codec));
             b.extend_from_slice(&body);
             let _ = scan(&b, &LIMITS, &mut |_| {});
             let mut out = Vec::new();
@@ -456,7 +428,7 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         // Goal: cut or flipped batches fail cleanly.
         let original = batch(0);
-        for cut in [0, 10, 61, 62, original.len() - 1] {
+        for cut in [0, 10, HEADER_LEN, HEADER_LEN + 1, original.len() - 1] {
             let mut out = Vec::new();
             let _ = rebuild(&original[..cut], &LIMITS, &mut |_| true, Some(7), &mut out);
             let _ = scan(&original[..cut], &LIMITS, &mut |_| {});

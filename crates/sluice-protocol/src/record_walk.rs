@@ -23,18 +23,16 @@
 use std::io::Read;
 use std::ops::ControlFlow;
 
-/// Size of the v2 batch header; records start right after it.
-pub const BATCH_HEADER_BYTES: usize = 61;
+use sluice_record::{Attributes, BatchHeader, HEADER_LEN};
+
+/// The codec in a batch's attributes (the batch model's: Kafka's `CompressionType` ids 0-4).
+pub use sluice_record::Compression;
 /// The smallest possible record: a 1-byte length and six 1-byte fields (attributes,
 /// timestamp delta, offset delta, key length, value length, header count).
 pub const RECORD_BYTES_MIN: usize = 7;
 /// Decompressed bytes are pulled through a buffer of this size.
 pub const STREAM_CHUNK_BYTES: usize = 32 * 1024;
 
-const OFF_ATTRIBUTES: usize = 21;
-const OFF_BASE_TIMESTAMP: usize = 27;
-const OFF_RECORDS_COUNT: usize = 57;
-const COMPRESSION_MASK: i16 = 0b111;
 /// First bytes of snappy-java's framed ("xerial") stream; Kafka's Java clients write it,
 /// librdkafka writes raw snappy. The full header is 16 bytes (magic, version, compat).
 const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
@@ -49,28 +47,12 @@ pub struct WalkLimits {
     pub zstd_window_log_max: u32,
 }
 
-/// The codec in a batch's attributes (Kafka's `CompressionType` ids 0-4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Compression {
-    /// The codec for attribute bits 0-2; ids 5-7 are not defined by Kafka.
-    pub fn from_attributes(attributes: i16) -> Result<Self, WalkError> {
-        match attributes & COMPRESSION_MASK {
-            0 => Ok(Self::None),
-            1 => Ok(Self::Gzip),
-            2 => Ok(Self::Snappy),
-            3 => Ok(Self::Lz4),
-            4 => Ok(Self::Zstd),
-            other => Err(WalkError::UnsupportedCompression(other)),
-        }
-    }
+/// The codec of a batch with these attributes; ids 5-7 are not defined by Kafka.
+pub fn codec(attributes: Attributes) -> Result<Compression, WalkError> {
+    let id = attributes.compression_id();
+    attributes
+        .compression()
+        .ok_or(WalkError::UnsupportedCompression(id))
 }
 
 /// Why a batch's records were refused.
@@ -129,16 +111,13 @@ fn open_batch<'b>(
     batch: &'b [u8],
     limits: &WalkLimits,
 ) -> Result<(Header, Compression, &'b [u8]), WalkError> {
-    if batch.len() < BATCH_HEADER_BYTES {
-        return Err(WalkError::InvalidRecord("shorter than a v2 batch header"));
-    }
-    let attributes = i16::from_be_bytes([batch[OFF_ATTRIBUTES], batch[OFF_ATTRIBUTES + 1]]);
+    let view = BatchHeader::parse(batch).map_err(|_| SHORT_HEADER)?;
     let header = Header {
-        base_timestamp: be_i64(&batch[OFF_BASE_TIMESTAMP..]),
-        records_count: be_i32(&batch[OFF_RECORDS_COUNT..]),
+        base_timestamp: view.base_timestamp(),
+        records_count: view.records_count(),
     };
-    let data = &batch[BATCH_HEADER_BYTES..];
-    let compression = Compression::from_attributes(attributes)?;
+    let data = &batch[HEADER_LEN..];
+    let compression = codec(view.attributes())?;
     check_count(&header, compression, data.len(), limits)?;
     Ok((header, compression, data))
 }
@@ -148,22 +127,14 @@ pub fn validate(batch: &[u8], limits: &WalkLimits) -> Result<WalkSummary, WalkEr
     walk(batch, limits, |_| ControlFlow::Continue(()))
 }
 
+/// A batch too short for its header.
+pub(crate) const SHORT_HEADER: WalkError =
+    WalkError::InvalidRecord("shorter than a v2 batch header");
+
 #[derive(Debug, Clone, Copy)]
 struct Header {
     base_timestamp: i64,
     records_count: i32,
-}
-
-fn be_i64(bytes: &[u8]) -> i64 {
-    let mut raw = [0u8; 8];
-    raw.copy_from_slice(&bytes[..8]);
-    i64::from_be_bytes(raw)
-}
-
-fn be_i32(bytes: &[u8]) -> i32 {
-    let mut raw = [0u8; 4];
-    raw.copy_from_slice(&bytes[..4]);
-    i32::from_be_bytes(raw)
 }
 
 /// Refuses counts that cannot be true before reading anything: every record takes at least

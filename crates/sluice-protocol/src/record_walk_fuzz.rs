@@ -171,7 +171,9 @@ fn check(case: &Case) {
         seen, seen_generic,
         "the two walks visited different records"
     );
-    let claimed = i32::from_be_bytes(b[57..61].try_into().expect("4 bytes"));
+    let claimed = sluice_record::BatchHeader::parse(&b)
+        .expect("a header")
+        .records_count();
     if let Ok(summary) = &result {
         assert_eq!(
             summary.records, claimed,

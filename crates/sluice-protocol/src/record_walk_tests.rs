@@ -92,24 +92,17 @@ pub(crate) fn compress(codec: i16, raw: &[u8], xerial: bool) -> Vec<u8> {
     }
 }
 
-/// A v2 batch around `payload` (CRC left zero: the walk does not check it).
+/// A v2 batch around `payload` (the walk does not check the CRC, but it is right).
 pub(crate) fn batch(attributes: i16, count: i32, base_timestamp: i64, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + payload.len());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((BATCH_HEADER_BYTES - 12 + payload.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes());
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&attributes.to_be_bytes());
-    out.extend_from_slice(&(count - 1).to_be_bytes());
-    out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes());
-    out.extend_from_slice(&(-1i16).to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
+    sluice_record::BatchFields {
+        attributes: sluice_record::Attributes(attributes),
+        last_offset_delta: count.wrapping_sub(1),
+        base_timestamp,
+        max_timestamp: base_timestamp,
+        records_count: count,
+        ..sluice_record::BatchFields::default()
+    }
+    .to_batch(payload)
 }
 
 /// `records` as a batch with codec `codec`.

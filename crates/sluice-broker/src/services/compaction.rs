@@ -9,9 +9,10 @@
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use sluice_log::batch::{BatchHeader, BatchIter};
+use sluice_log::batch::BatchIter;
 use sluice_log::{PartitionKey, RecordCodec, RecordKey};
 use sluice_protocol::record_compact;
+use sluice_record::{BatchHeader, Compression};
 
 use crate::config::limits::PRODUCE_RECORD_ERRORS_MAX;
 use crate::services::record_validation::{Refusal, DECOMPRESSION_PERMITS, WALK_LIMITS};
@@ -75,9 +76,10 @@ fn keyless_records(records: &Bytes) -> (Vec<(i32, usize)>, usize) {
 /// `record_errors` (Kafka's `LogValidator` message, per record).
 pub async fn refuse_keyless(records: &Bytes, key: &PartitionKey) -> Result<(), Refusal> {
     let compressed = BatchIter::new(records.clone()).any(|b| {
-        b.ok()
-            .and_then(|b| BatchHeader::parse(&b).ok().map(|h| h.compression() != 0))
-            .unwrap_or(false)
+        b.ok().is_some_and(|b| {
+            BatchHeader::parse(&b)
+                .is_ok_and(|h| h.attributes().compression() != Some(Compression::None))
+        })
     });
     let (found, total) = if compressed {
         let Ok(permit) = DECOMPRESSION_PERMITS.acquire().await else {

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use sluice_coordinator::{ProducerId, ProducerIdAllocator};
-use sluice_log::ProducerId as LogProducerId;
+use sluice_coordinator::ProducerIdAllocator;
+use sluice_record::ProducerId;
 
 use crate::config::limits;
 
@@ -113,7 +113,7 @@ impl ProducerIds {
 
     /// Whether `producer_id` may have been handed out by this broker (now or before a
     /// restart). Non-blocking.
-    pub fn is_issued(&self, producer_id: LogProducerId) -> bool {
+    pub fn is_issued(&self, producer_id: ProducerId) -> bool {
         producer_id.0 >= 0 && producer_id.0 < self.issued_end.load(Ordering::Acquire)
     }
 }
@@ -253,14 +253,14 @@ mod tests {
         // block end and negative ids are not.
         let dir = tempfile::tempdir().expect("tempdir");
         let ids = ProducerIds::open(dir.path()).expect("open");
-        assert!(!ids.is_issued(LogProducerId(0)), "nothing issued yet");
+        assert!(!ids.is_issued(ProducerId(0)), "nothing issued yet");
         let first = ids.next().expect("id");
-        assert!(ids.is_issued(LogProducerId(first.0)));
-        assert!(!ids.is_issued(LogProducerId(-1)));
-        assert!(!ids.is_issued(LogProducerId(first.0 + 1_000_000)));
+        assert!(ids.is_issued(ProducerId(first.0)));
+        assert!(!ids.is_issued(ProducerId(-1)));
+        assert!(!ids.is_issued(ProducerId(first.0 + 1_000_000)));
         drop(ids);
         let reopened = ProducerIds::open(dir.path()).expect("reopen");
-        assert!(reopened.is_issued(LogProducerId(first.0)));
-        assert!(!reopened.is_issued(LogProducerId(first.0 + 1_000_000)));
+        assert!(reopened.is_issued(ProducerId(first.0)));
+        assert!(!reopened.is_issued(ProducerId(first.0 + 1_000_000)));
     }
 }

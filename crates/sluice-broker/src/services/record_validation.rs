@@ -36,9 +36,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use sluice_log::batch::{self, BatchHeader, BatchIter};
-use sluice_log::ProducerId;
-use sluice_protocol::record_walk::{self, Compression, WalkError, WalkLimits};
+use sluice_log::batch::{self, BatchIter};
+use sluice_protocol::record_walk::{self, WalkError, WalkLimits};
+use sluice_record::{BatchHeader, Compression};
 use tokio::sync::Semaphore;
 
 use crate::services::producer_ids::ProducerIds;
@@ -164,9 +164,9 @@ fn check_headers(
     let mut compressed = false;
     for b in BatchIter::new(records.clone()) {
         let b = b.map_err(log_refusal)?;
-        let header = BatchHeader::parse(&b).map_err(log_refusal)?;
+        let header = BatchHeader::parse(&b).map_err(|e| log_refusal(e.into()))?;
         check_header(producer_ids, request, &header)?;
-        compressed |= header.compression() != 0;
+        compressed |= header.attributes().compression() != Some(Compression::None);
     }
     Ok(compressed)
 }
@@ -192,15 +192,14 @@ fn check_header(
             "transactional records in a request without a transactional id",
         ));
     }
-    let compression =
-        Compression::from_attributes(header.attributes()).map_err(|e| walk_refusal(&e))?;
+    let compression = record_walk::codec(header.attributes()).map_err(|e| walk_refusal(&e))?;
     if compression == Compression::Zstd && request.version < ZSTD_PRODUCE_VERSION_MIN {
         return Err(Refusal::new(
             ResponseError::UnsupportedCompressionType.code(),
             "zstd needs Produce v7 or later",
         ));
     }
-    let producer_id = ProducerId(header.producer_id());
+    let producer_id = header.producer_id();
     if producer_id.is_idempotent() && !producer_ids.is_issued(producer_id) {
         return Err(Refusal::new(
             ResponseError::UnknownProducerId.code(),

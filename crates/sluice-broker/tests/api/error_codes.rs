@@ -9,7 +9,9 @@
 //! UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID and STALE_MEMBER_EPOCH.
 
 use crate::common::requests::{create_topic, list_offsets_at};
-use crate::common::{batch, topic_name, Client, InProcessBroker, Writer, NO_PRODUCER};
+use crate::common::{
+    batch, topic_name, with_attributes, Client, InProcessBroker, Writer, NO_PRODUCER,
+};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -28,6 +30,7 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use sluice_record::{Attributes, Compression};
 
 const NONE: i16 = 0;
 
@@ -50,16 +53,6 @@ fn produce(client: &mut Client, version: i16, acks: i16, topic: &str, records: B
     req.topic_data = vec![td];
     let resp: ProduceResponse = client.call(ApiKey::Produce, version, &req);
     resp.responses[0].partition_responses[0].error_code
-}
-
-/// `batch` with its attributes replaced and its CRC recomputed, so only the attributes
-/// make it wrong.
-fn with_attributes(records: &Bytes, attributes: i16) -> Bytes {
-    let mut b = records.to_vec();
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(b)
 }
 
 /// The high watermark of partition 0: what was written.
@@ -101,7 +94,7 @@ fn produce_refusals_have_kafkas_codes() {
             "a control batch from a client",
             9,
             -1,
-            with_attributes(&good, 0x20),
+            with_attributes(&good, Attributes::CONTROL),
             ResponseError::InvalidRecord,
         ),
         (
@@ -115,14 +108,14 @@ fn produce_refusals_have_kafkas_codes() {
             "zstd below Produce v7",
             6,
             -1,
-            with_attributes(&good, 4),
+            with_attributes(&good, Attributes(0).with_compression(Compression::Zstd)),
             ResponseError::UnsupportedCompressionType,
         ),
         (
             "a compression codec that does not exist",
             9,
             -1,
-            with_attributes(&good, 6),
+            with_attributes(&good, Attributes(6)), // ids 5-7 name no codec
             ResponseError::UnsupportedCompressionType,
         ),
         (

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, DeleteTopicsRequest, DeleteTopicsResponse, FetchResponse,
     MetadataRequest, MetadataResponse,
 };
+use sluice_record::{stamp_base_offset, BatchHeader, Offset};
 
 const NONE: i16 = 0;
 
@@ -171,9 +172,10 @@ fn produced_batches_come_back_from_fetch_with_their_offsets() {
     assert_eq!(p.high_watermark, 4);
     let records = p.records.clone().expect("records");
     let mut sent = batch(NO_PRODUCER, &first).to_vec();
-    sent[..8].copy_from_slice(&0i64.to_be_bytes());
+    stamp_base_offset(&mut sent, Offset(0));
     assert_eq!(&records[..sent.len()], &sent[..], "the first batch as sent");
-    let second_base = i64::from_be_bytes(records[sent.len()..sent.len() + 8].try_into().unwrap());
+    let second = BatchHeader::parse(&records[sent.len()..]).expect("a second batch");
+    let second_base = second.base_offset().0;
     assert_eq!(
         second_base, 3,
         "the second batch is stamped with its offset"

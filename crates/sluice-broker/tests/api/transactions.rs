@@ -8,7 +8,9 @@
 //! `common`; transactional batches are real v2 batches with the transactional bit.
 
 use crate::common::requests::create_topic;
-use crate::common::{batch, eventually, topic_name, Client, InProcessBroker, Writer};
+use crate::common::{
+    batch, eventually, topic_name, with_attributes, Client, InProcessBroker, Writer,
+};
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
@@ -31,6 +33,7 @@ use kafka_protocol::messages::{
     TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use sluice_record::Attributes;
 
 const NONE: i16 = 0;
 
@@ -207,11 +210,7 @@ fn transactional_batch(p: Producer, base_sequence: i32, values: &[&[u8]]) -> Byt
         epoch: p.epoch,
         base_sequence,
     };
-    let mut b = batch(writer, values).to_vec();
-    b[22] |= 0x10; // attributes (big-endian i16 at 21..23): isTransactional
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(b)
+    with_attributes(&batch(writer, values), Attributes::TRANSACTIONAL)
 }
 
 /// Produce v9 (acks=all) of one transactional batch to `topic`-0: (code, base offset).

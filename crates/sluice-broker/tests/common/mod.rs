@@ -14,6 +14,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName}
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_broker::clock::Clock;
 use sluice_broker::{BrokerConfig, Server};
+use sluice_record::{Attributes, BatchFields, BatchHeaderMut, ProducerEpoch, ProducerId};
 
 /// A broker running in this process on its own runtime; stopped when dropped.
 pub struct InProcessBroker {
@@ -254,24 +255,26 @@ pub fn batch(writer: Writer, values: &[&[u8]]) -> Bytes {
         records.extend_from_slice(&body);
     }
     let count = values.len() as i32;
-    let mut out = Vec::with_capacity(61 + records.len());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes()); // CRC, below
-    out.extend_from_slice(&0i16.to_be_bytes()); // attributes
-    out.extend_from_slice(&(count - 1).to_be_bytes());
-    out.extend_from_slice(&now.to_be_bytes());
-    out.extend_from_slice(&now.to_be_bytes());
-    out.extend_from_slice(&writer.producer_id.to_be_bytes());
-    out.extend_from_slice(&writer.epoch.to_be_bytes());
-    out.extend_from_slice(&writer.base_sequence.to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(&records);
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(out)
+    let fields = BatchFields {
+        last_offset_delta: count - 1,
+        base_timestamp: now,
+        max_timestamp: now,
+        producer_id: ProducerId(writer.producer_id),
+        producer_epoch: ProducerEpoch(writer.epoch),
+        base_sequence: writer.base_sequence,
+        records_count: count,
+        ..BatchFields::default()
+    };
+    Bytes::from(fields.to_batch(&records))
+}
+
+/// `batch` with its attributes replaced and its CRC recomputed.
+pub fn with_attributes(batch: &Bytes, attributes: Attributes) -> Bytes {
+    let mut b = batch.to_vec();
+    let mut header = BatchHeaderMut::new(&mut b).expect("a batch");
+    header.set_attributes(attributes);
+    header.update_crc();
+    Bytes::from(b)
 }
 
 pub mod requests;

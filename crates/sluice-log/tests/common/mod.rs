@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice_log::batch::{BatchHeader, BatchIter};
+use sluice_log::batch::{Attributes, BatchFields, BatchHeader, BatchHeaderMut, BatchIter};
 use sluice_log::fs::{Fs, StdFs};
 use sluice_log::{
-    LogConfig, LogManager, LogManagerConfig, Offset, PartitionKey, RecoveryReport, TopicId,
+    LogConfig, LogManager, LogManagerConfig, Offset, PartitionKey, ProducerEpoch, ProducerId,
+    RecoveryReport, TopicId,
 };
 
 fn put_varint(out: &mut Vec<u8>, value: i64) {
@@ -49,23 +50,14 @@ pub fn batch(count: i32, value_len: usize, tag: i64) -> Vec<u8> {
         let value = vec![b'a' + (i % 26) as u8; value_len];
         records.extend_from_slice(&record(i64::from(i), &value));
     }
-    let mut out = Vec::with_capacity(61 + records.len());
-    out.extend_from_slice(&0i64.to_be_bytes());
-    out.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&0i32.to_be_bytes());
-    out.push(2);
-    out.extend_from_slice(&0u32.to_be_bytes());
-    out.extend_from_slice(&0i16.to_be_bytes());
-    out.extend_from_slice(&(count - 1).to_be_bytes());
-    out.extend_from_slice(&tag.to_be_bytes());
-    out.extend_from_slice(&tag.to_be_bytes());
-    out.extend_from_slice(&(-1i64).to_be_bytes());
-    out.extend_from_slice(&(-1i16).to_be_bytes());
-    out.extend_from_slice(&(-1i32).to_be_bytes());
-    out.extend_from_slice(&count.to_be_bytes());
-    out.extend_from_slice(&records);
-    fix_crc(&mut out);
-    out
+    BatchFields {
+        last_offset_delta: count - 1,
+        base_timestamp: tag,
+        max_timestamp: tag,
+        records_count: count,
+        ..BatchFields::default()
+    }
+    .to_batch(&records)
 }
 
 /// A valid batch from an idempotent producer: like [`batch`], with the producer id, producer
@@ -78,17 +70,35 @@ pub fn idempotent_batch(
     tag: i64,
 ) -> Bytes {
     let mut out = batch(count, 20, tag);
-    out[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    out[51..53].copy_from_slice(&epoch.to_be_bytes());
-    out[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-    fix_crc(&mut out);
+    set_producer(&mut out, producer_id, epoch, base_sequence);
     Bytes::from(out)
 }
 
-/// Recomputes the CRC after a test edits a batch header.
+/// Sets a batch's producer id, producer epoch and base sequence, and its CRC.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, epoch: i16, base_sequence: i32) {
+    let mut header = BatchHeaderMut::new(batch).expect("a batch header");
+    header.set_producer_id(ProducerId(producer_id));
+    header.set_producer_epoch(ProducerEpoch(epoch));
+    header.set_base_sequence(base_sequence);
+    header.update_crc();
+}
+
+/// Sets (`on`) or clears a batch's transactional attribute, and its CRC.
+pub fn set_transactional(batch: &mut [u8], on: bool) {
+    let mut header = BatchHeaderMut::new(batch).expect("a batch header");
+    let attributes = header.header().attributes();
+    header.set_attributes(match on {
+        true => attributes.with(Attributes::TRANSACTIONAL),
+        false => attributes.without(Attributes::TRANSACTIONAL),
+    });
+    header.update_crc();
+}
+
+/// Recomputes the CRC after a test edits a batch.
 pub fn fix_crc(batch: &mut [u8]) {
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    BatchHeaderMut::new(batch)
+        .expect("a batch header")
+        .update_crc();
 }
 
 pub fn bytes(count: i32, value_len: usize, tag: i64) -> Bytes {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::common::*;
 use bytes::Bytes;
+use sluice_log::batch::layout::BATCH_LENGTH_AT;
 use sluice_log::batch::{self, BatchIter};
 use sluice_log::{CommitListener, LogConfig, LogError, Offset, TimestampType};
 
@@ -49,8 +50,8 @@ async fn append_read_round_trip_over_partitions() {
         .records;
     let original = batch(3, 20, 10);
     assert_eq!(
-        &raw[8..original.len()],
-        &original[8..],
+        &raw[BATCH_LENGTH_AT..original.len()],
+        &original[BATCH_LENGTH_AT..],
         "stored bytes are the produced bytes"
     );
     log.shutdown().expect("shutdown");
@@ -156,8 +157,9 @@ async fn bad_batches_are_rejected() {
     );
 
     let mut gappy = batch(3, 10, 0);
-    gappy[23..27].copy_from_slice(&5i32.to_be_bytes());
-    fix_crc(&mut gappy);
+    let mut header = sluice_log::batch::BatchHeaderMut::new(&mut gappy).unwrap();
+    header.set_last_offset_delta(5);
+    header.update_crc();
     let err = log.append(&k, Bytes::from(gappy)).await.unwrap_err();
     assert!(matches!(err, LogError::InvalidRecord(_)), "{err:?}");
 

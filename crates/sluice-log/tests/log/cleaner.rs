@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::common::{config, key, partition_dir};
 use bytes::Bytes;
-use sluice_log::batch::{validate_stored, BatchIter};
+use sluice_log::batch::{
+    validate_stored, Attributes, BatchFields, BatchHeader, BatchIter, HEADER_LEN,
+};
 use sluice_log::fs::{Fs, StdFs};
 use sluice_log::sim_fs::{SimFs, SimRng};
 use sluice_log::{
@@ -99,27 +101,22 @@ fn keyed_batch(
         put_varint(&mut body, r.len() as i64);
         body.extend_from_slice(&r);
     }
-    let body =
-        record_compact::compress(Compression::from_attributes(codec).unwrap(), &body).unwrap();
+    let codec = Compression::from_id(codec).expect("a Kafka codec");
+    let body = record_compact::compress(codec, &body).unwrap();
     let count = records.len() as i32;
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let mut b = Vec::new();
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&((49 + body.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&0i32.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&codec.to_be_bytes());
-    b.extend_from_slice(&(count - 1).to_be_bytes());
-    b.extend_from_slice(&ts.to_be_bytes());
-    b.extend_from_slice(&ts.to_be_bytes());
-    b.extend_from_slice(&pid.to_be_bytes());
-    b.extend_from_slice(&epoch.to_be_bytes());
-    b.extend_from_slice(&seq.to_be_bytes());
-    b.extend_from_slice(&count.to_be_bytes());
-    b.extend_from_slice(&body);
-    crate::common::fix_crc(&mut b);
-    Bytes::from(b)
+    let fields = BatchFields {
+        attributes: Attributes(0).with_compression(codec),
+        last_offset_delta: count - 1,
+        base_timestamp: ts,
+        max_timestamp: ts,
+        producer_id: ProducerId(pid),
+        producer_epoch: ProducerEpoch(epoch),
+        base_sequence: seq,
+        records_count: count,
+        ..BatchFields::default()
+    };
+    Bytes::from(fields.to_batch(&body))
 }
 
 type Seen = BTreeMap<i64, (Option<String>, Option<String>)>;
@@ -455,7 +452,7 @@ async fn a_producers_newest_batch_survives_cleaning() {
     let first = BatchIter::new(read.records).next().unwrap().unwrap();
     let header = validate_stored(&first).unwrap();
     assert_eq!(header.base_offset().0, second_offset);
-    assert_eq!((header.producer_id(), header.records_count()), (7, 0));
+    assert_eq!((header.producer_id().0, header.records_count()), (7, 0));
     let retry = crate::common::try_append(&log, &k, second).await.unwrap();
     assert!(
         retry.duplicate,
@@ -719,9 +716,7 @@ fn wall_clock_ms() -> i64 {
 /// `batch` marked transactional (attribute bit 4).
 fn transactional(batch: Bytes) -> Bytes {
     let mut b = batch.to_vec();
-    let attributes = i16::from_be_bytes([b[21], b[22]]) | (1 << 4);
-    b[21..23].copy_from_slice(&attributes.to_be_bytes());
-    crate::common::fix_crc(&mut b);
+    crate::common::set_transactional(&mut b, true);
     Bytes::from(b)
 }
 
@@ -1257,19 +1252,18 @@ async fn the_io_limit_paces_a_pass() {
 /// rebuilt copy could not come out byte-identical.
 fn two_block_snappy_batch(records: &[Rec<'_>], ts: i64) -> Bytes {
     let plain = keyed_batch(records, ts, 0, None);
-    let body = &plain[61..];
+    let body = &plain[HEADER_LEN..];
     let half = body.len() / 2;
     let mut stream = record_compact::compress(Compression::Snappy, &body[..half]).unwrap();
     stream.extend_from_slice(
         &record_compact::compress(Compression::Snappy, &body[half..]).unwrap()[16..],
     );
-    let mut b = plain[..61].to_vec();
-    b[21..23].copy_from_slice(&2i16.to_be_bytes());
-    b.extend_from_slice(&stream);
-    let batch_length = (b.len() - 12) as i32;
-    b[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    crate::common::fix_crc(&mut b);
-    Bytes::from(b)
+    let header = BatchHeader::parse(&plain).unwrap();
+    let fields = BatchFields {
+        attributes: Attributes(0).with_compression(Compression::Snappy),
+        ..BatchFields::of(&header)
+    };
+    Bytes::from(fields.to_batch(&stream))
 }
 
 #[tokio::test]

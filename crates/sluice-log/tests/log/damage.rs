@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use crate::common::*;
 use proptest::prelude::*;
+use sluice_log::batch::layout::{MAGIC_AT, PARTITION_LEADER_EPOCH_AT};
 use sluice_log::{LogConfig, LogError, LogManager, Offset, PartitionKey};
 
 const SEGMENT_BYTES: u64 = 1200;
@@ -173,10 +174,19 @@ fn served(
                     let original = originals
                         .get(&h.base_offset().0)
                         .unwrap_or_else(|| panic!("invented batch at {}", h.base_offset().0));
-                    // Bytes 12..16 (partition leader epoch) lie outside the CRC in Kafka's
-                    // format; everything else must match.
-                    assert_eq!(&first[..12], &original[..12], "batch at {offset}");
-                    assert_eq!(&first[16..], &original[16..], "batch at {offset}");
+                    // The partition leader epoch lies outside the CRC in Kafka's format;
+                    // everything else must match.
+                    let epoch_at = PARTITION_LEADER_EPOCH_AT;
+                    assert_eq!(
+                        &first[..epoch_at],
+                        &original[..epoch_at],
+                        "batch at {offset}"
+                    );
+                    assert_eq!(
+                        &first[MAGIC_AT..],
+                        &original[MAGIC_AT..],
+                        "batch at {offset}"
+                    );
                     Served::Intact(h.base_offset().0)
                 }
             }

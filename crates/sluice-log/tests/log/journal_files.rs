@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use bytes::Bytes;
+use sluice_log::batch::layout::{BATCH_LENGTH_AT, MAGIC_AT, PARTITION_LEADER_EPOCH_AT};
 use sluice_log::batch::BatchIter;
 use sluice_log::config::JOURNAL_FILES_RECYCLED_MAX;
 use sluice_log::fs::{FaultOp, Fs, StdFs};
@@ -124,8 +125,12 @@ fn read_checked(
 /// partition leader epoch (outside the CRC) is equal.
 fn assert_same_batch(stored: &[u8], appended: &[u8]) {
     assert_eq!(stored.len(), appended.len(), "batch length");
-    assert_eq!(&stored[8..12], &appended[8..12]);
-    assert_eq!(&stored[16..], &appended[16..], "batch bytes");
+    let (length, leader_epoch) = (BATCH_LENGTH_AT, PARTITION_LEADER_EPOCH_AT);
+    assert_eq!(
+        &stored[length..leader_epoch],
+        &appended[length..leader_epoch]
+    );
+    assert_eq!(&stored[MAGIC_AT..], &appended[MAGIC_AT..], "batch bytes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sluice_log::batch::{BatchHeader, BatchIter};
+use sluice_log::batch::layout::BATCH_LENGTH_AT;
+use sluice_log::batch::{Attributes, BatchFields, BatchHeader, BatchIter, HEADER_LEN};
 use sluice_log::fs::{FaultOp, Fs};
 use sluice_log::sim_fs::{CrashMode, SimFs, SimRng};
 use sluice_log::{
@@ -227,10 +228,7 @@ fn log_config_for(background: bool) -> LogManagerConfig {
 fn batch_bytes(count: i32, value_len: usize, tag: i64, producer: Option<(i64, i16, i32)>) -> Bytes {
     let mut batch = crate::common::batch(count, value_len, tag);
     if let Some((producer_id, epoch, base_sequence)) = producer {
-        batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-        batch[51..53].copy_from_slice(&epoch.to_be_bytes());
-        batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
-        crate::common::fix_crc(&mut batch);
+        crate::common::set_producer(&mut batch, producer_id, epoch, base_sequence);
     }
     Bytes::from(batch)
 }
@@ -929,7 +927,7 @@ fn assert_same_batch(seed: u64, name: &str, read: &[u8], sent: &Sent, log_append
     let tag = sent.tag;
     if !log_append_time {
         assert!(
-            read[8..] == sent.bytes[8..],
+            read[BATCH_LENGTH_AT..] == sent.bytes[BATCH_LENGTH_AT..],
             "seed {seed}: {name}: bytes of tag {tag} differ"
         );
         return;
@@ -947,13 +945,22 @@ fn assert_same_batch(seed: u64, name: &str, read: &[u8], sent: &Sent, log_append
             "seed {seed}: {name}: tag {tag} stored with another append time than answered"
         );
     }
-    // Attributes other than bit 3, and everything outside CRC, attributes, max timestamp.
-    let attributes = |b: &[u8]| i16::from_be_bytes([b[21], b[22]]) & !0x08;
+    // Every header field but the base offset, the CRC, the LogAppendTime bit and the max
+    // timestamp, and every record byte.
+    let kept = |b: &[u8]| {
+        let header = BatchHeader::parse(b).expect("a header");
+        let fields = BatchFields::of(&header);
+        let attributes = fields.attributes.without(Attributes::LOG_APPEND_TIME);
+        let fields = BatchFields {
+            base_offset: Offset(0),
+            attributes,
+            max_timestamp: 0,
+            ..fields
+        };
+        (fields, header.batch_length(), header.magic())
+    };
     assert!(
-        read[8..17] == sent.bytes[8..17]
-            && attributes(read) == attributes(&sent.bytes)
-            && read[23..35] == sent.bytes[23..35]
-            && read[43..] == sent.bytes[43..],
+        kept(read) == kept(&sent.bytes) && read[HEADER_LEN..] == sent.bytes[HEADER_LEN..],
         "seed {seed}: {name}: bytes of tag {tag} differ"
     );
 }

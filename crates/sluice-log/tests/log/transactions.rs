@@ -18,8 +18,7 @@ use sluice_log::{
 /// A transactional batch of `count` records from (`producer_id`, `epoch`) at `seq`.
 fn txn_batch(producer_id: i64, epoch: i16, seq: i32, count: i32) -> Bytes {
     let mut out = idempotent_batch(producer_id, epoch, seq, count, i64::from(seq)).to_vec();
-    out[21..23].copy_from_slice(&(1i16 << 4).to_be_bytes());
-    fix_crc(&mut out);
+    set_transactional(&mut out, true);
     Bytes::from(out)
 }
 

@@ -57,12 +57,8 @@ fn log_config() -> LogManagerConfig {
 fn batch_bytes(tag: i64, count: i32, producer: Option<(i64, i16, i32, bool)>) -> Bytes {
     let mut batch = crate::common::batch(count, 50, tag);
     if let Some((producer_id, epoch, seq, transactional)) = producer {
-        batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-        batch[51..53].copy_from_slice(&epoch.to_be_bytes());
-        batch[53..57].copy_from_slice(&seq.to_be_bytes());
-        let attributes: i16 = if transactional { 1 << 4 } else { 0 };
-        batch[21..23].copy_from_slice(&attributes.to_be_bytes());
-        crate::common::fix_crc(&mut batch);
+        crate::common::set_producer(&mut batch, producer_id, epoch, seq);
+        crate::common::set_transactional(&mut batch, transactional);
     }
     Bytes::from(batch)
 }
@@ -449,8 +445,8 @@ impl World {
             for batch in BatchIter::new(read.records) {
                 let batch = batch.expect("whole batch");
                 let header = BatchHeader::parse(&batch).expect("header");
-                let (base, id) = (header.base_offset().0, header.producer_id());
-                let epoch = header.producer_epoch();
+                let (base, id) = (header.base_offset().0, header.producer_id().0);
+                let epoch = header.producer_epoch().0;
                 let state = producers.entry(id).or_default();
                 if header.is_control() {
                     let control = control_type(&batch[HEADER_LEN..]).expect("marker type");

@@ -15,6 +15,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use kafka_protocol::protocol::StrBytes;
+use sluice_record::BatchHeader;
 use uuid::Uuid;
 
 use crate::config::limits::CALL_ENTRIES_KEPT_MAX;
@@ -65,14 +66,11 @@ impl Decoded {
     /// Kafka's `hasTransactionalRecords`: whether a partition's first batch has the
     /// transactional attribute (the bit `record_validation` checks again per batch).
     pub(crate) fn has_transactional_records(&self) -> bool {
-        /// Where a v2 batch header keeps its attributes, and the transactional bit.
-        const ATTRIBUTES_AT: usize = 21;
-        const TRANSACTIONAL: u8 = 0x10;
         self.partitions.iter().any(|p| {
             p.records
                 .as_ref()
-                .and_then(|r| r.get(ATTRIBUTES_AT + 1))
-                .is_some_and(|low| low & TRANSACTIONAL != 0)
+                .and_then(|r| BatchHeader::parse(r).ok())
+                .is_some_and(|h| h.is_transactional())
         })
     }
 

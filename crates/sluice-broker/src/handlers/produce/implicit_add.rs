@@ -27,6 +27,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use sluice_coordinator::{TopicPartition, TxnError};
 use sluice_log::LogError;
+use sluice_record::BatchHeader;
 
 use crate::{error_code, Broker};
 
@@ -40,22 +41,12 @@ pub(super) const IMPLICIT_ADD_VERSION_MIN: i16 = 12;
 const RETRY_BACKOFF_MS: u64 = 20;
 const RETRY_FOR_MS_MAX: u64 = 100;
 
-/// Where a v2 batch header keeps its attributes, producer id and producer epoch.
-const ATTRIBUTES_AT: usize = 21;
-const PRODUCER_ID_AT: usize = 43;
-const PRODUCER_EPOCH_AT: usize = 51;
-const TRANSACTIONAL: u8 = 0x10;
-
-/// The producer id and epoch of a partition's first batch when it is transactional.
+/// The producer id and epoch of a partition's first batch when it is transactional (a
+/// batch too short for its header has none: validation refuses it).
 pub(super) fn transactional_producer(records: &Bytes) -> Option<(i64, i16)> {
-    let attributes = records.get(ATTRIBUTES_AT + 1)?;
-    if attributes & TRANSACTIONAL == 0 {
-        return None;
-    }
-    let id = records.get(PRODUCER_ID_AT..PRODUCER_ID_AT + 8)?;
-    let epoch = records.get(PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2)?;
-    let id = i64::from_be_bytes(id.try_into().ok()?);
-    Some((id, i16::from_be_bytes(epoch.try_into().ok()?)))
+    let header = BatchHeader::parse(records).ok()?;
+    let producer = (header.producer_id().0, header.producer_epoch().0);
+    header.is_transactional().then_some(producer)
 }
 
 /// A request's transactional partitions, gathered before anything is appended.
@@ -148,19 +139,22 @@ fn write_code(e: &LogError) -> i16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_record::{Attributes, BatchFields, ProducerEpoch, ProducerId, HEADER_LEN};
 
     #[test]
     fn the_producer_is_read_from_a_transactional_batch_header_only() {
         // Goal: the producer id and epoch come from the v2 header's fields, and a batch
         // without the transactional bit (or too short to hold a header) has none.
-        let mut header = vec![0u8; 61];
-        header[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&4_242i64.to_be_bytes());
-        header[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&7i16.to_be_bytes());
-        assert_eq!(transactional_producer(&Bytes::from(header.clone())), None);
-        header[ATTRIBUTES_AT + 1] = TRANSACTIONAL;
-        let batch = Bytes::from(header);
+        let mut fields = BatchFields {
+            producer_id: ProducerId(4_242),
+            producer_epoch: ProducerEpoch(7),
+            ..BatchFields::default()
+        };
+        assert_eq!(transactional_producer(&fields.to_batch(&[]).into()), None);
+        fields.attributes = Attributes::TRANSACTIONAL;
+        let batch = Bytes::from(fields.to_batch(&[]));
         assert_eq!(transactional_producer(&batch), Some((4_242, 7)));
-        assert_eq!(transactional_producer(&batch.slice(..52)), None);
+        assert_eq!(transactional_producer(&batch.slice(..HEADER_LEN - 1)), None);
     }
 
     #[test]
