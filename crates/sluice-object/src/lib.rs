@@ -19,5 +19,5 @@ pub mod s3;
 mod sigv4;
 
 pub use credentials::{Credentials, Environment};
-pub use rounds::{round_key, ObjectRoundStore, RoundTimings};
+pub use rounds::{round_key, ObjectRoundStore};
 pub use s3::{ListedObject, ObjectError, ObjectStore, ObjectStoreConfig};

@@ -3,8 +3,8 @@
 //!
 //! Schema (version [`SCHEMA_VERSION`], every table prefixed `sluice_`; the full description
 //! is in `docs/object-storage.md` §3):
-//! - `sluice_schema`: one row, the schema version. A broker refuses a store whose version is
-//!   newer than its own, and migrates an older one in one transaction.
+//! - `sluice_schema`: one row, the schema version and the store's id. A broker refuses a
+//!   store whose version is newer than its own, and migrates an older one in one transaction.
 //! - `sluice_writer`: one row, the writer epoch. Every broker start takes the next epoch;
 //!   a round committed under an older one is refused, so a broker that lost its place (a
 //!   second broker started on the same stores) can never write again.
@@ -109,7 +109,8 @@ pub struct EntryRow {
 const SCHEMA_V1: &str = r#"
 CREATE TABLE sluice_schema (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-    version integer NOT NULL
+    version integer NOT NULL,
+    store_id uuid NOT NULL DEFAULT gen_random_uuid()
 );
 CREATE TABLE sluice_writer (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -318,6 +319,16 @@ impl MetaStore {
             tracing::info!(version = SCHEMA_VERSION, "metadata store schema created");
         }
         Ok(found)
+    }
+
+    /// The store's identity (made when its schema was created): a data dir caches one store.
+    pub fn store_id(&mut self) -> Result<String, MetaError> {
+        self.with(|c| {
+            let id: Uuid = c
+                .query_one("SELECT store_id FROM sluice_schema", &[])?
+                .get(0);
+            Ok(id.to_string())
+        })
     }
 
     /// Takes the next writer epoch: from now on only this broker's rounds commit.

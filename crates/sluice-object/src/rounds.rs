@@ -9,7 +9,7 @@
 //! left unknown is `Fatal`. Round ids follow each other from one past the store's largest,
 //! so a key is never reused for a committed round.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_log::round_store::{CommittedRound, Round, RoundStore, RoundStoreError};
 use uuid::Uuid;
@@ -22,13 +22,6 @@ pub fn round_key(store: &ObjectStore, round_id: i64) -> String {
     store.key(&format!("rounds/{round_id:020}"))
 }
 
-/// Latencies of the last round's two steps, for the metrics.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RoundTimings {
-    pub put: Duration,
-    pub commit: Duration,
-}
-
 /// The object backend's round store.
 #[derive(Debug)]
 pub struct ObjectRoundStore {
@@ -39,7 +32,6 @@ pub struct ObjectRoundStore {
     /// How long an unknown commit outcome is asked about before giving up.
     resolve_for: Duration,
     entries: Vec<EntryRow>,
-    last: RoundTimings,
 }
 
 impl ObjectRoundStore {
@@ -58,13 +50,7 @@ impl ObjectRoundStore {
             next_round_id,
             resolve_for,
             entries: Vec::new(),
-            last: RoundTimings::default(),
         })
-    }
-
-    /// The last round's step latencies.
-    pub fn last_timings(&self) -> RoundTimings {
-        self.last
     }
 
     fn upload(&mut self, round: &Round<'_>, key: &str) -> Result<u32, RoundStoreError> {
@@ -72,9 +58,7 @@ impl ObjectRoundStore {
             .data
             .iter()
             .fold(0u32, |crc, slice| crc32c::crc32c_append(crc, slice));
-        let started = Instant::now();
         let put = self.objects.put(key, round.data, round.len, crc);
-        self.last.put = started.elapsed();
         put.map_err(|error| RoundStoreError::Refused(format!("upload of {key}: {error}")))?;
         Ok(crc)
     }
@@ -101,11 +85,9 @@ impl RoundStore for ObjectRoundStore {
             size_bytes: round.len,
             crc32c: crc,
         };
-        let started = Instant::now();
         let committed =
             self.meta
                 .commit_round(self.epoch, round_id, &row, &self.entries, self.resolve_for);
-        self.last.commit = started.elapsed();
         match committed {
             Ok(()) => {
                 self.next_round_id += 1;

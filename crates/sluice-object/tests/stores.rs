@@ -183,6 +183,13 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
     let mut store = MetaStore::connect(&url, Duration::from_secs(5)).unwrap();
     assert_eq!(store.migrate().unwrap(), 0);
     assert_eq!(store.migrate().unwrap(), SCHEMA_VERSION);
+    let id = store.store_id().unwrap();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+    assert_eq!(
+        store.store_id().unwrap(),
+        id,
+        "the id is the store's, not the call's"
+    );
     let mut admin = postgres::Client::connect(&url, NoTls).unwrap();
     admin
         .execute("UPDATE sluice_schema SET version = version + 1", &[])

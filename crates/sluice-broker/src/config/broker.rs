@@ -84,6 +84,8 @@ pub struct BrokerConfig {
     /// `sluice.segment.files.per.topic.percent`: the share of the segment-file budget one
     /// topic may hold (`LogManagerConfig::segment_files_per_topic_max`).
     pub segment_files_per_topic_percent: u64,
+    /// `storage.backend` and the object backend's stores (docs/object-storage.md).
+    pub object_backend: crate::config::object_backend::ObjectBackendConfig,
     /// `sluice.storage`: `disk`, or `null` (the no-op log the bench calibrates against:
     /// produce is acknowledged and nothing is kept; never for data).
     pub storage: Storage,

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 mod broker;
 pub mod limits;
 pub mod listeners;
+pub mod object_backend;
 pub mod security;
 pub mod table;
 pub mod topic;
@@ -193,6 +194,7 @@ impl BrokerConfig {
             security::check_listener(&spec.name, protocol, &self.security)?;
         }
         listeners::check_advertised(&self.listener_specs(), &self.advertised_listeners)?;
+        self.object_backend.check()?;
         let cleaner = &self.log_cleaner;
         let per_thread = cleaner.dedupe_buffer_bytes / cleaner.threads.max(1) as u64;
         if per_thread < limits::LOG_CLEANER_DEDUPE_BYTES_PER_THREAD_MIN {

@@ -51,6 +51,9 @@ pub enum StartError {
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The object backend's stores could not be used (storage.backend=object).
+    #[error("object backend: {0}")]
+    ObjectBackend(String),
 }
 
 fn log_config(config: &BrokerConfig) -> LogManagerConfig {
@@ -128,12 +131,14 @@ impl Server {
         let opened = tokio::task::spawn_blocking(move || -> Result<_, StartError> {
             sluice_log::fs::create_private_dir_all(&cfg.data_dir)?;
             warn_if_data_dir_shared(&cfg.data_dir);
+            let round_store =
+                crate::services::object_backend::open(&cfg.object_backend, &cfg.data_dir)
+                    .map_err(StartError::ObjectBackend)?;
             let (log, report) =
-                LogManager::open(log_config(&cfg), Arc::new(StdFs)).map_err(|error| {
-                    StartError::Log {
-                        dir: cfg.data_dir.display().to_string(),
-                        error,
-                    }
+                LogManager::open_with_round_store(log_config(&cfg), Arc::new(StdFs), round_store)
+                    .map_err(|error| StartError::Log {
+                    dir: cfg.data_dir.display().to_string(),
+                    error,
                 })?;
             for action in &report.actions {
                 tracing::info!(action = %action, "recovery");

@@ -15,6 +15,7 @@ pub mod consumer_protocol;
 pub mod delegation_tokens;
 pub mod groups;
 pub mod internal_topics;
+pub(crate) mod object_backend;
 pub mod producer_ids;
 pub mod quotas;
 pub mod record_validation;
