@@ -29,7 +29,9 @@ phase "test stores for the object backend (scripts/stores.sh)"
 STORES_DIR="$(mktemp -d /tmp/sluice-stores.XXXXXX)"
 stop_stores() { scripts/stores.sh stop "$STORES_DIR" >/dev/null 2>&1 || true; }
 trap 'stop_stores; kill "$SETUP_PID" 2>/dev/null || true' EXIT
-eval "$(scripts/stores.sh start "$STORES_DIR")"
+# Assigned first: a failed start stops the script here (an `eval "$(...)"` would hide it).
+STORES_ENV="$(scripts/stores.sh start "$STORES_DIR")"
+eval "$STORES_ENV"
 export SLUICE_TEST_STORES=required
 
 phase "format and lint gates (cargo fmt --check, clippy -D warnings)"
