@@ -39,7 +39,8 @@ locked() {
     if [ -n "${MUTATION_LOCK:-}" ]; then flock "$MUTATION_LOCK" "$@"; else "$@"; fi
 }
 
-exe="$(locked cargo test --release -p sluice-log --features mutation --test log --no-run \
+# The test command's profile (scripts/test.sh): assertions and overflow checks on.
+exe="$(locked cargo test --profile ci -p sluice-log --features mutation --test log --no-run \
     --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
