@@ -55,7 +55,7 @@ trap 'rm -rf "$work"' EXIT
 # The tests that crash or fail the file system, or check what a reopen finds (the damage
 # fuzzers and read-path tests damage files by hand, so no sync order can change them).
 args=(model:: txn_model:: cleaner:: journal_cleaner:: journal_files:: full_disk:: recovery::
-    faults:: transactions:: retention:: idempotence::)
+    faults:: transactions:: retention:: idempotence:: round_store::)
 [ -n "${MUTATION_TEST_THREADS:-}" ] && args+=(--test-threads "$MUTATION_TEST_THREADS")
 
 # One run of the tests; prints the failed tests, one per line.

@@ -213,11 +213,14 @@ fn write_checkpoint(
 /// produce path: everything before the checkpoint's position is then on disk, and on start
 /// `round_restore` only has to check the rounds after it.
 fn sync_journal_cache(engine: &Engine, from_seq: u64, to_seq: u64) -> Result<(), LogError> {
-    if !engine.journal_is_cache.load(Ordering::Acquire) {
+    if !engine.journal_is_cache.load(Ordering::Acquire)
+        || mutated!("round_store.journal_cache_unsynced")
+    {
         return Ok(());
     }
     for seq in from_seq..=to_seq {
         if let Some(file) = engine.journal_files.get(seq) {
+            // The mutation point is above (`round_store.journal_cache_unsynced`).
             engine.guard("journal sync before a checkpoint", file.file.sync_data())?;
         }
     }

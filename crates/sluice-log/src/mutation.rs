@@ -62,6 +62,11 @@ pub const POINTS: &[(&str, &str)] = &[
     ("recovery.dirs_unsynced", "recovery does not sync the directories it changed (the data directory among them) before its checkpoint"),
     ("recovery.swap_removals_dir_unsynced", "recovery completes an interrupted swap without syncing the old segments' removals first"),
     ("recovery.swap_rename_dir_unsynced", "recovery completes an interrupted swap without syncing its rename"),
+    ("round_store.journal_cache_unsynced", "with a round store, a checkpoint vouches for journal bytes the checkpointer did not sync first"),
+    ("round_store.restored_marker_unsynced", "start-up on a round store: the end marker of a restored journal file is not synced"),
+    ("round_store.restored_unsynced", "start-up on a round store: the last journal file rounds were restored into is not synced"),
+    ("round_store.cut_unsynced", "start-up on a round store: the cut after the last committed round is not synced"),
+    ("round_store.cut_dir_unsynced", "start-up on a round store: the journal directory is not synced after the cut"),
 ];
 
 /// True when the build has the `mutation` feature and `SLUICE_MUTATE` names `name`. The

@@ -28,6 +28,7 @@ use crate::engine::Engine;
 use crate::error::LogError;
 use crate::fs::{self, Fs, FsFile, OpenMode};
 use crate::journal::{self, JournalPosition};
+use crate::mutation::mutated;
 use crate::round_store::{CommittedRound, RoundStore, RoundStoreError};
 
 /// What the reconciliation did, for the recovery report.
@@ -82,7 +83,9 @@ pub(crate) fn reconcile(
             let (seq, file) = open.take().expect("checked above");
             // The writer moved on from this file: it ended it with a marker.
             fs::write_all_at(file.as_ref(), &journal::encode_end_marker(seq), end.offset)?;
-            file.sync_data()?;
+            if !mutated!("round_store.restored_marker_unsynced") {
+                file.sync_data()?;
+            }
         }
         if open.is_none() {
             open = Some((
@@ -109,11 +112,14 @@ pub(crate) fn reconcile(
             offset: round.journal_position + round.size_bytes,
         };
     }
-    if let Some((_, file)) = &open {
+    let last_file = open.as_ref().map(|(_, file)| file);
+    if let Some(file) = last_file.filter(|_| !mutated!("round_store.restored_unsynced")) {
         file.sync_data()?;
     }
     report.files_cut = cut_after(fs, &engine.journal_dir, end)?;
-    fs.sync_dir(&engine.journal_dir)?;
+    if !mutated!("round_store.cut_dir_unsynced") {
+        fs.sync_dir(&engine.journal_dir)?;
+    }
     if report.rounds_restored > 0 || report.files_cut > 0 {
         tracing::info!(?report, "journal reconciled with the round store");
     }
@@ -160,7 +166,9 @@ fn cut_after(fs: &dyn Fs, dir: &Path, end: JournalPosition) -> Result<u64, LogEr
             let start = end.offset.max(journal::FILE_HEADER_LEN);
             if file.len()? > start {
                 file.set_len(start)?;
-                file.sync_data()?;
+                if !mutated!("round_store.cut_unsynced") {
+                    file.sync_data()?;
+                }
                 cut += 1;
             }
         }
