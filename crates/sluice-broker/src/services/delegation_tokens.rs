@@ -97,14 +97,7 @@ pub fn split_principal(principal: &str) -> (&str, &str) {
     principal.split_once(':').unwrap_or(("User", principal))
 }
 
-/// What a token login needs: the owner's name, the SCRAM credential derived from the
-/// token's HMAC, and the token's expiry.
-#[derive(Debug, Clone)]
-pub struct TokenCredential {
-    pub owner_name: String,
-    pub credential: Credential,
-    pub expiry_timestamp_ms: i64,
-}
+pub use crate::services::scram::TokenCredential;
 
 /// A refusal, as the Kafka error code to answer.
 pub type Refusal = i16;

@@ -25,7 +25,6 @@ use ring::{digest, hmac, rand::SecureRandom};
 use serde::{Deserialize, Serialize};
 
 use crate::config::limits;
-use crate::services::delegation_tokens::TokenStore;
 
 /// The two SCRAM mechanisms, with Kafka's type numbers (ScramMechanism: 1 and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -348,12 +347,13 @@ impl ScramExchange {
 
     /// Takes the client-first message; returns the exchange and the server-first message.
     /// A client-first with the extension `tokenauth=true` names a delegation token as its
-    /// user (Kafka's ScramSaslServer): its credential comes from `tokens`.
+    /// user (Kafka's ScramSaslServer): its credential comes from `tokens` (the delegation
+    /// token store's lookup by token id, handed in: the store is built on this module).
     pub fn first(
         mech: ScramMechanism,
         msg: &[u8],
         store: &CredentialStore,
-        tokens: &TokenStore,
+        tokens: &TokenLookup<'_>,
     ) -> Result<(ScramExchange, Vec<u8>), ScramError> {
         let mut nonce = [0u8; 24];
         ring::rand::SystemRandom::new()
@@ -366,7 +366,7 @@ impl ScramExchange {
         mech: ScramMechanism,
         msg: &[u8],
         store: &CredentialStore,
-        tokens: Option<&TokenStore>,
+        tokens: Option<&TokenLookup<'_>>,
         server_nonce: &str,
     ) -> Result<(ScramExchange, Vec<u8>), ScramError> {
         let msg = std::str::from_utf8(msg).map_err(|_| "client-first is not UTF-8")?;
@@ -413,7 +413,7 @@ impl ScramExchange {
             }
             true => {
                 let token = tokens
-                    .and_then(|t| t.credential(&user, mech))
+                    .and_then(|lookup| lookup(&user, mech))
                     .ok_or_else(|| format!("no delegation token {user} (unknown or expired)"))?;
                 let expiry = Some(token.expiry_timestamp_ms);
                 (token.owner_name, token.credential, expiry)
@@ -483,6 +483,18 @@ impl ScramExchange {
         let reply = format!("v={}", B64.encode(server_signature)).into_bytes();
         Ok((self.user, reply))
     }
+}
+
+/// The delegation token store's lookup of a token id's credential (`TokenStore::credential`).
+pub type TokenLookup<'a> = dyn Fn(&str, ScramMechanism) -> Option<TokenCredential> + 'a;
+
+/// What a token login needs: the owner's name, the SCRAM credential derived from the
+/// token's HMAC, and the token's expiry.
+#[derive(Debug, Clone)]
+pub struct TokenCredential {
+    pub owner_name: String,
+    pub credential: Credential,
+    pub expiry_timestamp_ms: i64,
 }
 
 #[cfg(test)]

@@ -323,7 +323,9 @@ impl Session {
                 raw,
             } => {
                 let (exchange, reply) =
-                    ScramExchange::first(m, token, &broker.scram, &broker.delegation_tokens)?;
+                    ScramExchange::first(m, token, &broker.scram, &|id, mech| {
+                        broker.delegation_tokens.credential(id, mech)
+                    })?;
                 self.state = State::Scram {
                     exchange: Box::new(exchange),
                     raw,
