@@ -2,7 +2,7 @@
 //! which backend makes record data durable, and where its two stores are. Rows of the one
 //! config table (`table.rs`); checked together by [`ObjectBackendConfig::check`] at start.
 
-use crate::config::ConfigError;
+use crate::config::values::ConfigError;
 
 /// `storage.backend` and the stores it names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
