@@ -245,7 +245,7 @@ def vm_rss_kib(b: SluiceBroker) -> int:
 
 
 def test_mtls_required_refuses_a_client_without_a_certificate(secured, pki, monkeypatch):
-    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::tls_stream=debug")
+    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::net::tls_stream=debug")
     b = secured("SSL://127.0.0.1:{port}", tls_props(
         pki, **{"ssl.client.auth": "required", "ssl.truststore.type": "PEM",
                 "ssl.truststore.location": str(pki / "ca.pem")}))
@@ -521,7 +521,7 @@ def test_sasl_on_the_wire_v0_raw_tokens_error_58_and_reauth_expiry(secured):
 def test_librdkafka_reauthenticates_within_connections_max_reauth_ms(secured, monkeypatch):
     """Also: the JAAS value written over several lines with backslash continuations, as
     Kafka's server.properties examples do."""
-    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::sasl=debug")
+    monkeypatch.setenv("SLUICE_LOG", "info,sluice_broker::net::sasl=debug")
     multiline = PLAIN_JAAS.replace('" ', '" \\\n    ').replace("required ", "required \\\n    ")
     assert multiline.count("\n") == 4
     b = secured("SASL_PLAINTEXT://127.0.0.1:{port}", {
